@@ -1,0 +1,31 @@
+//! CUDA runtime layer of baracuda: devices, contexts, streams, events,
+//! device and pinned buffers, per-context library handles and the NVRTC
+//! kernel JIT.
+//!
+//! This is the only crate that calls `cudarc::sys`/`cudarc::*::result` or
+//! holds raw device pointers. Everything above it talks to the safe types
+//! here. Every CUDA library is loaded at run time; a missing one is an
+//! [`Error::LibraryNotFound`](baracuda_kernels_types::Error) naming where it
+//! was looked for, never a panic.
+
+mod context;
+mod device;
+mod handles;
+mod jit;
+mod libs;
+mod memory;
+mod status;
+
+pub use context::{Context, Event, Graph, Stream};
+pub use device::Device;
+pub use handles::{CublasLtHandle, CudnnHandle, LibraryHandle};
+pub use jit::{
+    compile_cubin, cuda_include_dir, nvrtc_version, Function, KernelSource, LaunchArgs,
+    LaunchConfig, Module, ModuleSpec,
+};
+pub use libs::{ensure_loaded, CudaLib};
+pub use memory::{cudarc_slice, cudarc_slice_mut, DeviceBuffer, PinnedBuffer};
+pub use status::{cublas_error, cuda_error, cudnn_error};
+
+pub use baracuda_kernels_types as types;
+pub use baracuda_kernels_types::{Error, Result};

@@ -1,0 +1,34 @@
+//! Conversion of each CUDA library's status codes into [`Error`]. Each
+//! library's status is converted here and nowhere else.
+
+use baracuda_kernels_types::{Error, LibraryStatus};
+use cudarc::driver::DriverError;
+
+/// A CUDA driver status as an [`Error::Cuda`].
+pub fn cuda_error(call: &'static str, e: DriverError) -> Error {
+    let name = format!("{:?}", e.0);
+    Error::Cuda { call, status: LibraryStatus { code: e.0 as i64, name } }
+}
+
+/// A cuBLAS / cuBLASLt status as an [`Error::Cublas`].
+pub fn cublas_error(call: &'static str, e: cudarc::cublaslt::result::CublasError) -> Error {
+    let name = format!("{:?}", e.0);
+    Error::Cublas { call, status: LibraryStatus { code: e.0 as i64, name } }
+}
+
+/// A cuDNN status as an [`Error::Cudnn`].
+pub fn cudnn_error(call: &'static str, e: cudarc::cudnn::result::CudnnError) -> Error {
+    let name = format!("{:?}", e.0);
+    Error::Cudnn { call, status: LibraryStatus { code: e.0 as i64, name } }
+}
+
+/// Shorthand: map a driver result into ours.
+pub(crate) trait CudaResultExt<T> {
+    fn call(self, call: &'static str) -> Result<T, Error>;
+}
+
+impl<T> CudaResultExt<T> for Result<T, DriverError> {
+    fn call(self, call: &'static str) -> Result<T, Error> {
+        self.map_err(|e| cuda_error(call, e))
+    }
+}

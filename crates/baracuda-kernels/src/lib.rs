@@ -1,0 +1,22 @@
+//! baracuda-kernels: GPU operators for ML frameworks behind one Plan API.
+//!
+//! Every op follows one lifecycle: build a descriptor, `Plan::select` it on
+//! a stream (which validates it, compiles or finds kernels and picks the
+//! fastest correct backend), ask `workspace_size`, then `run` with args as
+//! often as needed. `plan.sku()` says what was selected. See [`Plan`].
+//!
+//! Families live one per module; [`reference`] holds the f64 CPU oracles
+//! the GPU tests compare against.
+
+pub mod elementwise;
+mod plan;
+pub mod reference;
+mod specs;
+
+pub use plan::Plan;
+pub use specs::all_module_specs;
+
+pub use baracuda_driver::{
+    Context, Device, DeviceBuffer, Event, Graph, PinnedBuffer, Stream,
+};
+pub use baracuda_kernels_types::*;
