@@ -1,0 +1,1 @@
+//! f64 oracles for the elementwise family.

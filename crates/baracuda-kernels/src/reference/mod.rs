@@ -1,0 +1,4 @@
+//! Plain f64 CPU implementations of every op: the oracles GPU tests compare
+//! against. Obviously correct beats fast here.
+
+pub mod elementwise;
