@@ -9,6 +9,7 @@
 //! the GPU tests compare against.
 
 pub mod elementwise;
+mod kernel_sources;
 mod plan;
 pub mod reference;
 mod specs;

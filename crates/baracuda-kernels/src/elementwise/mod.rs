@@ -1,8 +1,19 @@
-//! Elementwise ops.
+//! Elementwise ops: pointwise unary and binary maps with broadcasting,
+//! forward and backward.
+//!
+//! One CUDA source per sub-family (`kernels/elementwise/unary.cu`,
+//! `binary.cu`), compiled once per dtype with every op in it.
+
+mod binary;
+mod layout;
+mod unary;
+
+pub use binary::{BinaryArgs, BinaryBackwardPlan, BinaryBwArgs, BinaryDescriptor, BinaryOp, BinaryPlan};
+pub use unary::{UnaryArgs, UnaryBackwardPlan, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan};
 
 use baracuda_driver::ModuleSpec;
 
-/// Module specs of the family.
+/// Every module the family's plans can request.
 pub fn module_specs() -> Vec<ModuleSpec> {
-    Vec::new()
+    layout::family_specs()
 }

@@ -1,0 +1,200 @@
+// pool.cu: generic N-d pooling (spatial rank 1..3, padded to 3 with unit
+// axes), forward and backward, channels-first or channels-last.
+//
+// Windows, per spatial axis (o = output index, i = input index):
+//   window modes   start = o*s - p, end = start + k; clipped to [0, in)
+//   adaptive modes start = floor(o*in/out), end = ceil((o+1)*in/out)
+// FW  max      y = max over window (NaN wins, as in PyTorch); idx = flat
+//              spatial input index of the max (first one on ties)
+//     avg      y = sum over window / divisor, divisor = divisor_override,
+//              else the window clipped to [-p, in+p) (count_include_pad),
+//              else the number of in-bounds elements
+//     lp       y = (sum x^p / pool * k_prod)^(1/p), pool as avg with
+//              count_include_pad (PyTorch's avg_pool(x^p) * k_prod form)
+// BW  gather: one thread per input element sums over the outputs whose
+//     window holds it (no atomics, so deterministic):
+//     max      dx = sum dy[o] where idx[o] == i
+//     avg      dx = sum dy[o] / divisor(o)
+//     lp       dx = sum dy[o] * (k_prod/pool(o)) * x^(p-1) * y[o]^(1-p)
+//
+// One thread per output (FW) / input (BW) element, grid-stride, in
+// physical memory order so channels-last is coalesced over channels.
+// 64-bit indices. Traffic ~ (in + out) * b bytes (+ 8 bytes per index):
+// memory bound except for large windows.
+// Specialised by: T, ACC.
+#include "conv/conv_dtype.cuh"
+
+#define MODE_MAX 0
+#define MODE_AVG 1
+#define MODE_LP 2
+#define MODE_ADAPTIVE_AVG 3
+#define MODE_ADAPTIVE_MAX 4
+
+struct PoolParams {
+    long long n_out;        // batch * channels * prod(out)
+    long long n_in;         // batch * channels * prod(in)
+    int batch, channels;
+    int in[3], out[3], k[3], s[3], p[3];
+    int mode;
+    int channels_last;
+    int count_include_pad;
+    int divisor_override;   // 0: none
+    float norm_p;           // lp only
+    int has_indices;
+};
+
+static __device__ __forceinline__ bool adaptive(const PoolParams& P) {
+    return P.mode == MODE_ADAPTIVE_AVG || P.mode == MODE_ADAPTIVE_MAX;
+}
+
+// Window of output o along axis a: [lo, hi) clipped to the input, plus the
+// unclipped pooling extent used by count_include_pad.
+static __device__ __forceinline__ void window(const PoolParams& P, int a, int o, int& lo, int& hi,
+                                              int& padded) {
+    if (adaptive(P)) {
+        lo = (int)(((long long)o * P.in[a]) / P.out[a]);
+        hi = (int)(((long long)(o + 1) * P.in[a] + P.out[a] - 1) / P.out[a]);
+        padded = hi - lo;
+        return;
+    }
+    int start = o * P.s[a] - P.p[a];
+    int end = min(start + P.k[a], P.in[a] + P.p[a]);
+    padded = end - start;
+    lo = max(start, 0);
+    hi = min(end, P.in[a]);
+}
+
+// Decompose a physical index into (n, c, spatial flat) for extents ext.
+static __device__ __forceinline__ void decompose(const PoolParams& P, long long i, long long sp_n,
+                                                 long long& n, int& c, long long& sp) {
+    if (P.channels_last) {
+        c = (int)(i % P.channels);
+        long long t = i / P.channels;
+        sp = t % sp_n;
+        n = t / sp_n;
+    } else {
+        sp = i % sp_n;
+        long long t = i / sp_n;
+        c = (int)(t % P.channels);
+        n = t / P.channels;
+    }
+}
+
+static __device__ __forceinline__ long long address(const PoolParams& P, long long n, int c,
+                                                    long long sp, long long sp_n) {
+    return P.channels_last ? (n * sp_n + sp) * P.channels + c
+                           : (n * P.channels + c) * sp_n + sp;
+}
+
+static __device__ __forceinline__ ACC divisor(const PoolParams& P, const int lo[3], const int hi[3],
+                                              const int padded[3]) {
+    if (P.mode == MODE_AVG && P.divisor_override > 0) return (ACC)P.divisor_override;
+    if (P.mode == MODE_LP || (P.mode == MODE_AVG && P.count_include_pad))
+        return (ACC)padded[0] * (ACC)padded[1] * (ACC)padded[2];
+    return (ACC)(hi[0] - lo[0]) * (ACC)(hi[1] - lo[1]) * (ACC)(hi[2] - lo[2]);
+}
+
+extern "C" __global__ void pool_fw(PoolParams P, const T* __restrict__ x, T* __restrict__ y,
+                                   long long* __restrict__ idx) {
+    const long long in_sp = (long long)P.in[0] * P.in[1] * P.in[2];
+    const long long out_sp = (long long)P.out[0] * P.out[1] * P.out[2];
+    const ACC k_prod = (ACC)P.k[0] * (ACC)P.k[1] * (ACC)P.k[2];
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < P.n_out;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long n, osp;
+        int c;
+        decompose(P, i, out_sp, n, c, osp);
+        int o[3] = {(int)(osp / ((long long)P.out[1] * P.out[2])),
+                    (int)((osp / P.out[2]) % P.out[1]), (int)(osp % P.out[2])};
+        int lo[3], hi[3], padded[3];
+        for (int a = 0; a < 3; ++a) window(P, a, o[a], lo[a], hi[a], padded[a]);
+        const T* xp = x + (P.channels_last ? n * in_sp * P.channels + c : (n * P.channels + c) * in_sp);
+        const long long step = P.channels_last ? P.channels : 1;
+        if (P.mode == MODE_MAX || P.mode == MODE_ADAPTIVE_MAX) {
+            ACC m = (ACC)__int_as_float(0xff800000);  // -inf
+            long long arg = (long long)lo[0] * P.in[1] * P.in[2] + (long long)lo[1] * P.in[2] + lo[2];
+            for (int d = lo[0]; d < hi[0]; ++d)
+                for (int h = lo[1]; h < hi[1]; ++h)
+                    for (int w = lo[2]; w < hi[2]; ++w) {
+                        long long sp = ((long long)d * P.in[1] + h) * P.in[2] + w;
+                        ACC v = to_acc(xp[sp * step]);
+                        if (v > m || v != v) {
+                            m = v;
+                            arg = sp;
+                        }
+                    }
+            store(&y[i], m);
+            if (P.has_indices) idx[i] = arg;
+        } else {
+            ACC sum = (ACC)0;
+            ACC pw = (ACC)P.norm_p;
+            for (int d = lo[0]; d < hi[0]; ++d)
+                for (int h = lo[1]; h < hi[1]; ++h)
+                    for (int w = lo[2]; w < hi[2]; ++w) {
+                        long long sp = ((long long)d * P.in[1] + h) * P.in[2] + w;
+                        ACC v = to_acc(xp[sp * step]);
+                        sum += P.mode == MODE_LP ? acc_pow(v, pw) : v;
+                    }
+            ACC div = divisor(P, lo, hi, padded);
+            ACC r = sum / div;
+            if (P.mode == MODE_LP) r = acc_pow(r * k_prod, (ACC)1 / pw);
+            store(&y[i], r);
+        }
+    }
+}
+
+extern "C" __global__ void pool_bw(PoolParams P, const T* __restrict__ dy,
+                                   const long long* __restrict__ idx, const T* __restrict__ x,
+                                   const T* __restrict__ y, T* __restrict__ dx) {
+    const long long in_sp = (long long)P.in[0] * P.in[1] * P.in[2];
+    const long long out_sp = (long long)P.out[0] * P.out[1] * P.out[2];
+    const ACC k_prod = (ACC)P.k[0] * (ACC)P.k[1] * (ACC)P.k[2];
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < P.n_in;
+         i += (long long)gridDim.x * blockDim.x) {
+        long long n, isp;
+        int c;
+        decompose(P, i, in_sp, n, c, isp);
+        int ii[3] = {(int)(isp / ((long long)P.in[1] * P.in[2])), (int)((isp / P.in[2]) % P.in[1]),
+                     (int)(isp % P.in[2])};
+        // Candidate output ranges per axis; membership is re-checked below.
+        int olo[3], ohi[3];
+        for (int a = 0; a < 3; ++a) {
+            if (adaptive(P)) {
+                olo[a] = max(0, (int)(((long long)ii[a] * P.out[a]) / P.in[a]) - 1);
+                ohi[a] = min(P.out[a] - 1, (int)(((long long)(ii[a] + 1) * P.out[a]) / P.in[a]) + 1);
+            } else {
+                int t = ii[a] + P.p[a];
+                olo[a] = t < P.k[a] ? 0 : (t - P.k[a]) / P.s[a] + 1;
+                ohi[a] = min(t / P.s[a], P.out[a] - 1);
+            }
+        }
+        ACC xv = (P.mode == MODE_LP) ? to_acc(x[i]) : (ACC)0;
+        ACC pw = (ACC)P.norm_p;
+        ACC acc = (ACC)0;
+        for (int od = olo[0]; od <= ohi[0]; ++od)
+            for (int oh = olo[1]; oh <= ohi[1]; ++oh)
+                for (int ow = olo[2]; ow <= ohi[2]; ++ow) {
+                    int o[3] = {od, oh, ow};
+                    int lo[3], hi[3], padded[3];
+                    bool inside = true;
+                    for (int a = 0; a < 3; ++a) {
+                        window(P, a, o[a], lo[a], hi[a], padded[a]);
+                        inside = inside && ii[a] >= lo[a] && ii[a] < hi[a];
+                    }
+                    if (!inside) continue;
+                    long long osp = ((long long)od * P.out[1] + oh) * P.out[2] + ow;
+                    long long oa = address(P, n, c, osp, out_sp);
+                    ACC g = to_acc(dy[oa]);
+                    if (P.mode == MODE_MAX || P.mode == MODE_ADAPTIVE_MAX) {
+                        if (idx[oa] == isp) acc += g;
+                    } else if (P.mode == MODE_LP) {
+                        ACC yv = to_acc(y[oa]);
+                        ACC scale = k_prod / divisor(P, lo, hi, padded);
+                        acc += g * scale * acc_pow(xv, pw - (ACC)1) * acc_pow(yv, (ACC)1 - pw);
+                    } else {
+                        acc += g / divisor(P, lo, hi, padded);
+                    }
+                }
+        store(&dx[i], acc);
+    }
+}

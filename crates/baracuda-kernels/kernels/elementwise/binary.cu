@@ -1,0 +1,262 @@
+// binary.cu: pointwise binary ops with broadcasting, forward and backward.
+//
+// FW  out[i] = f(a[i], b[i])            (a, b broadcast views of out's shape)
+// BW  da = reduce_to(a.shape, dy * df/da),  db = reduce_to(b.shape, dy * df/db)
+//
+//   op        f             df/da                         df/db
+//   add       a + b         1                             1
+//   sub       a - b         1                             -1
+//   mul       a * b         b                             a
+//   div       a / b         1 / b                         -a / b^2
+//   maximum   max, NaN wins a>b: 1, a==b: 1/2, a<b: 0      mirrored
+//   minimum   min, NaN wins a<b: 1, a==b: 1/2, a>b: 0      mirrored
+//   (maximum/minimum gradients follow PyTorch: ties split dy in half, and
+//    a NaN operand passes dy to both sides)
+//
+// Kernels:
+// - contiguous FW/BW: grid-stride over 16-byte vectors, scalar tail;
+// - strided FW/BW (no reduction): rank-8 offsets, u32/u64 linear index;
+// - reduce (BW of a broadcast operand): thread per output element and
+//   blockIdx.y per split of the reduced range; with one split it writes the
+//   gradient directly, otherwise an ACC partial per split that `finalize`
+//   sums in split order. Both orders are fixed by the plan, so the result is
+//   deterministic.
+// Traffic (n elems, b bytes): FW 3nb, BW 5nb (less when broadcast).
+// Specialised by: BARACUDA_DTYPE, one extern "C" kernel set per op.
+#include "common/dtype.cuh"
+#include "common/strided.cuh"
+
+#define UNROLL 4
+
+enum { ADD = 0, SUB = 1, MUL = 2, DIV = 3, MAXIMUM = 4, MINIMUM = 5 };
+
+template <int OP>
+__device__ __forceinline__ ACC binary_f(ACC a, ACC b) {
+    if (OP == ADD) return a + b;
+    if (OP == SUB) return a - b;
+    if (OP == MUL) return a * b;
+    if (OP == DIV) return a / b;
+    if (m_isnan(a)) return a;
+    if (m_isnan(b)) return b;
+    if (OP == MAXIMUM) return a > b ? a : b;
+    return a < b ? a : b;  // MINIMUM
+}
+
+// Gradient with respect to a (WHICH = 0) or b (WHICH = 1).
+template <int OP, int WHICH>
+__device__ __forceinline__ ACC binary_df(ACC a, ACC b, ACC dy) {
+    if (OP == ADD) return dy;
+    if (OP == SUB) return WHICH == 0 ? dy : -dy;
+    if (OP == MUL) return WHICH == 0 ? dy * b : dy * a;
+    if (OP == DIV) return WHICH == 0 ? dy / b : -dy * a / (b * b);
+    if (a == b) return dy * ACC(0.5);
+    // MAXIMUM: a loses when a < b; b loses when a > b. MINIMUM mirrored.
+    const bool loses = (OP == MAXIMUM) == (WHICH == 0) ? (a < b) : (a > b);
+    return loses ? ACC(0) : dy;
+}
+
+template <int OP>
+__device__ __forceinline__ void fw_contig(const T* __restrict__ a, const T* __restrict__ b,
+                                          T* __restrict__ out, u64 n) {
+    const u64 nvec = n / VEC;
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u64 i = tid;
+    for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
+        T av[UNROLL][VEC], bv[UNROLL][VEC];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            load_vec(a, i + u * stride, av[u]);
+            load_vec(b, i + u * stride, bv[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+                av[u][e] = from_acc(binary_f<OP>(to_acc(av[u][e]), to_acc(bv[u][e])));
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) store_vec(out, i + u * stride, av[u]);
+    }
+    for (; i < nvec; i += stride) {
+        T av[VEC], bv[VEC];
+        load_vec(a, i, av);
+        load_vec(b, i, bv);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) av[e] = from_acc(binary_f<OP>(to_acc(av[e]), to_acc(bv[e])));
+        store_vec(out, i, av);
+    }
+    for (u64 t = nvec * VEC + tid; t < n; t += stride)
+        out[t] = from_acc(binary_f<OP>(to_acc(a[t]), to_acc(b[t])));
+}
+
+// da or db may be null (that gradient was not asked for, or is reduced by
+// another kernel).
+template <int OP>
+__device__ __forceinline__ void bw_contig(const T* __restrict__ a, const T* __restrict__ b,
+                                          const T* __restrict__ dy, T* __restrict__ da,
+                                          T* __restrict__ db, u64 n) {
+    const u64 nvec = n / VEC;
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    for (u64 i = tid; i < nvec; i += stride) {
+        T av[VEC], bv[VEC], gv[VEC], oa[VEC], ob[VEC];
+        load_vec(a, i, av);
+        load_vec(b, i, bv);
+        load_vec(dy, i, gv);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+            const ACC x = to_acc(av[e]), y = to_acc(bv[e]), g = to_acc(gv[e]);
+            oa[e] = from_acc(binary_df<OP, 0>(x, y, g));
+            ob[e] = from_acc(binary_df<OP, 1>(x, y, g));
+        }
+        if (da) store_vec(da, i, oa);
+        if (db) store_vec(db, i, ob);
+    }
+    for (u64 t = nvec * VEC + tid; t < n; t += stride) {
+        const ACC x = to_acc(a[t]), y = to_acc(b[t]), g = to_acc(dy[t]);
+        if (da) da[t] = from_acc(binary_df<OP, 0>(x, y, g));
+        if (db) db[t] = from_acc(binary_df<OP, 1>(x, y, g));
+    }
+}
+
+// Strided operands: FW [0] out, [1] a, [2] b. BW [0] da, [1] db, [2] a,
+// [3] b, [4] dy (da/db address 0 when not written here).
+template <int OP, typename I>
+__device__ __forceinline__ void fw_strided(const StridedArgs& p) {
+    T* out = (T*)p.ptr[0];
+    const T* a = (const T*)p.ptr[1];
+    const T* b = (const T*)p.ptr[2];
+    const I n = (I)p.n;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        i64 off[3];
+        strided_offsets<3, I>(p, i, off);
+        out[off[0]] = from_acc(binary_f<OP>(to_acc(a[off[1]]), to_acc(b[off[2]])));
+    }
+}
+
+template <int OP, typename I>
+__device__ __forceinline__ void bw_strided(const StridedArgs& p) {
+    T* da = (T*)p.ptr[0];
+    T* db = (T*)p.ptr[1];
+    const T* a = (const T*)p.ptr[2];
+    const T* b = (const T*)p.ptr[3];
+    const T* dy = (const T*)p.ptr[4];
+    const I n = (I)p.n;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        i64 off[5];
+        strided_offsets<5, I>(p, i, off);
+        const ACC x = to_acc(a[off[2]]), y = to_acc(b[off[3]]), g = to_acc(dy[off[4]]);
+        if (da) da[off[0]] = from_acc(binary_df<OP, 0>(x, y, g));
+        if (db) db[off[1]] = from_acc(binary_df<OP, 1>(x, y, g));
+    }
+}
+
+// Reduction of a broadcast operand's gradient. Output index o runs over the
+// kept axes (the operand's own shape), r over the reduced axes (where the
+// operand has extent 1 and dy does not).
+struct ReduceArgs {
+    u64 n_out;                 // elements of the reduced gradient
+    u64 n_red;                 // reduced elements per output
+    u64 chunk;                 // reduced elements per split
+    u32 rank_out, rank_red;    // axes of each index space
+    u32 splits;                // gridDim.y
+    u32 pad;
+    u64 shape_out[MAX_RANK];
+    u64 shape_red[MAX_RANK];
+    i64 out_stride[4][MAX_RANK];  // a, b, dy, grad along kept axes
+    i64 red_stride[3][MAX_RANK];  // a, b, dy along reduced axes
+    u64 a, b, dy, grad;           // device addresses
+    u64 partial;                  // ACC[splits][n_out] workspace when splits > 1
+};
+
+// Offsets along the kept axes (NOPS = 4: a, b, dy, grad) or the reduced
+// axes (NOPS = 3: a, b, dy). Member arrays are indexed with unrolled
+// constants so the parameters stay in the constant bank.
+template <bool KEPT, int NOPS>
+__device__ __forceinline__ void reduce_offsets(const ReduceArgs& p, u64 linear, i64 (&off)[NOPS]) {
+#pragma unroll
+    for (int k = 0; k < NOPS; ++k) off[k] = 0;
+    const u32 rank = KEPT ? p.rank_out : p.rank_red;
+#pragma unroll
+    for (int d = MAX_RANK - 1; d >= 0; --d) {
+        if (d < (int)rank) {
+            const u64 ext = KEPT ? p.shape_out[d] : p.shape_red[d];
+            const u64 c = linear % ext;
+            linear /= ext;
+#pragma unroll
+            for (int k = 0; k < NOPS; ++k)
+                off[k] += (i64)c * (KEPT ? p.out_stride[k][d] : p.red_stride[k][d]);
+        }
+    }
+}
+
+template <int OP, int WHICH>
+__device__ __forceinline__ void reduce_grad(const ReduceArgs& p) {
+    const u64 o = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= p.n_out) return;
+    i64 ob[4];
+    reduce_offsets<true, 4>(p, o, ob);
+    const T* a = (const T*)p.a + ob[0];
+    const T* b = (const T*)p.b + ob[1];
+    const T* dy = (const T*)p.dy + ob[2];
+    const u64 r0 = (u64)blockIdx.y * p.chunk;
+    const u64 r1 = min(r0 + p.chunk, p.n_red);
+    ACC acc = ACC(0);
+    for (u64 r = r0; r < r1; ++r) {
+        i64 rb[3];
+        reduce_offsets<false, 3>(p, r, rb);
+        acc += binary_df<OP, WHICH>(to_acc(a[rb[0]]), to_acc(b[rb[1]]), to_acc(dy[rb[2]]));
+    }
+    if (p.splits == 1) {
+        ((T*)p.grad)[ob[3]] = from_acc(acc);
+    } else {
+        ((ACC*)p.partial)[(u64)blockIdx.y * p.n_out + o] = acc;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) binary_bw_finalize(ReduceArgs p) {
+    const u64 o = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o >= p.n_out) return;
+    i64 ob[4];
+    reduce_offsets<true, 4>(p, o, ob);
+    const ACC* part = (const ACC*)p.partial;
+    ACC acc = ACC(0);
+    for (u32 s = 0; s < p.splits; ++s) acc += part[(u64)s * p.n_out + o];
+    ((T*)p.grad)[ob[3]] = from_acc(acc);
+}
+
+#define BINARY_KERNELS(NAME, OP)                                                                  \
+    extern "C" __global__ void __launch_bounds__(256) binary_fw_contig_##NAME(                    \
+        const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out, u64 n) {           \
+        fw_contig<OP>(a, b, out, n);                                                              \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) binary_fw_strided32_##NAME(StridedArgs p) { \
+        fw_strided<OP, u32>(p);                                                                   \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) binary_fw_strided64_##NAME(StridedArgs p) { \
+        fw_strided<OP, u64>(p);                                                                   \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) binary_bw_contig_##NAME(                    \
+        const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ dy,               \
+        T* __restrict__ da, T* __restrict__ db, u64 n) {                                          \
+        bw_contig<OP>(a, b, dy, da, db, n);                                                       \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) binary_bw_strided32_##NAME(StridedArgs p) { \
+        bw_strided<OP, u32>(p);                                                                   \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) binary_bw_strided64_##NAME(StridedArgs p) { \
+        bw_strided<OP, u64>(p);                                                                   \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) binary_bw_reduce_a_##NAME(ReduceArgs p) {   \
+        reduce_grad<OP, 0>(p);                                                                    \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) binary_bw_reduce_b_##NAME(ReduceArgs p) {   \
+        reduce_grad<OP, 1>(p);                                                                    \
+    }
+
+BINARY_KERNELS(add, ADD)
+BINARY_KERNELS(sub, SUB)
+BINARY_KERNELS(mul, MUL)
+BINARY_KERNELS(div, DIV)
+BINARY_KERNELS(maximum, MAXIMUM)
+BINARY_KERNELS(minimum, MINIMUM)

@@ -1,0 +1,192 @@
+// unary.cu: pointwise unary ops, forward and backward.
+//
+// FW  y[i]  = f(x[i])
+// BW  dx[i] = dy[i] * f'(x[i])
+//
+//   op         f(x)                                   f'(x)
+//   relu       x < 0 ? 0 : x  (NaN propagates)        x <= 0 ? 0 : 1
+//   gelu_erf   x/2 (1 + erf(x/sqrt2))                 Phi(x) + x phi(x)
+//   gelu_tanh  x/2 (1 + tanh(k(x + c x^3)))           (1+t)/2 + x(1-t^2) k (1 + 3c x^2)/2
+//   silu       x sigmoid(x)                           s (1 + x (1 - s))
+//   sigmoid    1 / (1 + e^-x)                         s (1 - s)
+//   tanh       tanh(x)                                1 - t^2
+//   exp        e^x                                    e^x
+//   neg        -x                                     -1
+//   (k = sqrt(2/pi), c = 0.044715, as PyTorch's approximate='tanh')
+//
+// Contiguous: grid-stride loop over 16-byte vectors, UNROLL vectors in
+// flight per thread, scalar tail. Strided: one element per iteration with
+// up to rank-8 offsets (strided.cuh), u32 or u64 linear index.
+// Traffic (n elems, b bytes/elem): FW 2nb, BW 3nb; a few FLOP per element,
+// so memory bound: judged by GB/s against the copy ceiling.
+// Specialised by: BARACUDA_DTYPE (T, ACC), one extern "C" kernel per op.
+#include "common/dtype.cuh"
+#include "common/strided.cuh"
+
+#define UNROLL 4
+
+enum { RELU = 0, GELU_ERF = 1, GELU_TANH = 2, SILU = 3, SIGMOID = 4, TANH = 5, EXP = 6, NEG = 7 };
+
+template <int OP>
+__device__ __forceinline__ ACC unary_f(ACC x) {
+    if (OP == RELU) return x < ACC(0) ? ACC(0) : x;
+    if (OP == GELU_ERF) return ACC(0.5) * x * (ACC(1) + m_erf(x * ACC(0.70710678118654752440)));
+    if (OP == GELU_TANH) {
+        const ACC k = ACC(0.79788456080286535588);
+        return ACC(0.5) * x * (ACC(1) + m_tanh(k * (x + ACC(0.044715) * x * x * x)));
+    }
+    if (OP == SILU) return x / (ACC(1) + m_exp(-x));
+    if (OP == SIGMOID) return ACC(1) / (ACC(1) + m_exp(-x));
+    if (OP == TANH) return m_tanh(x);
+    if (OP == EXP) return m_exp(x);
+    return -x;  // NEG
+}
+
+template <int OP>
+__device__ __forceinline__ ACC unary_df(ACC x, ACC dy) {
+    if (OP == RELU) return x <= ACC(0) ? ACC(0) : dy;  // as threshold_backward: NaN passes dy
+    if (OP == GELU_ERF) {
+        const ACC cdf = ACC(0.5) * (ACC(1) + m_erf(x * ACC(0.70710678118654752440)));
+        const ACC pdf = m_exp(ACC(-0.5) * x * x) * ACC(0.39894228040143267794);
+        return dy * (cdf + x * pdf);
+    }
+    if (OP == GELU_TANH) {
+        const ACC k = ACC(0.79788456080286535588);
+        const ACC c = ACC(0.044715);
+        const ACC t = m_tanh(k * (x + c * x * x * x));
+        const ACC dinner = k * (ACC(1) + ACC(3) * c * x * x);
+        return dy * (ACC(0.5) * (ACC(1) + t) + ACC(0.5) * x * (ACC(1) - t * t) * dinner);
+    }
+    if (OP == SILU) {
+        const ACC s = ACC(1) / (ACC(1) + m_exp(-x));
+        return dy * s * (ACC(1) + x * (ACC(1) - s));
+    }
+    if (OP == SIGMOID) {
+        const ACC s = ACC(1) / (ACC(1) + m_exp(-x));
+        return dy * s * (ACC(1) - s);
+    }
+    if (OP == TANH) {
+        const ACC t = m_tanh(x);
+        return dy * (ACC(1) - t * t);
+    }
+    if (OP == EXP) return dy * m_exp(x);
+    return -dy;  // NEG
+}
+
+template <int OP>
+__device__ __forceinline__ void fw_contig(const T* __restrict__ x, T* __restrict__ y, u64 n) {
+    const u64 nvec = n / VEC;
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u64 i = tid;
+    for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
+        T v[UNROLL][VEC];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) load_vec(x, i + u * stride, v[u]);
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) v[u][e] = from_acc(unary_f<OP>(to_acc(v[u][e])));
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) store_vec(y, i + u * stride, v[u]);
+    }
+    for (; i < nvec; i += stride) {
+        T v[VEC];
+        load_vec(x, i, v);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[e] = from_acc(unary_f<OP>(to_acc(v[e])));
+        store_vec(y, i, v);
+    }
+    for (u64 t = nvec * VEC + tid; t < n; t += stride) y[t] = from_acc(unary_f<OP>(to_acc(x[t])));
+}
+
+template <int OP>
+__device__ __forceinline__ void bw_contig(const T* __restrict__ x, const T* __restrict__ dy,
+                                          T* __restrict__ dx, u64 n) {
+    const u64 nvec = n / VEC;
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    u64 i = tid;
+    for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
+        T xv[UNROLL][VEC], gv[UNROLL][VEC];
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) {
+            load_vec(x, i + u * stride, xv[u]);
+            load_vec(dy, i + u * stride, gv[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e)
+                gv[u][e] = from_acc(unary_df<OP>(to_acc(xv[u][e]), to_acc(gv[u][e])));
+#pragma unroll
+        for (int u = 0; u < UNROLL; ++u) store_vec(dx, i + u * stride, gv[u]);
+    }
+    for (; i < nvec; i += stride) {
+        T xv[VEC], gv[VEC];
+        load_vec(x, i, xv);
+        load_vec(dy, i, gv);
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) gv[e] = from_acc(unary_df<OP>(to_acc(xv[e]), to_acc(gv[e])));
+        store_vec(dx, i, gv);
+    }
+    for (u64 t = nvec * VEC + tid; t < n; t += stride)
+        dx[t] = from_acc(unary_df<OP>(to_acc(x[t]), to_acc(dy[t])));
+}
+
+// Strided operands: FW [0] = y, [1] = x; BW [0] = dx, [1] = x, [2] = dy.
+template <int OP, typename I>
+__device__ __forceinline__ void fw_strided(const StridedArgs& p) {
+    T* y = (T*)p.ptr[0];
+    const T* x = (const T*)p.ptr[1];
+    const I n = (I)p.n;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        i64 off[2];
+        strided_offsets<2, I>(p, i, off);
+        y[off[0]] = from_acc(unary_f<OP>(to_acc(x[off[1]])));
+    }
+}
+
+template <int OP, typename I>
+__device__ __forceinline__ void bw_strided(const StridedArgs& p) {
+    T* dx = (T*)p.ptr[0];
+    const T* x = (const T*)p.ptr[1];
+    const T* dy = (const T*)p.ptr[2];
+    const I n = (I)p.n;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        i64 off[3];
+        strided_offsets<3, I>(p, i, off);
+        dx[off[0]] = from_acc(unary_df<OP>(to_acc(x[off[1]]), to_acc(dy[off[2]])));
+    }
+}
+
+#define UNARY_KERNELS(NAME, OP)                                                                   \
+    extern "C" __global__ void __launch_bounds__(256)                                             \
+        unary_fw_contig_##NAME(const T* __restrict__ x, T* __restrict__ y, u64 n) {               \
+        fw_contig<OP>(x, y, n);                                                                   \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) unary_fw_strided32_##NAME(StridedArgs p) {  \
+        fw_strided<OP, u32>(p);                                                                   \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) unary_fw_strided64_##NAME(StridedArgs p) {  \
+        fw_strided<OP, u64>(p);                                                                   \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) unary_bw_contig_##NAME(                     \
+        const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx, u64 n) {           \
+        bw_contig<OP>(x, dy, dx, n);                                                              \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) unary_bw_strided32_##NAME(StridedArgs p) {  \
+        bw_strided<OP, u32>(p);                                                                   \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) unary_bw_strided64_##NAME(StridedArgs p) {  \
+        bw_strided<OP, u64>(p);                                                                   \
+    }
+
+UNARY_KERNELS(relu, RELU)
+UNARY_KERNELS(gelu_erf, GELU_ERF)
+UNARY_KERNELS(gelu_tanh, GELU_TANH)
+UNARY_KERNELS(silu, SILU)
+UNARY_KERNELS(sigmoid, SIGMOID)
+UNARY_KERNELS(tanh, TANH)
+UNARY_KERNELS(exp, EXP)
+UNARY_KERNELS(neg, NEG)

@@ -1,0 +1,153 @@
+// gemm_epilogue.cu: elementwise work around cuBLASLt matmuls, for what
+// cuBLASLt's fused epilogues do not cover.
+//
+// bias_act   z = d[i,j] + bias[j]; aux[i,j] = z (optional); d[i,j] = act(z)
+//            (act: 0 identity, 1 relu, 2 gelu_erf, 3 gelu_tanh)
+// dact       dz[i,j] = dy[i,j] * act'(z[i,j])          (row-major, ld given)
+// col_sum    out[j] = sum_i x[i,j]                     (row-major x, f32/f64 acc)
+// scale_i32  out[i,j] = alpha * acc[i,j]               (int GEMM to f32/bf16)
+// amax       out = max |d[i,j]| (atomicMax on the bits of a non-negative
+//            float, so the result is order-independent)
+//
+// Grid-stride loops over the m*n logical elements with 64-bit indices
+// (m*n can pass 2^31). Memory bound: ~2-3 passes over D, judged by GB/s.
+// Specialised by -DDTYPE (0 f32, 1 f64, 2 f16, 3 bf16), the type of D.
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+
+#if DTYPE == 0
+typedef float T;
+typedef float Acc;
+#elif DTYPE == 1
+typedef double T;
+typedef double Acc;
+#elif DTYPE == 2
+typedef __half T;
+typedef float Acc;
+#else
+typedef __nv_bfloat16 T;
+typedef float Acc;
+#endif
+
+__device__ __forceinline__ Acc load(const T* p, long long i) {
+#if DTYPE == 2
+    return __half2float(p[i]);
+#elif DTYPE == 3
+    return __bfloat162float(p[i]);
+#else
+    return (Acc)p[i];
+#endif
+}
+
+__device__ __forceinline__ void store(T* p, long long i, Acc v) {
+#if DTYPE == 2
+    p[i] = __float2half_rn(v);
+#elif DTYPE == 3
+    p[i] = __float2bfloat16_rn(v);
+#else
+    p[i] = (T)v;
+#endif
+}
+
+__device__ __forceinline__ Acc act_fw(int act, Acc z) {
+    const Acc k0 = (Acc)0.7978845608028654;   // sqrt(2/pi)
+    const Acc k1 = (Acc)0.044715;
+    switch (act) {
+        case 1: return z > (Acc)0 ? z : (Acc)0;
+        case 2: return (Acc)0.5 * z * ((Acc)1 + erf(z * (Acc)0.7071067811865476));
+        case 3: return (Acc)0.5 * z * ((Acc)1 + tanh(k0 * (z + k1 * z * z * z)));
+        default: return z;
+    }
+}
+
+__device__ __forceinline__ Acc act_bw(int act, Acc z) {
+    const Acc k0 = (Acc)0.7978845608028654;
+    const Acc k1 = (Acc)0.044715;
+    switch (act) {
+        case 1: return z > (Acc)0 ? (Acc)1 : (Acc)0;
+        case 2: {
+            Acc cdf = (Acc)0.5 * ((Acc)1 + erf(z * (Acc)0.7071067811865476));
+            Acc pdf = exp((Acc)-0.5 * z * z) * (Acc)0.3989422804014327;
+            return cdf + z * pdf;
+        }
+        case 3: {
+            Acc u = k0 * (z + k1 * z * z * z);
+            Acc t = tanh(u);
+            Acc du = k0 * ((Acc)1 + (Acc)3 * k1 * z * z);
+            return (Acc)0.5 * ((Acc)1 + t) + (Acc)0.5 * z * ((Acc)1 - t * t) * du;
+        }
+        default: return (Acc)1;
+    }
+}
+
+// Offset of logical element `idx` (row-major enumeration i*n + j) in a
+// matrix with leading dimension ld stored row- or column-major.
+__device__ __forceinline__ long long offset(long long i, long long j, long long ld, int row_major) {
+    return row_major ? i * ld + j : j * ld + i;
+}
+
+extern "C" __global__ void bias_act(T* d, long long ldd, int row_major, long long m, long long n,
+                                    const T* bias, int act, T* aux, long long ld_aux) {
+    long long total = m * n;
+    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
+         idx += (long long)gridDim.x * blockDim.x) {
+        // Enumerate along the contiguous axis so neighbouring threads touch
+        // neighbouring addresses.
+        long long i, j;
+        if (row_major) { i = idx / n; j = idx % n; } else { j = idx / m; i = idx % m; }
+        long long o = offset(i, j, ldd, row_major);
+        Acc z = load(d, o);
+        if (bias) z += load(bias, j);
+        if (aux) store(aux, offset(i, j, ld_aux, row_major), z);
+        store(d, o, act_fw(act, z));
+    }
+}
+
+extern "C" __global__ void dact(const T* dy, long long ldy, const T* z, long long ldz, T* dz,
+                                long long lddz, long long m, long long n, int act) {
+    long long total = m * n;
+    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
+         idx += (long long)gridDim.x * blockDim.x) {
+        long long i = idx / n, j = idx % n;
+        Acc g = load(dy, i * ldy + j) * act_bw(act, load(z, i * ldz + j));
+        store(dz, i * lddz + j, g);
+    }
+}
+
+extern "C" __global__ void col_sum(const T* x, long long rows, long long cols, long long ld, T* out) {
+    for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < cols;
+         j += (long long)gridDim.x * blockDim.x) {
+        Acc s = (Acc)0;
+        for (long long i = 0; i < rows; ++i) s += load(x, i * ld + j);
+        store(out, j, s);
+    }
+}
+
+extern "C" __global__ void scale_i32(const int* acc, long long ld_acc, T* out, long long ld_out,
+                                     int row_major, long long m, long long n, float alpha) {
+    long long total = m * n;
+    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
+         idx += (long long)gridDim.x * blockDim.x) {
+        long long i, j;
+        if (row_major) { i = idx / n; j = idx % n; } else { j = idx / m; i = idx % m; }
+        store(out, offset(i, j, ld_out, row_major),
+              (Acc)((double)alpha * (double)acc[offset(i, j, ld_acc, row_major)]));
+    }
+}
+
+extern "C" __global__ void amax_init(unsigned int* out) { *out = 0u; }
+
+extern "C" __global__ void amax(const T* d, long long ldd, int row_major, long long m, long long n,
+                                unsigned int* out) {
+    long long total = m * n;
+    float best = 0.0f;
+    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
+         idx += (long long)gridDim.x * blockDim.x) {
+        long long i, j;
+        if (row_major) { i = idx / n; j = idx % n; } else { j = idx / m; i = idx % m; }
+        best = fmaxf(best, fabsf((float)load(d, offset(i, j, ldd, row_major))));
+    }
+    for (int s = 16; s > 0; s >>= 1) best = fmaxf(best, __shfl_xor_sync(0xffffffffu, best, s));
+    // |x| >= 0, so the IEEE bit patterns order like the values.
+    if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(best));
+}

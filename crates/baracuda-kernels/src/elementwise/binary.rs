@@ -1,0 +1,560 @@
+//! Pointwise binary ops with NumPy broadcasting: `out = f(a, b)`, and the
+//! backward `da`, `db`, each reduced (summed) back to its input's shape
+//! when that input was broadcast.
+//!
+//! The math of each op is in [`BinaryOp`] and at the top of
+//! `kernels/elementwise/binary.cu`.
+
+use core::marker::PhantomData;
+
+use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
+use baracuda_kernels_types::{
+    BackendKind, Element, ElementKind, Error, KernelSku, PlanPreference, Result, Shape, TensorMut,
+    TensorRef, Workspace, MAX_RANK,
+};
+
+use super::layout::{check_no_partial_overlap, dtype_id, spec, MapKernels, THREADS};
+use super::unary::{check_ctx, check_shape, pointwise_precision};
+use crate::kernel_sources;
+use crate::Plan;
+
+/// A pointwise binary function.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum BinaryOp {
+    /// `a + b`.
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// `a / b` (true division).
+    Div,
+    /// `max(a, b)`, NaN if either is NaN; gradient split in half on ties.
+    Maximum,
+    /// `min(a, b)`, NaN if either is NaN; gradient split in half on ties.
+    Minimum,
+}
+
+impl BinaryOp {
+    /// Every op, in declaration order.
+    pub const ALL: [BinaryOp; 6] = [
+        BinaryOp::Add,
+        BinaryOp::Sub,
+        BinaryOp::Mul,
+        BinaryOp::Div,
+        BinaryOp::Maximum,
+        BinaryOp::Minimum,
+    ];
+
+    /// Kernel-name suffix and op name.
+    pub fn name(self) -> &'static str {
+        match self {
+            BinaryOp::Add => "add",
+            BinaryOp::Sub => "sub",
+            BinaryOp::Mul => "mul",
+            BinaryOp::Div => "div",
+            BinaryOp::Maximum => "maximum",
+            BinaryOp::Minimum => "minimum",
+        }
+    }
+}
+
+/// A binary op of two rank-`N` inputs broadcast to a common shape.
+///
+/// Each axis of `a_shape` and `b_shape` must equal the other's or be 1
+/// (pad lower-rank inputs with leading 1s). The output shape is their
+/// broadcast.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BinaryDescriptor<const N: usize> {
+    /// The function.
+    pub op: BinaryOp,
+    /// Element type of every operand.
+    pub element: ElementKind,
+    /// Shape of `a`.
+    pub a_shape: [usize; N],
+    /// Shape of `b`.
+    pub b_shape: [usize; N],
+}
+
+impl<const N: usize> BinaryDescriptor<N> {
+    /// The broadcast output shape.
+    ///
+    /// # Errors
+    /// `BroadcastMismatch` when an axis differs and neither is 1.
+    pub fn out_shape(&self) -> Result<[usize; N]> {
+        let mut out = [0usize; N];
+        for d in 0..N {
+            let (x, y) = (self.a_shape[d], self.b_shape[d]);
+            out[d] = if x == y || y == 1 {
+                x
+            } else if x == 1 {
+                y
+            } else {
+                return Err(Error::BroadcastMismatch {
+                    op: "binary",
+                    a: Shape::from(&self.a_shape[..]),
+                    b: Shape::from(&self.b_shape[..]),
+                });
+            };
+        }
+        Ok(out)
+    }
+}
+
+/// Arguments of [`BinaryPlan::run`].
+pub struct BinaryArgs<'a, T, const N: usize> {
+    /// First input, shape `a_shape`.
+    pub a: TensorRef<'a, T, N>,
+    /// Second input, shape `b_shape`.
+    pub b: TensorRef<'a, T, N>,
+    /// Output, the broadcast shape; may be `a` or `b` itself when that input
+    /// has the output's shape (in place).
+    pub out: TensorMut<'a, T, N>,
+}
+
+/// Arguments of [`BinaryBackwardPlan::run`].
+pub struct BinaryBwArgs<'a, T, const N: usize> {
+    /// First forward input, shape `a_shape`.
+    pub a: TensorRef<'a, T, N>,
+    /// Second forward input, shape `b_shape`.
+    pub b: TensorRef<'a, T, N>,
+    /// Gradient of the output, the broadcast shape.
+    pub dy: TensorRef<'a, T, N>,
+    /// Gradient of `a`, shape `a_shape`, when wanted.
+    pub da: Option<TensorMut<'a, T, N>>,
+    /// Gradient of `b`, shape `b_shape`, when wanted.
+    pub db: Option<TensorMut<'a, T, N>>,
+}
+
+fn check_desc<T: Element, const N: usize>(
+    op: &'static str,
+    desc: &BinaryDescriptor<N>,
+    pref: &PlanPreference,
+) -> Result<(u32, [usize; N])> {
+    if desc.element != T::KIND {
+        return Err(Error::DtypeMismatch { op, arg: "desc.element", expected: T::KIND, got: desc.element });
+    }
+    let dt = dtype_id(op, T::KIND)?;
+    if N > MAX_RANK {
+        return Err(Error::Unsupported { op, what: format!("rank {N} > 8") });
+    }
+    pref.check_backend(op, &[BackendKind::Baracuda])?;
+    let out = desc.out_shape().map_err(|e| match e {
+        Error::BroadcastMismatch { a, b, .. } => Error::BroadcastMismatch { op, a, b },
+        e => e,
+    })?;
+    Ok((dt, out))
+}
+
+fn sku<T: Element>(stream: &Stream, op: BinaryOp, dir: &str, variant: String) -> KernelSku {
+    KernelSku {
+        op: format!("binary.{}.{dir}", op.name()),
+        element: T::KIND,
+        backend: BackendKind::Baracuda,
+        arch: stream.context().device().arch,
+        variant,
+        precision: pointwise_precision::<T>(),
+    }
+}
+
+/// `out = f(a, b)` elementwise with broadcasting.
+///
+/// # Shapes
+/// `a`: `a_shape`, `b`: `b_shape`, `out`: their broadcast; rank `N <= 8`.
+/// # Layout
+/// Any strides; contiguous, 16-byte-aligned, same-shape operands take the
+/// vectorised kernel, everything else the strided kernel (64-bit offsets).
+/// # Dtypes
+/// f32, f64, f16, bf16 (f16/bf16 compute in f32). Others: `Unsupported`.
+/// # Errors
+/// `BroadcastMismatch` from `select`; `ShapeMismatch`, `ContextMismatch`,
+/// `InvalidArgument` (partial overlap) from `run`.
+pub struct BinaryPlan<T: Element, const N: usize> {
+    desc: BinaryDescriptor<N>,
+    out_shape: [usize; N],
+    sku: KernelSku,
+    kernels: MapKernels,
+    _t: PhantomData<T>,
+}
+
+impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
+    type Descriptor = BinaryDescriptor<N>;
+    type Args<'a> = BinaryArgs<'a, T, N>;
+
+    fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
+        let (dt, out_shape) = check_desc::<T, N>("binary", desc, pref)?;
+        pref.check_workspace("binary", 0)?;
+        let kernels =
+            MapKernels::load(stream, &spec(&kernel_sources::BINARY, dt), "binary_fw", desc.op.name())?;
+        let sku = sku::<T>(stream, desc.op, "fw", "vec16 contiguous / rank-8 strided".into());
+        Ok(BinaryPlan { desc: *desc, out_shape, sku, kernels, _t: PhantomData })
+    }
+
+    fn sku(&self) -> &KernelSku {
+        &self.sku
+    }
+
+    fn workspace_size(&self) -> usize {
+        0
+    }
+
+    fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
+        const OP: &str = "binary";
+        check_shape(OP, "a", &self.desc.a_shape, args.a.shape())?;
+        check_shape(OP, "b", &self.desc.b_shape, args.b.shape())?;
+        check_shape(OP, "out", &self.out_shape, args.out.shape())?;
+        check_ctx(OP, "a", stream, args.a.data().ctx_id())?;
+        check_ctx(OP, "b", stream, args.b.data().ctx_id())?;
+        check_ctx(OP, "out", stream, args.out.data().ctx_id())?;
+        let a = args.a.broadcast_to(self.out_shape)?;
+        let b = args.b.broadcast_to(self.out_shape)?;
+        let out = args.out.data().addr();
+        check_no_partial_overlap::<T>(
+            OP,
+            "out",
+            (out, args.out.shape(), args.out.strides()),
+            &[
+                ("a", a.data().addr(), a.shape(), a.strides()),
+                ("b", b.data().addr(), b.shape(), b.strides()),
+            ],
+        )?;
+        // SAFETY: views bounds-checked at construction (broadcast views
+        // reach no new elements); order strided (out, a, b), contiguous
+        // (a, b, out, n).
+        unsafe {
+            self.kernels.launch::<T>(
+                stream,
+                &self.out_shape,
+                &[
+                    (out, args.out.strides()),
+                    (a.data().addr(), a.strides()),
+                    (b.data().addr(), b.strides()),
+                ],
+                &[1, 2, 0],
+            )
+        }
+    }
+}
+
+/// `ReduceArgs` of `kernels/elementwise/binary.cu`, field for field.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+struct ReduceArgs {
+    n_out: u64,
+    n_red: u64,
+    chunk: u64,
+    rank_out: u32,
+    rank_red: u32,
+    splits: u32,
+    pad: u32,
+    shape_out: [u64; MAX_RANK],
+    shape_red: [u64; MAX_RANK],
+    out_stride: [[i64; MAX_RANK]; 4],
+    red_stride: [[i64; MAX_RANK]; 3],
+    a: u64,
+    b: u64,
+    dy: u64,
+    grad: u64,
+    partial: u64,
+}
+
+/// How the gradient of one broadcast input is reduced: which axes are
+/// kept, which summed, and in how many deterministic splits.
+#[derive(Clone, Debug)]
+struct Reduction {
+    kept: Vec<usize>,
+    reduced: Vec<usize>,
+    n_out: usize,
+    n_red: usize,
+    splits: usize,
+    chunk: usize,
+    /// Byte offset of this reduction's partials in the workspace.
+    ws_offset: usize,
+    reduce: Function,
+}
+
+impl Reduction {
+    fn ws_bytes<T: Element>(&self) -> usize {
+        if self.splits > 1 {
+            self.splits * self.n_out * acc_bytes::<T>()
+        } else {
+            0
+        }
+    }
+}
+
+fn acc_bytes<T: Element>() -> usize {
+    if T::KIND == ElementKind::F64 {
+        8
+    } else {
+        4
+    }
+}
+
+/// Splits of the reduced range: enough blocks to fill the device when
+/// there are few outputs, at least 64 reduced elements per split. Worked
+/// example (H200, 132 SMs): db of a bias `[4096]` under dy `[8192, 4096]`
+/// has 4096 outputs, below the 132 * 2048 = 270336 resident threads, so
+/// splits = min(ceil(270336 / 4096) = 66, ceil(8192 / 64) = 128) = 66,
+/// chunk = ceil(8192 / 66) = 125 rows per split.
+fn plan_splits(n_out: usize, n_red: usize, sm_count: u32) -> (usize, usize) {
+    let target = sm_count as usize * 2048;
+    if n_out == 0 || n_red == 0 || n_out * 2 >= target {
+        return (1, n_red);
+    }
+    let splits = target.div_ceil(n_out).min(n_red.div_ceil(64)).clamp(1, 65535);
+    let chunk = n_red.div_ceil(splits);
+    (n_red.div_ceil(chunk), chunk)
+}
+
+/// `da = reduce(dy * df/da)`, `db = reduce(dy * df/db)`.
+///
+/// # Shapes
+/// `a`: `a_shape`, `b`: `b_shape`, `dy`: the broadcast shape, `da`:
+/// `a_shape`, `db`: `b_shape`.
+/// # Layout
+/// Any strides. A gradient whose input has the output's shape is written by
+/// the pointwise kernel; one whose input was broadcast is summed over the
+/// broadcast axes by a reduction kernel, split across blocks when there are
+/// few outputs, with partial sums in the workspace, then summed in a fixed
+/// order: deterministic.
+/// # Dtypes
+/// f32, f64, f16, bf16; sums accumulate in f32 (f64 for f64).
+/// # Errors
+/// As [`BinaryPlan`], plus `WorkspaceTooSmall`.
+pub struct BinaryBackwardPlan<T: Element, const N: usize> {
+    desc: BinaryDescriptor<N>,
+    out_shape: [usize; N],
+    sku: KernelSku,
+    kernels: MapKernels,
+    reduce_a: Option<Reduction>,
+    reduce_b: Option<Reduction>,
+    finalize: Function,
+    workspace_bytes: usize,
+    _t: PhantomData<T>,
+}
+
+impl<T: Element, const N: usize> Plan for BinaryBackwardPlan<T, N> {
+    type Descriptor = BinaryDescriptor<N>;
+    type Args<'a> = BinaryBwArgs<'a, T, N>;
+
+    fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
+        const OP: &str = "binary_backward";
+        let (dt, out_shape) = check_desc::<T, N>(OP, desc, pref)?;
+        let spec = spec(&kernel_sources::BINARY, dt);
+        let kernels = MapKernels::load(stream, &spec, "binary_bw", desc.op.name())?;
+        let module = stream.context().module(&spec)?;
+        let finalize = module.function("binary_bw_finalize")?;
+        let sm = stream.context().device().sm_count;
+        let mut ws = 0usize;
+        let mut reduction = |shape: &[usize; N], which: &str| -> Result<Option<Reduction>> {
+            if *shape == out_shape {
+                return Ok(None);
+            }
+            let kept: Vec<usize> = (0..N).filter(|&d| shape[d] == out_shape[d] && shape[d] != 1).collect();
+            let reduced: Vec<usize> = (0..N).filter(|&d| shape[d] != out_shape[d]).collect();
+            let n_out: usize = kept.iter().map(|&d| out_shape[d]).product();
+            let n_red: usize = reduced.iter().map(|&d| out_shape[d]).product();
+            let (splits, chunk) = plan_splits(n_out, n_red, sm);
+            let reduce = module.function(&format!("binary_bw_reduce_{which}_{}", desc.op.name()))?;
+            let r = Reduction { kept, reduced, n_out, n_red, splits, chunk, ws_offset: ws, reduce };
+            ws += r.ws_bytes::<T>().div_ceil(256) * 256;
+            Ok(Some(r))
+        };
+        let reduce_a = reduction(&desc.a_shape, "a")?;
+        let reduce_b = reduction(&desc.b_shape, "b")?;
+        pref.check_workspace(OP, ws)?;
+        let variant = format!(
+            "pointwise + reduce (splits a={}, b={})",
+            reduce_a.as_ref().map_or(0, |r| r.splits),
+            reduce_b.as_ref().map_or(0, |r| r.splits)
+        );
+        Ok(BinaryBackwardPlan {
+            desc: *desc,
+            out_shape,
+            sku: sku::<T>(stream, desc.op, "bw", variant),
+            kernels,
+            reduce_a,
+            reduce_b,
+            finalize,
+            workspace_bytes: ws,
+            _t: PhantomData,
+        })
+    }
+
+    fn sku(&self) -> &KernelSku {
+        &self.sku
+    }
+
+    fn workspace_size(&self) -> usize {
+        self.workspace_bytes
+    }
+
+    fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
+        const OP: &str = "binary_backward";
+        check_shape(OP, "a", &self.desc.a_shape, args.a.shape())?;
+        check_shape(OP, "b", &self.desc.b_shape, args.b.shape())?;
+        check_shape(OP, "dy", &self.out_shape, args.dy.shape())?;
+        let ctx = stream.context().id();
+        check_ctx(OP, "a", stream, args.a.data().ctx_id())?;
+        check_ctx(OP, "b", stream, args.b.data().ctx_id())?;
+        check_ctx(OP, "dy", stream, args.dy.data().ctx_id())?;
+        let inputs = [
+            ("a", args.a.data().addr(), &args.a.shape()[..], &args.a.strides()[..]),
+            ("b", args.b.data().addr(), &args.b.shape()[..], &args.b.strides()[..]),
+            ("dy", args.dy.data().addr(), &args.dy.shape()[..], &args.dy.strides()[..]),
+        ];
+        for (name, g, shape) in [("da", &args.da, &self.desc.a_shape), ("db", &args.db, &self.desc.b_shape)] {
+            if let Some(g) = g {
+                check_shape(OP, name, shape, g.shape())?;
+                check_ctx(OP, name, stream, g.data().ctx_id())?;
+                check_no_partial_overlap::<T>(OP, name, (g.data().addr(), g.shape(), g.strides()), &inputs)?;
+            }
+        }
+        if let (Some(da), Some(db)) = (&args.da, &args.db) {
+            check_no_partial_overlap::<T>(
+                OP,
+                "db",
+                (db.data().addr(), db.shape(), db.strides()),
+                &[("da", da.data().addr(), da.shape(), da.strides())],
+            )?;
+            if da.data().addr() == db.data().addr() && !da.data().is_empty() {
+                return Err(Error::InvalidArgument { op: OP, arg: "db", reason: "aliases da".into() });
+            }
+        }
+        let ws = workspace.check(OP, self.workspace_bytes, ctx)?;
+
+        let a = args.a.broadcast_to(self.out_shape)?;
+        let b = args.b.broadcast_to(self.out_shape)?;
+        // Pointwise pass for the gradients whose input is not broadcast.
+        let pointwise = |g: &Option<TensorMut<'_, T, N>>, r: &Option<Reduction>| match (g, r) {
+            (Some(g), None) => (g.data().addr(), *g.strides()),
+            _ => (0, [0; N]),
+        };
+        let (da, da_st) = pointwise(&args.da, &self.reduce_a);
+        let (db, db_st) = pointwise(&args.db, &self.reduce_b);
+        if da != 0 || db != 0 {
+            let dy_st = *args.dy.strides();
+            let da_st = if da == 0 { dy_st } else { da_st };
+            let db_st = if db == 0 { dy_st } else { db_st };
+            // SAFETY: all views bounds-checked at construction and shapes
+            // checked above; absent gradients have address 0, which the
+            // kernels skip. Order strided (da, db, a, b, dy), contiguous
+            // (a, b, dy, da, db, n).
+            unsafe {
+                self.kernels.launch::<T>(
+                    stream,
+                    &self.out_shape,
+                    &[
+                        (da, &da_st),
+                        (db, &db_st),
+                        (a.data().addr(), a.strides()),
+                        (b.data().addr(), b.strides()),
+                        (args.dy.data().addr(), &dy_st),
+                    ],
+                    &[2, 3, 4, 0, 1],
+                )?;
+            }
+        }
+        for (g, r) in [(&args.da, &self.reduce_a), (&args.db, &self.reduce_b)] {
+            if let (Some(g), Some(r)) = (g, r) {
+                self.launch_reduce(stream, r, &a, &b, &args.dy, g, ws)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<T: Element, const N: usize> BinaryBackwardPlan<T, N> {
+    #[allow(clippy::too_many_arguments)] // the operands of one reduction
+    fn launch_reduce(
+        &self,
+        stream: &Stream,
+        r: &Reduction,
+        a: &TensorRef<'_, T, N>,
+        b: &TensorRef<'_, T, N>,
+        dy: &TensorRef<'_, T, N>,
+        grad: &TensorMut<'_, T, N>,
+        ws: u64,
+    ) -> Result<()> {
+        if r.n_out == 0 {
+            return Ok(());
+        }
+        let mut p = ReduceArgs {
+            n_out: r.n_out as u64,
+            n_red: r.n_red as u64,
+            chunk: r.chunk as u64,
+            rank_out: r.kept.len() as u32,
+            rank_red: r.reduced.len() as u32,
+            splits: r.splits as u32,
+            pad: 0,
+            shape_out: [1; MAX_RANK],
+            shape_red: [1; MAX_RANK],
+            out_stride: [[0; MAX_RANK]; 4],
+            red_stride: [[0; MAX_RANK]; 3],
+            a: a.data().addr(),
+            b: b.data().addr(),
+            dy: dy.data().addr(),
+            grad: grad.data().addr(),
+            partial: if r.splits > 1 { ws + r.ws_offset as u64 } else { 0 },
+        };
+        for (i, &d) in r.kept.iter().enumerate() {
+            p.shape_out[i] = self.out_shape[d] as u64;
+            p.out_stride[0][i] = a.strides()[d] as i64;
+            p.out_stride[1][i] = b.strides()[d] as i64;
+            p.out_stride[2][i] = dy.strides()[d] as i64;
+            p.out_stride[3][i] = grad.strides()[d] as i64;
+        }
+        for (i, &d) in r.reduced.iter().enumerate() {
+            p.shape_red[i] = self.out_shape[d] as u64;
+            p.red_stride[0][i] = a.strides()[d] as i64;
+            p.red_stride[1][i] = b.strides()[d] as i64;
+            p.red_stride[2][i] = dy.strides()[d] as i64;
+        }
+        let blocks = r.n_out.div_ceil(THREADS as usize) as u32;
+        let cfg = LaunchConfig { grid: (blocks, r.splits as u32, 1), block: (THREADS, 1, 1), smem_bytes: 0 };
+        let mut args = LaunchArgs::new();
+        args.push(p)?;
+        // SAFETY: every address comes from a bounds-checked view whose shape
+        // matches the plan; the kernel reads a, b, dy at offsets inside
+        // those views and writes grad at its own offsets, or partials inside
+        // the workspace, whose size `run` checked.
+        unsafe { r.reduce.launch(stream, cfg, &mut args)? };
+        if r.splits > 1 {
+            // SAFETY: as above; finalize reads the partials just written and
+            // writes grad.
+            unsafe { self.finalize.launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args)? };
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn out_shape_broadcasts() {
+        let d = BinaryDescriptor { op: BinaryOp::Add, element: ElementKind::F32, a_shape: [4, 1], b_shape: [1, 3] };
+        assert_eq!(d.out_shape().unwrap(), [4, 3]);
+        let bad = BinaryDescriptor { op: BinaryOp::Add, element: ElementKind::F32, a_shape: [4, 2], b_shape: [1, 3] };
+        assert!(matches!(bad.out_shape(), Err(Error::BroadcastMismatch { .. })));
+    }
+
+    #[test]
+    fn splits_follow_the_worked_example() {
+        assert_eq!(plan_splits(4096, 8192, 132), (66, 125));
+        // many outputs: no split
+        assert_eq!(plan_splits(1 << 20, 16, 132), (1, 16));
+        // tiny reduction: no more splits than 64-element chunks
+        assert_eq!(plan_splits(1, 100, 132), (2, 50));
+        assert_eq!(plan_splits(5, 0, 132), (1, 0));
+    }
+
+    #[test]
+    fn reduce_args_layout_matches_cuda() {
+        // 3*8 + 4*4 + 2*64 + 4*64 + 3*64 + 5*8
+        assert_eq!(std::mem::size_of::<ReduceArgs>(), 24 + 16 + 128 + 256 + 192 + 40);
+    }
+}

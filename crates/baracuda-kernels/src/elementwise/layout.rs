@@ -1,0 +1,259 @@
+//! Shared launch machinery of the elementwise family: axis collapsing, the
+//! strided-kernel parameter block, and the contiguous/strided dispatch.
+
+use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
+use baracuda_kernels_types::{Element, ElementKind, Error, Result, MAX_RANK};
+
+use crate::kernel_sources;
+
+/// Threads per block of every elementwise kernel (matches the
+/// `__launch_bounds__(256)` in the sources).
+pub(crate) const THREADS: u32 = 256;
+/// Operands a strided kernel takes at most (`MAX_OPS` in strided.cuh).
+pub(crate) const MAX_OPS: usize = 5;
+
+/// `StridedArgs` of `kernels/common/strided.cuh`, field for field.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct StridedArgs {
+    pub n: u64,
+    pub rank: u32,
+    pub n_ops: u32,
+    pub shape: [u64; MAX_RANK],
+    pub stride: [[i64; MAX_RANK]; MAX_OPS],
+    pub ptr: [u64; MAX_OPS],
+}
+
+/// The `BARACUDA_DTYPE` value of an element kind, or `Unsupported`.
+pub(crate) fn dtype_id(op: &'static str, kind: ElementKind) -> Result<u32> {
+    match kind {
+        ElementKind::F32 => Ok(0),
+        ElementKind::F64 => Ok(1),
+        ElementKind::F16 => Ok(2),
+        ElementKind::Bf16 => Ok(3),
+        other => Err(Error::Unsupported {
+            op,
+            what: format!("dtype {other}; elementwise kernels take f32, f64, f16 and bf16"),
+        }),
+    }
+}
+
+/// The module of one elementwise source for one dtype.
+pub(crate) fn spec(source: &'static baracuda_driver::KernelSource, dtype: u32) -> ModuleSpec {
+    ModuleSpec::new(source).define("BARACUDA_DTYPE", dtype)
+}
+
+/// Every (source, dtype) module of the family.
+pub(crate) fn family_specs() -> Vec<ModuleSpec> {
+    let mut v = Vec::new();
+    for src in [&kernel_sources::UNARY, &kernel_sources::BINARY] {
+        for dt in 0..4 {
+            v.push(spec(src, dt));
+        }
+    }
+    v
+}
+
+/// Collapse a shared index space over several operands: drop extent-1
+/// axes, order axes by the first operand's stride (outermost first, so the
+/// output is walked in memory order), and merge neighbours that are
+/// contiguous in every operand.
+///
+/// Returns the collapsed shape and, per operand, its strides.
+pub(crate) fn collapse(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize>>) {
+    let mut axes: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
+    if let Some(first) = strides.first() {
+        axes.sort_by(|&x, &y| first[y].cmp(&first[x]));
+    }
+    let mut out_shape: Vec<usize> = Vec::with_capacity(axes.len());
+    let mut out_strides: Vec<Vec<usize>> = vec![Vec::with_capacity(axes.len()); strides.len()];
+    for &d in &axes {
+        let mergeable = !out_shape.is_empty()
+            && strides.iter().enumerate().all(|(k, s)| {
+                let prev = *out_strides[k].last().unwrap_or(&0);
+                prev == s[d] * shape[d]
+            });
+        if mergeable {
+            let last = out_shape.len() - 1;
+            out_shape[last] *= shape[d];
+            for (k, s) in strides.iter().enumerate() {
+                out_strides[k][last] = s[d];
+            }
+        } else {
+            out_shape.push(shape[d]);
+            for (k, s) in strides.iter().enumerate() {
+                out_strides[k].push(s[d]);
+            }
+        }
+    }
+    (out_shape, out_strides)
+}
+
+/// The three kernels of one pointwise map: contiguous (16-byte vectors),
+/// strided with a u32 linear index, strided with a u64 linear index.
+#[derive(Clone, Debug)]
+pub(crate) struct MapKernels {
+    contig: Function,
+    strided32: Function,
+    strided64: Function,
+    /// Blocks that fit on the device at once: the grid-stride loops never
+    /// launch more.
+    grid_cap: u32,
+}
+
+impl MapKernels {
+    /// Load `<prefix>_contig_<name>`, `<prefix>_strided32_<name>` and
+    /// `<prefix>_strided64_<name>` from `spec`.
+    pub(crate) fn load(stream: &Stream, spec: &ModuleSpec, prefix: &str, name: &str) -> Result<Self> {
+        let module = stream.context().module(spec)?;
+        let contig = module.function(&format!("{prefix}_contig_{name}"))?;
+        let strided32 = module.function(&format!("{prefix}_strided32_{name}"))?;
+        let strided64 = module.function(&format!("{prefix}_strided64_{name}"))?;
+        let per_sm = contig.max_active_blocks_per_sm(THREADS, 0)?.max(1);
+        let grid_cap = stream.context().device().sm_count.max(1) * per_sm;
+        Ok(MapKernels { contig, strided32, strided64, grid_cap })
+    }
+
+    /// Launch over `shape` with `ops` (address, element strides) in the
+    /// strided kernel's operand order. When every used operand is
+    /// contiguous and 16-byte aligned the contiguous kernel runs, taking
+    /// the addresses in `contig_order` and then `n`. An operand with
+    /// address 0 is absent (the kernel skips it).
+    ///
+    /// # Safety
+    /// Each non-zero address must hold every element its strides reach over
+    /// `shape` (checked by the views the plan took), and the operands'
+    /// order must match the kernels' parameters.
+    pub(crate) unsafe fn launch<T: Element>(
+        &self,
+        stream: &Stream,
+        shape: &[usize],
+        ops: &[(u64, &[usize])],
+        contig_order: &[usize],
+    ) -> Result<()> {
+        let n: usize = shape.iter().product();
+        if n == 0 {
+            return Ok(());
+        }
+        let strides: Vec<&[usize]> = ops.iter().map(|(_, s)| *s).collect();
+        let (cshape, cstrides) = collapse(shape, &strides);
+        let contiguous = cstrides.iter().zip(ops).all(|(s, (addr, _))| {
+            *addr == 0 || (s.iter().all(|&x| x == 1) && addr % 16 == 0)
+        }) && cshape.len() <= 1;
+        if contiguous {
+            let vec = 16 / std::mem::size_of::<T>();
+            let per_block = THREADS as usize;
+            let blocks = (n / vec).div_ceil(per_block).clamp(1, self.grid_cap as usize) as u32;
+            let mut args = LaunchArgs::new();
+            for &k in contig_order {
+                args.push(ops[k].0)?;
+            }
+            args.push(n as u64)?;
+            // SAFETY: forwarded from the caller's contract.
+            return unsafe {
+                self.contig.launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args)
+            };
+        }
+        let mut p = StridedArgs {
+            n: n as u64,
+            rank: cshape.len() as u32,
+            n_ops: ops.len() as u32,
+            shape: [1; MAX_RANK],
+            stride: [[0; MAX_RANK]; MAX_OPS],
+            ptr: [0; MAX_OPS],
+        };
+        for (d, &e) in cshape.iter().enumerate() {
+            p.shape[d] = e as u64;
+        }
+        for (k, (addr, _)) in ops.iter().enumerate() {
+            p.ptr[k] = *addr;
+            for (d, &s) in cstrides[k].iter().enumerate() {
+                p.stride[k][d] = s as i64;
+            }
+        }
+        let blocks = n.div_ceil(THREADS as usize).clamp(1, self.grid_cap as usize) as u32;
+        let f = if n <= u32::MAX as usize { &self.strided32 } else { &self.strided64 };
+        let mut args = LaunchArgs::new();
+        args.push(p)?;
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { f.launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args) }
+    }
+}
+
+/// Bytes a view of `shape`/`strides` spans from its first element.
+fn span_bytes<T>(shape: &[usize], strides: &[usize]) -> usize {
+    if shape.iter().any(|&d| d == 0) {
+        return 0;
+    }
+    let last: usize = shape.iter().zip(strides).map(|(&d, &s)| (d - 1) * s).sum();
+    (last + 1) * std::mem::size_of::<T>()
+}
+
+/// Reject an output that partly overlaps an input. Exact aliasing (same
+/// address and strides, i.e. in place) is allowed: each element is read and
+/// written by the same thread.
+pub(crate) fn check_no_partial_overlap<T>(
+    op: &'static str,
+    out_arg: &'static str,
+    out: (u64, &[usize], &[usize]),
+    inputs: &[(&'static str, u64, &[usize], &[usize])],
+) -> Result<()> {
+    let (oa, oshape, ostr) = out;
+    let oend = oa + span_bytes::<T>(oshape, ostr) as u64;
+    for &(name, ia, ishape, istr) in inputs {
+        let iend = ia + span_bytes::<T>(ishape, istr) as u64;
+        let disjoint = oend <= ia || iend <= oa || oa == oend || ia == iend;
+        let same = oa == ia && ostr == istr && oshape == ishape;
+        if !disjoint && !same {
+            return Err(Error::InvalidArgument {
+                op,
+                arg: out_arg,
+                reason: format!("overlaps input {name} without being the same view (in place)"),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn collapse_merges_contiguous_axes() {
+        let (s, st) = collapse(&[2, 3, 4], &[&[12, 4, 1], &[12, 4, 1]]);
+        assert_eq!(s, vec![24]);
+        assert_eq!(st, vec![vec![1], vec![1]]);
+    }
+
+    #[test]
+    fn collapse_keeps_broadcast_and_drops_ones() {
+        // b broadcast along axis 0
+        let (s, st) = collapse(&[5, 1, 4], &[&[4, 4, 1], &[0, 0, 1]]);
+        assert_eq!(s, vec![5, 4]);
+        assert_eq!(st, vec![vec![4, 1], vec![0, 1]]);
+    }
+
+    #[test]
+    fn collapse_orders_by_output_stride() {
+        // a transposed output: walk it in memory order
+        let (s, st) = collapse(&[3, 4], &[&[1, 3], &[4, 1]]);
+        assert_eq!(s, vec![4, 3]);
+        assert_eq!(st, vec![vec![3, 1], vec![1, 4]]);
+    }
+
+    #[test]
+    fn params_layout_matches_cuda() {
+        // 8 + 4 + 4 + 64 + 320 + 40
+        assert_eq!(std::mem::size_of::<StridedArgs>(), 440);
+    }
+
+    #[test]
+    fn overlap_rules() {
+        let sh = [4usize];
+        let st = [1usize];
+        assert!(check_no_partial_overlap::<f32>("t", "y", (0x1000, &sh, &st), &[("x", 0x1000, &sh, &st)]).is_ok());
+        assert!(check_no_partial_overlap::<f32>("t", "y", (0x1004, &sh, &st), &[("x", 0x1000, &sh, &st)]).is_err());
+        assert!(check_no_partial_overlap::<f32>("t", "y", (0x1010, &sh, &st), &[("x", 0x1000, &sh, &st)]).is_ok());
+    }
+}
