@@ -9,6 +9,7 @@
 //! was looked for, never a panic.
 
 mod context;
+mod cublaslt;
 mod device;
 mod handles;
 mod jit;
@@ -17,6 +18,10 @@ mod memory;
 mod status;
 
 pub use context::{Context, Event, Graph, Stream};
+pub use cublaslt::{
+    lt_heuristic, lt_matmul, LtAlgo, LtCompute, LtEpilogue, LtLayout, LtLayouts, LtMatmulDesc,
+    LtPointers, LtPreference, LtScalar,
+};
 pub use device::Device;
 pub use handles::{CublasLtHandle, CudnnHandle, LibraryHandle};
 pub use jit::{

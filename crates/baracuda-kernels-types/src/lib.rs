@@ -9,6 +9,7 @@
 
 mod element;
 mod error;
+mod gemm;
 mod preference;
 mod shape;
 mod sku;
@@ -16,6 +17,7 @@ mod tensor;
 
 pub use element::{Element, ElementKind};
 pub use error::{Error, LibraryStatus, Result};
+pub use gemm::*;
 pub use preference::{Autotune, PlanPreference};
 pub use shape::{broadcast_shapes, Shape};
 pub use sku::{ArchSku, BackendKind, KernelSku, MathPrecision, PrecisionGuarantee};

@@ -9,11 +9,13 @@
 //! the GPU tests compare against.
 
 pub mod elementwise;
+pub mod gemm;
 mod kernel_sources;
 mod plan;
 pub mod reference;
 mod specs;
 
+pub use gemm::*;
 pub use plan::Plan;
 pub use specs::all_module_specs;
 

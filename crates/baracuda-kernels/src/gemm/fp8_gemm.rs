@@ -1,0 +1,283 @@
+//! FP8 GEMM (Hopper and newer): `D = (scale_a * scale_b) * (A B)` with
+//! e4m3 / e5m2 operands, per-tensor f32 scale factors in device memory, f32
+//! accumulation, bf16 / f16 / f32 output and an optional `amax = max |D|`.
+
+use std::marker::PhantomData;
+
+use baracuda_driver::{LtCompute, LtEpilogue, LtScalar, Stream};
+use baracuda_kernels_types::{
+    BackendKind, DeviceSlice, DeviceSliceMut, Element, ElementKind, Error, KernelSku,
+    MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference, PrecisionGuarantee, Result,
+    Shape, Workspace,
+};
+
+use super::epilogue::{kernel_args, EpilogueKernels};
+use super::gemm::{check_mat, check_pref, mat_mut, mat_ref, problem, GemmDescriptor};
+use super::int_gemm::check_tn;
+use super::matmul::{Prepared, Ptrs};
+use crate::Plan;
+
+const OP: &str = "fp8_gemm";
+
+/// An fp8 GEMM; layout `Rcr` or `Rcc`, identity epilogue, leading
+/// dimensions multiples of 16.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Fp8GemmDescriptor {
+    /// Sizes, layout, leading dimensions.
+    pub gemm: GemmDescriptor,
+    /// Also write `max |D|` to `Fp8GemmArgs::amax`.
+    pub amax: bool,
+}
+
+/// Tensors of one fp8 GEMM.
+#[derive(Debug)]
+pub struct Fp8GemmArgs<'a, A, B, O> {
+    /// `A`, `m x k`.
+    pub a: MatrixRef<'a, A>,
+    /// `B`, `k x n`.
+    pub b: MatrixRef<'a, B>,
+    /// `D`, `m x n`, written.
+    pub d: MatrixMut<'a, O>,
+    /// Dequantisation scale of `A` (one f32).
+    pub scale_a: DeviceSlice<'a, f32>,
+    /// Dequantisation scale of `B` (one f32).
+    pub scale_b: DeviceSlice<'a, f32>,
+    /// `max |D|` (one f32), when the descriptor asks for it.
+    pub amax: Option<DeviceSliceMut<'a, f32>>,
+}
+
+/// e4m3/e5m2 GEMM through cuBLASLt.
+///
+/// # Dtypes
+/// `A`, `B`: `F8E4M3` or `F8E5M2` (not both e5m2); `O`: bf16, f16, f32.
+/// # Errors
+/// `Unsupported` (dtypes, layout, epilogue, or no fp8 algorithm on this
+/// GPU), `InvalidDescriptor`; from `run` as [`super::GemmPlan`], and
+/// `ShapeMismatch` for an empty scale or amax slice.
+pub struct Fp8GemmPlan<A: Element, B: Element, O: Element> {
+    desc: Fp8GemmDescriptor,
+    prepared: Prepared,
+    kernels: Option<EpilogueKernels>,
+    sku: KernelSku,
+    _t: PhantomData<fn() -> (A, B, O)>,
+}
+
+pub(crate) fn check_fp8_dtypes(a: ElementKind, b: ElementKind, o: ElementKind) -> Result<()> {
+    use ElementKind as K;
+    let fp8 = |k| matches!(k, K::Fp8E4M3 | K::Fp8E5M2);
+    if !fp8(a)
+        || !fp8(b)
+        || (a == K::Fp8E5M2 && b == K::Fp8E5M2)
+        || !matches!(o, K::Bf16 | K::F16 | K::F32)
+    {
+        return Err(Error::Unsupported {
+            op: OP,
+            what: format!(
+                "{a} x {b} -> {o} (operands e4m3/e5m2, not both e5m2; output bf16, f16, f32)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+fn one_f32(arg: &'static str, len: usize, ctx_got: usize, ctx: usize) -> Result<()> {
+    if ctx_got != ctx {
+        return Err(Error::ContextMismatch { op: OP, arg });
+    }
+    if len < 1 {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            arg,
+            expected: Shape::from([1]),
+            got: Shape::from([len]),
+        });
+    }
+    Ok(())
+}
+
+impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
+    type Descriptor = Fp8GemmDescriptor;
+    type Args<'a> = Fp8GemmArgs<'a, A, B, O>;
+
+    fn select(stream: &Stream, desc: &Fp8GemmDescriptor, pref: &PlanPreference) -> Result<Self> {
+        let g = &desc.gemm;
+        check_fp8_dtypes(A::KIND, B::KIND, O::KIND)?;
+        check_tn(OP, g)?;
+        check_pref(OP, pref)?;
+        let mut p = problem(
+            OP,
+            g,
+            (A::KIND, B::KIND),
+            O::KIND,
+            LtCompute::F32,
+            LtEpilogue::Default,
+        );
+        p.fp8_scales = true;
+        let prepared = Prepared::new(stream, &p, pref)?.ok_or_else(|| Error::Unsupported {
+            op: OP,
+            what: format!(
+                "cuBLASLt has no fp8 algorithm for {g:?} on {} (fp8 needs sm_89 or newer)",
+                stream.context().device().arch
+            ),
+        })?;
+        pref.check_workspace(OP, prepared.algo.workspace_bytes)?;
+        let kernels = if desc.amax {
+            Some(EpilogueKernels::load(stream, O::KIND)?)
+        } else {
+            None
+        };
+        let det = prepared.algo.is_deterministic();
+        let sku = KernelSku {
+            op: OP.to_string(),
+            element: A::KIND,
+            backend: BackendKind::CublasLt,
+            arch: stream.context().device().arch,
+            variant: format!(
+                "{} {}x{}->{} | {}{}",
+                g.layout,
+                A::KIND,
+                B::KIND,
+                O::KIND,
+                prepared.describe(),
+                if desc.amax { " + amax kernel" } else { "" }
+            ),
+            precision: PrecisionGuarantee {
+                math: MathPrecision::Fp8,
+                accumulator: ElementKind::F32,
+                deterministic: det,
+                bit_stable_on_same_hardware: det,
+            },
+        };
+        Ok(Fp8GemmPlan {
+            desc: desc.clone(),
+            prepared,
+            kernels,
+            sku,
+            _t: PhantomData,
+        })
+    }
+    fn sku(&self) -> &KernelSku {
+        &self.sku
+    }
+    fn workspace_size(&self) -> usize {
+        self.prepared.algo.workspace_bytes
+    }
+    fn run(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: Fp8GemmArgs<'_, A, B, O>,
+    ) -> Result<()> {
+        let g = &self.desc.gemm;
+        let ctx = stream.context().id();
+        let l = g.layout;
+        check_mat(OP, "a", mat_ref(&args.a), (g.m, g.k, l.a(), g.lda), ctx)?;
+        check_mat(OP, "b", mat_ref(&args.b), (g.k, g.n, l.b(), g.ldb), ctx)?;
+        check_mat(OP, "d", mat_mut(&args.d), (g.m, g.n, l.c(), g.ldd), ctx)?;
+        one_f32("scale_a", args.scale_a.len(), args.scale_a.ctx_id(), ctx)?;
+        one_f32("scale_b", args.scale_b.len(), args.scale_b.ctx_id(), ctx)?;
+        let amax = match (&args.amax, self.desc.amax) {
+            (Some(a), true) => {
+                one_f32("amax", a.len(), a.ctx_id(), ctx)?;
+                a.addr()
+            }
+            (None, false) => 0,
+            (Some(_), false) => {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    arg: "amax",
+                    reason: "the descriptor has amax = false".into(),
+                })
+            }
+            (None, true) => {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    arg: "amax",
+                    reason: "missing: the descriptor has amax = true".into(),
+                })
+            }
+        };
+        let ws_bytes = self.prepared.algo.workspace_bytes;
+        let ws = workspace.check(OP, ws_bytes, ctx)?;
+        let d = args.d.data().addr();
+        let ptrs = Ptrs {
+            a: args.a.data().addr(),
+            b: args.b.data().addr(),
+            c: d,
+            d,
+            workspace: ws,
+            workspace_bytes: ws_bytes,
+            bias: 0,
+            aux: 0,
+            scales: Some((args.scale_a.addr(), args.scale_b.addr())),
+        };
+        // SAFETY: A, B, D checked above; the scales hold one f32 each on
+        // this context; the workspace covers the algorithm.
+        unsafe {
+            self.prepared
+                .enqueue(stream, LtScalar::F32(1.0), LtScalar::F32(0.0), ptrs)
+        }?;
+        if let Some(k) = &self.kernels {
+            let mut init = kernel_args(|a| {
+                a.push(amax)?;
+                Ok(())
+            })?;
+            // SAFETY: amax holds one f32 (checked), written as its bits.
+            unsafe {
+                k.amax_init.launch(
+                    stream,
+                    baracuda_driver::LaunchConfig::linear(1, 1),
+                    &mut init,
+                )
+            }?;
+            let row = i32::from(l.c() == MatrixOrder::RowMajor);
+            let mut a = kernel_args(|a| {
+                a.push(d)?
+                    .push(g.ldd as i64)?
+                    .push(row)?
+                    .push(g.m as i64)?
+                    .push(g.n as i64)?
+                    .push(amax)?;
+                Ok(())
+            })?;
+            // SAFETY: D holds m x n at ldd in its order; amax one f32.
+            unsafe { k.amax.launch(stream, k.cfg(g.m * g.n), &mut a) }?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ElementKind as K;
+
+    #[test]
+    fn dtypes() {
+        assert!(check_fp8_dtypes(K::Fp8E4M3, K::Fp8E4M3, K::Bf16).is_ok());
+        assert!(check_fp8_dtypes(K::Fp8E5M2, K::Fp8E4M3, K::F32).is_ok());
+        for (a, b, o) in [
+            (K::Fp8E5M2, K::Fp8E5M2, K::Bf16),
+            (K::Fp8E4M3, K::Fp8E4M3, K::Fp8E4M3),
+            (K::Bf16, K::Fp8E4M3, K::Bf16),
+            (K::Fp8E4M3, K::Fp8E4M3, K::F64),
+        ] {
+            assert!(
+                matches!(check_fp8_dtypes(a, b, o), Err(Error::Unsupported { .. })),
+                "{a} {b} {o}"
+            );
+        }
+    }
+
+    #[test]
+    fn scale_slices() {
+        assert!(matches!(
+            one_f32("scale_a", 0, 1, 1),
+            Err(Error::ShapeMismatch { arg: "scale_a", .. })
+        ));
+        assert!(matches!(
+            one_f32("scale_a", 1, 2, 1),
+            Err(Error::ContextMismatch { .. })
+        ));
+    }
+}

@@ -1,0 +1,788 @@
+//! General matrix multiply through cuBLASLt:
+//! `D = act(alpha * op(A) op(B) + beta * C + bias)`.
+//!
+//! `op(A)` is `m x k`, `op(B)` is `k x n`, `C` and `D` are `m x n`; each is
+//! stored row- or column-major as the [`LayoutSku`] says, with explicit
+//! leading dimensions. The bias (length `n`) is added to every row of `D`.
+
+use std::marker::PhantomData;
+
+use baracuda_driver::{LtCompute, LtEpilogue, Stream};
+use baracuda_kernels_types::{
+    Activation, BackendKind, DeviceSlice, Element, ElementKind, EpilogueKind, Error, KernelSku,
+    LayoutSku, MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference,
+    PrecisionGuarantee, Result, Shape, Workspace,
+};
+
+use super::epilogue::{act_code, kernel_args, EpilogueKernels};
+use super::matmul::{check_aligned, scalar, Prepared, Problem, Ptrs};
+use crate::Plan;
+
+const OP: &str = "gemm";
+
+/// A GEMM problem: sizes, storage orders, leading dimensions, epilogue.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct GemmDescriptor {
+    /// Rows of `op(A)`, `C`, `D`.
+    pub m: usize,
+    /// Columns of `op(B)`, `C`, `D`.
+    pub n: usize,
+    /// Columns of `op(A)`, rows of `op(B)`.
+    pub k: usize,
+    /// Storage orders of `A`, `B`, `C`/`D`.
+    pub layout: LayoutSku,
+    /// Bias and activation applied before storing `D`.
+    pub epilogue: EpilogueKind,
+    /// Leading dimension of `A` in elements.
+    pub lda: usize,
+    /// Leading dimension of `B`.
+    pub ldb: usize,
+    /// Leading dimension of `C`.
+    pub ldc: usize,
+    /// Leading dimension of `D` (and of the aux output).
+    pub ldd: usize,
+    /// Also store the pre-activation `Z` (what the activation backward
+    /// needs) in `GemmArgs::aux`. Needs an activation.
+    pub save_aux: bool,
+}
+
+/// The leading dimension of a packed `rows x cols` matrix in `order`.
+pub(crate) fn packed_ld(order: MatrixOrder, rows: usize, cols: usize) -> usize {
+    match order {
+        MatrixOrder::RowMajor => cols.max(1),
+        MatrixOrder::ColMajor => rows.max(1),
+    }
+}
+
+impl GemmDescriptor {
+    /// A problem with packed operands and no epilogue.
+    pub fn new(m: usize, n: usize, k: usize, layout: LayoutSku) -> Self {
+        GemmDescriptor {
+            m,
+            n,
+            k,
+            layout,
+            epilogue: EpilogueKind::Identity,
+            lda: packed_ld(layout.a(), m, k),
+            ldb: packed_ld(layout.b(), k, n),
+            ldc: packed_ld(layout.c(), m, n),
+            ldd: packed_ld(layout.c(), m, n),
+            save_aux: false,
+        }
+    }
+    /// Set the epilogue.
+    pub fn with_epilogue(mut self, epilogue: EpilogueKind) -> Self {
+        self.epilogue = epilogue;
+        self
+    }
+    /// Set the leading dimensions.
+    pub fn with_ld(mut self, lda: usize, ldb: usize, ldc: usize, ldd: usize) -> Self {
+        (self.lda, self.ldb, self.ldc, self.ldd) = (lda, ldb, ldc, ldd);
+        self
+    }
+    /// Store the pre-activation in `aux`.
+    pub fn with_aux(mut self, save_aux: bool) -> Self {
+        self.save_aux = save_aux;
+        self
+    }
+
+    /// Check sizes and leading dimensions.
+    pub(crate) fn validate(&self, op: &'static str) -> Result<()> {
+        for (field, v) in [("m", self.m), ("n", self.n), ("k", self.k)] {
+            if v == 0 {
+                return Err(Error::InvalidDescriptor {
+                    op,
+                    field,
+                    value: v.to_string(),
+                    reason: "must be at least 1".into(),
+                });
+            }
+            if v > i32::MAX as usize {
+                return Err(Error::InvalidDescriptor {
+                    op,
+                    field,
+                    value: v.to_string(),
+                    reason: "cuBLASLt takes dimensions up to 2^31 - 1".into(),
+                });
+            }
+        }
+        let l = self.layout;
+        for (field, ld, order, r, c) in [
+            ("lda", self.lda, l.a(), self.m, self.k),
+            ("ldb", self.ldb, l.b(), self.k, self.n),
+            ("ldc", self.ldc, l.c(), self.m, self.n),
+            ("ldd", self.ldd, l.c(), self.m, self.n),
+        ] {
+            let need = packed_ld(order, r, c);
+            if ld < need {
+                return Err(Error::InvalidDescriptor {
+                    op,
+                    field,
+                    value: ld.to_string(),
+                    reason: format!(
+                        "smaller than the contiguous extent {need} ({order:?} {r}x{c})"
+                    ),
+                });
+            }
+        }
+        if self.save_aux && self.epilogue.activation() == Activation::Identity {
+            return Err(Error::InvalidDescriptor {
+                op,
+                field: "save_aux",
+                value: "true".into(),
+                reason: format!(
+                    "epilogue {} has no activation, so aux would equal D",
+                    self.epilogue
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Tensors of one GEMM run.
+#[derive(Debug)]
+pub struct GemmArgs<'a, T, O = T> {
+    /// `A`, `m x k` in the plan's order and `lda`.
+    pub a: MatrixRef<'a, T>,
+    /// `B`, `k x n`.
+    pub b: MatrixRef<'a, T>,
+    /// `C`, `m x n` (may be `None` when `beta == 0`).
+    pub c: Option<MatrixRef<'a, O>>,
+    /// `D`, `m x n`, written.
+    pub d: MatrixMut<'a, O>,
+    /// Bias of length `n`, when the epilogue has one.
+    pub bias: Option<DeviceSlice<'a, O>>,
+    /// Pre-activation output, `m x n` with `D`'s order and `ldd`, when the
+    /// descriptor has `save_aux`.
+    pub aux: Option<MatrixMut<'a, O>>,
+    /// Scale of the product (rounded to the scale type: f64 for f64 plans,
+    /// f32 otherwise).
+    pub alpha: f64,
+    /// Scale of `C`.
+    pub beta: f64,
+}
+
+/// The cuBLASLt arithmetic for inputs `t`, outputs `o`, or `Unsupported`.
+pub(crate) fn compute_for(
+    op: &'static str,
+    t: ElementKind,
+    o: ElementKind,
+    pref: &PlanPreference,
+) -> Result<(LtCompute, MathPrecision, ElementKind)> {
+    use ElementKind as K;
+    match (t, o) {
+        (K::F32, K::F32) if pref.allow_tf32 => {
+            Ok((LtCompute::F32FastTf32, MathPrecision::Tf32, K::F32))
+        }
+        (K::F32, K::F32) => Ok((LtCompute::F32, MathPrecision::F32, K::F32)),
+        (K::F64, K::F64) => Ok((LtCompute::F64, MathPrecision::F64, K::F64)),
+        (K::F16, K::F16 | K::F32) => Ok((LtCompute::F32, MathPrecision::F16, K::F32)),
+        (K::Bf16, K::Bf16 | K::F32) => Ok((LtCompute::F32, MathPrecision::Bf16, K::F32)),
+        _ => Err(Error::Unsupported {
+            op,
+            what: format!(
+                "{t} inputs with {o} outputs (supported: f32->f32, f64->f64, f16->f16|f32, \
+                 bf16->bf16|f32)"
+            ),
+        }),
+    }
+}
+
+/// Reject preferences the GEMM family cannot honour.
+pub(crate) fn check_pref(op: &'static str, pref: &PlanPreference) -> Result<()> {
+    pref.check_backend(op, &[BackendKind::CublasLt])
+}
+
+/// The cuBLASLt problem of a descriptor.
+pub(crate) fn problem(
+    op: &'static str,
+    desc: &GemmDescriptor,
+    ab: (ElementKind, ElementKind),
+    o: ElementKind,
+    compute: LtCompute,
+    epilogue: LtEpilogue,
+) -> Problem {
+    Problem {
+        op,
+        m: desc.m,
+        n: desc.n,
+        k: desc.k,
+        layout: desc.layout,
+        lda: desc.lda,
+        ldb: desc.ldb,
+        ldc: desc.ldc,
+        ldd: desc.ldd,
+        a_kind: ab.0,
+        b_kind: ab.1,
+        c_kind: o,
+        d_kind: o,
+        compute,
+        float_scale: true,
+        epilogue,
+        bias_kind: if epilogue.uses_bias() { Some(o) } else { None },
+        aux_ld: desc.ldd,
+        batch: 1,
+        strides: [0; 4],
+        fp8_scales: false,
+    }
+}
+
+/// The fused cuBLASLt epilogue for `desc`, or `None` when the epilogue
+/// kernel must do the work (GELU-erf; a bias along a column-major `D`;
+/// the pre-activation of ReLU, which cuBLASLt stores only as a bit mask).
+fn fused_epilogue(desc: &GemmDescriptor) -> Option<LtEpilogue> {
+    let row = desc.layout.c() == MatrixOrder::RowMajor;
+    let bias = desc.epilogue.has_bias();
+    if bias && !row {
+        return None;
+    }
+    match (desc.epilogue.activation(), bias, desc.save_aux) {
+        (Activation::Identity, false, _) => Some(LtEpilogue::Default),
+        (Activation::Identity, true, _) => Some(LtEpilogue::Bias),
+        (Activation::Relu, false, false) => Some(LtEpilogue::Relu),
+        (Activation::Relu, true, false) => Some(LtEpilogue::ReluBias),
+        (Activation::GeluTanh, false, false) => Some(LtEpilogue::Gelu),
+        (Activation::GeluTanh, true, false) => Some(LtEpilogue::GeluBias),
+        // cuBLASLt wants the aux leading dimension a multiple of 8.
+        (Activation::GeluTanh, false, true) if row && desc.ldd % 8 == 0 => {
+            Some(LtEpilogue::GeluAux)
+        }
+        (Activation::GeluTanh, true, true) if row && desc.ldd % 8 == 0 => {
+            Some(LtEpilogue::GeluAuxBias)
+        }
+        _ => None,
+    }
+}
+
+/// `D = act(alpha * op(A) op(B) + beta * C + bias)` through cuBLASLt.
+///
+/// # Shapes
+/// `A`: `m x k`, `B`: `k x n`, `C`, `D`, `aux`: `m x n`, bias: `n`; orders
+/// from the [`LayoutSku`], leading dimensions from the descriptor.
+/// # Dtypes
+/// `T -> O`: f32 -> f32 (IEEE; TF32 only with `allow_tf32`), f64 -> f64,
+/// f16 -> f16 | f32, bf16 -> bf16 | f32 (f32 accumulation). Others:
+/// `Unsupported`.
+/// # Epilogues
+/// Bias, ReLU and GELU-tanh fuse into cuBLASLt when `D` is row-major;
+/// GELU-erf, a bias on a column-major `D`, and ReLU's aux run in one extra
+/// elementwise pass over `D` (the SKU says which).
+/// # Errors
+/// `InvalidDescriptor` (zero sizes, short leading dimensions, aux without
+/// activation), `Unsupported`, `PreferenceRejected` from `select`;
+/// `ShapeMismatch`, `InvalidArgument` (order, ld, alignment to 16 bytes,
+/// missing `c`/bias/aux), `ContextMismatch`, `WorkspaceTooSmall` from `run`.
+pub struct GemmPlan<T: Element, O: Element = T> {
+    desc: GemmDescriptor,
+    compute: LtCompute,
+    prepared: Prepared,
+    post: Option<EpilogueKernels>,
+    sku: KernelSku,
+    _t: PhantomData<fn() -> (T, O)>,
+}
+
+impl<T: Element, O: Element> GemmPlan<T, O> {
+    /// The descriptor the plan was selected for.
+    pub fn descriptor(&self) -> &GemmDescriptor {
+        &self.desc
+    }
+
+    pub(crate) fn select_as(
+        op: &'static str,
+        stream: &Stream,
+        desc: &GemmDescriptor,
+        pref: &PlanPreference,
+    ) -> Result<Self> {
+        desc.validate(op)?;
+        check_pref(op, pref)?;
+        let (compute, math, acc) = compute_for(op, T::KIND, O::KIND, pref)?;
+        let ab = (T::KIND, T::KIND);
+        let mut chosen = None;
+        if let Some(e) = fused_epilogue(desc) {
+            if let Some(p) =
+                Prepared::new(stream, &problem(op, desc, ab, O::KIND, compute, e), pref)?
+            {
+                chosen = Some((p, None));
+            }
+        }
+        if chosen.is_none() {
+            let p = Prepared::new(
+                stream,
+                &problem(op, desc, ab, O::KIND, compute, LtEpilogue::Default),
+                pref,
+            )?
+            .ok_or_else(|| no_algo(op, desc, T::KIND, O::KIND))?;
+            chosen = Some((p, Some(EpilogueKernels::load(stream, O::KIND)?)));
+        }
+        let Some((prepared, post)) = chosen else {
+            return Err(no_algo(op, desc, T::KIND, O::KIND));
+        };
+        pref.check_workspace(op, prepared.algo.workspace_bytes)?;
+        let deterministic = prepared.algo.is_deterministic();
+        let sku = KernelSku {
+            op: op.to_string(),
+            element: T::KIND,
+            backend: BackendKind::CublasLt,
+            arch: stream.context().device().arch,
+            variant: format!(
+                "{} {} {}->{} | {}{}",
+                desc.layout,
+                desc.epilogue,
+                T::KIND,
+                O::KIND,
+                prepared.describe(),
+                if post.is_some() {
+                    " + epilogue kernel"
+                } else {
+                    ""
+                }
+            ),
+            precision: PrecisionGuarantee {
+                math,
+                accumulator: acc,
+                deterministic,
+                bit_stable_on_same_hardware: deterministic,
+            },
+        };
+        Ok(GemmPlan {
+            desc: desc.clone(),
+            compute,
+            prepared,
+            post,
+            sku,
+            _t: PhantomData,
+        })
+    }
+
+    pub(crate) fn run_as(
+        &self,
+        op: &'static str,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: GemmArgs<'_, T, O>,
+    ) -> Result<()> {
+        let ctx = stream.context().id();
+        let d = &self.desc;
+        let l = d.layout;
+        check_mat(op, "a", mat_ref(&args.a), (d.m, d.k, l.a(), d.lda), ctx)?;
+        check_mat(op, "b", mat_ref(&args.b), (d.k, d.n, l.b(), d.ldb), ctx)?;
+        check_mat(op, "d", mat_mut(&args.d), (d.m, d.n, l.c(), d.ldd), ctx)?;
+        let c_addr = match &args.c {
+            Some(c) => {
+                check_mat(op, "c", mat_ref(c), (d.m, d.n, l.c(), d.ldc), ctx)?;
+                c.data().addr()
+            }
+            None if args.beta != 0.0 => {
+                return Err(Error::InvalidArgument {
+                    op,
+                    arg: "c",
+                    reason: format!("beta = {} but no C was given", args.beta),
+                })
+            }
+            None => args.d.data().addr(),
+        };
+        let bias_addr = check_bias(op, d.epilogue.has_bias(), args.bias, d.n, ctx)?;
+        let aux_addr = match (&args.aux, d.save_aux) {
+            (Some(a), true) => {
+                check_mat(op, "aux", mat_mut(a), (d.m, d.n, l.c(), d.ldd), ctx)?;
+                a.data().addr()
+            }
+            (None, false) => 0,
+            (Some(_), false) => {
+                return Err(unexpected(op, "aux", "the descriptor has save_aux = false"))
+            }
+            (None, true) => {
+                return Err(unexpected(
+                    op,
+                    "aux",
+                    "missing: the descriptor has save_aux = true",
+                ))
+            }
+        };
+        let ws_bytes = self.prepared.algo.workspace_bytes;
+        let ws = workspace.check(op, ws_bytes, ctx)?;
+        let ptrs = Ptrs {
+            a: args.a.data().addr(),
+            b: args.b.data().addr(),
+            c: c_addr,
+            d: args.d.data().addr(),
+            workspace: ws,
+            workspace_bytes: ws_bytes,
+            bias: bias_addr,
+            aux: aux_addr,
+            scales: None,
+        };
+        let alpha = scalar(self.compute, true, args.alpha);
+        let beta = scalar(self.compute, true, args.beta);
+        // SAFETY: check_mat proved A, B, C, D (and aux) hold the extents
+        // their layouts reach on this context and are 16-byte aligned;
+        // check_bias proved the bias holds n elements; the workspace holds
+        // the algorithm's bytes. The borrows in `args` keep them alive and
+        // D exclusive while the work is enqueued.
+        unsafe { self.prepared.enqueue(stream, alpha, beta, ptrs) }?;
+        if let Some(k) = &self.post {
+            self.launch_post(stream, k, ptrs)?;
+        }
+        Ok(())
+    }
+
+    fn launch_post(&self, stream: &Stream, k: &EpilogueKernels, p: Ptrs) -> Result<()> {
+        let d = &self.desc;
+        let row = i32::from(d.layout.c() == MatrixOrder::RowMajor);
+        let act = act_code(d.epilogue.activation());
+        let (m, n, ldd) = (d.m as i64, d.n as i64, d.ldd as i64);
+        let mut a = kernel_args(|a| {
+            a.push(p.d)?.push(ldd)?.push(row)?.push(m)?.push(n)?;
+            a.push(p.bias)?.push(act)?.push(p.aux)?.push(ldd)?;
+            Ok(())
+        })?;
+        // SAFETY: the parameters match bias_act's signature; D and aux were
+        // checked in `run_as` to hold m x n elements at ldd in D's order, the
+        // bias n elements (or 0 = none).
+        unsafe { k.bias_act.launch(stream, k.cfg(d.m * d.n), &mut a) }
+    }
+}
+
+fn no_algo(op: &'static str, d: &GemmDescriptor, t: ElementKind, o: ElementKind) -> Error {
+    Error::Unsupported {
+        op,
+        what: format!(
+            "cuBLASLt has no algorithm for {t}->{o} {}x{}x{} layout {} (lda {}, ldb {}, ldd {})",
+            d.m, d.n, d.k, d.layout, d.lda, d.ldb, d.ldd
+        ),
+    }
+}
+
+fn unexpected(op: &'static str, arg: &'static str, why: &str) -> Error {
+    Error::InvalidArgument {
+        op,
+        arg,
+        reason: why.to_string(),
+    }
+}
+
+/// What `run` checks of a matrix argument.
+pub(crate) struct MatInfo {
+    pub rows: usize,
+    pub cols: usize,
+    pub order: MatrixOrder,
+    pub ld: usize,
+    pub addr: u64,
+    pub ctx: usize,
+}
+
+pub(crate) fn mat_ref<T: Element>(m: &MatrixRef<'_, T>) -> MatInfo {
+    MatInfo {
+        rows: m.rows(),
+        cols: m.cols(),
+        order: m.order(),
+        ld: m.ld(),
+        addr: m.data().addr(),
+        ctx: m.data().ctx_id(),
+    }
+}
+
+pub(crate) fn mat_mut<T: Element>(m: &MatrixMut<'_, T>) -> MatInfo {
+    MatInfo {
+        rows: m.rows(),
+        cols: m.cols(),
+        order: m.order(),
+        ld: m.ld(),
+        addr: m.data().addr(),
+        ctx: m.data().ctx_id(),
+    }
+}
+
+/// Check a matrix argument against `(rows, cols, order, ld)` of the plan.
+pub(crate) fn check_mat(
+    op: &'static str,
+    arg: &'static str,
+    got: MatInfo,
+    want: (usize, usize, MatrixOrder, usize),
+    ctx: usize,
+) -> Result<()> {
+    if got.ctx != ctx {
+        return Err(Error::ContextMismatch { op, arg });
+    }
+    if (got.rows, got.cols) != (want.0, want.1) {
+        return Err(Error::ShapeMismatch {
+            op,
+            arg,
+            expected: Shape::from([want.0, want.1]),
+            got: Shape::from([got.rows, got.cols]),
+        });
+    }
+    if got.order != want.2 {
+        return Err(Error::InvalidArgument {
+            op,
+            arg,
+            reason: format!(
+                "stored {:?}, the plan was selected for {:?}",
+                got.order, want.2
+            ),
+        });
+    }
+    if got.ld != want.3 {
+        return Err(Error::InvalidArgument {
+            op,
+            arg,
+            reason: format!(
+                "leading dimension {}, the plan was selected for {}",
+                got.ld, want.3
+            ),
+        });
+    }
+    check_aligned(op, arg, got.addr)
+}
+
+/// Check the bias against the plan; its address, or 0 when none.
+pub(crate) fn check_bias<O: Element>(
+    op: &'static str,
+    wanted: bool,
+    bias: Option<DeviceSlice<'_, O>>,
+    n: usize,
+    ctx: usize,
+) -> Result<u64> {
+    match (bias, wanted) {
+        (Some(b), true) => {
+            if b.ctx_id() != ctx {
+                return Err(Error::ContextMismatch { op, arg: "bias" });
+            }
+            if b.len() != n {
+                return Err(Error::ShapeMismatch {
+                    op,
+                    arg: "bias",
+                    expected: Shape::from([n]),
+                    got: Shape::from([b.len()]),
+                });
+            }
+            check_aligned(op, "bias", b.addr())?;
+            Ok(b.addr())
+        }
+        (None, false) => Ok(0),
+        (Some(_), false) => Err(unexpected(op, "bias", "the epilogue has no bias")),
+        (None, true) => Err(unexpected(op, "bias", "missing: the epilogue adds a bias")),
+    }
+}
+
+impl<T: Element, O: Element> Plan for GemmPlan<T, O> {
+    type Descriptor = GemmDescriptor;
+    type Args<'a> = GemmArgs<'a, T, O>;
+
+    fn select(stream: &Stream, desc: &GemmDescriptor, pref: &PlanPreference) -> Result<Self> {
+        Self::select_as(OP, stream, desc, pref)
+    }
+    fn sku(&self) -> &KernelSku {
+        &self.sku
+    }
+    fn workspace_size(&self) -> usize {
+        self.prepared.algo.workspace_bytes
+    }
+    fn run(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: GemmArgs<'_, T, O>,
+    ) -> Result<()> {
+        self.run_as(OP, stream, workspace, args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use baracuda_kernels_types::Autotune;
+
+    fn desc() -> GemmDescriptor {
+        GemmDescriptor::new(64, 48, 32, LayoutSku::Rcr)
+    }
+
+    #[test]
+    fn packed_leading_dimensions() {
+        let d = GemmDescriptor::new(5, 7, 3, LayoutSku::Rrr);
+        assert_eq!((d.lda, d.ldb, d.ldc, d.ldd), (3, 7, 7, 7));
+        let d = GemmDescriptor::new(5, 7, 3, LayoutSku::Ccc);
+        assert_eq!((d.lda, d.ldb, d.ldc, d.ldd), (5, 3, 5, 5));
+        let d = GemmDescriptor::new(5, 7, 3, LayoutSku::Rcr);
+        assert_eq!((d.lda, d.ldb, d.ldd), (3, 3, 7));
+        for l in LayoutSku::ALL {
+            assert!(GemmDescriptor::new(1, 1, 1, l).validate(OP).is_ok());
+        }
+    }
+
+    #[test]
+    fn zero_sizes_are_rejected() {
+        for (m, n, k, f) in [(0, 4, 4, "m"), (4, 0, 4, "n"), (4, 4, 0, "k")] {
+            let e = GemmDescriptor::new(m, n, k, LayoutSku::Rrr)
+                .validate(OP)
+                .unwrap_err();
+            assert!(
+                matches!(e, Error::InvalidDescriptor { field, .. } if field == f),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn short_leading_dimensions_are_rejected() {
+        let base = desc();
+        for (d, f) in [
+            (base.clone().with_ld(31, 32, 48, 48), "lda"),
+            (base.clone().with_ld(32, 31, 48, 48), "ldb"),
+            (base.clone().with_ld(32, 32, 47, 48), "ldc"),
+            (base.clone().with_ld(32, 32, 48, 47), "ldd"),
+        ] {
+            let e = d.validate(OP).unwrap_err();
+            assert!(
+                matches!(e, Error::InvalidDescriptor { field, .. } if field == f),
+                "{e}"
+            );
+        }
+        assert!(base.with_ld(40, 40, 64, 56).validate(OP).is_ok());
+    }
+
+    #[test]
+    fn aux_needs_an_activation() {
+        let e = desc()
+            .with_epilogue(EpilogueKind::Bias)
+            .with_aux(true)
+            .validate(OP)
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            Error::InvalidDescriptor {
+                field: "save_aux",
+                ..
+            }
+        ));
+        assert!(desc()
+            .with_epilogue(EpilogueKind::BiasRelu)
+            .with_aux(true)
+            .validate(OP)
+            .is_ok());
+    }
+
+    #[test]
+    fn dtype_pairs() {
+        use ElementKind as K;
+        let p = PlanPreference::default();
+        assert_eq!(
+            compute_for(OP, K::F32, K::F32, &p).unwrap().0,
+            LtCompute::F32
+        );
+        let tf = p.with_allow_tf32(true);
+        assert_eq!(
+            compute_for(OP, K::F32, K::F32, &tf).unwrap().0,
+            LtCompute::F32FastTf32
+        );
+        assert_eq!(
+            compute_for(OP, K::Bf16, K::F32, &p).unwrap().1,
+            MathPrecision::Bf16
+        );
+        assert_eq!(
+            compute_for(OP, K::F64, K::F64, &p).unwrap().0,
+            LtCompute::F64
+        );
+        for (t, o) in [
+            (K::F32, K::F16),
+            (K::F16, K::Bf16),
+            (K::I8, K::I32),
+            (K::F64, K::F32),
+            (K::I32, K::I32),
+        ] {
+            assert!(
+                matches!(compute_for(OP, t, o, &p), Err(Error::Unsupported { .. })),
+                "{t}->{o}"
+            );
+        }
+    }
+
+    #[test]
+    fn backend_preference() {
+        let p = PlanPreference::default().with_backend(BackendKind::Cudnn);
+        assert!(matches!(
+            check_pref(OP, &p),
+            Err(Error::PreferenceRejected {
+                field: "backend",
+                ..
+            })
+        ));
+        let p = PlanPreference::default()
+            .with_backend(BackendKind::CublasLt)
+            .with_autotune(Autotune::Measured);
+        assert!(check_pref(OP, &p).is_ok());
+    }
+
+    #[test]
+    fn fused_epilogue_choice() {
+        let row = GemmDescriptor::new(8, 8, 8, LayoutSku::Rcr);
+        let col = GemmDescriptor::new(8, 8, 8, LayoutSku::Rcc);
+        let f = |d: &GemmDescriptor, e| fused_epilogue(&d.clone().with_epilogue(e));
+        assert_eq!(
+            f(&row, EpilogueKind::BiasGeluTanh),
+            Some(LtEpilogue::GeluBias)
+        );
+        assert_eq!(f(&row, EpilogueKind::BiasRelu), Some(LtEpilogue::ReluBias));
+        assert_eq!(f(&row, EpilogueKind::GeluErf), None);
+        assert_eq!(f(&col, EpilogueKind::Bias), None);
+        assert_eq!(f(&col, EpilogueKind::Relu), Some(LtEpilogue::Relu));
+        let aux = row
+            .clone()
+            .with_epilogue(EpilogueKind::BiasGeluTanh)
+            .with_aux(true);
+        assert_eq!(fused_epilogue(&aux), Some(LtEpilogue::GeluAuxBias));
+        let aux = row.with_epilogue(EpilogueKind::Relu).with_aux(true);
+        assert_eq!(fused_epilogue(&aux), None);
+    }
+
+    #[test]
+    fn argument_checks() {
+        // SAFETY: host-only inspection of a fake address.
+        let s = unsafe { DeviceSlice::<f32>::from_raw_parts(0x1000, 64, 7) };
+        let good = MatrixRef::new(s, 4, 8, 8, MatrixOrder::RowMajor).unwrap();
+        let want = (4, 8, MatrixOrder::RowMajor, 8);
+        assert!(check_mat(OP, "a", mat_ref(&good), want, 7).is_ok());
+        assert!(matches!(
+            check_mat(OP, "a", mat_ref(&good), want, 8),
+            Err(Error::ContextMismatch { .. })
+        ));
+        assert!(matches!(
+            check_mat(OP, "a", mat_ref(&good), (8, 4, MatrixOrder::RowMajor, 8), 7),
+            Err(Error::ShapeMismatch { arg: "a", .. })
+        ));
+        assert!(matches!(
+            check_mat(OP, "a", mat_ref(&good), (4, 8, MatrixOrder::ColMajor, 8), 7),
+            Err(Error::InvalidArgument { arg: "a", .. })
+        ));
+        assert!(matches!(
+            check_mat(
+                OP,
+                "a",
+                mat_ref(&good),
+                (4, 8, MatrixOrder::RowMajor, 16),
+                7
+            ),
+            Err(Error::InvalidArgument { arg: "a", .. })
+        ));
+        let off = s.slice(1..64).unwrap();
+        let mis = MatrixRef::new(off, 4, 8, 8, MatrixOrder::RowMajor).unwrap();
+        assert!(matches!(
+            check_mat(OP, "a", mat_ref(&mis), want, 7),
+            Err(Error::InvalidArgument { .. })
+        ));
+        assert!(matches!(
+            check_bias(OP, true, Some(s), 8, 7),
+            Err(Error::ShapeMismatch { arg: "bias", .. })
+        ));
+        assert!(matches!(
+            check_bias::<f32>(OP, true, None, 8, 7),
+            Err(Error::InvalidArgument { arg: "bias", .. })
+        ));
+        assert!(matches!(
+            check_bias(OP, false, Some(s), 64, 7),
+            Err(Error::InvalidArgument { arg: "bias", .. })
+        ));
+        assert_eq!(check_bias(OP, true, Some(s), 64, 7).unwrap(), 0x1000);
+    }
+}

@@ -1,0 +1,263 @@
+//! Integer GEMM: `D = scale * (A B)` with s8 operands and exact s32
+//! accumulation; output s32 (`scale` must be 1) or f32 / bf16 (the s32
+//! result, kept in the workspace, scaled by one elementwise pass).
+
+use std::marker::PhantomData;
+
+use baracuda_driver::{LtCompute, LtEpilogue, LtScalar, Stream};
+use baracuda_kernels_types::{
+    BackendKind, Element, ElementKind, EpilogueKind, Error, KernelSku, LayoutSku, MathPrecision,
+    MatrixMut, MatrixOrder, MatrixRef, PlanPreference, PrecisionGuarantee, Result, Workspace,
+};
+
+use super::batched::span;
+use super::epilogue::{kernel_args, EpilogueKernels};
+use super::gemm::{check_mat, check_pref, mat_mut, mat_ref, problem, GemmDescriptor};
+use super::matmul::{Prepared, Ptrs};
+use crate::Plan;
+
+const OP: &str = "int_gemm";
+
+/// An s8 x s8 GEMM. `gemm.epilogue` must be `Identity`; `gemm.layout` must
+/// be `Rcr` or `Rcc` (row-major `A`, column-major `B`: cuBLASLt's int8
+/// tensor-core kernels read both operands K-contiguous).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct IntGemmDescriptor {
+    /// Sizes, layout, leading dimensions.
+    pub gemm: GemmDescriptor,
+}
+
+/// Tensors of one integer GEMM.
+#[derive(Debug)]
+pub struct IntGemmArgs<'a, O> {
+    /// `A`, `m x k` s8.
+    pub a: MatrixRef<'a, i8>,
+    /// `B`, `k x n` s8.
+    pub b: MatrixRef<'a, i8>,
+    /// `D`, `m x n`, written.
+    pub d: MatrixMut<'a, O>,
+    /// Per-tensor scale of the result (must be 1 for s32 output).
+    pub scale: f32,
+}
+
+/// Checks shared by the int8 and fp8 plans.
+pub(crate) fn check_tn(op: &'static str, g: &GemmDescriptor) -> Result<()> {
+    g.validate(op)?;
+    if g.epilogue != EpilogueKind::Identity || g.save_aux {
+        return Err(Error::Unsupported {
+            op,
+            what: format!("epilogue {} (only identity)", g.epilogue),
+        });
+    }
+    if !matches!(g.layout, LayoutSku::Rcr | LayoutSku::Rcc) {
+        return Err(Error::Unsupported {
+            op,
+            what: format!(
+                "layout {} (cuBLASLt's int8/fp8 kernels need A row-major and B column-major: rcr or rcc)",
+                g.layout
+            ),
+        });
+    }
+    for (field, ld) in [("lda", g.lda), ("ldb", g.ldb)] {
+        if ld % 16 != 0 {
+            return Err(Error::InvalidDescriptor {
+                op,
+                field,
+                value: ld.to_string(),
+                reason: "must be a multiple of 16 for 8-bit operands".into(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// s8 x s8 -> s32 / f32 / bf16 GEMM through cuBLASLt.
+///
+/// # Shapes
+/// As [`super::GemmPlan`].
+/// # Dtypes
+/// Operands s8; output `O` = i32, f32 or bf16. Other outputs: `Unsupported`.
+/// # Errors
+/// `Unsupported` (layout, epilogue, output dtype), `InvalidDescriptor`
+/// (sizes, leading dimensions not multiples of 16); from `run` as
+/// [`super::GemmPlan`], and `InvalidArgument` for `scale != 1` with s32
+/// output.
+pub struct IntGemmPlan<O: Element> {
+    desc: IntGemmDescriptor,
+    prepared: Prepared,
+    post: Option<EpilogueKernels>,
+    acc_offset: usize,
+    workspace_bytes: usize,
+    sku: KernelSku,
+    _o: PhantomData<fn() -> O>,
+}
+
+impl<O: Element> Plan for IntGemmPlan<O> {
+    type Descriptor = IntGemmDescriptor;
+    type Args<'a> = IntGemmArgs<'a, O>;
+
+    fn select(stream: &Stream, desc: &IntGemmDescriptor, pref: &PlanPreference) -> Result<Self> {
+        let g = &desc.gemm;
+        check_tn(OP, g)?;
+        check_pref(OP, pref)?;
+        if !matches!(
+            O::KIND,
+            ElementKind::I32 | ElementKind::F32 | ElementKind::Bf16
+        ) {
+            return Err(Error::Unsupported {
+                op: OP,
+                what: format!("{} output (i32, f32, bf16)", O::KIND),
+            });
+        }
+        let mut p = problem(
+            OP,
+            g,
+            (ElementKind::I8, ElementKind::I8),
+            ElementKind::I32,
+            LtCompute::I32,
+            LtEpilogue::Default,
+        );
+        p.float_scale = false;
+        let prepared = Prepared::new(stream, &p, pref)?.ok_or_else(|| Error::Unsupported {
+            op: OP,
+            what: format!("cuBLASLt has no int8 algorithm for {g:?}"),
+        })?;
+        let lt_ws = prepared.algo.workspace_bytes;
+        let (post, acc_offset, workspace_bytes) = if O::KIND == ElementKind::I32 {
+            (None, 0, lt_ws)
+        } else {
+            let off = lt_ws.div_ceil(256) * 256;
+            (
+                Some(EpilogueKernels::load(stream, O::KIND)?),
+                off,
+                off + span(g.layout.c(), g.m, g.n, g.ldd) * 4,
+            )
+        };
+        pref.check_workspace(OP, workspace_bytes)?;
+        let sku = KernelSku {
+            op: OP.to_string(),
+            element: ElementKind::I8,
+            backend: BackendKind::CublasLt,
+            arch: stream.context().device().arch,
+            variant: format!(
+                "{} s8->{} | {}{}",
+                g.layout,
+                O::KIND,
+                prepared.describe(),
+                if post.is_some() {
+                    " + scale kernel"
+                } else {
+                    ""
+                }
+            ),
+            precision: PrecisionGuarantee {
+                math: MathPrecision::Integer,
+                accumulator: ElementKind::I32,
+                deterministic: true,
+                bit_stable_on_same_hardware: true,
+            },
+        };
+        Ok(IntGemmPlan {
+            desc: desc.clone(),
+            prepared,
+            post,
+            acc_offset,
+            workspace_bytes,
+            sku,
+            _o: PhantomData,
+        })
+    }
+    fn sku(&self) -> &KernelSku {
+        &self.sku
+    }
+    fn workspace_size(&self) -> usize {
+        self.workspace_bytes
+    }
+    fn run(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: IntGemmArgs<'_, O>,
+    ) -> Result<()> {
+        let g = &self.desc.gemm;
+        let ctx = stream.context().id();
+        let l = g.layout;
+        check_mat(OP, "a", mat_ref(&args.a), (g.m, g.k, l.a(), g.lda), ctx)?;
+        check_mat(OP, "b", mat_ref(&args.b), (g.k, g.n, l.b(), g.ldb), ctx)?;
+        check_mat(OP, "d", mat_mut(&args.d), (g.m, g.n, l.c(), g.ldd), ctx)?;
+        if self.post.is_none() && args.scale != 1.0 {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                arg: "scale",
+                reason: format!(
+                    "{} with s32 output; scale an f32 output instead",
+                    args.scale
+                ),
+            });
+        }
+        let ws = workspace.check(OP, self.workspace_bytes, ctx)?;
+        let out = if self.post.is_some() {
+            ws + self.acc_offset as u64
+        } else {
+            args.d.data().addr()
+        };
+        let ptrs = Ptrs {
+            a: args.a.data().addr(),
+            b: args.b.data().addr(),
+            c: out,
+            d: out,
+            workspace: ws,
+            workspace_bytes: self.prepared.algo.workspace_bytes,
+            bias: 0,
+            aux: 0,
+            scales: None,
+        };
+        // SAFETY: A, B, D checked above; the s32 accumulator lies in the
+        // workspace at acc_offset, sized in select for D's span.
+        unsafe {
+            self.prepared
+                .enqueue(stream, LtScalar::I32(1), LtScalar::I32(0), ptrs)
+        }?;
+        if let Some(k) = &self.post {
+            let row = i32::from(l.c() == MatrixOrder::RowMajor);
+            let ld = g.ldd as i64;
+            let mut a = kernel_args(|a| {
+                a.push(out)?
+                    .push(ld)?
+                    .push(args.d.data().addr())?
+                    .push(ld)?
+                    .push(row)?;
+                a.push(g.m as i64)?.push(g.n as i64)?.push(args.scale)?;
+                Ok(())
+            })?;
+            // SAFETY: the accumulator and D both hold m x n at ldd in D's order.
+            unsafe { k.scale_i32.launch(stream, k.cfg(g.m * g.n), &mut a) }?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tn_layouts_only() {
+        for l in LayoutSku::ALL {
+            let r = check_tn(OP, &GemmDescriptor::new(32, 32, 32, l));
+            if matches!(l, LayoutSku::Rcr | LayoutSku::Rcc) {
+                assert!(r.is_ok(), "{l}");
+            } else {
+                assert!(matches!(r, Err(Error::Unsupported { .. })), "{l}");
+            }
+        }
+        let e = check_tn(OP, &GemmDescriptor::new(32, 32, 24, LayoutSku::Rcr)).unwrap_err();
+        assert!(matches!(e, Error::InvalidDescriptor { field: "lda", .. }));
+        let e = check_tn(
+            OP,
+            &GemmDescriptor::new(32, 32, 32, LayoutSku::Rcr).with_epilogue(EpilogueKind::Relu),
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::Unsupported { .. }));
+    }
+}

@@ -1,0 +1,444 @@
+//! A fully connected layer, PyTorch's `F.linear` with a fused activation:
+//!
+//! FW  `Z = X W^T + b`, `Y = act(Z)`               (X: `[tokens, in]`,
+//!     W: `[out, in]`, b: `[out]`, Y and Z: `[tokens, out]`, row-major)
+//! BW  `dZ = dY * act'(Z)` (skipped for no activation)
+//!     `dX = dZ W`, `dW = dZ^T X`, `db = sum_tokens dZ`
+//!
+//! `db` comes out of the `dW` matmul through cuBLASLt's BGRADB epilogue
+//! where cuBLASLt offers it for the problem, else from a column-sum kernel.
+//! `act'` runs in the epilogue kernel (cuBLASLt's DGELU/DRELU epilogues
+//! apply the derivative to a matmul *output*, which is the previous layer's
+//! `dX`, not this layer's `dY`).
+
+use baracuda_driver::{LtCompute, LtEpilogue, Stream};
+use baracuda_kernels_types::{
+    Activation, DeviceSlice, DeviceSliceMut, Element, EpilogueKind, Error, KernelSku, LayoutSku,
+    MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result, Workspace,
+};
+
+use super::epilogue::{act_code, kernel_args, EpilogueKernels};
+use super::gemm::{
+    check_bias, check_mat, compute_for, mat_mut, mat_ref, problem, GemmArgs, GemmDescriptor,
+    GemmPlan,
+};
+use super::matmul::{scalar, Prepared, Ptrs};
+use crate::Plan;
+
+const OP: &str = "linear";
+
+/// A linear layer.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LinearDescriptor {
+    /// Rows of `X` and `Y`.
+    pub tokens: usize,
+    /// Columns of `X` and `W`.
+    pub in_features: usize,
+    /// Rows of `W`, columns of `Y`.
+    pub out_features: usize,
+    /// Bias and activation.
+    pub epilogue: EpilogueKind,
+    /// Store `Z` in the forward (needed by the backward when there is an
+    /// activation).
+    pub save_aux: bool,
+}
+
+/// Forward tensors (row-major, packed).
+#[derive(Debug)]
+pub struct LinearArgs<'a, T> {
+    /// `X`, `[tokens, in]`.
+    pub x: MatrixRef<'a, T>,
+    /// `W`, `[out, in]`.
+    pub w: MatrixRef<'a, T>,
+    /// `b`, `[out]`, when the epilogue has a bias.
+    pub bias: Option<DeviceSlice<'a, T>>,
+    /// `Y`, `[tokens, out]`, written.
+    pub y: MatrixMut<'a, T>,
+    /// `Z`, `[tokens, out]`, written when `save_aux`.
+    pub aux: Option<MatrixMut<'a, T>>,
+}
+
+/// Backward tensors; each gradient is computed only when given.
+#[derive(Debug)]
+pub struct LinearBwArgs<'a, T> {
+    /// `X` of the forward.
+    pub x: MatrixRef<'a, T>,
+    /// `W` of the forward.
+    pub w: MatrixRef<'a, T>,
+    /// `dY`, `[tokens, out]`.
+    pub dy: MatrixRef<'a, T>,
+    /// `Z` saved by the forward (needed when there is an activation).
+    pub aux: Option<MatrixRef<'a, T>>,
+    /// `dX`, `[tokens, in]`, written.
+    pub dx: Option<MatrixMut<'a, T>>,
+    /// `dW`, `[out, in]`, written.
+    pub dw: Option<MatrixMut<'a, T>>,
+    /// `db`, `[out]`, written (needs `dw`, and a bias in the epilogue).
+    pub db: Option<DeviceSliceMut<'a, T>>,
+}
+
+/// `Y = act(X W^T + b)` and its backward.
+///
+/// # Shapes
+/// See the module doc; every matrix row-major and packed.
+/// # Dtypes
+/// f32 (IEEE unless `allow_tf32`), f64, f16, bf16 (f32 accumulation).
+/// # Errors
+/// As [`GemmPlan`]; `InvalidArgument` when `aux` is missing for a backward
+/// through an activation or `db` is asked without `dw` or without a bias.
+pub struct LinearPlan<T: Element> {
+    desc: LinearDescriptor,
+    fw: GemmPlan<T>,
+    compute: LtCompute,
+    dx: Prepared,
+    dw: Prepared,
+    dw_bgrad: Option<Prepared>,
+    kernels: EpilogueKernels,
+    dz_offset: usize,
+    workspace_bytes: usize,
+    sku: KernelSku,
+}
+
+fn round_up(x: usize) -> usize {
+    x.div_ceil(256) * 256
+}
+
+impl<T: Element> LinearPlan<T> {
+    fn fw_desc(d: &LinearDescriptor) -> GemmDescriptor {
+        GemmDescriptor::new(d.tokens, d.out_features, d.in_features, LayoutSku::Rcr)
+            .with_epilogue(d.epilogue)
+            .with_aux(d.save_aux)
+    }
+
+    /// Backward: `dX`, `dW`, `db` as requested in `args`.
+    ///
+    /// # Errors
+    /// See the type doc.
+    pub fn run_bw(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: LinearBwArgs<'_, T>,
+    ) -> Result<()> {
+        let d = &self.desc;
+        let ctx = stream.context().id();
+        let (t, i, o) = (d.tokens, d.in_features, d.out_features);
+        let row = MatrixOrder::RowMajor;
+        check_mat(OP, "x", mat_ref(&args.x), (t, i, row, i), ctx)?;
+        check_mat(OP, "w", mat_ref(&args.w), (o, i, row, i), ctx)?;
+        check_mat(OP, "dy", mat_ref(&args.dy), (t, o, row, o), ctx)?;
+        let act = d.epilogue.activation();
+        let z = match (&args.aux, act) {
+            (_, Activation::Identity) => 0,
+            (Some(z), _) => {
+                check_mat(OP, "aux", mat_ref(z), (t, o, row, o), ctx)?;
+                z.data().addr()
+            }
+            (None, _) => {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    arg: "aux",
+                    reason: format!(
+                        "the backward through {} needs the saved pre-activation",
+                        act.name()
+                    ),
+                })
+            }
+        };
+        if let Some(dx) = &args.dx {
+            check_mat(OP, "dx", mat_mut(dx), (t, i, row, i), ctx)?;
+        }
+        if let Some(dw) = &args.dw {
+            check_mat(OP, "dw", mat_mut(dw), (o, i, row, i), ctx)?;
+        }
+        let db = match &args.db {
+            Some(_) if args.dw.is_none() => {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    arg: "db",
+                    reason: "db is computed with dw; pass dw too".into(),
+                })
+            }
+            Some(db) => check_bias(OP, d.epilogue.has_bias(), Some(db.as_const()), o, ctx)?,
+            None => 0,
+        };
+        let ws = workspace.check(OP, self.workspace_bytes, ctx)?;
+        let one = scalar(self.compute, true, 1.0);
+        let zero = scalar(self.compute, true, 0.0);
+        // dZ: the epilogue kernel writes it into the workspace, or it is dY.
+        let dz = if act == Activation::Identity {
+            args.dy.data().addr()
+        } else {
+            let dz = ws + self.dz_offset as u64;
+            let mut a = kernel_args(|a| {
+                a.push(args.dy.data().addr())?
+                    .push(o as i64)?
+                    .push(z)?
+                    .push(o as i64)?;
+                a.push(dz)?
+                    .push(o as i64)?
+                    .push(t as i64)?
+                    .push(o as i64)?
+                    .push(act_code(act))?;
+                Ok(())
+            })?;
+            // SAFETY: dy and z were checked to hold tokens x out packed
+            // elements; dz lies in the workspace at dz_offset, which
+            // `select` sized for tokens x out elements.
+            unsafe {
+                self.kernels
+                    .dact
+                    .launch(stream, self.kernels.cfg(t * o), &mut a)
+            }?;
+            dz
+        };
+        if let Some(dx) = &args.dx {
+            let p = Ptrs {
+                a: dz,
+                b: args.w.data().addr(),
+                c: dx.data().addr(),
+                d: dx.data().addr(),
+                workspace: ws,
+                workspace_bytes: self.dx.algo.workspace_bytes,
+                bias: 0,
+                aux: 0,
+                scales: None,
+            };
+            // SAFETY: dz holds tokens x out (dy, checked, or the workspace),
+            // w and dx were checked above; the workspace's first
+            // dz_offset bytes cover every algorithm's workspace.
+            unsafe { self.dx.enqueue(stream, one, zero, p) }?;
+        }
+        if let Some(dw) = &args.dw {
+            let fused = db != 0 && self.dw_bgrad.is_some();
+            let plan = match (&self.dw_bgrad, fused) {
+                (Some(p), true) => p,
+                _ => &self.dw,
+            };
+            let p = Ptrs {
+                a: dz,
+                b: args.x.data().addr(),
+                c: dw.data().addr(),
+                d: dw.data().addr(),
+                workspace: ws,
+                workspace_bytes: plan.algo.workspace_bytes,
+                bias: db,
+                aux: 0,
+                scales: None,
+            };
+            // SAFETY: as above; dw was checked, db holds `out` elements.
+            unsafe { plan.enqueue(stream, one, zero, p) }?;
+            if db != 0 && !fused {
+                let mut a = kernel_args(|a| {
+                    a.push(dz)?
+                        .push(t as i64)?
+                        .push(o as i64)?
+                        .push(o as i64)?
+                        .push(db)?;
+                    Ok(())
+                })?;
+                // SAFETY: dz holds tokens x out packed elements, db `out`.
+                unsafe {
+                    self.kernels
+                        .col_sum
+                        .launch(stream, self.kernels.cfg(o), &mut a)
+                }?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<T: Element> Plan for LinearPlan<T> {
+    type Descriptor = LinearDescriptor;
+    type Args<'a> = LinearArgs<'a, T>;
+
+    fn select(stream: &Stream, desc: &LinearDescriptor, pref: &PlanPreference) -> Result<Self> {
+        let fwd = Self::fw_desc(desc);
+        let fw = GemmPlan::<T>::select_as(OP, stream, &fwd, pref)?;
+        let (compute, _, _) = compute_for(OP, T::KIND, T::KIND, pref)?;
+        let (t, i, o) = (desc.tokens, desc.in_features, desc.out_features);
+        let no_algo = |what: &str| Error::Unsupported {
+            op: OP,
+            what: format!("cuBLASLt has no algorithm for the {what} of {desc:?}"),
+        };
+        // dX [t, i] = dZ [t, o] W [o, i]
+        let dxd = GemmDescriptor::new(t, i, o, LayoutSku::Rrr);
+        let dx = Prepared::new(
+            stream,
+            &problem(
+                OP,
+                &dxd,
+                (T::KIND, T::KIND),
+                T::KIND,
+                compute,
+                LtEpilogue::Default,
+            ),
+            pref,
+        )?
+        .ok_or_else(|| no_algo("dX matmul"))?;
+        // dW [o, i] = dZ^T [o, t] X [t, i]: dZ row-major read as column-major.
+        let dwd = GemmDescriptor::new(o, i, t, LayoutSku::Crr);
+        let dw = Prepared::new(
+            stream,
+            &problem(
+                OP,
+                &dwd,
+                (T::KIND, T::KIND),
+                T::KIND,
+                compute,
+                LtEpilogue::Default,
+            ),
+            pref,
+        )?
+        .ok_or_else(|| no_algo("dW matmul"))?;
+        let dw_bgrad = if desc.epilogue.has_bias() {
+            Prepared::new(
+                stream,
+                &problem(
+                    OP,
+                    &dwd,
+                    (T::KIND, T::KIND),
+                    T::KIND,
+                    compute,
+                    LtEpilogue::BgradB,
+                ),
+                pref,
+            )?
+        } else {
+            None
+        };
+        let kernels = EpilogueKernels::load(stream, T::KIND)?;
+        let lt_ws = [
+            fw.workspace_size(),
+            dx.algo.workspace_bytes,
+            dw.algo.workspace_bytes,
+        ]
+        .into_iter()
+        .chain(dw_bgrad.as_ref().map(|p| p.algo.workspace_bytes))
+        .max()
+        .unwrap_or(0);
+        let dz_offset = round_up(lt_ws);
+        let dz_bytes = if desc.epilogue.activation() == Activation::Identity {
+            0
+        } else {
+            t * o * T::KIND.size_bytes()
+        };
+        let workspace_bytes = if dz_bytes == 0 {
+            lt_ws
+        } else {
+            dz_offset + dz_bytes
+        };
+        pref.check_workspace(OP, workspace_bytes)?;
+        let mut sku = fw.sku().clone();
+        sku.op = OP.to_string();
+        sku.variant = format!(
+            "fw [{}] | dX {} | dW {}{}",
+            fw.sku().variant,
+            dx.describe(),
+            dw.describe(),
+            match (&dw_bgrad, desc.epilogue.has_bias()) {
+                (Some(_), _) => " | db fused (BGRADB)",
+                (None, true) => " | db column-sum kernel",
+                (None, false) => "",
+            }
+        );
+        let det =
+            [&dx, &dw].iter().all(|p| p.algo.is_deterministic()) && sku.precision.deterministic;
+        sku.precision.deterministic = det;
+        sku.precision.bit_stable_on_same_hardware = det;
+        Ok(LinearPlan {
+            desc: desc.clone(),
+            fw,
+            compute,
+            dx,
+            dw,
+            dw_bgrad,
+            kernels,
+            dz_offset,
+            workspace_bytes,
+            sku,
+        })
+    }
+    fn sku(&self) -> &KernelSku {
+        &self.sku
+    }
+    /// Workspace of forward and backward (the backward's `dZ` included).
+    fn workspace_size(&self) -> usize {
+        self.workspace_bytes
+    }
+    fn run(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: LinearArgs<'_, T>,
+    ) -> Result<()> {
+        let d = &self.desc;
+        let row = MatrixOrder::RowMajor;
+        check_mat(
+            OP,
+            "w",
+            mat_ref(&args.w),
+            (d.out_features, d.in_features, row, d.in_features),
+            stream.context().id(),
+        )?;
+        // W [out, in] row-major is W^T [in, out] column-major with ld = in.
+        let wt = MatrixRef::new(
+            args.w.data(),
+            d.in_features,
+            d.out_features,
+            d.in_features,
+            MatrixOrder::ColMajor,
+        )?;
+        self.fw.run_as(
+            OP,
+            stream,
+            workspace,
+            GemmArgs {
+                a: args.x,
+                b: wt,
+                c: None,
+                d: args.y,
+                bias: args.bias,
+                aux: args.aux,
+                alpha: 1.0,
+                beta: 0.0,
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forward_is_an_rcr_gemm() {
+        let d = LinearDescriptor {
+            tokens: 8192,
+            in_features: 4096,
+            out_features: 14336,
+            epilogue: EpilogueKind::BiasGeluTanh,
+            save_aux: true,
+        };
+        let g = LinearPlan::<f32>::fw_desc(&d);
+        assert_eq!(
+            (g.m, g.n, g.k, g.layout),
+            (8192, 14336, 4096, LayoutSku::Rcr)
+        );
+        assert_eq!((g.lda, g.ldb, g.ldd), (4096, 4096, 14336));
+        assert!(g.validate(OP).is_ok());
+        let bad = LinearDescriptor { tokens: 0, ..d };
+        assert!(matches!(
+            LinearPlan::<f32>::fw_desc(&bad).validate(OP),
+            Err(Error::InvalidDescriptor { field: "m", .. })
+        ));
+    }
+
+    #[test]
+    fn workspace_rounding() {
+        assert_eq!(round_up(0), 0);
+        assert_eq!(round_up(1), 256);
+        assert_eq!(round_up(512), 512);
+    }
+}

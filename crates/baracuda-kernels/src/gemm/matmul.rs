@@ -1,0 +1,412 @@
+//! One prepared cuBLASLt matmul, shared by every GEMM plan.
+//!
+//! cuBLASLt is column-major. A row-major `D` (`m x n`) is the column-major
+//! `D^T` (`n x m`), and `D^T = op(B)^T op(A)^T`, so for a row-major `D` the
+//! plan swaps `A` and `B` and computes `D^T`. In both cases an operand is
+//! transposed exactly when its storage order differs from `D`'s, which
+//! covers all eight [`LayoutSku`]s without copies. A side effect: the
+//! cuBLASLt bias (one value per row of the column-major output) is one value
+//! per *column* of a row-major `D`, the PyTorch convention, so the fused
+//! bias epilogue is used only for a row-major `D`.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+
+use baracuda_driver::{
+    lt_heuristic, lt_matmul, DeviceBuffer, Event, LtAlgo, LtCompute, LtEpilogue, LtLayout,
+    LtLayouts, LtMatmulDesc, LtPointers, LtPreference, LtScalar, Stream,
+};
+use baracuda_kernels_types::{
+    Autotune, ElementKind, Error, LayoutSku, MatrixOrder, PlanPreference, Result,
+};
+
+/// Default workspace cap: 32 MiB, what PyTorch gives cuBLASLt on Hopper.
+pub(crate) const DEFAULT_MAX_WORKSPACE: usize = 32 << 20;
+/// Pointer alignment the selected algorithms may assume; `run` checks it.
+pub(crate) const ALIGN_BYTES: u64 = 16;
+
+/// A GEMM problem in user terms: `D (m x n) = op(A) (m x k) op(B) (k x n)`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Problem {
+    pub op: &'static str,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub layout: LayoutSku,
+    pub lda: usize,
+    pub ldb: usize,
+    pub ldc: usize,
+    pub ldd: usize,
+    pub a_kind: ElementKind,
+    pub b_kind: ElementKind,
+    pub c_kind: ElementKind,
+    pub d_kind: ElementKind,
+    pub compute: LtCompute,
+    pub float_scale: bool,
+    pub epilogue: LtEpilogue,
+    pub bias_kind: Option<ElementKind>,
+    pub aux_ld: usize,
+    /// Batch count and element strides of A, B, C, D (1 and zeros when not
+    /// batched).
+    pub batch: usize,
+    pub strides: [usize; 4],
+    pub fp8_scales: bool,
+}
+
+impl Problem {
+    /// True when cuBLASLt computes `D^T` with `A` and `B` swapped.
+    pub fn swapped(&self) -> bool {
+        self.layout.c() == MatrixOrder::RowMajor
+    }
+}
+
+/// A column-major view (`rows`, `cols` of the stored matrix) of an operand
+/// of `r x c` elements stored in `order`.
+fn stored(order: MatrixOrder, r: usize, c: usize) -> (usize, usize) {
+    match order {
+        MatrixOrder::ColMajor => (r, c),
+        MatrixOrder::RowMajor => (c, r),
+    }
+}
+
+/// A prepared matmul: descriptor, layouts and the chosen algorithm.
+pub(crate) struct Prepared {
+    desc: Mutex<LtMatmulDesc>,
+    la: LtLayout,
+    lb: LtLayout,
+    lc: LtLayout,
+    ld: LtLayout,
+    pub algo: LtAlgo,
+    swap: bool,
+    epilogue: LtEpilogue,
+    fp8_scales: bool,
+    pub measured: bool,
+}
+
+fn cache() -> &'static Mutex<HashMap<String, LtAlgo>> {
+    static C: OnceLock<Mutex<HashMap<String, LtAlgo>>> = OnceLock::new();
+    C.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+impl Prepared {
+    /// Build descriptors and ask the heuristic; `Ok(None)` when cuBLASLt
+    /// has no algorithm for the problem.
+    pub fn new(stream: &Stream, p: &Problem, pref: &PlanPreference) -> Result<Option<Prepared>> {
+        let swap = p.swapped();
+        let d_order = p.layout.c();
+        // cuBLASLt's A is the user's B when swapped, and vice versa.
+        let (ua, ub) = if swap {
+            (
+                (p.layout.b(), p.k, p.n, p.ldb, p.b_kind),
+                (p.layout.a(), p.m, p.k, p.lda, p.a_kind),
+            )
+        } else {
+            (
+                (p.layout.a(), p.m, p.k, p.lda, p.a_kind),
+                (p.layout.b(), p.k, p.n, p.ldb, p.b_kind),
+            )
+        };
+        let (mc, nc) = if swap { (p.n, p.m) } else { (p.m, p.n) };
+        let (ar, ac) = stored(ua.0, ua.1, ua.2);
+        let (br, bc) = stored(ub.0, ub.1, ub.2);
+        let mut la = LtLayout::new(ua.4, ar, ac, ua.3)?;
+        let mut lb = LtLayout::new(ub.4, br, bc, ub.3)?;
+        let mut lc = LtLayout::new(p.c_kind, mc, nc, p.ldc)?;
+        let mut ld = LtLayout::new(p.d_kind, mc, nc, p.ldd)?;
+        if p.batch > 1 {
+            let (sa, sb) = if swap {
+                (p.strides[1], p.strides[0])
+            } else {
+                (p.strides[0], p.strides[1])
+            };
+            la.set_batch(p.batch, sa)?;
+            lb.set_batch(p.batch, sb)?;
+            lc.set_batch(p.batch, p.strides[2])?;
+            ld.set_batch(p.batch, p.strides[3])?;
+        }
+        let mut desc = LtMatmulDesc::new(p.compute, p.float_scale)?;
+        desc.set_transposes(ua.0 != d_order, ub.0 != d_order)?;
+        desc.set_epilogue(p.epilogue)?;
+        if let Some(k) = p.bias_kind {
+            desc.set_bias_type(k)?;
+        }
+        // The heuristic may inspect the epilogue pointers' alignment; give
+        // it aligned placeholders, replaced by the real ones in `enqueue`.
+        if p.epilogue.uses_bias() {
+            desc.set_bias_pointer(256)?;
+        }
+        if p.epilogue.uses_aux() {
+            desc.set_aux(256, p.aux_ld)?;
+        }
+        if p.fp8_scales {
+            desc.set_scale_pointers(256, 256)?;
+        }
+        let max_ws = pref.max_workspace_bytes.unwrap_or(DEFAULT_MAX_WORKSPACE);
+        let mut lpref = LtPreference::new(max_ws, ALIGN_BYTES as u32)?;
+        if pref.deterministic {
+            lpref.forbid_split_k_reduction()?;
+        }
+        let layouts = LtLayouts {
+            a: &la,
+            b: &lb,
+            c: &lc,
+            d: &ld,
+        };
+        let want = if pref.autotune == Autotune::Measured {
+            8
+        } else {
+            1
+        };
+        let mut algos = lt_heuristic(stream, &desc, &layouts, &lpref, want.max(4))?;
+        if pref.deterministic {
+            algos.retain(|a| a.is_deterministic());
+        }
+        if algos.is_empty() {
+            return Ok(None);
+        }
+        let mut prepared = Prepared {
+            desc: Mutex::new(desc),
+            la,
+            lb,
+            lc,
+            ld,
+            algo: algos[0],
+            swap,
+            epilogue: p.epilogue,
+            fp8_scales: p.fp8_scales,
+            measured: false,
+        };
+        if pref.autotune == Autotune::Measured && algos.len() > 1 {
+            let key = format!(
+                "{}:{:?}:{}",
+                stream.context().device().ordinal,
+                p,
+                pref.deterministic
+            );
+            let cached = cache()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+                .copied();
+            prepared.algo = match cached {
+                Some(a) => a,
+                None => {
+                    let best = prepared.time_candidates(stream, p, &algos)?;
+                    cache()
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key, best);
+                    best
+                }
+            };
+            prepared.measured = true;
+        }
+        Ok(Some(prepared))
+    }
+
+    /// Time each candidate on scratch buffers (select may allocate and
+    /// synchronize; run may not) and return the fastest.
+    fn time_candidates(&self, stream: &Stream, p: &Problem, algos: &[LtAlgo]) -> Result<LtAlgo> {
+        let span = |rows: usize, cols: usize, ld: usize, order: MatrixOrder, stride: usize| {
+            let (outer, inner) = match order {
+                MatrixOrder::RowMajor => (rows, cols),
+                MatrixOrder::ColMajor => (cols, rows),
+            };
+            ((outer - 1) * ld + inner + (p.batch - 1) * stride).max(1)
+        };
+        let bytes = |k: ElementKind, n: usize| n * k.size_bytes() + 256;
+        let a = DeviceBuffer::<u8>::zeros(
+            stream,
+            bytes(p.a_kind, span(p.m, p.k, p.lda, p.layout.a(), p.strides[0])),
+        )?;
+        let b = DeviceBuffer::<u8>::zeros(
+            stream,
+            bytes(p.b_kind, span(p.k, p.n, p.ldb, p.layout.b(), p.strides[1])),
+        )?;
+        let dn = span(
+            p.m,
+            p.n,
+            p.ldd.max(p.ldc).max(p.aux_ld),
+            p.layout.c(),
+            p.strides[2].max(p.strides[3]),
+        );
+        let c = DeviceBuffer::<u8>::zeros(stream, bytes(p.c_kind, dn))?;
+        let mut d = DeviceBuffer::<u8>::zeros(stream, bytes(p.d_kind, dn))?;
+        let mut aux = DeviceBuffer::<u8>::zeros(stream, bytes(p.d_kind, dn))?;
+        let mut bias =
+            DeviceBuffer::<u8>::zeros(stream, bytes(ElementKind::F64, p.m.max(p.n)) + 256)?;
+        let ws_bytes = algos.iter().map(|a| a.workspace_bytes).max().unwrap_or(0);
+        let mut ws = DeviceBuffer::<u8>::zeros(stream, ws_bytes.max(1))?;
+        let scales = DeviceBuffer::<f32>::from_host(stream, &[1.0, 1.0])?;
+        let one = if p.compute == LtCompute::F64 {
+            LtScalar::F64(1.0)
+        } else {
+            LtScalar::F32(1.0)
+        };
+        let zero = if p.compute == LtCompute::F64 {
+            LtScalar::F64(0.0)
+        } else {
+            LtScalar::F32(0.0)
+        };
+        let (one, zero) = if p.compute == LtCompute::I32 && !p.float_scale {
+            (LtScalar::I32(1), LtScalar::I32(0))
+        } else {
+            (one, zero)
+        };
+        let start = Event::new(stream.context())?;
+        let end = Event::new(stream.context())?;
+        let mut best = (f32::INFINITY, algos[0]);
+        for algo in algos {
+            let ptrs = Ptrs {
+                a: a.as_slice().addr(),
+                b: b.as_slice().addr(),
+                c: c.as_slice().addr(),
+                d: d.as_slice_mut().addr(),
+                workspace: ws.as_slice_mut().addr(),
+                workspace_bytes: ws_bytes,
+                bias: bias.as_slice_mut().addr(),
+                aux: aux.as_slice_mut().addr(),
+                scales: Some((scales.as_slice().addr(), scales.as_slice().addr() + 4)),
+            };
+            let mut times = Vec::with_capacity(3);
+            for rep in 0..4 {
+                start.record(stream)?;
+                // SAFETY: every scratch buffer above covers the span its
+                // layout reaches (computed by `span`), plus slack; they
+                // live until the stream is synchronized below.
+                let r = unsafe { self.enqueue_with(stream, algo, one, zero, ptrs) };
+                end.record(stream)?;
+                if r.is_err() {
+                    break;
+                }
+                end.synchronize()?;
+                if rep > 0 {
+                    times.push(start.elapsed_ms(&end)?);
+                }
+            }
+            times.sort_by(f32::total_cmp);
+            if let Some(&t) = times.get(times.len() / 2) {
+                if t < best.0 {
+                    best = (t, *algo);
+                }
+            }
+        }
+        stream.synchronize()?;
+        Ok(best.1)
+    }
+
+    /// The SKU variant string: `cublasLt algo 21 tile 18 splitk 1`.
+    pub fn describe(&self) -> String {
+        let how = if self.measured {
+            "measured"
+        } else {
+            "heuristic"
+        };
+        format!(
+            "cublasLt {} ({how}, {:?})",
+            self.algo.describe(),
+            self.epilogue
+        )
+    }
+
+    /// Enqueue the matmul with the chosen algorithm.
+    ///
+    /// # Safety
+    /// As [`lt_matmul`]: every address must cover what the layouts reach.
+    pub unsafe fn enqueue(
+        &self,
+        stream: &Stream,
+        alpha: LtScalar,
+        beta: LtScalar,
+        ptrs: Ptrs,
+    ) -> Result<()> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.enqueue_with(stream, &self.algo, alpha, beta, ptrs) }
+    }
+
+    unsafe fn enqueue_with(
+        &self,
+        stream: &Stream,
+        algo: &LtAlgo,
+        alpha: LtScalar,
+        beta: LtScalar,
+        ptrs: Ptrs,
+    ) -> Result<()> {
+        // Pointers of the epilogue live in the descriptor; the lock keeps
+        // concurrent runs of one plan from mixing them. cuBLASLt reads the
+        // descriptor while enqueueing, so the lock is held only for that.
+        let mut desc = self.desc.lock().unwrap_or_else(|e| e.into_inner());
+        if self.epilogue.uses_bias() {
+            desc.set_bias_pointer(ptrs.bias)?;
+        }
+        if self.epilogue.uses_aux() {
+            desc.set_aux_pointer(ptrs.aux)?;
+        }
+        if self.fp8_scales {
+            if let Some((sa, sb)) = ptrs.scales {
+                // cuBLASLt's A is the user's B when swapped.
+                let (x, y) = if self.swap { (sb, sa) } else { (sa, sb) };
+                desc.set_scale_pointers(x, y)?;
+            }
+        }
+        let (a, b) = if self.swap {
+            (ptrs.b, ptrs.a)
+        } else {
+            (ptrs.a, ptrs.b)
+        };
+        let layouts = LtLayouts {
+            a: &self.la,
+            b: &self.lb,
+            c: &self.lc,
+            d: &self.ld,
+        };
+        let lp = LtPointers {
+            a,
+            b,
+            c: ptrs.c,
+            d: ptrs.d,
+            workspace: ptrs.workspace,
+            workspace_bytes: ptrs.workspace_bytes,
+        };
+        // SAFETY: forwarded from the caller.
+        unsafe { lt_matmul(stream, &desc, &layouts, algo, alpha, beta, lp) }
+    }
+}
+
+/// Device addresses for one enqueue, in user terms (A, B not swapped).
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Ptrs {
+    pub a: u64,
+    pub b: u64,
+    pub c: u64,
+    pub d: u64,
+    pub workspace: u64,
+    pub workspace_bytes: usize,
+    pub bias: u64,
+    pub aux: u64,
+    pub scales: Option<(u64, u64)>,
+}
+
+/// `InvalidArgument` unless `addr` is aligned to [`ALIGN_BYTES`].
+pub(crate) fn check_aligned(op: &'static str, arg: &'static str, addr: u64) -> Result<()> {
+    if addr % ALIGN_BYTES != 0 {
+        return Err(Error::InvalidArgument {
+            op,
+            arg,
+            reason: format!(
+                "device address {addr:#x} is not {ALIGN_BYTES}-byte aligned (the selected \
+                 cuBLASLt algorithm assumes it)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The host scalar for `v` in the scale type of `compute`.
+pub(crate) fn scalar(compute: LtCompute, float_scale: bool, v: f64) -> LtScalar {
+    match compute {
+        LtCompute::F64 => LtScalar::F64(v),
+        LtCompute::I32 if !float_scale => LtScalar::I32(v as i32),
+        _ => LtScalar::F32(v as f32),
+    }
+}

@@ -1,0 +1,33 @@
+//! The GEMM family, through cuBLASLt: [`GemmPlan`] (any layout, fused
+//! bias/activation epilogues), [`BatchedGemmPlan`] (strided batches,
+//! stride 0 broadcasts), [`GroupedGemmPlan`] (many shapes in one call),
+//! [`IntGemmPlan`] (s8 x s8 -> s32 / scaled f32, bf16), [`Fp8GemmPlan`]
+//! (e4m3/e5m2 with per-tensor scales and amax) and [`LinearPlan`]
+//! (`Y = act(X W^T + b)` forward and backward).
+//!
+//! Every plan builds its cuBLASLt descriptors, layouts and algorithm once in
+//! `select`; `run` checks arguments and enqueues, never allocating or
+//! synchronizing. Elementwise work cuBLASLt cannot fuse runs in
+//! `kernels/gemm/gemm_epilogue.cu`.
+
+mod batched;
+mod epilogue;
+mod fp8_gemm;
+#[allow(clippy::module_inception)] // the family's plain GEMM is named after the family
+mod gemm;
+mod grouped;
+mod int_gemm;
+mod linear;
+mod matmul;
+
+pub use batched::{BatchedGemmArgs, BatchedGemmDescriptor, BatchedGemmPlan};
+pub use fp8_gemm::{Fp8GemmArgs, Fp8GemmDescriptor, Fp8GemmPlan};
+pub use gemm::{GemmArgs, GemmDescriptor, GemmPlan};
+pub use grouped::{GroupedGemmArgs, GroupedGemmDescriptor, GroupedGemmPlan};
+pub use int_gemm::{IntGemmArgs, IntGemmDescriptor, IntGemmPlan};
+pub use linear::{LinearArgs, LinearBwArgs, LinearDescriptor, LinearPlan};
+
+/// Every NVRTC module the GEMM plans can request.
+pub fn module_specs() -> Vec<baracuda_driver::ModuleSpec> {
+    epilogue::module_specs()
+}
