@@ -9,6 +9,7 @@
 //! was looked for, never a panic.
 
 mod context;
+mod cudnn;
 mod cublaslt;
 mod device;
 mod handles;
@@ -22,6 +23,7 @@ pub use cublaslt::{
     lt_heuristic, lt_matmul, LtAlgo, LtCompute, LtEpilogue, LtLayout, LtLayouts, LtMatmulDesc,
     LtPointers, LtPreference, LtScalar,
 };
+pub use cudnn::{ConvAlgo, ConvDirection, ConvMath, CudnnConv, CudnnConvProblem};
 pub use device::Device;
 pub use handles::{CublasLtHandle, CudnnHandle, LibraryHandle};
 pub use jit::{

@@ -8,6 +8,7 @@
 //! Families live one per module; [`reference`] holds the f64 CPU oracles
 //! the GPU tests compare against.
 
+pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 mod kernel_sources;
@@ -16,6 +17,7 @@ pub mod reference;
 mod specs;
 
 pub use gemm::*;
+pub use conv::*;
 pub use plan::Plan;
 pub use specs::all_module_specs;
 

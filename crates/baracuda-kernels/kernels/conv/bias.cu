@@ -9,28 +9,28 @@
 // tree reduction in shared memory, so the result is deterministic.
 // Traffic (E elements, b bytes/elem): FW 2*E*b, BW E*b; memory bound.
 // 64-bit element indices: conv activations can exceed 2^31 elements.
-// Specialised by: T, ACC.
+// Specialised by: ELEM_T, ACC_T.
 #include "conv/conv_dtype.cuh"
 
-extern "C" __global__ void bias_act_fw(T* __restrict__ y, const T* __restrict__ b,
+extern "C" __global__ void bias_act_fw(ELEM_T* __restrict__ y, const ELEM_T* __restrict__ b,
                                        long long n_elems, int channels, long long spatial,
                                        int channels_last, int relu) {
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     long long step = (long long)gridDim.x * blockDim.x;
     for (; i < n_elems; i += step) {
         int c = channels_last ? (int)(i % channels) : (int)((i / spatial) % channels);
-        ACC v = to_acc(y[i]) + to_acc(b[c]);
-        if (relu && v < (ACC)0) v = (ACC)0;
+        ACC_T v = to_acc(y[i]) + to_acc(b[c]);
+        if (relu && v < (ACC_T)0) v = (ACC_T)0;
         store(&y[i], v);
     }
 }
 
-extern "C" __global__ void bias_bw(const T* __restrict__ dy, T* __restrict__ db, int batch,
+extern "C" __global__ void bias_bw(const ELEM_T* __restrict__ dy, ELEM_T* __restrict__ db, int batch,
                                    int channels, long long spatial, int channels_last) {
-    __shared__ ACC part[256];
+    __shared__ ACC_T part[256];
     int c = blockIdx.x;
     long long per_c = (long long)batch * spatial;
-    ACC acc = (ACC)0;
+    ACC_T acc = (ACC_T)0;
     for (long long j = threadIdx.x; j < per_c; j += blockDim.x) {
         long long n = j / spatial, s = j % spatial;
         long long idx = channels_last ? (n * spatial + s) * channels + c

@@ -21,7 +21,7 @@
 // physical memory order so channels-last is coalesced over channels.
 // 64-bit indices. Traffic ~ (in + out) * b bytes (+ 8 bytes per index):
 // memory bound except for large windows.
-// Specialised by: T, ACC.
+// Specialised by: ELEM_T, ACC_T.
 #include "conv/conv_dtype.cuh"
 
 #define MODE_MAX 0
@@ -86,19 +86,19 @@ static __device__ __forceinline__ long long address(const PoolParams& P, long lo
                            : (n * P.channels + c) * sp_n + sp;
 }
 
-static __device__ __forceinline__ ACC divisor(const PoolParams& P, const int lo[3], const int hi[3],
+static __device__ __forceinline__ ACC_T divisor(const PoolParams& P, const int lo[3], const int hi[3],
                                               const int padded[3]) {
-    if (P.mode == MODE_AVG && P.divisor_override > 0) return (ACC)P.divisor_override;
+    if (P.mode == MODE_AVG && P.divisor_override > 0) return (ACC_T)P.divisor_override;
     if (P.mode == MODE_LP || (P.mode == MODE_AVG && P.count_include_pad))
-        return (ACC)padded[0] * (ACC)padded[1] * (ACC)padded[2];
-    return (ACC)(hi[0] - lo[0]) * (ACC)(hi[1] - lo[1]) * (ACC)(hi[2] - lo[2]);
+        return (ACC_T)padded[0] * (ACC_T)padded[1] * (ACC_T)padded[2];
+    return (ACC_T)(hi[0] - lo[0]) * (ACC_T)(hi[1] - lo[1]) * (ACC_T)(hi[2] - lo[2]);
 }
 
-extern "C" __global__ void pool_fw(PoolParams P, const T* __restrict__ x, T* __restrict__ y,
+extern "C" __global__ void pool_fw(PoolParams P, const ELEM_T* __restrict__ x, ELEM_T* __restrict__ y,
                                    long long* __restrict__ idx) {
     const long long in_sp = (long long)P.in[0] * P.in[1] * P.in[2];
     const long long out_sp = (long long)P.out[0] * P.out[1] * P.out[2];
-    const ACC k_prod = (ACC)P.k[0] * (ACC)P.k[1] * (ACC)P.k[2];
+    const ACC_T k_prod = (ACC_T)P.k[0] * (ACC_T)P.k[1] * (ACC_T)P.k[2];
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < P.n_out;
          i += (long long)gridDim.x * blockDim.x) {
         long long n, osp;
@@ -108,16 +108,16 @@ extern "C" __global__ void pool_fw(PoolParams P, const T* __restrict__ x, T* __r
                     (int)((osp / P.out[2]) % P.out[1]), (int)(osp % P.out[2])};
         int lo[3], hi[3], padded[3];
         for (int a = 0; a < 3; ++a) window(P, a, o[a], lo[a], hi[a], padded[a]);
-        const T* xp = x + (P.channels_last ? n * in_sp * P.channels + c : (n * P.channels + c) * in_sp);
+        const ELEM_T* xp = x + (P.channels_last ? n * in_sp * P.channels + c : (n * P.channels + c) * in_sp);
         const long long step = P.channels_last ? P.channels : 1;
         if (P.mode == MODE_MAX || P.mode == MODE_ADAPTIVE_MAX) {
-            ACC m = (ACC)__int_as_float(0xff800000);  // -inf
+            ACC_T m = (ACC_T)__int_as_float(0xff800000);  // -inf
             long long arg = (long long)lo[0] * P.in[1] * P.in[2] + (long long)lo[1] * P.in[2] + lo[2];
             for (int d = lo[0]; d < hi[0]; ++d)
                 for (int h = lo[1]; h < hi[1]; ++h)
                     for (int w = lo[2]; w < hi[2]; ++w) {
                         long long sp = ((long long)d * P.in[1] + h) * P.in[2] + w;
-                        ACC v = to_acc(xp[sp * step]);
+                        ACC_T v = to_acc(xp[sp * step]);
                         if (v > m || v != v) {
                             m = v;
                             arg = sp;
@@ -126,29 +126,29 @@ extern "C" __global__ void pool_fw(PoolParams P, const T* __restrict__ x, T* __r
             store(&y[i], m);
             if (P.has_indices) idx[i] = arg;
         } else {
-            ACC sum = (ACC)0;
-            ACC pw = (ACC)P.norm_p;
+            ACC_T sum = (ACC_T)0;
+            ACC_T pw = (ACC_T)P.norm_p;
             for (int d = lo[0]; d < hi[0]; ++d)
                 for (int h = lo[1]; h < hi[1]; ++h)
                     for (int w = lo[2]; w < hi[2]; ++w) {
                         long long sp = ((long long)d * P.in[1] + h) * P.in[2] + w;
-                        ACC v = to_acc(xp[sp * step]);
+                        ACC_T v = to_acc(xp[sp * step]);
                         sum += P.mode == MODE_LP ? acc_pow(v, pw) : v;
                     }
-            ACC div = divisor(P, lo, hi, padded);
-            ACC r = sum / div;
-            if (P.mode == MODE_LP) r = acc_pow(r * k_prod, (ACC)1 / pw);
+            ACC_T div = divisor(P, lo, hi, padded);
+            ACC_T r = sum / div;
+            if (P.mode == MODE_LP) r = acc_pow(r * k_prod, (ACC_T)1 / pw);
             store(&y[i], r);
         }
     }
 }
 
-extern "C" __global__ void pool_bw(PoolParams P, const T* __restrict__ dy,
-                                   const long long* __restrict__ idx, const T* __restrict__ x,
-                                   const T* __restrict__ y, T* __restrict__ dx) {
+extern "C" __global__ void pool_bw(PoolParams P, const ELEM_T* __restrict__ dy,
+                                   const long long* __restrict__ idx, const ELEM_T* __restrict__ x,
+                                   const ELEM_T* __restrict__ y, ELEM_T* __restrict__ dx) {
     const long long in_sp = (long long)P.in[0] * P.in[1] * P.in[2];
     const long long out_sp = (long long)P.out[0] * P.out[1] * P.out[2];
-    const ACC k_prod = (ACC)P.k[0] * (ACC)P.k[1] * (ACC)P.k[2];
+    const ACC_T k_prod = (ACC_T)P.k[0] * (ACC_T)P.k[1] * (ACC_T)P.k[2];
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < P.n_in;
          i += (long long)gridDim.x * blockDim.x) {
         long long n, isp;
@@ -168,9 +168,9 @@ extern "C" __global__ void pool_bw(PoolParams P, const T* __restrict__ dy,
                 ohi[a] = min(t / P.s[a], P.out[a] - 1);
             }
         }
-        ACC xv = (P.mode == MODE_LP) ? to_acc(x[i]) : (ACC)0;
-        ACC pw = (ACC)P.norm_p;
-        ACC acc = (ACC)0;
+        ACC_T xv = (P.mode == MODE_LP) ? to_acc(x[i]) : (ACC_T)0;
+        ACC_T pw = (ACC_T)P.norm_p;
+        ACC_T acc = (ACC_T)0;
         for (int od = olo[0]; od <= ohi[0]; ++od)
             for (int oh = olo[1]; oh <= ohi[1]; ++oh)
                 for (int ow = olo[2]; ow <= ohi[2]; ++ow) {
@@ -184,13 +184,13 @@ extern "C" __global__ void pool_bw(PoolParams P, const T* __restrict__ dy,
                     if (!inside) continue;
                     long long osp = ((long long)od * P.out[1] + oh) * P.out[2] + ow;
                     long long oa = address(P, n, c, osp, out_sp);
-                    ACC g = to_acc(dy[oa]);
+                    ACC_T g = to_acc(dy[oa]);
                     if (P.mode == MODE_MAX || P.mode == MODE_ADAPTIVE_MAX) {
                         if (idx[oa] == isp) acc += g;
                     } else if (P.mode == MODE_LP) {
-                        ACC yv = to_acc(y[oa]);
-                        ACC scale = k_prod / divisor(P, lo, hi, padded);
-                        acc += g * scale * acc_pow(xv, pw - (ACC)1) * acc_pow(yv, (ACC)1 - pw);
+                        ACC_T yv = to_acc(y[oa]);
+                        ACC_T scale = k_prod / divisor(P, lo, hi, padded);
+                        acc += g * scale * acc_pow(xv, pw - (ACC_T)1) * acc_pow(yv, (ACC_T)1 - pw);
                     } else {
                         acc += g / divisor(P, lo, hi, padded);
                     }

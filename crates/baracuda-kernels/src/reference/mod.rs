@@ -1,4 +1,5 @@
 //! Plain f64 CPU implementations of every op: the oracles GPU tests compare
 //! against. Obviously correct beats fast here.
 
+pub mod conv;
 pub mod elementwise;

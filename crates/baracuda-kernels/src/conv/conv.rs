@@ -1,0 +1,969 @@
+//! N-d convolution through cuDNN (PyTorch `nn.Conv1d/2d/3d`).
+//!
+//! `y[n, k, o] = sum_{c in group(k), r} x[n, c, o*stride - pad + r*dilation] * w[k, c, r]`
+//! (cross-correlation; out-of-range x reads as 0). Backward:
+//! `dx = conv_transpose(dy, w)`, `dw[k, c, r] = sum_{n, o} dy[n, k, o] * x[n, c, ...]`,
+//! `db[k] = sum_{n, o} dy[n, k, o]`.
+//!
+//! Algorithm choice, per direction, happens in `select`: cuDNN's
+//! heuristics (`_v7`, ranked) or, with `Autotune::Measured`, cuDNN's
+//! timed `Find*Ex`, cached per problem, dtype, layout, math policy and
+//! device for the process (and in `BARACUDA_CONV_AUTOTUNE_FILE` when set).
+//! Candidates are filtered by `deterministic` and `max_workspace_bytes`;
+//! the first that cuDNN accepts under the plan's math mode wins. f32 runs
+//! `CUDNN_FMA_MATH` (IEEE) unless `allow_tf32`.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::marker::PhantomData;
+use std::sync::{Mutex, OnceLock};
+
+use baracuda_driver::{
+    ConvAlgo, ConvDirection, ConvMath, CudnnConv, CudnnConvProblem, CudnnHandle, DeviceBuffer,
+    Function, LaunchArgs, LaunchConfig, Stream,
+};
+use baracuda_kernels_types::{
+    Autotune, BackendKind, Element, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
+    PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
+};
+
+use super::descriptor::{
+    check_i32_elems, check_tensor, checked_output, full_shape, validate_common, ConvDescriptor,
+};
+use super::{check_dtype, spec_for, ConvLayout, BIAS_SOURCE};
+use crate::Plan;
+
+/// Forward operands (also the transposed conv's forward): `y = op(x, w)`.
+#[derive(Debug)]
+pub struct ConvArgs<'a, T, const R: usize> {
+    /// Input activations `[N, C_in, spatial...]` (layout strides).
+    pub x: TensorRef<'a, T, R>,
+    /// Filter.
+    pub w: TensorRef<'a, T, R>,
+    /// Output, overwritten.
+    pub y: TensorMut<'a, T, R>,
+}
+
+/// Backward-data operands: `dx = d(loss)/dx` from `w` and `dy`.
+#[derive(Debug)]
+pub struct ConvBwArgs<'a, T, const R: usize> {
+    /// Filter.
+    pub w: TensorRef<'a, T, R>,
+    /// Gradient of the output.
+    pub dy: TensorRef<'a, T, R>,
+    /// Gradient of the input, overwritten.
+    pub dx: TensorMut<'a, T, R>,
+}
+
+/// Backward-filter operands: `dw = d(loss)/dw` from `x` and `dy`.
+#[derive(Debug)]
+pub struct ConvDwArgs<'a, T, const R: usize> {
+    /// Input activations.
+    pub x: TensorRef<'a, T, R>,
+    /// Gradient of the output.
+    pub dy: TensorRef<'a, T, R>,
+    /// Gradient of the filter, overwritten.
+    pub dw: TensorMut<'a, T, R>,
+}
+
+/// Conv1d forward args (`[N, C, L]`).
+pub type Conv1dArgs<'a, T> = ConvArgs<'a, T, 3>;
+/// Conv2d forward args.
+pub type Conv2dArgs<'a, T> = ConvArgs<'a, T, 4>;
+/// Conv3d forward args.
+pub type Conv3dArgs<'a, T> = ConvArgs<'a, T, 5>;
+/// Conv1d backward-data args.
+pub type Conv1dBwArgs<'a, T> = ConvBwArgs<'a, T, 3>;
+/// Conv2d backward-data args.
+pub type Conv2dBwArgs<'a, T> = ConvBwArgs<'a, T, 4>;
+/// Conv3d backward-data args.
+pub type Conv3dBwArgs<'a, T> = ConvBwArgs<'a, T, 5>;
+/// Conv1d backward-filter args.
+pub type Conv1dDwArgs<'a, T> = ConvDwArgs<'a, T, 3>;
+/// Conv2d backward-filter args.
+pub type Conv2dDwArgs<'a, T> = ConvDwArgs<'a, T, 4>;
+/// Conv3d backward-filter args.
+pub type Conv3dDwArgs<'a, T> = ConvDwArgs<'a, T, 5>;
+
+/// A convolution of spatial rank `N` on rank-`R = N + 2` tensors, through
+/// cuDNN, with its algorithm for each direction chosen in `select`.
+///
+/// # Shapes
+/// `x`: `[batch, c_in, input...]`, `w`: `[c_out, c_in/groups, filter...]`,
+/// `y`: `[batch, c_out, output...]` (see [`ConvDescriptor::output`]);
+/// bias `[c_out]`.
+/// # Layout
+/// Dense in the descriptor's [`ConvLayout`] (NCHW-style or NHWC-style;
+/// filters in the matching order). Shapes are always given as `[N, C, ...]`.
+/// # Dtypes
+/// f32 (IEEE unless `allow_tf32`), f64, f16 and bf16 (f32 accumulation).
+/// Others: `Unsupported`.
+/// # Errors
+/// `select`: `InvalidDescriptor` naming the field, `DtypeMismatch`,
+/// `Unsupported`, `PreferenceRejected` (backend other than cuDNN, no
+/// algorithm within `max_workspace_bytes` or deterministic), `Cudnn`.
+/// `run_*`: `ShapeMismatch`, `InvalidArgument` (strides), `ContextMismatch`,
+/// `WorkspaceTooSmall`. `run_*` only enqueue: no allocation, no sync.
+#[derive(Debug)]
+pub struct ConvPlan<T: Element, const N: usize, const R: usize> {
+    desc: ConvDescriptor<N>,
+    output: [i32; N],
+    core: ConvCore,
+    _t: PhantomData<T>,
+}
+
+/// 1-D convolution plan.
+pub type Conv1dPlan<T> = ConvPlan<T, 1, 3>;
+/// 2-D convolution plan.
+pub type Conv2dPlan<T> = ConvPlan<T, 2, 4>;
+/// 3-D convolution plan.
+pub type Conv3dPlan<T> = ConvPlan<T, 3, 5>;
+
+const OP: &str = "conv";
+
+impl<T: Element, const N: usize, const R: usize> Plan for ConvPlan<T, N, R> {
+    type Descriptor = ConvDescriptor<N>;
+    type Args<'a> = ConvArgs<'a, T, R>;
+
+    fn select(stream: &Stream, desc: &ConvDescriptor<N>, pref: &PlanPreference) -> Result<Self> {
+        const { assert!(R == N + 2, "tensor rank R must be spatial rank N + 2") };
+        check_dtype::<T>(OP, desc.element)?;
+        let d = desc;
+        validate_common(
+            OP,
+            d.batch,
+            d.c_in,
+            d.c_out,
+            &d.input,
+            &d.filter,
+            &d.padding,
+            &d.stride,
+            &d.dilation,
+            d.groups,
+        )?;
+        let output = checked_output(OP, d.output())?;
+        let problem = CudnnConvProblem {
+            dtype: T::KIND,
+            channels_last: d.layout == ConvLayout::ChannelsLast,
+            batch: d.batch,
+            c_in: d.c_in,
+            c_out: d.c_out,
+            x_spatial: d.input.to_vec(),
+            w_spatial: d.filter.to_vec(),
+            y_spatial: output.to_vec(),
+            pad: d.padding.to_vec(),
+            stride: d.stride.to_vec(),
+            dilation: d.dilation.to_vec(),
+            groups: d.groups,
+        };
+        let core = ConvCore::select(OP, stream, problem, pref, &format!("conv{N}d"))?;
+        Ok(ConvPlan {
+            desc: *desc,
+            output,
+            core,
+            _t: PhantomData,
+        })
+    }
+
+    fn sku(&self) -> &KernelSku {
+        &self.core.sku
+    }
+
+    /// The largest workspace of the three directions.
+    fn workspace_size(&self) -> usize {
+        self.core.workspace.iter().copied().max().unwrap_or(0)
+    }
+
+    fn run(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: ConvArgs<'_, T, R>,
+    ) -> Result<()> {
+        self.run_fw(stream, workspace, args)
+    }
+}
+
+impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
+    /// Output spatial extents.
+    pub fn output_dims(&self) -> [i32; N] {
+        self.output
+    }
+    /// Workspace of the forward pass, in bytes.
+    pub fn workspace_size_fw(&self) -> usize {
+        self.core.workspace[0]
+    }
+    /// Workspace of the backward-data pass, in bytes.
+    pub fn workspace_size_bw_data(&self) -> usize {
+        self.core.workspace[1]
+    }
+    /// Workspace of the backward-filter pass, in bytes.
+    pub fn workspace_size_dw(&self) -> usize {
+        self.core.workspace[2]
+    }
+    /// The algorithm chosen for `dir`.
+    pub fn algorithm(&self, dir: ConvDirection) -> Option<ConvAlgo> {
+        self.core.cudnn.chosen(dir)
+    }
+
+    fn shapes(&self) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+        let d = &self.desc;
+        (
+            full_shape(d.batch, d.c_in, &d.input),
+            full_shape(d.c_out, d.c_in / d.groups, &d.filter),
+            full_shape(d.batch, d.c_out, &self.output),
+        )
+    }
+
+    /// `y = conv(x, w)`.
+    ///
+    /// # Errors
+    /// See [`ConvPlan`].
+    pub fn run_fw(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: ConvArgs<'_, T, R>,
+    ) -> Result<()> {
+        let (xs, ws, ys) = self.shapes();
+        let l = self.desc.layout;
+        let ctx = stream.context().id();
+        let x = check_tensor(
+            OP,
+            "x",
+            args.x.data(),
+            args.x.shape(),
+            args.x.strides(),
+            &xs,
+            l,
+            ctx,
+        )?;
+        let w = check_tensor(
+            OP,
+            "w",
+            args.w.data(),
+            args.w.shape(),
+            args.w.strides(),
+            &ws,
+            l,
+            ctx,
+        )?;
+        let y = check_tensor(
+            OP,
+            "y",
+            args.y.data().as_const(),
+            args.y.shape(),
+            args.y.strides(),
+            &ys,
+            l,
+            ctx,
+        )?;
+        self.core
+            .run(OP, stream, ConvDirection::Forward, (x, w, y), &workspace)
+    }
+
+    /// `y = act(conv(x, w) + bias)`, act = ReLU when `relu`, else identity.
+    /// The bias and activation run as one elementwise pass after cuDNN's
+    /// convolution, on the same stream.
+    ///
+    /// # Errors
+    /// As [`ConvPlan::run_fw`]; `ShapeMismatch` when bias is not `[c_out]`;
+    /// the NVRTC error when the epilogue kernel could not be built.
+    pub fn run_fw_bias(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: ConvArgs<'_, T, R>,
+        bias: TensorRef<'_, T, 1>,
+        relu: bool,
+    ) -> Result<()> {
+        let d = self.desc;
+        let ctx = stream.context().id();
+        let b = check_tensor(
+            OP,
+            "bias",
+            bias.data(),
+            bias.shape(),
+            bias.strides(),
+            &[d.c_out as usize],
+            ConvLayout::ChannelsFirst,
+            ctx,
+        )?;
+        let y_addr = args.y.data().addr();
+        let bias_fns = self.core.bias.as_ref().map_err(Clone::clone)?;
+        self.run_fw(stream, workspace, args)?;
+        let spatial: i64 = self.output.iter().map(|&v| v as i64).product();
+        let n = d.batch as i64 * d.c_out as i64 * spatial;
+        launch_bias_act(
+            stream,
+            &bias_fns.0,
+            y_addr,
+            b,
+            n,
+            d.c_out,
+            spatial,
+            d.layout,
+            relu,
+        )
+    }
+
+    /// `db[k] = sum over batch and output positions of dy[n, k, ...]`.
+    /// Deterministic (fixed-order reduction).
+    ///
+    /// # Errors
+    /// `ShapeMismatch`, `InvalidArgument`, `ContextMismatch`; the NVRTC
+    /// error when the kernel could not be built.
+    pub fn run_bw_bias(
+        &self,
+        stream: &Stream,
+        dy: TensorRef<'_, T, R>,
+        db: TensorMut<'_, T, 1>,
+    ) -> Result<()> {
+        let d = self.desc;
+        let (_, _, ys) = self.shapes();
+        let ctx = stream.context().id();
+        let dy_a = check_tensor(
+            OP,
+            "dy",
+            dy.data(),
+            dy.shape(),
+            dy.strides(),
+            &ys,
+            d.layout,
+            ctx,
+        )?;
+        let db_a = check_tensor(
+            OP,
+            "db",
+            db.data().as_const(),
+            db.shape(),
+            db.strides(),
+            &[d.c_out as usize],
+            ConvLayout::ChannelsFirst,
+            ctx,
+        )?;
+        let bias_fns = self.core.bias.as_ref().map_err(Clone::clone)?;
+        let spatial: i64 = self.output.iter().map(|&v| v as i64).product();
+        launch_bias_bw(
+            stream,
+            &bias_fns.1,
+            dy_a,
+            db_a,
+            d.batch,
+            d.c_out,
+            spatial,
+            d.layout,
+        )
+    }
+
+    /// `dx = conv_transpose(dy, w)`.
+    ///
+    /// # Errors
+    /// See [`ConvPlan`].
+    pub fn run_bw_data(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: ConvBwArgs<'_, T, R>,
+    ) -> Result<()> {
+        let (xs, ws, ys) = self.shapes();
+        let l = self.desc.layout;
+        let ctx = stream.context().id();
+        let w = check_tensor(
+            OP,
+            "w",
+            args.w.data(),
+            args.w.shape(),
+            args.w.strides(),
+            &ws,
+            l,
+            ctx,
+        )?;
+        let dy = check_tensor(
+            OP,
+            "dy",
+            args.dy.data(),
+            args.dy.shape(),
+            args.dy.strides(),
+            &ys,
+            l,
+            ctx,
+        )?;
+        let dx = check_tensor(
+            OP,
+            "dx",
+            args.dx.data().as_const(),
+            args.dx.shape(),
+            args.dx.strides(),
+            &xs,
+            l,
+            ctx,
+        )?;
+        self.core.run(
+            OP,
+            stream,
+            ConvDirection::BackwardData,
+            (w, dy, dx),
+            &workspace,
+        )
+    }
+
+    /// `dw = corr(x, dy)`.
+    ///
+    /// # Errors
+    /// See [`ConvPlan`].
+    pub fn run_dw(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: ConvDwArgs<'_, T, R>,
+    ) -> Result<()> {
+        let (xs, ws, ys) = self.shapes();
+        let l = self.desc.layout;
+        let ctx = stream.context().id();
+        let x = check_tensor(
+            OP,
+            "x",
+            args.x.data(),
+            args.x.shape(),
+            args.x.strides(),
+            &xs,
+            l,
+            ctx,
+        )?;
+        let dy = check_tensor(
+            OP,
+            "dy",
+            args.dy.data(),
+            args.dy.shape(),
+            args.dy.strides(),
+            &ys,
+            l,
+            ctx,
+        )?;
+        let dw = check_tensor(
+            OP,
+            "dw",
+            args.dw.data().as_const(),
+            args.dw.shape(),
+            args.dw.strides(),
+            &ws,
+            l,
+            ctx,
+        )?;
+        self.core.run(
+            OP,
+            stream,
+            ConvDirection::BackwardFilter,
+            (x, dy, dw),
+            &workspace,
+        )
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The cuDNN core shared by conv and transposed conv.
+// ---------------------------------------------------------------------------
+
+/// cuDNN descriptors, the three chosen algorithms and their workspaces.
+#[derive(Debug)]
+pub(crate) struct ConvCore {
+    pub(crate) cudnn: CudnnConv,
+    pub(crate) workspace: [usize; 3],
+    pub(crate) sku: KernelSku,
+    bias: std::result::Result<(Function, Function), Error>,
+}
+
+/// How the math mode is set for the queries and for the run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+struct MathPolicy {
+    query: ConvMath,
+    /// When set, the run uses this mode whatever cuDNN reported (IEEE f32).
+    forced: Option<ConvMath>,
+}
+
+fn math_policy(kind: ElementKind, allow_tf32: bool) -> MathPolicy {
+    match kind {
+        ElementKind::F32 if !allow_tf32 => MathPolicy {
+            query: ConvMath::Fma,
+            forced: Some(ConvMath::Fma),
+        },
+        ElementKind::F16 | ElementKind::Bf16 => MathPolicy {
+            query: ConvMath::TensorOp,
+            forced: None,
+        },
+        _ => MathPolicy {
+            query: ConvMath::Default,
+            forced: None,
+        },
+    }
+}
+
+type CacheEntry = [(u32, ConvMath); 3];
+
+fn autotune_cache() -> &'static Mutex<HashMap<String, CacheEntry>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, CacheEntry>>> = OnceLock::new();
+    CACHE.get_or_init(|| {
+        let mut m = HashMap::new();
+        if let Ok(path) = std::env::var("BARACUDA_CONV_AUTOTUNE_FILE") {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                for line in text.lines() {
+                    if let Some((k, v)) = parse_cache_line(line) {
+                        m.insert(k, v);
+                    }
+                }
+            }
+        }
+        Mutex::new(m)
+    })
+}
+
+/// `key \t id:math \t id:math \t id:math`.
+fn parse_cache_line(line: &str) -> Option<(String, CacheEntry)> {
+    let mut parts = line.split('\t');
+    let key = parts.next()?.to_string();
+    let mut e = [(0u32, ConvMath::Default); 3];
+    for slot in e.iter_mut() {
+        let (id, math) = parts.next()?.split_once(':')?;
+        *slot = (id.parse().ok()?, ConvMath::from_name(math)?);
+    }
+    Some((key, e))
+}
+
+fn append_cache_line(key: &str, e: &CacheEntry) {
+    let Ok(path) = std::env::var("BARACUDA_CONV_AUTOTUNE_FILE") else {
+        return;
+    };
+    let line = format!(
+        "{key}\t{}:{}\t{}:{}\t{}:{}\n",
+        e[0].0,
+        e[0].1.name(),
+        e[1].0,
+        e[1].1.name(),
+        e[2].0,
+        e[2].1.name()
+    );
+    // One short append per problem; a failure only costs a re-tune later.
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
+fn elem_count(n: i32, c: i32, sp: &[i32]) -> usize {
+    sp.iter()
+        .fold(n as usize * c as usize, |a, &d| a * d as usize)
+}
+
+impl ConvCore {
+    pub(crate) fn select(
+        op: &'static str,
+        stream: &Stream,
+        p: CudnnConvProblem,
+        pref: &PlanPreference,
+        sku_op: &str,
+    ) -> Result<ConvCore> {
+        pref.check_backend(op, &[BackendKind::Cudnn])?;
+        let x_shape = full_shape(p.batch, p.c_in, &p.x_spatial);
+        let y_shape = full_shape(p.batch, p.c_out, &p.y_spatial);
+        check_i32_elems(op, "x", &x_shape)?;
+        check_i32_elems(op, "y", &y_shape)?;
+        let ctx = stream.context();
+        let handle = ctx.handle::<CudnnHandle>()?;
+        let mut cudnn = CudnnConv::new(&p)?;
+        let policy = math_policy(p.dtype, pref.allow_tf32);
+        let cap = pref.max_workspace_bytes;
+        let dev = ctx.device();
+        let key = format!(
+            "{p:?}|{policy:?}|det={}|cap={cap:?}|{}#{}",
+            pref.deterministic, dev.name, dev.ordinal
+        );
+
+        let mut workspace = [0usize; 3];
+        let cached = if pref.autotune == Autotune::Measured {
+            autotune_cache()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+                .copied()
+        } else {
+            None
+        };
+        if let Some(entry) = cached {
+            for dir in ConvDirection::ALL {
+                let (id, math) = entry[dir.index()];
+                let algo = ConvAlgo {
+                    direction: dir,
+                    id,
+                    math,
+                    workspace_bytes: 0,
+                    deterministic: pref.deterministic,
+                    time_ms: -1.0,
+                };
+                workspace[dir.index()] = cudnn.choose(&handle, stream, algo, math)?;
+            }
+        } else {
+            let ranked = if pref.autotune == Autotune::Measured {
+                Self::measure_all(&mut cudnn, &handle, stream, &p, policy, cap)?
+            } else {
+                let mut r = Vec::new();
+                for dir in ConvDirection::ALL {
+                    r.push(cudnn.heuristics(&handle, stream, dir, policy.query)?);
+                }
+                r
+            };
+            let mut entry = [(0u32, ConvMath::Default); 3];
+            for (dir, cands) in ConvDirection::ALL.into_iter().zip(ranked) {
+                let (ws, algo) =
+                    Self::pick(op, &mut cudnn, &handle, stream, dir, &cands, policy, pref)?;
+                workspace[dir.index()] = ws;
+                entry[dir.index()] = (algo.id, algo.math);
+            }
+            if pref.autotune == Autotune::Measured {
+                autotune_cache()
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(key.clone(), entry);
+                append_cache_line(&key, &entry);
+            }
+        }
+
+        let algos: Vec<ConvAlgo> = ConvDirection::ALL
+            .iter()
+            .filter_map(|&d| cudnn.chosen(d))
+            .collect();
+        let deterministic = algos.iter().all(|a| a.deterministic);
+        let tf32 = p.dtype == ElementKind::F32 && algos.iter().any(|a| a.math != ConvMath::Fma);
+        let math = match p.dtype {
+            ElementKind::F64 => MathPrecision::F64,
+            ElementKind::F16 => MathPrecision::F16,
+            ElementKind::Bf16 => MathPrecision::Bf16,
+            _ if tf32 => MathPrecision::Tf32,
+            _ => MathPrecision::F32,
+        };
+        let variant = algos
+            .iter()
+            .map(|a| {
+                let dir = match a.direction {
+                    ConvDirection::Forward => "fw",
+                    ConvDirection::BackwardData => "bw_data",
+                    ConvDirection::BackwardFilter => "dw",
+                };
+                format!(
+                    "{dir}={}/{} ws={}",
+                    a.name(),
+                    a.math.name(),
+                    a.workspace_bytes
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        let layout = if p.channels_last {
+            "channels_last"
+        } else {
+            "channels_first"
+        };
+        let sku = KernelSku {
+            op: sku_op.to_string(),
+            element: p.dtype,
+            backend: BackendKind::Cudnn,
+            arch: dev.arch,
+            variant: format!("{layout}; {variant}"),
+            precision: PrecisionGuarantee {
+                math,
+                accumulator: if p.dtype == ElementKind::F64 {
+                    ElementKind::F64
+                } else {
+                    ElementKind::F32
+                },
+                deterministic,
+                bit_stable_on_same_hardware: deterministic && pref.autotune == Autotune::Heuristic,
+            },
+        };
+        let bias = spec_for(&BIAS_SOURCE, p.dtype)
+            .ok_or_else(|| Error::Unsupported {
+                op,
+                what: format!("bias kernels for {}", p.dtype),
+            })
+            .and_then(|spec| ctx.module(&spec))
+            .and_then(|m| Ok((m.function("bias_act_fw")?, m.function("bias_bw")?)));
+        Ok(ConvCore {
+            cudnn,
+            workspace,
+            sku,
+            bias,
+        })
+    }
+
+    #[allow(clippy::too_many_arguments)] // the pieces of one selection step
+    fn pick(
+        op: &'static str,
+        cudnn: &mut CudnnConv,
+        handle: &CudnnHandle,
+        stream: &Stream,
+        dir: ConvDirection,
+        cands: &[ConvAlgo],
+        policy: MathPolicy,
+        pref: &PlanPreference,
+    ) -> Result<(usize, ConvAlgo)> {
+        let mut rejected = Vec::new();
+        for c in cands {
+            if pref.deterministic && !c.deterministic {
+                rejected.push(format!("{} (not deterministic)", c.name()));
+                continue;
+            }
+            let math = policy.forced.unwrap_or(c.math);
+            match cudnn.choose(handle, stream, *c, math) {
+                Ok(ws) => {
+                    if pref.max_workspace_bytes.is_some_and(|cap| ws > cap) {
+                        rejected.push(format!("{} ({ws} bytes of workspace)", c.name()));
+                        continue;
+                    }
+                    let chosen = cudnn.chosen(dir).unwrap_or(*c);
+                    return Ok((ws, chosen));
+                }
+                Err(e) => rejected.push(format!("{} ({e})", c.name())),
+            }
+        }
+        let field = if pref.deterministic {
+            "deterministic"
+        } else if pref.max_workspace_bytes.is_some() {
+            "max_workspace_bytes"
+        } else {
+            return Err(Error::Unsupported {
+                op,
+                what: format!(
+                    "cuDNN offers no {dir:?} algorithm for this problem; tried {rejected:?}"
+                ),
+            });
+        };
+        Err(Error::PreferenceRejected {
+            op,
+            field,
+            reason: format!("no cuDNN {dir:?} algorithm qualifies; candidates: {rejected:?}"),
+        })
+    }
+
+    /// `Find*Ex` for every direction on scratch buffers allocated here
+    /// (select may allocate; run never does). Synchronizes the stream.
+    fn measure_all(
+        cudnn: &mut CudnnConv,
+        handle: &CudnnHandle,
+        stream: &Stream,
+        p: &CudnnConvProblem,
+        policy: MathPolicy,
+        cap: Option<usize>,
+    ) -> Result<Vec<Vec<ConvAlgo>>> {
+        let b = p.dtype.size_bytes();
+        let xb = elem_count(p.batch, p.c_in, &p.x_spatial) * b;
+        let yb = elem_count(p.batch, p.c_out, &p.y_spatial) * b;
+        let wb = elem_count(p.c_out, p.c_in / p.groups, &p.w_spatial) * b;
+        // 0x3C bytes: small finite values in every float dtype, so no
+        // algorithm is timed on NaN or denormal paths.
+        let x = DeviceBuffer::<u8>::filled_bytes(stream, xb, 0x3C)?;
+        let y = DeviceBuffer::<u8>::filled_bytes(stream, yb, 0x3C)?;
+        let w = DeviceBuffer::<u8>::filled_bytes(stream, wb, 0x3C)?;
+        // Workspace budget for timing: the cap, or 1 GiB.
+        let ws_bytes = cap.unwrap_or(1 << 30);
+        let ws = DeviceBuffer::<u8>::uninit(stream, ws_bytes)?;
+        let (xa, ya, wa, wsa) = (
+            x.as_slice().addr(),
+            y.as_slice().addr(),
+            w.as_slice().addr(),
+            ws.as_slice().addr(),
+        );
+        let mut out = Vec::new();
+        for dir in ConvDirection::ALL {
+            let ops = match dir {
+                ConvDirection::Forward => (xa, wa, ya),
+                ConvDirection::BackwardData => (wa, ya, xa),
+                ConvDirection::BackwardFilter => (xa, ya, wa),
+            };
+            // SAFETY: x, y, w hold this problem's operands in bytes (sized
+            // from the same problem above) on the stream's context and ws
+            // holds ws_bytes; all outlive the synchronous Find call.
+            let r =
+                unsafe { cudnn.measure(handle, stream, dir, policy.query, ops, wsa, ws_bytes) }?;
+            out.push(r);
+        }
+        stream.synchronize()?;
+        Ok(out)
+    }
+
+    pub(crate) fn run(
+        &self,
+        op: &'static str,
+        stream: &Stream,
+        dir: ConvDirection,
+        ops: (u64, u64, u64),
+        workspace: &Workspace<'_>,
+    ) -> Result<()> {
+        let needed = self.workspace[dir.index()];
+        let ws = workspace.check(op, needed, stream.context().id())?;
+        let handle = stream.context().handle::<CudnnHandle>()?;
+        // SAFETY: the caller checked every operand's shape, dense layout
+        // and context against this problem (check_tensor), the output is a
+        // TensorMut (exclusive, so disjoint from the inputs) and the
+        // workspace holds at least the chosen algorithm's bytes.
+        unsafe {
+            self.cudnn
+                .run(&handle, stream, dir, ops, ws, workspace.bytes())
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)] // kernel parameters
+fn launch_bias_act(
+    stream: &Stream,
+    f: &Function,
+    y: u64,
+    b: u64,
+    n: i64,
+    channels: i32,
+    spatial: i64,
+    layout: ConvLayout,
+    relu: bool,
+) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let threads = 256u32;
+    let blocks = ((n as u64).div_ceil(threads as u64)).min(65535 * 8) as u32;
+    let mut a = LaunchArgs::new();
+    a.push(y)?.push(b)?.push(n)?.push(channels)?.push(spatial)?;
+    a.push((layout == ConvLayout::ChannelsLast) as i32)?
+        .push(relu as i32)?;
+    // SAFETY: y holds n elements and b holds `channels` (checked by the
+    // caller); the argument list matches bias_act_fw's signature.
+    unsafe { f.launch(stream, LaunchConfig::linear(blocks, threads), &mut a) }
+}
+
+#[allow(clippy::too_many_arguments)] // kernel parameters
+fn launch_bias_bw(
+    stream: &Stream,
+    f: &Function,
+    dy: u64,
+    db: u64,
+    batch: i32,
+    channels: i32,
+    spatial: i64,
+    layout: ConvLayout,
+) -> Result<()> {
+    let mut a = LaunchArgs::new();
+    a.push(dy)?
+        .push(db)?
+        .push(batch)?
+        .push(channels)?
+        .push(spatial)?;
+    a.push((layout == ConvLayout::ChannelsLast) as i32)?;
+    // SAFETY: dy holds batch*channels*spatial elements and db `channels`
+    // (checked by the caller); bias_bw needs exactly 256 threads per block.
+    unsafe { f.launch(stream, LaunchConfig::linear(channels as u32, 256), &mut a) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conv::Conv2dDescriptor;
+
+    fn bad<T: Element>(d: &ConvDescriptor<2>) -> Error {
+        // Validation runs before any CUDA call, so no device is needed.
+        check_dtype::<T>(OP, d.element)
+            .and_then(|_| {
+                validate_common(
+                    OP,
+                    d.batch,
+                    d.c_in,
+                    d.c_out,
+                    &d.input,
+                    &d.filter,
+                    &d.padding,
+                    &d.stride,
+                    &d.dilation,
+                    d.groups,
+                )
+            })
+            .and_then(|_| checked_output(OP, d.output()).map(|_| ()))
+            .unwrap_err()
+    }
+
+    fn base() -> Conv2dDescriptor {
+        Conv2dDescriptor::new(2, 4, 8, 8, 6, 3, 3, ElementKind::F32)
+    }
+
+    #[test]
+    fn descriptor_errors_name_the_field() {
+        let field = |e: Error| match e {
+            Error::InvalidDescriptor { field, .. } => field,
+            other => panic!("unexpected {other:?}"),
+        };
+        let mut d = base();
+        d.batch = 0;
+        assert_eq!(field(bad::<f32>(&d)), "batch");
+        assert_eq!(field(bad::<f32>(&base().with_groups(3))), "groups");
+        assert_eq!(
+            field(bad::<f32>(
+                &Conv2dDescriptor::new(2, 4, 8, 8, 6, 3, 3, ElementKind::F32).with_groups(4)
+            )),
+            "groups"
+        );
+        assert_eq!(field(bad::<f32>(&base().with_stride(0, 1))), "stride");
+        assert_eq!(field(bad::<f32>(&base().with_dilation(1, -1))), "dilation");
+        assert_eq!(field(bad::<f32>(&base().with_padding(-1, 0))), "padding");
+        let mut d = base();
+        d.input = [8, 0];
+        assert_eq!(field(bad::<f32>(&d)), "input");
+        let mut d = base();
+        d.filter = [9, 3];
+        assert_eq!(field(bad::<f32>(&d)), "output");
+        assert_eq!(field(bad::<f32>(&base().with_dilation(5, 1))), "output");
+    }
+
+    #[test]
+    fn dtype_checks() {
+        assert!(matches!(
+            bad::<f64>(&base()),
+            Error::DtypeMismatch { arg: "element", .. }
+        ));
+        let d = Conv2dDescriptor::new(2, 4, 8, 8, 6, 3, 3, ElementKind::I32);
+        assert!(matches!(bad::<i32>(&d), Error::Unsupported { .. }));
+    }
+
+    #[test]
+    fn cache_lines_round_trip() {
+        let e = [
+            (1, ConvMath::TensorOp),
+            (0, ConvMath::Fma),
+            (3, ConvMath::Default),
+        ];
+        let line = "k\t1:tensor_op_math\t0:fma_math\t3:default_math";
+        assert_eq!(parse_cache_line(line), Some(("k".to_string(), e)));
+        assert_eq!(
+            parse_cache_line("k\t1:nope\t0:fma_math\t3:default_math"),
+            None
+        );
+    }
+
+    #[test]
+    fn math_policies() {
+        assert_eq!(
+            math_policy(ElementKind::F32, false).forced,
+            Some(ConvMath::Fma)
+        );
+        assert_eq!(math_policy(ElementKind::F32, true).query, ConvMath::Default);
+        assert_eq!(
+            math_policy(ElementKind::Bf16, false).query,
+            ConvMath::TensorOp
+        );
+    }
+
+    #[test]
+    fn plans_are_send_sync() {
+        fn is<P: Send + Sync>() {}
+        is::<Conv2dPlan<f32>>();
+        is::<Conv1dPlan<half::bf16>>();
+    }
+}

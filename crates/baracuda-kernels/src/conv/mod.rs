@@ -1,0 +1,135 @@
+//! Convolution and pooling, spatial rank 1 to 3, channels-first (NCHW
+//! style) or channels-last (NHWC style), f32 / f64 / f16 / bf16.
+//!
+//! - [`ConvPlan`] (aliases [`Conv1dPlan`], [`Conv2dPlan`], [`Conv3dPlan`]):
+//!   PyTorch `nn.ConvNd` (cross-correlation) through cuDNN, with forward,
+//!   backward-data, backward-filter, bias(+ReLU) epilogue and bias gradient.
+//! - [`ConvTransposePlan`] (aliases `ConvTranspose{1,2,3}dPlan`): PyTorch
+//!   `nn.ConvTransposeNd` with `output_padding`; its forward is the
+//!   convolution's backward-data pass.
+//! - [`PoolPlan`] (`MaxPool*`, `AvgPool*`), [`AdaptivePoolPlan`]
+//!   (`AdaptiveAvgPool*`, `AdaptiveMaxPool*`) and [`LpPoolPlan`]: one
+//!   generic N-d NVRTC kernel pair (`kernels/conv/pool.cu`).
+//!
+//! Tensors are always described in logical `[N, C, spatial...]` order; the
+//! descriptor's [`ConvLayout`] says which dense strides they must have. A
+//! contiguous channels-last buffer is `TensorRef::contiguous(buf, [n, h, w,
+//! c])?.permute([0, 3, 1, 2])?`.
+
+mod adaptive_pool;
+#[allow(clippy::module_inception)] // the file is named after the op, as STYLE.md asks
+mod conv;
+mod descriptor;
+mod lp_pool;
+mod pool;
+mod transpose;
+
+use baracuda_driver::{KernelSource, ModuleSpec};
+use baracuda_kernels_types::{Element, ElementKind, Error, Result};
+
+pub use adaptive_pool::*;
+pub use conv::*;
+pub use descriptor::*;
+pub use lp_pool::*;
+pub use pool::*;
+pub use transpose::*;
+
+/// Memory order of activations and filters.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub enum ConvLayout {
+    /// `[N, C, D, H, W]` dense (PyTorch's default memory format).
+    #[default]
+    ChannelsFirst,
+    /// `[N, D, H, W, C]` dense (PyTorch's `channels_last`): what tensor
+    /// cores want for f16 / bf16.
+    ChannelsLast,
+}
+
+/// The reduction a pooling window applies.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum PoolMode {
+    /// Maximum (NaN propagates); optionally writes argmax indices.
+    Max,
+    /// Mean; see `count_include_pad` and `divisor_override`.
+    Avg,
+}
+
+const CONV_HEADERS: &[(&str, &str)] = &[(
+    "conv/conv_dtype.cuh",
+    include_str!("../../kernels/conv/conv_dtype.cuh"),
+)];
+
+/// Bias epilogue and bias gradient (`kernels/conv/bias.cu`).
+pub(crate) static BIAS_SOURCE: KernelSource = KernelSource {
+    name: "conv/bias.cu",
+    source: include_str!("../../kernels/conv/bias.cu"),
+    headers: CONV_HEADERS,
+};
+
+/// Generic N-d pooling (`kernels/conv/pool.cu`).
+pub(crate) static POOL_SOURCE: KernelSource = KernelSource {
+    name: "conv/pool.cu",
+    source: include_str!("../../kernels/conv/pool.cu"),
+    headers: CONV_HEADERS,
+};
+
+/// The float kinds the family implements.
+pub(crate) const FLOAT_KINDS: [ElementKind; 4] = [
+    ElementKind::F32,
+    ElementKind::F64,
+    ElementKind::F16,
+    ElementKind::Bf16,
+];
+
+/// `(ELEM_T, ACC_T)` defines of a kernel specialisation.
+fn type_defines(kind: ElementKind) -> Option<(&'static str, &'static str)> {
+    Some(match kind {
+        ElementKind::F32 => ("float", "float"),
+        ElementKind::F64 => ("double", "double"),
+        ElementKind::F16 => ("__half", "float"),
+        ElementKind::Bf16 => ("__nv_bfloat16", "float"),
+        _ => return None,
+    })
+}
+
+pub(crate) fn spec_for(source: &'static KernelSource, kind: ElementKind) -> Option<ModuleSpec> {
+    let (t, acc) = type_defines(kind)?;
+    Some(
+        ModuleSpec::new(source)
+            .define("ELEM_T", t)
+            .define("ACC_T", acc),
+    )
+}
+
+/// Every NVRTC module the family can request.
+pub(crate) fn module_specs() -> Vec<ModuleSpec> {
+    let mut v = Vec::new();
+    for k in FLOAT_KINDS {
+        v.extend(spec_for(&BIAS_SOURCE, k));
+        v.extend(spec_for(&POOL_SOURCE, k));
+    }
+    v
+}
+
+/// `Unsupported` unless `T` is one of the four float kinds, and
+/// `DtypeMismatch` unless the descriptor names `T`.
+pub(crate) fn check_dtype<T: Element>(op: &'static str, element: ElementKind) -> Result<()> {
+    if !FLOAT_KINDS.contains(&T::KIND) {
+        return Err(Error::Unsupported {
+            op,
+            what: format!(
+                "{} elements (the family takes f32, f64, f16, bf16)",
+                T::KIND
+            ),
+        });
+    }
+    if element != T::KIND {
+        return Err(Error::DtypeMismatch {
+            op,
+            arg: "element",
+            expected: T::KIND,
+            got: element,
+        });
+    }
+    Ok(())
+}

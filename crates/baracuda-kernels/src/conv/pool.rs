@@ -1,0 +1,803 @@
+//! Max and average pooling, spatial rank 1 to 3 (PyTorch `MaxPoolNd`,
+//! `AvgPoolNd`), and the generic pooling core the adaptive and Lp plans
+//! share.
+//!
+//! Per spatial axis, window `o` covers inputs `[o*stride - pad, o*stride -
+//! pad + window)`; `out = floor_or_ceil((in + 2*pad - window) / stride) + 1`,
+//! and with `ceil_mode` a last window that would start in the right padding
+//! is dropped (PyTorch's rule). Max: NaN propagates; `indices` (optional)
+//! receive the flat spatial input index of each maximum, as PyTorch returns
+//! them. Avg: divisor is `divisor_override`, else the window clipped to
+//! `[-pad, in + pad)` (`count_include_pad`, the default), else the count of
+//! in-bounds elements.
+//!
+//! Kernels: `kernels/conv/pool.cu`, one generic N-d forward and one gather
+//! backward (deterministic, no atomics); cuDNN's pooling lacks indices,
+//! ceil_mode, divisor_override and adaptive windows, so it is not used.
+
+use std::marker::PhantomData;
+
+use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
+use baracuda_kernels_types::{
+    ArchSku, BackendKind, Element, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
+    PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
+};
+
+use super::descriptor::{check_tensor, full_shape, invalid};
+use super::{check_dtype, spec_for, ConvLayout, PoolMode, POOL_SOURCE};
+use crate::Plan;
+
+/// A max or average pooling of spatial rank `N`.
+///
+/// Defaults: padding 0, stride = window (PyTorch), ceil_mode false,
+/// count_include_pad true, no divisor override, channels-first.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub struct PoolDescriptor<const N: usize> {
+    /// Batch.
+    pub batch: i32,
+    /// Channels.
+    pub channels: i32,
+    /// Input spatial extents.
+    pub input: [i32; N],
+    /// Window extents.
+    pub window: [i32; N],
+    /// Implicit padding on both sides (at most half the window).
+    pub padding: [i32; N],
+    /// Stride.
+    pub stride: [i32; N],
+    /// Max or average.
+    pub mode: PoolMode,
+    /// Round the output size up instead of down.
+    pub ceil_mode: bool,
+    /// Avg: count padded positions in the divisor.
+    pub count_include_pad: bool,
+    /// Avg: divide by this instead.
+    pub divisor_override: Option<i32>,
+    /// Element type.
+    pub element: ElementKind,
+    /// Memory order of x, y, indices.
+    pub layout: ConvLayout,
+}
+
+/// 1-D pooling descriptor.
+pub type Pool1dDescriptor = PoolDescriptor<1>;
+/// 2-D pooling descriptor.
+pub type Pool2dDescriptor = PoolDescriptor<2>;
+/// 3-D pooling descriptor.
+pub type Pool3dDescriptor = PoolDescriptor<3>;
+
+macro_rules! pool_ctors {
+    ($n:literal, [$($i:ident),+], [$($k:ident),+], [$($p:ident),+], [$($s:ident),+]) => {
+        impl PoolDescriptor<$n> {
+            /// A descriptor with PyTorch's defaults (stride = window).
+            #[allow(clippy::too_many_arguments)] // the seed API's positional constructor
+            pub fn new(batch: i32, channels: i32, $($i: i32,)+ $($k: i32,)+ mode: PoolMode, element: ElementKind) -> Self {
+                PoolDescriptor {
+                    batch, channels, input: [$($i),+], window: [$($k),+], padding: [0; $n],
+                    stride: [$($k),+], mode, ceil_mode: false, count_include_pad: true,
+                    divisor_override: None, element, layout: ConvLayout::ChannelsFirst,
+                }
+            }
+            /// Padding per axis. Default 0.
+            pub fn with_padding(mut self, $($p: i32),+) -> Self { self.padding = [$($p),+]; self }
+            /// Stride per axis. Default: the window.
+            pub fn with_stride(mut self, $($s: i32),+) -> Self { self.stride = [$($s),+]; self }
+        }
+    };
+}
+pool_ctors!(1, [l_in], [window], [pad_l], [stride_l]);
+pool_ctors!(
+    2,
+    [h_in, w_in],
+    [window_h, window_w],
+    [pad_h, pad_w],
+    [stride_h, stride_w]
+);
+pool_ctors!(
+    3,
+    [d_in, h_in, w_in],
+    [window_d, window_h, window_w],
+    [pad_d, pad_h, pad_w],
+    [stride_d, stride_h, stride_w]
+);
+
+impl<const N: usize> PoolDescriptor<N> {
+    /// Ceil instead of floor in the output size. Default false.
+    pub fn with_ceil_mode(mut self, ceil_mode: bool) -> Self {
+        self.ceil_mode = ceil_mode;
+        self
+    }
+    /// Avg: include padding in the divisor. Default true.
+    pub fn with_count_include_pad(mut self, include: bool) -> Self {
+        self.count_include_pad = include;
+        self
+    }
+    /// Avg: fixed divisor. Default none.
+    pub fn with_divisor_override(mut self, divisor: Option<i32>) -> Self {
+        self.divisor_override = divisor;
+        self
+    }
+    /// Memory order. Default channels-first.
+    pub fn with_layout(mut self, layout: ConvLayout) -> Self {
+        self.layout = layout;
+        self
+    }
+    /// Output spatial extents (PyTorch's `pooling_output_shape`).
+    pub fn output(&self) -> [i64; N] {
+        core::array::from_fn(|a| {
+            pooled_extent(
+                self.input[a],
+                self.window[a],
+                self.padding[a],
+                self.stride[a],
+                self.ceil_mode,
+            )
+        })
+    }
+}
+
+pub(crate) fn pooled_extent(input: i32, k: i32, p: i32, s: i32, ceil: bool) -> i64 {
+    let (input, k, p, s) = (input as i64, k as i64, p as i64, s as i64);
+    if s <= 0 {
+        return 0;
+    }
+    let num = input + 2 * p - (k - 1) - 1 + if ceil { s - 1 } else { 0 };
+    if num < 0 {
+        return 0;
+    }
+    let mut out = num / s + 1;
+    if ceil && (out - 1) * s >= input + p {
+        out -= 1;
+    }
+    out
+}
+
+/// Checks of windowed pooling (max, avg, lp) shared by the plans.
+#[allow(clippy::too_many_arguments)] // one per descriptor field
+pub(crate) fn validate_window<const N: usize>(
+    op: &'static str,
+    batch: i32,
+    channels: i32,
+    input: &[i32; N],
+    window: &[i32; N],
+    padding: &[i32; N],
+    stride: &[i32; N],
+    ceil: bool,
+) -> Result<[i32; N]> {
+    validate_planes::<N>(op, batch, channels, input)?;
+    for (field, arr, min) in [
+        ("window", window, 1),
+        ("padding", padding, 0),
+        ("stride", stride, 1),
+    ] {
+        if arr.iter().any(|&v| v < min) {
+            return Err(invalid(
+                op,
+                field,
+                arr,
+                format!("every extent must be >= {min}"),
+            ));
+        }
+    }
+    if (0..N).any(|a| padding[a] > window[a] / 2) {
+        return Err(invalid(
+            op,
+            "padding",
+            padding,
+            format!("must be at most half the window {window:?}"),
+        ));
+    }
+    let mut out = [0i32; N];
+    for a in 0..N {
+        let o = pooled_extent(input[a], window[a], padding[a], stride[a], ceil);
+        if o <= 0 || o > i32::MAX as i64 {
+            return Err(invalid(
+                op,
+                "output",
+                o,
+                format!("axis {a} has no complete window (input {input:?})"),
+            ));
+        }
+        out[a] = o as i32;
+    }
+    Ok(out)
+}
+
+pub(crate) fn validate_planes<const N: usize>(
+    op: &'static str,
+    batch: i32,
+    channels: i32,
+    input: &[i32; N],
+) -> Result<()> {
+    if !(1..=3).contains(&N) {
+        return Err(Error::Unsupported {
+            op,
+            what: format!("spatial rank {N} (takes 1, 2, 3)"),
+        });
+    }
+    for (field, v) in [("batch", batch), ("channels", channels)] {
+        if v <= 0 {
+            return Err(invalid(op, field, v, "must be > 0"));
+        }
+    }
+    if input.iter().any(|&v| v <= 0) {
+        return Err(invalid(op, "input", input, "every extent must be > 0"));
+    }
+    Ok(())
+}
+
+/// Forward operands of every pooling plan.
+#[derive(Debug)]
+pub struct PoolArgs<'a, T, const R: usize> {
+    /// Input `[N, C, input...]`.
+    pub x: TensorRef<'a, T, R>,
+    /// Output `[N, C, output...]`, overwritten.
+    pub y: TensorMut<'a, T, R>,
+    /// Max modes only: argmax indices, same shape and layout as `y`.
+    pub indices: Option<TensorMut<'a, i64, R>>,
+}
+
+/// Backward operands. Max modes need `indices` (from the forward); Lp needs
+/// `x` and `y`; Avg needs neither.
+#[derive(Debug)]
+pub struct PoolBwArgs<'a, T, const R: usize> {
+    /// Gradient of the output.
+    pub dy: TensorRef<'a, T, R>,
+    /// Max modes: indices written by the forward.
+    pub indices: Option<TensorRef<'a, i64, R>>,
+    /// Lp: the forward input.
+    pub x: Option<TensorRef<'a, T, R>>,
+    /// Lp: the forward output.
+    pub y: Option<TensorRef<'a, T, R>>,
+    /// Gradient of the input, overwritten.
+    pub dx: TensorMut<'a, T, R>,
+}
+
+/// Kernel mode numbers of `pool.cu`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum KernelMode {
+    Max = 0,
+    Avg = 1,
+    Lp = 2,
+    AdaptiveAvg = 3,
+    AdaptiveMax = 4,
+}
+
+/// Mirror of `struct PoolParams` in pool.cu.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default)]
+pub(crate) struct PoolParams {
+    n_out: i64,
+    n_in: i64,
+    batch: i32,
+    channels: i32,
+    input: [i32; 3],
+    output: [i32; 3],
+    k: [i32; 3],
+    s: [i32; 3],
+    p: [i32; 3],
+    mode: i32,
+    channels_last: i32,
+    count_include_pad: i32,
+    divisor_override: i32,
+    norm_p: f32,
+    has_indices: i32,
+}
+
+/// What the pooling core needs to know, rank-erased (spatial axes padded
+/// in front with unit extents to 3).
+#[derive(Clone, Debug)]
+pub(crate) struct PoolProblem<'s> {
+    pub(crate) op: &'static str,
+    pub(crate) sku_op: String,
+    pub(crate) mode: KernelMode,
+    pub(crate) layout: ConvLayout,
+    pub(crate) batch: i32,
+    pub(crate) channels: i32,
+    pub(crate) input: &'s [i32],
+    pub(crate) output: &'s [i32],
+    pub(crate) window: &'s [i32],
+    pub(crate) stride: &'s [i32],
+    pub(crate) padding: &'s [i32],
+    pub(crate) count_include_pad: bool,
+    pub(crate) divisor_override: i32,
+    pub(crate) norm_p: f32,
+}
+
+/// Compiled kernels and launch parameters of one pooling problem.
+#[derive(Debug)]
+pub(crate) struct PoolCore {
+    op: &'static str,
+    params: PoolParams,
+    mode: KernelMode,
+    layout: ConvLayout,
+    x_shape: Vec<usize>,
+    y_shape: Vec<usize>,
+    fw: Function,
+    bw: Function,
+    sku: KernelSku,
+}
+
+fn pad3(v: &[i32], fill: i32) -> [i32; 3] {
+    let mut o = [fill; 3];
+    o[3 - v.len()..].copy_from_slice(v);
+    o
+}
+
+impl PoolCore {
+    pub(crate) fn new(
+        stream: &Stream,
+        kind: ElementKind,
+        pref: &PlanPreference,
+        pb: PoolProblem<'_>,
+    ) -> Result<PoolCore> {
+        let op = pb.op;
+        pref.check_backend(op, &[BackendKind::Baracuda])?;
+        // Always deterministic, no workspace, no alternatives: the other
+        // preference fields are satisfied as asked.
+        let x_shape = full_shape(pb.batch, pb.channels, pb.input);
+        let y_shape = full_shape(pb.batch, pb.channels, pb.output);
+        let count = |s: &[usize]| {
+            s.iter()
+                .try_fold(1usize, |a, &d| a.checked_mul(d))
+                .filter(|&n| n <= i64::MAX as usize)
+                .ok_or_else(|| Error::Overflow {
+                    op,
+                    what: format!("element count of {s:?}"),
+                })
+        };
+        let params = PoolParams {
+            n_out: count(&y_shape)? as i64,
+            n_in: count(&x_shape)? as i64,
+            batch: pb.batch,
+            channels: pb.channels,
+            input: pad3(pb.input, 1),
+            output: pad3(pb.output, 1),
+            k: pad3(pb.window, 1),
+            s: pad3(pb.stride, 1),
+            p: pad3(pb.padding, 0),
+            mode: pb.mode as i32,
+            channels_last: (pb.layout == ConvLayout::ChannelsLast) as i32,
+            count_include_pad: pb.count_include_pad as i32,
+            divisor_override: pb.divisor_override,
+            norm_p: pb.norm_p,
+            has_indices: 0,
+        };
+        let spec = spec_for(&POOL_SOURCE, kind).ok_or_else(|| Error::Unsupported {
+            op,
+            what: format!("{kind} pooling"),
+        })?;
+        let m = stream.context().module(&spec)?;
+        let arch: ArchSku = stream.context().device().arch;
+        let sku = KernelSku {
+            op: pb.sku_op,
+            element: kind,
+            backend: BackendKind::Baracuda,
+            arch,
+            variant: format!("pool.cu pool_fw/pool_bw {:?} {:?}", pb.mode, pb.layout),
+            precision: PrecisionGuarantee {
+                math: if kind == ElementKind::F64 {
+                    MathPrecision::F64
+                } else {
+                    MathPrecision::F32
+                },
+                accumulator: if kind == ElementKind::F64 {
+                    ElementKind::F64
+                } else {
+                    ElementKind::F32
+                },
+                deterministic: true,
+                bit_stable_on_same_hardware: true,
+            },
+        };
+        Ok(PoolCore {
+            op,
+            params,
+            mode: pb.mode,
+            layout: pb.layout,
+            x_shape,
+            y_shape,
+            fw: m.function("pool_fw")?,
+            bw: m.function("pool_bw")?,
+            sku,
+        })
+    }
+
+    pub(crate) fn sku(&self) -> &KernelSku {
+        &self.sku
+    }
+
+    fn is_max(&self) -> bool {
+        matches!(self.mode, KernelMode::Max | KernelMode::AdaptiveMax)
+    }
+
+    fn launch_cfg(&self, stream: &Stream, n: i64) -> LaunchConfig {
+        let threads = 256u32;
+        let sms = stream.context().device().sm_count.max(1) as u64;
+        // Grid-stride: enough CTAs to fill the GPU several times over,
+        // never more than one per 256 elements.
+        let blocks = (n as u64).div_ceil(threads as u64).min(sms * 32).max(1);
+        LaunchConfig::linear(blocks as u32, threads)
+    }
+
+    pub(crate) fn run_fw<T: Element, const R: usize>(
+        &self,
+        stream: &Stream,
+        args: PoolArgs<'_, T, R>,
+    ) -> Result<()> {
+        let (op, l, ctx) = (self.op, self.layout, stream.context().id());
+        let x = check_tensor(
+            op,
+            "x",
+            args.x.data(),
+            args.x.shape(),
+            args.x.strides(),
+            &self.x_shape,
+            l,
+            ctx,
+        )?;
+        let y = check_tensor(
+            op,
+            "y",
+            args.y.data().as_const(),
+            args.y.shape(),
+            args.y.strides(),
+            &self.y_shape,
+            l,
+            ctx,
+        )?;
+        let mut params = self.params;
+        let idx = match &args.indices {
+            Some(i) if self.is_max() => {
+                params.has_indices = 1;
+                check_tensor(
+                    op,
+                    "indices",
+                    i.data().as_const(),
+                    i.shape(),
+                    i.strides(),
+                    &self.y_shape,
+                    l,
+                    ctx,
+                )?
+            }
+            Some(_) => {
+                return Err(Error::InvalidArgument {
+                    op,
+                    arg: "indices",
+                    reason: "only max pooling writes indices".into(),
+                })
+            }
+            None => 0,
+        };
+        if params.n_out == 0 {
+            return Ok(());
+        }
+        let mut a = LaunchArgs::new();
+        a.push(params)?.push(x)?.push(y)?.push(idx)?;
+        // SAFETY: x, y and indices were checked against the problem's
+        // shapes, dense layout and context above; the kernel reads only
+        // in-window x elements and writes n_out outputs (and indices only
+        // when has_indices). The args match pool_fw's signature.
+        unsafe {
+            self.fw
+                .launch(stream, self.launch_cfg(stream, params.n_out), &mut a)
+        }
+    }
+
+    pub(crate) fn run_bw<T: Element, const R: usize>(
+        &self,
+        stream: &Stream,
+        args: PoolBwArgs<'_, T, R>,
+    ) -> Result<()> {
+        let (op, l, ctx) = (self.op, self.layout, stream.context().id());
+        let dy = check_tensor(
+            op,
+            "dy",
+            args.dy.data(),
+            args.dy.shape(),
+            args.dy.strides(),
+            &self.y_shape,
+            l,
+            ctx,
+        )?;
+        let missing = |arg: &'static str| Error::InvalidArgument {
+            op,
+            arg,
+            reason: format!("the {:?} backward needs it", self.mode),
+        };
+        let idx = if self.is_max() {
+            let i = args.indices.as_ref().ok_or_else(|| missing("indices"))?;
+            check_tensor(
+                op,
+                "indices",
+                i.data(),
+                i.shape(),
+                i.strides(),
+                &self.y_shape,
+                l,
+                ctx,
+            )?
+        } else {
+            0
+        };
+        let (x, y) = if self.mode == KernelMode::Lp {
+            let x = args.x.as_ref().ok_or_else(|| missing("x"))?;
+            let y = args.y.as_ref().ok_or_else(|| missing("y"))?;
+            (
+                check_tensor(
+                    op,
+                    "x",
+                    x.data(),
+                    x.shape(),
+                    x.strides(),
+                    &self.x_shape,
+                    l,
+                    ctx,
+                )?,
+                check_tensor(
+                    op,
+                    "y",
+                    y.data(),
+                    y.shape(),
+                    y.strides(),
+                    &self.y_shape,
+                    l,
+                    ctx,
+                )?,
+            )
+        } else {
+            (0, 0)
+        };
+        let dx = check_tensor(
+            op,
+            "dx",
+            args.dx.data().as_const(),
+            args.dx.shape(),
+            args.dx.strides(),
+            &self.x_shape,
+            l,
+            ctx,
+        )?;
+        if self.params.n_in == 0 {
+            return Ok(());
+        }
+        let mut a = LaunchArgs::new();
+        a.push(self.params)?
+            .push(dy)?
+            .push(idx)?
+            .push(x)?
+            .push(y)?
+            .push(dx)?;
+        // SAFETY: every operand the mode reads was checked above against
+        // the problem's shapes, layout and context (the unused ones are 0
+        // and never dereferenced for this mode); dx receives n_in writes.
+        unsafe {
+            self.bw
+                .launch(stream, self.launch_cfg(stream, self.params.n_in), &mut a)
+        }
+    }
+}
+
+/// Max or average pooling of spatial rank `N` on rank-`R = N + 2` tensors.
+///
+/// # Shapes
+/// `x`: `[batch, channels, input...]`; `y` and `indices`: `[batch,
+/// channels, output...]` (see [`PoolDescriptor::output`]).
+/// # Layout
+/// Dense channels-first or channels-last (descriptor's `layout`).
+/// # Dtypes
+/// f32, f64, f16, bf16 (f32 accumulation; f64 in f64); indices i64.
+/// # Errors
+/// `InvalidDescriptor` (non-positive extents, padding above half the
+/// window, empty output), `DtypeMismatch`, `Unsupported`,
+/// `PreferenceRejected` for a backend other than baracuda; from `run`:
+/// `ShapeMismatch`, `InvalidArgument` (strides, indices on avg, missing
+/// indices in max backward), `ContextMismatch`.
+#[derive(Debug)]
+pub struct PoolPlan<T: Element, const N: usize, const R: usize> {
+    core: PoolCore,
+    output: [i32; N],
+    _t: PhantomData<T>,
+}
+
+/// MaxPool1d / AvgPool1d plan (mode from the descriptor).
+pub type Pool1dPlan<T> = PoolPlan<T, 1, 3>;
+/// MaxPool2d / AvgPool2d plan.
+pub type Pool2dPlan<T> = PoolPlan<T, 2, 4>;
+/// MaxPool3d / AvgPool3d plan.
+pub type Pool3dPlan<T> = PoolPlan<T, 3, 5>;
+/// `nn.MaxPool1d` (descriptor mode `PoolMode::Max`).
+pub type MaxPool1dPlan<T> = PoolPlan<T, 1, 3>;
+/// `nn.MaxPool2d`.
+pub type MaxPool2dPlan<T> = PoolPlan<T, 2, 4>;
+/// `nn.MaxPool3d`.
+pub type MaxPool3dPlan<T> = PoolPlan<T, 3, 5>;
+/// `nn.AvgPool1d` (descriptor mode `PoolMode::Avg`).
+pub type AvgPool1dPlan<T> = PoolPlan<T, 1, 3>;
+/// `nn.AvgPool2d`.
+pub type AvgPool2dPlan<T> = PoolPlan<T, 2, 4>;
+/// `nn.AvgPool3d`.
+pub type AvgPool3dPlan<T> = PoolPlan<T, 3, 5>;
+
+const OP: &str = "pool";
+
+pub(crate) fn validate_pool<const N: usize>(d: &PoolDescriptor<N>) -> Result<[i32; N]> {
+    let out = validate_window(
+        OP,
+        d.batch,
+        d.channels,
+        &d.input,
+        &d.window,
+        &d.padding,
+        &d.stride,
+        d.ceil_mode,
+    )?;
+    if let Some(div) = d.divisor_override {
+        if div <= 0 {
+            return Err(invalid(OP, "divisor_override", div, "must be > 0"));
+        }
+        if d.mode == PoolMode::Max {
+            return Err(invalid(
+                OP,
+                "divisor_override",
+                div,
+                "applies to average pooling only",
+            ));
+        }
+    }
+    Ok(out)
+}
+
+impl<T: Element, const N: usize, const R: usize> Plan for PoolPlan<T, N, R> {
+    type Descriptor = PoolDescriptor<N>;
+    type Args<'a> = PoolArgs<'a, T, R>;
+
+    fn select(stream: &Stream, d: &PoolDescriptor<N>, pref: &PlanPreference) -> Result<Self> {
+        const { assert!(R == N + 2, "tensor rank R must be spatial rank N + 2") };
+        check_dtype::<T>(OP, d.element)?;
+        let output = validate_pool(d)?;
+        let (mode, name) = match d.mode {
+            PoolMode::Max => (KernelMode::Max, "max_pool"),
+            PoolMode::Avg => (KernelMode::Avg, "avg_pool"),
+        };
+        let core = PoolCore::new(
+            stream,
+            T::KIND,
+            pref,
+            PoolProblem {
+                op: OP,
+                sku_op: format!("{name}{N}d"),
+                mode,
+                layout: d.layout,
+                batch: d.batch,
+                channels: d.channels,
+                input: &d.input,
+                output: &output,
+                window: &d.window,
+                stride: &d.stride,
+                padding: &d.padding,
+                count_include_pad: d.count_include_pad,
+                divisor_override: d.divisor_override.unwrap_or(0),
+                norm_p: 1.0,
+            },
+        )?;
+        Ok(PoolPlan {
+            core,
+            output,
+            _t: PhantomData,
+        })
+    }
+
+    fn sku(&self) -> &KernelSku {
+        &self.core.sku
+    }
+
+    fn workspace_size(&self) -> usize {
+        0
+    }
+
+    fn run(
+        &self,
+        stream: &Stream,
+        _workspace: Workspace<'_>,
+        args: PoolArgs<'_, T, R>,
+    ) -> Result<()> {
+        self.core.run_fw(stream, args)
+    }
+}
+
+impl<T: Element, const N: usize, const R: usize> PoolPlan<T, N, R> {
+    /// Output spatial extents.
+    pub fn output_dims(&self) -> [i32; N] {
+        self.output
+    }
+    /// Backward: `dx` from `dy` (and `indices` for max).
+    ///
+    /// # Errors
+    /// See [`PoolPlan`].
+    pub fn run_bw(&self, stream: &Stream, args: PoolBwArgs<'_, T, R>) -> Result<()> {
+        self.core.run_bw(stream, args)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_sizes_follow_pytorch() {
+        // ResNet stem pool: 112 -> 56 with k3 s2 p1.
+        let d = Pool2dDescriptor::new(1, 1, 112, 112, 3, 3, PoolMode::Max, ElementKind::F32)
+            .with_stride(2, 2)
+            .with_padding(1, 1);
+        assert_eq!(validate_pool(&d).unwrap(), [56, 56]);
+        // ceil_mode: 5 with k2 s2 -> 3 (floor gives 2)
+        let d =
+            Pool1dDescriptor::new(1, 1, 5, 2, PoolMode::Avg, ElementKind::F32).with_ceil_mode(true);
+        assert_eq!(validate_pool(&d).unwrap(), [3]);
+        // ceil_mode drop rule: in 6, k2 s2 p1 -> ceil((6+2-2)/2)+1 = 4, (4-1)*2=6 >= 6+1? no -> 4
+        assert_eq!(pooled_extent(6, 2, 1, 2, true), 4);
+        assert_eq!(pooled_extent(5, 3, 1, 3, true), 2);
+    }
+
+    #[test]
+    fn descriptor_errors() {
+        let d = Pool2dDescriptor::new(1, 1, 8, 8, 3, 3, PoolMode::Avg, ElementKind::F32);
+        assert!(matches!(
+            validate_pool(&d.with_padding(2, 0)),
+            Err(Error::InvalidDescriptor {
+                field: "padding",
+                ..
+            })
+        ));
+        assert!(matches!(
+            validate_pool(&d.with_stride(0, 1)),
+            Err(Error::InvalidDescriptor {
+                field: "stride",
+                ..
+            })
+        ));
+        assert!(matches!(
+            validate_pool(&d.with_divisor_override(Some(0))),
+            Err(Error::InvalidDescriptor {
+                field: "divisor_override",
+                ..
+            })
+        ));
+        let m = Pool2dDescriptor::new(1, 1, 8, 8, 3, 3, PoolMode::Max, ElementKind::F32);
+        assert!(matches!(
+            validate_pool(&m.with_divisor_override(Some(2))),
+            Err(Error::InvalidDescriptor {
+                field: "divisor_override",
+                ..
+            })
+        ));
+        let small = Pool2dDescriptor::new(1, 1, 2, 8, 3, 3, PoolMode::Max, ElementKind::F32);
+        assert!(matches!(
+            validate_pool(&small),
+            Err(Error::InvalidDescriptor {
+                field: "output",
+                ..
+            })
+        ));
+        let mut z = d;
+        z.channels = 0;
+        assert!(matches!(
+            validate_pool(&z),
+            Err(Error::InvalidDescriptor {
+                field: "channels",
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn params_layout_is_c_compatible() {
+        // pool.cu: 2 x i64, then 2 + 15 + 4 ints, a float, an int = 108
+        // bytes, padded to 112 for the 8-byte alignment, as nvcc does.
+        assert_eq!(std::mem::size_of::<PoolParams>(), 112);
+        assert_eq!(std::mem::align_of::<PoolParams>(), 8);
+    }
+}
