@@ -8,6 +8,7 @@ use baracuda_driver::ModuleSpec;
 pub fn all_module_specs() -> Vec<ModuleSpec> {
     let mut specs = Vec::new();
     specs.extend(crate::elementwise::module_specs());
+    specs.extend(crate::conv::kernel_specs());
     specs.extend(crate::conv::module_specs());
     specs.extend(crate::gemm::module_specs());
     specs

@@ -102,7 +102,7 @@ pub(crate) fn spec_for(source: &'static KernelSource, kind: ElementKind) -> Opti
 }
 
 /// Every NVRTC module the family can request.
-pub(crate) fn module_specs() -> Vec<ModuleSpec> {
+pub(crate) fn kernel_specs() -> Vec<ModuleSpec> {
     let mut v = Vec::new();
     for k in FLOAT_KINDS {
         v.extend(spec_for(&BIAS_SOURCE, k));
