@@ -1,1 +1,22 @@
-fn main() {}
+//! baracuda GPU benchmarks: one JSON line per case (see `bench/`).
+//! `baracuda-bench [family...]` runs the named families (default: all).
+
+mod conv;
+
+fn main() {
+    let families: Vec<String> = std::env::args().skip(1).collect();
+    let wants = |f: &str| families.is_empty() || families.iter().any(|a| a == f);
+    let stream = baracuda_kernels::Device::get(0)
+        .and_then(|d| baracuda_kernels::Context::new(&d))
+        .and_then(|c| baracuda_kernels::Stream::new(&c));
+    let stream = match stream {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("baracuda-bench: no GPU: {e}");
+            std::process::exit(1);
+        }
+    };
+    if wants("conv") {
+        conv::run(&stream);
+    }
+}

@@ -567,6 +567,14 @@ impl ConvCore {
         sku_op: &str,
     ) -> Result<ConvCore> {
         pref.check_backend(op, &[BackendKind::Cudnn])?;
+        if p.dtype == ElementKind::F64 && p.channels_last {
+            // Measured on cuDNN 9 / H200: the legacy API returns no f64
+            // algorithm for NHWC-strided tensors in any direction.
+            return Err(Error::Unsupported {
+                op,
+                what: "f64 channels-last convolution (cuDNN has no f64 NHWC algorithms); use channels-first".into(),
+            });
+        }
         let x_shape = full_shape(p.batch, p.c_in, &p.x_spatial);
         let y_shape = full_shape(p.batch, p.c_out, &p.y_spatial);
         check_i32_elems(op, "x", &x_shape)?;

@@ -1,0 +1,367 @@
+//! Convolution and pooling benchmark cases (same names, shapes, dtypes and
+//! layouts as `bench/torch_cases/conv.py`): ResNet-50 convolutions at batch
+//! 64 (NHWC bf16, all three passes), the 3x3 64->64 56x56 layer in NCHW
+//! IEEE f32, wav2vec2's feature-extractor convs (bf16), a 3-D UNet block
+//! (NDHWC bf16), and two pooling cases. Plans use measured autotuning, as
+//! PyTorch does with `cudnn.benchmark = True`. One JSON line per case and
+//! pass: median of 20 timed runs after 5 warm-ups, CUDA events.
+
+use baracuda_kernels::*;
+use half::bf16;
+
+fn time_ms(s: &Stream, mut f: impl FnMut() -> Result<()>) -> Result<f32> {
+    for _ in 0..5 {
+        f()?;
+    }
+    let ctx = s.context();
+    let mut v = Vec::new();
+    for _ in 0..20 {
+        let (a, b) = (Event::new(ctx)?, Event::new(ctx)?);
+        a.record(s)?;
+        f()?;
+        b.record(s)?;
+        b.synchronize()?;
+        v.push(a.elapsed_ms(&b)?);
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    Ok(v[v.len() / 2])
+}
+
+fn phys<const R: usize>(shape: [usize; R], l: ConvLayout) -> ([usize; R], [usize; R]) {
+    let mut p: [usize; R] = std::array::from_fn(|i| i);
+    if l == ConvLayout::ChannelsLast {
+        p[1] = R - 1;
+        for (i, v) in p.iter_mut().enumerate().skip(2) {
+            *v = i - 1;
+        }
+    }
+    let mut ph = [0usize; R];
+    for (i, &j) in p.iter().enumerate() {
+        ph[j] = shape[i];
+    }
+    (ph, p)
+}
+
+fn tref<T: Element, const R: usize>(
+    b: &DeviceBuffer<T>,
+    shape: [usize; R],
+    l: ConvLayout,
+) -> Result<TensorRef<'_, T, R>> {
+    let (ph, p) = phys(shape, l);
+    TensorRef::contiguous(b.as_slice(), ph)?.permute(p)
+}
+
+fn tmut<T: Element, const R: usize>(
+    b: &mut DeviceBuffer<T>,
+    shape: [usize; R],
+    l: ConvLayout,
+) -> Result<TensorMut<'_, T, R>> {
+    let (ph, p) = phys(shape, l);
+    TensorMut::contiguous(b.as_slice_mut(), ph)?.permute(p)
+}
+
+fn emit(
+    name: &str,
+    dtype: ElementKind,
+    layout: ConvLayout,
+    pass: &str,
+    shape: &str,
+    ms: f32,
+    flop: f64,
+) {
+    println!(
+        "{{\"op\":\"{name}\",\"pass\":\"{pass}\",\"dtype\":\"{dtype}\",\"layout\":\"{layout:?}\",\"shape\":\"{shape}\",\"ms\":{ms:.5},\"tflops\":{:.2}}}",
+        flop / (ms as f64 * 1e-3) / 1e12
+    );
+}
+
+#[allow(clippy::too_many_arguments)] // one conv case
+fn conv<T: Element, const N: usize, const R: usize>(
+    s: &Stream,
+    name: &str,
+    l: ConvLayout,
+    batch: usize,
+    c_in: usize,
+    c_out: usize,
+    input: [usize; N],
+    k: usize,
+    stride: usize,
+    pad: usize,
+    allow_tf32: bool,
+) -> Result<()> {
+    let shell: ConvDescriptor<N> = {
+        let any: Box<dyn std::any::Any> = match N {
+            1 => Box::new(Conv1dDescriptor::new(1, 1, 1, 1, 1, T::KIND)),
+            2 => Box::new(Conv2dDescriptor::new(1, 1, 1, 1, 1, 1, 1, T::KIND)),
+            _ => Box::new(Conv3dDescriptor::new(1, 1, 1, 1, 1, 1, 1, 1, 1, T::KIND)),
+        };
+        *any.downcast::<ConvDescriptor<N>>()
+            .map_err(|_| Error::Unsupported {
+                op: "bench",
+                what: "rank".into(),
+            })?
+    };
+    let mut d = shell;
+    d.batch = batch as i32;
+    d.c_in = c_in as i32;
+    d.c_out = c_out as i32;
+    d.input = std::array::from_fn(|i| input[i] as i32);
+    d.filter = [k as i32; N];
+    d.stride = [stride as i32; N];
+    d.padding = [pad as i32; N];
+    let d = d.with_layout(l);
+    let pref = PlanPreference::default()
+        .with_autotune(Autotune::Measured)
+        .with_allow_tf32(allow_tf32);
+    let plan = ConvPlan::<T, N, R>::select(s, &d, &pref)?;
+    let out = plan.output_dims();
+    let xs: [usize; R] = std::array::from_fn(|i| match i {
+        0 => batch,
+        1 => c_in,
+        _ => input[i - 2],
+    });
+    let ws: [usize; R] = std::array::from_fn(|i| match i {
+        0 => c_out,
+        1 => c_in,
+        _ => k,
+    });
+    let ys: [usize; R] = std::array::from_fn(|i| match i {
+        0 => batch,
+        1 => c_out,
+        _ => out[i - 2] as usize,
+    });
+    let n = |v: &[usize; R]| v.iter().product::<usize>();
+    let xb = DeviceBuffer::<T>::filled_bytes(s, n(&xs), 0x3C)?;
+    let wb = DeviceBuffer::<T>::filled_bytes(s, n(&ws), 0x3C)?;
+    let dyb = DeviceBuffer::<T>::filled_bytes(s, n(&ys), 0x3C)?;
+    let mut yb = DeviceBuffer::<T>::uninit(s, n(&ys))?;
+    let mut dxb = DeviceBuffer::<T>::uninit(s, n(&xs))?;
+    let mut dwb = DeviceBuffer::<T>::uninit(s, n(&ws))?;
+    let mut wsb = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
+    let flop = 2.0 * n(&ys) as f64 * c_in as f64 * (k as f64).powi(N as i32);
+    let shape = format!("x{xs:?} w{ws:?} s{stride} p{pad}");
+    let ms = time_ms(s, || {
+        plan.run_fw(
+            s,
+            Workspace::Borrowed(wsb.as_slice_mut()),
+            ConvArgs {
+                x: tref(&xb, xs, l)?,
+                w: tref(&wb, ws, l)?,
+                y: tmut(&mut yb, ys, l)?,
+            },
+        )
+    })?;
+    emit(name, T::KIND, l, "fw", &shape, ms, flop);
+    let ms = time_ms(s, || {
+        plan.run_bw_data(
+            s,
+            Workspace::Borrowed(wsb.as_slice_mut()),
+            ConvBwArgs {
+                w: tref(&wb, ws, l)?,
+                dy: tref(&dyb, ys, l)?,
+                dx: tmut(&mut dxb, xs, l)?,
+            },
+        )
+    })?;
+    emit(name, T::KIND, l, "bw_data", &shape, ms, flop);
+    let ms = time_ms(s, || {
+        plan.run_dw(
+            s,
+            Workspace::Borrowed(wsb.as_slice_mut()),
+            ConvDwArgs {
+                x: tref(&xb, xs, l)?,
+                dy: tref(&dyb, ys, l)?,
+                dw: tmut(&mut dwb, ws, l)?,
+            },
+        )
+    })?;
+    emit(name, T::KIND, l, "dw", &shape, ms, flop);
+    eprintln!("{name}: {}", plan.sku());
+    Ok(())
+}
+
+/// ResNet-50's distinct conv shapes: (c_in, c_out, k, stride, input hw).
+pub const RESNET50: [(usize, usize, usize, usize, usize); 23] = [
+    (3, 64, 7, 2, 224),
+    (64, 64, 1, 1, 56),
+    (64, 64, 3, 1, 56),
+    (64, 256, 1, 1, 56),
+    (256, 64, 1, 1, 56),
+    (256, 128, 1, 1, 56),
+    (128, 128, 3, 2, 56),
+    (128, 512, 1, 1, 28),
+    (256, 512, 1, 2, 56),
+    (512, 128, 1, 1, 28),
+    (128, 128, 3, 1, 28),
+    (512, 256, 1, 1, 28),
+    (256, 256, 3, 2, 28),
+    (256, 1024, 1, 1, 14),
+    (512, 1024, 1, 2, 28),
+    (1024, 256, 1, 1, 14),
+    (256, 256, 3, 1, 14),
+    (1024, 512, 1, 1, 14),
+    (512, 512, 3, 2, 14),
+    (512, 2048, 1, 1, 7),
+    (1024, 2048, 1, 2, 14),
+    (2048, 512, 1, 1, 7),
+    (512, 512, 3, 1, 7),
+];
+
+/// wav2vec2 feature extractor on 8 x 16 s at 16 kHz: (c_in, k, stride, length).
+pub const WAV2VEC2: [(usize, usize, usize, usize); 7] = [
+    (1, 10, 5, 256000),
+    (512, 3, 2, 51199),
+    (512, 3, 2, 25599),
+    (512, 3, 2, 12799),
+    (512, 3, 2, 6399),
+    (512, 2, 2, 3199),
+    (512, 2, 2, 1599),
+];
+
+/// Run every conv/pool case, printing JSON lines; errors go to stderr and
+/// the run continues.
+pub fn run(s: &Stream) {
+    let cl = ConvLayout::ChannelsLast;
+    let cf = ConvLayout::ChannelsFirst;
+    let report = |name: &str, r: Result<()>| {
+        if let Err(e) = r {
+            eprintln!("{name}: error: {e}");
+        }
+    };
+    for (ci, co, k, st, hw) in RESNET50 {
+        let name = format!("resnet50_conv_{ci}_{co}_k{k}_s{st}_{hw}");
+        report(
+            &name,
+            conv::<bf16, 2, 4>(s, &name, cl, 64, ci, co, [hw, hw], k, st, k / 2, false),
+        );
+    }
+    report(
+        "resnet50_conv3x3_64_nchw_f32",
+        conv::<f32, 2, 4>(
+            s,
+            "resnet50_conv3x3_64_nchw_f32",
+            cf,
+            64,
+            64,
+            64,
+            [56, 56],
+            3,
+            1,
+            1,
+            false,
+        ),
+    );
+    for (ci, k, st, len) in WAV2VEC2 {
+        let name = format!("wav2vec2_conv_{ci}_k{k}_s{st}_{len}");
+        report(
+            &name,
+            conv::<bf16, 1, 3>(s, &name, cf, 8, ci, 512, [len], k, st, 0, false),
+        );
+    }
+    report(
+        "unet3d_conv3x3x3_64",
+        conv::<bf16, 3, 5>(
+            s,
+            "unet3d_conv3x3x3_64",
+            cl,
+            2,
+            64,
+            64,
+            [64, 64, 64],
+            3,
+            1,
+            1,
+            false,
+        ),
+    );
+    report("resnet50_maxpool3x3s2", pool(s, false));
+    report("resnet50_adaptive_avgpool", pool(s, true));
+}
+
+fn pool(s: &Stream, adaptive: bool) -> Result<()> {
+    let l = ConvLayout::ChannelsLast;
+    let (name, xs, ys) = if adaptive {
+        (
+            "resnet50_adaptive_avgpool",
+            [64usize, 2048, 7, 7],
+            [64usize, 2048, 1, 1],
+        )
+    } else {
+        (
+            "resnet50_maxpool3x3s2",
+            [64usize, 64, 112, 112],
+            [64usize, 64, 56, 56],
+        )
+    };
+    let n = |v: &[usize; 4]| v.iter().product::<usize>();
+    let xb = DeviceBuffer::<bf16>::filled_bytes(s, n(&xs), 0x3C)?;
+    let dyb = DeviceBuffer::<bf16>::filled_bytes(s, n(&ys), 0x3C)?;
+    let mut yb = DeviceBuffer::<bf16>::uninit(s, n(&ys))?;
+    let mut ib = DeviceBuffer::<i64>::zeros(s, n(&ys))?;
+    let mut dxb = DeviceBuffer::<bf16>::uninit(s, n(&xs))?;
+    let bytes_fw = (n(&xs) + n(&ys)) as f64 * 2.0;
+    let shape = format!("x{xs:?} y{ys:?}");
+    let gbps = |ms: f32, b: f64| b / (ms as f64 * 1e-3) / 1e9;
+    if adaptive {
+        let d =
+            AdaptivePool2dDescriptor::new(64, 2048, 7, 7, 1, 1, ElementKind::Bf16).with_layout(l);
+        let plan = AdaptiveAvgPool2dPlan::<bf16>::select(s, &d, &PlanPreference::default())?;
+        let ms = time_ms(s, || {
+            plan.run(
+                s,
+                Workspace::None,
+                PoolArgs {
+                    x: tref(&xb, xs, l)?,
+                    y: tmut(&mut yb, ys, l)?,
+                    indices: None,
+                },
+            )
+        })?;
+        println!("{{\"op\":\"{name}\",\"pass\":\"fw\",\"dtype\":\"bf16\",\"layout\":\"ChannelsLast\",\"shape\":\"{shape}\",\"ms\":{ms:.5},\"gbps\":{:.1}}}", gbps(ms, bytes_fw));
+        let ms = time_ms(s, || {
+            plan.run_bw(
+                s,
+                PoolBwArgs {
+                    dy: tref(&dyb, ys, l)?,
+                    indices: None,
+                    x: None,
+                    y: None,
+                    dx: tmut(&mut dxb, xs, l)?,
+                },
+            )
+        })?;
+        println!("{{\"op\":\"{name}\",\"pass\":\"bw\",\"dtype\":\"bf16\",\"layout\":\"ChannelsLast\",\"shape\":\"{shape}\",\"ms\":{ms:.5},\"gbps\":{:.1}}}", gbps(ms, bytes_fw));
+    } else {
+        let d = Pool2dDescriptor::new(64, 64, 112, 112, 3, 3, PoolMode::Max, ElementKind::Bf16)
+            .with_stride(2, 2)
+            .with_padding(1, 1)
+            .with_layout(l);
+        let plan = MaxPool2dPlan::<bf16>::select(s, &d, &PlanPreference::default())?;
+        let ms = time_ms(s, || {
+            plan.run(
+                s,
+                Workspace::None,
+                PoolArgs {
+                    x: tref(&xb, xs, l)?,
+                    y: tmut(&mut yb, ys, l)?,
+                    indices: Some(tmut(&mut ib, ys, l)?),
+                },
+            )
+        })?;
+        println!("{{\"op\":\"{name}\",\"pass\":\"fw\",\"dtype\":\"bf16\",\"layout\":\"ChannelsLast\",\"shape\":\"{shape}\",\"ms\":{ms:.5},\"gbps\":{:.1}}}", gbps(ms, bytes_fw + n(&ys) as f64 * 8.0));
+        let ms = time_ms(s, || {
+            plan.run_bw(
+                s,
+                PoolBwArgs {
+                    dy: tref(&dyb, ys, l)?,
+                    indices: Some(tref(&ib, ys, l)?),
+                    x: None,
+                    y: None,
+                    dx: tmut(&mut dxb, xs, l)?,
+                },
+            )
+        })?;
+        println!("{{\"op\":\"{name}\",\"pass\":\"bw\",\"dtype\":\"bf16\",\"layout\":\"ChannelsLast\",\"shape\":\"{shape}\",\"ms\":{ms:.5},\"gbps\":{:.1}}}", gbps(ms, bytes_fw + n(&ys) as f64 * 8.0));
+    }
+    Ok(())
+}

@@ -1,0 +1,187 @@
+//! Host test: the conv family's f64 oracles against PyTorch goldens
+//! (`tests/golden/conv.safetensors`, written by `scripts/make_goldens.py`
+//! from `scripts/goldens/conv.py`; same configurations as there). Skipped
+//! when the file has not been generated.
+
+use baracuda_kernels::reference::conv::{self as r, ConvGeometry, PoolGeometry, PoolKind};
+use safetensors::SafeTensors;
+
+fn load() -> Option<Vec<u8>> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/golden/conv.safetensors");
+    std::fs::read(p).ok()
+}
+
+fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
+    let v = t.tensor(k).unwrap_or_else(|e| panic!("{k}: {e}"));
+    v.data()
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .collect()
+}
+
+fn close(what: &str, got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-12 * (1.0 + w.abs()),
+            "{what}[{i}]: {g} vs {w}"
+        );
+    }
+}
+
+fn geom(
+    input: &[usize],
+    filter: &[usize],
+    pad: &[usize],
+    stride: &[usize],
+    dil: &[usize],
+    c: (usize, usize, usize, usize),
+) -> ConvGeometry {
+    ConvGeometry {
+        batch: c.0,
+        c_in: c.1,
+        c_out: c.2,
+        groups: c.3,
+        input: input.to_vec(),
+        filter: filter.to_vec(),
+        padding: pad.to_vec(),
+        stride: stride.to_vec(),
+        dilation: dil.to_vec(),
+    }
+}
+
+fn pool(
+    input: &[usize],
+    output: &[usize],
+    k: &[usize],
+    s: &[usize],
+    p: &[usize],
+    kind: PoolKind,
+) -> PoolGeometry {
+    PoolGeometry {
+        batch: 1,
+        channels: 2,
+        input: input.to_vec(),
+        output: output.to_vec(),
+        window: k.to_vec(),
+        stride: s.to_vec(),
+        padding: p.to_vec(),
+        kind,
+        count_include_pad: true,
+        divisor_override: None,
+    }
+}
+
+#[test]
+fn reference_matches_pytorch_goldens() {
+    let Some(bytes) = load() else {
+        eprintln!("skipping: tests/golden/conv.safetensors not generated");
+        return;
+    };
+    let t = SafeTensors::deserialize(&bytes).expect("safetensors");
+
+    let g = geom(&[7, 8], &[3, 2], &[1, 0], &[2, 1], &[1, 2], (2, 4, 6, 2));
+    let (x, w, dy) = (
+        get(&t, "conv2d.x"),
+        get(&t, "conv2d.w"),
+        get(&t, "conv2d.dy"),
+    );
+    close("conv2d.y", &r::conv_fw(&g, &x, &w), &get(&t, "conv2d.y"));
+    close(
+        "conv2d.dx",
+        &r::conv_bw_data(&g, &w, &dy),
+        &get(&t, "conv2d.dx"),
+    );
+    close(
+        "conv2d.dw",
+        &r::conv_bw_filter(&g, &x, &dy),
+        &get(&t, "conv2d.dw"),
+    );
+
+    let g = geom(&[17], &[3], &[2], &[3], &[2], (2, 3, 5, 1));
+    close(
+        "conv1d.y",
+        &r::conv_fw(&g, &get(&t, "conv1d.x"), &get(&t, "conv1d.w")),
+        &get(&t, "conv1d.y"),
+    );
+
+    let g = ConvGeometry::for_transpose(
+        1,
+        4,
+        6,
+        &[5, 4],
+        &[3, 3],
+        &[1, 1],
+        &[2, 2],
+        &[1, 1],
+        &[1, 0],
+        2,
+    );
+    close(
+        "convt2d.y",
+        &r::conv_bw_data(&g, &get(&t, "convt2d.w"), &get(&t, "convt2d.x")),
+        &get(&t, "convt2d.y"),
+    );
+
+    let pg = pool(&[9, 8], &[5, 5], &[3, 3], &[2, 2], &[1, 1], PoolKind::Max);
+    let (y, idx) = r::pool_fw(&pg, &get(&t, "maxpool2d.x"));
+    close("maxpool2d.y", &y, &get(&t, "maxpool2d.y"));
+    close(
+        "maxpool2d.idx",
+        &idx.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+        &get(&t, "maxpool2d.idx"),
+    );
+
+    let mut pg = pool(&[9, 8], &[5, 5], &[3, 3], &[2, 2], &[1, 1], PoolKind::Avg);
+    pg.count_include_pad = false;
+    close(
+        "avgpool2d.y",
+        &r::pool_fw(&pg, &get(&t, "avgpool2d.x")).0,
+        &get(&t, "avgpool2d.y"),
+    );
+    pg.count_include_pad = true;
+    pg.divisor_override = Some(5);
+    close(
+        "avgpool2d.y_div",
+        &r::pool_fw(&pg, &get(&t, "avgpool2d.x")).0,
+        &get(&t, "avgpool2d.y_div"),
+    );
+
+    let x = get(&t, "adaptive2d.x");
+    let pa = pool(
+        &[7, 9],
+        &[3, 4],
+        &[1, 1],
+        &[1, 1],
+        &[0, 0],
+        PoolKind::AdaptiveAvg,
+    );
+    close(
+        "adaptive2d.avg",
+        &r::pool_fw(&pa, &x).0,
+        &get(&t, "adaptive2d.avg"),
+    );
+    let pm = pool(
+        &[7, 9],
+        &[3, 4],
+        &[1, 1],
+        &[1, 1],
+        &[0, 0],
+        PoolKind::AdaptiveMax,
+    );
+    let (y, idx) = r::pool_fw(&pm, &x);
+    close("adaptive2d.max", &y, &get(&t, "adaptive2d.max"));
+    close(
+        "adaptive2d.idx",
+        &idx.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+        &get(&t, "adaptive2d.idx"),
+    );
+
+    let pl = pool(&[10], &[5], &[3], &[2], &[0], PoolKind::Lp(2.0));
+    close(
+        "lppool1d.y",
+        &r::pool_fw(&pl, &get(&t, "lppool1d.x")).0,
+        &get(&t, "lppool1d.y"),
+    );
+}
