@@ -16,7 +16,12 @@ mod plan;
 pub mod reference;
 mod specs;
 
-pub use gemm::*;
+pub use gemm::{
+    BatchedGemmArgs, BatchedGemmDescriptor, BatchedGemmPlan, Fp8GemmArgs, Fp8GemmDescriptor,
+    Fp8GemmPlan, GemmArgs, GemmDescriptor, GemmPlan, GroupedGemmArgs, GroupedGemmDescriptor,
+    GroupedGemmPlan, IntGemmArgs, IntGemmDescriptor, IntGemmPlan, LinearArgs, LinearBwArgs,
+    LinearDescriptor, LinearPlan,
+};
 pub use conv::*;
 pub use plan::Plan;
 pub use specs::all_module_specs;

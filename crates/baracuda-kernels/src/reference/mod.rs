@@ -3,3 +3,5 @@
 
 pub mod conv;
 pub mod elementwise;
+/// f64 oracles of the GEMM family.
+pub mod gemm;

@@ -1,2 +1,3 @@
 //! x
+mod gemm;
 mod conv;
