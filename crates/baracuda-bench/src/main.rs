@@ -1,7 +1,11 @@
-//! baracuda GPU benchmarks: one JSON line per case (see `bench/`).
-//! `baracuda-bench [family...]` runs the named families (default: all).
+//! baracuda GPU benchmarks: one JSON line per case (format in `harness`).
+//! `baracuda-bench [family...]` runs the named families (default: all):
+//! `elementwise`, `conv`. The same cases, timed the same way with PyTorch,
+//! are in `bench/torch_cases/`; `scripts/bench-vs-torch.sh` runs both.
 
 mod conv;
+mod elementwise;
+mod harness;
 
 fn main() {
     let families: Vec<String> = std::env::args().skip(1).collect();
@@ -16,6 +20,9 @@ fn main() {
             std::process::exit(1);
         }
     };
+    if wants("elementwise") {
+        elementwise::run(&stream);
+    }
     if wants("conv") {
         conv::run(&stream);
     }

@@ -231,6 +231,24 @@ fn program_log(prog: nvrtc::nvrtcProgram) -> String {
 
 const MAGIC: &[u8; 8] = b"BRCDCUB1";
 
+static COMPILES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+static DISK_HITS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Process-wide JIT counters, for diagnostics and tests.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct JitStats {
+    /// Modules compiled by NVRTC for a context (cache misses).
+    pub compiles: u64,
+    /// Modules loaded from the disk cache.
+    pub disk_hits: u64,
+}
+
+/// The JIT counters so far.
+pub fn jit_stats() -> JitStats {
+    use std::sync::atomic::Ordering::Relaxed;
+    JitStats { compiles: COMPILES.load(Relaxed), disk_hits: DISK_HITS.load(Relaxed) }
+}
+
 fn cache_dir() -> Option<PathBuf> {
     if let Ok(d) = std::env::var("BARACUDA_CACHE_DIR") {
         return Some(PathBuf::from(d));
@@ -343,11 +361,13 @@ impl Context {
         let path = cache_dir().map(|d| d.join(format!("{key:032x}.cubin")));
         if let Some(cubin) = path.as_deref().and_then(read_cached) {
             if let Ok(m) = self.load(spec, cubin) {
+                DISK_HITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 *guard = Some(m.clone());
                 return Ok(m);
             }
         }
         let cubin = compile_cubin(spec, arch)?;
+        COMPILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         if let Some(p) = &path {
             write_cached(p, &cubin);
         }

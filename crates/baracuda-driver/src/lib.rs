@@ -27,7 +27,7 @@ pub use cudnn::{ConvAlgo, ConvDirection, ConvMath, CudnnConv, CudnnConvProblem};
 pub use device::Device;
 pub use handles::{CublasLtHandle, CudnnHandle, LibraryHandle};
 pub use jit::{
-    compile_cubin, cuda_include_dir, nvrtc_version, Function, KernelSource, LaunchArgs,
+    compile_cubin, cuda_include_dir, jit_stats, nvrtc_version, Function, JitStats, KernelSource, LaunchArgs,
     LaunchConfig, Module, ModuleSpec,
 };
 pub use libs::{ensure_loaded, CudaLib};

@@ -127,6 +127,55 @@ impl<T: Element> DeviceBuffer<T> {
         Ok(bytes_to_elems::<T>(&bytes))
     }
 
+    /// Copy `host` into elements `offset..offset + host.len()` (waits for
+    /// the copy).
+    ///
+    /// # Errors
+    /// `ViewOutOfBounds` when the range passes the end; `Cuda` on failure.
+    pub fn write_at(&mut self, stream: &Stream, offset: usize, host: &[T]) -> Result<()> {
+        self.check_range(offset, host.len())?;
+        if !host.is_empty() {
+            let addr = self.ptr + (offset * std::mem::size_of::<T>()) as u64;
+            // SAFETY: the range lies inside the allocation (checked above);
+            // the stream is synchronized before `host` can be dropped.
+            unsafe { result::memcpy_htod_async(addr, host, stream.raw()) }
+                .call("cuMemcpyHtoDAsync")?;
+            stream.synchronize()?;
+        }
+        Ok(())
+    }
+
+    /// Copy elements `offset..offset + len` to the host, after all earlier
+    /// work on `stream`.
+    ///
+    /// # Errors
+    /// `ViewOutOfBounds` when the range passes the end; `Cuda` on failure.
+    pub fn read_at(&self, stream: &Stream, offset: usize, len: usize) -> Result<Vec<T>> {
+        self.check_range(offset, len)?;
+        let mut bytes = vec![0u8; len * std::mem::size_of::<T>()];
+        if !bytes.is_empty() {
+            let addr = self.ptr + (offset * std::mem::size_of::<T>()) as u64;
+            // SAFETY: the range lies inside the allocation; `bytes` has room
+            // for it and the stream is synchronized before it is read.
+            unsafe { result::memcpy_dtoh_async(&mut bytes[..], addr, stream.raw()) }
+                .call("cuMemcpyDtoHAsync")?;
+        }
+        stream.synchronize()?;
+        Ok(bytes_to_elems::<T>(&bytes))
+    }
+
+    fn check_range(&self, offset: usize, len: usize) -> Result<()> {
+        match offset.checked_add(len) {
+            Some(end) if end <= self.len => Ok(()),
+            _ => Err(Error::ViewOutOfBounds {
+                shape: [len].into(),
+                strides: vec![1],
+                needed: offset.saturating_add(len),
+                len: self.len,
+            }),
+        }
+    }
+
     /// Copy all of `src` into `self` on `stream`.
     ///
     /// # Errors

@@ -23,6 +23,10 @@ pub use gemm::{
     LinearDescriptor, LinearPlan,
 };
 pub use conv::*;
+pub use elementwise::{
+    BinaryArgs, BinaryBackwardPlan, BinaryBwArgs, BinaryDescriptor, BinaryOp, BinaryPlan, UnaryArgs,
+    UnaryBackwardPlan, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan,
+};
 pub use plan::Plan;
 pub use specs::all_module_specs;
 

@@ -9,7 +9,6 @@ pub fn all_module_specs() -> Vec<ModuleSpec> {
     let mut specs = Vec::new();
     specs.extend(crate::elementwise::module_specs());
     specs.extend(crate::conv::kernel_specs());
-    specs.extend(crate::conv::module_specs());
     specs.extend(crate::gemm::module_specs());
     specs
 }

@@ -1,0 +1,73 @@
+"""Time every case of bench/torch_cases/*.py with PyTorch the way
+baracuda-bench times its own: CUDA events around each call, warm-up first,
+median of many runs. Prints one JSON line per case:
+{"op", "pass", "dtype", "shape", "ms"} (plus "tflops" for the GEMM
+ceiling). Usage: python3 bench/torch_baseline.py [family ...]"""
+import importlib.util
+import json
+import pathlib
+import sys
+
+WARMUP = 10
+ITERS = 50
+
+
+def time_ms(torch, fn):
+    for _ in range(WARMUP):
+        fn()
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(ITERS)]
+    for a, b in ev:
+        a.record()
+        fn()
+        b.record()
+    torch.cuda.synchronize()
+    ms = sorted(a.elapsed_time(b) for a, b in ev)
+    return ms[len(ms) // 2]
+
+
+def normalize(case):
+    if isinstance(case, dict):
+        return dict(op=case["op"], pass_=case.get("pass_", case.get("pass", "fw")), dtype=case["dtype"],
+                    shape=case["shape"], fn=case["fn"])
+    if len(case) == 6:
+        name, pass_, dtype, _layout, shape, fn = case
+    else:
+        name, pass_, dtype, shape, fn = case
+    return dict(op=name, pass_=pass_, dtype=dtype, shape=shape, fn=fn)
+
+
+def gemm_ceiling(torch):
+    n = 8192
+    g = torch.Generator(device="cuda").manual_seed(1)
+    a = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g)
+    b = torch.randn(n, n, device="cuda", dtype=torch.bfloat16, generator=g)
+    ms = time_ms(torch, lambda: a @ b)
+    return dict(op="ceiling_gemm_bf16", **{"pass": "fw"}, dtype="bf16", shape=f"[{n}, {n}, {n}]", ms=round(ms, 5),
+                tflops=round(2 * n ** 3 / (ms * 1e-3) / 1e12, 2))
+
+
+def main():
+    import torch
+    wanted = sys.argv[1:]
+    here = pathlib.Path(__file__).parent / "torch_cases"
+    print(json.dumps(gemm_ceiling(torch)), flush=True)
+    for path in sorted(here.glob("*.py")):
+        if wanted and path.stem not in wanted:
+            continue
+        spec = importlib.util.spec_from_file_location(path.stem, path)
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        for case in mod.cases():
+            c = normalize(case)
+            try:
+                ms = time_ms(torch, c["fn"])
+            except Exception as e:  # report and go on, as baracuda-bench does
+                print(f"{path.stem} {c['op']}: error: {e}", file=sys.stderr)
+                continue
+            print(json.dumps({"op": c["op"], "pass": c["pass_"], "dtype": c["dtype"], "shape": c["shape"],
+                              "ms": round(ms, 5)}), flush=True)
+        torch.cuda.empty_cache()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,99 @@
+//! Timing and reporting shared by every benchmark family.
+//!
+//! Each case is timed with CUDA events around one `run`: warm-up first
+//! (module load, handle creation and autotuning stay out of the numbers),
+//! then the median of many timed runs. Inputs are seeded random values,
+//! never zeros or constants. One JSON line per case on stdout:
+//! `{"op", "pass", "dtype", "shape", "ms", "gbps"?, "tflops"?}`.
+
+use baracuda_kernels::*;
+
+/// Warm-up runs before timing.
+pub const WARMUP: usize = 10;
+/// Timed runs; the median is reported.
+pub const ITERS: usize = 50;
+
+/// Median milliseconds of `f` on `s` over [`ITERS`] runs after
+/// [`WARMUP`] runs, each bracketed by CUDA events.
+///
+/// # Errors
+/// Whatever `f` or the events return.
+pub fn time_ms(s: &Stream, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    for _ in 0..WARMUP {
+        f()?;
+    }
+    let ctx = s.context();
+    let events: Vec<(Event, Event)> =
+        (0..ITERS).map(|_| Ok((Event::new(ctx)?, Event::new(ctx)?))).collect::<Result<_>>()?;
+    for (a, b) in &events {
+        a.record(s)?;
+        f()?;
+        b.record(s)?;
+    }
+    s.synchronize()?;
+    let mut ms: Vec<f64> =
+        events.iter().map(|(a, b)| a.elapsed_ms(b).map(f64::from)).collect::<Result<_>>()?;
+    ms.sort_by(f64::total_cmp);
+    Ok(ms[ms.len() / 2])
+}
+
+/// A device buffer of `n` seeded uniform values in `[lo, hi)` (generated
+/// on the host in parallel, then copied).
+///
+/// # Errors
+/// Allocation or copy failure.
+pub fn random_buffer<T: Element>(s: &Stream, n: usize, seed: u64, lo: f64, hi: f64) -> Result<DeviceBuffer<T>> {
+    let threads = std::thread::available_parallelism().map_or(4, |p| p.get()).min(16);
+    let chunk = n.div_ceil(threads).max(1);
+    let mut host: Vec<T> = vec![T::default(); n];
+    std::thread::scope(|sc| {
+        for (i, part) in host.chunks_mut(chunk).enumerate() {
+            sc.spawn(move || {
+                let mut z = seed ^ (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                for v in part.iter_mut() {
+                    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+                    let mut x = z;
+                    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                    x ^= x >> 31;
+                    let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+                    *v = T::from_f64(lo + (hi - lo) * u);
+                }
+            });
+        }
+    });
+    DeviceBuffer::from_host(s, &host)
+}
+
+/// One result line.
+pub struct Record<'a> {
+    /// Op name, the same in `bench/torch_cases`.
+    pub op: &'a str,
+    /// Pass (`fw`, `bw`, `bw_data`, `dw`).
+    pub pass: &'a str,
+    /// Element type.
+    pub dtype: ElementKind,
+    /// Shape string, the same in `bench/torch_cases`.
+    pub shape: String,
+    /// Median milliseconds.
+    pub ms: f64,
+    /// Minimum bytes moved (each input read once, each output written once).
+    pub bytes: Option<f64>,
+    /// Floating-point operations.
+    pub flops: Option<f64>,
+}
+
+/// Print `r` as one JSON line.
+pub fn emit(r: &Record<'_>) {
+    let mut line = format!(
+        "{{\"op\":\"{}\",\"pass\":\"{}\",\"dtype\":\"{}\",\"shape\":\"{}\",\"ms\":{:.5}",
+        r.op, r.pass, r.dtype, r.shape, r.ms
+    );
+    if let Some(b) = r.bytes {
+        line += &format!(",\"gbps\":{:.1}", b / (r.ms * 1e-3) / 1e9);
+    }
+    if let Some(f) = r.flops {
+        line += &format!(",\"tflops\":{:.2}", f / (r.ms * 1e-3) / 1e12);
+    }
+    println!("{line}}}");
+}

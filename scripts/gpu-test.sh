@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Build the GPU test binary, the bench binary and the quickstart here, or run
+# the GPU tests on a GPU machine.
+#
+#   scripts/gpu-test.sh pack          build (release), strip, copy into gpu-pack/
+#   scripts/gpu-test.sh run [FILTER]  on the GPU machine: run every GPU test
+#                                     (--ignored), log to $OUT/gpu-test.log when
+#                                     $OUT is set, print "N passed, M failed" last
+#   scripts/gpu-test.sh               pack, then run (a machine with both)
+#
+# With the device tool: `scripts/gpu-test.sh pack` here, then run
+# `scripts/gpu-test.sh run` there with carry ["gpu-pack"].
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PACK=gpu-pack
+
+pack() {
+  mkdir -p "$PACK"
+  local exe
+  exe=$(cargo test --release -p baracuda-kernels --test gpu --no-run --message-format=json 2>/dev/null |
+    grep -o '"executable":"[^"]*"' | sed 's/"executable":"//; s/"$//' | tail -n 1)
+  [ -n "$exe" ] || { echo "gpu-test.sh: could not build the GPU test binary" >&2; exit 1; }
+  cp "$exe" "$PACK/kernels-gpu"
+  cargo build --release -p baracuda-bench
+  local target=${CARGO_TARGET_DIR:-target}
+  cp "$target/release/baracuda-bench" "$PACK/baracuda-bench"
+  cargo build --release -p baracuda-kernels --example quickstart
+  cp "$target/release/examples/quickstart" "$PACK/quickstart"
+  strip "$PACK"/* 2>/dev/null || true
+  du -sh "$PACK"
+}
+
+run() {
+  local log=${OUT:-/tmp}/gpu-test.log
+  set +e
+  "./$PACK/kernels-gpu" --ignored --test-threads=1 "$@" 2>&1 | tee "$log"
+  local status=${PIPESTATUS[0]}
+  set -e
+  local passed failed
+  passed=$(grep -o '[0-9]* passed' "$log" | awk '{s+=$1} END {print s+0}')
+  failed=$(grep -o '[0-9]* failed' "$log" | awk '{s+=$1} END {print s+0}')
+  echo
+  grep -E '^test .* FAILED$' "$log" || true
+  echo "${passed} passed, ${failed} failed"
+  return "$status"
+}
+
+case "${1:-all}" in
+  pack) pack ;;
+  run) shift; run "$@" ;;
+  all) pack; run ;;
+  *) echo "usage: $0 [pack|run [FILTER]]" >&2; exit 2 ;;
+esac
