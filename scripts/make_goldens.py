@@ -22,7 +22,8 @@ def main():
         spec = importlib.util.spec_from_file_location(path.stem, path)
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        tensors = {k: v.detach().contiguous().cpu() for k, v in mod.make(torch).items()}
+        # clone: autograd may hand back the same tensor twice (add's gradients)
+        tensors = {k: v.detach().cpu().clone().contiguous() for k, v in mod.make(torch).items()}
         save_file(tensors, str(out / f"{path.stem}.safetensors"))
         print(f"{path.stem}: {len(tensors)} tensors -> {out / (path.stem + '.safetensors')}")
 

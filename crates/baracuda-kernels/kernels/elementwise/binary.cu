@@ -16,13 +16,14 @@
 // Kernels:
 // - contiguous FW/BW: grid-stride over 16-byte vectors, scalar tail;
 // - strided FW/BW (no reduction): rank-8 offsets, u32/u64 linear index;
-// - reduce (BW of a broadcast operand): thread per output element and
-//   blockIdx.y per split of the reduced range; with one split it writes the
-//   gradient directly, otherwise an ACC partial per split that `finalize`
-//   sums in split order. Both orders are fixed by the plan, so the result is
-//   deterministic.
+// - reduce (BW of a broadcast operand): a 2-D block (outputs x reduced
+//   stride) with a shared-memory tree, and blockIdx.y per split of the
+//   reduced range; with one split it writes the gradient directly, else an
+//   ACC partial per split that `finalize` sums in split order. Every order
+//   is fixed by the plan, so the result is deterministic.
 // Traffic (n elems, b bytes): FW 3nb, BW 5nb (less when broadcast).
-// Specialised by: BARACUDA_DTYPE, one extern "C" kernel set per op.
+// Specialised by: BARACUDA_DTYPE; BARACUDA_OP (the op's index) limits the
+// module to one op's kernels, so a plan compiles only what it runs.
 #include "common/dtype.cuh"
 #include "common/strided.cuh"
 
@@ -190,23 +191,39 @@ __device__ __forceinline__ void reduce_offsets(const ReduceArgs& p, u64 linear, 
     }
 }
 
+// Block of TX x TY = 256 threads (TX a power of two): threadIdx.x picks the
+// output, threadIdx.y strides through this split's share of the reduced
+// range, then a fixed-order tree in shared memory adds the TY partials.
+// Few outputs (a scalar b) give TX = 1, TY = 256: consecutive threads read
+// consecutive reduced elements; many (a bias) give TX = 256, TY = 1.
 template <int OP, int WHICH>
 __device__ __forceinline__ void reduce_grad(const ReduceArgs& p) {
-    const u64 o = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (o >= p.n_out) return;
-    i64 ob[4];
-    reduce_offsets<true, 4>(p, o, ob);
-    const T* a = (const T*)p.a + ob[0];
-    const T* b = (const T*)p.b + ob[1];
-    const T* dy = (const T*)p.dy + ob[2];
-    const u64 r0 = (u64)blockIdx.y * p.chunk;
-    const u64 r1 = min(r0 + p.chunk, p.n_red);
+    __shared__ ACC part[256];
+    const u32 tx = threadIdx.x, ty = threadIdx.y, TX = blockDim.x, TY = blockDim.y;
+    const u64 o = (u64)blockIdx.x * TX + tx;
+    i64 ob[4] = {0, 0, 0, 0};
     ACC acc = ACC(0);
-    for (u64 r = r0; r < r1; ++r) {
-        i64 rb[3];
-        reduce_offsets<false, 3>(p, r, rb);
-        acc += binary_df<OP, WHICH>(to_acc(a[rb[0]]), to_acc(b[rb[1]]), to_acc(dy[rb[2]]));
+    if (o < p.n_out) {
+        reduce_offsets<true, 4>(p, o, ob);
+        const T* a = (const T*)p.a + ob[0];
+        const T* b = (const T*)p.b + ob[1];
+        const T* dy = (const T*)p.dy + ob[2];
+        const u64 r0 = (u64)blockIdx.y * p.chunk;
+        const u64 r1 = min(r0 + p.chunk, p.n_red);
+        for (u64 r = r0 + ty; r < r1; r += TY) {
+            i64 rb[3];
+            reduce_offsets<false, 3>(p, r, rb);
+            acc += binary_df<OP, WHICH>(to_acc(a[rb[0]]), to_acc(b[rb[1]]), to_acc(dy[rb[2]]));
+        }
     }
+    part[ty * TX + tx] = acc;
+    __syncthreads();
+    for (u32 s = TY / 2; s > 0; s >>= 1) {
+        if (ty < s) part[ty * TX + tx] += part[(ty + s) * TX + tx];
+        __syncthreads();
+    }
+    if (ty != 0 || o >= p.n_out) return;
+    acc = part[tx];
     if (p.splits == 1) {
         ((T*)p.grad)[ob[3]] = from_acc(acc);
     } else {
@@ -254,9 +271,21 @@ extern "C" __global__ void __launch_bounds__(256) binary_bw_finalize(ReduceArgs 
         reduce_grad<OP, 1>(p);                                                                    \
     }
 
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 0
 BINARY_KERNELS(add, ADD)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 1
 BINARY_KERNELS(sub, SUB)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 2
 BINARY_KERNELS(mul, MUL)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 3
 BINARY_KERNELS(div, DIV)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 4
 BINARY_KERNELS(maximum, MAXIMUM)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 5
 BINARY_KERNELS(minimum, MINIMUM)
+#endif

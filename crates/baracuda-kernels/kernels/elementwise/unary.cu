@@ -19,7 +19,8 @@
 // up to rank-8 offsets (strided.cuh), u32 or u64 linear index.
 // Traffic (n elems, b bytes/elem): FW 2nb, BW 3nb; a few FLOP per element,
 // so memory bound: judged by GB/s against the copy ceiling.
-// Specialised by: BARACUDA_DTYPE (T, ACC), one extern "C" kernel per op.
+// Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_OP (the op's index)
+// limits the module to one op's kernels, so a plan compiles only what it runs.
 #include "common/dtype.cuh"
 #include "common/strided.cuh"
 
@@ -182,11 +183,27 @@ __device__ __forceinline__ void bw_strided(const StridedArgs& p) {
         bw_strided<OP, u64>(p);                                                                   \
     }
 
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 0
 UNARY_KERNELS(relu, RELU)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 1
 UNARY_KERNELS(gelu_erf, GELU_ERF)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 2
 UNARY_KERNELS(gelu_tanh, GELU_TANH)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 3
 UNARY_KERNELS(silu, SILU)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 4
 UNARY_KERNELS(sigmoid, SIGMOID)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 5
 UNARY_KERNELS(tanh, TANH)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 6
 UNARY_KERNELS(exp, EXP)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 7
 UNARY_KERNELS(neg, NEG)
+#endif

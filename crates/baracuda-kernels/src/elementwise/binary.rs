@@ -47,6 +47,11 @@ impl BinaryOp {
         BinaryOp::Minimum,
     ];
 
+    /// Position in [`BinaryOp::ALL`] (`BARACUDA_OP` of the kernel source).
+    pub fn index(self) -> u32 {
+        Self::ALL.iter().position(|&o| o == self).unwrap_or(0) as u32
+    }
+
     /// Kernel-name suffix and op name.
     pub fn name(self) -> &'static str {
         match self {
@@ -186,7 +191,7 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
         let (dt, out_shape) = check_desc::<T, N>("binary", desc, pref)?;
         pref.check_workspace("binary", 0)?;
         let kernels =
-            MapKernels::load(stream, &spec(&kernel_sources::BINARY, dt), "binary_fw", desc.op.name())?;
+            MapKernels::load(stream, &spec(&kernel_sources::BINARY, dt, desc.op.index()), "binary_fw", desc.op.name())?;
         let sku = sku::<T>(stream, desc.op, "fw", "vec16 contiguous / rank-8 strided".into());
         Ok(BinaryPlan { desc: *desc, out_shape, sku, kernels, _t: PhantomData })
     }
@@ -267,6 +272,9 @@ struct Reduction {
     reduced: Vec<usize>,
     n_out: usize,
     n_red: usize,
+    /// Block shape: `tx` outputs by `ty` threads striding the reduced range.
+    tx: u32,
+    ty: u32,
     splits: usize,
     chunk: usize,
     /// Byte offset of this reduction's partials in the workspace.
@@ -292,20 +300,33 @@ fn acc_bytes<T: Element>() -> usize {
     }
 }
 
-/// Splits of the reduced range: enough blocks to fill the device when
-/// there are few outputs, at least 64 reduced elements per split. Worked
-/// example (H200, 132 SMs): db of a bias `[4096]` under dy `[8192, 4096]`
-/// has 4096 outputs, below the 132 * 2048 = 270336 resident threads, so
-/// splits = min(ceil(270336 / 4096) = 66, ceil(8192 / 64) = 128) = 66,
-/// chunk = ceil(8192 / 66) = 125 rows per split.
-fn plan_splits(n_out: usize, n_red: usize, sm_count: u32) -> (usize, usize) {
-    let target = sm_count as usize * 2048;
-    if n_out == 0 || n_red == 0 || n_out * 2 >= target {
-        return (1, n_red);
+/// Block shape and splits of one reduction. A block is `tx * ty = 256`
+/// threads: `tx` (a power of two up to 256) outputs, `ty` threads striding
+/// the reduced range of each. Splits along grid.y fill the device when
+/// there are few output blocks, keeping at least 16 reduced elements per
+/// thread and at most 1024 partials per output (summed in order later).
+///
+/// Worked example (H200, 132 SMs, 270336 resident threads): the gradient of
+/// a scalar `b` under dy `[4096, 513]` has 1 output and 2101248 reduced
+/// elements, so tx = 1, ty = 256, one block column; splits = min(ceil(270336
+/// / 256) = 1056, ceil(2101248 / (256 * 16)) = 513) = 513, chunk = 4096
+/// elements per split, 16 per thread. A bias `[1024]` under `[8192, 1024]`
+/// gives tx = 256, ty = 1, 4 block columns, splits = min(264, 512) = 264,
+/// chunk = ceil(8192 / 264) = 32 rows, hence 256 splits.
+fn plan_reduction(n_out: usize, n_red: usize, sm_count: u32) -> (u32, u32, usize, usize) {
+    let tx = n_out.clamp(1, 256).next_power_of_two().min(256) as u32;
+    let ty = 256 / tx;
+    if n_out == 0 || n_red == 0 {
+        return (tx, ty, 1, n_red);
     }
-    let splits = target.div_ceil(n_out).min(n_red.div_ceil(64)).clamp(1, 65535);
+    let target = sm_count as usize * 2048;
+    let block_cols = n_out.div_ceil(tx as usize);
+    let splits = target
+        .div_ceil(256 * block_cols)
+        .min(n_red.div_ceil(ty as usize * 16))
+        .clamp(1, 1024);
     let chunk = n_red.div_ceil(splits);
-    (n_red.div_ceil(chunk), chunk)
+    (tx, ty, n_red.div_ceil(chunk), chunk)
 }
 
 /// `da = reduce(dy * df/da)`, `db = reduce(dy * df/db)`.
@@ -342,7 +363,7 @@ impl<T: Element, const N: usize> Plan for BinaryBackwardPlan<T, N> {
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         const OP: &str = "binary_backward";
         let (dt, out_shape) = check_desc::<T, N>(OP, desc, pref)?;
-        let spec = spec(&kernel_sources::BINARY, dt);
+        let spec = spec(&kernel_sources::BINARY, dt, desc.op.index());
         let kernels = MapKernels::load(stream, &spec, "binary_bw", desc.op.name())?;
         let module = stream.context().module(&spec)?;
         let finalize = module.function("binary_bw_finalize")?;
@@ -356,9 +377,9 @@ impl<T: Element, const N: usize> Plan for BinaryBackwardPlan<T, N> {
             let reduced: Vec<usize> = (0..N).filter(|&d| shape[d] != out_shape[d]).collect();
             let n_out: usize = kept.iter().map(|&d| out_shape[d]).product();
             let n_red: usize = reduced.iter().map(|&d| out_shape[d]).product();
-            let (splits, chunk) = plan_splits(n_out, n_red, sm);
+            let (tx, ty, splits, chunk) = plan_reduction(n_out, n_red, sm);
             let reduce = module.function(&format!("binary_bw_reduce_{which}_{}", desc.op.name()))?;
-            let r = Reduction { kept, reduced, n_out, n_red, splits, chunk, ws_offset: ws, reduce };
+            let r = Reduction { kept, reduced, n_out, n_red, tx, ty, splits, chunk, ws_offset: ws, reduce };
             ws += r.ws_bytes::<T>().div_ceil(256) * 256;
             Ok(Some(r))
         };
@@ -512,8 +533,8 @@ impl<T: Element, const N: usize> BinaryBackwardPlan<T, N> {
             p.red_stride[1][i] = b.strides()[d] as i64;
             p.red_stride[2][i] = dy.strides()[d] as i64;
         }
-        let blocks = r.n_out.div_ceil(THREADS as usize) as u32;
-        let cfg = LaunchConfig { grid: (blocks, r.splits as u32, 1), block: (THREADS, 1, 1), smem_bytes: 0 };
+        let cols = r.n_out.div_ceil(r.tx as usize) as u32;
+        let cfg = LaunchConfig { grid: (cols, r.splits as u32, 1), block: (r.tx, r.ty, 1), smem_bytes: 0 };
         let mut args = LaunchArgs::new();
         args.push(p)?;
         // SAFETY: every address comes from a bounds-checked view whose shape
@@ -524,6 +545,7 @@ impl<T: Element, const N: usize> BinaryBackwardPlan<T, N> {
         if r.splits > 1 {
             // SAFETY: as above; finalize reads the partials just written and
             // writes grad.
+            let blocks = r.n_out.div_ceil(THREADS as usize) as u32;
             unsafe { self.finalize.launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args)? };
         }
         Ok(())
@@ -543,13 +565,15 @@ mod tests {
     }
 
     #[test]
-    fn splits_follow_the_worked_example() {
-        assert_eq!(plan_splits(4096, 8192, 132), (66, 125));
-        // many outputs: no split
-        assert_eq!(plan_splits(1 << 20, 16, 132), (1, 16));
-        // tiny reduction: no more splits than 64-element chunks
-        assert_eq!(plan_splits(1, 100, 132), (2, 50));
-        assert_eq!(plan_splits(5, 0, 132), (1, 0));
+    fn reductions_follow_the_worked_example() {
+        assert_eq!(plan_reduction(1, 4096 * 513, 132), (1, 256, 513, 4096));
+        assert_eq!(plan_reduction(1024, 8192, 132), (256, 1, 256, 32));
+        // many outputs, short reduction: no split
+        assert_eq!(plan_reduction(1 << 20, 16, 132), (256, 1, 1, 16));
+        // 33 outputs: 64 x 4 blocks
+        assert_eq!(plan_reduction(33, 64, 132).0, 64);
+        // nothing to sum: one split writing zeros
+        assert_eq!(plan_reduction(5, 0, 132), (8, 32, 1, 0));
     }
 
     #[test]

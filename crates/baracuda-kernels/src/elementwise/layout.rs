@@ -38,17 +38,23 @@ pub(crate) fn dtype_id(op: &'static str, kind: ElementKind) -> Result<u32> {
     }
 }
 
-/// The module of one elementwise source for one dtype.
-pub(crate) fn spec(source: &'static baracuda_driver::KernelSource, dtype: u32) -> ModuleSpec {
-    ModuleSpec::new(source).define("BARACUDA_DTYPE", dtype)
+/// The module of one op of an elementwise source for one dtype: a plan
+/// compiles only the kernels it runs, which keeps cold starts short.
+pub(crate) fn spec(source: &'static baracuda_driver::KernelSource, dtype: u32, op: u32) -> ModuleSpec {
+    ModuleSpec::new(source).define("BARACUDA_DTYPE", dtype).define("BARACUDA_OP", op)
 }
 
-/// Every (source, dtype) module of the family.
+/// Every (source, dtype, op) module of the family.
 pub(crate) fn family_specs() -> Vec<ModuleSpec> {
     let mut v = Vec::new();
-    for src in [&kernel_sources::UNARY, &kernel_sources::BINARY] {
+    for (src, n_ops) in [
+        (&kernel_sources::UNARY, super::UnaryOp::ALL.len()),
+        (&kernel_sources::BINARY, super::BinaryOp::ALL.len()),
+    ] {
         for dt in 0..4 {
-            v.push(spec(src, dt));
+            for op in 0..n_ops as u32 {
+                v.push(spec(src, dt, op));
+            }
         }
     }
     v

@@ -50,6 +50,11 @@ impl UnaryOp {
         UnaryOp::Neg,
     ];
 
+    /// Position in [`UnaryOp::ALL`] (`BARACUDA_OP` of the kernel source).
+    pub fn index(self) -> u32 {
+        Self::ALL.iter().position(|&o| o == self).unwrap_or(0) as u32
+    }
+
     /// Kernel-name suffix and op name.
     pub fn name(self) -> &'static str {
         match self {
@@ -147,7 +152,7 @@ fn select_kernels<T: Element, const N: usize>(
     }
     pref.check_backend(op_name, &[BackendKind::Baracuda])?;
     pref.check_workspace(op_name, 0)?;
-    let kernels = MapKernels::load(stream, &spec(&kernel_sources::UNARY, dt), prefix, desc.op.name())?;
+    let kernels = MapKernels::load(stream, &spec(&kernel_sources::UNARY, dt, desc.op.index()), prefix, desc.op.name())?;
     let sku = KernelSku {
         op: format!("unary.{}.{dir}", desc.op.name()),
         element: T::KIND,
