@@ -6,6 +6,7 @@ use baracuda_driver::KernelSource;
 const COMMON: &[(&str, &str)] = &[
     ("common/dtype.cuh", include_str!("../kernels/common/dtype.cuh")),
     ("common/strided.cuh", include_str!("../kernels/common/strided.cuh")),
+    ("common/pointwise.cuh", include_str!("../kernels/common/pointwise.cuh")),
 ];
 
 /// Pointwise unary ops (`kernels/elementwise/unary.cu`).

@@ -14,7 +14,8 @@
 //    a NaN operand passes dy to both sides)
 //
 // Kernels:
-// - contiguous FW/BW: grid-stride over 16-byte vectors, scalar tail;
+// - contiguous FW/BW: pointwise.cuh (one 16-byte vector per input per
+//   thread, one pass of the grid, scalar tail);
 // - strided FW/BW (no reduction): rank-8 offsets, u32/u64 linear index;
 // - reduce (BW of a broadcast operand): a 2-D block (outputs x reduced
 //   stride) with a shared-memory tree, and blockIdx.y per split of the
@@ -26,8 +27,7 @@
 // module to one op's kernels, so a plan compiles only what it runs.
 #include "common/dtype.cuh"
 #include "common/strided.cuh"
-
-#define UNROLL 4
+#include "common/pointwise.cuh"
 
 enum { ADD = 0, SUB = 1, MUL = 2, DIV = 3, MAXIMUM = 4, MINIMUM = 5 };
 
@@ -57,68 +57,20 @@ __device__ __forceinline__ ACC binary_df(ACC a, ACC b, ACC dy) {
 }
 
 template <int OP>
-__device__ __forceinline__ void fw_contig(const T* __restrict__ a, const T* __restrict__ b,
-                                          T* __restrict__ out, u64 n) {
-    const u64 nvec = n / VEC;
-    const u64 stride = (u64)gridDim.x * blockDim.x;
-    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    u64 i = tid;
-    for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
-        T av[UNROLL][VEC], bv[UNROLL][VEC];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            load_vec(a, i + u * stride, av[u]);
-            load_vec(b, i + u * stride, bv[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-            for (int e = 0; e < VEC; ++e)
-                av[u][e] = from_acc(binary_f<OP>(to_acc(av[u][e]), to_acc(bv[u][e])));
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) store_vec(out, i + u * stride, av[u]);
+struct BinaryFw {
+    __device__ __forceinline__ void operator()(const ACC (&a)[2], ACC (&r)[1]) const {
+        r[0] = binary_f<OP>(a[0], a[1]);
     }
-    for (; i < nvec; i += stride) {
-        T av[VEC], bv[VEC];
-        load_vec(a, i, av);
-        load_vec(b, i, bv);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) av[e] = from_acc(binary_f<OP>(to_acc(av[e]), to_acc(bv[e])));
-        store_vec(out, i, av);
-    }
-    for (u64 t = nvec * VEC + tid; t < n; t += stride)
-        out[t] = from_acc(binary_f<OP>(to_acc(a[t]), to_acc(b[t])));
-}
+};
 
-// da or db may be null (that gradient was not asked for, or is reduced by
-// another kernel).
+// Inputs a, b, dy; outputs da, db (either may be null: not stored).
 template <int OP>
-__device__ __forceinline__ void bw_contig(const T* __restrict__ a, const T* __restrict__ b,
-                                          const T* __restrict__ dy, T* __restrict__ da,
-                                          T* __restrict__ db, u64 n) {
-    const u64 nvec = n / VEC;
-    const u64 stride = (u64)gridDim.x * blockDim.x;
-    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    for (u64 i = tid; i < nvec; i += stride) {
-        T av[VEC], bv[VEC], gv[VEC], oa[VEC], ob[VEC];
-        load_vec(a, i, av);
-        load_vec(b, i, bv);
-        load_vec(dy, i, gv);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) {
-            const ACC x = to_acc(av[e]), y = to_acc(bv[e]), g = to_acc(gv[e]);
-            oa[e] = from_acc(binary_df<OP, 0>(x, y, g));
-            ob[e] = from_acc(binary_df<OP, 1>(x, y, g));
-        }
-        if (da) store_vec(da, i, oa);
-        if (db) store_vec(db, i, ob);
+struct BinaryBw {
+    __device__ __forceinline__ void operator()(const ACC (&a)[3], ACC (&r)[2]) const {
+        r[0] = binary_df<OP, 0>(a[0], a[1], a[2]);
+        r[1] = binary_df<OP, 1>(a[0], a[1], a[2]);
     }
-    for (u64 t = nvec * VEC + tid; t < n; t += stride) {
-        const ACC x = to_acc(a[t]), y = to_acc(b[t]), g = to_acc(dy[t]);
-        if (da) da[t] = from_acc(binary_df<OP, 0>(x, y, g));
-        if (db) db[t] = from_acc(binary_df<OP, 1>(x, y, g));
-    }
-}
+};
 
 // Strided operands: FW [0] out, [1] a, [2] b. BW [0] da, [1] db, [2] a,
 // [3] b, [4] dy (da/db address 0 when not written here).
@@ -244,8 +196,10 @@ extern "C" __global__ void __launch_bounds__(256) binary_bw_finalize(ReduceArgs 
 
 #define BINARY_KERNELS(NAME, OP)                                                                  \
     extern "C" __global__ void __launch_bounds__(256) binary_fw_contig_##NAME(                    \
-        const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out, u64 n) {           \
-        fw_contig<OP>(a, b, out, n);                                                              \
+        const T* a, const T* b, T* out, u64 n) {                                                  \
+        const T* const in[2] = {a, b};                                                            \
+        T* const o[1] = {out};                                                                    \
+        pointwise_contig<2, 1>(in, o, n, BinaryFw<OP>());                                         \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(256) binary_fw_strided32_##NAME(StridedArgs p) { \
         fw_strided<OP, u32>(p);                                                                   \
@@ -254,9 +208,10 @@ extern "C" __global__ void __launch_bounds__(256) binary_bw_finalize(ReduceArgs 
         fw_strided<OP, u64>(p);                                                                   \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(256) binary_bw_contig_##NAME(                    \
-        const T* __restrict__ a, const T* __restrict__ b, const T* __restrict__ dy,               \
-        T* __restrict__ da, T* __restrict__ db, u64 n) {                                          \
-        bw_contig<OP>(a, b, dy, da, db, n);                                                       \
+        const T* a, const T* b, const T* dy, T* da, T* db, u64 n) {                               \
+        const T* const in[3] = {a, b, dy};                                                        \
+        T* const o[2] = {da, db};                                                                 \
+        pointwise_contig<3, 2>(in, o, n, BinaryBw<OP>());                                         \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(256) binary_bw_strided32_##NAME(StridedArgs p) { \
         bw_strided<OP, u32>(p);                                                                   \

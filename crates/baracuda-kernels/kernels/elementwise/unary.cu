@@ -14,8 +14,8 @@
 //   neg        -x                                     -1
 //   (k = sqrt(2/pi), c = 0.044715, as PyTorch's approximate='tanh')
 //
-// Contiguous: grid-stride loop over 16-byte vectors, UNROLL vectors in
-// flight per thread, scalar tail. Strided: one element per iteration with
+// Contiguous: pointwise.cuh (one 16-byte vector per input per
+// thread, one pass of the grid, scalar tail). Strided: one element per iteration with
 // up to rank-8 offsets (strided.cuh), u32 or u64 linear index.
 // Traffic (n elems, b bytes/elem): FW 2nb, BW 3nb; a few FLOP per element,
 // so memory bound: judged by GB/s against the copy ceiling.
@@ -23,8 +23,7 @@
 // limits the module to one op's kernels, so a plan compiles only what it runs.
 #include "common/dtype.cuh"
 #include "common/strided.cuh"
-
-#define UNROLL 4
+#include "common/pointwise.cuh"
 
 enum { RELU = 0, GELU_ERF = 1, GELU_TANH = 2, SILU = 3, SIGMOID = 4, TANH = 5, EXP = 6, NEG = 7 };
 
@@ -75,65 +74,16 @@ __device__ __forceinline__ ACC unary_df(ACC x, ACC dy) {
 }
 
 template <int OP>
-__device__ __forceinline__ void fw_contig(const T* __restrict__ x, T* __restrict__ y, u64 n) {
-    const u64 nvec = n / VEC;
-    const u64 stride = (u64)gridDim.x * blockDim.x;
-    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    u64 i = tid;
-    for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
-        T v[UNROLL][VEC];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) load_vec(x, i + u * stride, v[u]);
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) v[u][e] = from_acc(unary_f<OP>(to_acc(v[u][e])));
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) store_vec(y, i + u * stride, v[u]);
-    }
-    for (; i < nvec; i += stride) {
-        T v[VEC];
-        load_vec(x, i, v);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) v[e] = from_acc(unary_f<OP>(to_acc(v[e])));
-        store_vec(y, i, v);
-    }
-    for (u64 t = nvec * VEC + tid; t < n; t += stride) y[t] = from_acc(unary_f<OP>(to_acc(x[t])));
-}
+struct UnaryFw {
+    __device__ __forceinline__ void operator()(const ACC (&a)[1], ACC (&r)[1]) const { r[0] = unary_f<OP>(a[0]); }
+};
 
 template <int OP>
-__device__ __forceinline__ void bw_contig(const T* __restrict__ x, const T* __restrict__ dy,
-                                          T* __restrict__ dx, u64 n) {
-    const u64 nvec = n / VEC;
-    const u64 stride = (u64)gridDim.x * blockDim.x;
-    const u64 tid = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    u64 i = tid;
-    for (; i + (UNROLL - 1) * stride < nvec; i += UNROLL * stride) {
-        T xv[UNROLL][VEC], gv[UNROLL][VEC];
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) {
-            load_vec(x, i + u * stride, xv[u]);
-            load_vec(dy, i + u * stride, gv[u]);
-        }
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u)
-#pragma unroll
-            for (int e = 0; e < VEC; ++e)
-                gv[u][e] = from_acc(unary_df<OP>(to_acc(xv[u][e]), to_acc(gv[u][e])));
-#pragma unroll
-        for (int u = 0; u < UNROLL; ++u) store_vec(dx, i + u * stride, gv[u]);
+struct UnaryBw {
+    __device__ __forceinline__ void operator()(const ACC (&a)[2], ACC (&r)[1]) const {
+        r[0] = unary_df<OP>(a[0], a[1]);
     }
-    for (; i < nvec; i += stride) {
-        T xv[VEC], gv[VEC];
-        load_vec(x, i, xv);
-        load_vec(dy, i, gv);
-#pragma unroll
-        for (int e = 0; e < VEC; ++e) gv[e] = from_acc(unary_df<OP>(to_acc(xv[e]), to_acc(gv[e])));
-        store_vec(dx, i, gv);
-    }
-    for (u64 t = nvec * VEC + tid; t < n; t += stride)
-        dx[t] = from_acc(unary_df<OP>(to_acc(x[t]), to_acc(dy[t])));
-}
+};
 
 // Strided operands: FW [0] = y, [1] = x; BW [0] = dx, [1] = x, [2] = dy.
 template <int OP, typename I>
@@ -163,8 +113,10 @@ __device__ __forceinline__ void bw_strided(const StridedArgs& p) {
 
 #define UNARY_KERNELS(NAME, OP)                                                                   \
     extern "C" __global__ void __launch_bounds__(256)                                             \
-        unary_fw_contig_##NAME(const T* __restrict__ x, T* __restrict__ y, u64 n) {               \
-        fw_contig<OP>(x, y, n);                                                                   \
+        unary_fw_contig_##NAME(const T* x, T* y, u64 n) {                                         \
+        const T* const in[1] = {x};                                                               \
+        T* const out[1] = {y};                                                                    \
+        pointwise_contig<1, 1>(in, out, n, UnaryFw<OP>());                                        \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(256) unary_fw_strided32_##NAME(StridedArgs p) {  \
         fw_strided<OP, u32>(p);                                                                   \
@@ -173,8 +125,10 @@ __device__ __forceinline__ void bw_strided(const StridedArgs& p) {
         fw_strided<OP, u64>(p);                                                                   \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(256) unary_bw_contig_##NAME(                     \
-        const T* __restrict__ x, const T* __restrict__ dy, T* __restrict__ dx, u64 n) {           \
-        bw_contig<OP>(x, dy, dx, n);                                                              \
+        const T* x, const T* dy, T* dx, u64 n) {                                                  \
+        const T* const in[2] = {x, dy};                                                           \
+        T* const out[1] = {dx};                                                                   \
+        pointwise_contig<2, 1>(in, out, n, UnaryBw<OP>());                                        \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(256) unary_bw_strided32_##NAME(StridedArgs p) {  \
         bw_strided<OP, u32>(p);                                                                   \

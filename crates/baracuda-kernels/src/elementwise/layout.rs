@@ -9,6 +9,9 @@ use crate::kernel_sources;
 /// Threads per block of every elementwise kernel (matches the
 /// `__launch_bounds__(256)` in the sources).
 pub(crate) const THREADS: u32 = 256;
+/// Vectors per thread of the contiguous kernels (`TILE_UNROLL` in
+/// pointwise.cuh).
+const TILE_UNROLL: usize = 1;
 /// Operands a strided kernel takes at most (`MAX_OPS` in strided.cuh).
 pub(crate) const MAX_OPS: usize = 5;
 
@@ -102,8 +105,8 @@ pub(crate) struct MapKernels {
     contig: Function,
     strided32: Function,
     strided64: Function,
-    /// Blocks that fit on the device at once: the grid-stride loops never
-    /// launch more.
+    /// Blocks that fit on the device at once: the strided kernels'
+    /// grid-stride loops never launch more.
     grid_cap: u32,
 }
 
@@ -147,9 +150,17 @@ impl MapKernels {
             *addr == 0 || (s.iter().all(|&x| x == 1) && addr % 16 == 0)
         }) && cshape.len() <= 1;
         if contiguous {
+            // One tile of THREADS * TILE_UNROLL vectors per block, one pass.
             let vec = 16 / std::mem::size_of::<T>();
-            let per_block = THREADS as usize;
-            let blocks = (n / vec).div_ceil(per_block).clamp(1, self.grid_cap as usize) as u32;
+            let tile = THREADS as usize * TILE_UNROLL;
+            let blocks = (n / vec).div_ceil(tile).max(1);
+            if blocks > i32::MAX as usize {
+                return Err(Error::Unsupported {
+                    op: "elementwise",
+                    what: format!("{n} elements exceed one launch of 2^31 - 1 blocks"),
+                });
+            }
+            let blocks = blocks as u32;
             let mut args = LaunchArgs::new();
             for &k in contig_order {
                 args.push(ops[k].0)?;
