@@ -129,7 +129,7 @@ void run_gelu(const __nv_bfloat16* a, __nv_bfloat16* y, u64 n) {
 __global__ void fill(unsigned* p, u64 words, unsigned seed) {
     for (u64 i = blockIdx.x * (u64)blockDim.x + threadIdx.x; i < words; i += (u64)gridDim.x * blockDim.x) {
         unsigned x = (unsigned)i * 2654435761u ^ seed; x ^= x >> 13; x *= 0x5bd1e995; x ^= x >> 15;
-        p[i] = (x & 0x3f7f3f7f) | 0x3c003c00;  // finite, random-ish values for f32 and bf16
+        p[i] = (x & 0xbfffbfff) | 0x3c003c00;  // finite, signed, magnitudes 2^-7 .. 4 (bf16 halves)
     }
 }
 
