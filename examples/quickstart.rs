@@ -14,11 +14,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let device = Device::get(0)?;
     let ctx = Context::new(&device)?;
     let stream = Stream::new(&ctx)?;
-    println!("device: {} ({}, {} SMs)", device.name, device.arch, device.sm_count);
+    println!(
+        "device: {} ({}, {} SMs)",
+        device.name, device.arch, device.sm_count
+    );
 
     // h = gelu_tanh(x); y = h * w (w broadcast over rows)
     let (rows, cols) = (1024usize, 4096usize);
-    let x_host: Vec<f32> = (0..rows * cols).map(|i| ((i * 7919 % 1000) as f32 / 250.0) - 2.0).collect();
+    let x_host: Vec<f32> = (0..rows * cols)
+        .map(|i| ((i * 7919 % 1000) as f32 / 250.0) - 2.0)
+        .collect();
     let w_host: Vec<f32> = (0..cols).map(|j| 0.5 + (j % 13) as f32 / 13.0).collect();
     let x = DeviceBuffer::from_host(&stream, &x_host)?;
     let w = DeviceBuffer::from_host(&stream, &w_host)?;
@@ -27,30 +32,53 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let pref = PlanPreference::default();
     let t_select = Instant::now();
-    let udesc = UnaryDescriptor { op: UnaryOp::GeluTanh, element: ElementKind::F32, shape: [rows, cols] };
-    let bdesc = BinaryDescriptor { op: BinaryOp::Mul, element: ElementKind::F32, a_shape: [rows, cols], b_shape: [1, cols] };
+    let udesc = UnaryDescriptor {
+        op: UnaryOp::GeluTanh,
+        element: ElementKind::F32,
+        shape: [rows, cols],
+    };
+    let bdesc = BinaryDescriptor {
+        op: BinaryOp::Mul,
+        element: ElementKind::F32,
+        a_shape: [rows, cols],
+        b_shape: [1, cols],
+    };
     let gelu = UnaryPlan::<f32, 2>::select(&stream, &udesc, &pref)?;
     let gelu_bw = UnaryBackwardPlan::<f32, 2>::select(&stream, &udesc, &pref)?;
     let mul = BinaryPlan::<f32, 2>::select(&stream, &bdesc, &pref)?;
     let mul_bw = BinaryBackwardPlan::<f32, 2>::select(&stream, &bdesc, &pref)?;
     let select_ms = t_select.elapsed().as_secs_f64() * 1e3;
-    println!("plans selected in {select_ms:.1} ms (NVRTC compile on a cold cache, disk cache when warm)");
+    println!(
+        "plans selected in {select_ms:.1} ms (NVRTC compile on a cold cache, disk cache when warm)"
+    );
     println!("  {}\n  {}", gelu.sku(), mul_bw.sku());
 
     let (e0, e1) = (Event::new(&ctx)?, Event::new(&ctx)?);
     e0.record(&stream)?;
-    gelu.run(&stream, Workspace::None, UnaryArgs {
-        x: TensorRef::contiguous(x.as_slice(), [rows, cols])?,
-        y: TensorMut::contiguous(h.as_slice_mut(), [rows, cols])?,
-    })?;
-    mul.run(&stream, Workspace::None, BinaryArgs {
-        a: TensorRef::contiguous(h.as_slice(), [rows, cols])?,
-        b: TensorRef::contiguous(w.as_slice(), [1, cols])?,
-        out: TensorMut::contiguous(y.as_slice_mut(), [rows, cols])?,
-    })?;
+    gelu.run(
+        &stream,
+        Workspace::None,
+        UnaryArgs {
+            x: TensorRef::contiguous(x.as_slice(), [rows, cols])?,
+            y: TensorMut::contiguous(h.as_slice_mut(), [rows, cols])?,
+        },
+    )?;
+    mul.run(
+        &stream,
+        Workspace::None,
+        BinaryArgs {
+            a: TensorRef::contiguous(h.as_slice(), [rows, cols])?,
+            b: TensorRef::contiguous(w.as_slice(), [1, cols])?,
+            out: TensorMut::contiguous(y.as_slice_mut(), [rows, cols])?,
+        },
+    )?;
     e1.record(&stream)?;
     stream.synchronize()?;
-    println!("forward (gelu_tanh + broadcast mul, {} elements): {:.3} ms", rows * cols, e0.elapsed_ms(&e1)?);
+    println!(
+        "forward (gelu_tanh + broadcast mul, {} elements): {:.3} ms",
+        rows * cols,
+        e0.elapsed_ms(&e1)?
+    );
 
     // backward with dy = 1: dw = sum over rows of h, dh = w, dx = dh * gelu'(x)
     let dy = DeviceBuffer::from_host(&stream, &vec![1.0f32; rows * cols])?;
@@ -59,22 +87,37 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut dx = DeviceBuffer::<f32>::zeros(&stream, rows * cols)?;
     let mut ws = DeviceBuffer::<u8>::zeros(&stream, mul_bw.workspace_size())?;
     e0.record(&stream)?;
-    let workspace = if mul_bw.workspace_size() > 0 { Workspace::Borrowed(ws.as_slice_mut()) } else { Workspace::None };
-    mul_bw.run(&stream, workspace, BinaryBwArgs {
-        a: TensorRef::contiguous(h.as_slice(), [rows, cols])?,
-        b: TensorRef::contiguous(w.as_slice(), [1, cols])?,
-        dy: TensorRef::contiguous(dy.as_slice(), [rows, cols])?,
-        da: Some(TensorMut::contiguous(dh.as_slice_mut(), [rows, cols])?),
-        db: Some(TensorMut::contiguous(dw.as_slice_mut(), [1, cols])?),
-    })?;
-    gelu_bw.run(&stream, Workspace::None, UnaryBwArgs {
-        x: TensorRef::contiguous(x.as_slice(), [rows, cols])?,
-        dy: TensorRef::contiguous(dh.as_slice(), [rows, cols])?,
-        dx: TensorMut::contiguous(dx.as_slice_mut(), [rows, cols])?,
-    })?;
+    let workspace = if mul_bw.workspace_size() > 0 {
+        Workspace::Borrowed(ws.as_slice_mut())
+    } else {
+        Workspace::None
+    };
+    mul_bw.run(
+        &stream,
+        workspace,
+        BinaryBwArgs {
+            a: TensorRef::contiguous(h.as_slice(), [rows, cols])?,
+            b: TensorRef::contiguous(w.as_slice(), [1, cols])?,
+            dy: TensorRef::contiguous(dy.as_slice(), [rows, cols])?,
+            da: Some(TensorMut::contiguous(dh.as_slice_mut(), [rows, cols])?),
+            db: Some(TensorMut::contiguous(dw.as_slice_mut(), [1, cols])?),
+        },
+    )?;
+    gelu_bw.run(
+        &stream,
+        Workspace::None,
+        UnaryBwArgs {
+            x: TensorRef::contiguous(x.as_slice(), [rows, cols])?,
+            dy: TensorRef::contiguous(dh.as_slice(), [rows, cols])?,
+            dx: TensorMut::contiguous(dx.as_slice_mut(), [rows, cols])?,
+        },
+    )?;
     e1.record(&stream)?;
     stream.synchronize()?;
-    println!("backward (mul bw with row reduction + gelu_tanh bw): {:.3} ms", e0.elapsed_ms(&e1)?);
+    println!(
+        "backward (mul bw with row reduction + gelu_tanh bw): {:.3} ms",
+        e0.elapsed_ms(&e1)?
+    );
 
     // Check against the f64 reference.
     let f = |v: Vec<f32>| v.into_iter().map(f64::from).collect::<Vec<_>>();
@@ -82,7 +125,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let ws_ = f(w_host);
     let hs = reference::unary(UnaryOp::GeluTanh, &xs);
     let ys = reference::binary(BinaryOp::Mul, &hs, &[rows, cols], &ws_, &[1, cols]);
-    let g = reference::binary_backward(BinaryOp::Mul, &hs, &[rows, cols], &ws_, &[1, cols], &vec![1.0; rows * cols]);
+    let g = reference::binary_backward(
+        BinaryOp::Mul,
+        &hs,
+        &[rows, cols],
+        &ws_,
+        &[1, cols],
+        &vec![1.0; rows * cols],
+    );
     let dxs = reference::unary_backward(UnaryOp::GeluTanh, &xs, &g.da);
     let rel = |got: &[f64], want: &[f64]| {
         let num: f64 = got.iter().zip(want).map(|(a, b)| (a - b) * (a - b)).sum();
@@ -98,9 +148,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     for (name, e) in errs {
         let pass = e < 1e-5;
         ok &= pass;
-        println!("{name}: relative L2 error vs f64 reference {e:.2e} {}", if pass { "ok" } else { "MISMATCH" });
+        println!(
+            "{name}: relative L2 error vs f64 reference {e:.2e} {}",
+            if pass { "ok" } else { "MISMATCH" }
+        );
     }
-    println!("total wall time {:.0} ms", t_start.elapsed().as_secs_f64() * 1e3);
+    println!(
+        "total wall time {:.0} ms",
+        t_start.elapsed().as_secs_f64() * 1e3
+    );
     if !ok {
         return Err("results do not match the reference".into());
     }

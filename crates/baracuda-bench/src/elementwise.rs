@@ -18,27 +18,67 @@ fn shape() -> String {
 fn unary<T: Element>(s: &Stream, op: UnaryOp) -> Result<()> {
     let x = random_buffer::<T>(s, N, 1, -4.0, 4.0)?;
     let mut y = DeviceBuffer::<T>::uninit(s, N)?;
-    let plan = UnaryPlan::<T, 1>::select(s, &UnaryDescriptor { op, element: T::KIND, shape: [N] }, &PlanPreference::default())?;
+    let plan = UnaryPlan::<T, 1>::select(
+        s,
+        &UnaryDescriptor {
+            op,
+            element: T::KIND,
+            shape: [N],
+        },
+        &PlanPreference::default(),
+    )?;
     let ms = time_ms(s, || {
-        plan.run(s, Workspace::None, UnaryArgs {
-            x: TensorRef::contiguous(x.as_slice(), [N])?,
-            y: TensorMut::contiguous(y.as_slice_mut(), [N])?,
-        })
+        plan.run(
+            s,
+            Workspace::None,
+            UnaryArgs {
+                x: TensorRef::contiguous(x.as_slice(), [N])?,
+                y: TensorMut::contiguous(y.as_slice_mut(), [N])?,
+            },
+        )
     })?;
     let bytes = (2 * N * std::mem::size_of::<T>()) as f64;
-    emit(&Record { op: op.name(), pass: "fw", dtype: T::KIND, shape: shape(), ms, bytes: Some(bytes), flops: None });
+    emit(&Record {
+        op: op.name(),
+        pass: "fw",
+        dtype: T::KIND,
+        shape: shape(),
+        ms,
+        bytes: Some(bytes),
+        flops: None,
+    });
     if matches!(op, UnaryOp::GeluTanh | UnaryOp::Silu) {
         let dy = random_buffer::<T>(s, N, 2, -1.0, 1.0)?;
-        let bw = UnaryBackwardPlan::<T, 1>::select(s, &UnaryDescriptor { op, element: T::KIND, shape: [N] }, &PlanPreference::default())?;
+        let bw = UnaryBackwardPlan::<T, 1>::select(
+            s,
+            &UnaryDescriptor {
+                op,
+                element: T::KIND,
+                shape: [N],
+            },
+            &PlanPreference::default(),
+        )?;
         let ms = time_ms(s, || {
-            bw.run(s, Workspace::None, UnaryBwArgs {
-                x: TensorRef::contiguous(x.as_slice(), [N])?,
-                dy: TensorRef::contiguous(dy.as_slice(), [N])?,
-                dx: TensorMut::contiguous(y.as_slice_mut(), [N])?,
-            })
+            bw.run(
+                s,
+                Workspace::None,
+                UnaryBwArgs {
+                    x: TensorRef::contiguous(x.as_slice(), [N])?,
+                    dy: TensorRef::contiguous(dy.as_slice(), [N])?,
+                    dx: TensorMut::contiguous(y.as_slice_mut(), [N])?,
+                },
+            )
         })?;
         let bytes = (3 * N * std::mem::size_of::<T>()) as f64;
-        emit(&Record { op: op.name(), pass: "bw", dtype: T::KIND, shape: shape(), ms, bytes: Some(bytes), flops: None });
+        emit(&Record {
+            op: op.name(),
+            pass: "bw",
+            dtype: T::KIND,
+            shape: shape(),
+            ms,
+            bytes: Some(bytes),
+            flops: None,
+        });
     }
     Ok(())
 }
@@ -47,32 +87,61 @@ fn binary<T: Element>(s: &Stream, op: BinaryOp) -> Result<()> {
     let a = random_buffer::<T>(s, N, 3, -2.0, 2.0)?;
     let b = random_buffer::<T>(s, N, 4, 0.5, 2.0)?;
     let mut out = DeviceBuffer::<T>::uninit(s, N)?;
-    let desc = BinaryDescriptor { op, element: T::KIND, a_shape: [N], b_shape: [N] };
+    let desc = BinaryDescriptor {
+        op,
+        element: T::KIND,
+        a_shape: [N],
+        b_shape: [N],
+    };
     let plan = BinaryPlan::<T, 1>::select(s, &desc, &PlanPreference::default())?;
     let ms = time_ms(s, || {
-        plan.run(s, Workspace::None, BinaryArgs {
-            a: TensorRef::contiguous(a.as_slice(), [N])?,
-            b: TensorRef::contiguous(b.as_slice(), [N])?,
-            out: TensorMut::contiguous(out.as_slice_mut(), [N])?,
-        })
+        plan.run(
+            s,
+            Workspace::None,
+            BinaryArgs {
+                a: TensorRef::contiguous(a.as_slice(), [N])?,
+                b: TensorRef::contiguous(b.as_slice(), [N])?,
+                out: TensorMut::contiguous(out.as_slice_mut(), [N])?,
+            },
+        )
     })?;
     let bytes = (3 * N * std::mem::size_of::<T>()) as f64;
-    emit(&Record { op: op.name(), pass: "fw", dtype: T::KIND, shape: shape(), ms, bytes: Some(bytes), flops: None });
+    emit(&Record {
+        op: op.name(),
+        pass: "fw",
+        dtype: T::KIND,
+        shape: shape(),
+        ms,
+        bytes: Some(bytes),
+        flops: None,
+    });
     if op == BinaryOp::Mul {
         let bw = BinaryBackwardPlan::<T, 1>::select(s, &desc, &PlanPreference::default())?;
         let dy = random_buffer::<T>(s, N, 5, -1.0, 1.0)?;
         let mut db = DeviceBuffer::<T>::uninit(s, N)?;
         let ms = time_ms(s, || {
-            bw.run(s, Workspace::None, BinaryBwArgs {
-                a: TensorRef::contiguous(a.as_slice(), [N])?,
-                b: TensorRef::contiguous(b.as_slice(), [N])?,
-                dy: TensorRef::contiguous(dy.as_slice(), [N])?,
-                da: Some(TensorMut::contiguous(out.as_slice_mut(), [N])?),
-                db: Some(TensorMut::contiguous(db.as_slice_mut(), [N])?),
-            })
+            bw.run(
+                s,
+                Workspace::None,
+                BinaryBwArgs {
+                    a: TensorRef::contiguous(a.as_slice(), [N])?,
+                    b: TensorRef::contiguous(b.as_slice(), [N])?,
+                    dy: TensorRef::contiguous(dy.as_slice(), [N])?,
+                    da: Some(TensorMut::contiguous(out.as_slice_mut(), [N])?),
+                    db: Some(TensorMut::contiguous(db.as_slice_mut(), [N])?),
+                },
+            )
         })?;
         let bytes = (5 * N * std::mem::size_of::<T>()) as f64;
-        emit(&Record { op: op.name(), pass: "bw", dtype: T::KIND, shape: shape(), ms, bytes: Some(bytes), flops: None });
+        emit(&Record {
+            op: op.name(),
+            pass: "bw",
+            dtype: T::KIND,
+            shape: shape(),
+            ms,
+            bytes: Some(bytes),
+            flops: None,
+        });
     }
     Ok(())
 }
@@ -83,7 +152,15 @@ fn copy(s: &Stream) -> Result<()> {
     let x = random_buffer::<f32>(s, N, 6, -1.0, 1.0)?;
     let mut y = DeviceBuffer::<f32>::uninit(s, N)?;
     let ms = time_ms(s, || y.copy_from(s, &x))?;
-    emit(&Record { op: "ceiling_copy", pass: "fw", dtype: ElementKind::F32, shape: shape(), ms, bytes: Some((2 * N * 4) as f64), flops: None });
+    emit(&Record {
+        op: "ceiling_copy",
+        pass: "fw",
+        dtype: ElementKind::F32,
+        shape: shape(),
+        ms,
+        bytes: Some((2 * N * 4) as f64),
+        flops: None,
+    });
     Ok(())
 }
 

@@ -23,16 +23,19 @@ pub fn time_ms(s: &Stream, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
         f()?;
     }
     let ctx = s.context();
-    let events: Vec<(Event, Event)> =
-        (0..ITERS).map(|_| Ok((Event::new(ctx)?, Event::new(ctx)?))).collect::<Result<_>>()?;
+    let events: Vec<(Event, Event)> = (0..ITERS)
+        .map(|_| Ok((Event::new(ctx)?, Event::new(ctx)?)))
+        .collect::<Result<_>>()?;
     for (a, b) in &events {
         a.record(s)?;
         f()?;
         b.record(s)?;
     }
     s.synchronize()?;
-    let mut ms: Vec<f64> =
-        events.iter().map(|(a, b)| a.elapsed_ms(b).map(f64::from)).collect::<Result<_>>()?;
+    let mut ms: Vec<f64> = events
+        .iter()
+        .map(|(a, b)| a.elapsed_ms(b).map(f64::from))
+        .collect::<Result<_>>()?;
     ms.sort_by(f64::total_cmp);
     Ok(ms[ms.len() / 2])
 }
@@ -42,8 +45,16 @@ pub fn time_ms(s: &Stream, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
 ///
 /// # Errors
 /// Allocation or copy failure.
-pub fn random_buffer<T: Element>(s: &Stream, n: usize, seed: u64, lo: f64, hi: f64) -> Result<DeviceBuffer<T>> {
-    let threads = std::thread::available_parallelism().map_or(4, |p| p.get()).min(16);
+pub fn random_buffer<T: Element>(
+    s: &Stream,
+    n: usize,
+    seed: u64,
+    lo: f64,
+    hi: f64,
+) -> Result<DeviceBuffer<T>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(4, |p| p.get())
+        .min(16);
     let chunk = n.div_ceil(threads).max(1);
     let mut host: Vec<T> = vec![T::default(); n];
     std::thread::scope(|sc| {

@@ -28,7 +28,11 @@ pub struct Context {
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Context({}, {})", self.inner.device.ordinal, self.inner.device.name)
+        write!(
+            f,
+            "Context({}, {})",
+            self.inner.device.ordinal, self.inner.device.name
+        )
     }
 }
 
@@ -108,12 +112,18 @@ impl Stream {
     /// `Cuda` on failure.
     pub fn new(ctx: &Context) -> Result<Stream> {
         let cu = ctx.inner.cu.new_stream().call("cuStreamCreate")?;
-        Ok(Stream { ctx: ctx.clone(), cu })
+        Ok(Stream {
+            ctx: ctx.clone(),
+            cu,
+        })
     }
 
     /// Wrap a stream created by cudarc (for example a candle device's).
     pub fn from_cudarc(ctx: &Context, stream: Arc<CudaStream>) -> Stream {
-        Stream { ctx: ctx.clone(), cu: stream }
+        Stream {
+            ctx: ctx.clone(),
+            cu: stream,
+        }
     }
 
     /// The context the stream belongs to.
@@ -165,15 +175,18 @@ impl Stream {
     pub fn end_capture(&self) -> Result<Graph> {
         let g = self
             .cu
-            .end_capture(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+            .end_capture(
+                sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,
+            )
             .call("cuStreamEndCapture")?;
-        g.map(|graph| Graph { graph }).ok_or(baracuda_kernels_types::Error::Cuda {
-            call: "cuStreamEndCapture",
-            status: baracuda_kernels_types::LibraryStatus {
-                code: 0,
-                name: "empty capture: no work was enqueued".into(),
-            },
-        })
+        g.map(|graph| Graph { graph })
+            .ok_or(baracuda_kernels_types::Error::Cuda {
+                call: "cuStreamEndCapture",
+                status: baracuda_kernels_types::LibraryStatus {
+                    code: 0,
+                    name: "empty capture: no work was enqueued".into(),
+                },
+            })
     }
 }
 

@@ -39,7 +39,12 @@ impl Context {
     /// As [`LibraryHandle::create`] on first use.
     pub fn handle<H: LibraryHandle>(&self) -> Result<Arc<H>> {
         let key = (TypeId::of::<H>(), std::thread::current().id());
-        let mut map = self.inner.handles.map.lock().unwrap_or_else(|p| p.into_inner());
+        let mut map = self
+            .inner
+            .handles
+            .map
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         if let Some(h) = map.get(&key) {
             if let Ok(h) = h.clone().downcast::<H>() {
                 return Ok(h);
@@ -99,8 +104,8 @@ unsafe impl Sync for CudnnHandle {}
 impl LibraryHandle for CudnnHandle {
     fn create(_ctx: &Context) -> Result<Self> {
         ensure_loaded(CudaLib::Cudnn)?;
-        let raw = cudarc::cudnn::result::create_handle()
-            .map_err(|e| cudnn_error("cudnnCreate", e))?;
+        let raw =
+            cudarc::cudnn::result::create_handle().map_err(|e| cudnn_error("cudnnCreate", e))?;
         Ok(CudnnHandle { raw })
     }
 }

@@ -46,7 +46,10 @@ pub struct ModuleSpec {
 impl ModuleSpec {
     /// A spec with no defines.
     pub fn new(source: &'static KernelSource) -> Self {
-        ModuleSpec { source, defines: Vec::new() }
+        ModuleSpec {
+            source,
+            defines: Vec::new(),
+        }
     }
     /// Add `-Dname=value`.
     pub fn define(mut self, name: &str, value: impl ToString) -> Self {
@@ -156,10 +159,18 @@ pub fn compile_cubin(spec: &ModuleSpec, arch: ArchSku) -> Result<Vec<u8>> {
     };
     let src = cstr(spec.source.source)?;
     let name = cstr(kernel)?;
-    let hdr_src: Vec<CString> =
-        spec.source.headers.iter().map(|(_, s)| cstr(s)).collect::<Result<_>>()?;
-    let hdr_names: Vec<CString> =
-        spec.source.headers.iter().map(|(n, _)| cstr(n)).collect::<Result<_>>()?;
+    let hdr_src: Vec<CString> = spec
+        .source
+        .headers
+        .iter()
+        .map(|(_, s)| cstr(s))
+        .collect::<Result<_>>()?;
+    let hdr_names: Vec<CString> = spec
+        .source
+        .headers
+        .iter()
+        .map(|(n, _)| cstr(n))
+        .collect::<Result<_>>()?;
     let hdr_src_p: Vec<*const c_char> = hdr_src.iter().map(|s| s.as_ptr()).collect();
     let hdr_names_p: Vec<*const c_char> = hdr_names.iter().map(|s| s.as_ptr()).collect();
     let opts: Vec<CString> = options.iter().map(|o| cstr(o)).collect::<Result<_>>()?;
@@ -215,14 +226,17 @@ fn compile_program(
 fn program_log(prog: nvrtc::nvrtcProgram) -> String {
     let mut size: usize = 0;
     // SAFETY: `prog` is live; `size` is a valid out-pointer.
-    if unsafe { nvrtc::nvrtcGetProgramLogSize(prog, &mut size) } != nvrtc::nvrtcResult::NVRTC_SUCCESS
+    if unsafe { nvrtc::nvrtcGetProgramLogSize(prog, &mut size) }
+        != nvrtc::nvrtcResult::NVRTC_SUCCESS
     {
         return String::new();
     }
     let mut buf = vec![0u8; size.max(1)];
     // SAFETY: `buf` has the size NVRTC reported.
     unsafe { nvrtc::nvrtcGetProgramLog(prog, buf.as_mut_ptr() as *mut c_char) };
-    String::from_utf8_lossy(&buf).trim_end_matches('\0').to_string()
+    String::from_utf8_lossy(&buf)
+        .trim_end_matches('\0')
+        .to_string()
 }
 
 // ---------------------------------------------------------------------------
@@ -246,22 +260,30 @@ pub struct JitStats {
 /// The JIT counters so far.
 pub fn jit_stats() -> JitStats {
     use std::sync::atomic::Ordering::Relaxed;
-    JitStats { compiles: COMPILES.load(Relaxed), disk_hits: DISK_HITS.load(Relaxed) }
+    JitStats {
+        compiles: COMPILES.load(Relaxed),
+        disk_hits: DISK_HITS.load(Relaxed),
+    }
 }
 
 fn cache_dir() -> Option<PathBuf> {
     if let Ok(d) = std::env::var("BARACUDA_CACHE_DIR") {
         return Some(PathBuf::from(d));
     }
-    std::env::var("HOME").ok().map(|h| PathBuf::from(h).join(".cache/baracuda"))
+    std::env::var("HOME")
+        .ok()
+        .map(|h| PathBuf::from(h).join(".cache/baracuda"))
 }
 
 fn cache_key(spec: &ModuleSpec, arch: ArchSku, nvrtc: (i32, i32)) -> Result<u128> {
     let include = cuda_include_dir()?;
     let options = spec.options(arch, &include).join(" ");
     let version = format!("nvrtc {}.{}", nvrtc.0, nvrtc.1);
-    let mut parts: Vec<&[u8]> =
-        vec![spec.source.source.as_bytes(), options.as_bytes(), version.as_bytes()];
+    let mut parts: Vec<&[u8]> = vec![
+        spec.source.source.as_bytes(),
+        options.as_bytes(),
+        version.as_bytes(),
+    ];
     for (n, s) in spec.source.headers {
         parts.push(n.as_bytes());
         parts.push(s.as_bytes());
@@ -328,7 +350,11 @@ impl Module {
     /// `Cuda` (`CUDA_ERROR_NOT_FOUND`) when the module has no such kernel.
     pub fn function(&self, name: &str) -> Result<Function> {
         let f = self.cu.load_function(name).call("cuModuleGetFunction")?;
-        Ok(Function { f, ctx_id: self.ctx_id, name: name.to_string() })
+        Ok(Function {
+            f,
+            ctx_id: self.ctx_id,
+            name: name.to_string(),
+        })
     }
 }
 
@@ -351,7 +377,12 @@ impl Context {
         let arch = self.device().arch;
         let key = cache_key(spec, arch, nvrtc_version()?)?;
         let slot = {
-            let mut slots = self.inner.modules.slots.lock().unwrap_or_else(|p| p.into_inner());
+            let mut slots = self
+                .inner
+                .modules
+                .slots
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
             slots.entry(key).or_default().clone()
         };
         let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());
@@ -382,7 +413,10 @@ impl Context {
     /// The first error of any module.
     pub fn modules(&self, specs: &[ModuleSpec]) -> Result<Vec<Arc<Module>>> {
         std::thread::scope(|s| {
-            let handles: Vec<_> = specs.iter().map(|sp| s.spawn(move || self.module(sp))).collect();
+            let handles: Vec<_> = specs
+                .iter()
+                .map(|sp| s.spawn(move || self.module(sp)))
+                .collect();
             handles
                 .into_iter()
                 .map(|h| {
@@ -403,7 +437,11 @@ impl Context {
             .cu
             .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
             .call("cuModuleLoadData")?;
-        Ok(Arc::new(Module { cu, ctx_id: self.id(), name: spec.source.name }))
+        Ok(Arc::new(Module {
+            cu,
+            ctx_id: self.id(),
+            name: spec.source.name,
+        }))
     }
 }
 
@@ -421,7 +459,11 @@ pub struct LaunchConfig {
 impl LaunchConfig {
     /// A 1-D launch.
     pub fn linear(blocks: u32, threads: u32) -> Self {
-        LaunchConfig { grid: (blocks, 1, 1), block: (threads, 1, 1), smem_bytes: 0 }
+        LaunchConfig {
+            grid: (blocks, 1, 1),
+            block: (threads, 1, 1),
+            smem_bytes: 0,
+        }
     }
 }
 
@@ -440,11 +482,9 @@ impl Function {
     /// # Errors
     /// `Cuda` on failure.
     pub fn max_active_blocks_per_sm(&self, threads: u32, smem_bytes: usize) -> Result<u32> {
-        let n = self
-            .f
+        self.f
             .occupancy_max_active_blocks_per_multiprocessor(threads, smem_bytes, None)
-            .call("cuOccupancyMaxActiveBlocksPerMultiprocessor")?;
-        Ok(n as u32)
+            .call("cuOccupancyMaxActiveBlocksPerMultiprocessor")
     }
 
     /// Allow up to `bytes` of dynamic shared memory (needed above 48 KiB).
@@ -475,9 +515,17 @@ impl Function {
     /// `args` must match the kernel's parameter list in number, order and
     /// type, and every device address in it must be valid for every access
     /// the kernel makes with this configuration until the work completes.
-    pub unsafe fn launch(&self, stream: &Stream, cfg: LaunchConfig, args: &mut LaunchArgs) -> Result<()> {
+    pub unsafe fn launch(
+        &self,
+        stream: &Stream,
+        cfg: LaunchConfig,
+        args: &mut LaunchArgs,
+    ) -> Result<()> {
         if stream.context().id() != self.ctx_id {
-            return Err(Error::ContextMismatch { op: "launch", arg: "stream" });
+            return Err(Error::ContextMismatch {
+                op: "launch",
+                arg: "stream",
+            });
         }
         let mut ptrs: [*mut c_void; MAX_PARAMS] = [std::ptr::null_mut(); MAX_PARAMS];
         let base = args.storage.as_mut_ptr() as *mut u8;
@@ -514,7 +562,12 @@ pub struct LaunchArgs {
 
 impl Default for LaunchArgs {
     fn default() -> Self {
-        LaunchArgs { storage: [0; STORAGE_WORDS], offsets: [0; MAX_PARAMS], n: 0, used: 0 }
+        LaunchArgs {
+            storage: [0; STORAGE_WORDS],
+            offsets: [0; MAX_PARAMS],
+            n: 0,
+            used: 0,
+        }
     }
 }
 
@@ -584,7 +637,12 @@ mod tests {
     #[test]
     fn launch_args_pack_with_alignment() {
         let mut a = LaunchArgs::new();
-        a.push(1u32).unwrap().push(2u64).unwrap().push(3.0f32).unwrap();
+        a.push(1u32)
+            .unwrap()
+            .push(2u64)
+            .unwrap()
+            .push(3.0f32)
+            .unwrap();
         assert_eq!(&a.offsets[..3], &[0, 8, 16]);
         let mut b = LaunchArgs::new();
         for i in 0..MAX_PARAMS {
@@ -595,7 +653,12 @@ mod tests {
 
     #[test]
     fn missing_status_maps_to_nvrtc_error() {
-        let e = nvrtc_status("x", nvrtc::nvrtcResult::NVRTC_ERROR_COMPILATION, "k.cu", &[]);
+        let e = nvrtc_status(
+            "x",
+            nvrtc::nvrtcResult::NVRTC_ERROR_COMPILATION,
+            "k.cu",
+            &[],
+        );
         assert!(matches!(e, Err(Error::Nvrtc { .. })));
     }
 }

@@ -62,14 +62,22 @@ impl CudaLib {
     }
     fn hint(self) -> &'static str {
         match self {
-            CudaLib::Driver => "Install the NVIDIA GPU driver, or add the directory holding \
-                                libcuda.so.1 to LD_LIBRARY_PATH.",
-            CudaLib::Nvrtc => "Install the CUDA toolkit or `pip install nvidia-cuda-nvrtc`, or \
-                               add the directory holding libnvrtc.so.13 to LD_LIBRARY_PATH.",
-            CudaLib::CublasLt => "Install the CUDA toolkit or `pip install nvidia-cublas`, or \
-                                  add the directory holding libcublasLt.so.13 to LD_LIBRARY_PATH.",
-            CudaLib::Cudnn => "Install cuDNN 9 or `pip install nvidia-cudnn-cu13`, or add the \
-                               directory holding libcudnn.so.9 to LD_LIBRARY_PATH.",
+            CudaLib::Driver => {
+                "Install the NVIDIA GPU driver, or add the directory holding \
+                                libcuda.so.1 to LD_LIBRARY_PATH."
+            }
+            CudaLib::Nvrtc => {
+                "Install the CUDA toolkit or `pip install nvidia-cuda-nvrtc`, or \
+                               add the directory holding libnvrtc.so.13 to LD_LIBRARY_PATH."
+            }
+            CudaLib::CublasLt => {
+                "Install the CUDA toolkit or `pip install nvidia-cublas`, or \
+                                  add the directory holding libcublasLt.so.13 to LD_LIBRARY_PATH."
+            }
+            CudaLib::Cudnn => {
+                "Install cuDNN 9 or `pip install nvidia-cudnn-cu13`, or add the \
+                               directory holding libcudnn.so.9 to LD_LIBRARY_PATH."
+            }
         }
     }
     fn present_by_name(self) -> bool {
@@ -104,7 +112,9 @@ pub(crate) fn python_site_dirs() -> Vec<PathBuf> {
     roots.push(PathBuf::from("/usr/local/lib"));
     roots.push(PathBuf::from("/usr/lib"));
     for root in roots {
-        let Ok(entries) = std::fs::read_dir(&root) else { continue };
+        let Ok(entries) = std::fs::read_dir(&root) else {
+            continue;
+        };
         for e in entries.flatten() {
             let name = e.file_name();
             if name.to_string_lossy().starts_with("python3") {
@@ -156,7 +166,11 @@ fn try_load(lib: CudaLib) -> Result<()> {
     if lib.present_by_name() {
         return Ok(());
     }
-    let mut searched: Vec<String> = lib.files().iter().map(|f| format!("{f} (by name)")).collect();
+    let mut searched: Vec<String> = lib
+        .files()
+        .iter()
+        .map(|f| format!("{f} (by name)"))
+        .collect();
     for dir in candidate_dirs(lib) {
         for file in lib.files() {
             let path = dir.join(file);
@@ -183,7 +197,11 @@ fn try_load(lib: CudaLib) -> Result<()> {
             }
         }
     }
-    Err(Error::LibraryNotFound { lib: lib.name(), searched, hint: lib.hint() })
+    Err(Error::LibraryNotFound {
+        lib: lib.name(),
+        searched,
+        hint: lib.hint(),
+    })
 }
 
 /// Make sure `lib` can be loaded, loading it by full path if needed. Cheap
@@ -192,7 +210,9 @@ fn try_load(lib: CudaLib) -> Result<()> {
 /// # Errors
 /// `LibraryNotFound` listing every name and path tried, with a hint.
 pub fn ensure_loaded(lib: CudaLib) -> Result<()> {
-    static STATE: OnceLock<Mutex<Vec<(CudaLib, Result<()>)>>> = OnceLock::new();
+    /// The outcome of the first load attempt of each library.
+    type Outcomes = Mutex<Vec<(CudaLib, Result<()>)>>;
+    static STATE: OnceLock<Outcomes> = OnceLock::new();
     let state = STATE.get_or_init(|| Mutex::new(Vec::new()));
     let mut s = state.lock().unwrap_or_else(|p| p.into_inner());
     if let Some((_, r)) = s.iter().find(|(l, _)| *l == lib) {

@@ -32,7 +32,10 @@ impl<T: Element> std::fmt::Debug for DeviceBuffer<T> {
 
 fn byte_len<T>(op: &'static str, len: usize) -> Result<usize> {
     len.checked_mul(std::mem::size_of::<T>())
-        .ok_or_else(|| Error::Overflow { op, what: format!("{len} elements in bytes") })
+        .ok_or_else(|| Error::Overflow {
+            op,
+            what: format!("{len} elements in bytes"),
+        })
 }
 
 impl<T: Element> DeviceBuffer<T> {
@@ -249,7 +252,10 @@ impl<T: Element> Drop for DeviceBuffer<T> {
 fn bytes_to_elems<T: Element>(bytes: &[u8]) -> Vec<T> {
     let n = bytes.len() / std::mem::size_of::<T>().max(1);
     if T::KIND == ElementKind::Bool {
-        return bytes.iter().map(|&b| T::from_f64(if b != 0 { 1.0 } else { 0.0 })).collect();
+        return bytes
+            .iter()
+            .map(|&b| T::from_f64(if b != 0 { 1.0 } else { 0.0 }))
+            .collect();
     }
     let mut out: Vec<T> = Vec::with_capacity(n);
     // SAFETY: every non-bool Element type is plain old data valid for any
@@ -287,7 +293,11 @@ impl<T: Element> PinnedBuffer<T> {
         // SAFETY: `ptr` points to `bytes` writable bytes; all-zero is a
         // valid value of every element type.
         unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, bytes) };
-        Ok(PinnedBuffer { ptr, len, ctx: ctx.clone() })
+        Ok(PinnedBuffer {
+            ptr,
+            len,
+            ctx: ctx.clone(),
+        })
     }
     /// The elements.
     pub fn as_slice(&self) -> &[T] {

@@ -7,19 +7,37 @@ use cudarc::driver::DriverError;
 /// A CUDA driver status as an [`Error::Cuda`].
 pub fn cuda_error(call: &'static str, e: DriverError) -> Error {
     let name = format!("{:?}", e.0);
-    Error::Cuda { call, status: LibraryStatus { code: e.0 as i64, name } }
+    Error::Cuda {
+        call,
+        status: LibraryStatus {
+            code: e.0 as i64,
+            name,
+        },
+    }
 }
 
 /// A cuBLAS / cuBLASLt status as an [`Error::Cublas`].
 pub fn cublas_error(call: &'static str, e: cudarc::cublaslt::result::CublasError) -> Error {
     let name = format!("{:?}", e.0);
-    Error::Cublas { call, status: LibraryStatus { code: e.0 as i64, name } }
+    Error::Cublas {
+        call,
+        status: LibraryStatus {
+            code: e.0 as i64,
+            name,
+        },
+    }
 }
 
 /// A cuDNN status as an [`Error::Cudnn`].
 pub fn cudnn_error(call: &'static str, e: cudarc::cudnn::result::CudnnError) -> Error {
     let name = format!("{:?}", e.0);
-    Error::Cudnn { call, status: LibraryStatus { code: e.0 as i64, name } }
+    Error::Cudnn {
+        call,
+        status: LibraryStatus {
+            code: e.0 as i64,
+            name,
+        },
+    }
 }
 
 /// Shorthand: map a driver result into ours.

@@ -161,8 +161,12 @@ macro_rules! float_element {
 
 float_element!(f32, F32, |v| v as f32, |s| s as f64);
 float_element!(f64, F64, |v| v, |s| s);
-float_element!(half::f16, F16, |v| half::f16::from_f64(v), |s| half::f16::to_f64(s));
-float_element!(half::bf16, Bf16, |v| half::bf16::from_f64(v), |s| half::bf16::to_f64(s));
+float_element!(half::f16, F16, |v| half::f16::from_f64(v), |s| {
+    half::f16::to_f64(s)
+});
+float_element!(half::bf16, Bf16, |v| half::bf16::from_f64(v), |s| {
+    half::bf16::to_f64(s)
+});
 float_element!(
     float8::F8E4M3,
     Fp8E4M3,
@@ -192,8 +196,14 @@ mod tests {
     #[test]
     fn sizes_match_rust_types() {
         assert_eq!(ElementKind::F32.size_bytes(), core::mem::size_of::<f32>());
-        assert_eq!(ElementKind::Bf16.size_bytes(), core::mem::size_of::<half::bf16>());
-        assert_eq!(ElementKind::Fp8E4M3.size_bytes(), core::mem::size_of::<float8::F8E4M3>());
+        assert_eq!(
+            ElementKind::Bf16.size_bytes(),
+            core::mem::size_of::<half::bf16>()
+        );
+        assert_eq!(
+            ElementKind::Fp8E4M3.size_bytes(),
+            core::mem::size_of::<float8::F8E4M3>()
+        );
         assert_eq!(ElementKind::I64.size_bytes(), core::mem::size_of::<i64>());
         assert_eq!(ElementKind::Bool.size_bytes(), core::mem::size_of::<bool>());
     }

@@ -210,21 +210,41 @@ fn write_list(f: &mut fmt::Formatter<'_>, items: &[String]) -> fmt::Result {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::ShapeMismatch { op, arg, expected, got } => {
+            Error::ShapeMismatch {
+                op,
+                arg,
+                expected,
+                got,
+            } => {
                 write!(f, "{op}: {arg} has shape {got}, expected {expected}")
             }
             Error::BroadcastMismatch { op, a, b } => {
                 write!(f, "{op}: shapes {a} and {b} cannot be broadcast together")
             }
-            Error::DtypeMismatch { op, arg, expected, got } => {
+            Error::DtypeMismatch {
+                op,
+                arg,
+                expected,
+                got,
+            } => {
                 write!(f, "{op}: {arg} has dtype {got}, expected {expected}")
             }
             Error::Unsupported { op, what } => write!(f, "{op}: unsupported: {what}"),
-            Error::InvalidDescriptor { op, field, value, reason } => {
+            Error::InvalidDescriptor {
+                op,
+                field,
+                value,
+                reason,
+            } => {
                 write!(f, "{op}: {field} = {value} is invalid: {reason}")
             }
             Error::InvalidArgument { op, arg, reason } => write!(f, "{op}: {arg}: {reason}"),
-            Error::ViewOutOfBounds { shape, strides, needed, len } => write!(
+            Error::ViewOutOfBounds {
+                shape,
+                strides,
+                needed,
+                len,
+            } => write!(
                 f,
                 "tensor view of shape {shape} with strides {strides:?} reaches {needed} elements \
                  but the buffer holds {len}"
@@ -235,16 +255,26 @@ impl fmt::Display for Error {
                  element twice"
             ),
             Error::ContextMismatch { op, arg } => {
-                write!(f, "{op}: {arg} lives on a different CUDA context than the stream")
+                write!(
+                    f,
+                    "{op}: {arg} lives on a different CUDA context than the stream"
+                )
             }
             Error::WorkspaceTooSmall { op, needed, got } => {
-                write!(f, "{op}: workspace has {got} bytes, the plan needs {needed}")
+                write!(
+                    f,
+                    "{op}: workspace has {got} bytes, the plan needs {needed}"
+                )
             }
             Error::PreferenceRejected { op, field, reason } => {
                 write!(f, "{op}: preference {field} cannot be honoured: {reason}")
             }
             Error::Overflow { op, what } => write!(f, "{op}: {what} overflows"),
-            Error::LibraryNotFound { lib, searched, hint } => {
+            Error::LibraryNotFound {
+                lib,
+                searched,
+                hint,
+            } => {
                 write!(f, "could not load the CUDA library {lib}; tried ")?;
                 write_list(f, searched)?;
                 write!(f, ". {hint}")
@@ -261,8 +291,15 @@ impl fmt::Display for Error {
             Error::NoDevice { ordinal, count } => {
                 write!(f, "no CUDA device {ordinal}: {count} device(s) present")
             }
-            Error::Nvrtc { kernel, options, log } => {
-                write!(f, "NVRTC failed to compile {kernel} with options {options:?}:\n{log}")
+            Error::Nvrtc {
+                kernel,
+                options,
+                log,
+            } => {
+                write!(
+                    f,
+                    "NVRTC failed to compile {kernel} with options {options:?}:\n{log}"
+                )
             }
             Error::Cuda { call, status } => write!(f, "{call} failed: {status}"),
             Error::Cublas { call, status } => write!(f, "{call} failed: {status}"),
@@ -286,10 +323,16 @@ mod tests {
             expected: Shape::from([4096usize]),
             got: Shape::from([4095usize]),
         };
-        assert_eq!(e.to_string(), "rms_norm: w has shape [4095], expected [4096]");
+        assert_eq!(
+            e.to_string(),
+            "rms_norm: w has shape [4095], expected [4096]"
+        );
         let e = Error::Cudnn {
             call: "cudnnBackendFinalize",
-            status: LibraryStatus { code: 3000, name: "CUDNN_STATUS_NOT_SUPPORTED".into() },
+            status: LibraryStatus {
+                code: 3000,
+                name: "CUDNN_STATUS_NOT_SUPPORTED".into(),
+            },
         };
         assert_eq!(
             e.to_string(),

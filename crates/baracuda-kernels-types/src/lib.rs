@@ -22,6 +22,6 @@ pub use preference::{Autotune, PlanPreference};
 pub use shape::{broadcast_shapes, Shape};
 pub use sku::{ArchSku, BackendKind, KernelSku, MathPrecision, PrecisionGuarantee};
 pub use tensor::{
-    contiguous_strides, DeviceSlice, DeviceSliceMut, MatrixMut, MatrixOrder, MatrixRef, TensorMut, TensorRef,
-    Workspace, MAX_RANK,
+    contiguous_strides, DeviceSlice, DeviceSliceMut, MatrixMut, MatrixOrder, MatrixRef, TensorMut,
+    TensorRef, Workspace, MAX_RANK,
 };

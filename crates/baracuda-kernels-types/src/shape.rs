@@ -65,8 +65,16 @@ pub fn broadcast_shapes(op: &'static str, a: &[usize], b: &[usize]) -> Result<Ve
     let rank = a.len().max(b.len());
     let mut out = vec![0; rank];
     for i in 0..rank {
-        let da = if i < rank - a.len() { 1 } else { a[i - (rank - a.len())] };
-        let db = if i < rank - b.len() { 1 } else { b[i - (rank - b.len())] };
+        let da = if i < rank - a.len() {
+            1
+        } else {
+            a[i - (rank - a.len())]
+        };
+        let db = if i < rank - b.len() {
+            1
+        } else {
+            b[i - (rank - b.len())]
+        };
         out[i] = match (da, db) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -96,7 +104,10 @@ mod tests {
 
     #[test]
     fn broadcast() {
-        assert_eq!(broadcast_shapes("t", &[4, 1, 3], &[5, 1]).unwrap(), vec![4, 5, 3]);
+        assert_eq!(
+            broadcast_shapes("t", &[4, 1, 3], &[5, 1]).unwrap(),
+            vec![4, 5, 3]
+        );
         assert_eq!(broadcast_shapes("t", &[], &[2]).unwrap(), vec![2]);
         assert!(matches!(
             broadcast_shapes("t", &[3], &[4]),

@@ -183,7 +183,10 @@ mod tests {
 
     #[test]
     fn arch_names() {
-        assert_eq!(ArchSku::from_compute_capability(9, 0).nvrtc_arch(), "sm_90a");
+        assert_eq!(
+            ArchSku::from_compute_capability(9, 0).nvrtc_arch(),
+            "sm_90a"
+        );
         assert_eq!(ArchSku::from_compute_capability(8, 0).nvrtc_arch(), "sm_80");
         assert_eq!(ArchSku::from_compute_capability(7, 5), ArchSku::Other(75));
         assert_eq!(ArchSku::Other(75).nvrtc_arch(), "sm_75");

@@ -43,7 +43,12 @@ impl<'a, T> DeviceSlice<'a, T> {
     /// another handle while `'a` lasts (except by work ordered on the same
     /// stream as the plans that read it).
     pub unsafe fn from_raw_parts(addr: u64, len: usize, ctx: usize) -> Self {
-        DeviceSlice { addr, len, ctx, _borrow: PhantomData }
+        DeviceSlice {
+            addr,
+            len,
+            ctx,
+            _borrow: PhantomData,
+        }
     }
     /// Device address of the first element.
     pub fn addr(&self) -> u64 {
@@ -92,7 +97,12 @@ impl<'a, T> DeviceSliceMut<'a, T> {
     /// may read or write the memory while `'a` lasts, except work ordered on
     /// the same stream.
     pub unsafe fn from_raw_parts(addr: u64, len: usize, ctx: usize) -> Self {
-        DeviceSliceMut { addr, len, ctx, _borrow: PhantomData }
+        DeviceSliceMut {
+            addr,
+            len,
+            ctx,
+            _borrow: PhantomData,
+        }
     }
     /// Device address of the first element.
     pub fn addr(&self) -> u64 {
@@ -112,11 +122,21 @@ impl<'a, T> DeviceSliceMut<'a, T> {
     }
     /// Borrow again for a shorter lifetime.
     pub fn reborrow(&mut self) -> DeviceSliceMut<'_, T> {
-        DeviceSliceMut { addr: self.addr, len: self.len, ctx: self.ctx, _borrow: PhantomData }
+        DeviceSliceMut {
+            addr: self.addr,
+            len: self.len,
+            ctx: self.ctx,
+            _borrow: PhantomData,
+        }
     }
     /// A read-only view of the same memory.
     pub fn as_const(&self) -> DeviceSlice<'_, T> {
-        DeviceSlice { addr: self.addr, len: self.len, ctx: self.ctx, _borrow: PhantomData }
+        DeviceSlice {
+            addr: self.addr,
+            len: self.len,
+            ctx: self.ctx,
+            _borrow: PhantomData,
+        }
     }
     /// Split into two disjoint mutable slices at `mid`, or `None` when
     /// `mid > len`.
@@ -126,7 +146,12 @@ impl<'a, T> DeviceSliceMut<'a, T> {
         }
         let second = self.addr + (mid * core::mem::size_of::<T>()) as u64;
         Some((
-            DeviceSliceMut { addr: self.addr, len: mid, ctx: self.ctx, _borrow: PhantomData },
+            DeviceSliceMut {
+                addr: self.addr,
+                len: mid,
+                ctx: self.ctx,
+                _borrow: PhantomData,
+            },
             DeviceSliceMut {
                 addr: second,
                 len: self.len - mid,
@@ -151,7 +176,7 @@ pub fn contiguous_strides<const N: usize>(shape: &[usize; N]) -> [usize; N] {
 /// Elements a view of this shape and these strides reaches (max index + 1),
 /// or 0 for an empty view. `None` on overflow.
 fn span(shape: &[usize], strides: &[usize]) -> Option<usize> {
-    if shape.iter().any(|&d| d == 0) {
+    if shape.contains(&0) {
         return Some(0);
     }
     let mut last = 0usize;
@@ -164,7 +189,10 @@ fn span(shape: &[usize], strides: &[usize]) -> Option<usize> {
 fn check_bounds(shape: &[usize], strides: &[usize], len: usize) -> Result<()> {
     let needed = span(shape, strides).ok_or_else(|| Error::Overflow {
         op: "tensor view",
-        what: format!("the extent of shape {} with strides {strides:?}", Shape::from(shape)),
+        what: format!(
+            "the extent of shape {} with strides {strides:?}",
+            Shape::from(shape)
+        ),
     })?;
     if needed > len {
         return Err(Error::ViewOutOfBounds {
@@ -180,7 +208,7 @@ fn check_bounds(shape: &[usize], strides: &[usize], len: usize) -> Result<()> {
 /// True when no two indices of the view name the same element: sorted by
 /// stride, every axis must step past everything the smaller axes reach.
 fn is_non_overlapping(shape: &[usize], strides: &[usize]) -> bool {
-    if shape.iter().any(|&d| d == 0) {
+    if shape.contains(&0) {
         return true;
     }
     let mut axes: Vec<(usize, usize)> = shape
@@ -230,7 +258,11 @@ impl<'a, T: Element, const N: usize> TensorRef<'a, T, N> {
     /// `Overflow` when the extent does not fit in `usize`.
     pub fn new(data: DeviceSlice<'a, T>, shape: [usize; N], strides: [usize; N]) -> Result<Self> {
         check_bounds(&shape, &strides, data.len())?;
-        Ok(TensorRef { data, shape, strides })
+        Ok(TensorRef {
+            data,
+            shape,
+            strides,
+        })
     }
 
     /// A row-major contiguous view.
@@ -268,7 +300,11 @@ impl<'a, T: Element, const N: usize> TensorRef<'a, T, N> {
                 return Err(mismatch());
             }
         }
-        Ok(TensorRef { data: self.data, shape, strides })
+        Ok(TensorRef {
+            data: self.data,
+            shape,
+            strides,
+        })
     }
 
     /// Reorder the axes: axis `i` of the result is axis `perm[i]` of `self`.
@@ -277,7 +313,11 @@ impl<'a, T: Element, const N: usize> TensorRef<'a, T, N> {
     /// `InvalidArgument` when `perm` is not a permutation of `0..N`.
     pub fn permute(&self, perm: [usize; N]) -> Result<Self> {
         let (shape, strides) = permuted(&self.shape, &self.strides, &perm)?;
-        Ok(TensorRef { data: self.data, shape, strides })
+        Ok(TensorRef {
+            data: self.data,
+            shape,
+            strides,
+        })
     }
 
     /// The underlying slice.
@@ -354,7 +394,11 @@ impl<'a, T: Element, const N: usize> TensorMut<'a, T, N> {
     /// # Errors
     /// `ViewOutOfBounds`, `Overflow`, or `OverlappingView` when two indices
     /// would write one element.
-    pub fn new(data: DeviceSliceMut<'a, T>, shape: [usize; N], strides: [usize; N]) -> Result<Self> {
+    pub fn new(
+        data: DeviceSliceMut<'a, T>,
+        shape: [usize; N],
+        strides: [usize; N],
+    ) -> Result<Self> {
         check_bounds(&shape, &strides, data.len())?;
         if !is_non_overlapping(&shape, &strides) {
             return Err(Error::OverlappingView {
@@ -362,7 +406,11 @@ impl<'a, T: Element, const N: usize> TensorMut<'a, T, N> {
                 strides: strides.to_vec(),
             });
         }
-        Ok(TensorMut { data, shape, strides })
+        Ok(TensorMut {
+            data,
+            shape,
+            strides,
+        })
     }
 
     /// A row-major contiguous writable view.
@@ -380,16 +428,28 @@ impl<'a, T: Element, const N: usize> TensorMut<'a, T, N> {
     /// `InvalidArgument` when `perm` is not a permutation of `0..N`.
     pub fn permute(self, perm: [usize; N]) -> Result<Self> {
         let (shape, strides) = permuted(&self.shape, &self.strides, &perm)?;
-        Ok(TensorMut { data: self.data, shape, strides })
+        Ok(TensorMut {
+            data: self.data,
+            shape,
+            strides,
+        })
     }
 
     /// Borrow again for a shorter lifetime.
     pub fn reborrow(&mut self) -> TensorMut<'_, T, N> {
-        TensorMut { data: self.data.reborrow(), shape: self.shape, strides: self.strides }
+        TensorMut {
+            data: self.data.reborrow(),
+            shape: self.shape,
+            strides: self.strides,
+        }
     }
     /// A read-only view of the same elements.
     pub fn as_const(&self) -> TensorRef<'_, T, N> {
-        TensorRef { data: self.data.as_const(), shape: self.shape, strides: self.strides }
+        TensorRef {
+            data: self.data.as_const(),
+            shape: self.shape,
+            strides: self.strides,
+        }
     }
     /// The underlying slice.
     pub fn data(&self) -> &DeviceSliceMut<'a, T> {
@@ -472,7 +532,13 @@ impl<'a, T: Element> MatrixRef<'a, T> {
         order: MatrixOrder,
     ) -> Result<Self> {
         check_matrix(rows, cols, ld, order, data.len())?;
-        Ok(MatrixRef { data, rows, cols, ld, order })
+        Ok(MatrixRef {
+            data,
+            rows,
+            cols,
+            ld,
+            order,
+        })
     }
     /// The underlying slice.
     pub fn data(&self) -> DeviceSlice<'a, T> {
@@ -519,7 +585,13 @@ impl<'a, T: Element> MatrixMut<'a, T> {
         order: MatrixOrder,
     ) -> Result<Self> {
         check_matrix(rows, cols, ld, order, data.len())?;
-        Ok(MatrixMut { data, rows, cols, ld, order })
+        Ok(MatrixMut {
+            data,
+            rows,
+            cols,
+            ld,
+            order,
+        })
     }
     /// The underlying slice.
     pub fn data(&self) -> &DeviceSliceMut<'a, T> {
@@ -585,7 +657,10 @@ impl Workspace<'_> {
             Workspace::None => Ok(0),
             Workspace::Borrowed(s) => {
                 if s.ctx_id() != ctx {
-                    return Err(Error::ContextMismatch { op, arg: "workspace" });
+                    return Err(Error::ContextMismatch {
+                        op,
+                        arg: "workspace",
+                    });
                 }
                 Ok(s.addr())
             }
@@ -612,7 +687,11 @@ mod tests {
         assert!(TensorRef::contiguous(slice(12), [3, 4]).is_ok());
         assert!(matches!(
             TensorRef::contiguous(slice(11), [3, 4]),
-            Err(Error::ViewOutOfBounds { needed: 12, len: 11, .. })
+            Err(Error::ViewOutOfBounds {
+                needed: 12,
+                len: 11,
+                ..
+            })
         ));
         // strided: last element at 2*10 + 3*1 = 23
         assert!(TensorRef::new(slice(24), [3, 4], [10, 1]).is_ok());
@@ -670,7 +749,11 @@ mod tests {
         assert!(Workspace::None.check("op", 0, 1).is_ok());
         assert!(matches!(
             Workspace::None.check("op", 16, 1),
-            Err(Error::WorkspaceTooSmall { needed: 16, got: 0, .. })
+            Err(Error::WorkspaceTooSmall {
+                needed: 16,
+                got: 0,
+                ..
+            })
         ));
         // SAFETY: host-only inspection.
         let ws = unsafe { DeviceSliceMut::<u8>::from_raw_parts(0x2000, 64, 2) };

@@ -4,9 +4,18 @@ use baracuda_driver::KernelSource;
 
 /// Project headers any source may include.
 const COMMON: &[(&str, &str)] = &[
-    ("common/dtype.cuh", include_str!("../kernels/common/dtype.cuh")),
-    ("common/strided.cuh", include_str!("../kernels/common/strided.cuh")),
-    ("common/pointwise.cuh", include_str!("../kernels/common/pointwise.cuh")),
+    (
+        "common/dtype.cuh",
+        include_str!("../kernels/common/dtype.cuh"),
+    ),
+    (
+        "common/strided.cuh",
+        include_str!("../kernels/common/strided.cuh"),
+    ),
+    (
+        "common/pointwise.cuh",
+        include_str!("../kernels/common/pointwise.cuh"),
+    ),
 ];
 
 /// Pointwise unary ops (`kernels/elementwise/unary.cu`).

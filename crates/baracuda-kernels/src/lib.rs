@@ -16,21 +16,19 @@ mod plan;
 pub mod reference;
 mod specs;
 
+pub use conv::*;
+pub use elementwise::{
+    BinaryArgs, BinaryBackwardPlan, BinaryBwArgs, BinaryDescriptor, BinaryOp, BinaryPlan,
+    UnaryArgs, UnaryBackwardPlan, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan,
+};
 pub use gemm::{
     BatchedGemmArgs, BatchedGemmDescriptor, BatchedGemmPlan, Fp8GemmArgs, Fp8GemmDescriptor,
     Fp8GemmPlan, GemmArgs, GemmDescriptor, GemmPlan, GroupedGemmArgs, GroupedGemmDescriptor,
     GroupedGemmPlan, IntGemmArgs, IntGemmDescriptor, IntGemmPlan, LinearArgs, LinearBwArgs,
     LinearDescriptor, LinearPlan,
 };
-pub use conv::*;
-pub use elementwise::{
-    BinaryArgs, BinaryBackwardPlan, BinaryBwArgs, BinaryDescriptor, BinaryOp, BinaryPlan, UnaryArgs,
-    UnaryBackwardPlan, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan,
-};
 pub use plan::Plan;
 pub use specs::all_module_specs;
 
-pub use baracuda_driver::{
-    Context, Device, DeviceBuffer, Event, Graph, PinnedBuffer, Stream,
-};
+pub use baracuda_driver::{Context, Device, DeviceBuffer, Event, Graph, PinnedBuffer, Stream};
 pub use baracuda_kernels_types::*;

@@ -28,11 +28,23 @@ fn every_kernel_compiles_for_sm80_and_sm90a() {
                 scope.spawn(move || match compile_cubin(spec, *arch) {
                     Ok(cubin) if cubin.len() > 64 => None,
                     Ok(_) => Some(format!("{} {arch}: empty cubin", spec.source.name)),
-                    Err(e) => Some(format!("{} {:?} {arch}: {e}", spec.source.name, spec.defines)),
+                    Err(e) => Some(format!(
+                        "{} {:?} {arch}: {e}",
+                        spec.source.name, spec.defines
+                    )),
                 })
             })
             .collect();
-        handles.into_iter().filter_map(|h| h.join().expect("compile thread")).collect()
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().expect("compile thread"))
+            .collect()
     });
-    assert!(failures.is_empty(), "{} of {} compiles failed:\n{}", failures.len(), jobs.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} compiles failed:\n{}",
+        failures.len(),
+        jobs.len(),
+        failures.join("\n")
+    );
 }

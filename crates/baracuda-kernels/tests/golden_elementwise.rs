@@ -7,20 +7,28 @@ use baracuda_kernels::{BinaryOp, UnaryOp};
 use safetensors::SafeTensors;
 
 fn bytes() -> Vec<u8> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden/elementwise.safetensors");
-    std::fs::read(&p).unwrap_or_else(|e| panic!("{}: {e} (run scripts/make_goldens.py)", p.display()))
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/golden/elementwise.safetensors");
+    std::fs::read(&p)
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/make_goldens.py)", p.display()))
 }
 
 fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
     let v = t.tensor(k).unwrap_or_else(|e| panic!("{k}: {e}"));
     assert_eq!(v.dtype(), safetensors::Dtype::F64, "{k}");
-    v.data().chunks_exact(8).map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes"))).collect()
+    v.data()
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .collect()
 }
 
 fn close(what: &str, got: &[f64], want: &[f64]) {
     assert_eq!(got.len(), want.len(), "{what}: length");
     for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!((g - w).abs() <= 1e-13 * (1.0 + w.abs()), "{what}[{i}]: ours {g:e}, PyTorch {w:e}");
+        assert!(
+            (g - w).abs() <= 1e-13 * (1.0 + w.abs()),
+            "{what}[{i}]: ours {g:e}, PyTorch {w:e}"
+        );
     }
 }
 
@@ -32,7 +40,11 @@ fn unary_reference_matches_pytorch() {
         let k = |s: &str| format!("unary.{}.{s}", op.name());
         let x = get(&t, &k("x"));
         close(&k("y"), &r::unary(op, &x), &get(&t, &k("y")));
-        close(&k("dx"), &r::unary_backward(op, &x, &get(&t, &k("dy"))), &get(&t, &k("dx")));
+        close(
+            &k("dx"),
+            &r::unary_backward(op, &x, &get(&t, &k("dy"))),
+            &get(&t, &k("dx")),
+        );
     }
 }
 
@@ -43,7 +55,11 @@ fn binary_reference_matches_pytorch() {
     for op in BinaryOp::ALL {
         let k = |s: &str| format!("binary.{}.{s}", op.name());
         let (a, b, dy) = (get(&t, &k("a")), get(&t, &k("b")), get(&t, &k("dy")));
-        close(&k("out"), &r::binary(op, &a, &[4, 3], &b, &[1, 3]), &get(&t, &k("out")));
+        close(
+            &k("out"),
+            &r::binary(op, &a, &[4, 3], &b, &[1, 3]),
+            &get(&t, &k("out")),
+        );
         let g = r::binary_backward(op, &a, &[4, 3], &b, &[1, 3], &dy);
         close(&k("da"), &g.da, &get(&t, &k("da")));
         close(&k("db"), &g.db, &get(&t, &k("db")));

@@ -89,9 +89,9 @@ impl<const N: usize> BinaryDescriptor<N> {
     /// `BroadcastMismatch` when an axis differs and neither is 1.
     pub fn out_shape(&self) -> Result<[usize; N]> {
         let mut out = [0usize; N];
-        for d in 0..N {
+        for (d, o) in out.iter_mut().enumerate() {
             let (x, y) = (self.a_shape[d], self.b_shape[d]);
-            out[d] = if x == y || y == 1 {
+            *o = if x == y || y == 1 {
                 x
             } else if x == 1 {
                 y
@@ -138,11 +138,19 @@ fn check_desc<T: Element, const N: usize>(
     pref: &PlanPreference,
 ) -> Result<(u32, [usize; N])> {
     if desc.element != T::KIND {
-        return Err(Error::DtypeMismatch { op, arg: "desc.element", expected: T::KIND, got: desc.element });
+        return Err(Error::DtypeMismatch {
+            op,
+            arg: "desc.element",
+            expected: T::KIND,
+            got: desc.element,
+        });
     }
     let dt = dtype_id(op, T::KIND)?;
     if N > MAX_RANK {
-        return Err(Error::Unsupported { op, what: format!("rank {N} > 8") });
+        return Err(Error::Unsupported {
+            op,
+            what: format!("rank {N} > 8"),
+        });
     }
     pref.check_backend(op, &[BackendKind::Baracuda])?;
     let out = desc.out_shape().map_err(|e| match e {
@@ -190,10 +198,25 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let (dt, out_shape) = check_desc::<T, N>("binary", desc, pref)?;
         pref.check_workspace("binary", 0)?;
-        let kernels =
-            MapKernels::load(stream, &spec(&kernel_sources::BINARY, dt, desc.op.index()), "binary_fw", desc.op.name())?;
-        let sku = sku::<T>(stream, desc.op, "fw", "vec16 contiguous / rank-8 strided".into());
-        Ok(BinaryPlan { desc: *desc, out_shape, sku, kernels, _t: PhantomData })
+        let kernels = MapKernels::load(
+            stream,
+            &spec(&kernel_sources::BINARY, dt, desc.op.index()),
+            "binary_fw",
+            desc.op.name(),
+        )?;
+        let sku = sku::<T>(
+            stream,
+            desc.op,
+            "fw",
+            "vec16 contiguous / rank-8 strided".into(),
+        );
+        Ok(BinaryPlan {
+            desc: *desc,
+            out_shape,
+            sku,
+            kernels,
+            _t: PhantomData,
+        })
     }
 
     fn sku(&self) -> &KernelSku {
@@ -373,13 +396,27 @@ impl<T: Element, const N: usize> Plan for BinaryBackwardPlan<T, N> {
             if *shape == out_shape {
                 return Ok(None);
             }
-            let kept: Vec<usize> = (0..N).filter(|&d| shape[d] == out_shape[d] && shape[d] != 1).collect();
+            let kept: Vec<usize> = (0..N)
+                .filter(|&d| shape[d] == out_shape[d] && shape[d] != 1)
+                .collect();
             let reduced: Vec<usize> = (0..N).filter(|&d| shape[d] != out_shape[d]).collect();
             let n_out: usize = kept.iter().map(|&d| out_shape[d]).product();
             let n_red: usize = reduced.iter().map(|&d| out_shape[d]).product();
             let (tx, ty, splits, chunk) = plan_reduction(n_out, n_red, sm);
-            let reduce = module.function(&format!("binary_bw_reduce_{which}_{}", desc.op.name()))?;
-            let r = Reduction { kept, reduced, n_out, n_red, tx, ty, splits, chunk, ws_offset: ws, reduce };
+            let reduce =
+                module.function(&format!("binary_bw_reduce_{which}_{}", desc.op.name()))?;
+            let r = Reduction {
+                kept,
+                reduced,
+                n_out,
+                n_red,
+                tx,
+                ty,
+                splits,
+                chunk,
+                ws_offset: ws,
+                reduce,
+            };
             ws += r.ws_bytes::<T>().div_ceil(256) * 256;
             Ok(Some(r))
         };
@@ -422,15 +459,38 @@ impl<T: Element, const N: usize> Plan for BinaryBackwardPlan<T, N> {
         check_ctx(OP, "b", stream, args.b.data().ctx_id())?;
         check_ctx(OP, "dy", stream, args.dy.data().ctx_id())?;
         let inputs = [
-            ("a", args.a.data().addr(), &args.a.shape()[..], &args.a.strides()[..]),
-            ("b", args.b.data().addr(), &args.b.shape()[..], &args.b.strides()[..]),
-            ("dy", args.dy.data().addr(), &args.dy.shape()[..], &args.dy.strides()[..]),
+            (
+                "a",
+                args.a.data().addr(),
+                &args.a.shape()[..],
+                &args.a.strides()[..],
+            ),
+            (
+                "b",
+                args.b.data().addr(),
+                &args.b.shape()[..],
+                &args.b.strides()[..],
+            ),
+            (
+                "dy",
+                args.dy.data().addr(),
+                &args.dy.shape()[..],
+                &args.dy.strides()[..],
+            ),
         ];
-        for (name, g, shape) in [("da", &args.da, &self.desc.a_shape), ("db", &args.db, &self.desc.b_shape)] {
+        for (name, g, shape) in [
+            ("da", &args.da, &self.desc.a_shape),
+            ("db", &args.db, &self.desc.b_shape),
+        ] {
             if let Some(g) = g {
                 check_shape(OP, name, shape, g.shape())?;
                 check_ctx(OP, name, stream, g.data().ctx_id())?;
-                check_no_partial_overlap::<T>(OP, name, (g.data().addr(), g.shape(), g.strides()), &inputs)?;
+                check_no_partial_overlap::<T>(
+                    OP,
+                    name,
+                    (g.data().addr(), g.shape(), g.strides()),
+                    &inputs,
+                )?;
             }
         }
         if let (Some(da), Some(db)) = (&args.da, &args.db) {
@@ -441,7 +501,11 @@ impl<T: Element, const N: usize> Plan for BinaryBackwardPlan<T, N> {
                 &[("da", da.data().addr(), da.shape(), da.strides())],
             )?;
             if da.data().addr() == db.data().addr() && !da.data().is_empty() {
-                return Err(Error::InvalidArgument { op: OP, arg: "db", reason: "aliases da".into() });
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    arg: "db",
+                    reason: "aliases da".into(),
+                });
             }
         }
         let ws = workspace.check(OP, self.workspace_bytes, ctx)?;
@@ -518,7 +582,11 @@ impl<T: Element, const N: usize> BinaryBackwardPlan<T, N> {
             b: b.data().addr(),
             dy: dy.data().addr(),
             grad: grad.data().addr(),
-            partial: if r.splits > 1 { ws + r.ws_offset as u64 } else { 0 },
+            partial: if r.splits > 1 {
+                ws + r.ws_offset as u64
+            } else {
+                0
+            },
         };
         for (i, &d) in r.kept.iter().enumerate() {
             p.shape_out[i] = self.out_shape[d] as u64;
@@ -534,7 +602,11 @@ impl<T: Element, const N: usize> BinaryBackwardPlan<T, N> {
             p.red_stride[2][i] = dy.strides()[d] as i64;
         }
         let cols = r.n_out.div_ceil(r.tx as usize) as u32;
-        let cfg = LaunchConfig { grid: (cols, r.splits as u32, 1), block: (r.tx, r.ty, 1), smem_bytes: 0 };
+        let cfg = LaunchConfig {
+            grid: (cols, r.splits as u32, 1),
+            block: (r.tx, r.ty, 1),
+            smem_bytes: 0,
+        };
         let mut args = LaunchArgs::new();
         args.push(p)?;
         // SAFETY: every address comes from a bounds-checked view whose shape
@@ -543,10 +615,13 @@ impl<T: Element, const N: usize> BinaryBackwardPlan<T, N> {
         // the workspace, whose size `run` checked.
         unsafe { r.reduce.launch(stream, cfg, &mut args)? };
         if r.splits > 1 {
+            let blocks = r.n_out.div_ceil(THREADS as usize) as u32;
             // SAFETY: as above; finalize reads the partials just written and
             // writes grad.
-            let blocks = r.n_out.div_ceil(THREADS as usize) as u32;
-            unsafe { self.finalize.launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args)? };
+            unsafe {
+                self.finalize
+                    .launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args)?
+            };
         }
         Ok(())
     }
@@ -558,10 +633,23 @@ mod tests {
 
     #[test]
     fn out_shape_broadcasts() {
-        let d = BinaryDescriptor { op: BinaryOp::Add, element: ElementKind::F32, a_shape: [4, 1], b_shape: [1, 3] };
+        let d = BinaryDescriptor {
+            op: BinaryOp::Add,
+            element: ElementKind::F32,
+            a_shape: [4, 1],
+            b_shape: [1, 3],
+        };
         assert_eq!(d.out_shape().unwrap(), [4, 3]);
-        let bad = BinaryDescriptor { op: BinaryOp::Add, element: ElementKind::F32, a_shape: [4, 2], b_shape: [1, 3] };
-        assert!(matches!(bad.out_shape(), Err(Error::BroadcastMismatch { .. })));
+        let bad = BinaryDescriptor {
+            op: BinaryOp::Add,
+            element: ElementKind::F32,
+            a_shape: [4, 2],
+            b_shape: [1, 3],
+        };
+        assert!(matches!(
+            bad.out_shape(),
+            Err(Error::BroadcastMismatch { .. })
+        ));
     }
 
     #[test]
@@ -579,6 +667,9 @@ mod tests {
     #[test]
     fn reduce_args_layout_matches_cuda() {
         // 3*8 + 4*4 + 2*64 + 4*64 + 3*64 + 5*8
-        assert_eq!(std::mem::size_of::<ReduceArgs>(), 24 + 16 + 128 + 256 + 192 + 40);
+        assert_eq!(
+            std::mem::size_of::<ReduceArgs>(),
+            24 + 16 + 128 + 256 + 192 + 40
+        );
     }
 }

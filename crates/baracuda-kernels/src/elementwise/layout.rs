@@ -43,8 +43,14 @@ pub(crate) fn dtype_id(op: &'static str, kind: ElementKind) -> Result<u32> {
 
 /// The module of one op of an elementwise source for one dtype: a plan
 /// compiles only the kernels it runs, which keeps cold starts short.
-pub(crate) fn spec(source: &'static baracuda_driver::KernelSource, dtype: u32, op: u32) -> ModuleSpec {
-    ModuleSpec::new(source).define("BARACUDA_DTYPE", dtype).define("BARACUDA_OP", op)
+pub(crate) fn spec(
+    source: &'static baracuda_driver::KernelSource,
+    dtype: u32,
+    op: u32,
+) -> ModuleSpec {
+    ModuleSpec::new(source)
+        .define("BARACUDA_DTYPE", dtype)
+        .define("BARACUDA_OP", op)
 }
 
 /// Every (source, dtype, op) module of the family.
@@ -113,14 +119,24 @@ pub(crate) struct MapKernels {
 impl MapKernels {
     /// Load `<prefix>_contig_<name>`, `<prefix>_strided32_<name>` and
     /// `<prefix>_strided64_<name>` from `spec`.
-    pub(crate) fn load(stream: &Stream, spec: &ModuleSpec, prefix: &str, name: &str) -> Result<Self> {
+    pub(crate) fn load(
+        stream: &Stream,
+        spec: &ModuleSpec,
+        prefix: &str,
+        name: &str,
+    ) -> Result<Self> {
         let module = stream.context().module(spec)?;
         let contig = module.function(&format!("{prefix}_contig_{name}"))?;
         let strided32 = module.function(&format!("{prefix}_strided32_{name}"))?;
         let strided64 = module.function(&format!("{prefix}_strided64_{name}"))?;
         let per_sm = contig.max_active_blocks_per_sm(THREADS, 0)?.max(1);
         let grid_cap = stream.context().device().sm_count.max(1) * per_sm;
-        Ok(MapKernels { contig, strided32, strided64, grid_cap })
+        Ok(MapKernels {
+            contig,
+            strided32,
+            strided64,
+            grid_cap,
+        })
     }
 
     /// Launch over `shape` with `ops` (address, element strides) in the
@@ -146,9 +162,11 @@ impl MapKernels {
         }
         let strides: Vec<&[usize]> = ops.iter().map(|(_, s)| *s).collect();
         let (cshape, cstrides) = collapse(shape, &strides);
-        let contiguous = cstrides.iter().zip(ops).all(|(s, (addr, _))| {
-            *addr == 0 || (s.iter().all(|&x| x == 1) && addr % 16 == 0)
-        }) && cshape.len() <= 1;
+        let contiguous = cstrides
+            .iter()
+            .zip(ops)
+            .all(|(s, (addr, _))| *addr == 0 || (s.iter().all(|&x| x == 1) && addr % 16 == 0))
+            && cshape.len() <= 1;
         if contiguous {
             // One tile of THREADS * TILE_UNROLL vectors per block, one pass.
             let vec = 16 / std::mem::size_of::<T>();
@@ -168,7 +186,8 @@ impl MapKernels {
             args.push(n as u64)?;
             // SAFETY: forwarded from the caller's contract.
             return unsafe {
-                self.contig.launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args)
+                self.contig
+                    .launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args)
             };
         }
         let mut p = StridedArgs {
@@ -188,8 +207,14 @@ impl MapKernels {
                 p.stride[k][d] = s as i64;
             }
         }
-        let blocks = n.div_ceil(THREADS as usize).clamp(1, self.grid_cap as usize) as u32;
-        let f = if n <= u32::MAX as usize { &self.strided32 } else { &self.strided64 };
+        let blocks = n
+            .div_ceil(THREADS as usize)
+            .clamp(1, self.grid_cap as usize) as u32;
+        let f = if n <= u32::MAX as usize {
+            &self.strided32
+        } else {
+            &self.strided64
+        };
         let mut args = LaunchArgs::new();
         args.push(p)?;
         // SAFETY: forwarded from the caller's contract.
@@ -199,7 +224,7 @@ impl MapKernels {
 
 /// Bytes a view of `shape`/`strides` spans from its first element.
 fn span_bytes<T>(shape: &[usize], strides: &[usize]) -> usize {
-    if shape.iter().any(|&d| d == 0) {
+    if shape.contains(&0) {
         return 0;
     }
     let last: usize = shape.iter().zip(strides).map(|(&d, &s)| (d - 1) * s).sum();
@@ -269,8 +294,26 @@ mod tests {
     fn overlap_rules() {
         let sh = [4usize];
         let st = [1usize];
-        assert!(check_no_partial_overlap::<f32>("t", "y", (0x1000, &sh, &st), &[("x", 0x1000, &sh, &st)]).is_ok());
-        assert!(check_no_partial_overlap::<f32>("t", "y", (0x1004, &sh, &st), &[("x", 0x1000, &sh, &st)]).is_err());
-        assert!(check_no_partial_overlap::<f32>("t", "y", (0x1010, &sh, &st), &[("x", 0x1000, &sh, &st)]).is_ok());
+        assert!(check_no_partial_overlap::<f32>(
+            "t",
+            "y",
+            (0x1000, &sh, &st),
+            &[("x", 0x1000, &sh, &st)]
+        )
+        .is_ok());
+        assert!(check_no_partial_overlap::<f32>(
+            "t",
+            "y",
+            (0x1004, &sh, &st),
+            &[("x", 0x1000, &sh, &st)]
+        )
+        .is_err());
+        assert!(check_no_partial_overlap::<f32>(
+            "t",
+            "y",
+            (0x1010, &sh, &st),
+            &[("x", 0x1000, &sh, &st)]
+        )
+        .is_ok());
     }
 }

@@ -8,7 +8,9 @@ mod binary;
 mod layout;
 mod unary;
 
-pub use binary::{BinaryArgs, BinaryBackwardPlan, BinaryBwArgs, BinaryDescriptor, BinaryOp, BinaryPlan};
+pub use binary::{
+    BinaryArgs, BinaryBackwardPlan, BinaryBwArgs, BinaryDescriptor, BinaryOp, BinaryPlan,
+};
 pub use unary::{UnaryArgs, UnaryBackwardPlan, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan};
 
 use baracuda_driver::ModuleSpec;

@@ -7,8 +7,8 @@ use core::marker::PhantomData;
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{
-    BackendKind, Element, Error, KernelSku, MathPrecision, PlanPreference,
-    PrecisionGuarantee, Result, Shape, TensorMut, TensorRef, Workspace,
+    BackendKind, Element, Error, KernelSku, MathPrecision, PlanPreference, PrecisionGuarantee,
+    Result, Shape, TensorMut, TensorRef, Workspace,
 };
 
 use super::layout::{check_no_partial_overlap, dtype_id, spec, MapKernels};
@@ -148,11 +148,19 @@ fn select_kernels<T: Element, const N: usize>(
     }
     let dt = dtype_id(op_name, T::KIND)?;
     if N > baracuda_kernels_types::MAX_RANK {
-        return Err(Error::Unsupported { op: op_name, what: format!("rank {N} > 8") });
+        return Err(Error::Unsupported {
+            op: op_name,
+            what: format!("rank {N} > 8"),
+        });
     }
     pref.check_backend(op_name, &[BackendKind::Baracuda])?;
     pref.check_workspace(op_name, 0)?;
-    let kernels = MapKernels::load(stream, &spec(&kernel_sources::UNARY, dt, desc.op.index()), prefix, desc.op.name())?;
+    let kernels = MapKernels::load(
+        stream,
+        &spec(&kernel_sources::UNARY, dt, desc.op.index()),
+        prefix,
+        desc.op.name(),
+    )?;
     let sku = KernelSku {
         op: format!("unary.{}.{dir}", desc.op.name()),
         element: T::KIND,
@@ -169,7 +177,11 @@ fn select_kernels<T: Element, const N: usize>(
 pub(crate) fn pointwise_precision<T: Element>() -> PrecisionGuarantee {
     let f64 = T::KIND == baracuda_kernels_types::ElementKind::F64;
     PrecisionGuarantee {
-        math: if f64 { MathPrecision::F64 } else { MathPrecision::F32 },
+        math: if f64 {
+            MathPrecision::F64
+        } else {
+            MathPrecision::F32
+        },
         accumulator: if f64 {
             baracuda_kernels_types::ElementKind::F64
         } else {
@@ -197,7 +209,12 @@ pub(crate) fn check_shape<const N: usize>(
     Ok(())
 }
 
-pub(crate) fn check_ctx(op: &'static str, arg: &'static str, stream: &Stream, ctx: usize) -> Result<()> {
+pub(crate) fn check_ctx(
+    op: &'static str,
+    arg: &'static str,
+    stream: &Stream,
+    ctx: usize,
+) -> Result<()> {
     if stream.context().id() != ctx {
         return Err(Error::ContextMismatch { op, arg });
     }
@@ -210,7 +227,12 @@ impl<T: Element, const N: usize> Plan for UnaryPlan<T, N> {
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let (sku, kernels) = select_kernels::<T, N>("unary", stream, desc, pref, "unary_fw", "fw")?;
-        Ok(UnaryPlan { desc: *desc, sku, kernels, _t: PhantomData })
+        Ok(UnaryPlan {
+            desc: *desc,
+            sku,
+            kernels,
+            _t: PhantomData,
+        })
     }
 
     fn sku(&self) -> &KernelSku {
@@ -255,7 +277,12 @@ impl<T: Element, const N: usize> Plan for UnaryBackwardPlan<T, N> {
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let (sku, kernels) =
             select_kernels::<T, N>("unary_backward", stream, desc, pref, "unary_bw", "bw")?;
-        Ok(UnaryBackwardPlan { desc: *desc, sku, kernels, _t: PhantomData })
+        Ok(UnaryBackwardPlan {
+            desc: *desc,
+            sku,
+            kernels,
+            _t: PhantomData,
+        })
     }
 
     fn sku(&self) -> &KernelSku {
@@ -274,7 +301,11 @@ impl<T: Element, const N: usize> Plan for UnaryBackwardPlan<T, N> {
         check_ctx(OP, "x", stream, args.x.data().ctx_id())?;
         check_ctx(OP, "dy", stream, args.dy.data().ctx_id())?;
         check_ctx(OP, "dx", stream, args.dx.data().ctx_id())?;
-        let (dx, x, dy) = (args.dx.data().addr(), args.x.data().addr(), args.dy.data().addr());
+        let (dx, x, dy) = (
+            args.dx.data().addr(),
+            args.x.data().addr(),
+            args.dy.data().addr(),
+        );
         check_no_partial_overlap::<T>(
             OP,
             "dx",
@@ -290,7 +321,11 @@ impl<T: Element, const N: usize> Plan for UnaryBackwardPlan<T, N> {
             self.kernels.launch::<T>(
                 stream,
                 &self.desc.shape,
-                &[(dx, args.dx.strides()), (x, args.x.strides()), (dy, args.dy.strides())],
+                &[
+                    (dx, args.dx.strides()),
+                    (x, args.x.strides()),
+                    (dy, args.dy.strides()),
+                ],
                 &[1, 2, 0],
             )
         }

@@ -92,7 +92,8 @@ pub fn unary_derivative(op: UnaryOp, x: f64) -> f64 {
         }
         UnaryOp::GeluTanh => {
             let t = (SQRT_2_OVER_PI * (x + GELU_C * x * x * x)).tanh();
-            0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_C * x * x)
+            0.5 * (1.0 + t)
+                + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_C * x * x)
         }
         UnaryOp::Silu => {
             let s = sigmoid(x);
@@ -115,7 +116,10 @@ pub fn unary(op: UnaryOp, x: &[f64]) -> Vec<f64> {
 
 /// `dx = dy * f'(x)`.
 pub fn unary_backward(op: UnaryOp, x: &[f64], dy: &[f64]) -> Vec<f64> {
-    x.iter().zip(dy).map(|(&v, &g)| g * unary_derivative(op, v)).collect()
+    x.iter()
+        .zip(dy)
+        .map(|(&v, &g)| g * unary_derivative(op, v))
+        .collect()
 }
 
 /// `f(a, b)` for one element pair.
@@ -144,9 +148,20 @@ pub fn binary_grad_scalar(op: BinaryOp, a: f64, b: f64, dy: f64) -> (f64, f64) {
             if a == b {
                 return (dy / 2.0, dy / 2.0);
             }
-            let a_loses = if op == BinaryOp::Maximum { a < b } else { a > b };
-            let b_loses = if op == BinaryOp::Maximum { a > b } else { a < b };
-            (if a_loses { 0.0 } else { dy }, if b_loses { 0.0 } else { dy })
+            let a_loses = if op == BinaryOp::Maximum {
+                a < b
+            } else {
+                a > b
+            };
+            let b_loses = if op == BinaryOp::Maximum {
+                a > b
+            } else {
+                a < b
+            };
+            (
+                if a_loses { 0.0 } else { dy },
+                if b_loses { 0.0 } else { dy },
+            )
         }
     }
 }
@@ -174,7 +189,10 @@ fn broadcast_index(shape: &[usize], target: &[usize]) -> Vec<usize> {
 
 /// Broadcast `x` of `shape` to `target` (row-major, same rank).
 pub fn broadcast(x: &[f64], shape: &[usize], target: &[usize]) -> Vec<f64> {
-    broadcast_index(shape, target).into_iter().map(|i| x[i]).collect()
+    broadcast_index(shape, target)
+        .into_iter()
+        .map(|i| x[i])
+        .collect()
 }
 
 /// Sum `x` of `target` shape over the axes where `shape` has extent 1.
@@ -187,11 +205,24 @@ pub fn reduce_to(x: &[f64], shape: &[usize], target: &[usize]) -> Vec<f64> {
 }
 
 /// `out = f(a, b)` with broadcasting; returns the output and its shape.
-pub fn binary(op: BinaryOp, a: &[f64], a_shape: &[usize], b: &[f64], b_shape: &[usize]) -> Vec<f64> {
-    let out_shape: Vec<usize> = a_shape.iter().zip(b_shape).map(|(&x, &y)| if x == 1 { y } else { x }).collect();
+pub fn binary(
+    op: BinaryOp,
+    a: &[f64],
+    a_shape: &[usize],
+    b: &[f64],
+    b_shape: &[usize],
+) -> Vec<f64> {
+    let out_shape: Vec<usize> = a_shape
+        .iter()
+        .zip(b_shape)
+        .map(|(&x, &y)| if x == 1 { y } else { x })
+        .collect();
     let ab = broadcast(a, a_shape, &out_shape);
     let bb = broadcast(b, b_shape, &out_shape);
-    ab.iter().zip(&bb).map(|(&x, &y)| binary_scalar(op, x, y)).collect()
+    ab.iter()
+        .zip(&bb)
+        .map(|(&x, &y)| binary_scalar(op, x, y))
+        .collect()
 }
 
 /// `(da, db)` of `out = f(a, b)` with broadcasting, each reduced to its
@@ -205,11 +236,16 @@ pub fn binary_backward(
     b_shape: &[usize],
     dy: &[f64],
 ) -> BinaryGrads {
-    let out_shape: Vec<usize> = a_shape.iter().zip(b_shape).map(|(&x, &y)| if x == 1 { y } else { x }).collect();
+    let out_shape: Vec<usize> = a_shape
+        .iter()
+        .zip(b_shape)
+        .map(|(&x, &y)| if x == 1 { y } else { x })
+        .collect();
     let ab = broadcast(a, a_shape, &out_shape);
     let bb = broadcast(b, b_shape, &out_shape);
-    let (ga, gb): (Vec<f64>, Vec<f64>) =
-        (0..dy.len()).map(|i| binary_grad_scalar(op, ab[i], bb[i], dy[i])).unzip();
+    let (ga, gb): (Vec<f64>, Vec<f64>) = (0..dy.len())
+        .map(|i| binary_grad_scalar(op, ab[i], bb[i], dy[i]))
+        .unzip();
     let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<_>>();
     BinaryGrads {
         da: reduce_to(&ga, a_shape, &out_shape),
@@ -256,7 +292,10 @@ mod tests {
                 let x = -4.0 + 0.2 * i as f64 + 0.013; // avoid relu's kink at 0
                 let fd = (unary_scalar(op, x + h) - unary_scalar(op, x - h)) / (2.0 * h);
                 let an = unary_derivative(op, x);
-                assert!((fd - an).abs() <= 1e-7 * (1.0 + an.abs()), "{op:?} at {x}: fd {fd} vs {an}");
+                assert!(
+                    (fd - an).abs() <= 1e-7 * (1.0 + an.abs()),
+                    "{op:?} at {x}: fd {fd} vs {an}"
+                );
             }
         }
     }
@@ -269,13 +308,25 @@ mod tests {
                 let (ga, gb) = binary_grad_scalar(op, a, b, 1.0);
                 let fa = (binary_scalar(op, a + h, b) - binary_scalar(op, a - h, b)) / (2.0 * h);
                 let fb = (binary_scalar(op, a, b + h) - binary_scalar(op, a, b - h)) / (2.0 * h);
-                assert!((fa - ga).abs() < 1e-7 * (1.0 + ga.abs()), "{op:?} da at ({a},{b})");
-                assert!((fb - gb).abs() < 1e-7 * (1.0 + gb.abs()), "{op:?} db at ({a},{b})");
+                assert!(
+                    (fa - ga).abs() < 1e-7 * (1.0 + ga.abs()),
+                    "{op:?} da at ({a},{b})"
+                );
+                assert!(
+                    (fb - gb).abs() < 1e-7 * (1.0 + gb.abs()),
+                    "{op:?} db at ({a},{b})"
+                );
             }
         }
         // ties split the gradient
-        assert_eq!(binary_grad_scalar(BinaryOp::Maximum, 1.0, 1.0, 2.0), (1.0, 1.0));
-        assert_eq!(binary_grad_scalar(BinaryOp::Minimum, 3.0, 1.0, 2.0), (0.0, 2.0));
+        assert_eq!(
+            binary_grad_scalar(BinaryOp::Maximum, 1.0, 1.0, 2.0),
+            (1.0, 1.0)
+        );
+        assert_eq!(
+            binary_grad_scalar(BinaryOp::Minimum, 3.0, 1.0, 2.0),
+            (0.0, 2.0)
+        );
     }
 
     #[test]

@@ -21,11 +21,28 @@ fn graph_capture_replays_several_plans() {
     let s = Stream::new(&g.ctx).unwrap();
     let pref = PlanPreference::default();
     let (rows, cols) = (512usize, 1000usize);
-    let gelu = UnaryPlan::<f32, 2>::select(&s, &UnaryDescriptor { op: UnaryOp::GeluTanh, element: ElementKind::F32, shape: [rows, cols] }, &pref).unwrap();
-    let bdesc = BinaryDescriptor { op: BinaryOp::Mul, element: ElementKind::F32, a_shape: [rows, cols], b_shape: [1, 1] };
+    let gelu = UnaryPlan::<f32, 2>::select(
+        &s,
+        &UnaryDescriptor {
+            op: UnaryOp::GeluTanh,
+            element: ElementKind::F32,
+            shape: [rows, cols],
+        },
+        &pref,
+    )
+    .unwrap();
+    let bdesc = BinaryDescriptor {
+        op: BinaryOp::Mul,
+        element: ElementKind::F32,
+        a_shape: [rows, cols],
+        b_shape: [1, 1],
+    };
     let mul = BinaryPlan::<f32, 2>::select(&s, &bdesc, &pref).unwrap();
     let mul_bw = BinaryBackwardPlan::<f32, 2>::select(&s, &bdesc, &pref).unwrap();
-    assert!(mul_bw.workspace_size() > 0, "the scalar gradient should use split partials");
+    assert!(
+        mul_bw.workspace_size() > 0,
+        "the scalar gradient should use split partials"
+    );
 
     let n = rows * cols;
     let mut x = DeviceBuffer::<f32>::zeros(&s, n).unwrap();
@@ -39,22 +56,38 @@ fn graph_capture_replays_several_plans() {
     s.synchronize().unwrap();
 
     s.begin_capture().unwrap();
-    gelu.run(&s, Workspace::None, UnaryArgs {
-        x: TensorRef::contiguous(x.as_slice(), [rows, cols]).unwrap(),
-        y: TensorMut::contiguous(h.as_slice_mut(), [rows, cols]).unwrap(),
-    }).unwrap();
-    mul.run(&s, Workspace::None, BinaryArgs {
-        a: TensorRef::contiguous(h.as_slice(), [rows, cols]).unwrap(),
-        b: TensorRef::contiguous(w.as_slice(), [1, 1]).unwrap(),
-        out: TensorMut::contiguous(y.as_slice_mut(), [rows, cols]).unwrap(),
-    }).unwrap();
-    mul_bw.run(&s, Workspace::Borrowed(ws.as_slice_mut()), BinaryBwArgs {
-        a: TensorRef::contiguous(h.as_slice(), [rows, cols]).unwrap(),
-        b: TensorRef::contiguous(w.as_slice(), [1, 1]).unwrap(),
-        dy: TensorRef::contiguous(dy.as_slice(), [rows, cols]).unwrap(),
-        da: Some(TensorMut::contiguous(dh.as_slice_mut(), [rows, cols]).unwrap()),
-        db: Some(TensorMut::contiguous(dw.as_slice_mut(), [1, 1]).unwrap()),
-    }).unwrap();
+    gelu.run(
+        &s,
+        Workspace::None,
+        UnaryArgs {
+            x: TensorRef::contiguous(x.as_slice(), [rows, cols]).unwrap(),
+            y: TensorMut::contiguous(h.as_slice_mut(), [rows, cols]).unwrap(),
+        },
+    )
+    .unwrap();
+    mul.run(
+        &s,
+        Workspace::None,
+        BinaryArgs {
+            a: TensorRef::contiguous(h.as_slice(), [rows, cols]).unwrap(),
+            b: TensorRef::contiguous(w.as_slice(), [1, 1]).unwrap(),
+            out: TensorMut::contiguous(y.as_slice_mut(), [rows, cols]).unwrap(),
+        },
+    )
+    .unwrap();
+    mul_bw
+        .run(
+            &s,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            BinaryBwArgs {
+                a: TensorRef::contiguous(h.as_slice(), [rows, cols]).unwrap(),
+                b: TensorRef::contiguous(w.as_slice(), [1, 1]).unwrap(),
+                dy: TensorRef::contiguous(dy.as_slice(), [rows, cols]).unwrap(),
+                da: Some(TensorMut::contiguous(dh.as_slice_mut(), [rows, cols]).unwrap()),
+                db: Some(TensorMut::contiguous(dw.as_slice_mut(), [1, 1]).unwrap()),
+            },
+        )
+        .unwrap();
     let graph = s.end_capture().unwrap();
 
     let mut rng = Rng::new(7);
@@ -73,11 +106,45 @@ fn graph_capture_replays_several_plans() {
         let h_dev: Vec<f64> = h.to_host(&s).unwrap().iter().map(|v| *v as f64).collect();
         compare(&format!("replay {replay} gelu"), &h_dev, &hs, tol, None).unwrap();
         let y_want = reference::binary(BinaryOp::Mul, &h_dev, &[rows, cols], &ws_, &[1, 1]);
-        compare(&format!("replay {replay} mul"), &y.to_host(&s).unwrap().iter().map(|v| *v as f64).collect::<Vec<_>>(), &y_want, tol, None).unwrap();
-        let gr = reference::binary_backward(BinaryOp::Mul, &h_dev, &[rows, cols], &ws_, &[1, 1], &dys);
-        let slack: Vec<f64> = gr.db_abs.iter().map(|a| 2.0 * acc_roundoff(ElementKind::F32) * (n as f64).sqrt() * a).collect();
-        compare(&format!("replay {replay} dw"), &[dw.to_host(&s).unwrap()[0] as f64], &gr.db, tol, Some(&slack)).unwrap();
-        compare(&format!("replay {replay} dh"), &dh.to_host(&s).unwrap().iter().map(|v| *v as f64).collect::<Vec<_>>(), &gr.da, tol, None).unwrap();
+        compare(
+            &format!("replay {replay} mul"),
+            &y.to_host(&s)
+                .unwrap()
+                .iter()
+                .map(|v| *v as f64)
+                .collect::<Vec<_>>(),
+            &y_want,
+            tol,
+            None,
+        )
+        .unwrap();
+        let gr =
+            reference::binary_backward(BinaryOp::Mul, &h_dev, &[rows, cols], &ws_, &[1, 1], &dys);
+        let slack: Vec<f64> = gr
+            .db_abs
+            .iter()
+            .map(|a| 2.0 * acc_roundoff(ElementKind::F32) * (n as f64).sqrt() * a)
+            .collect();
+        compare(
+            &format!("replay {replay} dw"),
+            &[dw.to_host(&s).unwrap()[0] as f64],
+            &gr.db,
+            tol,
+            Some(&slack),
+        )
+        .unwrap();
+        compare(
+            &format!("replay {replay} dh"),
+            &dh.to_host(&s)
+                .unwrap()
+                .iter()
+                .map(|v| *v as f64)
+                .collect::<Vec<_>>(),
+            &gr.da,
+            tol,
+            None,
+        )
+        .unwrap();
     }
 }
 
@@ -90,15 +157,26 @@ fn jit_compiles_once_and_caches_on_disk() {
     std::env::set_var("BARACUDA_CACHE_DIR", &dir);
     let dev = Device::get(0).unwrap();
     let ctx = Context::new(&dev).unwrap();
-    let nonce = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
-    let spec = baracuda_kernels::all_module_specs()[0].clone().define("BARACUDA_PROBE", nonce);
+    let nonce = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let spec = baracuda_kernels::all_module_specs()[0]
+        .clone()
+        .define("BARACUDA_PROBE", nonce);
     let before = jit_stats();
     let modules: Vec<_> = std::thread::scope(|sc| {
-        let hs: Vec<_> = (0..8).map(|_| sc.spawn(|| ctx.module(&spec).unwrap())).collect();
+        let hs: Vec<_> = (0..8)
+            .map(|_| sc.spawn(|| ctx.module(&spec).unwrap()))
+            .collect();
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     let after = jit_stats();
-    assert_eq!(after.compiles - before.compiles, 1, "eight concurrent first uses compile once");
+    assert_eq!(
+        after.compiles - before.compiles,
+        1,
+        "eight concurrent first uses compile once"
+    );
     assert!(modules.iter().all(|m| Arc::ptr_eq(m, &modules[0])));
 
     let ctx2 = Context::new(&dev).unwrap();
@@ -106,7 +184,10 @@ fn jit_compiles_once_and_caches_on_disk() {
     ctx2.module(&spec).unwrap();
     let warm = t0.elapsed();
     let s2 = jit_stats();
-    assert_eq!(s2.compiles, after.compiles, "second context loads from disk");
+    assert_eq!(
+        s2.compiles, after.compiles,
+        "second context loads from disk"
+    );
     assert_eq!(s2.disk_hits, after.disk_hits + 1);
     eprintln!("warm (disk-cached) module load: {warm:?}");
 
@@ -118,7 +199,11 @@ fn jit_compiles_once_and_caches_on_disk() {
     }
     let ctx3 = Context::new(&dev).unwrap();
     let m = ctx3.module(&spec).unwrap();
-    assert_eq!(jit_stats().compiles, s2.compiles + 1, "a corrupt entry is compiled again");
+    assert_eq!(
+        jit_stats().compiles,
+        s2.compiles + 1,
+        "a corrupt entry is compiled again"
+    );
     m.function("unary_fw_contig_relu").unwrap();
     let _: ModuleSpec = spec;
     std::env::remove_var("BARACUDA_CACHE_DIR");
@@ -134,15 +219,24 @@ fn buffers_and_events() {
     let host: Vec<bf16> = (0..1000).map(|i| bf16::from_f32(i as f32 * 0.5)).collect();
     let mut b = DeviceBuffer::from_host(s, &host).unwrap();
     assert_eq!(b.to_host(s).unwrap(), host);
-    assert!(matches!(b.write_at(s, 999, &host[..2]), Err(Error::ViewOutOfBounds { .. })));
-    assert!(matches!(b.read_at(s, 1001, 0), Err(Error::ViewOutOfBounds { .. })));
+    assert!(matches!(
+        b.write_at(s, 999, &host[..2]),
+        Err(Error::ViewOutOfBounds { .. })
+    ));
+    assert!(matches!(
+        b.read_at(s, 1001, 0),
+        Err(Error::ViewOutOfBounds { .. })
+    ));
     b.write_at(s, 10, &host[..3]).unwrap();
     assert_eq!(b.read_at(s, 10, 3).unwrap(), host[..3].to_vec());
     let mut c = DeviceBuffer::<bf16>::zeros(s, 1000).unwrap();
     c.copy_from(s, &b).unwrap();
     assert_eq!(c.to_host(s).unwrap(), b.to_host(s).unwrap());
     let short = DeviceBuffer::<bf16>::zeros(s, 3).unwrap();
-    assert!(matches!(c.copy_from(s, &short), Err(Error::ShapeMismatch { .. })));
+    assert!(matches!(
+        c.copy_from(s, &short),
+        Err(Error::ShapeMismatch { .. })
+    ));
     let mut p = PinnedBuffer::<bf16>::zeros(&g.ctx, 1000).unwrap();
     p.copy_from_device(s, &b).unwrap();
     s.synchronize().unwrap();

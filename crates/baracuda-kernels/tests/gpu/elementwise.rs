@@ -6,7 +6,12 @@ use baracuda_kernels::*;
 use crate::harness::*;
 
 /// The float dtypes every elementwise op claims.
-pub const FLOATS: &[ElementKind] = &[ElementKind::F32, ElementKind::F64, ElementKind::F16, ElementKind::Bf16];
+pub const FLOATS: &[ElementKind] = &[
+    ElementKind::F32,
+    ElementKind::F64,
+    ElementKind::F16,
+    ElementKind::Bf16,
+];
 
 fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
     let mut a = [0usize; N];
@@ -41,12 +46,28 @@ struct Operand<T: Element> {
 impl<T: Element> Operand<T> {
     /// An input of logical `shape` filled from `rng` in `[lo, hi)`;
     /// `transposed` stores it column-major (rank 2).
-    fn input(rng: &mut Rng, shape: &[usize], layout: Layout, transposed: bool, lo: f64, hi: f64) -> Self {
+    fn input(
+        rng: &mut Rng,
+        shape: &[usize],
+        layout: Layout,
+        transposed: bool,
+        lo: f64,
+        hi: f64,
+    ) -> Self {
         let n: usize = shape.iter().product();
         let offset = usize::from(layout == Layout::Misaligned);
         let (buf, host) = upload::<T>(&rng.vec(n + offset, lo, hi));
-        let strides = if transposed && shape.len() == 2 { vec![1, shape[0]] } else { contiguous(shape) };
-        Operand { buf, offset, strides, host }
+        let strides = if transposed && shape.len() == 2 {
+            vec![1, shape[0]]
+        } else {
+            contiguous(shape)
+        };
+        Operand {
+            buf,
+            offset,
+            strides,
+            host,
+        }
     }
     /// A NaN-poisoned output of logical `shape`.
     fn output(shape: &[usize], layout: Layout) -> Self {
@@ -56,14 +77,27 @@ impl<T: Element> Operand<T> {
             Layout::Misaligned => (n + 1, contiguous(shape), 1),
             _ => (n, contiguous(shape), 0),
         };
-        Operand { buf: poisoned::<T>(len), offset, strides, host: Vec::new() }
+        Operand {
+            buf: poisoned::<T>(len),
+            offset,
+            strides,
+            host: Vec::new(),
+        }
     }
     fn view<const N: usize>(&self, shape: &[usize]) -> TensorRef<'_, T, N> {
-        let data = self.buf.as_slice().slice(self.offset..self.buf.len()).expect("offset in buffer");
+        let data = self
+            .buf
+            .as_slice()
+            .slice(self.offset..self.buf.len())
+            .expect("offset in buffer");
         TensorRef::new(data, arr(shape), arr(&self.strides)).expect("input view")
     }
     fn view_mut<const N: usize>(&mut self, shape: &[usize]) -> TensorMut<'_, T, N> {
-        let (_, data) = self.buf.as_slice_mut().split_at(self.offset).expect("offset in buffer");
+        let (_, data) = self
+            .buf
+            .as_slice_mut()
+            .split_at(self.offset)
+            .expect("offset in buffer");
         TensorMut::new(data, arr(shape), arr(&self.strides)).expect("output view")
     }
     fn logical(&self, shape: &[usize]) -> Vec<f64> {
@@ -73,7 +107,10 @@ impl<T: Element> Operand<T> {
     /// view's logical values.
     fn result(&self, what: &str, shape: &[usize]) -> Result<Vec<f64>, String> {
         let all = download(&self.buf);
-        let covered: Vec<usize> = view_offsets(shape, &self.strides).iter().map(|o| o + self.offset).collect();
+        let covered: Vec<usize> = view_offsets(shape, &self.strides)
+            .iter()
+            .map(|o| o + self.offset)
+            .collect();
         check_untouched(what, &all, &covered)?;
         Ok(gather(&all, self.offset, shape, &self.strides))
     }
@@ -109,26 +146,62 @@ fn check_unary_sample<T: Element, const N: usize>(
 ) -> Result<(), String> {
     let g = gpu();
     let what = format!("{} {} {shape:?} {layout:?}", op.name(), T::KIND);
-    let desc = UnaryDescriptor { op, element: T::KIND, shape: arr::<N>(shape) };
+    let desc = UnaryDescriptor {
+        op,
+        element: T::KIND,
+        shape: arr::<N>(shape),
+    };
     let tol = pointwise_tol(T::KIND);
-    let (lo, hi) = if op == UnaryOp::Exp { (-4.0, 4.0) } else { (-5.0, 5.0) };
+    let (lo, hi) = if op == UnaryOp::Exp {
+        (-4.0, 4.0)
+    } else {
+        (-5.0, 5.0)
+    };
     let x = Operand::<T>::input(rng, shape, layout, layout == Layout::Transposed, lo, hi);
     let xs = x.logical(shape);
 
-    let fw = UnaryPlan::<T, N>::select(&g.stream, &desc, &PlanPreference::default()).map_err(|e| e.to_string())?;
+    let fw = UnaryPlan::<T, N>::select(&g.stream, &desc, &PlanPreference::default())
+        .map_err(|e| e.to_string())?;
     let mut y = Operand::<T>::output(shape, layout);
-    fw.run(&g.stream, Workspace::None, UnaryArgs { x: x.view(shape), y: y.view_mut(shape) })
-        .map_err(|e| format!("{what}: {e}"))?;
-    compare(&format!("{what} fw"), &y.result(&what, shape)?, &reference::unary(op, &xs), tol, None)?;
+    fw.run(
+        &g.stream,
+        Workspace::None,
+        UnaryArgs {
+            x: x.view(shape),
+            y: y.view_mut(shape),
+        },
+    )
+    .map_err(|e| format!("{what}: {e}"))?;
+    compare(
+        &format!("{what} fw"),
+        &y.result(&what, shape)?,
+        &reference::unary(op, &xs),
+        tol,
+        None,
+    )?;
 
     let bw = UnaryBackwardPlan::<T, N>::select(&g.stream, &desc, &PlanPreference::default())
         .map_err(|e| e.to_string())?;
     let dy = Operand::<T>::input(rng, shape, layout, false, -1.0, 1.0);
     let mut dx = Operand::<T>::output(shape, layout);
-    bw.run(&g.stream, Workspace::None, UnaryBwArgs { x: x.view(shape), dy: dy.view(shape), dx: dx.view_mut(shape) })
-        .map_err(|e| format!("{what}: {e}"))?;
+    bw.run(
+        &g.stream,
+        Workspace::None,
+        UnaryBwArgs {
+            x: x.view(shape),
+            dy: dy.view(shape),
+            dx: dx.view_mut(shape),
+        },
+    )
+    .map_err(|e| format!("{what}: {e}"))?;
     let want = reference::unary_backward(op, &xs, &dy.logical(shape));
-    compare(&format!("{what} bw"), &dx.result(&what, shape)?, &want, tol, None)
+    compare(
+        &format!("{what} bw"),
+        &dx.result(&what, shape)?,
+        &want,
+        tol,
+        None,
+    )
 }
 
 /// Forward and backward of `op` over every sample, plus a rank-1 and a
@@ -150,13 +223,33 @@ pub fn check_unary<T: Element>(op: UnaryOp) -> Result<usize, String> {
     let g = gpu();
     let (xb, xs) = upload::<T>(&rng.vec(37, -3.0, 3.0));
     let mut y = poisoned::<T>(19 * 37);
-    let desc = UnaryDescriptor { op, element: T::KIND, shape: [19, 37] };
-    let plan = UnaryPlan::<T, 2>::select(&g.stream, &desc, &PlanPreference::default()).map_err(|e| e.to_string())?;
-    let x = TensorRef::contiguous(xb.as_slice(), [1, 37]).and_then(|v| v.broadcast_to([19, 37])).map_err(|e| e.to_string())?;
-    plan.run(&g.stream, Workspace::None, UnaryArgs { x, y: TensorMut::contiguous(y.as_slice_mut(), [19, 37]).unwrap() })
+    let desc = UnaryDescriptor {
+        op,
+        element: T::KIND,
+        shape: [19, 37],
+    };
+    let plan = UnaryPlan::<T, 2>::select(&g.stream, &desc, &PlanPreference::default())
         .map_err(|e| e.to_string())?;
+    let x = TensorRef::contiguous(xb.as_slice(), [1, 37])
+        .and_then(|v| v.broadcast_to([19, 37]))
+        .map_err(|e| e.to_string())?;
+    plan.run(
+        &g.stream,
+        Workspace::None,
+        UnaryArgs {
+            x,
+            y: TensorMut::contiguous(y.as_slice_mut(), [19, 37]).unwrap(),
+        },
+    )
+    .map_err(|e| e.to_string())?;
     let want = reference::unary(op, &reference::broadcast(&xs, &[1, 37], &[19, 37]));
-    compare(&format!("{} {} broadcast x", op.name(), T::KIND), &download(&y), &want, pointwise_tol(T::KIND), None)?;
+    compare(
+        &format!("{} {} broadcast x", op.name(), T::KIND),
+        &download(&y),
+        &want,
+        pointwise_tol(T::KIND),
+        None,
+    )?;
     Ok(n + 2)
 }
 
@@ -176,52 +269,120 @@ pub fn unary_bad_inputs() -> Result<usize, String> {
     let g = gpu();
     let s = &g.stream;
     let pref = PlanPreference::default();
-    let desc = UnaryDescriptor { op: UnaryOp::Silu, element: ElementKind::F32, shape: [64] };
+    let desc = UnaryDescriptor {
+        op: UnaryOp::Silu,
+        element: ElementKind::F32,
+        shape: [64],
+    };
     let plan = UnaryPlan::<f32, 1>::select(s, &desc, &pref).map_err(|e| e.to_string())?;
     let (x, _) = upload::<f32>(&Rng::new(1).vec(65, -1.0, 1.0));
     let mut y = poisoned::<f32>(65);
     let untouched = |y: &DeviceBuffer<f32>| check_untouched("unary bad input", &download(y), &[]);
     // wrong x shape
     let xv = TensorRef::contiguous(x.as_slice(), [65]).unwrap();
-    let r = plan.run(s, Workspace::None, UnaryArgs { x: xv, y: TensorMut::contiguous(y.as_slice_mut().split_at(64).unwrap().0, [64]).unwrap() });
-    expect_err("x shape", r, |e| matches!(e, Error::ShapeMismatch { arg: "x", .. }))?;
+    let r = plan.run(
+        s,
+        Workspace::None,
+        UnaryArgs {
+            x: xv,
+            y: TensorMut::contiguous(y.as_slice_mut().split_at(64).unwrap().0, [64]).unwrap(),
+        },
+    );
+    expect_err("x shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "x", .. })
+    })?;
     // wrong y shape
     let xv = TensorRef::contiguous(x.as_slice(), [64]).unwrap();
-    let r = plan.run(s, Workspace::None, UnaryArgs { x: xv, y: TensorMut::contiguous(y.as_slice_mut(), [65]).unwrap() });
-    expect_err("y shape", r, |e| matches!(e, Error::ShapeMismatch { arg: "y", .. }))?;
+    let r = plan.run(
+        s,
+        Workspace::None,
+        UnaryArgs {
+            x: xv,
+            y: TensorMut::contiguous(y.as_slice_mut(), [65]).unwrap(),
+        },
+    );
+    expect_err("y shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "y", .. })
+    })?;
     // x on another context
     // SAFETY: the address is never dereferenced: run rejects the context first.
     let foreign = unsafe { DeviceSlice::<f32>::from_raw_parts(x.as_slice().addr(), 64, 0xDEAD) };
-    let r = plan.run(s, Workspace::None, UnaryArgs { x: TensorRef::contiguous(foreign, [64]).unwrap(), y: TensorMut::contiguous(y.as_slice_mut().split_at(64).unwrap().0, [64]).unwrap() });
-    expect_err("context", r, |e| matches!(e, Error::ContextMismatch { arg: "x", .. }))?;
+    let r = plan.run(
+        s,
+        Workspace::None,
+        UnaryArgs {
+            x: TensorRef::contiguous(foreign, [64]).unwrap(),
+            y: TensorMut::contiguous(y.as_slice_mut().split_at(64).unwrap().0, [64]).unwrap(),
+        },
+    );
+    expect_err("context", r, |e| {
+        matches!(e, Error::ContextMismatch { arg: "x", .. })
+    })?;
     // y partly overlapping x (shifted by one element)
     let base = y.as_slice().addr();
     // SAFETY: both views lie inside `y`'s 65 elements; run rejects the
     // overlap before launching, so nothing is read or written.
     let (xa, ya) = unsafe {
-        (DeviceSlice::<f32>::from_raw_parts(base, 64, g.ctx.id()), DeviceSliceMut::<f32>::from_raw_parts(base + 4, 64, g.ctx.id()))
+        (
+            DeviceSlice::<f32>::from_raw_parts(base, 64, g.ctx.id()),
+            DeviceSliceMut::<f32>::from_raw_parts(base + 4, 64, g.ctx.id()),
+        )
     };
-    let r = plan.run(s, Workspace::None, UnaryArgs { x: TensorRef::contiguous(xa, [64]).unwrap(), y: TensorMut::contiguous(ya, [64]).unwrap() });
-    expect_err("overlap", r, |e| matches!(e, Error::InvalidArgument { arg: "y", .. }))?;
+    let r = plan.run(
+        s,
+        Workspace::None,
+        UnaryArgs {
+            x: TensorRef::contiguous(xa, [64]).unwrap(),
+            y: TensorMut::contiguous(ya, [64]).unwrap(),
+        },
+    );
+    expect_err("overlap", r, |e| {
+        matches!(e, Error::InvalidArgument { arg: "y", .. })
+    })?;
     untouched(&y)?;
     // descriptor dtype differs from T
-    let bad = UnaryDescriptor { element: ElementKind::F16, ..desc };
-    expect_err("dtype", UnaryPlan::<f32, 1>::select(s, &bad, &pref), |e| matches!(e, Error::DtypeMismatch { .. }))?;
+    let bad = UnaryDescriptor {
+        element: ElementKind::F16,
+        ..desc
+    };
+    expect_err("dtype", UnaryPlan::<f32, 1>::select(s, &bad, &pref), |e| {
+        matches!(e, Error::DtypeMismatch { .. })
+    })?;
     // a backend the op does not have
     let p = PlanPreference::default().with_backend(BackendKind::Cudnn);
-    expect_err("backend", UnaryPlan::<f32, 1>::select(s, &desc, &p), |e| matches!(e, Error::PreferenceRejected { field: "backend", .. }))?;
+    expect_err("backend", UnaryPlan::<f32, 1>::select(s, &desc, &p), |e| {
+        matches!(
+            e,
+            Error::PreferenceRejected {
+                field: "backend",
+                ..
+            }
+        )
+    })?;
     // rank 9
-    let d9 = UnaryDescriptor { op: UnaryOp::Neg, element: ElementKind::F32, shape: [1; 9] };
-    expect_err("rank 9", UnaryPlan::<f32, 9>::select(s, &d9, &pref), |e| matches!(e, Error::Unsupported { .. }))?;
+    let d9 = UnaryDescriptor {
+        op: UnaryOp::Neg,
+        element: ElementKind::F32,
+        shape: [1; 9],
+    };
+    expect_err("rank 9", UnaryPlan::<f32, 9>::select(s, &d9, &pref), |e| {
+        matches!(e, Error::Unsupported { .. })
+    })?;
     // backward: dx shape
     let bw = UnaryBackwardPlan::<f32, 1>::select(s, &desc, &pref).map_err(|e| e.to_string())?;
     let mut dx = poisoned::<f32>(65);
-    let r = bw.run(s, Workspace::None, UnaryBwArgs {
-        x: TensorRef::contiguous(x.as_slice(), [64]).unwrap(),
-        dy: TensorRef::contiguous(x.as_slice(), [64]).unwrap(),
-        dx: TensorMut::contiguous(dx.as_slice_mut(), [65]).unwrap(),
-    });
-    expect_err("dx shape", r, |e| matches!(e, Error::ShapeMismatch { arg: "dx", .. }))?;
+    let r = bw.run(
+        s,
+        Workspace::None,
+        UnaryBwArgs {
+            x: TensorRef::contiguous(x.as_slice(), [64]).unwrap(),
+            dy: TensorRef::contiguous(x.as_slice(), [64]).unwrap(),
+            dx: TensorMut::contiguous(dx.as_slice_mut(), [65]).unwrap(),
+        },
+    );
+    expect_err("dx shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "dx", .. })
+    })?;
     check_untouched("unary_backward bad input", &download(&dx), &[])?;
     Ok(8)
 }
@@ -251,16 +412,26 @@ fn binary_samples() -> Vec<(Vec<usize>, Vec<usize>, Layout)> {
         (vec![19, 37], vec![1, 37], Layout::StridedOut),
         (vec![5, 1029], vec![5, 1029], Layout::Misaligned),
         (vec![64, 1, 33], vec![1, 17, 33], Layout::Contiguous),
-        (vec![2, 3, 1, 2, 3, 2, 1, 5], vec![2, 1, 4, 2, 1, 2, 3, 5], Layout::Contiguous),
+        (
+            vec![2, 3, 1, 2, 3, 2, 1, 5],
+            vec![2, 1, 4, 2, 1, 2, 3, 5],
+            Layout::Contiguous,
+        ),
     ]
 }
 
 fn values(op: BinaryOp, rng: &mut Rng, n: usize, second: bool) -> Vec<f64> {
     match op {
         // a coarse grid makes ties, which split the gradient
-        BinaryOp::Maximum | BinaryOp::Minimum => (0..n).map(|_| (rng.uniform(-8.0, 8.0).floor() + 0.5) / 4.0).collect(),
+        BinaryOp::Maximum | BinaryOp::Minimum => (0..n)
+            .map(|_| (rng.uniform(-8.0, 8.0).floor() + 0.5) / 4.0)
+            .collect(),
         // keep divisors away from zero
-        BinaryOp::Div if second => rng.vec(n, 0.5, 2.0).into_iter().map(|v| if rng.next_u64() & 1 == 0 { v } else { -v }).collect(),
+        BinaryOp::Div if second => rng
+            .vec(n, 0.5, 2.0)
+            .into_iter()
+            .map(|v| if rng.next_u64() & 1 == 0 { v } else { -v })
+            .collect(),
         _ => rng.vec(n, -2.0, 2.0),
     }
 }
@@ -274,8 +445,17 @@ fn check_binary_sample<T: Element, const N: usize>(
     rng: &mut Rng,
 ) -> Result<(), String> {
     let g = gpu();
-    let what = format!("{} {} {a_shape:?}x{b_shape:?} {layout:?}", op.name(), T::KIND);
-    let desc = BinaryDescriptor { op, element: T::KIND, a_shape: arr::<N>(a_shape), b_shape: arr::<N>(b_shape) };
+    let what = format!(
+        "{} {} {a_shape:?}x{b_shape:?} {layout:?}",
+        op.name(),
+        T::KIND
+    );
+    let desc = BinaryDescriptor {
+        op,
+        element: T::KIND,
+        a_shape: arr::<N>(a_shape),
+        b_shape: arr::<N>(b_shape),
+    };
     let out_shape = desc.out_shape().map_err(|e| e.to_string())?.to_vec();
     let tol = pointwise_tol(T::KIND);
     let na: usize = a_shape.iter().product();
@@ -283,43 +463,99 @@ fn check_binary_sample<T: Element, const N: usize>(
     let off = usize::from(layout == Layout::Misaligned);
     let (abuf, ahost) = upload::<T>(&values(op, rng, na + off, false));
     let (bbuf, bhost) = upload::<T>(&values(op, rng, nb + off, true));
-    let a = Operand { buf: abuf, offset: off, strides: if layout == Layout::Transposed { vec![1, a_shape[0]] } else { contiguous(a_shape) }, host: ahost };
-    let b = Operand { buf: bbuf, offset: off, strides: contiguous(b_shape), host: bhost };
+    let a = Operand {
+        buf: abuf,
+        offset: off,
+        strides: if layout == Layout::Transposed {
+            vec![1, a_shape[0]]
+        } else {
+            contiguous(a_shape)
+        },
+        host: ahost,
+    };
+    let b = Operand {
+        buf: bbuf,
+        offset: off,
+        strides: contiguous(b_shape),
+        host: bhost,
+    };
     let (av, bv) = (a.logical(a_shape), b.logical(b_shape));
 
-    let fw = BinaryPlan::<T, N>::select(&g.stream, &desc, &PlanPreference::default()).map_err(|e| e.to_string())?;
+    let fw = BinaryPlan::<T, N>::select(&g.stream, &desc, &PlanPreference::default())
+        .map_err(|e| e.to_string())?;
     let mut out = Operand::<T>::output(&out_shape, layout);
-    fw.run(&g.stream, Workspace::None, BinaryArgs { a: a.view(a_shape), b: b.view(b_shape), out: out.view_mut(&out_shape) })
-        .map_err(|e| format!("{what}: {e}"))?;
+    fw.run(
+        &g.stream,
+        Workspace::None,
+        BinaryArgs {
+            a: a.view(a_shape),
+            b: b.view(b_shape),
+            out: out.view_mut(&out_shape),
+        },
+    )
+    .map_err(|e| format!("{what}: {e}"))?;
     let want = reference::binary(op, &av, a_shape, &bv, b_shape);
-    compare(&format!("{what} fw"), &out.result(&what, &out_shape)?, &want, tol, None)?;
+    compare(
+        &format!("{what} fw"),
+        &out.result(&what, &out_shape)?,
+        &want,
+        tol,
+        None,
+    )?;
 
-    let bw = BinaryBackwardPlan::<T, N>::select(&g.stream, &desc, &PlanPreference::default()).map_err(|e| e.to_string())?;
+    let bw = BinaryBackwardPlan::<T, N>::select(&g.stream, &desc, &PlanPreference::default())
+        .map_err(|e| e.to_string())?;
     let dy = Operand::<T>::input(rng, &out_shape, layout, false, -1.0, 1.0);
-    let grad_layout = if layout == Layout::StridedOut { Layout::StridedOut } else { Layout::Contiguous };
+    let grad_layout = if layout == Layout::StridedOut {
+        Layout::StridedOut
+    } else {
+        Layout::Contiguous
+    };
     let mut da = Operand::<T>::output(a_shape, grad_layout);
     let mut db = Operand::<T>::output(b_shape, grad_layout);
     let mut ws = poisoned::<u8>(bw.workspace_size());
-    let workspace = if bw.workspace_size() > 0 { Workspace::Borrowed(ws.as_slice_mut()) } else { Workspace::None };
-    bw.run(&g.stream, workspace, BinaryBwArgs {
-        a: a.view(a_shape),
-        b: b.view(b_shape),
-        dy: dy.view(&out_shape),
-        da: Some(da.view_mut(a_shape)),
-        db: Some(db.view_mut(b_shape)),
-    })
+    let workspace = if bw.workspace_size() > 0 {
+        Workspace::Borrowed(ws.as_slice_mut())
+    } else {
+        Workspace::None
+    };
+    bw.run(
+        &g.stream,
+        workspace,
+        BinaryBwArgs {
+            a: a.view(a_shape),
+            b: b.view(b_shape),
+            dy: dy.view(&out_shape),
+            da: Some(da.view_mut(a_shape)),
+            db: Some(db.view_mut(b_shape)),
+        },
+    )
     .map_err(|e| format!("{what} bw: {e}"))?;
     let grads = reference::binary_backward(op, &av, a_shape, &bv, b_shape, &dy.logical(&out_shape));
     // Sums of n terms in the accumulator: allow 2 u sqrt(n) * sum|terms|.
     let n_out: usize = out_shape.iter().product();
     let slack = |abs: &[f64], n_in: usize| -> Vec<f64> {
         let n_red = (n_out / n_in.max(1)).max(1) as f64;
-        abs.iter().map(|s| 2.0 * acc_roundoff(T::KIND) * n_red.sqrt() * s).collect()
+        abs.iter()
+            .map(|s| 2.0 * acc_roundoff(T::KIND) * n_red.sqrt() * s)
+            .collect()
     };
     let ea = slack(&grads.da_abs, na);
     let eb = slack(&grads.db_abs, nb);
-    compare(&format!("{what} da"), &da.result(&what, a_shape)?, &grads.da, tol, Some(&ea))?;
-    compare(&format!("{what} db"), &db.result(&what, b_shape)?, &grads.db, tol, Some(&eb))?;
+    compare(
+        &format!("{what} da"),
+        &da.result(&what, a_shape)?,
+        &grads.da,
+        tol,
+        Some(&ea),
+    )?;
+    compare(
+        &format!("{what} db"),
+        &db.result(&what, b_shape)?,
+        &grads.db,
+        tol,
+        Some(&eb),
+    )?;
     Ok(())
 }
 
@@ -337,25 +573,49 @@ pub fn check_binary<T: Element>(op: BinaryOp) -> Result<usize, String> {
     }
     // Only db asked for (da None), with a broadcast b.
     let g = gpu();
-    let desc = BinaryDescriptor { op, element: T::KIND, a_shape: [33, 64], b_shape: [33, 1] };
-    let bw = BinaryBackwardPlan::<T, 2>::select(&g.stream, &desc, &PlanPreference::default()).map_err(|e| e.to_string())?;
+    let desc = BinaryDescriptor {
+        op,
+        element: T::KIND,
+        a_shape: [33, 64],
+        b_shape: [33, 1],
+    };
+    let bw = BinaryBackwardPlan::<T, 2>::select(&g.stream, &desc, &PlanPreference::default())
+        .map_err(|e| e.to_string())?;
     let (a, av) = upload::<T>(&values(op, &mut rng, 33 * 64, false));
     let (b, bv) = upload::<T>(&values(op, &mut rng, 33, true));
     let (dy, dyv) = upload::<T>(&rng.vec(33 * 64, -1.0, 1.0));
     let mut db = poisoned::<T>(33);
     let mut ws = poisoned::<u8>(bw.workspace_size());
-    let workspace = if bw.workspace_size() > 0 { Workspace::Borrowed(ws.as_slice_mut()) } else { Workspace::None };
-    bw.run(&g.stream, workspace, BinaryBwArgs {
-        a: TensorRef::contiguous(a.as_slice(), [33, 64]).unwrap(),
-        b: TensorRef::contiguous(b.as_slice(), [33, 1]).unwrap(),
-        dy: TensorRef::contiguous(dy.as_slice(), [33, 64]).unwrap(),
-        da: None,
-        db: Some(TensorMut::contiguous(db.as_slice_mut(), [33, 1]).unwrap()),
-    })
+    let workspace = if bw.workspace_size() > 0 {
+        Workspace::Borrowed(ws.as_slice_mut())
+    } else {
+        Workspace::None
+    };
+    bw.run(
+        &g.stream,
+        workspace,
+        BinaryBwArgs {
+            a: TensorRef::contiguous(a.as_slice(), [33, 64]).unwrap(),
+            b: TensorRef::contiguous(b.as_slice(), [33, 1]).unwrap(),
+            dy: TensorRef::contiguous(dy.as_slice(), [33, 64]).unwrap(),
+            da: None,
+            db: Some(TensorMut::contiguous(db.as_slice_mut(), [33, 1]).unwrap()),
+        },
+    )
     .map_err(|e| e.to_string())?;
     let grads = reference::binary_backward(op, &av, &[33, 64], &bv, &[33, 1], &dyv);
-    let eb: Vec<f64> = grads.db_abs.iter().map(|s| 2.0 * acc_roundoff(T::KIND) * 8.0 * s).collect();
-    compare(&format!("{} {} db only", op.name(), T::KIND), &download(&db), &grads.db, pointwise_tol(T::KIND), Some(&eb))?;
+    let eb: Vec<f64> = grads
+        .db_abs
+        .iter()
+        .map(|s| 2.0 * acc_roundoff(T::KIND) * 8.0 * s)
+        .collect();
+    compare(
+        &format!("{} {} db only", op.name(), T::KIND),
+        &download(&db),
+        &grads.db,
+        pointwise_tol(T::KIND),
+        Some(&eb),
+    )?;
     Ok(n + 1)
 }
 
@@ -375,21 +635,45 @@ pub fn binary_bad_inputs() -> Result<usize, String> {
     let s = &g.stream;
     let pref = PlanPreference::default();
     // shapes that do not broadcast
-    let bad = BinaryDescriptor { op: BinaryOp::Add, element: ElementKind::F32, a_shape: [3], b_shape: [4] };
-    expect_err("broadcast", BinaryPlan::<f32, 1>::select(s, &bad, &pref), |e| matches!(e, Error::BroadcastMismatch { .. }))?;
-    expect_err("broadcast bw", BinaryBackwardPlan::<f32, 1>::select(s, &bad, &pref), |e| matches!(e, Error::BroadcastMismatch { .. }))?;
+    let bad = BinaryDescriptor {
+        op: BinaryOp::Add,
+        element: ElementKind::F32,
+        a_shape: [3],
+        b_shape: [4],
+    };
+    expect_err(
+        "broadcast",
+        BinaryPlan::<f32, 1>::select(s, &bad, &pref),
+        |e| matches!(e, Error::BroadcastMismatch { .. }),
+    )?;
+    expect_err(
+        "broadcast bw",
+        BinaryBackwardPlan::<f32, 1>::select(s, &bad, &pref),
+        |e| matches!(e, Error::BroadcastMismatch { .. }),
+    )?;
     // output of the wrong shape
-    let desc = BinaryDescriptor { op: BinaryOp::Mul, element: ElementKind::F32, a_shape: [4096, 513], b_shape: [1, 1] };
+    let desc = BinaryDescriptor {
+        op: BinaryOp::Mul,
+        element: ElementKind::F32,
+        a_shape: [4096, 513],
+        b_shape: [1, 1],
+    };
     let fw = BinaryPlan::<f32, 2>::select(s, &desc, &pref).map_err(|e| e.to_string())?;
     let (a, _) = upload::<f32>(&Rng::new(2).vec(4096 * 513, -1.0, 1.0));
     let (b, _) = upload::<f32>(&[0.5]);
     let mut out = poisoned::<f32>(4096 * 513);
-    let r = fw.run(s, Workspace::None, BinaryArgs {
-        a: TensorRef::contiguous(a.as_slice(), [4096, 513]).unwrap(),
-        b: TensorRef::contiguous(b.as_slice(), [1, 1]).unwrap(),
-        out: TensorMut::contiguous(out.as_slice_mut(), [513, 4096]).unwrap(),
-    });
-    expect_err("out shape", r, |e| matches!(e, Error::ShapeMismatch { arg: "out", .. }))?;
+    let r = fw.run(
+        s,
+        Workspace::None,
+        BinaryArgs {
+            a: TensorRef::contiguous(a.as_slice(), [4096, 513]).unwrap(),
+            b: TensorRef::contiguous(b.as_slice(), [1, 1]).unwrap(),
+            out: TensorMut::contiguous(out.as_slice_mut(), [513, 4096]).unwrap(),
+        },
+    );
+    expect_err("out shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "out", .. })
+    })?;
     check_untouched("binary bad out", &download(&out), &[])?;
     // backward: workspace too small, and a cap the plan cannot meet
     let bw = BinaryBackwardPlan::<f32, 2>::select(s, &desc, &pref).map_err(|e| e.to_string())?;
@@ -397,29 +681,52 @@ pub fn binary_bad_inputs() -> Result<usize, String> {
         return Err("a 2M-term reduction should use split partials".into());
     }
     let mut db = poisoned::<f32>(1);
-    let r = bw.run(s, Workspace::None, BinaryBwArgs {
-        a: TensorRef::contiguous(a.as_slice(), [4096, 513]).unwrap(),
-        b: TensorRef::contiguous(b.as_slice(), [1, 1]).unwrap(),
-        dy: TensorRef::contiguous(a.as_slice(), [4096, 513]).unwrap(),
-        da: None,
-        db: Some(TensorMut::contiguous(db.as_slice_mut(), [1, 1]).unwrap()),
-    });
-    expect_err("workspace", r, |e| matches!(e, Error::WorkspaceTooSmall { .. }))?;
+    let r = bw.run(
+        s,
+        Workspace::None,
+        BinaryBwArgs {
+            a: TensorRef::contiguous(a.as_slice(), [4096, 513]).unwrap(),
+            b: TensorRef::contiguous(b.as_slice(), [1, 1]).unwrap(),
+            dy: TensorRef::contiguous(a.as_slice(), [4096, 513]).unwrap(),
+            da: None,
+            db: Some(TensorMut::contiguous(db.as_slice_mut(), [1, 1]).unwrap()),
+        },
+    );
+    expect_err("workspace", r, |e| {
+        matches!(e, Error::WorkspaceTooSmall { .. })
+    })?;
     check_untouched("binary bw bad workspace", &download(&db), &[])?;
     let capped = PlanPreference::default().with_max_workspace_bytes(16);
-    expect_err("workspace cap", BinaryBackwardPlan::<f32, 2>::select(s, &desc, &capped),
-        |e| matches!(e, Error::PreferenceRejected { field: "max_workspace_bytes", .. }))?;
+    expect_err(
+        "workspace cap",
+        BinaryBackwardPlan::<f32, 2>::select(s, &desc, &capped),
+        |e| {
+            matches!(
+                e,
+                Error::PreferenceRejected {
+                    field: "max_workspace_bytes",
+                    ..
+                }
+            )
+        },
+    )?;
     // gradient of the wrong shape
     let mut ws = poisoned::<u8>(bw.workspace_size());
     let mut da = poisoned::<f32>(4096 * 513);
-    let r = bw.run(s, Workspace::Borrowed(ws.as_slice_mut()), BinaryBwArgs {
-        a: TensorRef::contiguous(a.as_slice(), [4096, 513]).unwrap(),
-        b: TensorRef::contiguous(b.as_slice(), [1, 1]).unwrap(),
-        dy: TensorRef::contiguous(a.as_slice(), [4096, 513]).unwrap(),
-        da: Some(TensorMut::contiguous(da.as_slice_mut(), [513, 4096]).unwrap()),
-        db: None,
-    });
-    expect_err("da shape", r, |e| matches!(e, Error::ShapeMismatch { arg: "da", .. }))?;
+    let r = bw.run(
+        s,
+        Workspace::Borrowed(ws.as_slice_mut()),
+        BinaryBwArgs {
+            a: TensorRef::contiguous(a.as_slice(), [4096, 513]).unwrap(),
+            b: TensorRef::contiguous(b.as_slice(), [1, 1]).unwrap(),
+            dy: TensorRef::contiguous(a.as_slice(), [4096, 513]).unwrap(),
+            da: Some(TensorMut::contiguous(da.as_slice_mut(), [513, 4096]).unwrap()),
+            db: None,
+        },
+    );
+    expect_err("da shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "da", .. })
+    })?;
     check_untouched("binary bw bad da", &download(&da), &[])?;
     Ok(7)
 }
@@ -441,12 +748,21 @@ pub fn check_64bit_offsets() -> Result<(), String> {
         x.write_at(s, r * row, &vals).map_err(|e| e.to_string())?;
         want.extend(exact.iter().map(|v| -v));
     }
-    let desc = UnaryDescriptor { op: UnaryOp::Neg, element: ElementKind::Bf16, shape: [3, 4] };
-    let plan = UnaryPlan::<bf16, 2>::select(s, &desc, &PlanPreference::default()).map_err(|e| e.to_string())?;
-    plan.run(s, Workspace::None, UnaryArgs {
-        x: TensorRef::new(x.as_slice(), [3, 4], [row, 1]).map_err(|e| e.to_string())?,
-        y: TensorMut::new(y.as_slice_mut(), [3, 4], [row, 1]).map_err(|e| e.to_string())?,
-    })
+    let desc = UnaryDescriptor {
+        op: UnaryOp::Neg,
+        element: ElementKind::Bf16,
+        shape: [3, 4],
+    };
+    let plan = UnaryPlan::<bf16, 2>::select(s, &desc, &PlanPreference::default())
+        .map_err(|e| e.to_string())?;
+    plan.run(
+        s,
+        Workspace::None,
+        UnaryArgs {
+            x: TensorRef::new(x.as_slice(), [3, 4], [row, 1]).map_err(|e| e.to_string())?,
+            y: TensorMut::new(y.as_slice_mut(), [3, 4], [row, 1]).map_err(|e| e.to_string())?,
+        },
+    )
     .map_err(|e| e.to_string())?;
     let mut got = Vec::new();
     for r in 0..3 {
@@ -456,5 +772,11 @@ pub fn check_64bit_offsets() -> Result<(), String> {
             return Err(format!("element after row {r} was written"));
         }
     }
-    compare("neg bf16 at offsets past 2^32", &got, &want, pointwise_tol(ElementKind::Bf16), None)
+    compare(
+        "neg bf16 at offsets past 2^32",
+        &got,
+        &want,
+        pointwise_tol(ElementKind::Bf16),
+        None,
+    )
 }

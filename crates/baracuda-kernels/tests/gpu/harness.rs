@@ -72,7 +72,10 @@ pub fn round<T: Element>(v: &[f64]) -> (Vec<T>, Vec<f64>) {
 /// Upload rounded values; returns the buffer and the values the device holds.
 pub fn upload<T: Element>(v: &[f64]) -> (DeviceBuffer<T>, Vec<f64>) {
     let (t, back) = round::<T>(v);
-    (DeviceBuffer::from_host(&gpu().stream, &t).expect("upload"), back)
+    (
+        DeviceBuffer::from_host(&gpu().stream, &t).expect("upload"),
+        back,
+    )
 }
 
 /// A buffer whose every byte is 0xFF: NaN in every float dtype.
@@ -82,7 +85,11 @@ pub fn poisoned<T: Element>(n: usize) -> DeviceBuffer<T> {
 
 /// Download as f64.
 pub fn download<T: Element>(b: &DeviceBuffer<T>) -> Vec<f64> {
-    b.to_host(&gpu().stream).expect("download").iter().map(|x| x.to_f64()).collect()
+    b.to_host(&gpu().stream)
+        .expect("download")
+        .iter()
+        .map(|x| x.to_f64())
+        .collect()
 }
 
 /// Row-major strides of a shape.
@@ -112,7 +119,10 @@ pub fn view_offsets(shape: &[usize], strides: &[usize]) -> Vec<usize> {
 
 /// Logical values of a strided view of `buf` (host copy).
 pub fn gather(buf: &[f64], offset: usize, shape: &[usize], strides: &[usize]) -> Vec<f64> {
-    view_offsets(shape, strides).into_iter().map(|o| buf[offset + o]).collect()
+    view_offsets(shape, strides)
+        .into_iter()
+        .map(|o| buf[offset + o])
+        .collect()
 }
 
 /// Error bound of a comparison: `|got - want| <= rtol * |want| + atol +
@@ -128,10 +138,22 @@ pub struct Tolerance {
 /// Tolerance of a pointwise op whose f32 (f64) math rounds once to `kind`.
 pub fn pointwise_tol(kind: ElementKind) -> Tolerance {
     match kind {
-        ElementKind::F64 => Tolerance { rtol: 1e-13, atol: 1e-13 },
-        ElementKind::F32 => Tolerance { rtol: 4e-6, atol: 2e-6 },
-        ElementKind::F16 => Tolerance { rtol: 2e-3, atol: 1e-3 },
-        ElementKind::Bf16 => Tolerance { rtol: 1e-2, atol: 2e-3 },
+        ElementKind::F64 => Tolerance {
+            rtol: 1e-13,
+            atol: 1e-13,
+        },
+        ElementKind::F32 => Tolerance {
+            rtol: 4e-6,
+            atol: 2e-6,
+        },
+        ElementKind::F16 => Tolerance {
+            rtol: 2e-3,
+            atol: 1e-3,
+        },
+        ElementKind::Bf16 => Tolerance {
+            rtol: 1e-2,
+            atol: 2e-3,
+        },
         other => panic!("no float tolerance for {other}"),
     }
 }
@@ -148,9 +170,19 @@ pub fn acc_roundoff(kind: ElementKind) -> f64 {
 /// Compare `got` with the f64 reference. `extra` adds a per-element
 /// allowance (for sums: accumulated rounding). The message names `what`,
 /// the first bad index and both values.
-pub fn compare(what: &str, got: &[f64], want: &[f64], tol: Tolerance, extra: Option<&[f64]>) -> Result<(), String> {
+pub fn compare(
+    what: &str,
+    got: &[f64],
+    want: &[f64],
+    tol: Tolerance,
+    extra: Option<&[f64]>,
+) -> Result<(), String> {
     if got.len() != want.len() {
-        return Err(format!("{what}: {} elements, expected {}", got.len(), want.len()));
+        return Err(format!(
+            "{what}: {} elements, expected {}",
+            got.len(),
+            want.len()
+        ));
     }
     let (mut num, mut den, mut slack) = (0.0f64, 0.0f64, 0.0f64);
     for i in 0..got.len() {
@@ -183,7 +215,9 @@ pub fn check_untouched(what: &str, buf: &[f64], covered: &[usize]) -> Result<(),
     }
     for (i, (&v, &c)) in buf.iter().zip(&inside).enumerate() {
         if !c && !v.is_nan() {
-            return Err(format!("{what}: element {i} outside the output view was written ({v})"));
+            return Err(format!(
+                "{what}: element {i} outside the output view was written ({v})"
+            ));
         }
     }
     Ok(())
@@ -195,19 +229,58 @@ macro_rules! with_element {
     ($kind:expr, $t:ident => $body:expr) => {{
         use baracuda_kernels::ElementKind as K;
         match $kind {
-            K::F32 => { type $t = f32; $body }
-            K::F64 => { type $t = f64; $body }
-            K::F16 => { type $t = half::f16; $body }
-            K::Bf16 => { type $t = half::bf16; $body }
-            K::I8 => { type $t = i8; $body }
-            K::U8 => { type $t = u8; $body }
-            K::I16 => { type $t = i16; $body }
-            K::I32 => { type $t = i32; $body }
-            K::I64 => { type $t = i64; $body }
-            K::U32 => { type $t = u32; $body }
-            K::Bool => { type $t = bool; $body }
-            K::Fp8E4M3 => { type $t = float8::F8E4M3; $body }
-            K::Fp8E5M2 => { type $t = float8::F8E5M2; $body }
+            K::F32 => {
+                type $t = f32;
+                $body
+            }
+            K::F64 => {
+                type $t = f64;
+                $body
+            }
+            K::F16 => {
+                type $t = half::f16;
+                $body
+            }
+            K::Bf16 => {
+                type $t = half::bf16;
+                $body
+            }
+            K::I8 => {
+                type $t = i8;
+                $body
+            }
+            K::U8 => {
+                type $t = u8;
+                $body
+            }
+            K::I16 => {
+                type $t = i16;
+                $body
+            }
+            K::I32 => {
+                type $t = i32;
+                $body
+            }
+            K::I64 => {
+                type $t = i64;
+                $body
+            }
+            K::U32 => {
+                type $t = u32;
+                $body
+            }
+            K::Bool => {
+                type $t = bool;
+                $body
+            }
+            K::Fp8E4M3 => {
+                type $t = float8::F8E4M3;
+                $body
+            }
+            K::Fp8E5M2 => {
+                type $t = float8::F8E5M2;
+                $body
+            }
         }
     }};
 }
@@ -250,12 +323,21 @@ pub fn run_case(case: &OpCase) {
         Ok(_) => failures.push(format!("{}: no bad input was checked", case.name)),
         Err(e) => failures.push(format!("{} bad inputs: {e}", case.name)),
     }
-    assert!(failures.is_empty(), "{} failure(s):\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} failure(s):\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
     eprintln!("{}: {checked} samples checked", case.name);
 }
 
 /// `Ok` when `r` is an error matching `pred`, else a message.
-pub fn expect_err<T>(what: &str, r: Result<T>, pred: impl Fn(&Error) -> bool) -> Result<(), String> {
+pub fn expect_err<T>(
+    what: &str,
+    r: Result<T>,
+    pred: impl Fn(&Error) -> bool,
+) -> Result<(), String> {
     match r {
         Err(e) if pred(&e) => Ok(()),
         Err(e) => Err(format!("{what}: wrong error: {e}")),

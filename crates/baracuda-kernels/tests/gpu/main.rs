@@ -59,7 +59,10 @@ static TABLE: &[OpCase] = &[
 ];
 
 fn row(name: &str) -> &'static OpCase {
-    TABLE.iter().find(|c| c.name == name).expect("a table row of that name")
+    TABLE
+        .iter()
+        .find(|c| c.name == name)
+        .expect("a table row of that name")
 }
 
 macro_rules! table_tests {
