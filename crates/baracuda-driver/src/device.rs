@@ -78,3 +78,41 @@ impl Device {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Without a GPU driver (CI, this crate's host tests) asking for a
+    /// device is an error naming the library and where it was looked for,
+    /// never a panic. With a driver, the count is simply returned.
+    #[test]
+    fn missing_driver_is_an_error_not_a_panic() {
+        match Device::count() {
+            Ok(_) => {}
+            Err(Error::LibraryNotFound {
+                lib,
+                searched,
+                hint,
+            }) => {
+                assert_eq!(lib, "cuda");
+                assert!(
+                    searched.iter().any(|s| s.contains("libcuda.so.1")),
+                    "{searched:?}"
+                );
+                assert!(!hint.is_empty());
+                let msg = Error::LibraryNotFound {
+                    lib,
+                    searched,
+                    hint,
+                }
+                .to_string();
+                assert!(
+                    msg.starts_with("could not load the CUDA library cuda"),
+                    "{msg}"
+                );
+            }
+            Err(e) => panic!("unexpected error: {e}"),
+        }
+    }
+}

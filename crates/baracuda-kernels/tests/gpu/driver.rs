@@ -250,3 +250,50 @@ fn buffers_and_events() {
     assert!(ms >= 0.0 && ms < 1000.0, "elapsed {ms} ms");
     assert!(matches!(Device::get(1 << 20), Err(Error::NoDevice { .. })));
 }
+
+/// Memory owned by cudarc (as candle holds it) runs through a plan without
+/// a copy.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn cudarc_memory_runs_through_plans() {
+    let g = gpu();
+    let s = &g.stream;
+    let host: Vec<f32> = Rng::new(11)
+        .vec(4099, -3.0, 3.0)
+        .iter()
+        .map(|&v| v as f32)
+        .collect();
+    let cs = s.cudarc();
+    let x = cs.clone_htod(&host).unwrap();
+    let mut y = cs.alloc_zeros::<f32>(4099).unwrap();
+    let desc = UnaryDescriptor {
+        op: UnaryOp::Silu,
+        element: ElementKind::F32,
+        shape: [4099],
+    };
+    let plan = UnaryPlan::<f32, 1>::select(s, &desc, &PlanPreference::default()).unwrap();
+    plan.run(
+        s,
+        Workspace::None,
+        UnaryArgs {
+            x: TensorRef::contiguous(baracuda_driver::cudarc_slice(&x, s), [4099]).unwrap(),
+            y: TensorMut::contiguous(baracuda_driver::cudarc_slice_mut(&mut y, s), [4099]).unwrap(),
+        },
+    )
+    .unwrap();
+    let got: Vec<f64> = cs
+        .clone_dtoh(&y)
+        .unwrap()
+        .iter()
+        .map(|&v| v as f64)
+        .collect();
+    let xs: Vec<f64> = host.iter().map(|&v| v as f64).collect();
+    compare(
+        "silu through cudarc memory",
+        &got,
+        &reference::unary(UnaryOp::Silu, &xs),
+        pointwise_tol(ElementKind::F32),
+        None,
+    )
+    .unwrap();
+}
