@@ -1,6 +1,26 @@
 //! FP8 GEMM (Hopper and newer): `D = (scale_a * scale_b) * (A B)` with
 //! e4m3 / e5m2 operands, per-tensor f32 scale factors in device memory, f32
 //! accumulation, bf16 / f16 / f32 output and an optional `amax = max |D|`.
+//!
+//! cuBLASLt's fp8 kernels (cuBLAS docs, `cublasLtMatmul`, "To use FP8
+//! kernels ...") need: `A` transposed and `B` not (TN, in cuBLASLt's
+//! column-major terms; a row-major `A` and column-major `B` here, which the
+//! `Rcr`/`Rcc` layouts give after the row-major swap in `matmul.rs`), every
+//! matrix pointer 16-byte aligned, compute `32F`, scale type `32F`, and the
+//! Tensor Core sizes: `k`, `lda`, `ldb` multiples of 16 elements, the
+//! contiguous extent of `D` (`n` for a row-major `D`, `m` for a column-major
+//! one) a multiple of 16 and `ldd` a multiple of 16 bytes, as
+//! `torch._scaled_mm` requires. `select` rejects every other shape with
+//! `Unsupported`, so `run` never meets a cuBLASLt `NOT_SUPPORTED`.
+//!
+//! Two details follow PyTorch's `_scaled_mm` and NVIDIA's `LtFp8Matmul`
+//! sample, the fp8 paths known to run on H100/H200: each scale factor is
+//! its own 16-byte aligned allocation (`run` checks the alignment), and `C`
+//! is passed as null (`beta` is always 0) rather than aliasing `D`. The
+//! first H200 run had the scale of `B` 4 bytes into a shared buffer and `C`
+//! aliasing `D`, and `cublasLtMatmul` answered `NOT_SUPPORTED` for an
+//! algorithm the heuristic (shown aligned placeholder scales) had offered;
+//! those were the only run-time differences from the heuristic's view.
 
 use std::marker::PhantomData;
 
@@ -14,13 +34,14 @@ use baracuda_kernels_types::{
 use super::epilogue::{kernel_args, EpilogueKernels};
 use super::gemm::{check_mat, check_pref, mat_mut, mat_ref, problem, GemmDescriptor};
 use super::int_gemm::check_tn;
-use super::matmul::{Prepared, Ptrs};
+use super::matmul::{Prepared, Ptrs, ALIGN_BYTES};
 use crate::Plan;
 
 const OP: &str = "fp8_gemm";
 
-/// An fp8 GEMM; layout `Rcr` or `Rcc`, identity epilogue, leading
-/// dimensions multiples of 16.
+/// An fp8 GEMM; layout `Rcr` or `Rcc`, identity epilogue, `k`, `lda`,
+/// `ldb` and the contiguous extent of `D` multiples of 16, `ldd` a multiple
+/// of 16 bytes.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Fp8GemmDescriptor {
     /// Sizes, layout, leading dimensions.
@@ -38,9 +59,9 @@ pub struct Fp8GemmArgs<'a, A, B, O> {
     pub b: MatrixRef<'a, B>,
     /// `D`, `m x n`, written.
     pub d: MatrixMut<'a, O>,
-    /// Dequantisation scale of `A` (one f32).
+    /// Dequantisation scale of `A` (one f32, 16-byte aligned).
     pub scale_a: DeviceSlice<'a, f32>,
-    /// Dequantisation scale of `B` (one f32).
+    /// Dequantisation scale of `B` (one f32, 16-byte aligned).
     pub scale_b: DeviceSlice<'a, f32>,
     /// `max |D|` (one f32), when the descriptor asks for it.
     pub amax: Option<DeviceSliceMut<'a, f32>>,
@@ -51,9 +72,10 @@ pub struct Fp8GemmArgs<'a, A, B, O> {
 /// # Dtypes
 /// `A`, `B`: `F8E4M3` or `F8E5M2` (not both e5m2); `O`: bf16, f16, f32.
 /// # Errors
-/// `Unsupported` (dtypes, layout, epilogue, or no fp8 algorithm on this
-/// GPU), `InvalidDescriptor`; from `run` as [`super::GemmPlan`], and
-/// `ShapeMismatch` for an empty scale or amax slice.
+/// `Unsupported` (dtypes, layout, epilogue, sizes outside the fp8 rules of
+/// the module doc, or no fp8 algorithm on this GPU), `InvalidDescriptor`;
+/// from `run` as [`super::GemmPlan`], `ShapeMismatch` for an empty scale
+/// or amax slice, `InvalidArgument` for a scale not 16-byte aligned.
 pub struct Fp8GemmPlan<A: Element, B: Element, O: Element> {
     desc: Fp8GemmDescriptor,
     prepared: Prepared,
@@ -80,6 +102,36 @@ pub(crate) fn check_fp8_dtypes(a: ElementKind, b: ElementKind, o: ElementKind) -
     Ok(())
 }
 
+/// The Tensor Core size rules of cuBLASLt's fp8 kernels (module doc), on
+/// top of [`check_tn`]'s layout and `lda`/`ldb` rules.
+pub(crate) fn check_fp8_shape(g: &GemmDescriptor, out: ElementKind) -> Result<()> {
+    let contiguous = match g.layout.c() {
+        MatrixOrder::RowMajor => ("n", g.n),
+        MatrixOrder::ColMajor => ("m", g.m),
+    };
+    for (field, v) in [("k", g.k), contiguous] {
+        if v % 16 != 0 {
+            return Err(Error::Unsupported {
+                op: OP,
+                what: format!(
+                    "{field} = {v}: cuBLASLt's fp8 kernels need k and the contiguous extent of D \
+                     multiples of 16"
+                ),
+            });
+        }
+    }
+    if (g.ldd * out.size_bytes()) % 16 != 0 {
+        return Err(Error::Unsupported {
+            op: OP,
+            what: format!(
+                "ldd = {} ({out}): cuBLASLt's fp8 kernels need ldd a multiple of 16 bytes",
+                g.ldd
+            ),
+        });
+    }
+    Ok(())
+}
+
 fn one_f32(arg: &'static str, len: usize, ctx_got: usize, ctx: usize) -> Result<()> {
     if ctx_got != ctx {
         return Err(Error::ContextMismatch { op: OP, arg });
@@ -95,6 +147,22 @@ fn one_f32(arg: &'static str, len: usize, ctx_got: usize, ctx: usize) -> Result<
     Ok(())
 }
 
+/// A scale or amax pointer must be 16-byte aligned (module doc).
+fn check_scale_aligned(arg: &'static str, addr: u64) -> Result<()> {
+    if addr % ALIGN_BYTES != 0 {
+        return Err(Error::InvalidArgument {
+            op: OP,
+            arg,
+            reason: format!(
+                "device address {addr:#x} is not {ALIGN_BYTES}-byte aligned (cuBLASLt's fp8 \
+                 kernels refuse a scale inside a shared buffer; give each scale its own \
+                 allocation)"
+            ),
+        });
+    }
+    Ok(())
+}
+
 impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
     type Descriptor = Fp8GemmDescriptor;
     type Args<'a> = Fp8GemmArgs<'a, A, B, O>;
@@ -103,6 +171,7 @@ impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
         let g = &desc.gemm;
         check_fp8_dtypes(A::KIND, B::KIND, O::KIND)?;
         check_tn(OP, g)?;
+        check_fp8_shape(g, O::KIND)?;
         check_pref(OP, pref)?;
         let mut p = problem(
             OP,
@@ -176,6 +245,8 @@ impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
         check_mat(OP, "d", mat_mut(&args.d), (g.m, g.n, l.c(), g.ldd), ctx)?;
         one_f32("scale_a", args.scale_a.len(), args.scale_a.ctx_id(), ctx)?;
         one_f32("scale_b", args.scale_b.len(), args.scale_b.ctx_id(), ctx)?;
+        check_scale_aligned("scale_a", args.scale_a.addr())?;
+        check_scale_aligned("scale_b", args.scale_b.addr())?;
         let amax = match (&args.amax, self.desc.amax) {
             (Some(a), true) => {
                 one_f32("amax", a.len(), a.ctx_id(), ctx)?;
@@ -203,7 +274,8 @@ impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
         let ptrs = Ptrs {
             a: args.a.data().addr(),
             b: args.b.data().addr(),
-            c: d,
+            // beta is 0, so C is not read; null, as `_scaled_mm` passes it.
+            c: 0,
             d,
             workspace: ws,
             workspace_bytes: ws_bytes,
@@ -212,7 +284,8 @@ impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
             scales: Some((args.scale_a.addr(), args.scale_b.addr())),
         };
         // SAFETY: A, B, D checked above; the scales hold one f32 each on
-        // this context; the workspace covers the algorithm.
+        // this context, 16-byte aligned; C is null and unread (beta 0); the
+        // workspace covers the algorithm.
         unsafe {
             self.prepared
                 .enqueue(stream, LtScalar::F32(1.0), LtScalar::F32(0.0), ptrs)
@@ -267,6 +340,40 @@ mod tests {
                 "{a} {b} {o}"
             );
         }
+    }
+
+    #[test]
+    fn fp8_shapes() {
+        use baracuda_kernels_types::LayoutSku;
+        let ok = GemmDescriptor::new(64, 48, 96, LayoutSku::Rcr);
+        assert!(check_fp8_shape(&ok, K::Bf16).is_ok());
+        // A column-major D needs m (its contiguous extent) aligned instead.
+        assert!(
+            check_fp8_shape(&GemmDescriptor::new(40, 48, 96, LayoutSku::Rcc), K::Bf16).is_err()
+        );
+        assert!(check_fp8_shape(&GemmDescriptor::new(40, 48, 96, LayoutSku::Rcr), K::Bf16).is_ok());
+        for (d, what) in [
+            (GemmDescriptor::new(64, 40, 96, LayoutSku::Rcr), "n = 40"),
+            (GemmDescriptor::new(64, 48, 72, LayoutSku::Rcr), "k = 72"),
+            (ok.clone().with_ld(96, 96, 52, 52), "ldd = 52"),
+        ] {
+            let e = check_fp8_shape(&d, K::Bf16).unwrap_err();
+            assert!(
+                matches!(&e, Error::Unsupported { what: w, .. } if w.contains(what)),
+                "{e}"
+            );
+        }
+        // 52 f32 = 208 bytes is a multiple of 16.
+        assert!(check_fp8_shape(&ok.with_ld(96, 96, 52, 52), K::F32).is_ok());
+    }
+
+    #[test]
+    fn scale_alignment() {
+        assert!(check_scale_aligned("scale_a", 0x1000).is_ok());
+        assert!(matches!(
+            check_scale_aligned("scale_b", 0x1004),
+            Err(Error::InvalidArgument { arg: "scale_b", .. })
+        ));
     }
 
     #[test]

@@ -205,7 +205,8 @@ impl Prepared {
     }
 
     /// Time each candidate on scratch buffers (select may allocate and
-    /// synchronize; run may not) and return the fastest.
+    /// synchronize; run may not) and return the fastest; the first error
+    /// when none of them runs.
     fn time_candidates(&self, stream: &Stream, p: &Problem, algos: &[LtAlgo]) -> Result<LtAlgo> {
         let span = |rows: usize, cols: usize, ld: usize, order: MatrixOrder, stride: usize| {
             let (outer, inner) = match order {
@@ -237,7 +238,11 @@ impl Prepared {
             DeviceBuffer::<u8>::zeros(stream, bytes(ElementKind::F64, p.m.max(p.n)) + 256)?;
         let ws_bytes = algos.iter().map(|a| a.workspace_bytes).max().unwrap_or(0);
         let mut ws = DeviceBuffer::<u8>::zeros(stream, ws_bytes.max(1))?;
-        let scales = DeviceBuffer::<f32>::from_host(stream, &[1.0, 1.0])?;
+        // Two scales 256 bytes apart: fp8 kernels want each 16-byte aligned.
+        let mut ones = [0.0f32; 128];
+        ones[0] = 1.0;
+        ones[64] = 1.0;
+        let scales = DeviceBuffer::<f32>::from_host(stream, &ones)?;
         let one = if p.compute == LtCompute::F64 {
             LtScalar::F64(1.0)
         } else {
@@ -256,6 +261,7 @@ impl Prepared {
         let start = Event::new(stream.context())?;
         let end = Event::new(stream.context())?;
         let mut best = (f32::INFINITY, algos[0]);
+        let mut first_err = None;
         for algo in algos {
             let ptrs = Ptrs {
                 a: a.as_slice().addr(),
@@ -266,7 +272,7 @@ impl Prepared {
                 workspace_bytes: ws_bytes,
                 bias: bias.as_slice_mut().addr(),
                 aux: aux.as_slice_mut().addr(),
-                scales: Some((scales.as_slice().addr(), scales.as_slice().addr() + 4)),
+                scales: Some((scales.as_slice().addr(), scales.as_slice().addr() + 256)),
             };
             let mut times = Vec::with_capacity(3);
             for rep in 0..4 {
@@ -276,7 +282,8 @@ impl Prepared {
                 // live until the stream is synchronized below.
                 let r = unsafe { self.enqueue_with(stream, algo, one, zero, ptrs) };
                 end.record(stream)?;
-                if r.is_err() {
+                if let Err(e) = r {
+                    first_err.get_or_insert(e);
                     break;
                 }
                 end.synchronize()?;
@@ -292,7 +299,12 @@ impl Prepared {
             }
         }
         stream.synchronize()?;
-        Ok(best.1)
+        // When no candidate ran, `run` would fail the same way: fail here,
+        // in `select`, instead.
+        match (best.0.is_finite(), first_err) {
+            (false, Some(e)) => Err(e),
+            _ => Ok(best.1),
+        }
     }
 
     /// The SKU variant string: `cublasLt algo 21 tile 18 splitk 1`.

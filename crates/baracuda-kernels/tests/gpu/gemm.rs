@@ -1,38 +1,15 @@
-//! GPU tests of the GEMM family against the f64 reference.
+//! GPU tests of the GEMM family against the f64 reference, on the shared
+//! harness (device, seeded inputs, NaN-poisoned outputs, comparison).
 
 use baracuda_kernels::reference::gemm as r;
 use baracuda_kernels::*;
 use half::bf16;
 
-fn stream() -> Stream {
-    let dev = Device::get(0).expect("a CUDA device");
-    Stream::new(&Context::new(&dev).expect("context")).expect("stream")
-}
+use crate::harness::{compare, download, expect_err, gpu, poisoned, upload, Rng, Tolerance};
 
-/// Seeded uniform values in [-1, -0.05] U [0.05, 1] (never zero).
+/// `n` seeded values, uniform in [-1, 1), none zero.
 fn rand(seed: u64, n: usize) -> Vec<f64> {
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            let u = (s >> 11) as f64 / (1u64 << 53) as f64;
-            let v = 0.05 + 0.95 * u;
-            if s & 1 == 0 {
-                v
-            } else {
-                -v
-            }
-        })
-        .collect()
-}
-
-/// Round to T; returns the device buffer and the rounded values.
-fn upload<T: Element>(s: &Stream, v: &[f64]) -> (DeviceBuffer<T>, Vec<f64>) {
-    let t: Vec<T> = v.iter().map(|&x| T::from_f64(x)).collect();
-    let back = t.iter().map(|x| x.to_f64()).collect();
-    (DeviceBuffer::from_host(s, &t).unwrap(), back)
+    Rng::new(seed).vec(n, -1.0, 1.0)
 }
 
 fn span(order: MatrixOrder, r: usize, c: usize, ld: usize) -> usize {
@@ -42,23 +19,24 @@ fn span(order: MatrixOrder, r: usize, c: usize, ld: usize) -> usize {
     }
 }
 
-/// Relative L2 and max-abs (scaled by max |ref|) comparison.
+/// The GEMM criterion on the shared comparison: relative L2 error <= `tol`
+/// and every |error| <= 20 `tol` max|ref| (the per-element bound `tol`
+/// |ref| + 19 `tol` max|ref| never exceeds it). Panics with the first bad
+/// element.
 fn check(what: &str, got: &[f64], want: &[f64], tol: f64) {
-    assert_eq!(got.len(), want.len());
-    let (mut num, mut den, mut maxerr, mut maxref) = (0.0f64, 0.0f64, 0.0f64, 0.0f64);
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        assert!(g.is_finite(), "{what}: element {i} is {g} (want {w})");
-        num += (g - w) * (g - w);
-        den += w * w;
-        maxerr = maxerr.max((g - w).abs());
-        maxref = maxref.max(w.abs());
+    let maxref = want.iter().fold(0.0f64, |a, &w| a.max(w.abs()));
+    let t = Tolerance {
+        rtol: tol,
+        atol: 19.0 * tol * maxref,
+    };
+    assert_ok(compare(what, got, want, t, None));
+}
+
+/// Panic with the harness's message.
+fn assert_ok(r: Result<(), String>) {
+    if let Err(e) = r {
+        panic!("{e}");
     }
-    let rel = (num / den.max(1e-300)).sqrt();
-    assert!(rel <= tol, "{what}: relative L2 error {rel:e} > {tol:e}");
-    assert!(
-        maxerr <= 20.0 * tol * maxref.max(1e-30),
-        "{what}: max abs error {maxerr:e} (max |ref| {maxref:e})"
-    );
 }
 
 fn tol(t: ElementKind, o: ElementKind, tf32: bool) -> f64 {
@@ -97,13 +75,13 @@ fn gemm_case<T: Element, O: Element>(
         .with_aux(epilogue.activation() != Activation::Identity);
     let plan = GemmPlan::<T, O>::select(s, &desc, pref).unwrap_or_else(|e| panic!("{desc:?}: {e}"));
     let seed = (m * 131 + n * 17 + k) as u64;
-    let (a, ah) = upload::<T>(s, &rand(seed, span(layout.a(), m, k, desc.lda)));
-    let (b, bh) = upload::<T>(s, &rand(seed + 1, span(layout.b(), k, n, desc.ldb)));
-    let (c, ch) = upload::<O>(s, &rand(seed + 2, span(layout.c(), m, n, desc.ldc)));
-    let (bias, biash) = upload::<O>(s, &rand(seed + 3, n));
+    let (a, ah) = upload::<T>(&rand(seed, span(layout.a(), m, k, desc.lda)));
+    let (b, bh) = upload::<T>(&rand(seed + 1, span(layout.b(), k, n, desc.ldb)));
+    let (c, ch) = upload::<O>(&rand(seed + 2, span(layout.c(), m, n, desc.ldc)));
+    let (bias, biash) = upload::<O>(&rand(seed + 3, n));
     let dlen = span(layout.c(), m, n, desc.ldd);
-    let mut d = DeviceBuffer::<O>::filled_bytes(s, dlen, 0xFF).unwrap();
-    let mut aux = DeviceBuffer::<O>::filled_bytes(s, dlen, 0xFF).unwrap();
+    let mut d = poisoned::<O>(dlen);
+    let mut aux = poisoned::<O>(dlen);
     let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
     let (alpha, beta) = if with_c { (1.25, -0.5) } else { (0.75, 0.0) };
     let args = GemmArgs {
@@ -132,7 +110,7 @@ fn gemm_case<T: Element, O: Element>(
         beta,
         epilogue.activation(),
     );
-    let dh: Vec<f64> = d.to_host(s).unwrap().iter().map(|x| x.to_f64()).collect();
+    let dh: Vec<f64> = download(&d);
     let pick = |x: &[f64]| -> Vec<f64> {
         (0..m * n)
             .map(|idx| r::at(x, desc.ldd, layout.c(), idx / n, idx % n))
@@ -147,7 +125,7 @@ fn gemm_case<T: Element, O: Element>(
     let t = tol(T::KIND, O::KIND, pref.allow_tf32);
     check(&what, &pick(&dh), &want_d, t);
     if desc.save_aux {
-        let zh: Vec<f64> = aux.to_host(s).unwrap().iter().map(|x| x.to_f64()).collect();
+        let zh: Vec<f64> = download(&aux);
         check(&format!("{what} aux"), &pick(&zh), &want_z, t);
     }
 }
@@ -164,14 +142,14 @@ const SIZES: [(usize, usize, usize); 6] = [
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gemm_every_layout_and_dtype() {
-    let s = stream();
+    let s = &gpu().stream;
     let p = PlanPreference::default();
     for layout in LayoutSku::ALL {
         for &(m, n, k) in &SIZES {
             for (with_c, pad) in [(false, 0), (true, 3)] {
-                gemm_case::<f32, f32>(&s, m, n, k, layout, EpilogueKind::Identity, with_c, pad, &p);
+                gemm_case::<f32, f32>(s, m, n, k, layout, EpilogueKind::Identity, with_c, pad, &p);
                 gemm_case::<bf16, bf16>(
-                    &s,
+                    s,
                     m,
                     n,
                     k,
@@ -182,7 +160,7 @@ fn gemm_every_layout_and_dtype() {
                     &p,
                 );
                 gemm_case::<half::f16, f32>(
-                    &s,
+                    s,
                     m,
                     n,
                     k,
@@ -192,7 +170,7 @@ fn gemm_every_layout_and_dtype() {
                     pad,
                     &p,
                 );
-                gemm_case::<f64, f64>(&s, m, n, k, layout, EpilogueKind::Identity, with_c, pad, &p);
+                gemm_case::<f64, f64>(s, m, n, k, layout, EpilogueKind::Identity, with_c, pad, &p);
             }
         }
     }
@@ -201,10 +179,10 @@ fn gemm_every_layout_and_dtype() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gemm_tf32_only_when_allowed() {
-    let s = stream();
+    let s = &gpu().stream;
     let tf = PlanPreference::default().with_allow_tf32(true);
     gemm_case::<f32, f32>(
-        &s,
+        s,
         256,
         256,
         512,
@@ -215,23 +193,23 @@ fn gemm_tf32_only_when_allowed() {
         &tf,
     );
     let d = GemmDescriptor::new(64, 64, 64, LayoutSku::Rrr);
-    let ieee = GemmPlan::<f32>::select(&s, &d, &PlanPreference::default()).unwrap();
+    let ieee = GemmPlan::<f32>::select(s, &d, &PlanPreference::default()).unwrap();
     assert_eq!(ieee.precision_guarantee().math, MathPrecision::F32);
-    let t = GemmPlan::<f32>::select(&s, &d, &tf).unwrap();
+    let t = GemmPlan::<f32>::select(s, &d, &tf).unwrap();
     assert_eq!(t.precision_guarantee().math, MathPrecision::Tf32);
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gemm_every_epilogue() {
-    let s = stream();
+    let s = &gpu().stream;
     let p = PlanPreference::default();
     for layout in [LayoutSku::Rcr, LayoutSku::Rrc, LayoutSku::Ccr] {
         for e in EpilogueKind::ALL {
             for &(m, n, k) in &[(33usize, 40usize, 24usize), (128, 256, 64)] {
-                gemm_case::<bf16, bf16>(&s, m, n, k, layout, e, true, 0, &p);
-                gemm_case::<f32, f32>(&s, m, n, k, layout, e, false, 0, &p);
-                gemm_case::<bf16, f32>(&s, m, n, k, layout, e, false, 8, &p);
+                gemm_case::<bf16, bf16>(s, m, n, k, layout, e, true, 0, &p);
+                gemm_case::<f32, f32>(s, m, n, k, layout, e, false, 0, &p);
+                gemm_case::<bf16, f32>(s, m, n, k, layout, e, false, 8, &p);
             }
         }
     }
@@ -240,12 +218,12 @@ fn gemm_every_epilogue() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gemm_deterministic_and_measured() {
-    let s = stream();
+    let s = &gpu().stream;
     let p = PlanPreference::default()
         .with_deterministic(true)
         .with_autotune(Autotune::Measured);
     gemm_case::<bf16, bf16>(
-        &s,
+        s,
         64,
         4096,
         8192,
@@ -256,18 +234,18 @@ fn gemm_deterministic_and_measured() {
         &p,
     );
     let d = GemmDescriptor::new(64, 4096, 8192, LayoutSku::Rcr);
-    let plan = GemmPlan::<bf16>::select(&s, &d, &p).unwrap();
+    let plan = GemmPlan::<bf16>::select(s, &d, &p).unwrap();
     assert!(plan.precision_guarantee().deterministic, "{}", plan.sku());
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn gemm_bad_inputs() {
-    let s = stream();
+    let s = &gpu().stream;
     let d = GemmDescriptor::new(16, 16, 16, LayoutSku::Rrr);
-    let plan = GemmPlan::<f32>::select(&s, &d, &PlanPreference::default()).unwrap();
-    let a = DeviceBuffer::<f32>::zeros(&s, 300).unwrap();
-    let mut out = DeviceBuffer::<f32>::filled_bytes(&s, 256, 0xFF).unwrap();
+    let plan = GemmPlan::<f32>::select(s, &d, &PlanPreference::default()).unwrap();
+    let (a, _) = upload::<f32>(&rand(9, 300));
+    let mut out = poisoned::<f32>(256);
     let mis = MatrixRef::new(
         a.as_slice().slice(1..300).unwrap(),
         16,
@@ -295,57 +273,61 @@ fn gemm_bad_inputs() {
             beta,
         }
     }
-    assert!(matches!(
-        plan.run(&s, Workspace::None, mk(mis, ok, &mut out, 0.0)),
-        Err(Error::InvalidArgument { arg: "a", .. })
+    assert_ok(expect_err(
+        "misaligned a",
+        plan.run(s, Workspace::None, mk(mis, ok, &mut out, 0.0)),
+        |e| matches!(e, Error::InvalidArgument { arg: "a", .. }),
     ));
-    assert!(matches!(
-        plan.run(&s, Workspace::None, mk(wrong, ok, &mut out, 0.0)),
-        Err(Error::ShapeMismatch { arg: "a", .. })
+    assert_ok(expect_err(
+        "a of the wrong shape",
+        plan.run(s, Workspace::None, mk(wrong, ok, &mut out, 0.0)),
+        |e| matches!(e, Error::ShapeMismatch { arg: "a", .. }),
     ));
-    assert!(matches!(
-        plan.run(&s, Workspace::None, mk(ok, ok, &mut out, 1.0)),
-        Err(Error::InvalidArgument { arg: "c", .. })
+    assert_ok(expect_err(
+        "beta without c",
+        plan.run(s, Workspace::None, mk(ok, ok, &mut out, 1.0)),
+        |e| matches!(e, Error::InvalidArgument { arg: "c", .. }),
     ));
-    assert!(
-        out.to_host(&s).unwrap().iter().all(|x| x.is_nan()),
-        "nothing written"
-    );
-    let e = GemmPlan::<f32, half::f16>::select(&s, &d, &PlanPreference::default())
-        .err()
-        .unwrap();
-    assert!(matches!(e, Error::Unsupported { .. }));
-    let e = GemmPlan::<f32>::select(
-        &s,
-        &d,
-        &PlanPreference::default().with_backend(BackendKind::Cudnn),
-    )
-    .err()
-    .unwrap();
-    assert!(matches!(
-        e,
-        Error::PreferenceRejected {
-            field: "backend",
-            ..
-        }
+    assert!(download(&out).iter().all(|x| x.is_nan()), "nothing written");
+    assert_ok(expect_err(
+        "f32 -> f16",
+        GemmPlan::<f32, half::f16>::select(s, &d, &PlanPreference::default()),
+        |e| matches!(e, Error::Unsupported { .. }),
+    ));
+    assert_ok(expect_err(
+        "cuDNN backend",
+        GemmPlan::<f32>::select(
+            s,
+            &d,
+            &PlanPreference::default().with_backend(BackendKind::Cudnn),
+        ),
+        |e| {
+            matches!(
+                e,
+                Error::PreferenceRejected {
+                    field: "backend",
+                    ..
+                }
+            )
+        },
     ));
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn batched_with_broadcast() {
-    let s = stream();
+    let s = &gpu().stream;
     let (m, n, k, batch) = (33, 20, 17, 5);
     let mut desc =
         BatchedGemmDescriptor::packed(GemmDescriptor::new(m, n, k, LayoutSku::Rcr), batch);
     desc.stride_b = 0;
-    let plan = BatchedGemmPlan::<bf16, f32>::select(&s, &desc, &PlanPreference::default()).unwrap();
-    let (a, ah) = upload::<bf16>(&s, &rand(1, batch * m * k));
-    let (b, bh) = upload::<bf16>(&s, &rand(2, k * n));
-    let mut d = DeviceBuffer::<f32>::filled_bytes(&s, batch * m * n, 0xFF).unwrap();
-    let mut ws = DeviceBuffer::<u8>::zeros(&s, plan.workspace_size().max(1)).unwrap();
+    let plan = BatchedGemmPlan::<bf16, f32>::select(s, &desc, &PlanPreference::default()).unwrap();
+    let (a, ah) = upload::<bf16>(&rand(1, batch * m * k));
+    let (b, bh) = upload::<bf16>(&rand(2, k * n));
+    let mut d = poisoned::<f32>(batch * m * n);
+    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
     plan.run(
-        &s,
+        s,
         Workspace::Borrowed(ws.as_slice_mut()),
         BatchedGemmArgs {
             a: a.as_slice(),
@@ -357,7 +339,7 @@ fn batched_with_broadcast() {
         },
     )
     .unwrap();
-    let dh: Vec<f64> = d.to_host(&s).unwrap().iter().map(|&x| x as f64).collect();
+    let dh: Vec<f64> = download(&d);
     for i in 0..batch {
         let (want, _) = r::gemm(
             m,
@@ -383,29 +365,26 @@ fn batched_with_broadcast() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn grouped_moe_shapes() {
-    let s = stream();
+    let s = &gpu().stream;
     let (n, k) = (48, 32);
     let ms = [5usize, 0, 17, 1, 64];
     let desc = GroupedGemmDescriptor {
         problems: ms.iter().map(|&m| (m, n, k)).collect(),
         layout: LayoutSku::Rcr,
     };
-    let plan = GroupedGemmPlan::<bf16>::select(&s, &desc, &PlanPreference::default()).unwrap();
+    let plan = GroupedGemmPlan::<bf16>::select(s, &desc, &PlanPreference::default()).unwrap();
     let ins: Vec<_> = ms
         .iter()
         .enumerate()
         .map(|(g, &m)| {
             (
-                upload::<bf16>(&s, &rand(10 + g as u64, (m * k).max(1))),
-                upload::<bf16>(&s, &rand(20 + g as u64, k * n)),
+                upload::<bf16>(&rand(10 + g as u64, (m * k).max(1))),
+                upload::<bf16>(&rand(20 + g as u64, k * n)),
             )
         })
         .collect();
-    let mut outs: Vec<DeviceBuffer<bf16>> = ms
-        .iter()
-        .map(|&m| DeviceBuffer::filled_bytes(&s, (m * n).max(1), 0xFF).unwrap())
-        .collect();
-    let mut ws = DeviceBuffer::<u8>::zeros(&s, plan.workspace_size().max(1)).unwrap();
+    let mut outs: Vec<DeviceBuffer<bf16>> = ms.iter().map(|&m| poisoned((m * n).max(1))).collect();
+    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
     let args = GroupedGemmArgs {
         a: ins
             .iter()
@@ -429,7 +408,7 @@ fn grouped_moe_shapes() {
             .collect(),
         alpha: 1.0,
     };
-    plan.run(&s, Workspace::Borrowed(ws.as_slice_mut()), args)
+    plan.run(s, Workspace::Borrowed(ws.as_slice_mut()), args)
         .unwrap();
     for (g, &m) in ms.iter().enumerate() {
         if m == 0 {
@@ -448,13 +427,7 @@ fn grouped_moe_shapes() {
             0.0,
             Activation::Identity,
         );
-        let got: Vec<f64> = outs[g]
-            .to_host(&s)
-            .unwrap()
-            .iter()
-            .map(|x| x.to_f64())
-            .collect();
-        check(&format!("group {g}"), &got, &want, 8e-3);
+        check(&format!("group {g}"), &download(&outs[g]), &want, 8e-3);
     }
 }
 
@@ -467,12 +440,12 @@ fn linear_case<T: Element>(s: &Stream, t: usize, i: usize, o: usize, e: Epilogue
         save_aux: e.activation() != Activation::Identity,
     };
     let plan = LinearPlan::<T>::select(s, &desc, &PlanPreference::default()).unwrap();
-    let (x, xh) = upload::<T>(s, &rand(5, t * i));
-    let (w, wh) = upload::<T>(s, &rand(6, o * i));
-    let (b, bh) = upload::<T>(s, &rand(7, o));
-    let (dy, dyh) = upload::<T>(s, &rand(8, t * o));
-    let mut y = DeviceBuffer::<T>::filled_bytes(s, t * o, 0xFF).unwrap();
-    let mut z = DeviceBuffer::<T>::filled_bytes(s, t * o, 0xFF).unwrap();
+    let (x, xh) = upload::<T>(&rand(5, t * i));
+    let (w, wh) = upload::<T>(&rand(6, o * i));
+    let (b, bh) = upload::<T>(&rand(7, o));
+    let (dy, dyh) = upload::<T>(&rand(8, t * o));
+    let mut y = poisoned::<T>(t * o);
+    let mut z = poisoned::<T>(t * o);
     let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
     let row = MatrixOrder::RowMajor;
     plan.run(
@@ -506,28 +479,15 @@ fn linear_case<T: Element>(s: &Stream, t: usize, i: usize, o: usize, e: Epilogue
         T::KIND,
         plan.sku().variant
     );
-    check(
-        &format!("{what} y"),
-        &y.to_host(s)
-            .unwrap()
-            .iter()
-            .map(|v| v.to_f64())
-            .collect::<Vec<_>>(),
-        &want_y,
-        tl,
-    );
+    check(&format!("{what} y"), &download(&y), &want_y, tl);
     // Backward, against the reference built on the GPU's saved Z.
-    let zh: Vec<f64> = if desc.save_aux {
-        z.to_host(s).unwrap().iter().map(|v| v.to_f64()).collect()
-    } else {
-        want_z
-    };
+    let zh: Vec<f64> = if desc.save_aux { download(&z) } else { want_z };
     let dz: Vec<f64> = (0..t * o)
         .map(|p| T::from_f64(dyh[p] * r::act_grad(e.activation(), zh[p])).to_f64())
         .collect();
-    let mut dx = DeviceBuffer::<T>::filled_bytes(s, t * i, 0xFF).unwrap();
-    let mut dw = DeviceBuffer::<T>::filled_bytes(s, o * i, 0xFF).unwrap();
-    let mut db = DeviceBuffer::<T>::filled_bytes(s, o, 0xFF).unwrap();
+    let mut dx = poisoned::<T>(t * i);
+    let mut dw = poisoned::<T>(o * i);
+    let mut db = poisoned::<T>(o);
     plan.run_bw(
         s,
         Workspace::Borrowed(ws.as_slice_mut()),
@@ -568,13 +528,7 @@ fn linear_case<T: Element>(s: &Stream, t: usize, i: usize, o: usize, e: Epilogue
         0.0,
         Activation::Identity,
     );
-    let h = |b: &DeviceBuffer<T>| {
-        b.to_host(s)
-            .unwrap()
-            .iter()
-            .map(|v| v.to_f64())
-            .collect::<Vec<_>>()
-    };
+    let h = download::<T>;
     check(&format!("{what} dx"), &h(&dx), &want_dx, tl);
     check(&format!("{what} dw"), &h(&dw), &want_dw, tl);
     if e.has_bias() {
@@ -588,7 +542,7 @@ fn linear_case<T: Element>(s: &Stream, t: usize, i: usize, o: usize, e: Epilogue
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn linear_forward_backward() {
-    let s = stream();
+    let s = &gpu().stream;
     for e in [
         EpilogueKind::Identity,
         EpilogueKind::Bias,
@@ -596,23 +550,23 @@ fn linear_forward_backward() {
         EpilogueKind::BiasRelu,
         EpilogueKind::BiasGeluErf,
     ] {
-        linear_case::<bf16>(&s, 64, 96, 40, e, 1e-2);
-        linear_case::<f32>(&s, 7, 33, 18, e, 3e-5);
+        linear_case::<bf16>(s, 64, 96, 40, e, 1e-2);
+        linear_case::<f32>(s, 7, 33, 18, e, 3e-5);
     }
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn int8_gemm() {
-    let s = stream();
+    let s = &gpu().stream;
     let (m, n, k) = (40, 24, 64);
     let desc = IntGemmDescriptor {
         gemm: GemmDescriptor::new(m, n, k, LayoutSku::Rcr),
     };
     let av: Vec<f64> = rand(1, m * k).iter().map(|v| (v * 127.0).round()).collect();
     let bv: Vec<f64> = rand(2, k * n).iter().map(|v| (v * 127.0).round()).collect();
-    let (a, ah) = upload::<i8>(&s, &av);
-    let (b, bh) = upload::<i8>(&s, &bv);
+    let (a, ah) = upload::<i8>(&av);
+    let (b, bh) = upload::<i8>(&bv);
     let (want, _) = r::gemm(
         m,
         n,
@@ -625,11 +579,11 @@ fn int8_gemm() {
         0.0,
         Activation::Identity,
     );
-    let p32 = IntGemmPlan::<i32>::select(&s, &desc, &PlanPreference::default()).unwrap();
-    let mut d = DeviceBuffer::<i32>::filled_bytes(&s, m * n, 0xFF).unwrap();
-    let mut ws = DeviceBuffer::<u8>::zeros(&s, p32.workspace_size().max(1)).unwrap();
+    let p32 = IntGemmPlan::<i32>::select(s, &desc, &PlanPreference::default()).unwrap();
+    let mut d = poisoned::<i32>(m * n);
+    let mut ws = DeviceBuffer::<u8>::zeros(s, p32.workspace_size().max(1)).unwrap();
     p32.run(
-        &s,
+        s,
         Workspace::Borrowed(ws.as_slice_mut()),
         IntGemmArgs {
             a: MatrixRef::new(a.as_slice(), m, k, k, MatrixOrder::RowMajor).unwrap(),
@@ -639,20 +593,20 @@ fn int8_gemm() {
         },
     )
     .unwrap();
-    let got: Vec<f64> = d.to_host(&s).unwrap().iter().map(|&x| x as f64).collect();
+    let got: Vec<f64> = download(&d);
     assert_eq!(got, want, "int8 -> s32 is exact");
-    let pf = IntGemmPlan::<f32>::select(&s, &desc, &PlanPreference::default()).unwrap();
-    let mut df = DeviceBuffer::<f32>::filled_bytes(&s, m * n, 0xFF).unwrap();
-    let mut ws = DeviceBuffer::<u8>::zeros(&s, pf.workspace_size().max(1)).unwrap();
+    let pf = IntGemmPlan::<f32>::select(s, &desc, &PlanPreference::default()).unwrap();
+    let mut df = poisoned::<f32>(m * n);
+    let mut ws = DeviceBuffer::<u8>::zeros(s, pf.workspace_size().max(1)).unwrap();
     let args = IntGemmArgs {
         a: MatrixRef::new(a.as_slice(), m, k, k, MatrixOrder::RowMajor).unwrap(),
         b: MatrixRef::new(b.as_slice(), k, n, k, MatrixOrder::ColMajor).unwrap(),
         d: MatrixMut::new(df.as_slice_mut(), m, n, n, MatrixOrder::RowMajor).unwrap(),
         scale: 0.5,
     };
-    pf.run(&s, Workspace::Borrowed(ws.as_slice_mut()), args)
+    pf.run(s, Workspace::Borrowed(ws.as_slice_mut()), args)
         .unwrap();
-    let got: Vec<f64> = df.to_host(&s).unwrap().iter().map(|&x| x as f64).collect();
+    let got: Vec<f64> = download(&df);
     check(
         "int8 -> f32 scaled",
         &got,
@@ -663,7 +617,7 @@ fn int8_gemm() {
         gemm: GemmDescriptor::new(m, n, k, LayoutSku::Rrr),
     };
     assert!(matches!(
-        IntGemmPlan::<i32>::select(&s, &bad, &PlanPreference::default()),
+        IntGemmPlan::<i32>::select(s, &bad, &PlanPreference::default()),
         Err(Error::Unsupported { .. })
     ));
 }
@@ -672,39 +626,56 @@ fn int8_gemm() {
 #[ignore = "needs a CUDA GPU"]
 fn fp8_gemm_with_amax() {
     use float8::F8E4M3;
-    let s = stream();
+    let s = &gpu().stream;
+    // TN (row-major A, column-major B), k and n multiples of 16: the
+    // shapes cuBLASLt's fp8 kernels take (see fp8_gemm.rs).
     let (m, n, k) = (64, 48, 96);
     let desc = Fp8GemmDescriptor {
         gemm: GemmDescriptor::new(m, n, k, LayoutSku::Rcr),
         amax: true,
     };
     let plan =
-        Fp8GemmPlan::<F8E4M3, F8E4M3, bf16>::select(&s, &desc, &PlanPreference::default()).unwrap();
-    let (a, ah) = upload::<F8E4M3>(
-        &s,
-        &rand(3, m * k).iter().map(|v| v * 8.0).collect::<Vec<_>>(),
-    );
-    let (b, bh) = upload::<F8E4M3>(
-        &s,
-        &rand(4, k * n).iter().map(|v| v * 8.0).collect::<Vec<_>>(),
-    );
-    let scales = DeviceBuffer::<f32>::from_host(&s, &[0.25, 0.125]).unwrap();
-    let mut d = DeviceBuffer::<bf16>::filled_bytes(&s, m * n, 0xFF).unwrap();
-    let mut amax = DeviceBuffer::<f32>::filled_bytes(&s, 1, 0xFF).unwrap();
-    let mut ws = DeviceBuffer::<u8>::zeros(&s, plan.workspace_size().max(1)).unwrap();
+        Fp8GemmPlan::<F8E4M3, F8E4M3, bf16>::select(s, &desc, &PlanPreference::default()).unwrap();
+    let (a, ah) = upload::<F8E4M3>(&rand(3, m * k).iter().map(|v| v * 8.0).collect::<Vec<_>>());
+    let (b, bh) = upload::<F8E4M3>(&rand(4, k * n).iter().map(|v| v * 8.0).collect::<Vec<_>>());
+    // Each scale in its own (aligned) allocation, as cuBLASLt wants.
+    let scale_a = DeviceBuffer::<f32>::from_host(s, &[0.25]).unwrap();
+    let scale_b = DeviceBuffer::<f32>::from_host(s, &[0.125]).unwrap();
+    let mut d = poisoned::<bf16>(m * n);
+    let mut amax = poisoned::<f32>(1);
+    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
+    // A scale 4 bytes into a buffer is rejected before anything runs.
+    let shared = DeviceBuffer::<f32>::from_host(s, &[0.25, 0.125]).unwrap();
+    assert_ok(expect_err(
+        "scale_b not 16-byte aligned",
+        plan.run(
+            s,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            Fp8GemmArgs {
+                a: MatrixRef::new(a.as_slice(), m, k, k, MatrixOrder::RowMajor).unwrap(),
+                b: MatrixRef::new(b.as_slice(), k, n, k, MatrixOrder::ColMajor).unwrap(),
+                d: MatrixMut::new(d.as_slice_mut(), m, n, n, MatrixOrder::RowMajor).unwrap(),
+                scale_a: shared.as_slice().slice(0..1).unwrap(),
+                scale_b: shared.as_slice().slice(1..2).unwrap(),
+                amax: Some(amax.as_slice_mut()),
+            },
+        ),
+        |e| matches!(e, Error::InvalidArgument { arg: "scale_b", .. }),
+    ));
+    assert!(download(&d).iter().all(|x| x.is_nan()), "nothing written");
     plan.run(
-        &s,
+        s,
         Workspace::Borrowed(ws.as_slice_mut()),
         Fp8GemmArgs {
             a: MatrixRef::new(a.as_slice(), m, k, k, MatrixOrder::RowMajor).unwrap(),
             b: MatrixRef::new(b.as_slice(), k, n, k, MatrixOrder::ColMajor).unwrap(),
             d: MatrixMut::new(d.as_slice_mut(), m, n, n, MatrixOrder::RowMajor).unwrap(),
-            scale_a: scales.as_slice().slice(0..1).unwrap(),
-            scale_b: scales.as_slice().slice(1..2).unwrap(),
+            scale_a: scale_a.as_slice(),
+            scale_b: scale_b.as_slice(),
             amax: Some(amax.as_slice_mut()),
         },
     )
-    .unwrap();
+    .unwrap_or_else(|e| panic!("fp8 run [{}]: {e}", plan.sku().variant));
     let (want, _) = r::gemm(
         m,
         n,
@@ -717,9 +688,27 @@ fn fp8_gemm_with_amax() {
         0.0,
         Activation::Identity,
     );
-    let got: Vec<f64> = d.to_host(&s).unwrap().iter().map(|x| x.to_f64()).collect();
+    let got = download(&d);
     check("fp8 e4m3 -> bf16", &got, &want, 8e-3);
-    let amax_got = amax.to_host(&s).unwrap()[0] as f64;
+    let amax_got = download(&amax)[0];
     let amax_want = got.iter().fold(0.0f64, |a, &v| a.max(v.abs()));
     assert_eq!(amax_got, amax_want, "amax of the stored D");
+    // Shapes outside cuBLASLt's fp8 rules are Unsupported at select. The
+    // k = 72 case pads lda/ldb to 80 so it reaches the k rule (a packed
+    // lda = 72 is already an InvalidDescriptor, as for int8).
+    let padded_k = GemmDescriptor::new(64, 48, 72, LayoutSku::Rcr).with_ld(80, 80, 48, 48);
+    for gemm in [
+        GemmDescriptor::new(64, 40, 96, LayoutSku::Rcr),
+        padded_k,
+        GemmDescriptor::new(40, 48, 96, LayoutSku::Rcc),
+        GemmDescriptor::new(64, 48, 96, LayoutSku::Rrr),
+    ] {
+        let what = format!("fp8 {}x{}x{} {}", gemm.m, gemm.n, gemm.k, gemm.layout);
+        let bad = Fp8GemmDescriptor { gemm, amax: false };
+        assert_ok(expect_err(
+            &what,
+            Fp8GemmPlan::<F8E4M3, F8E4M3, bf16>::select(s, &bad, &PlanPreference::default()),
+            |e| matches!(e, Error::Unsupported { .. }),
+        ));
+    }
 }
