@@ -5,6 +5,7 @@
 
 mod conv;
 mod elementwise;
+mod gemm;
 mod harness;
 
 fn main() {
@@ -25,5 +26,8 @@ fn main() {
     }
     if wants("conv") {
         conv::run(&stream);
+    }
+    if wants("gemm") {
+        gemm::run(&stream);
     }
 }
