@@ -1,14 +1,22 @@
-//! Safe wrappers over cuDNN's legacy convolution API: tensor, filter and
-//! convolution descriptors (RAII), ranked algorithm queries (heuristic
-//! `_v7` and measured `Find*Ex`), workspace sizes, and the three
-//! convolution directions.
+//! Safe wrappers over cuDNN convolutions for one problem: the backend
+//! (graph) API in [`backend`] (engine heuristics A and FALLBACK, engine
+//! configs with knobs, execution plans), which is what runs, and the
+//! legacy API (tensor, filter and convolution descriptors, `_v7`
+//! heuristics, `Find*Ex`), kept as a per-direction fallback for what the
+//! backend API cannot express or offers no engine for, and for operands
+//! that are not 16-byte aligned.
 //!
-//! This is the only file of the workspace that calls `cudarc::cudnn`.
-//! A [`CudnnConv`] owns every descriptor of one convolution problem and the
-//! algorithm chosen for each direction. Its descriptors are written only
-//! while the caller holds `&mut` (selection); running takes `&self` and
-//! only reads them, so one problem may run from many threads at once, each
-//! with its own handle from the context's registry.
+//! This module tree is the only code of the workspace that calls
+//! `cudarc::cudnn`. A [`CudnnConv`] owns every descriptor of one
+//! convolution problem and the plan or algorithm chosen for each
+//! direction. Descriptors are written only while the caller holds `&mut`
+//! (selection); running takes `&self` and only reads them, so one problem
+//! may run from many threads at once, each with its own handle from the
+//! context's registry.
+
+mod backend;
+
+pub use backend::EngineFilter;
 
 use std::ffi::{c_int, c_void};
 
@@ -104,26 +112,62 @@ impl ConvMath {
     }
 }
 
-/// One ranked algorithm of one direction, as cuDNN reported it.
-#[derive(Copy, Clone, Debug, PartialEq)]
+/// Which cuDNN API a [`ConvAlgo`] belongs to.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ConvApi {
+    /// Backend (graph) API engine config: `id` is the engine's global
+    /// index, `knobs` its knob choices.
+    Backend,
+    /// Legacy API algorithm: `id` is the `cudnnConvolution*Algo_t` number.
+    Legacy,
+}
+
+/// One ranked engine config or algorithm of one direction, as cuDNN
+/// reported it.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ConvAlgo {
     /// Direction it computes.
     pub direction: ConvDirection,
-    /// cuDNN's algorithm number for that direction.
+    /// The API it runs through.
+    pub api: ConvApi,
+    /// Engine global index (backend) or algorithm number (legacy).
     pub id: u32,
-    /// Math mode it runs with.
+    /// Backend knob choices as `(cudnnBackendKnobType_t, value)`; empty
+    /// for legacy algorithms.
+    pub knobs: Vec<(u32, i64)>,
+    /// Math it runs with (backend: derived from the engine's numerical
+    /// notes: tensor-core engines are `TensorOp`, or
+    /// `TensorOpAllowConversion` for f32, i.e. TF32).
     pub math: ConvMath,
     /// Workspace it needs, in bytes.
     pub workspace_bytes: usize,
     /// cuDNN says its result bits do not depend on scheduling.
     pub deterministic: bool,
-    /// Measured time in ms (`Find*Ex`), or -1 for heuristic results.
+    /// Measured time in ms, or -1 when not measured.
     pub time_ms: f32,
 }
 
 impl ConvAlgo {
-    /// cuDNN's name of the algorithm (`IMPLICIT_PRECOMP_GEMM`, `ALGO_1`, ...).
-    pub fn name(&self) -> &'static str {
+    /// Short name: `eng12{k0=1,k3=2}` for a backend engine config (knob
+    /// type numbers of `cudnnBackendKnobType_t`), cuDNN's algorithm name
+    /// (`IMPLICIT_PRECOMP_GEMM`, `ALGO_1`, ...) prefixed `legacy:` for a
+    /// legacy algorithm.
+    pub fn name(&self) -> String {
+        match self.api {
+            ConvApi::Backend => {
+                let k = self
+                    .knobs
+                    .iter()
+                    .map(|(t, v)| format!("k{t}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(",");
+                format!("eng{}{{{k}}}", self.id)
+            }
+            ConvApi::Legacy => format!("legacy:{}", self.legacy_name()),
+        }
+    }
+
+    fn legacy_name(&self) -> &'static str {
         const FWD: [&str; 8] = [
             "IMPLICIT_GEMM",
             "IMPLICIT_PRECOMP_GEMM",
@@ -273,14 +317,25 @@ fn layout_strides(dims: &[i32], channels_last: bool) -> Vec<i32> {
     st
 }
 
-/// Descriptors and chosen algorithms of one convolution problem.
+/// Descriptors, backend plans and legacy algorithms of one convolution
+/// problem.
 pub struct CudnnConv {
     x: dnn::cudnnTensorDescriptor_t,
     y: dnn::cudnnTensorDescriptor_t,
     w: dnn::cudnnFilterDescriptor_t,
     conv: [dnn::cudnnConvolutionDescriptor_t; 3],
-    chosen: [Option<ConvAlgo>; 3],
+    /// Legacy algorithm per direction (the fallback).
+    legacy: [Option<ConvAlgo>; 3],
     double_scalars: bool,
+    /// Backend tensors and convolution; `Err` when the backend API
+    /// rejected the problem (the legacy path then serves it).
+    tensors: std::result::Result<backend::ConvTensors, Error>,
+    /// Backend graph per direction, built on first use.
+    graphs: [Option<backend::OpGraph>; 3],
+    /// Backend plans under consideration, per direction.
+    candidates: [Vec<backend::ExecPlan>; 3],
+    /// The backend plan chosen per direction.
+    plans: [Option<backend::ExecPlan>; 3],
 }
 
 // SAFETY: the raw descriptors are host structs owned by this value. They
@@ -293,7 +348,9 @@ unsafe impl Sync for CudnnConv {}
 
 impl std::fmt::Debug for CudnnConv {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CudnnConv({:?})", self.chosen)
+        let chosen: Vec<Option<ConvAlgo>> =
+            ConvDirection::ALL.iter().map(|&d| self.chosen(d)).collect();
+        write!(f, "CudnnConv({chosen:?})")
     }
 }
 
@@ -333,11 +390,13 @@ impl CudnnConv {
             dnn::cudnnDataType_t::CUDNN_DATA_FLOAT
         };
         // cuDNN's Nd descriptors need at least 4 dims: a 1-D problem gets a
-        // trailing unit axis (extent 1, pad 0, stride 1, dilation 1).
+        // leading unit axis (extent 1, pad 0, stride 1, dilation 1), so the
+        // length is the innermost spatial axis (`[N, C, 1, L]`, as PyTorch
+        // passes conv1d to cuDNN) and the engines tuned for wide W apply.
         let ext = |v: &[i32], fill: i32| -> Vec<i32> {
             let mut v = v.to_vec();
             if v.len() == 1 {
-                v.push(fill);
+                v.insert(0, fill);
             }
             v
         };
@@ -359,8 +418,12 @@ impl CudnnConv {
             y: std::ptr::null_mut(),
             w: std::ptr::null_mut(),
             conv: [std::ptr::null_mut(); 3],
-            chosen: [None; 3],
+            legacy: [None, None, None],
             double_scalars: p.dtype == ElementKind::F64,
+            tensors: backend::ConvTensors::new(p, &xd, &wd, &yd, &pad, &stride, &dil),
+            graphs: [None, None, None],
+            candidates: [Vec::new(), Vec::new(), Vec::new()],
+            plans: [None, None, None],
         };
         me.x = tensor_desc(dt, &xd, p.channels_last)?;
         me.y = tensor_desc(dt, &yd, p.channels_last)?;
@@ -440,7 +503,9 @@ impl CudnnConv {
                     .filter(|r| r.status == dnn::cudnnStatus_t::CUDNN_STATUS_SUCCESS)
                     .map(|r| ConvAlgo {
                         direction: dir,
+                        api: ConvApi::Legacy,
                         id: r.algo as u32,
+                        knobs: Vec::new(),
                         math: ConvMath::from_raw(r.mathType),
                         workspace_bytes: r.memory,
                         deterministic: r.determinism
@@ -527,7 +592,9 @@ impl CudnnConv {
                     .filter(|r| r.status == dnn::cudnnStatus_t::CUDNN_STATUS_SUCCESS)
                     .map(|r| ConvAlgo {
                         direction: dir,
+                        api: ConvApi::Legacy,
                         id: r.algo as u32,
+                        knobs: Vec::new(),
                         math: ConvMath::from_raw(r.mathType),
                         workspace_bytes: r.memory,
                         deterministic: r.determinism
@@ -637,7 +704,7 @@ impl CudnnConv {
             }
         };
         st?;
-        self.chosen[dir.index()] = Some(ConvAlgo {
+        self.legacy[dir.index()] = Some(ConvAlgo {
             math,
             workspace_bytes: bytes,
             ..algo
@@ -645,24 +712,170 @@ impl CudnnConv {
         Ok(bytes)
     }
 
-    /// The algorithm chosen for `dir`, if any.
+    /// What runs `dir`: the chosen backend plan, else the legacy
+    /// algorithm, if any.
     pub fn chosen(&self, dir: ConvDirection) -> Option<ConvAlgo> {
-        self.chosen[dir.index()]
+        self.plans[dir.index()]
+            .as_ref()
+            .map(|p| p.algo.clone())
+            .or_else(|| self.legacy[dir.index()].clone())
     }
 
-    /// Enqueue direction `dir` with its chosen algorithm on `stream`:
-    /// Forward `out = conv(a = x, b = w)`; BackwardData `out = dx` from
-    /// `a = w, b = dy`; BackwardFilter `out = dw` from `a = x, b = dy`.
-    /// `out` is overwritten (beta 0).
+    /// Forget the legacy algorithm of `dir` (none qualified).
+    pub fn clear_legacy(&mut self, dir: ConvDirection) {
+        self.legacy[dir.index()] = None;
+    }
+
+    /// The legacy algorithm chosen for `dir` (the fallback), if any.
+    pub fn legacy(&self, dir: ConvDirection) -> Option<ConvAlgo> {
+        self.legacy[dir.index()].clone()
+    }
+
+    fn graph(
+        &mut self,
+        handle: &CudnnHandle,
+        stream: &Stream,
+        dir: ConvDirection,
+    ) -> Result<&backend::OpGraph> {
+        let h = handle.bind(stream)?;
+        let i = dir.index();
+        if self.graphs[i].is_none() {
+            let t = self.tensors.as_ref().map_err(Clone::clone)?;
+            self.graphs[i] = Some(t.graph(h, dir)?);
+        }
+        self.graphs[i].as_ref().ok_or_else(|| Error::Unsupported {
+            op: OP,
+            what: format!("no backend graph for {dir:?}"),
+        })
+    }
+
+    /// Backend engine configs of `dir` (heuristic mode A, then FALLBACK,
+    /// in rank order) that pass `filter`, finalized as execution plans, at
+    /// most `max` of them. They become this direction's candidates,
+    /// replacing earlier ones, and are returned in the same order with the
+    /// reasons the others were rejected.
     ///
     /// # Errors
-    /// `Unsupported` when no algorithm was chosen for `dir`; `Cudnn` on
-    /// failure.
+    /// `Unsupported` or `Cudnn` when the backend API cannot express the
+    /// problem (no graph); rejections of single engines are reasons, not
+    /// errors.
+    pub fn engine_candidates(
+        &mut self,
+        handle: &CudnnHandle,
+        stream: &Stream,
+        dir: ConvDirection,
+        filter: &EngineFilter,
+        max: usize,
+    ) -> Result<(Vec<ConvAlgo>, Vec<String>)> {
+        let h = handle.bind(stream)?;
+        let (plans, rejected) = self.graph(handle, stream, dir)?.candidates(h, filter, max);
+        let algos = plans.iter().map(|p| p.algo.clone()).collect();
+        self.candidates[dir.index()] = plans;
+        Ok((algos, rejected))
+    }
+
+    /// Rebuild backend engine `id` with `knobs` (an autotune cache entry)
+    /// as the only candidate of its direction.
+    ///
+    /// # Errors
+    /// `Cudnn` when cuDNN no longer accepts the config;
+    /// `PreferenceRejected` when it fails `filter`.
+    pub fn engine_from_config(
+        &mut self,
+        handle: &CudnnHandle,
+        stream: &Stream,
+        dir: ConvDirection,
+        id: u32,
+        knobs: &[(u32, i64)],
+        filter: &EngineFilter,
+    ) -> Result<ConvAlgo> {
+        let h = handle.bind(stream)?;
+        let plan = self
+            .graph(handle, stream, dir)?
+            .rebuild(h, id, knobs, filter)?;
+        let algo = plan.algo.clone();
+        self.candidates[dir.index()] = vec![plan];
+        Ok(algo)
+    }
+
+    /// Make candidate `i` of `dir` its backend plan (dropping the other
+    /// candidates) and return its workspace in bytes.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when there is no candidate `i`.
+    pub fn choose_candidate(
+        &mut self,
+        dir: ConvDirection,
+        i: usize,
+        time_ms: f32,
+    ) -> Result<usize> {
+        let c = &mut self.candidates[dir.index()];
+        if i >= c.len() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                arg: "candidate",
+                reason: format!("{dir:?} has {} candidates, asked for {i}", c.len()),
+            });
+        }
+        let mut plan = c.swap_remove(i);
+        c.clear();
+        plan.algo.time_ms = time_ms;
+        let ws = plan.algo.workspace_bytes;
+        self.plans[dir.index()] = Some(plan);
+        Ok(ws)
+    }
+
+    /// Enqueue candidate `i` of `dir` (for timing).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when there is no candidate `i` or an operand is
+    /// not 16-byte aligned; `Cudnn` on failure.
+    ///
+    /// # Safety
+    /// As [`CudnnConv::run`], with `ws_bytes` at least the candidate's
+    /// workspace.
+    pub unsafe fn run_candidate(
+        &self,
+        handle: &CudnnHandle,
+        stream: &Stream,
+        dir: ConvDirection,
+        i: usize,
+        ops: (u64, u64, u64),
+        ws: u64,
+    ) -> Result<()> {
+        let plan = self.candidates[dir.index()]
+            .get(i)
+            .ok_or_else(|| Error::InvalidArgument {
+                op: OP,
+                arg: "candidate",
+                reason: format!("{dir:?} has no candidate {i}"),
+            })?;
+        if !aligned(ops, ws) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                arg: "operands",
+                reason: "backend plans need 16-byte aligned operands".into(),
+            });
+        }
+        let h = handle.bind(stream)?;
+        // SAFETY: the caller's contract; alignment checked above.
+        unsafe { plan.execute(h, ops, ws) }
+    }
+
+    /// Enqueue direction `dir` on `stream`: Forward `out = conv(a = x, b =
+    /// w)`; BackwardData `out = dx` from `a = w, b = dy`; BackwardFilter
+    /// `out = dw` from `a = x, b = dy`. `out` is overwritten (beta 0).
+    /// Runs the backend plan when one was chosen and every address is
+    /// 16-byte aligned, else the legacy algorithm.
+    ///
+    /// # Errors
+    /// `Unsupported` when neither can run; `Cudnn` on failure.
     ///
     /// # Safety
     /// The addresses must hold this problem's operands on the stream's
     /// context, `out` must not overlap the inputs, and `ws` must hold
-    /// `ws_bytes >= ` the chosen algorithm's workspace, until the work ends.
+    /// `ws_bytes >=` the chosen plan's and algorithm's workspace, until the
+    /// work ends.
     pub unsafe fn run(
         &self,
         handle: &CudnnHandle,
@@ -672,9 +885,18 @@ impl CudnnConv {
         ws: u64,
         ws_bytes: usize,
     ) -> Result<()> {
-        let algo = self.chosen[dir.index()].ok_or_else(|| Error::Unsupported {
+        if let Some(plan) = &self.plans[dir.index()] {
+            if aligned((a, b, out), ws) {
+                let h = handle.bind(stream)?;
+                // SAFETY: the caller's contract; alignment checked above.
+                return unsafe { plan.execute(h, (a, b, out), ws) };
+            }
+        }
+        let algo = self.legacy[dir.index()].clone().ok_or_else(|| Error::Unsupported {
             op: OP,
-            what: format!("no algorithm chosen for {dir:?}"),
+            what: format!(
+                "{dir:?}: the backend plan needs 16-byte aligned operands and no legacy algorithm was chosen"
+            ),
         })?;
         let h = handle.bind(stream)?;
         let c = self.conv[dir.index()];
@@ -740,6 +962,12 @@ impl CudnnConv {
     }
 }
 
+/// Every operand (and the workspace, when there is one) on the backend
+/// plans' declared alignment.
+fn aligned((a, b, out): (u64, u64, u64), ws: u64) -> bool {
+    [a, b, out, ws].iter().all(|&p| p % backend::ALIGNMENT == 0)
+}
+
 fn tensor_desc(
     dt: dnn::cudnnDataType_t,
     dims: &[i32],
@@ -803,13 +1031,24 @@ mod tests {
     fn algo_names() {
         let a = ConvAlgo {
             direction: ConvDirection::Forward,
+            api: ConvApi::Legacy,
             id: 1,
+            knobs: Vec::new(),
             math: ConvMath::TensorOp,
             workspace_bytes: 0,
             deterministic: true,
             time_ms: -1.0,
         };
-        assert_eq!(a.name(), "IMPLICIT_PRECOMP_GEMM");
+        assert_eq!(a.name(), "legacy:IMPLICIT_PRECOMP_GEMM");
+        let b = ConvAlgo {
+            api: ConvApi::Backend,
+            id: 12,
+            knobs: vec![(0, 1), (3, 2)],
+            ..a
+        };
+        assert_eq!(b.name(), "eng12{k0=1,k3=2}");
+        assert!(aligned((256, 512, 1024), 0));
+        assert!(!aligned((256, 514, 1024), 0));
         assert_eq!(ConvMath::from_name("fma_math"), Some(ConvMath::Fma));
     }
 }

@@ -23,7 +23,9 @@ pub use cublaslt::{
     lt_heuristic, lt_matmul, LtAlgo, LtCompute, LtEpilogue, LtLayout, LtLayouts, LtMatmulDesc,
     LtPointers, LtPreference, LtScalar,
 };
-pub use cudnn::{ConvAlgo, ConvDirection, ConvMath, CudnnConv, CudnnConvProblem};
+pub use cudnn::{
+    ConvAlgo, ConvApi, ConvDirection, ConvMath, CudnnConv, CudnnConvProblem, EngineFilter,
+};
 pub use device::Device;
 pub use handles::{CublasLtHandle, CudnnHandle, LibraryHandle};
 pub use jit::{

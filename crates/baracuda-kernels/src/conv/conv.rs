@@ -5,32 +5,24 @@
 //! `dx = conv_transpose(dy, w)`, `dw[k, c, r] = sum_{n, o} dy[n, k, o] * x[n, c, ...]`,
 //! `db[k] = sum_{n, o} dy[n, k, o]`.
 //!
-//! Algorithm choice, per direction, happens in `select`: cuDNN's
-//! heuristics (`_v7`, ranked) or, with `Autotune::Measured`, cuDNN's
-//! timed `Find*Ex`, cached per problem, dtype, layout, math policy and
-//! device for the process (and in `BARACUDA_CONV_AUTOTUNE_FILE` when set).
-//! Candidates are filtered by `deterministic` and `max_workspace_bytes`;
-//! the first that cuDNN accepts under the plan's math mode wins. f32 runs
-//! `CUDNN_FMA_MATH` (IEEE) unless `allow_tf32`.
+//! Engine choice, per direction, happens in `select`, on cuDNN's backend
+//! (graph) API: see `cudnn_core.rs` for the heuristics, filters,
+//! measured autotuning and the legacy fallback.
 
-use std::collections::HashMap;
-use std::io::Write as _;
 use std::marker::PhantomData;
-use std::sync::{Mutex, OnceLock};
 
 use baracuda_driver::{
-    ConvAlgo, ConvDirection, ConvMath, CudnnConv, CudnnConvProblem, CudnnHandle, DeviceBuffer,
-    Function, LaunchArgs, LaunchConfig, Stream,
+    ConvAlgo, ConvDirection, CudnnConvProblem, Function, LaunchArgs, LaunchConfig, Stream,
 };
 use baracuda_kernels_types::{
-    Autotune, BackendKind, Element, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
-    PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
+    Element, KernelSku, PlanPreference, Result, TensorMut, TensorRef, Workspace,
 };
 
+use super::cudnn_core::ConvCore;
 use super::descriptor::{
-    check_i32_elems, check_tensor, checked_output, full_shape, validate_common, ConvDescriptor,
+    check_tensor, checked_output, full_shape, validate_common, ConvDescriptor,
 };
-use super::{check_dtype, spec_for, ConvLayout, BIAS_SOURCE};
+use super::{check_dtype, ConvLayout};
 use crate::Plan;
 
 /// Forward operands (also the transposed conv's forward): `y = op(x, w)`.
@@ -461,368 +453,6 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
     }
 }
 
-// ---------------------------------------------------------------------------
-// The cuDNN core shared by conv and transposed conv.
-// ---------------------------------------------------------------------------
-
-/// cuDNN descriptors, the three chosen algorithms and their workspaces.
-#[derive(Debug)]
-pub(crate) struct ConvCore {
-    pub(crate) cudnn: CudnnConv,
-    pub(crate) workspace: [usize; 3],
-    pub(crate) sku: KernelSku,
-    bias: std::result::Result<(Function, Function), Error>,
-}
-
-/// How the math mode is set for the queries and for the run.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-struct MathPolicy {
-    query: ConvMath,
-    /// When set, the run uses this mode whatever cuDNN reported (IEEE f32).
-    forced: Option<ConvMath>,
-}
-
-fn math_policy(kind: ElementKind, allow_tf32: bool) -> MathPolicy {
-    match kind {
-        ElementKind::F32 if !allow_tf32 => MathPolicy {
-            query: ConvMath::Fma,
-            forced: Some(ConvMath::Fma),
-        },
-        ElementKind::F16 | ElementKind::Bf16 => MathPolicy {
-            query: ConvMath::TensorOp,
-            forced: None,
-        },
-        _ => MathPolicy {
-            query: ConvMath::Default,
-            forced: None,
-        },
-    }
-}
-
-type CacheEntry = [(u32, ConvMath); 3];
-
-fn autotune_cache() -> &'static Mutex<HashMap<String, CacheEntry>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, CacheEntry>>> = OnceLock::new();
-    CACHE.get_or_init(|| {
-        let mut m = HashMap::new();
-        if let Ok(path) = std::env::var("BARACUDA_CONV_AUTOTUNE_FILE") {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                for line in text.lines() {
-                    if let Some((k, v)) = parse_cache_line(line) {
-                        m.insert(k, v);
-                    }
-                }
-            }
-        }
-        Mutex::new(m)
-    })
-}
-
-/// `key \t id:math \t id:math \t id:math`.
-fn parse_cache_line(line: &str) -> Option<(String, CacheEntry)> {
-    let mut parts = line.split('\t');
-    let key = parts.next()?.to_string();
-    let mut e = [(0u32, ConvMath::Default); 3];
-    for slot in e.iter_mut() {
-        let (id, math) = parts.next()?.split_once(':')?;
-        *slot = (id.parse().ok()?, ConvMath::from_name(math)?);
-    }
-    Some((key, e))
-}
-
-fn append_cache_line(key: &str, e: &CacheEntry) {
-    let Ok(path) = std::env::var("BARACUDA_CONV_AUTOTUNE_FILE") else {
-        return;
-    };
-    let line = format!(
-        "{key}\t{}:{}\t{}:{}\t{}:{}\n",
-        e[0].0,
-        e[0].1.name(),
-        e[1].0,
-        e[1].1.name(),
-        e[2].0,
-        e[2].1.name()
-    );
-    // One short append per problem; a failure only costs a re-tune later.
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
-        let _ = f.write_all(line.as_bytes());
-    }
-}
-
-fn elem_count(n: i32, c: i32, sp: &[i32]) -> usize {
-    sp.iter()
-        .fold(n as usize * c as usize, |a, &d| a * d as usize)
-}
-
-impl ConvCore {
-    pub(crate) fn select(
-        op: &'static str,
-        stream: &Stream,
-        p: CudnnConvProblem,
-        pref: &PlanPreference,
-        sku_op: &str,
-    ) -> Result<ConvCore> {
-        pref.check_backend(op, &[BackendKind::Cudnn])?;
-        if p.dtype == ElementKind::F64 && p.channels_last {
-            // Measured on cuDNN 9 / H200: the legacy API returns no f64
-            // algorithm for NHWC-strided tensors in any direction.
-            return Err(Error::Unsupported {
-                op,
-                what: "f64 channels-last convolution (cuDNN has no f64 NHWC algorithms); use channels-first".into(),
-            });
-        }
-        let x_shape = full_shape(p.batch, p.c_in, &p.x_spatial);
-        let y_shape = full_shape(p.batch, p.c_out, &p.y_spatial);
-        check_i32_elems(op, "x", &x_shape)?;
-        check_i32_elems(op, "y", &y_shape)?;
-        let ctx = stream.context();
-        let handle = ctx.handle::<CudnnHandle>()?;
-        let mut cudnn = CudnnConv::new(&p)?;
-        let policy = math_policy(p.dtype, pref.allow_tf32);
-        let cap = pref.max_workspace_bytes;
-        let dev = ctx.device();
-        let key = format!(
-            "{p:?}|{policy:?}|det={}|cap={cap:?}|{}#{}",
-            pref.deterministic, dev.name, dev.ordinal
-        );
-
-        let mut workspace = [0usize; 3];
-        let cached = if pref.autotune == Autotune::Measured {
-            autotune_cache()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&key)
-                .copied()
-        } else {
-            None
-        };
-        if let Some(entry) = cached {
-            for dir in ConvDirection::ALL {
-                let (id, math) = entry[dir.index()];
-                let algo = ConvAlgo {
-                    direction: dir,
-                    id,
-                    math,
-                    workspace_bytes: 0,
-                    deterministic: pref.deterministic,
-                    time_ms: -1.0,
-                };
-                workspace[dir.index()] = cudnn.choose(&handle, stream, algo, math)?;
-            }
-        } else {
-            let ranked = if pref.autotune == Autotune::Measured {
-                Self::measure_all(&mut cudnn, &handle, stream, &p, policy, cap)?
-            } else {
-                let mut r = Vec::new();
-                for dir in ConvDirection::ALL {
-                    r.push(cudnn.heuristics(&handle, stream, dir, policy.query)?);
-                }
-                r
-            };
-            let mut entry = [(0u32, ConvMath::Default); 3];
-            for (dir, cands) in ConvDirection::ALL.into_iter().zip(ranked) {
-                let (ws, algo) =
-                    Self::pick(op, &mut cudnn, &handle, stream, dir, &cands, policy, pref)?;
-                workspace[dir.index()] = ws;
-                entry[dir.index()] = (algo.id, algo.math);
-            }
-            if pref.autotune == Autotune::Measured {
-                autotune_cache()
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(key.clone(), entry);
-                append_cache_line(&key, &entry);
-            }
-        }
-
-        let algos: Vec<ConvAlgo> = ConvDirection::ALL
-            .iter()
-            .filter_map(|&d| cudnn.chosen(d))
-            .collect();
-        let deterministic = algos.iter().all(|a| a.deterministic);
-        let tf32 = p.dtype == ElementKind::F32 && algos.iter().any(|a| a.math != ConvMath::Fma);
-        let math = match p.dtype {
-            ElementKind::F64 => MathPrecision::F64,
-            ElementKind::F16 => MathPrecision::F16,
-            ElementKind::Bf16 => MathPrecision::Bf16,
-            _ if tf32 => MathPrecision::Tf32,
-            _ => MathPrecision::F32,
-        };
-        let variant = algos
-            .iter()
-            .map(|a| {
-                let dir = match a.direction {
-                    ConvDirection::Forward => "fw",
-                    ConvDirection::BackwardData => "bw_data",
-                    ConvDirection::BackwardFilter => "dw",
-                };
-                format!(
-                    "{dir}={}/{} ws={}",
-                    a.name(),
-                    a.math.name(),
-                    a.workspace_bytes
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("; ");
-        let layout = if p.channels_last {
-            "channels_last"
-        } else {
-            "channels_first"
-        };
-        let sku = KernelSku {
-            op: sku_op.to_string(),
-            element: p.dtype,
-            backend: BackendKind::Cudnn,
-            arch: dev.arch,
-            variant: format!("{layout}; {variant}"),
-            precision: PrecisionGuarantee {
-                math,
-                accumulator: if p.dtype == ElementKind::F64 {
-                    ElementKind::F64
-                } else {
-                    ElementKind::F32
-                },
-                deterministic,
-                bit_stable_on_same_hardware: deterministic && pref.autotune == Autotune::Heuristic,
-            },
-        };
-        let bias = spec_for(&BIAS_SOURCE, p.dtype)
-            .ok_or_else(|| Error::Unsupported {
-                op,
-                what: format!("bias kernels for {}", p.dtype),
-            })
-            .and_then(|spec| ctx.module(&spec))
-            .and_then(|m| Ok((m.function("bias_act_fw")?, m.function("bias_bw")?)));
-        Ok(ConvCore {
-            cudnn,
-            workspace,
-            sku,
-            bias,
-        })
-    }
-
-    #[allow(clippy::too_many_arguments)] // the pieces of one selection step
-    fn pick(
-        op: &'static str,
-        cudnn: &mut CudnnConv,
-        handle: &CudnnHandle,
-        stream: &Stream,
-        dir: ConvDirection,
-        cands: &[ConvAlgo],
-        policy: MathPolicy,
-        pref: &PlanPreference,
-    ) -> Result<(usize, ConvAlgo)> {
-        let mut rejected = Vec::new();
-        for c in cands {
-            if pref.deterministic && !c.deterministic {
-                rejected.push(format!("{} (not deterministic)", c.name()));
-                continue;
-            }
-            let math = policy.forced.unwrap_or(c.math);
-            match cudnn.choose(handle, stream, *c, math) {
-                Ok(ws) => {
-                    if pref.max_workspace_bytes.is_some_and(|cap| ws > cap) {
-                        rejected.push(format!("{} ({ws} bytes of workspace)", c.name()));
-                        continue;
-                    }
-                    let chosen = cudnn.chosen(dir).unwrap_or(*c);
-                    return Ok((ws, chosen));
-                }
-                Err(e) => rejected.push(format!("{} ({e})", c.name())),
-            }
-        }
-        let field = if pref.deterministic {
-            "deterministic"
-        } else if pref.max_workspace_bytes.is_some() {
-            "max_workspace_bytes"
-        } else {
-            return Err(Error::Unsupported {
-                op,
-                what: format!(
-                    "cuDNN offers no {dir:?} algorithm for this problem; tried {rejected:?}"
-                ),
-            });
-        };
-        Err(Error::PreferenceRejected {
-            op,
-            field,
-            reason: format!("no cuDNN {dir:?} algorithm qualifies; candidates: {rejected:?}"),
-        })
-    }
-
-    /// `Find*Ex` for every direction on scratch buffers allocated here
-    /// (select may allocate; run never does). Synchronizes the stream.
-    fn measure_all(
-        cudnn: &mut CudnnConv,
-        handle: &CudnnHandle,
-        stream: &Stream,
-        p: &CudnnConvProblem,
-        policy: MathPolicy,
-        cap: Option<usize>,
-    ) -> Result<Vec<Vec<ConvAlgo>>> {
-        let b = p.dtype.size_bytes();
-        let xb = elem_count(p.batch, p.c_in, &p.x_spatial) * b;
-        let yb = elem_count(p.batch, p.c_out, &p.y_spatial) * b;
-        let wb = elem_count(p.c_out, p.c_in / p.groups, &p.w_spatial) * b;
-        // 0x3C bytes: small finite values in every float dtype, so no
-        // algorithm is timed on NaN or denormal paths.
-        let x = DeviceBuffer::<u8>::filled_bytes(stream, xb, 0x3C)?;
-        let y = DeviceBuffer::<u8>::filled_bytes(stream, yb, 0x3C)?;
-        let w = DeviceBuffer::<u8>::filled_bytes(stream, wb, 0x3C)?;
-        // Workspace budget for timing: the cap, or 1 GiB.
-        let ws_bytes = cap.unwrap_or(1 << 30);
-        let ws = DeviceBuffer::<u8>::uninit(stream, ws_bytes)?;
-        let (xa, ya, wa, wsa) = (
-            x.as_slice().addr(),
-            y.as_slice().addr(),
-            w.as_slice().addr(),
-            ws.as_slice().addr(),
-        );
-        let mut out = Vec::new();
-        for dir in ConvDirection::ALL {
-            let ops = match dir {
-                ConvDirection::Forward => (xa, wa, ya),
-                ConvDirection::BackwardData => (wa, ya, xa),
-                ConvDirection::BackwardFilter => (xa, ya, wa),
-            };
-            // SAFETY: x, y, w hold this problem's operands in bytes (sized
-            // from the same problem above) on the stream's context and ws
-            // holds ws_bytes; all outlive the synchronous Find call.
-            let r =
-                unsafe { cudnn.measure(handle, stream, dir, policy.query, ops, wsa, ws_bytes) }?;
-            out.push(r);
-        }
-        stream.synchronize()?;
-        Ok(out)
-    }
-
-    pub(crate) fn run(
-        &self,
-        op: &'static str,
-        stream: &Stream,
-        dir: ConvDirection,
-        ops: (u64, u64, u64),
-        workspace: &Workspace<'_>,
-    ) -> Result<()> {
-        let needed = self.workspace[dir.index()];
-        let ws = workspace.check(op, needed, stream.context().id())?;
-        let handle = stream.context().handle::<CudnnHandle>()?;
-        // SAFETY: the caller checked every operand's shape, dense layout
-        // and context against this problem (check_tensor), the output is a
-        // TensorMut (exclusive, so disjoint from the inputs) and the
-        // workspace holds at least the chosen algorithm's bytes.
-        unsafe {
-            self.cudnn
-                .run(&handle, stream, dir, ops, ws, workspace.bytes())
-        }
-    }
-}
-
 #[allow(clippy::too_many_arguments)] // kernel parameters
 fn launch_bias_act(
     stream: &Stream,
@@ -876,6 +506,7 @@ fn launch_bias_bw(
 mod tests {
     use super::*;
     use crate::conv::Conv2dDescriptor;
+    use baracuda_kernels_types::{ElementKind, Error};
 
     fn bad<T: Element>(d: &ConvDescriptor<2>) -> Error {
         // Validation runs before any CUDA call, so no device is needed.
@@ -938,34 +569,6 @@ mod tests {
         ));
         let d = Conv2dDescriptor::new(2, 4, 8, 8, 6, 3, 3, ElementKind::I32);
         assert!(matches!(bad::<i32>(&d), Error::Unsupported { .. }));
-    }
-
-    #[test]
-    fn cache_lines_round_trip() {
-        let e = [
-            (1, ConvMath::TensorOp),
-            (0, ConvMath::Fma),
-            (3, ConvMath::Default),
-        ];
-        let line = "k\t1:tensor_op_math\t0:fma_math\t3:default_math";
-        assert_eq!(parse_cache_line(line), Some(("k".to_string(), e)));
-        assert_eq!(
-            parse_cache_line("k\t1:nope\t0:fma_math\t3:default_math"),
-            None
-        );
-    }
-
-    #[test]
-    fn math_policies() {
-        assert_eq!(
-            math_policy(ElementKind::F32, false).forced,
-            Some(ConvMath::Fma)
-        );
-        assert_eq!(math_policy(ElementKind::F32, true).query, ConvMath::Default);
-        assert_eq!(
-            math_policy(ElementKind::Bf16, false).query,
-            ConvMath::TensorOp
-        );
     }
 
     #[test]

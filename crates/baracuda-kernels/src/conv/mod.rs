@@ -19,6 +19,7 @@
 mod adaptive_pool;
 #[allow(clippy::module_inception)] // the file is named after the op, as STYLE.md asks
 mod conv;
+mod cudnn_core;
 mod descriptor;
 mod lp_pool;
 mod pool;

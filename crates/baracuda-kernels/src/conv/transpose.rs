@@ -18,7 +18,8 @@ use std::marker::PhantomData;
 use baracuda_driver::{ConvAlgo, ConvDirection, CudnnConvProblem, Stream};
 use baracuda_kernels_types::{Element, Error, KernelSku, PlanPreference, Result, Workspace};
 
-use super::conv::{ConvArgs, ConvBwArgs, ConvCore, ConvDwArgs};
+use super::conv::{ConvArgs, ConvBwArgs, ConvDwArgs};
+use super::cudnn_core::ConvCore;
 use super::descriptor::{
     check_tensor, checked_output, full_shape, invalid, validate_common, ConvTransposeDescriptor,
 };

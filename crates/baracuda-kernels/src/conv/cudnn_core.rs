@@ -1,0 +1,573 @@
+//! The cuDNN core shared by [`ConvPlan`](super::ConvPlan) and
+//! [`ConvTransposePlan`](super::ConvTransposePlan): per direction, one
+//! execution plan of cuDNN's backend (graph) API, plus a legacy-API
+//! algorithm as fallback.
+//!
+//! Selection, per direction:
+//! 1. Backend engine configs from heuristic mode A, then FALLBACK, in rank
+//!    order, filtered as PyTorch does: never `DOWN_CONVERT_INPUTS` or
+//!    `REDUCED_PRECISION_REDUCTION` (the SKU promises f32 accumulation);
+//!    no `NONDETERMINISTIC` when `deterministic`; f32 without `allow_tf32`
+//!    takes no `TENSOR_CORE` engine (those run TF32); plans above
+//!    `max_workspace_bytes` are dropped. `Autotune::Heuristic` takes the
+//!    first plan that finalizes. `Autotune::Measured` times up to
+//!    [`MEASURED_CANDIDATES`] on the select stream (as
+//!    `cudnn.benchmark=True` does) and keeps the fastest; the winner
+//!    (engine index + knobs) is cached per problem, filter and device for
+//!    the process and in `BARACUDA_CONV_AUTOTUNE_FILE` when set.
+//! 2. A legacy algorithm (`_v7` heuristics, IEEE `CUDNN_FMA_MATH` for f32
+//!    unless `allow_tf32`), within the backend plan's workspace. It runs
+//!    when an operand is not 16-byte aligned (the backend tensors are
+//!    declared 16-byte aligned), and alone when the backend API offers no
+//!    engine for the direction; the SKU then names it `legacy:`.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use baracuda_driver::{
+    ConvAlgo, ConvApi, ConvDirection, ConvMath, CudnnConv, CudnnConvProblem, CudnnHandle,
+    DeviceBuffer, EngineFilter, Event, Function, Stream,
+};
+use baracuda_kernels_types::{
+    Autotune, BackendKind, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
+    PrecisionGuarantee, Result, Workspace,
+};
+
+use super::descriptor::{check_i32_elems, full_shape};
+use super::{spec_for, BIAS_SOURCE};
+
+/// Backend plans timed per direction by `Autotune::Measured`, taken in
+/// heuristic rank order. It bounds select time: each candidate runs 4
+/// times, so 12 candidates of a 50 us ResNet-50 layer cost ~2.5 ms per
+/// direction (plus plan finalization).
+pub(crate) const MEASURED_CANDIDATES: usize = 12;
+
+/// Timing scratch of `Autotune::Measured` is capped at 1 GiB of workspace
+/// when the preference sets no cap.
+const MEASURED_WORKSPACE_CAP: usize = 1 << 30;
+
+/// Backend plans, legacy fallbacks and their workspaces.
+pub(crate) struct ConvCore {
+    pub(crate) cudnn: CudnnConv,
+    pub(crate) workspace: [usize; 3],
+    pub(crate) sku: KernelSku,
+    pub(crate) bias: std::result::Result<(Function, Function), Error>,
+    /// The handle the plans were finalized with, kept alive with them.
+    _handle: Arc<CudnnHandle>,
+}
+
+impl std::fmt::Debug for ConvCore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConvCore")
+            .field("cudnn", &self.cudnn)
+            .field("workspace", &self.workspace)
+            .field("sku", &self.sku)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How the legacy math mode is set for the query and for the run.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+struct MathPolicy {
+    query: ConvMath,
+    /// When set, the run uses this mode whatever cuDNN reported (IEEE f32).
+    forced: Option<ConvMath>,
+}
+
+fn math_policy(kind: ElementKind, allow_tf32: bool) -> MathPolicy {
+    match kind {
+        ElementKind::F32 if !allow_tf32 => MathPolicy {
+            query: ConvMath::Fma,
+            forced: Some(ConvMath::Fma),
+        },
+        ElementKind::F16 | ElementKind::Bf16 => MathPolicy {
+            query: ConvMath::TensorOp,
+            forced: None,
+        },
+        _ => MathPolicy {
+            query: ConvMath::Default,
+            forced: None,
+        },
+    }
+}
+
+/// A cached backend engine config: engine global index and knob choices.
+type CacheEntry = [(u32, Vec<(u32, i64)>); 3];
+
+fn autotune_cache() -> &'static Mutex<HashMap<String, CacheEntry>> {
+    static CACHE: OnceLock<Mutex<HashMap<String, CacheEntry>>> = OnceLock::new();
+    CACHE.get_or_init(|| {
+        let mut m = HashMap::new();
+        if let Ok(path) = std::env::var("BARACUDA_CONV_AUTOTUNE_FILE") {
+            if let Ok(text) = std::fs::read_to_string(&path) {
+                for line in text.lines() {
+                    if let Some((k, v)) = parse_cache_line(line) {
+                        m.insert(k, v);
+                    }
+                }
+            }
+        }
+        Mutex::new(m)
+    })
+}
+
+/// `key \t engine:knob=value,knob=value \t ... \t ...` (one field per
+/// direction, fw, bw_data, dw). Lines of other formats (the legacy
+/// `id:math` entries) do not parse and are ignored.
+fn parse_cache_line(line: &str) -> Option<(String, CacheEntry)> {
+    let mut parts = line.split('\t');
+    let key = parts.next()?.to_string();
+    let mut e: CacheEntry = Default::default();
+    for slot in e.iter_mut() {
+        let (id, knobs) = parts.next()?.split_once(':')?;
+        let knobs = knobs
+            .split(',')
+            .filter(|k| !k.is_empty())
+            .map(|k| {
+                let (t, v) = k.split_once('=')?;
+                Some((t.parse().ok()?, v.parse().ok()?))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        *slot = (id.parse().ok()?, knobs);
+    }
+    if parts.next().is_some() {
+        return None;
+    }
+    Some((key, e))
+}
+
+fn cache_line(key: &str, e: &CacheEntry) -> String {
+    let mut line = key.to_string();
+    for (id, knobs) in e {
+        let k = knobs
+            .iter()
+            .map(|(t, v)| format!("{t}={v}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        line += &format!("\t{id}:{k}");
+    }
+    line.push('\n');
+    line
+}
+
+fn append_cache_line(key: &str, e: &CacheEntry) {
+    let Ok(path) = std::env::var("BARACUDA_CONV_AUTOTUNE_FILE") else {
+        return;
+    };
+    // One short append per problem; a failure only costs a re-tune later.
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+    {
+        let _ = f.write_all(cache_line(key, e).as_bytes());
+    }
+}
+
+fn elem_count(n: i32, c: i32, sp: &[i32]) -> usize {
+    sp.iter()
+        .fold(n as usize * c as usize, |a, &d| a * d as usize)
+}
+
+/// Device scratch operands for timing candidates (allocated once per
+/// select; run never allocates).
+struct Scratch {
+    x: DeviceBuffer<u8>,
+    y: DeviceBuffer<u8>,
+    w: DeviceBuffer<u8>,
+}
+
+impl Scratch {
+    fn new(stream: &Stream, p: &CudnnConvProblem) -> Result<Scratch> {
+        let b = p.dtype.size_bytes();
+        let xb = elem_count(p.batch, p.c_in, &p.x_spatial) * b;
+        let yb = elem_count(p.batch, p.c_out, &p.y_spatial) * b;
+        let wb = elem_count(p.c_out, p.c_in / p.groups, &p.w_spatial) * b;
+        // 0x3C bytes: small finite values in every float dtype, so no
+        // engine is timed on NaN or denormal paths. Convolution engines
+        // have no data-dependent paths beyond those.
+        Ok(Scratch {
+            x: DeviceBuffer::<u8>::filled_bytes(stream, xb.max(1), 0x3C)?,
+            y: DeviceBuffer::<u8>::filled_bytes(stream, yb.max(1), 0x3C)?,
+            w: DeviceBuffer::<u8>::filled_bytes(stream, wb.max(1), 0x3C)?,
+        })
+    }
+
+    fn ops(&self, dir: ConvDirection) -> (u64, u64, u64) {
+        let (x, y, w) = (
+            self.x.as_slice().addr(),
+            self.y.as_slice().addr(),
+            self.w.as_slice().addr(),
+        );
+        match dir {
+            ConvDirection::Forward => (x, w, y),
+            ConvDirection::BackwardData => (w, y, x),
+            ConvDirection::BackwardFilter => (x, y, w),
+        }
+    }
+}
+
+impl ConvCore {
+    pub(crate) fn select(
+        op: &'static str,
+        stream: &Stream,
+        p: CudnnConvProblem,
+        pref: &PlanPreference,
+        sku_op: &str,
+    ) -> Result<ConvCore> {
+        pref.check_backend(op, &[BackendKind::Cudnn])?;
+        if p.dtype == ElementKind::F64 && p.channels_last {
+            // Measured on cuDNN 9 / H200: the legacy API returns no f64
+            // algorithm for NHWC-strided tensors in any direction.
+            return Err(Error::Unsupported {
+                op,
+                what: "f64 channels-last convolution (cuDNN has no f64 NHWC algorithms); use channels-first".into(),
+            });
+        }
+        let x_shape = full_shape(p.batch, p.c_in, &p.x_spatial);
+        let y_shape = full_shape(p.batch, p.c_out, &p.y_spatial);
+        check_i32_elems(op, "x", &x_shape)?;
+        check_i32_elems(op, "y", &y_shape)?;
+        let ctx = stream.context();
+        let handle = ctx.handle::<CudnnHandle>()?;
+        let mut cudnn = CudnnConv::new(&p)?;
+        let policy = math_policy(p.dtype, pref.allow_tf32);
+        let measured = pref.autotune == Autotune::Measured;
+        let filter = EngineFilter {
+            deterministic: pref.deterministic,
+            allow_tf32: pref.allow_tf32,
+            max_workspace_bytes: match (pref.max_workspace_bytes, measured) {
+                (Some(cap), _) => Some(cap),
+                (None, true) => Some(MEASURED_WORKSPACE_CAP),
+                (None, false) => None,
+            },
+        };
+        let dev = ctx.device();
+        let key = format!("backend|{p:?}|{filter:?}|{}#{}", dev.name, dev.ordinal);
+        let cached = if measured {
+            autotune_cache()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&key)
+                .cloned()
+        } else {
+            None
+        };
+        let mut scratch: Option<Scratch> = None;
+        let mut workspace = [0usize; 3];
+        let mut entry: CacheEntry = Default::default();
+        let mut all_backend = true;
+        for dir in ConvDirection::ALL {
+            let i = dir.index();
+            let mut rejected = Vec::new();
+            let mut backend_ws = None;
+            if let Some(c) = &cached {
+                let (id, knobs) = &c[i];
+                backend_ws = cudnn
+                    .engine_from_config(&handle, stream, dir, *id, knobs, &filter)
+                    .and_then(|_| cudnn.choose_candidate(dir, 0, -1.0))
+                    .ok();
+            }
+            if backend_ws.is_none() {
+                let max = if measured { MEASURED_CANDIDATES } else { 1 };
+                match cudnn.engine_candidates(&handle, stream, dir, &filter, max) {
+                    Ok((cands, why)) => {
+                        rejected.extend(why);
+                        if !cands.is_empty() {
+                            let pick = if measured && cands.len() > 1 {
+                                if scratch.is_none() {
+                                    scratch = Some(Scratch::new(stream, &p)?);
+                                }
+                                let s = scratch.as_ref().ok_or_else(|| Error::Unsupported {
+                                    op,
+                                    what: "timing scratch".into(),
+                                })?;
+                                time_candidates(&cudnn, &handle, stream, dir, &cands, s)?
+                            } else {
+                                Some((0, -1.0))
+                            };
+                            if let Some((idx, ms)) = pick {
+                                backend_ws = Some(cudnn.choose_candidate(dir, idx, ms)?);
+                            }
+                        }
+                    }
+                    Err(e) => rejected.push(format!("backend graph: {e}")),
+                }
+            }
+            if let Some(a) = cudnn.chosen(dir).filter(|a| a.api == ConvApi::Backend) {
+                entry[i] = (a.id, a.knobs);
+            } else {
+                all_backend = false;
+            }
+            // The legacy fallback, within the backend plan's workspace.
+            let legacy_cap = backend_ws.or(pref.max_workspace_bytes);
+            let legacy = Self::pick_legacy(
+                &mut cudnn,
+                &handle,
+                stream,
+                dir,
+                policy,
+                pref.deterministic,
+                legacy_cap,
+                &mut rejected,
+            );
+            workspace[i] = match (backend_ws, legacy) {
+                (Some(b), Some(l)) => b.max(l),
+                (Some(b), None) => b,
+                (None, Some(l)) => l,
+                (None, None) => return Err(no_algorithm(op, dir, pref, rejected)),
+            };
+        }
+        if measured && all_backend && cached.is_none() {
+            autotune_cache()
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(key.clone(), entry.clone());
+            append_cache_line(&key, &entry);
+        }
+        let sku = Self::sku(&cudnn, &p, pref, sku_op, dev.arch);
+        let bias = spec_for(&BIAS_SOURCE, p.dtype)
+            .ok_or_else(|| Error::Unsupported {
+                op,
+                what: format!("bias kernels for {}", p.dtype),
+            })
+            .and_then(|spec| ctx.module(&spec))
+            .and_then(|m| Ok((m.function("bias_act_fw")?, m.function("bias_bw")?)));
+        Ok(ConvCore {
+            cudnn,
+            workspace,
+            sku,
+            bias,
+            _handle: handle,
+        })
+    }
+
+    fn sku(
+        cudnn: &CudnnConv,
+        p: &CudnnConvProblem,
+        pref: &PlanPreference,
+        sku_op: &str,
+        arch: baracuda_kernels_types::ArchSku,
+    ) -> KernelSku {
+        let mut all: Vec<ConvAlgo> = Vec::new();
+        let mut parts = Vec::new();
+        for dir in ConvDirection::ALL {
+            let name = match dir {
+                ConvDirection::Forward => "fw",
+                ConvDirection::BackwardData => "bw_data",
+                ConvDirection::BackwardFilter => "dw",
+            };
+            let Some(a) = cudnn.chosen(dir) else { continue };
+            let mut part = format!(
+                "{name}={}/{} ws={}",
+                a.name(),
+                a.math.name(),
+                a.workspace_bytes
+            );
+            if a.api == ConvApi::Backend {
+                if let Some(l) = cudnn.legacy(dir) {
+                    part += &format!(" unaligned={}/{}", l.name(), l.math.name());
+                    all.push(l);
+                }
+            }
+            all.push(a);
+            parts.push(part);
+        }
+        let deterministic = all.iter().all(|a| a.deterministic);
+        let tf32 = p.dtype == ElementKind::F32 && all.iter().any(|a| a.math != ConvMath::Fma);
+        let math = match p.dtype {
+            ElementKind::F64 => MathPrecision::F64,
+            ElementKind::F16 => MathPrecision::F16,
+            ElementKind::Bf16 => MathPrecision::Bf16,
+            _ if tf32 => MathPrecision::Tf32,
+            _ => MathPrecision::F32,
+        };
+        let layout = if p.channels_last {
+            "channels_last"
+        } else {
+            "channels_first"
+        };
+        KernelSku {
+            op: sku_op.to_string(),
+            element: p.dtype,
+            backend: BackendKind::Cudnn,
+            arch,
+            variant: format!("{layout}; cudnn backend API; {}", parts.join("; ")),
+            precision: PrecisionGuarantee {
+                math,
+                accumulator: if p.dtype == ElementKind::F64 {
+                    ElementKind::F64
+                } else {
+                    ElementKind::F32
+                },
+                deterministic,
+                bit_stable_on_same_hardware: deterministic && pref.autotune == Autotune::Heuristic,
+            },
+        }
+    }
+
+    /// The first legacy `_v7` algorithm that passes the filters, chosen
+    /// as the direction's fallback; its workspace, or None (reasons go to
+    /// `rejected`).
+    #[allow(clippy::too_many_arguments)] // the pieces of one selection step
+    fn pick_legacy(
+        cudnn: &mut CudnnConv,
+        handle: &CudnnHandle,
+        stream: &Stream,
+        dir: ConvDirection,
+        policy: MathPolicy,
+        deterministic: bool,
+        cap: Option<usize>,
+        rejected: &mut Vec<String>,
+    ) -> Option<usize> {
+        let cands = match cudnn.heuristics(handle, stream, dir, policy.query) {
+            Ok(c) => c,
+            Err(e) => {
+                rejected.push(format!("legacy heuristics: {e}"));
+                return None;
+            }
+        };
+        for c in cands {
+            if deterministic && !c.deterministic {
+                rejected.push(format!("{} (not deterministic)", c.name()));
+                continue;
+            }
+            let math = policy.forced.unwrap_or(c.math);
+            match cudnn.choose(handle, stream, c.clone(), math) {
+                Ok(ws) if cap.is_some_and(|cap| ws > cap) => {
+                    rejected.push(format!("{} ({ws} bytes of workspace)", c.name()));
+                }
+                Ok(ws) => return Some(ws),
+                Err(e) => rejected.push(format!("{} ({e})", c.name())),
+            }
+        }
+        cudnn.clear_legacy(dir);
+        None
+    }
+
+    pub(crate) fn run(
+        &self,
+        op: &'static str,
+        stream: &Stream,
+        dir: ConvDirection,
+        ops: (u64, u64, u64),
+        workspace: &Workspace<'_>,
+    ) -> Result<()> {
+        let needed = self.workspace[dir.index()];
+        let ws = workspace.check(op, needed, stream.context().id())?;
+        let handle = stream.context().handle::<CudnnHandle>()?;
+        // SAFETY: the caller checked every operand's shape, dense layout
+        // and context against this problem (check_tensor), the output is a
+        // TensorMut (exclusive, so disjoint from the inputs) and the
+        // workspace holds at least the chosen plan's and algorithm's bytes.
+        unsafe {
+            self.cudnn
+                .run(&handle, stream, dir, ops, ws, workspace.bytes())
+        }
+    }
+}
+
+/// Time each candidate of `dir` on `stream` (one warm-up, then the mean of
+/// three runs between events) and return the fastest's index and time;
+/// None when none ran. Synchronizes the stream.
+fn time_candidates(
+    cudnn: &CudnnConv,
+    handle: &CudnnHandle,
+    stream: &Stream,
+    dir: ConvDirection,
+    cands: &[ConvAlgo],
+    scratch: &Scratch,
+) -> Result<Option<(usize, f32)>> {
+    let ws_bytes = cands.iter().map(|c| c.workspace_bytes).max().unwrap_or(0);
+    let ws = DeviceBuffer::<u8>::uninit(stream, ws_bytes.max(1))?;
+    let wsa = ws.as_slice().addr();
+    let ops = scratch.ops(dir);
+    let ctx = stream.context();
+    let (a, b) = (Event::new(ctx)?, Event::new(ctx)?);
+    let mut best: Option<(usize, f32)> = None;
+    for i in 0..cands.len() {
+        // SAFETY: the scratch buffers hold this problem's operands (sized
+        // from the same problem) on the stream's context, device
+        // allocations are 256-byte aligned, and `ws` holds the largest
+        // candidate workspace; all outlive the synchronize below.
+        let run = || unsafe { cudnn.run_candidate(handle, stream, dir, i, ops, wsa) };
+        if run().and_then(|_| stream.synchronize()).is_err() {
+            continue;
+        }
+        a.record(stream)?;
+        for _ in 0..3 {
+            run()?;
+        }
+        b.record(stream)?;
+        b.synchronize()?;
+        let ms = a.elapsed_ms(&b)? / 3.0;
+        if best.is_none_or(|(_, t)| ms < t) {
+            best = Some((i, ms));
+        }
+    }
+    Ok(best)
+}
+
+fn no_algorithm(
+    op: &'static str,
+    dir: ConvDirection,
+    pref: &PlanPreference,
+    rejected: Vec<String>,
+) -> Error {
+    let field = if pref.deterministic {
+        "deterministic"
+    } else if pref.max_workspace_bytes.is_some() {
+        "max_workspace_bytes"
+    } else {
+        return Error::Unsupported {
+            op,
+            what: format!(
+                "cuDNN offers no {dir:?} engine or algorithm for this problem; tried {rejected:?}"
+            ),
+        };
+    };
+    Error::PreferenceRejected {
+        op,
+        field,
+        reason: format!("no cuDNN {dir:?} engine or algorithm qualifies; candidates: {rejected:?}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cache_lines_round_trip() {
+        let e: CacheEntry = [
+            (12, vec![(0, 1), (3, -2)]),
+            (7, vec![]),
+            (3, vec![(41, 128)]),
+        ];
+        let line = cache_line("k", &e);
+        assert_eq!(line, "k\t12:0=1,3=-2\t7:\t3:41=128\n");
+        assert_eq!(
+            parse_cache_line(line.trim_end()),
+            Some(("k".to_string(), e))
+        );
+        // legacy-format lines are ignored
+        assert_eq!(
+            parse_cache_line("k\t1:tensor_op_math\t0:fma_math\t3:default_math"),
+            None
+        );
+    }
+
+    #[test]
+    fn math_policies() {
+        assert_eq!(
+            math_policy(ElementKind::F32, false).forced,
+            Some(ConvMath::Fma)
+        );
+        assert_eq!(math_policy(ElementKind::F32, true).query, ConvMath::Default);
+        assert_eq!(
+            math_policy(ElementKind::Bf16, false).query,
+            ConvMath::TensorOp
+        );
+    }
+}
