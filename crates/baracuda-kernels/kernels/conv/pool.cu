@@ -17,10 +17,25 @@
 //     avg      dx = sum dy[o] / divisor(o)
 //     lp       dx = sum dy[o] * (k_prod/pool(o)) * x^(p-1) * y[o]^(1-p)
 //
-// One thread per output (FW) / input (BW) element, grid-stride, in
-// physical memory order so channels-last is coalesced over channels.
-// 64-bit indices. Traffic ~ (in + out) * b bytes (+ 8 bytes per index):
-// memory bound except for large windows.
+// Generic kernels (pool_fw, pool_bw): one thread per output (FW) / input
+// (BW) element, grid-stride, in physical memory order so channels-last is
+// coalesced over channels; 64-bit indices; every mode and layout.
+//
+// Fast paths, picked by the host when every element count fits in 31 bits:
+//   pool_{fw,bw}_cl_v{1,N}  max / avg windows, channels-last: one thread per
+//       (n, spatial, V channels), 32-bit index math, V-wide (16-byte) loads
+//       and stores when channels % V == 0 and the pointers are 16-byte
+//       aligned (V = 16 / sizeof(ELEM_T)). The backward is still a gather
+//       (deterministic): the outputs whose window holds input i along an
+//       axis are exactly o in [ceil((i+p-k+1)/s), min((i+p)/s, out-1)], so
+//       no membership re-check; max adds dy[o] where idx[o] == i.
+//   pool_bw_global_avg_v{1,N}  adaptive avg to 1x1(x1): dx = dy / prod(in),
+//       a pure broadcast, V-wide stores.
+// Traffic ~ (in + out) * b bytes (+ 8 bytes per index): memory bound
+// except for large windows. E.g. MaxPool 3x3 s2 on [64,64,112,112] bf16:
+// FW reads 103 MB, writes 26 MB + 103 MB of i64 indices; BW reads 26 MB dy
+// + 103 MB indices (each output is read by ~2.25 inputs, mostly from L2)
+// and writes 103 MB dx.
 // Specialised by: ELEM_T, ACC_T.
 #include "conv/conv_dtype.cuh"
 
@@ -197,4 +212,180 @@ extern "C" __global__ void pool_bw(PoolParams P, const ELEM_T* __restrict__ dy,
                 }
         store(&dx[i], acc);
     }
+}
+
+// ---------------------------------------------------------------------------
+// Fast paths (32-bit index math; see the header).
+// ---------------------------------------------------------------------------
+
+#define VEC_MAX (16 / (int)sizeof(ELEM_T))
+
+template <int V>
+struct alignas(sizeof(ELEM_T) * V) Pack {
+    ELEM_T v[V];
+};
+
+template <int V>
+static __device__ __forceinline__ void pool_fw_cl(const PoolParams& P, const ELEM_T* __restrict__ x,
+                                                  ELEM_T* __restrict__ y, long long* __restrict__ idx) {
+    const int C = P.channels;
+    const int cv = C / V;
+    const int in_sp = P.in[0] * P.in[1] * P.in[2];
+    const int out_sp = P.out[0] * P.out[1] * P.out[2];
+    const int total = P.batch * out_sp * cv;
+    const bool is_max = P.mode == MODE_MAX;
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
+        const int ci = t % cv;
+        const int r = t / cv;
+        const int osp = r % out_sp;
+        const int n = r / out_sp;
+        const int o[3] = {osp / (P.out[1] * P.out[2]), (osp / P.out[2]) % P.out[1], osp % P.out[2]};
+        int lo[3], hi[3], padded[3];
+        for (int a = 0; a < 3; ++a) window(P, a, o[a], lo[a], hi[a], padded[a]);
+        const ELEM_T* xp = x + n * in_sp * C + ci * V;
+        const int yo = r * C + ci * V;
+        ACC_T acc[V];
+        int arg[V];
+        const int first = (lo[0] * P.in[1] + lo[1]) * P.in[2] + lo[2];
+        for (int k = 0; k < V; ++k) {
+            acc[k] = is_max ? (ACC_T)__int_as_float(0xff800000) : (ACC_T)0;
+            arg[k] = first;
+        }
+        for (int d = lo[0]; d < hi[0]; ++d)
+            for (int h = lo[1]; h < hi[1]; ++h)
+                for (int w = lo[2]; w < hi[2]; ++w) {
+                    const int sp = (d * P.in[1] + h) * P.in[2] + w;
+                    const Pack<V> pk = *reinterpret_cast<const Pack<V>*>(xp + sp * C);
+#pragma unroll
+                    for (int k = 0; k < V; ++k) {
+                        const ACC_T v = to_acc(pk.v[k]);
+                        if (is_max) {
+                            if (v > acc[k] || v != v) {
+                                acc[k] = v;
+                                arg[k] = sp;
+                            }
+                        } else {
+                            acc[k] += v;
+                        }
+                    }
+                }
+        Pack<V> out;
+        const ACC_T div = is_max ? (ACC_T)1 : divisor(P, lo, hi, padded);
+#pragma unroll
+        for (int k = 0; k < V; ++k) store(&out.v[k], is_max ? acc[k] : acc[k] / div);
+        *reinterpret_cast<Pack<V>*>(y + yo) = out;
+        if (is_max && P.has_indices) {
+#pragma unroll
+            for (int k = 0; k < V; ++k) idx[yo + k] = arg[k];
+        }
+    }
+}
+
+template <int V>
+static __device__ __forceinline__ void pool_bw_cl(const PoolParams& P, const ELEM_T* __restrict__ dy,
+                                                  const long long* __restrict__ idx, ELEM_T* __restrict__ dx) {
+    const int C = P.channels;
+    const int cv = C / V;
+    const int in_sp = P.in[0] * P.in[1] * P.in[2];
+    const int out_sp = P.out[0] * P.out[1] * P.out[2];
+    const int total = P.batch * in_sp * cv;
+    const bool is_max = P.mode == MODE_MAX;
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
+        const int ci = t % cv;
+        const int r = t / cv;
+        const int isp = r % in_sp;
+        const int n = r / in_sp;
+        const int ii[3] = {isp / (P.in[1] * P.in[2]), (isp / P.in[2]) % P.in[1], isp % P.in[2]};
+        int olo[3], ohi[3];
+        for (int a = 0; a < 3; ++a) {
+            const int q = ii[a] + P.p[a];
+            olo[a] = q < P.k[a] ? 0 : (q - P.k[a]) / P.s[a] + 1;
+            ohi[a] = min(q / P.s[a], P.out[a] - 1);
+        }
+        ACC_T acc[V];
+#pragma unroll
+        for (int k = 0; k < V; ++k) acc[k] = (ACC_T)0;
+        const int obase = n * out_sp;
+        for (int od = olo[0]; od <= ohi[0]; ++od)
+            for (int oh = olo[1]; oh <= ohi[1]; ++oh)
+                for (int ow = olo[2]; ow <= ohi[2]; ++ow) {
+                    const int osp = (od * P.out[1] + oh) * P.out[2] + ow;
+                    const int oa = (obase + osp) * C + ci * V;
+                    const Pack<V> g = *reinterpret_cast<const Pack<V>*>(dy + oa);
+                    if (is_max) {
+#pragma unroll
+                        for (int k = 0; k < V; ++k)
+                            if (idx[oa + k] == isp) acc[k] += to_acc(g.v[k]);
+                    } else {
+                        const int o[3] = {od, oh, ow};
+                        int lo[3], hi[3], padded[3];
+                        for (int a = 0; a < 3; ++a) window(P, a, o[a], lo[a], hi[a], padded[a]);
+                        const ACC_T inv = (ACC_T)1 / divisor(P, lo, hi, padded);
+#pragma unroll
+                        for (int k = 0; k < V; ++k) acc[k] += to_acc(g.v[k]) * inv;
+                    }
+                }
+        Pack<V> out;
+#pragma unroll
+        for (int k = 0; k < V; ++k) store(&out.v[k], acc[k]);
+        *reinterpret_cast<Pack<V>*>(dx + r * C + ci * V) = out;
+    }
+}
+
+// dx = dy / prod(in): every input of a plane gets its plane's gradient.
+// Channels-last with V > 1 needs channels % V == 0 (V channels of one
+// position share n); channels-first with V > 1 needs prod(in) % V == 0
+// (V positions share one plane).
+template <int V>
+static __device__ __forceinline__ void pool_bw_global_avg(const PoolParams& P, const ELEM_T* __restrict__ dy,
+                                                          ELEM_T* __restrict__ dx) {
+    const int C = P.channels;
+    const int in_sp = P.in[0] * P.in[1] * P.in[2];
+    const int total = (int)(P.n_in / V);
+    const ACC_T inv = (ACC_T)1 / (ACC_T)in_sp;
+    for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
+        const int e = t * V;
+        Pack<V> out;
+        if (P.channels_last) {
+            const int c0 = e % C;
+            const int n = e / (C * in_sp);
+            const Pack<V> g = *reinterpret_cast<const Pack<V>*>(dy + n * C + c0);
+#pragma unroll
+            for (int k = 0; k < V; ++k) store(&out.v[k], to_acc(g.v[k]) * inv);
+        } else {
+            const ACC_T g = to_acc(dy[e / in_sp]) * inv;
+#pragma unroll
+            for (int k = 0; k < V; ++k) store(&out.v[k], g);
+        }
+        *reinterpret_cast<Pack<V>*>(dx + e) = out;
+    }
+}
+
+extern "C" __global__ void pool_fw_cl_v1(PoolParams P, const ELEM_T* __restrict__ x, ELEM_T* __restrict__ y,
+                                         long long* __restrict__ idx) {
+    pool_fw_cl<1>(P, x, y, idx);
+}
+extern "C" __global__ void pool_fw_cl_vn(PoolParams P, const ELEM_T* __restrict__ x, ELEM_T* __restrict__ y,
+                                         long long* __restrict__ idx) {
+    pool_fw_cl<VEC_MAX>(P, x, y, idx);
+}
+// Same signature as pool_bw; x and y (Lp only) are unused here.
+extern "C" __global__ void pool_bw_cl_v1(PoolParams P, const ELEM_T* __restrict__ dy,
+                                         const long long* __restrict__ idx, const ELEM_T* __restrict__ x,
+                                         const ELEM_T* __restrict__ y, ELEM_T* __restrict__ dx) {
+    pool_bw_cl<1>(P, dy, idx, dx);
+}
+// Same signature as pool_bw; x and y (Lp only) are unused here.
+extern "C" __global__ void pool_bw_cl_vn(PoolParams P, const ELEM_T* __restrict__ dy,
+                                         const long long* __restrict__ idx, const ELEM_T* __restrict__ x,
+                                         const ELEM_T* __restrict__ y, ELEM_T* __restrict__ dx) {
+    pool_bw_cl<VEC_MAX>(P, dy, idx, dx);
+}
+extern "C" __global__ void pool_bw_global_avg_v1(PoolParams P, const ELEM_T* __restrict__ dy,
+                                                 ELEM_T* __restrict__ dx) {
+    pool_bw_global_avg<1>(P, dy, dx);
+}
+extern "C" __global__ void pool_bw_global_avg_vn(PoolParams P, const ELEM_T* __restrict__ dy,
+                                                 ELEM_T* __restrict__ dx) {
+    pool_bw_global_avg<VEC_MAX>(P, dy, dx);
 }

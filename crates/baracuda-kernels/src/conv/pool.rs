@@ -316,7 +316,27 @@ pub(crate) struct PoolCore {
     y_shape: Vec<usize>,
     fw: Function,
     bw: Function,
+    /// Fast paths `[v1, vN]` (see pool.cu): channels-last window FW/BW and
+    /// the global-average broadcast BW.
+    fw_cl: [Function; 2],
+    bw_cl: [Function; 2],
+    bw_global_avg: [Function; 2],
+    /// Elements per 16 bytes (the vN width).
+    vec: usize,
     sku: KernelSku,
+}
+
+/// Which of the `[v1, vN]` fast kernels a launch uses and its thread count.
+fn vec_choice(vec: usize, vec_ok: bool, n: i64) -> (usize, i64) {
+    if vec_ok && vec > 1 {
+        (1, n / vec as i64)
+    } else {
+        (0, n)
+    }
+}
+
+fn aligned16(addrs: &[u64]) -> bool {
+    addrs.iter().all(|a| a % 16 == 0)
 }
 
 fn pad3(v: &[i32], fill: i32) -> [i32; 3] {
@@ -375,7 +395,10 @@ impl PoolCore {
             element: kind,
             backend: BackendKind::Baracuda,
             arch,
-            variant: format!("pool.cu pool_fw/pool_bw {:?} {:?}", pb.mode, pb.layout),
+            variant: format!(
+                "pool.cu pool_fw/pool_bw (32-bit channels-last and global-average fast paths) {:?} {:?}",
+                pb.mode, pb.layout
+            ),
             precision: PrecisionGuarantee {
                 math: if kind == ElementKind::F64 {
                     MathPrecision::F64
@@ -400,6 +423,13 @@ impl PoolCore {
             y_shape,
             fw: m.function("pool_fw")?,
             bw: m.function("pool_bw")?,
+            fw_cl: [m.function("pool_fw_cl_v1")?, m.function("pool_fw_cl_vn")?],
+            bw_cl: [m.function("pool_bw_cl_v1")?, m.function("pool_bw_cl_vn")?],
+            bw_global_avg: [
+                m.function("pool_bw_global_avg_v1")?,
+                m.function("pool_bw_global_avg_vn")?,
+            ],
+            vec: 16 / kind.size_bytes().max(1),
             sku,
         })
     }
@@ -410,6 +440,18 @@ impl PoolCore {
 
     fn is_max(&self) -> bool {
         matches!(self.mode, KernelMode::Max | KernelMode::AdaptiveMax)
+    }
+
+    /// Every element count fits the fast paths' 32-bit index math.
+    fn fits_i32(&self) -> bool {
+        self.params.n_in <= i32::MAX as i64 && self.params.n_out <= i32::MAX as i64
+    }
+
+    /// Max / avg windows on channels-last tensors take the fast kernels.
+    fn window_cl(&self) -> bool {
+        matches!(self.mode, KernelMode::Max | KernelMode::Avg)
+            && self.layout == ConvLayout::ChannelsLast
+            && self.fits_i32()
     }
 
     fn launch_cfg(&self, stream: &Stream, n: i64) -> LaunchConfig {
@@ -476,14 +518,21 @@ impl PoolCore {
         }
         let mut a = LaunchArgs::new();
         a.push(params)?.push(x)?.push(y)?.push(idx)?;
+        let (f, threads) = if self.window_cl() {
+            let ok = self.params.channels as usize % self.vec == 0 && aligned16(&[x, y]);
+            let (v, t) = vec_choice(self.vec, ok, params.n_out);
+            (&self.fw_cl[v], t)
+        } else {
+            (&self.fw, params.n_out)
+        };
         // SAFETY: x, y and indices were checked against the problem's
         // shapes, dense layout and context above; the kernel reads only
         // in-window x elements and writes n_out outputs (and indices only
-        // when has_indices). The args match pool_fw's signature.
-        unsafe {
-            self.fw
-                .launch(stream, self.launch_cfg(stream, params.n_out), &mut a)
-        }
+        // when has_indices). The vN kernel runs only when channels are a
+        // multiple of its width and x, y are 16-byte aligned; the 32-bit
+        // kernels only when every count fits in i32. The args match the
+        // pool_fw signature all of them share.
+        unsafe { f.launch(stream, self.launch_cfg(stream, threads), &mut a) }
     }
 
     pub(crate) fn run_bw<T: Element, const R: usize>(
@@ -570,13 +619,43 @@ impl PoolCore {
             .push(x)?
             .push(y)?
             .push(dx)?;
+        let n_in = self.params.n_in;
+        let global_avg = self.mode == KernelMode::AdaptiveAvg
+            && self.params.output == [1, 1, 1]
+            && self.fits_i32();
+        let (f, threads) = if global_avg {
+            let in_sp = self.params.input.iter().product::<i32>() as usize;
+            let contiguous = if self.layout == ConvLayout::ChannelsLast {
+                self.params.channels as usize % self.vec == 0 && aligned16(&[dy])
+            } else {
+                in_sp % self.vec == 0
+            };
+            let ok = contiguous && n_in as usize % self.vec == 0 && aligned16(&[dx]);
+            let mut b = LaunchArgs::new();
+            b.push(self.params)?.push(dy)?.push(dx)?;
+            let (v, t) = vec_choice(self.vec, ok, n_in);
+            // SAFETY: dy and dx were checked above against the problem's
+            // shapes, layout and context; every count fits in i32; the vN
+            // kernel runs only when its vectors stay within one plane
+            // (checked) and dx (and dy for channels-last) are 16-byte
+            // aligned. The args match pool_bw_global_avg's signature.
+            return unsafe {
+                self.bw_global_avg[v].launch(stream, self.launch_cfg(stream, t), &mut b)
+            };
+        } else if self.window_cl() {
+            let ok = self.params.channels as usize % self.vec == 0 && aligned16(&[dy, dx]);
+            let (v, t) = vec_choice(self.vec, ok, n_in);
+            (&self.bw_cl[v], t)
+        } else {
+            (&self.bw, n_in)
+        };
         // SAFETY: every operand the mode reads was checked above against
         // the problem's shapes, layout and context (the unused ones are 0
         // and never dereferenced for this mode); dx receives n_in writes.
-        unsafe {
-            self.bw
-                .launch(stream, self.launch_cfg(stream, self.params.n_in), &mut a)
-        }
+        // The fast kernels share pool_bw's signature (they ignore x and y),
+        // run only when counts fit in i32, and the vN one only with
+        // channels a multiple of its width and 16-byte aligned dy, dx.
+        unsafe { f.launch(stream, self.launch_cfg(stream, threads), &mut a) }
     }
 }
 
