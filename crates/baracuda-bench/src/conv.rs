@@ -3,29 +3,14 @@
 //! 64 (NHWC bf16, all three passes), the 3x3 64->64 56x56 layer in NCHW
 //! IEEE f32, wav2vec2's feature-extractor convs (bf16), a 3-D UNet block
 //! (NDHWC bf16), and two pooling cases. Plans use measured autotuning, as
-//! PyTorch does with `cudnn.benchmark = True`. One JSON line per case and
-//! pass: median of 20 timed runs after 5 warm-ups, CUDA events.
+//! PyTorch does with `cudnn.benchmark = True`. Inputs are seeded random
+//! values; timing and the JSON lines come from [`crate::harness`], the same
+//! way `bench/torch_baseline.py` times PyTorch.
 
 use baracuda_kernels::*;
 use half::bf16;
 
-fn time_ms(s: &Stream, mut f: impl FnMut() -> Result<()>) -> Result<f32> {
-    for _ in 0..5 {
-        f()?;
-    }
-    let ctx = s.context();
-    let mut v = Vec::new();
-    for _ in 0..20 {
-        let (a, b) = (Event::new(ctx)?, Event::new(ctx)?);
-        a.record(s)?;
-        f()?;
-        b.record(s)?;
-        b.synchronize()?;
-        v.push(a.elapsed_ms(&b)?);
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    Ok(v[v.len() / 2])
-}
+use crate::harness::{emit, random_buffer, time_ms, Record};
 
 fn phys<const R: usize>(shape: [usize; R], l: ConvLayout) -> ([usize; R], [usize; R]) {
     let mut p: [usize; R] = std::array::from_fn(|i| i);
@@ -58,21 +43,6 @@ fn tmut<T: Element, const R: usize>(
 ) -> Result<TensorMut<'_, T, R>> {
     let (ph, p) = phys(shape, l);
     TensorMut::contiguous(b.as_slice_mut(), ph)?.permute(p)
-}
-
-fn emit(
-    name: &str,
-    dtype: ElementKind,
-    layout: ConvLayout,
-    pass: &str,
-    shape: &str,
-    ms: f32,
-    flop: f64,
-) {
-    println!(
-        "{{\"op\":\"{name}\",\"pass\":\"{pass}\",\"dtype\":\"{dtype}\",\"layout\":\"{layout:?}\",\"shape\":\"{shape}\",\"ms\":{ms:.5},\"tflops\":{:.2}}}",
-        flop / (ms as f64 * 1e-3) / 1e12
-    );
 }
 
 #[allow(clippy::too_many_arguments)] // one conv case
@@ -131,15 +101,26 @@ fn conv<T: Element, const N: usize, const R: usize>(
         _ => out[i - 2] as usize,
     });
     let n = |v: &[usize; R]| v.iter().product::<usize>();
-    let xb = DeviceBuffer::<T>::filled_bytes(s, n(&xs), 0x3C)?;
-    let wb = DeviceBuffer::<T>::filled_bytes(s, n(&ws), 0x3C)?;
-    let dyb = DeviceBuffer::<T>::filled_bytes(s, n(&ys), 0x3C)?;
+    let xb = random_buffer::<T>(s, n(&xs), 11, -1.0, 1.0)?;
+    let wb = random_buffer::<T>(s, n(&ws), 12, -1.0, 1.0)?;
+    let dyb = random_buffer::<T>(s, n(&ys), 13, -1.0, 1.0)?;
     let mut yb = DeviceBuffer::<T>::uninit(s, n(&ys))?;
     let mut dxb = DeviceBuffer::<T>::uninit(s, n(&xs))?;
     let mut dwb = DeviceBuffer::<T>::uninit(s, n(&ws))?;
     let mut wsb = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
     let flop = 2.0 * n(&ys) as f64 * c_in as f64 * (k as f64).powi(N as i32);
     let shape = format!("x{xs:?} w{ws:?} s{stride} p{pad}");
+    let record = |pass: &'static str, ms: f64| {
+        emit(&Record {
+            op: name,
+            pass,
+            dtype: T::KIND,
+            shape: shape.clone(),
+            ms,
+            bytes: None,
+            flops: Some(flop),
+        })
+    };
     let ms = time_ms(s, || {
         plan.run_fw(
             s,
@@ -151,7 +132,7 @@ fn conv<T: Element, const N: usize, const R: usize>(
             },
         )
     })?;
-    emit(name, T::KIND, l, "fw", &shape, ms, flop);
+    record("fw", ms);
     let ms = time_ms(s, || {
         plan.run_bw_data(
             s,
@@ -163,7 +144,7 @@ fn conv<T: Element, const N: usize, const R: usize>(
             },
         )
     })?;
-    emit(name, T::KIND, l, "bw_data", &shape, ms, flop);
+    record("bw_data", ms);
     let ms = time_ms(s, || {
         plan.run_dw(
             s,
@@ -175,7 +156,7 @@ fn conv<T: Element, const N: usize, const R: usize>(
             },
         )
     })?;
-    emit(name, T::KIND, l, "dw", &shape, ms, flop);
+    record("dw", ms);
     eprintln!("{name}: {}", plan.sku());
     Ok(())
 }
@@ -294,14 +275,24 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
         )
     };
     let n = |v: &[usize; 4]| v.iter().product::<usize>();
-    let xb = DeviceBuffer::<bf16>::filled_bytes(s, n(&xs), 0x3C)?;
-    let dyb = DeviceBuffer::<bf16>::filled_bytes(s, n(&ys), 0x3C)?;
+    let xb = random_buffer::<bf16>(s, n(&xs), 21, -1.0, 1.0)?;
+    let dyb = random_buffer::<bf16>(s, n(&ys), 22, -1.0, 1.0)?;
     let mut yb = DeviceBuffer::<bf16>::uninit(s, n(&ys))?;
     let mut ib = DeviceBuffer::<i64>::zeros(s, n(&ys))?;
     let mut dxb = DeviceBuffer::<bf16>::uninit(s, n(&xs))?;
     let bytes_fw = (n(&xs) + n(&ys)) as f64 * 2.0;
     let shape = format!("x{xs:?} y{ys:?}");
-    let gbps = |ms: f32, b: f64| b / (ms as f64 * 1e-3) / 1e9;
+    let record = |pass: &'static str, ms: f64, bytes: f64| {
+        emit(&Record {
+            op: name,
+            pass,
+            dtype: ElementKind::Bf16,
+            shape: shape.clone(),
+            ms,
+            bytes: Some(bytes),
+            flops: None,
+        })
+    };
     if adaptive {
         let d =
             AdaptivePool2dDescriptor::new(64, 2048, 7, 7, 1, 1, ElementKind::Bf16).with_layout(l);
@@ -317,7 +308,7 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
                 },
             )
         })?;
-        println!("{{\"op\":\"{name}\",\"pass\":\"fw\",\"dtype\":\"bf16\",\"layout\":\"ChannelsLast\",\"shape\":\"{shape}\",\"ms\":{ms:.5},\"gbps\":{:.1}}}", gbps(ms, bytes_fw));
+        record("fw", ms, bytes_fw);
         let ms = time_ms(s, || {
             plan.run_bw(
                 s,
@@ -330,7 +321,7 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
                 },
             )
         })?;
-        println!("{{\"op\":\"{name}\",\"pass\":\"bw\",\"dtype\":\"bf16\",\"layout\":\"ChannelsLast\",\"shape\":\"{shape}\",\"ms\":{ms:.5},\"gbps\":{:.1}}}", gbps(ms, bytes_fw));
+        record("bw", ms, bytes_fw);
     } else {
         let d = Pool2dDescriptor::new(64, 64, 112, 112, 3, 3, PoolMode::Max, ElementKind::Bf16)
             .with_stride(2, 2)
@@ -348,7 +339,7 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
                 },
             )
         })?;
-        println!("{{\"op\":\"{name}\",\"pass\":\"fw\",\"dtype\":\"bf16\",\"layout\":\"ChannelsLast\",\"shape\":\"{shape}\",\"ms\":{ms:.5},\"gbps\":{:.1}}}", gbps(ms, bytes_fw + n(&ys) as f64 * 8.0));
+        record("fw", ms, bytes_fw + n(&ys) as f64 * 8.0);
         let ms = time_ms(s, || {
             plan.run_bw(
                 s,
@@ -361,7 +352,7 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
                 },
             )
         })?;
-        println!("{{\"op\":\"{name}\",\"pass\":\"bw\",\"dtype\":\"bf16\",\"layout\":\"ChannelsLast\",\"shape\":\"{shape}\",\"ms\":{ms:.5},\"gbps\":{:.1}}}", gbps(ms, bytes_fw + n(&ys) as f64 * 8.0));
+        record("bw", ms, bytes_fw + n(&ys) as f64 * 8.0);
     }
     Ok(())
 }
