@@ -1,6 +1,6 @@
 """Time every case of bench/torch_cases/*.py with PyTorch the way
-baracuda-bench times its own: CUDA events around each call, warm-up first,
-median of many runs. Prints one JSON line per case:
+baracuda-bench times its own: warm-up, then CUDA events around replays of a
+CUDA graph of the calls, median of many replays. Prints one JSON line per case:
 {"op", "pass", "dtype", "shape", "ms"} (plus "tflops" for the GEMM
 ceiling). Usage: python3 bench/torch_baseline.py [family ...]"""
 import importlib.util
@@ -12,10 +12,8 @@ WARMUP = 10
 ITERS = 50
 
 
-def time_ms(torch, fn):
-    for _ in range(WARMUP):
-        fn()
-    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(ITERS)]
+def _time_calls(torch, fn, n):
+    ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(max(n, 5))]
     for a, b in ev:
         a.record()
         fn()
@@ -23,6 +21,42 @@ def time_ms(torch, fn):
     torch.cuda.synchronize()
     ms = sorted(a.elapsed_time(b) for a, b in ev)
     return ms[len(ms) // 2]
+
+
+def time_ms(torch, fn):
+    """Device ms of one call, as baracuda-bench measures it (harness.rs
+    time_ms): warm-up, then k calls (about 1 ms of work, 1..20) captured
+    in a CUDA graph, median of ITERS replays over k. Falls back to timing
+    calls one by one when fn cannot be captured."""
+    for _ in range(WARMUP):
+        fn()
+    eager = _time_calls(torch, fn, 1)
+    k = int(min(20, max(1, round(1.0 / max(eager, 1e-3)))))
+    try:
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            for _ in range(k):
+                fn()
+        graph.replay()
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(ITERS)]
+        for a, b in ev:
+            a.record()
+            graph.replay()
+            b.record()
+        torch.cuda.synchronize()
+        ms = sorted(a.elapsed_time(b) for a, b in ev)
+        del graph
+        return ms[len(ms) // 2] / k
+    except Exception as e:  # not capturable: time calls one by one
+        print(f"time_ms: graph capture failed ({e}); timing calls one by one", file=sys.stderr)
+        torch.cuda.synchronize()
+        return _time_calls(torch, fn, ITERS)
 
 
 def normalize(case):

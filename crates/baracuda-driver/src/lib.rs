@@ -9,8 +9,8 @@
 //! was looked for, never a panic.
 
 mod context;
-mod cudnn;
 mod cublaslt;
+mod cudnn;
 mod device;
 mod handles;
 mod jit;
@@ -29,8 +29,8 @@ pub use cudnn::{
 pub use device::Device;
 pub use handles::{CublasLtHandle, CudnnHandle, LibraryHandle};
 pub use jit::{
-    compile_cubin, cuda_include_dir, jit_stats, nvrtc_version, Function, JitStats, KernelSource, LaunchArgs,
-    LaunchConfig, Module, ModuleSpec,
+    compile_cubin, cuda_include_dir, jit_stats, nvrtc_version, Function, JitStats, KernelSource,
+    LaunchArgs, LaunchConfig, Module, ModuleSpec,
 };
 pub use libs::{ensure_loaded, CudaLib};
 pub use memory::{cudarc_slice, cudarc_slice_mut, DeviceBuffer, PinnedBuffer};

@@ -67,6 +67,10 @@ pub struct Fp8GemmArgs<'a, A, B, O> {
     pub amax: Option<DeviceSliceMut<'a, f32>>,
 }
 
+/// The operand and output types a plan is for (a `fn` type keeps the plan
+/// `Send + Sync` whatever they are).
+type Operands<A, B, O> = fn() -> (A, B, O);
+
 /// e4m3/e5m2 GEMM through cuBLASLt.
 ///
 /// # Dtypes
@@ -81,7 +85,7 @@ pub struct Fp8GemmPlan<A: Element, B: Element, O: Element> {
     prepared: Prepared,
     kernels: Option<EpilogueKernels>,
     sku: KernelSku,
-    _t: PhantomData<fn() -> (A, B, O)>,
+    _t: PhantomData<Operands<A, B, O>>,
 }
 
 pub(crate) fn check_fp8_dtypes(a: ElementKind, b: ElementKind, o: ElementKind) -> Result<()> {
