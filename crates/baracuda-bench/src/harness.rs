@@ -60,6 +60,20 @@ pub fn time_ms(s: &Stream, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
     }
 }
 
+/// Median milliseconds of single calls, each bracketed by CUDA events
+/// (after [`WARMUP`] calls). For the copy ceiling: a device-to-device copy
+/// captured in a graph becomes a memcpy node, which runs slower than the
+/// same copy issued directly.
+///
+/// # Errors
+/// Whatever `f` or the events return.
+pub fn time_eager_ms(s: &Stream, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    for _ in 0..WARMUP {
+        f()?;
+    }
+    time_calls(s, ITERS, &mut f)
+}
+
 /// `k` calls of `f` captured into one graph.
 fn capture(s: &Stream, k: usize, f: &mut impl FnMut() -> Result<()>) -> Result<Graph> {
     s.begin_capture()?;

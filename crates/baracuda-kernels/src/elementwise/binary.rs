@@ -13,7 +13,7 @@ use baracuda_kernels_types::{
     TensorRef, Workspace, MAX_RANK,
 };
 
-use super::layout::{check_no_partial_overlap, dtype_id, spec, MapKernels, THREADS};
+use super::layout::{check_no_partial_overlap, dtype_id, spec, tile_unroll, MapKernels, THREADS};
 use super::unary::{check_ctx, check_shape, pointwise_precision};
 use crate::kernel_sources;
 use crate::Plan;
@@ -200,9 +200,15 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
         pref.check_workspace("binary", 0)?;
         let kernels = MapKernels::load(
             stream,
-            &spec(&kernel_sources::BINARY, dt, desc.op.index()),
+            &spec(
+                &kernel_sources::BINARY,
+                dt,
+                desc.op.index(),
+                tile_unroll(false, dt),
+            ),
             "binary_fw",
             desc.op.name(),
+            tile_unroll(false, dt),
         )?;
         let sku = sku::<T>(
             stream,
@@ -386,8 +392,19 @@ impl<T: Element, const N: usize> Plan for BinaryBackwardPlan<T, N> {
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         const OP: &str = "binary_backward";
         let (dt, out_shape) = check_desc::<T, N>(OP, desc, pref)?;
-        let spec = spec(&kernel_sources::BINARY, dt, desc.op.index());
-        let kernels = MapKernels::load(stream, &spec, "binary_bw", desc.op.name())?;
+        let spec = spec(
+            &kernel_sources::BINARY,
+            dt,
+            desc.op.index(),
+            tile_unroll(false, dt),
+        );
+        let kernels = MapKernels::load(
+            stream,
+            &spec,
+            "binary_bw",
+            desc.op.name(),
+            tile_unroll(false, dt),
+        )?;
         let module = stream.context().module(&spec)?;
         let finalize = module.function("binary_bw_finalize")?;
         let sm = stream.context().device().sm_count;

@@ -10,8 +10,15 @@ use crate::kernel_sources;
 /// `__launch_bounds__(256)` in the sources).
 pub(crate) const THREADS: u32 = 256;
 /// Vectors per thread of the contiguous kernels (`TILE_UNROLL` in
-/// pointwise.cuh).
-const TILE_UNROLL: usize = 1;
+/// pointwise.cuh): 4 for transcendental ops on 16-bit types, whose math is
+/// as costly as their traffic, else 1 (measurements in pointwise.cuh).
+pub(crate) fn tile_unroll(transcendental: bool, dtype: u32) -> usize {
+    if transcendental && dtype >= 2 {
+        4
+    } else {
+        1
+    }
+}
 /// Operands a strided kernel takes at most (`MAX_OPS` in strided.cuh).
 pub(crate) const MAX_OPS: usize = 5;
 
@@ -47,23 +54,29 @@ pub(crate) fn spec(
     source: &'static baracuda_driver::KernelSource,
     dtype: u32,
     op: u32,
+    tile: usize,
 ) -> ModuleSpec {
     ModuleSpec::new(source)
         .define("BARACUDA_DTYPE", dtype)
         .define("BARACUDA_OP", op)
+        .define("TILE_UNROLL", tile)
 }
 
 /// Every (source, dtype, op) module of the family.
 pub(crate) fn family_specs() -> Vec<ModuleSpec> {
     let mut v = Vec::new();
-    for (src, n_ops) in [
-        (&kernel_sources::UNARY, super::UnaryOp::ALL.len()),
-        (&kernel_sources::BINARY, super::BinaryOp::ALL.len()),
-    ] {
-        for dt in 0..4 {
-            for op in 0..n_ops as u32 {
-                v.push(spec(src, dt, op));
-            }
+    for dt in 0..4 {
+        for op in super::UnaryOp::ALL {
+            let tile = tile_unroll(op.is_transcendental(), dt);
+            v.push(spec(&kernel_sources::UNARY, dt, op.index(), tile));
+        }
+        for op in super::BinaryOp::ALL {
+            v.push(spec(
+                &kernel_sources::BINARY,
+                dt,
+                op.index(),
+                tile_unroll(false, dt),
+            ));
         }
     }
     v
@@ -114,16 +127,19 @@ pub(crate) struct MapKernels {
     /// Blocks that fit on the device at once: the strided kernels'
     /// grid-stride loops never launch more.
     grid_cap: u32,
+    /// Vectors per thread of the contiguous kernel (its `TILE_UNROLL`).
+    tile: usize,
 }
 
 impl MapKernels {
     /// Load `<prefix>_contig_<name>`, `<prefix>_strided32_<name>` and
-    /// `<prefix>_strided64_<name>` from `spec`.
+    /// `<prefix>_strided64_<name>` from `spec`, whose `TILE_UNROLL` is `tile`.
     pub(crate) fn load(
         stream: &Stream,
         spec: &ModuleSpec,
         prefix: &str,
         name: &str,
+        tile: usize,
     ) -> Result<Self> {
         let module = stream.context().module(spec)?;
         let contig = module.function(&format!("{prefix}_contig_{name}"))?;
@@ -136,6 +152,7 @@ impl MapKernels {
             strided32,
             strided64,
             grid_cap,
+            tile,
         })
     }
 
@@ -168,9 +185,9 @@ impl MapKernels {
             .all(|(s, (addr, _))| *addr == 0 || (s.iter().all(|&x| x == 1) && addr % 16 == 0))
             && cshape.len() <= 1;
         if contiguous {
-            // One tile of THREADS * TILE_UNROLL vectors per block, one pass.
+            // One tile of THREADS * tile vectors per block, one pass.
             let vec = 16 / std::mem::size_of::<T>();
-            let tile = THREADS as usize * TILE_UNROLL;
+            let tile = THREADS as usize * self.tile;
             let blocks = (n / vec).div_ceil(tile).max(1);
             if blocks > i32::MAX as usize {
                 return Err(Error::Unsupported {

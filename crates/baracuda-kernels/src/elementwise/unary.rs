@@ -11,7 +11,7 @@ use baracuda_kernels_types::{
     Result, Shape, TensorMut, TensorRef, Workspace,
 };
 
-use super::layout::{check_no_partial_overlap, dtype_id, spec, MapKernels};
+use super::layout::{check_no_partial_overlap, dtype_id, spec, tile_unroll, MapKernels};
 use crate::kernel_sources;
 use crate::Plan;
 
@@ -49,6 +49,15 @@ impl UnaryOp {
         UnaryOp::Exp,
         UnaryOp::Neg,
     ];
+
+    /// True for ops built on exp/erf/tanh, whose math costs about as much as
+    /// their memory traffic on 16-bit types.
+    pub fn is_transcendental(self) -> bool {
+        matches!(
+            self,
+            UnaryOp::GeluErf | UnaryOp::GeluTanh | UnaryOp::Silu | UnaryOp::Sigmoid | UnaryOp::Tanh
+        )
+    }
 
     /// Position in [`UnaryOp::ALL`] (`BARACUDA_OP` of the kernel source).
     pub fn index(self) -> u32 {
@@ -155,12 +164,9 @@ fn select_kernels<T: Element, const N: usize>(
     }
     pref.check_backend(op_name, &[BackendKind::Baracuda])?;
     pref.check_workspace(op_name, 0)?;
-    let kernels = MapKernels::load(
-        stream,
-        &spec(&kernel_sources::UNARY, dt, desc.op.index()),
-        prefix,
-        desc.op.name(),
-    )?;
+    let tile = tile_unroll(desc.op.is_transcendental(), dt);
+    let spec = spec(&kernel_sources::UNARY, dt, desc.op.index(), tile);
+    let kernels = MapKernels::load(stream, &spec, prefix, desc.op.name(), tile)?;
     let sku = KernelSku {
         op: format!("unary.{}.{dir}", desc.op.name()),
         element: T::KIND,
