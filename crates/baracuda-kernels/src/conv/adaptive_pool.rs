@@ -4,7 +4,9 @@
 //! Output `o` along an axis pools inputs `[floor(o*in/out),
 //! ceil((o+1)*in/out))`; windows may overlap and differ in size. Max writes
 //! optional indices (flat spatial input index) that its backward needs.
-//! Runs on the generic pooling kernels of [`PoolPlan`](super::PoolPlan).
+//! Runs on the generic pooling kernels of [`PoolPlan`](super::PoolPlan);
+//! adaptive average to an all-1 output (global average pooling) takes
+//! their deterministic global-average reduction and broadcast kernels.
 
 use std::marker::PhantomData;
 

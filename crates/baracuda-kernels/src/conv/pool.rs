@@ -12,8 +12,12 @@
 //! in-bounds elements.
 //!
 //! Kernels: `kernels/conv/pool.cu`, one generic N-d forward and one gather
-//! backward (deterministic, no atomics); cuDNN's pooling lacks indices,
-//! ceil_mode, divisor_override and adaptive windows, so it is not used.
+//! backward (deterministic, no atomics), plus 32-bit fast paths:
+//! channels-last windows, and global average (an avg window covering the
+//! whole input with no padding, or adaptive avg to 1x1) as a fixed-order
+//! block/warp reduction forward and a broadcast backward. cuDNN's pooling
+//! lacks indices, ceil_mode, divisor_override and adaptive windows, so it
+//! is not used.
 
 use std::marker::PhantomData;
 
@@ -316,10 +320,11 @@ pub(crate) struct PoolCore {
     y_shape: Vec<usize>,
     fw: Function,
     bw: Function,
-    /// Fast paths `[v1, vN]` (see pool.cu): channels-last window FW/BW and
-    /// the global-average broadcast BW.
+    /// Fast paths `[v1, vN]` (see pool.cu): channels-last window FW/BW,
+    /// the global-average reduction FW and broadcast BW.
     fw_cl: [Function; 2],
     bw_cl: [Function; 2],
+    fw_global_avg: [Function; 2],
     bw_global_avg: [Function; 2],
     /// Elements per 16 bytes (the vN width).
     vec: usize,
@@ -425,6 +430,10 @@ impl PoolCore {
             bw: m.function("pool_bw")?,
             fw_cl: [m.function("pool_fw_cl_v1")?, m.function("pool_fw_cl_vn")?],
             bw_cl: [m.function("pool_bw_cl_v1")?, m.function("pool_bw_cl_vn")?],
+            fw_global_avg: [
+                m.function("pool_fw_global_avg_v1")?,
+                m.function("pool_fw_global_avg_vn")?,
+            ],
             bw_global_avg: [
                 m.function("pool_bw_global_avg_v1")?,
                 m.function("pool_bw_global_avg_vn")?,
@@ -445,6 +454,21 @@ impl PoolCore {
     /// Every element count fits the fast paths' 32-bit index math.
     fn fits_i32(&self) -> bool {
         self.params.n_in <= i32::MAX as i64 && self.params.n_out <= i32::MAX as i64
+    }
+
+    /// Global average: every output extent is 1 and its window is the
+    /// whole input divided by `prod(in)` (adaptive avg to 1x1, or an avg
+    /// window equal to the input with no padding and no divisor override),
+    /// with counts in i32. Takes the `pool_{fw,bw}_global_avg` kernels.
+    fn global_avg(&self) -> bool {
+        let p = &self.params;
+        let whole_window = self.mode == KernelMode::Avg
+            && p.k == p.input
+            && p.p == [0, 0, 0]
+            && p.divisor_override == 0;
+        (self.mode == KernelMode::AdaptiveAvg || whole_window)
+            && p.output == [1, 1, 1]
+            && self.fits_i32()
     }
 
     /// Max / avg windows on channels-last tensors take the fast kernels.
@@ -515,6 +539,9 @@ impl PoolCore {
         };
         if params.n_out == 0 {
             return Ok(());
+        }
+        if self.global_avg() {
+            return self.run_fw_global_avg(stream, x, y);
         }
         let mut a = LaunchArgs::new();
         a.push(params)?.push(x)?.push(y)?.push(idx)?;
@@ -620,10 +647,7 @@ impl PoolCore {
             .push(y)?
             .push(dx)?;
         let n_in = self.params.n_in;
-        let global_avg = self.mode == KernelMode::AdaptiveAvg
-            && self.params.output == [1, 1, 1]
-            && self.fits_i32();
-        let (f, threads) = if global_avg {
+        let (f, threads) = if self.global_avg() {
             let in_sp = self.params.input.iter().product::<i32>() as usize;
             let contiguous = if self.layout == ConvLayout::ChannelsLast {
                 self.params.channels as usize % self.vec == 0 && aligned16(&[dy])
@@ -656,6 +680,51 @@ impl PoolCore {
         // run only when counts fit in i32, and the vN one only with
         // channels a multiple of its width and 16-byte aligned dy, dx.
         unsafe { f.launch(stream, self.launch_cfg(stream, threads), &mut a) }
+    }
+
+    /// Global-average forward (see `global_avg`) on checked addresses.
+    fn run_fw_global_avg(&self, stream: &Stream, x: u64, y: u64) -> Result<()> {
+        let p = &self.params;
+        let in_sp = p.input.iter().product::<i32>() as usize;
+        let channels = p.channels as usize;
+        let channels_last = self.layout == ConvLayout::ChannelsLast;
+        let ok = if channels_last {
+            channels % self.vec == 0 && aligned16(&[x, y])
+        } else {
+            in_sp % self.vec == 0 && aligned16(&[x])
+        };
+        let v = usize::from(ok && self.vec > 1);
+        let sms = stream.context().device().sm_count.max(1) as u64;
+        // Both kernels grid-stride over their work items, so the grid is
+        // capped at 32 CTAs per SM like launch_cfg.
+        let cfg = if channels_last {
+            // One (32, 8) CTA per (sample, 32 channel-vectors). E.g.
+            // [64, 2048, 7, 7] bf16: 2048 / 8 = 256 vectors -> 8 CTAs per
+            // sample, 512 CTAs.
+            let width = if v == 1 { self.vec } else { 1 };
+            let blocks = (p.batch as u64) * (channels / width).div_ceil(32) as u64;
+            LaunchConfig {
+                grid: (blocks.min(sms * 32).max(1) as u32, 1, 1),
+                block: (32, 8, 1),
+                smem_bytes: 0,
+            }
+        } else {
+            // One warp per (n, c) plane, 8 warps per CTA.
+            let planes = p.batch as u64 * channels as u64;
+            LaunchConfig::linear(planes.div_ceil(8).min(sms * 32).max(1) as u32, 256)
+        };
+        let mut a = LaunchArgs::new();
+        a.push(*p)?.push(x)?.push(y)?;
+        // SAFETY: run_fw checked x and y against the problem's shapes,
+        // dense layout and context; global_avg() guarantees every count
+        // fits the kernel's 32-bit index math. The kernel reads the n_in
+        // elements of x and writes the n_out of y. The vN kernel runs only
+        // when its vectors stay within one channel row (channels % V == 0,
+        // channels-last) or one plane (prod(in) % V == 0, channels-first)
+        // and the pointers it vector-accesses are 16-byte aligned. The args
+        // match pool_fw_global_avg's (params, x, y) signature, and the
+        // block shape is the (32, 8) its channels-last branch assumes.
+        unsafe { self.fw_global_avg[v].launch(stream, cfg, &mut a) }
     }
 }
 

@@ -985,8 +985,10 @@ enum PoolSpec {
         include_pad: bool,
         divisor: Option<usize>,
     },
+    /// Random output extents, or all 1 (global pooling) when `global`.
     Adaptive {
         max: bool,
+        global: bool,
     },
     Lp {
         p: f64,
@@ -1038,9 +1040,14 @@ fn pool_case<T: Element, const N: usize, const R: usize>(
             };
             (kind, out, AnyPool::Window(plan))
         }
-        PoolSpec::Adaptive { max } => {
-            let outv: [usize; N] =
-                std::array::from_fn(|a| 1 + (rng.below(input[a] as u64 + 2) as usize));
+        PoolSpec::Adaptive { max, global } => {
+            let outv: [usize; N] = std::array::from_fn(|a| {
+                if global {
+                    1
+                } else {
+                    1 + (rng.below(input[a] as u64 + 2) as usize)
+                }
+            });
             let d = adaptive_shell::<N>(T::KIND, batch, ch, i32s(input), i32s(outv)).with_layout(l);
             let out = outv.to_vec();
             if max {
@@ -1386,11 +1393,114 @@ fn conv_pool_adaptive_sweep() {
     pool_sweep(
         "adaptive_pool",
         &[
-            PoolSpec::Adaptive { max: false },
-            PoolSpec::Adaptive { max: true },
+            PoolSpec::Adaptive {
+                max: false,
+                global: false,
+            },
+            PoolSpec::Adaptive {
+                max: true,
+                global: false,
+            },
         ],
         23,
     );
+}
+
+/// Global average pooling (adaptive avg to 1s, and an avg window equal to
+/// the input) takes pool.cu's global-average kernels: both layouts, every
+/// dtype, channels a multiple of 8 (vN) and odd (v1), and channel / plane
+/// counts that span several CTAs per sample (channels-last: 320 / 8 = 40
+/// bf16 vectors > 32 per CTA; 67 channels on v1) and several warps' planes.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn conv_pool_global_avg() {
+    let s = stream();
+    let mut rng = Rng(25);
+    let mut fails = Vec::new();
+    let mut total = 0;
+    let adaptive = PoolSpec::Adaptive {
+        max: false,
+        global: true,
+    };
+    let window = PoolSpec::Window {
+        mode: PoolMode::Avg,
+        ceil: false,
+        include_pad: true,
+        divisor: None,
+    };
+    for spec in [adaptive, window] {
+        for kind in KINDS {
+            for l in LAYOUTS {
+                for (batch, ch) in [(3, 16), (2, 13), (3, 320), (2, 67)] {
+                    for rank in 1..=3 {
+                        // 7x7 is ResNet's head; 512 = 64 bf16 vectors per
+                        // channels-first plane (vN, two passes per lane).
+                        let inp: &[usize] = match rank {
+                            1 => &[512],
+                            2 => &[7, 7],
+                            _ => &[3, 5, 7],
+                        };
+                        macro_rules! go {
+                            ($t:ty) => {
+                                match rank {
+                                    1 => pool_case::<$t, 1, 3>(
+                                        &s,
+                                        &mut rng,
+                                        l,
+                                        spec,
+                                        batch,
+                                        ch,
+                                        [512],
+                                        [512],
+                                        [1],
+                                        [0],
+                                    ),
+                                    2 => pool_case::<$t, 2, 4>(
+                                        &s,
+                                        &mut rng,
+                                        l,
+                                        spec,
+                                        batch,
+                                        ch,
+                                        [7, 7],
+                                        [7, 7],
+                                        [2, 1],
+                                        [0, 0],
+                                    ),
+                                    _ => pool_case::<$t, 3, 5>(
+                                        &s,
+                                        &mut rng,
+                                        l,
+                                        spec,
+                                        batch,
+                                        ch,
+                                        [3, 5, 7],
+                                        [3, 5, 7],
+                                        [1, 1, 1],
+                                        [0, 0, 0],
+                                    ),
+                                }
+                            };
+                        }
+                        let res = match kind {
+                            ElementKind::F32 => go!(f32),
+                            ElementKind::F64 => go!(f64),
+                            ElementKind::F16 => go!(f16),
+                            _ => go!(bf16),
+                        };
+                        total += 1;
+                        if let Err(e) = res {
+                            fails.push(format!(
+                                "global avg {spec:?} {kind:?} {l:?} n {batch} c {ch} in {inp:?}: {e}"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("global avg: {} of {total} passed", total - fails.len());
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
 }
 
 #[test]
