@@ -220,36 +220,9 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         let (xs, ws, ys) = self.shapes();
         let l = self.desc.layout;
         let ctx = stream.context().id();
-        let x = check_tensor(
-            OP,
-            "x",
-            args.x.data(),
-            args.x.shape(),
-            args.x.strides(),
-            &xs,
-            l,
-            ctx,
-        )?;
-        let w = check_tensor(
-            OP,
-            "w",
-            args.w.data(),
-            args.w.shape(),
-            args.w.strides(),
-            &ws,
-            l,
-            ctx,
-        )?;
-        let y = check_tensor(
-            OP,
-            "y",
-            args.y.data().as_const(),
-            args.y.shape(),
-            args.y.strides(),
-            &ys,
-            l,
-            ctx,
-        )?;
+        let x = check_tensor(OP, "x", &args.x, &xs, l, ctx)?;
+        let w = check_tensor(OP, "w", &args.w, &ws, l, ctx)?;
+        let y = check_tensor(OP, "y", &args.y.as_const(), &ys, l, ctx)?;
         self.core
             .run(OP, stream, ConvDirection::Forward, (x, w, y), &workspace)
     }
@@ -274,9 +247,7 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         let b = check_tensor(
             OP,
             "bias",
-            bias.data(),
-            bias.shape(),
-            bias.strides(),
+            &bias,
             &[d.c_out as usize],
             ConvLayout::ChannelsFirst,
             ctx,
@@ -314,22 +285,11 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         let d = self.desc;
         let (_, _, ys) = self.shapes();
         let ctx = stream.context().id();
-        let dy_a = check_tensor(
-            OP,
-            "dy",
-            dy.data(),
-            dy.shape(),
-            dy.strides(),
-            &ys,
-            d.layout,
-            ctx,
-        )?;
+        let dy_a = check_tensor(OP, "dy", &dy, &ys, d.layout, ctx)?;
         let db_a = check_tensor(
             OP,
             "db",
-            db.data().as_const(),
-            db.shape(),
-            db.strides(),
+            &db.as_const(),
             &[d.c_out as usize],
             ConvLayout::ChannelsFirst,
             ctx,
@@ -361,36 +321,9 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         let (xs, ws, ys) = self.shapes();
         let l = self.desc.layout;
         let ctx = stream.context().id();
-        let w = check_tensor(
-            OP,
-            "w",
-            args.w.data(),
-            args.w.shape(),
-            args.w.strides(),
-            &ws,
-            l,
-            ctx,
-        )?;
-        let dy = check_tensor(
-            OP,
-            "dy",
-            args.dy.data(),
-            args.dy.shape(),
-            args.dy.strides(),
-            &ys,
-            l,
-            ctx,
-        )?;
-        let dx = check_tensor(
-            OP,
-            "dx",
-            args.dx.data().as_const(),
-            args.dx.shape(),
-            args.dx.strides(),
-            &xs,
-            l,
-            ctx,
-        )?;
+        let w = check_tensor(OP, "w", &args.w, &ws, l, ctx)?;
+        let dy = check_tensor(OP, "dy", &args.dy, &ys, l, ctx)?;
+        let dx = check_tensor(OP, "dx", &args.dx.as_const(), &xs, l, ctx)?;
         self.core.run(
             OP,
             stream,
@@ -413,36 +346,9 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         let (xs, ws, ys) = self.shapes();
         let l = self.desc.layout;
         let ctx = stream.context().id();
-        let x = check_tensor(
-            OP,
-            "x",
-            args.x.data(),
-            args.x.shape(),
-            args.x.strides(),
-            &xs,
-            l,
-            ctx,
-        )?;
-        let dy = check_tensor(
-            OP,
-            "dy",
-            args.dy.data(),
-            args.dy.shape(),
-            args.dy.strides(),
-            &ys,
-            l,
-            ctx,
-        )?;
-        let dw = check_tensor(
-            OP,
-            "dw",
-            args.dw.data().as_const(),
-            args.dw.shape(),
-            args.dw.strides(),
-            &ws,
-            l,
-            ctx,
-        )?;
+        let x = check_tensor(OP, "x", &args.x, &xs, l, ctx)?;
+        let dy = check_tensor(OP, "dy", &args.dy, &ys, l, ctx)?;
+        let dw = check_tensor(OP, "dw", &args.dw.as_const(), &ws, l, ctx)?;
         self.core.run(
             OP,
             stream,

@@ -6,7 +6,7 @@
 //! - conv:      `out = (in + 2*pad - dilation*(k-1) - 1) / stride + 1`
 //! - transpose: `out = (in-1)*stride - 2*pad + dilation*(k-1) + output_padding + 1`
 
-use baracuda_kernels_types::{DeviceSlice, Error, Result, Shape};
+use baracuda_kernels_types::{Element, Error, Result, Shape, TensorRef};
 
 use super::ConvLayout;
 use baracuda_kernels_types::ElementKind;
@@ -338,18 +338,17 @@ pub(crate) fn layout_strides(shape: &[usize], layout: ConvLayout) -> Vec<usize> 
 }
 
 /// A tensor operand of `run`: its address after checking shape, dense
-/// layout strides and context.
-#[allow(clippy::too_many_arguments)] // a view's parts plus what to check them against
-pub(crate) fn check_tensor<T>(
+/// layout strides and context. Writable operands are checked through
+/// `as_const()`.
+pub(crate) fn check_tensor<T: Element, const R: usize>(
     op: &'static str,
     arg: &'static str,
-    data: DeviceSlice<'_, T>,
-    shape: &[usize],
-    strides: &[usize],
+    view: &TensorRef<'_, T, R>,
     expected: &[usize],
     layout: ConvLayout,
     ctx: usize,
 ) -> Result<u64> {
+    let (data, shape, strides) = (view.data(), &view.shape()[..], &view.strides()[..]);
     if shape != expected {
         return Err(Error::ShapeMismatch {
             op,

@@ -493,40 +493,13 @@ impl PoolCore {
         args: PoolArgs<'_, T, R>,
     ) -> Result<()> {
         let (op, l, ctx) = (self.op, self.layout, stream.context().id());
-        let x = check_tensor(
-            op,
-            "x",
-            args.x.data(),
-            args.x.shape(),
-            args.x.strides(),
-            &self.x_shape,
-            l,
-            ctx,
-        )?;
-        let y = check_tensor(
-            op,
-            "y",
-            args.y.data().as_const(),
-            args.y.shape(),
-            args.y.strides(),
-            &self.y_shape,
-            l,
-            ctx,
-        )?;
+        let x = check_tensor(op, "x", &args.x, &self.x_shape, l, ctx)?;
+        let y = check_tensor(op, "y", &args.y.as_const(), &self.y_shape, l, ctx)?;
         let mut params = self.params;
         let idx = match &args.indices {
             Some(i) if self.is_max() => {
                 params.has_indices = 1;
-                check_tensor(
-                    op,
-                    "indices",
-                    i.data().as_const(),
-                    i.shape(),
-                    i.strides(),
-                    &self.y_shape,
-                    l,
-                    ctx,
-                )?
+                check_tensor(op, "indices", &i.as_const(), &self.y_shape, l, ctx)?
             }
             Some(_) => {
                 return Err(Error::InvalidArgument {
@@ -568,16 +541,7 @@ impl PoolCore {
         args: PoolBwArgs<'_, T, R>,
     ) -> Result<()> {
         let (op, l, ctx) = (self.op, self.layout, stream.context().id());
-        let dy = check_tensor(
-            op,
-            "dy",
-            args.dy.data(),
-            args.dy.shape(),
-            args.dy.strides(),
-            &self.y_shape,
-            l,
-            ctx,
-        )?;
+        let dy = check_tensor(op, "dy", &args.dy, &self.y_shape, l, ctx)?;
         let missing = |arg: &'static str| Error::InvalidArgument {
             op,
             arg,
@@ -585,16 +549,7 @@ impl PoolCore {
         };
         let idx = if self.is_max() {
             let i = args.indices.as_ref().ok_or_else(|| missing("indices"))?;
-            check_tensor(
-                op,
-                "indices",
-                i.data(),
-                i.shape(),
-                i.strides(),
-                &self.y_shape,
-                l,
-                ctx,
-            )?
+            check_tensor(op, "indices", i, &self.y_shape, l, ctx)?
         } else {
             0
         };
@@ -602,40 +557,13 @@ impl PoolCore {
             let x = args.x.as_ref().ok_or_else(|| missing("x"))?;
             let y = args.y.as_ref().ok_or_else(|| missing("y"))?;
             (
-                check_tensor(
-                    op,
-                    "x",
-                    x.data(),
-                    x.shape(),
-                    x.strides(),
-                    &self.x_shape,
-                    l,
-                    ctx,
-                )?,
-                check_tensor(
-                    op,
-                    "y",
-                    y.data(),
-                    y.shape(),
-                    y.strides(),
-                    &self.y_shape,
-                    l,
-                    ctx,
-                )?,
+                check_tensor(op, "x", x, &self.x_shape, l, ctx)?,
+                check_tensor(op, "y", y, &self.y_shape, l, ctx)?,
             )
         } else {
             (0, 0)
         };
-        let dx = check_tensor(
-            op,
-            "dx",
-            args.dx.data().as_const(),
-            args.dx.shape(),
-            args.dx.strides(),
-            &self.x_shape,
-            l,
-            ctx,
-        )?;
+        let dx = check_tensor(op, "dx", &args.dx.as_const(), &self.x_shape, l, ctx)?;
         if self.params.n_in == 0 {
             return Ok(());
         }

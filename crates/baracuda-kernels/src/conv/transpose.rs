@@ -198,36 +198,9 @@ impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R> {
         let (xs, ws, ys) = self.shapes();
         let l = self.desc.layout;
         let ctx = stream.context().id();
-        let x = check_tensor(
-            OP,
-            "x",
-            args.x.data(),
-            args.x.shape(),
-            args.x.strides(),
-            &xs,
-            l,
-            ctx,
-        )?;
-        let w = check_tensor(
-            OP,
-            "w",
-            args.w.data(),
-            args.w.shape(),
-            args.w.strides(),
-            &ws,
-            l,
-            ctx,
-        )?;
-        let y = check_tensor(
-            OP,
-            "y",
-            args.y.data().as_const(),
-            args.y.shape(),
-            args.y.strides(),
-            &ys,
-            l,
-            ctx,
-        )?;
+        let x = check_tensor(OP, "x", &args.x, &xs, l, ctx)?;
+        let w = check_tensor(OP, "w", &args.w, &ws, l, ctx)?;
+        let y = check_tensor(OP, "y", &args.y.as_const(), &ys, l, ctx)?;
         self.core.run(
             OP,
             stream,
@@ -250,36 +223,9 @@ impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R> {
         let (xs, ws, ys) = self.shapes();
         let l = self.desc.layout;
         let ctx = stream.context().id();
-        let w = check_tensor(
-            OP,
-            "w",
-            args.w.data(),
-            args.w.shape(),
-            args.w.strides(),
-            &ws,
-            l,
-            ctx,
-        )?;
-        let dy = check_tensor(
-            OP,
-            "dy",
-            args.dy.data(),
-            args.dy.shape(),
-            args.dy.strides(),
-            &ys,
-            l,
-            ctx,
-        )?;
-        let dx = check_tensor(
-            OP,
-            "dx",
-            args.dx.data().as_const(),
-            args.dx.shape(),
-            args.dx.strides(),
-            &xs,
-            l,
-            ctx,
-        )?;
+        let w = check_tensor(OP, "w", &args.w, &ws, l, ctx)?;
+        let dy = check_tensor(OP, "dy", &args.dy, &ys, l, ctx)?;
+        let dx = check_tensor(OP, "dx", &args.dx.as_const(), &xs, l, ctx)?;
         self.core
             .run(OP, stream, ConvDirection::Forward, (dy, w, dx), &workspace)
     }
@@ -297,36 +243,9 @@ impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R> {
         let (xs, ws, ys) = self.shapes();
         let l = self.desc.layout;
         let ctx = stream.context().id();
-        let x = check_tensor(
-            OP,
-            "x",
-            args.x.data(),
-            args.x.shape(),
-            args.x.strides(),
-            &xs,
-            l,
-            ctx,
-        )?;
-        let dy = check_tensor(
-            OP,
-            "dy",
-            args.dy.data(),
-            args.dy.shape(),
-            args.dy.strides(),
-            &ys,
-            l,
-            ctx,
-        )?;
-        let dw = check_tensor(
-            OP,
-            "dw",
-            args.dw.data().as_const(),
-            args.dw.shape(),
-            args.dw.strides(),
-            &ws,
-            l,
-            ctx,
-        )?;
+        let x = check_tensor(OP, "x", &args.x, &xs, l, ctx)?;
+        let dy = check_tensor(OP, "dy", &args.dy, &ys, l, ctx)?;
+        let dw = check_tensor(OP, "dw", &args.dw.as_const(), &ws, l, ctx)?;
         self.core.run(
             OP,
             stream,
