@@ -128,7 +128,9 @@ pub struct BatchedGemmArgs<'a, T, O = T> {
 /// Entry `i` of `A` is `m x k` at offset `i * stride_a` (orders and leading
 /// dimensions as in [`GemmDescriptor`]); likewise `B`, `C`, `D`.
 /// # Dtypes
-/// As [`super::GemmPlan`].
+/// `T -> O`, exactly as [`super::GemmPlan`]: f32 -> f32 (IEEE; TF32 only
+/// with `allow_tf32`), f64 -> f64, f16 -> f16, f16 -> f32, bf16 -> bf16,
+/// bf16 -> f32; `C` is `O`. Others: `Unsupported`.
 /// # Errors
 /// `InvalidDescriptor` (zero sizes, overlapping `D` entries), `Unsupported`
 /// (an epilogue, a dtype pair); `ShapeMismatch` when a slice is too short,

@@ -74,7 +74,9 @@ type Operands<A, B, O> = fn() -> (A, B, O);
 /// e4m3/e5m2 GEMM through cuBLASLt.
 ///
 /// # Dtypes
-/// `A`, `B`: `F8E4M3` or `F8E5M2` (not both e5m2); `O`: bf16, f16, f32.
+/// `A x B`: e4m3 x e4m3, e5m2 x e4m3 or e4m3 x e5m2 (`F8E4M3`, `F8E5M2`);
+/// `O`: bf16, f16 or f32; all nine combinations, f32 accumulation.
+/// e5m2 x e5m2 and any other type: `Unsupported`.
 /// # Errors
 /// `Unsupported` (dtypes, layout, epilogue, sizes outside the fp8 rules of
 /// the module doc, or no fp8 algorithm on this GPU), `InvalidDescriptor`;

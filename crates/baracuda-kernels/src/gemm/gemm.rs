@@ -261,9 +261,10 @@ fn fused_epilogue(desc: &GemmDescriptor) -> Option<LtEpilogue> {
 /// `A`: `m x k`, `B`: `k x n`, `C`, `D`, `aux`: `m x n`, bias: `n`; orders
 /// from the [`LayoutSku`], leading dimensions from the descriptor.
 /// # Dtypes
-/// `T -> O`: f32 -> f32 (IEEE; TF32 only with `allow_tf32`), f64 -> f64,
-/// f16 -> f16 | f32, bf16 -> bf16 | f32 (f32 accumulation). Others:
-/// `Unsupported`.
+/// `T -> O`, exactly: f32 -> f32 (IEEE; TF32 only with `allow_tf32`),
+/// f64 -> f64 (f64 accumulation), f16 -> f16, f16 -> f32, bf16 -> bf16,
+/// bf16 -> f32 (f32 accumulation); bias, `C` and aux are `O`. Every pair in
+/// every layout and epilogue. Others: `Unsupported`.
 /// # Epilogues
 /// Bias, ReLU and GELU-tanh fuse into cuBLASLt when `D` is row-major;
 /// GELU-erf, a bias on a column-major `D`, and ReLU's aux run in one extra

@@ -47,7 +47,8 @@ pub struct GroupedGemmArgs<'a, T> {
 /// Group `g`: `A` `m_g x k_g`, `B` `k_g x n_g`, `D` `m_g x n_g`, packed, in
 /// the descriptor's layout.
 /// # Dtypes
-/// f32, f64, f16, bf16 (output in the input dtype).
+/// `T` = f32 (IEEE; TF32 only with `allow_tf32`), f64, f16 or bf16, with
+/// `D` in `T` too (f32 accumulation; f64 for f64). Others: `Unsupported`.
 /// # Errors
 /// `InvalidDescriptor` (no groups, `n` or `k` of 0), `Unsupported`;
 /// `ShapeMismatch` when the argument lists differ from the group count,

@@ -76,7 +76,8 @@ pub(crate) fn check_tn(op: &'static str, g: &GemmDescriptor) -> Result<()> {
 /// # Shapes
 /// As [`super::GemmPlan`].
 /// # Dtypes
-/// Operands s8; output `O` = i32, f32 or bf16. Other outputs: `Unsupported`.
+/// Operands s8, s32 accumulation; output `O` = i32 (exact, `scale` 1),
+/// f32 or bf16 (scaled, one rounding). Other outputs: `Unsupported`.
 /// # Errors
 /// `Unsupported` (layout, epilogue, output dtype), `InvalidDescriptor`
 /// (sizes, leading dimensions not multiples of 16); from `run` as

@@ -82,7 +82,9 @@ pub struct LinearBwArgs<'a, T> {
 /// # Shapes
 /// See the module doc; every matrix row-major and packed.
 /// # Dtypes
-/// f32 (IEEE unless `allow_tf32`), f64, f16, bf16 (f32 accumulation).
+/// `T` = f32 (IEEE unless `allow_tf32`), f64, f16 or bf16, every tensor of
+/// forward and backward in `T` (f32 accumulation; f64 for f64). Others:
+/// `Unsupported`.
 /// # Errors
 /// As [`GemmPlan`]; `InvalidArgument` when `aux` is missing for a backward
 /// through an activation or `db` is asked without `dw` or without a bias.

@@ -3,9 +3,11 @@
 
 use baracuda_kernels::reference::gemm as r;
 use baracuda_kernels::*;
-use half::bf16;
+use half::{bf16, f16};
 
-use crate::harness::{compare, download, expect_err, gpu, poisoned, upload, Rng, Tolerance};
+use crate::harness::{
+    acc_roundoff, compare, download, expect_err, gpu, poisoned, upload, Rng, Tolerance,
+};
 
 /// `n` seeded values, uniform in [-1, 1), none zero.
 fn rand(seed: u64, n: usize) -> Vec<f64> {
@@ -39,13 +41,44 @@ fn assert_ok(r: Result<(), String>) {
     }
 }
 
-fn tol(t: ElementKind, o: ElementKind, tf32: bool) -> f64 {
-    match (t, o) {
-        (ElementKind::F64, _) => 1e-12,
-        (ElementKind::F32, _) if tf32 => 5e-3,
-        (_, ElementKind::F32) => 2e-5,
-        (_, ElementKind::F16) => 2e-3,
+/// The relative bound [`check`] applies to a GEMM with `t` inputs, `o`
+/// outputs and inner size `k`. The inputs the reference sees are the
+/// rounded ones, so only the accumulation and the stores of `D` err.
+fn tol(t: ElementKind, o: ElementKind, k: usize, tf32: bool) -> f64 {
+    use ElementKind as K;
+    let sqrt_k = (k as f64).sqrt();
+    let base = match (t, o) {
+        // Hopper's fp8 tensor cores keep ~14 mantissa bits while they
+        // accumulate (DeepSeek-V3 report, 3.3.2): sqrt(k) 2^-14, x4, plus
+        // the one rounding of D to `o`, x2.
+        (K::Fp8E4M3 | K::Fp8E5M2, _) => 2.0 * o.unit_roundoff() + 4.0 * sqrt_k * 2f64.powi(-14),
+        // f64 accumulation errs ~sqrt(k) u64 < 1e-14 for k <= 8192; the
+        // rest is room for cuBLASLt's split-k reduction order.
+        (K::F64, _) => 1e-12,
+        // TF32 rounds every input to 10 mantissa bits (u = 2^-11): ~2u per
+        // product, x5.
+        (K::F32, _) if tf32 => 5e-3,
+        // Exact products summed in f32: sqrt(k) u32 = 2.7e-6 at k = 2049,
+        // x7 for tensor-core truncation and alpha/beta/bias roundings.
+        (_, K::F32) => 2e-5,
+        // D rounded to f16 (u = 4.9e-4), twice when the epilogue kernel
+        // applies the activation to the stored Z: 4u.
+        (_, K::F16) => 2e-3,
+        // The same two roundings to bf16 (u = 3.9e-3): ~2u.
         _ => 8e-3,
+    };
+    // Accumulator rounding grows like sqrt(k) u; x4 (binds only past the
+    // k the constants above were set for).
+    base.max(4.0 * sqrt_k * acc_roundoff(t))
+}
+
+/// The reference's `r::erf` is good to 1.2e-7, so GELU-erf is judged no
+/// closer than 1e-6 (only f64 plans are otherwise held tighter).
+fn ref_floor(e: EpilogueKind) -> f64 {
+    if e.activation() == Activation::GeluErf {
+        1e-6
+    } else {
+        0.0
     }
 }
 
@@ -122,7 +155,7 @@ fn gemm_case<T: Element, O: Element>(
         O::KIND,
         plan.sku().variant
     );
-    let t = tol(T::KIND, O::KIND, pref.allow_tf32);
+    let t = tol(T::KIND, O::KIND, k, pref.allow_tf32).max(ref_floor(epilogue));
     check(&what, &pick(&dh), &want_d, t);
     if desc.save_aux {
         let zh: Vec<f64> = download(&aux);
@@ -159,17 +192,8 @@ fn gemm_every_layout_and_dtype() {
                     pad,
                     &p,
                 );
-                gemm_case::<half::f16, f32>(
-                    s,
-                    m,
-                    n,
-                    k,
-                    layout,
-                    EpilogueKind::Identity,
-                    with_c,
-                    pad,
-                    &p,
-                );
+                gemm_case::<f16, f32>(s, m, n, k, layout, EpilogueKind::Identity, with_c, pad, &p);
+                gemm_case::<f16, f16>(s, m, n, k, layout, EpilogueKind::Identity, with_c, pad, &p);
                 gemm_case::<f64, f64>(s, m, n, k, layout, EpilogueKind::Identity, with_c, pad, &p);
             }
         }
@@ -210,6 +234,9 @@ fn gemm_every_epilogue() {
                 gemm_case::<bf16, bf16>(s, m, n, k, layout, e, true, 0, &p);
                 gemm_case::<f32, f32>(s, m, n, k, layout, e, false, 0, &p);
                 gemm_case::<bf16, f32>(s, m, n, k, layout, e, false, 8, &p);
+                gemm_case::<f16, f16>(s, m, n, k, layout, e, true, 0, &p);
+                gemm_case::<f16, f32>(s, m, n, k, layout, e, false, 8, &p);
+                gemm_case::<f64, f64>(s, m, n, k, layout, e, true, 0, &p);
             }
         }
     }
@@ -291,7 +318,7 @@ fn gemm_bad_inputs() {
     assert!(download(&out).iter().all(|x| x.is_nan()), "nothing written");
     assert_ok(expect_err(
         "f32 -> f16",
-        GemmPlan::<f32, half::f16>::select(s, &d, &PlanPreference::default()),
+        GemmPlan::<f32, f16>::select(s, &d, &PlanPreference::default()),
         |e| matches!(e, Error::Unsupported { .. }),
     ));
     assert_ok(expect_err(
@@ -313,77 +340,126 @@ fn gemm_bad_inputs() {
     ));
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn batched_with_broadcast() {
-    let s = &gpu().stream;
+/// Which operand of a batched GEMM is one matrix broadcast by stride 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Broadcast {
+    A,
+    B,
+    C,
+}
+
+/// One strided batch with `bc` broadcast, every entry against the
+/// reference. `C` is given (with beta != 0) only when it is the broadcast
+/// operand; otherwise the run takes the `c: None` path.
+fn batched_case<T: Element, O: Element>(s: &Stream, layout: LayoutSku, bc: Broadcast) {
     let (m, n, k, batch) = (33, 20, 17, 5);
-    let mut desc =
-        BatchedGemmDescriptor::packed(GemmDescriptor::new(m, n, k, LayoutSku::Rcr), batch);
-    desc.stride_b = 0;
-    let plan = BatchedGemmPlan::<bf16, f32>::select(s, &desc, &PlanPreference::default()).unwrap();
-    let (a, ah) = upload::<bf16>(&rand(1, batch * m * k));
-    let (b, bh) = upload::<bf16>(&rand(2, k * n));
-    let mut d = poisoned::<f32>(batch * m * n);
+    let g = GemmDescriptor::new(m, n, k, layout);
+    let mut desc = BatchedGemmDescriptor::packed(g.clone(), batch);
+    match bc {
+        Broadcast::A => desc.stride_a = 0,
+        Broadcast::B => desc.stride_b = 0,
+        Broadcast::C => desc.stride_c = 0,
+    }
+    let what = format!(
+        "batched {}->{} {m}x{n}x{k} x{batch} {layout} {bc:?} broadcast",
+        T::KIND,
+        O::KIND
+    );
+    let plan = BatchedGemmPlan::<T, O>::select(s, &desc, &PlanPreference::default())
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let len = |stride: usize, one: usize| (batch - 1) * stride + one;
+    let (a, ah) = upload::<T>(&rand(1, len(desc.stride_a, span(layout.a(), m, k, g.lda))));
+    let (b, bh) = upload::<T>(&rand(2, len(desc.stride_b, span(layout.b(), k, n, g.ldb))));
+    let (c, ch) = upload::<O>(&rand(3, len(desc.stride_c, span(layout.c(), m, n, g.ldc))));
+    let mut d = poisoned::<O>(len(desc.stride_d, span(layout.c(), m, n, g.ldd)));
     let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
+    let with_c = bc == Broadcast::C;
+    let (alpha, beta) = if with_c { (1.25, -0.5) } else { (1.0, 0.0) };
     plan.run(
         s,
         Workspace::Borrowed(ws.as_slice_mut()),
         BatchedGemmArgs {
             a: a.as_slice(),
             b: b.as_slice(),
-            c: None,
+            c: with_c.then(|| c.as_slice()),
             d: d.as_slice_mut(),
-            alpha: 1.0,
-            beta: 0.0,
+            alpha,
+            beta,
         },
     )
-    .unwrap();
+    .unwrap_or_else(|e| panic!("{what} [{}]: {e}", plan.sku().variant));
     let dh: Vec<f64> = download(&d);
     for i in 0..batch {
         let (want, _) = r::gemm(
             m,
             n,
             k,
-            (&ah[i * m * k..], k, MatrixOrder::RowMajor),
-            (&bh, k, MatrixOrder::ColMajor),
+            (&ah[i * desc.stride_a..], g.lda, layout.a()),
+            (&bh[i * desc.stride_b..], g.ldb, layout.b()),
+            with_c.then_some((&ch[i * desc.stride_c..], g.ldc, layout.c())),
             None,
-            None,
-            1.0,
-            0.0,
+            alpha,
+            beta,
             Activation::Identity,
         );
+        let got: Vec<f64> = (0..m * n)
+            .map(|idx| {
+                r::at(
+                    &dh[i * desc.stride_d..],
+                    g.ldd,
+                    layout.c(),
+                    idx / n,
+                    idx % n,
+                )
+            })
+            .collect();
         check(
-            &format!("batched entry {i}"),
-            &dh[i * m * n..(i + 1) * m * n],
+            &format!("{what} entry {i} [{}]", plan.sku().variant),
+            &got,
             &want,
-            2e-5,
+            tol(T::KIND, O::KIND, k, false),
         );
     }
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn grouped_moe_shapes() {
+fn batched_every_dtype_with_broadcast() {
     let s = &gpu().stream;
+    // Rcr swaps A and B inside matmul.rs (row-major D); Crc does not.
+    for layout in [LayoutSku::Rcr, LayoutSku::Crc] {
+        for bc in [Broadcast::A, Broadcast::B, Broadcast::C] {
+            batched_case::<f32, f32>(s, layout, bc);
+            batched_case::<f64, f64>(s, layout, bc);
+            batched_case::<f16, f16>(s, layout, bc);
+            batched_case::<f16, f32>(s, layout, bc);
+            batched_case::<bf16, bf16>(s, layout, bc);
+            batched_case::<bf16, f32>(s, layout, bc);
+        }
+    }
+}
+
+/// MoE-like groups (one expert with no tokens) in one plan.
+fn grouped_case<T: Element>(s: &Stream) {
     let (n, k) = (48, 32);
     let ms = [5usize, 0, 17, 1, 64];
     let desc = GroupedGemmDescriptor {
         problems: ms.iter().map(|&m| (m, n, k)).collect(),
         layout: LayoutSku::Rcr,
     };
-    let plan = GroupedGemmPlan::<bf16>::select(s, &desc, &PlanPreference::default()).unwrap();
+    let plan = GroupedGemmPlan::<T>::select(s, &desc, &PlanPreference::default())
+        .unwrap_or_else(|e| panic!("grouped {}: {e}", T::KIND));
     let ins: Vec<_> = ms
         .iter()
         .enumerate()
         .map(|(g, &m)| {
             (
-                upload::<bf16>(&rand(10 + g as u64, (m * k).max(1))),
-                upload::<bf16>(&rand(20 + g as u64, k * n)),
+                upload::<T>(&rand(10 + g as u64, (m * k).max(1))),
+                upload::<T>(&rand(20 + g as u64, k * n)),
             )
         })
         .collect();
-    let mut outs: Vec<DeviceBuffer<bf16>> = ms.iter().map(|&m| poisoned((m * n).max(1))).collect();
+    let mut outs: Vec<DeviceBuffer<T>> = ms.iter().map(|&m| poisoned((m * n).max(1))).collect();
     let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
     let args = GroupedGemmArgs {
         a: ins
@@ -409,9 +485,11 @@ fn grouped_moe_shapes() {
         alpha: 1.0,
     };
     plan.run(s, Workspace::Borrowed(ws.as_slice_mut()), args)
-        .unwrap();
+        .unwrap_or_else(|e| panic!("grouped {}: {e}", T::KIND));
     for (g, &m) in ms.iter().enumerate() {
+        let got = download(&outs[g]);
         if m == 0 {
+            assert!(got.iter().all(|x| x.is_nan()), "empty group {g} written");
             continue;
         }
         let ((_, ah), (_, bh)) = &ins[g];
@@ -427,11 +505,27 @@ fn grouped_moe_shapes() {
             0.0,
             Activation::Identity,
         );
-        check(&format!("group {g}"), &download(&outs[g]), &want, 8e-3);
+        check(
+            &format!("grouped {} group {g}", T::KIND),
+            &got,
+            &want,
+            tol(T::KIND, T::KIND, k, false),
+        );
     }
 }
 
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn grouped_moe_shapes() {
+    let s = &gpu().stream;
+    grouped_case::<bf16>(s);
+    grouped_case::<f16>(s);
+    grouped_case::<f32>(s);
+    grouped_case::<f64>(s);
+}
+
 fn linear_case<T: Element>(s: &Stream, t: usize, i: usize, o: usize, e: EpilogueKind, tl: f64) {
+    let tl = tl.max(ref_floor(e));
     let desc = LinearDescriptor {
         tokens: t,
         in_features: i,
@@ -439,7 +533,8 @@ fn linear_case<T: Element>(s: &Stream, t: usize, i: usize, o: usize, e: Epilogue
         epilogue: e,
         save_aux: e.activation() != Activation::Identity,
     };
-    let plan = LinearPlan::<T>::select(s, &desc, &PlanPreference::default()).unwrap();
+    let plan = LinearPlan::<T>::select(s, &desc, &PlanPreference::default())
+        .unwrap_or_else(|e| panic!("{desc:?} {}: {e}", T::KIND));
     let (x, xh) = upload::<T>(&rand(5, t * i));
     let (w, wh) = upload::<T>(&rand(6, o * i));
     let (b, bh) = upload::<T>(&rand(7, o));
@@ -552,21 +647,41 @@ fn linear_forward_backward() {
     ] {
         linear_case::<bf16>(s, 64, 96, 40, e, 1e-2);
         linear_case::<f32>(s, 7, 33, 18, e, 3e-5);
+        // Y, dX, dW, db each rounded once to f16 (u = 4.9e-4), dZ once
+        // more before the backward GEMMs: 4u.
+        linear_case::<f16>(s, 64, 96, 40, e, 4.0 * ElementKind::F16.unit_roundoff());
+        // f64 GEMMs err ~sqrt(k) u64; ref_floor covers GELU-erf.
+        linear_case::<f64>(s, 7, 33, 18, e, 1e-12);
     }
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn int8_gemm() {
-    let s = &gpu().stream;
+/// One s8 x s8 GEMM into `O`, scaled by `scale`, against the reference.
+fn int_gemm_case<O: Element>(s: &Stream, layout: LayoutSku, scale: f32, tl: f64) {
     let (m, n, k) = (40, 24, 64);
     let desc = IntGemmDescriptor {
-        gemm: GemmDescriptor::new(m, n, k, LayoutSku::Rcr),
+        gemm: GemmDescriptor::new(m, n, k, layout),
     };
+    let what = format!("int8 -> {} {m}x{n}x{k} {layout} scale {scale}", O::KIND);
     let av: Vec<f64> = rand(1, m * k).iter().map(|v| (v * 127.0).round()).collect();
     let bv: Vec<f64> = rand(2, k * n).iter().map(|v| (v * 127.0).round()).collect();
     let (a, ah) = upload::<i8>(&av);
     let (b, bh) = upload::<i8>(&bv);
+    let plan = IntGemmPlan::<O>::select(s, &desc, &PlanPreference::default())
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let ldd = desc.gemm.ldd;
+    let mut d = poisoned::<O>(m * n);
+    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
+    plan.run(
+        s,
+        Workspace::Borrowed(ws.as_slice_mut()),
+        IntGemmArgs {
+            a: MatrixRef::new(a.as_slice(), m, k, k, MatrixOrder::RowMajor).unwrap(),
+            b: MatrixRef::new(b.as_slice(), k, n, k, MatrixOrder::ColMajor).unwrap(),
+            d: MatrixMut::new(d.as_slice_mut(), m, n, ldd, layout.c()).unwrap(),
+            scale,
+        },
+    )
+    .unwrap_or_else(|e| panic!("{what} [{}]: {e}", plan.sku().variant));
     let (want, _) = r::gemm(
         m,
         n,
@@ -575,44 +690,31 @@ fn int8_gemm() {
         (&bh, k, MatrixOrder::ColMajor),
         None,
         None,
-        1.0,
+        f64::from(scale),
         0.0,
         Activation::Identity,
     );
-    let p32 = IntGemmPlan::<i32>::select(s, &desc, &PlanPreference::default()).unwrap();
-    let mut d = poisoned::<i32>(m * n);
-    let mut ws = DeviceBuffer::<u8>::zeros(s, p32.workspace_size().max(1)).unwrap();
-    p32.run(
-        s,
-        Workspace::Borrowed(ws.as_slice_mut()),
-        IntGemmArgs {
-            a: MatrixRef::new(a.as_slice(), m, k, k, MatrixOrder::RowMajor).unwrap(),
-            b: MatrixRef::new(b.as_slice(), k, n, k, MatrixOrder::ColMajor).unwrap(),
-            d: MatrixMut::new(d.as_slice_mut(), m, n, n, MatrixOrder::RowMajor).unwrap(),
-            scale: 1.0,
-        },
-    )
-    .unwrap();
-    let got: Vec<f64> = download(&d);
-    assert_eq!(got, want, "int8 -> s32 is exact");
-    let pf = IntGemmPlan::<f32>::select(s, &desc, &PlanPreference::default()).unwrap();
-    let mut df = poisoned::<f32>(m * n);
-    let mut ws = DeviceBuffer::<u8>::zeros(s, pf.workspace_size().max(1)).unwrap();
-    let args = IntGemmArgs {
-        a: MatrixRef::new(a.as_slice(), m, k, k, MatrixOrder::RowMajor).unwrap(),
-        b: MatrixRef::new(b.as_slice(), k, n, k, MatrixOrder::ColMajor).unwrap(),
-        d: MatrixMut::new(df.as_slice_mut(), m, n, n, MatrixOrder::RowMajor).unwrap(),
-        scale: 0.5,
-    };
-    pf.run(s, Workspace::Borrowed(ws.as_slice_mut()), args)
-        .unwrap();
-    let got: Vec<f64> = download(&df);
-    check(
-        "int8 -> f32 scaled",
-        &got,
-        &want.iter().map(|v| v * 0.5).collect::<Vec<_>>(),
-        1e-7,
-    );
+    let dh = download(&d);
+    let got: Vec<f64> = (0..m * n)
+        .map(|idx| r::at(&dh, ldd, layout.c(), idx / n, idx % n))
+        .collect();
+    check(&format!("{what} [{}]", plan.sku().variant), &got, &want, tl);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn int8_gemm() {
+    let s = &gpu().stream;
+    for layout in [LayoutSku::Rcr, LayoutSku::Rcc] {
+        // s32 accumulation of k = 64 products of |s8| <= 127 is exact.
+        int_gemm_case::<i32>(s, layout, 1.0, 0.0);
+        // The s32 sums are below 2^24 (exact in f32) and 0.5 is a power of
+        // two: exact up to the bound's slack.
+        int_gemm_case::<f32>(s, layout, 0.5, 1e-7);
+        // One rounding of the exact scaled sum to bf16 (u = 3.9e-3): 2u.
+        int_gemm_case::<bf16>(s, layout, 0.5, 2.0 * ElementKind::Bf16.unit_roundoff());
+    }
+    let (m, n, k) = (40, 24, 64);
     let bad = IntGemmDescriptor {
         gemm: GemmDescriptor::new(m, n, k, LayoutSku::Rrr),
     };
@@ -620,15 +722,125 @@ fn int8_gemm() {
         IntGemmPlan::<i32>::select(s, &bad, &PlanPreference::default()),
         Err(Error::Unsupported { .. })
     ));
+    // s32 output with a scale other than 1 is rejected before anything runs.
+    let desc = IntGemmDescriptor {
+        gemm: GemmDescriptor::new(m, n, k, LayoutSku::Rcr),
+    };
+    let plan = IntGemmPlan::<i32>::select(s, &desc, &PlanPreference::default()).unwrap();
+    let (a, _) = upload::<i8>(&rand(1, m * k));
+    let mut d = poisoned::<i32>(m * n);
+    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
+    assert_ok(expect_err(
+        "int8 -> s32 with scale 0.5",
+        plan.run(
+            s,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            IntGemmArgs {
+                a: MatrixRef::new(a.as_slice(), m, k, k, MatrixOrder::RowMajor).unwrap(),
+                b: MatrixRef::new(a.as_slice(), k, n, k, MatrixOrder::ColMajor).unwrap(),
+                d: MatrixMut::new(d.as_slice_mut(), m, n, n, MatrixOrder::RowMajor).unwrap(),
+                scale: 0.5,
+            },
+        ),
+        |e| matches!(e, Error::InvalidArgument { arg: "scale", .. }),
+    ));
+    // 0xFFFFFFFF poison reads back as -1 in i32.
+    assert!(download(&d).iter().all(|&x| x == -1.0), "nothing written");
+}
+
+/// One fp8 GEMM (`A` x `B` -> `O`, per-tensor scales 1/4 and 1/8) against
+/// the reference, and its amax when asked.
+fn fp8_case<A: Element, B: Element, O: Element>(s: &Stream, layout: LayoutSku, amax: bool) {
+    // k, the contiguous extent of D (n or m) and ldd in bytes are multiples
+    // of 16, as cuBLASLt's fp8 kernels need (see fp8_gemm.rs).
+    let (m, n, k) = (64, 48, 96);
+    let desc = Fp8GemmDescriptor {
+        gemm: GemmDescriptor::new(m, n, k, layout),
+        amax,
+    };
+    let what = format!(
+        "fp8 {} x {} -> {} {m}x{n}x{k} {layout} amax={amax}",
+        A::KIND,
+        B::KIND,
+        O::KIND
+    );
+    let plan = Fp8GemmPlan::<A, B, O>::select(s, &desc, &PlanPreference::default())
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let (a, ah) = upload::<A>(&rand(3, m * k).iter().map(|v| v * 8.0).collect::<Vec<_>>());
+    let (b, bh) = upload::<B>(&rand(4, k * n).iter().map(|v| v * 8.0).collect::<Vec<_>>());
+    // Each scale in its own (aligned) allocation, as cuBLASLt wants.
+    let scale_a = DeviceBuffer::<f32>::from_host(s, &[0.25]).unwrap();
+    let scale_b = DeviceBuffer::<f32>::from_host(s, &[0.125]).unwrap();
+    let ldd = desc.gemm.ldd;
+    let mut d = poisoned::<O>(m * n);
+    let mut amax_buf = poisoned::<f32>(1);
+    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
+    plan.run(
+        s,
+        Workspace::Borrowed(ws.as_slice_mut()),
+        Fp8GemmArgs {
+            a: MatrixRef::new(a.as_slice(), m, k, k, MatrixOrder::RowMajor).unwrap(),
+            b: MatrixRef::new(b.as_slice(), k, n, k, MatrixOrder::ColMajor).unwrap(),
+            d: MatrixMut::new(d.as_slice_mut(), m, n, ldd, layout.c()).unwrap(),
+            scale_a: scale_a.as_slice(),
+            scale_b: scale_b.as_slice(),
+            amax: amax.then(|| amax_buf.as_slice_mut()),
+        },
+    )
+    .unwrap_or_else(|e| panic!("{what} [{}]: {e}", plan.sku().variant));
+    let (want, _) = r::gemm(
+        m,
+        n,
+        k,
+        (&ah, k, MatrixOrder::RowMajor),
+        (&bh, k, MatrixOrder::ColMajor),
+        None,
+        None,
+        0.25 * 0.125,
+        0.0,
+        Activation::Identity,
+    );
+    let dh = download(&d);
+    let got: Vec<f64> = (0..m * n)
+        .map(|idx| r::at(&dh, ldd, layout.c(), idx / n, idx % n))
+        .collect();
+    let what = format!("{what} [{}]", plan.sku().variant);
+    check(&what, &got, &want, tol(A::KIND, O::KIND, k, false));
+    let amax_got = download(&amax_buf)[0];
+    if amax {
+        let amax_want = got.iter().fold(0.0f64, |a, &v| a.max(v.abs()));
+        assert_eq!(amax_got, amax_want, "{what}: amax of the stored D");
+    } else {
+        assert!(amax_got.is_nan(), "{what}: amax written without amax");
+    }
+}
+
+/// Every fp8 output for operands `A` x `B`, both layouts cuBLASLt's fp8
+/// kernels take.
+fn fp8_outputs<A: Element, B: Element>(s: &Stream) {
+    for layout in [LayoutSku::Rcr, LayoutSku::Rcc] {
+        fp8_case::<A, B, bf16>(s, layout, true);
+        fp8_case::<A, B, f16>(s, layout, true);
+        fp8_case::<A, B, f32>(s, layout, true);
+    }
 }
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn fp8_gemm_with_amax() {
+fn fp8_gemm_every_dtype() {
+    use float8::{F8E4M3, F8E5M2};
+    let s = &gpu().stream;
+    fp8_outputs::<F8E4M3, F8E4M3>(s);
+    fp8_outputs::<F8E5M2, F8E4M3>(s);
+    fp8_outputs::<F8E4M3, F8E5M2>(s);
+    fp8_case::<F8E4M3, F8E4M3, bf16>(s, LayoutSku::Rcr, false);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_gemm_bad_inputs() {
     use float8::F8E4M3;
     let s = &gpu().stream;
-    // TN (row-major A, column-major B), k and n multiples of 16: the
-    // shapes cuBLASLt's fp8 kernels take (see fp8_gemm.rs).
     let (m, n, k) = (64, 48, 96);
     let desc = Fp8GemmDescriptor {
         gemm: GemmDescriptor::new(m, n, k, LayoutSku::Rcr),
@@ -636,11 +848,8 @@ fn fp8_gemm_with_amax() {
     };
     let plan =
         Fp8GemmPlan::<F8E4M3, F8E4M3, bf16>::select(s, &desc, &PlanPreference::default()).unwrap();
-    let (a, ah) = upload::<F8E4M3>(&rand(3, m * k).iter().map(|v| v * 8.0).collect::<Vec<_>>());
-    let (b, bh) = upload::<F8E4M3>(&rand(4, k * n).iter().map(|v| v * 8.0).collect::<Vec<_>>());
-    // Each scale in its own (aligned) allocation, as cuBLASLt wants.
-    let scale_a = DeviceBuffer::<f32>::from_host(s, &[0.25]).unwrap();
-    let scale_b = DeviceBuffer::<f32>::from_host(s, &[0.125]).unwrap();
+    let (a, _) = upload::<F8E4M3>(&rand(3, m * k));
+    let (b, _) = upload::<F8E4M3>(&rand(4, k * n));
     let mut d = poisoned::<bf16>(m * n);
     let mut amax = poisoned::<f32>(1);
     let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
@@ -663,36 +872,7 @@ fn fp8_gemm_with_amax() {
         |e| matches!(e, Error::InvalidArgument { arg: "scale_b", .. }),
     ));
     assert!(download(&d).iter().all(|x| x.is_nan()), "nothing written");
-    plan.run(
-        s,
-        Workspace::Borrowed(ws.as_slice_mut()),
-        Fp8GemmArgs {
-            a: MatrixRef::new(a.as_slice(), m, k, k, MatrixOrder::RowMajor).unwrap(),
-            b: MatrixRef::new(b.as_slice(), k, n, k, MatrixOrder::ColMajor).unwrap(),
-            d: MatrixMut::new(d.as_slice_mut(), m, n, n, MatrixOrder::RowMajor).unwrap(),
-            scale_a: scale_a.as_slice(),
-            scale_b: scale_b.as_slice(),
-            amax: Some(amax.as_slice_mut()),
-        },
-    )
-    .unwrap_or_else(|e| panic!("fp8 run [{}]: {e}", plan.sku().variant));
-    let (want, _) = r::gemm(
-        m,
-        n,
-        k,
-        (&ah, k, MatrixOrder::RowMajor),
-        (&bh, k, MatrixOrder::ColMajor),
-        None,
-        None,
-        0.25 * 0.125,
-        0.0,
-        Activation::Identity,
-    );
-    let got = download(&d);
-    check("fp8 e4m3 -> bf16", &got, &want, 8e-3);
-    let amax_got = download(&amax)[0];
-    let amax_want = got.iter().fold(0.0f64, |a, &v| a.max(v.abs()));
-    assert_eq!(amax_got, amax_want, "amax of the stored D");
+    assert!(download(&amax)[0].is_nan(), "amax not written");
     // Shapes outside cuBLASLt's fp8 rules are Unsupported at select. The
     // k = 72 case pads lda/ldb to 80 so it reaches the k rule (a packed
     // lda = 72 is already an InvalidDescriptor, as for int8).
@@ -711,4 +891,82 @@ fn fp8_gemm_with_amax() {
             |e| matches!(e, Error::Unsupported { .. }),
         ));
     }
+}
+
+/// Panic unless `select` returned `Unsupported`.
+fn unsupported<P>(what: &str, r: Result<P>) {
+    assert_ok(expect_err(what, r, |e| {
+        matches!(e, Error::Unsupported { .. })
+    }));
+}
+
+/// Every dtype combination the GEMM plans do not advertise is
+/// `Unsupported` at `select`, on shapes every advertised one accepts.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn gemm_family_unadvertised_dtypes() {
+    use float8::{F8E4M3, F8E5M2};
+    let s = &gpu().stream;
+    let p = &PlanPreference::default();
+    let g = GemmDescriptor::new(64, 48, 96, LayoutSku::Rcr);
+    unsupported("gemm f32 -> f16", GemmPlan::<f32, f16>::select(s, &g, p));
+    unsupported("gemm f64 -> f32", GemmPlan::<f64, f32>::select(s, &g, p));
+    unsupported("gemm f16 -> bf16", GemmPlan::<f16, bf16>::select(s, &g, p));
+    unsupported("gemm bf16 -> f16", GemmPlan::<bf16, f16>::select(s, &g, p));
+    unsupported("gemm i8 -> i32", GemmPlan::<i8, i32>::select(s, &g, p));
+    let b = BatchedGemmDescriptor::packed(g.clone(), 3);
+    unsupported(
+        "batched f32 -> f16",
+        BatchedGemmPlan::<f32, f16>::select(s, &b, p),
+    );
+    unsupported(
+        "batched f64 -> f32",
+        BatchedGemmPlan::<f64, f32>::select(s, &b, p),
+    );
+    let gr = GroupedGemmDescriptor {
+        problems: vec![(64, 48, 96), (0, 48, 96)],
+        layout: LayoutSku::Rcr,
+    };
+    unsupported("grouped i8", GroupedGemmPlan::<i8>::select(s, &gr, p));
+    unsupported("grouped e4m3", GroupedGemmPlan::<F8E4M3>::select(s, &gr, p));
+    let l = LinearDescriptor {
+        tokens: 64,
+        in_features: 96,
+        out_features: 48,
+        epilogue: EpilogueKind::Bias,
+        save_aux: false,
+    };
+    unsupported("linear i8", LinearPlan::<i8>::select(s, &l, p));
+    let i = IntGemmDescriptor { gemm: g.clone() };
+    unsupported("int8 -> f16", IntGemmPlan::<f16>::select(s, &i, p));
+    unsupported("int8 -> f64", IntGemmPlan::<f64>::select(s, &i, p));
+    unsupported("int8 -> i8", IntGemmPlan::<i8>::select(s, &i, p));
+    let f = Fp8GemmDescriptor {
+        gemm: g,
+        amax: false,
+    };
+    unsupported(
+        "e5m2 x e5m2 -> bf16",
+        Fp8GemmPlan::<F8E5M2, F8E5M2, bf16>::select(s, &f, p),
+    );
+    unsupported(
+        "e5m2 x e5m2 -> f16",
+        Fp8GemmPlan::<F8E5M2, F8E5M2, f16>::select(s, &f, p),
+    );
+    unsupported(
+        "e5m2 x e5m2 -> f32",
+        Fp8GemmPlan::<F8E5M2, F8E5M2, f32>::select(s, &f, p),
+    );
+    unsupported(
+        "e4m3 x e4m3 -> f64",
+        Fp8GemmPlan::<F8E4M3, F8E4M3, f64>::select(s, &f, p),
+    );
+    unsupported(
+        "e4m3 x e4m3 -> e4m3",
+        Fp8GemmPlan::<F8E4M3, F8E4M3, F8E4M3>::select(s, &f, p),
+    );
+    unsupported(
+        "bf16 x e4m3 -> bf16",
+        Fp8GemmPlan::<bf16, F8E4M3, bf16>::select(s, &f, p),
+    );
 }
