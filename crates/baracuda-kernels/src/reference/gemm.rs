@@ -38,27 +38,7 @@ pub fn act_grad(a: Activation, z: f64) -> f64 {
     }
 }
 
-/// erf with |error| < 1.2e-7 relative to 1 (Numerical Recipes erfc, which
-/// is far tighter than any tolerance it judges).
-pub fn erf(x: f64) -> f64 {
-    let z = x.abs();
-    let t = 1.0 / (1.0 + 0.5 * z);
-    let r = t
-        * (-z * z - 1.26551223
-            + t * (1.00002368
-                + t * (0.37409196
-                    + t * (0.09678418
-                        + t * (-0.18628806
-                            + t * (0.27886807
-                                + t * (-1.13520398
-                                    + t * (1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))))
-            .exp();
-    if x >= 0.0 {
-        1.0 - r
-    } else {
-        r - 1.0
-    }
-}
+pub use super::elementwise::erf;
 
 /// A stored operand: data, leading dimension, order.
 pub type Stored<'a> = (&'a [f64], usize, MatrixOrder);
@@ -132,6 +112,5 @@ mod tests {
                 assert!((fd - act_grad(a, z)).abs() < 1e-5, "{a:?} at {z}");
             }
         }
-        assert!((erf(0.5) - 0.5204998778130465).abs() < 2e-7);
     }
 }
