@@ -14,6 +14,7 @@ pub mod gemm;
 mod kernel_sources;
 mod plan;
 pub mod reference;
+mod scratch;
 mod specs;
 
 pub use conv::*;

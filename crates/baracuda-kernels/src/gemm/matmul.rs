@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
+use crate::scratch::random_bytes;
 use baracuda_driver::{
     lt_heuristic, lt_matmul, DeviceBuffer, Event, LtAlgo, LtCompute, LtEpilogue, LtLayout,
     LtLayouts, LtMatmulDesc, LtPointers, LtPreference, LtScalar, Stream,
@@ -216,13 +217,19 @@ impl Prepared {
             ((outer - 1) * ld + inner + (p.batch - 1) * stride).max(1)
         };
         let bytes = |k: ElementKind, n: usize| n * k.size_bytes() + 256;
-        let a = DeviceBuffer::<u8>::zeros(
+        // Operands hold seeded random values: tensor-core power, and so
+        // the ranking, depends on the bits.
+        let a = random_bytes(
             stream,
+            p.a_kind,
             bytes(p.a_kind, span(p.m, p.k, p.lda, p.layout.a(), p.strides[0])),
+            1,
         )?;
-        let b = DeviceBuffer::<u8>::zeros(
+        let b = random_bytes(
             stream,
+            p.b_kind,
             bytes(p.b_kind, span(p.k, p.n, p.ldb, p.layout.b(), p.strides[1])),
+            2,
         )?;
         let dn = span(
             p.m,
