@@ -228,13 +228,18 @@ pub(crate) fn problem(
     }
 }
 
-/// The fused cuBLASLt epilogue for `desc`, or `None` when the epilogue
-/// kernel must do the work (GELU-erf; a bias along a column-major `D`;
-/// the pre-activation of ReLU, which cuBLASLt stores only as a bit mask).
-fn fused_epilogue(desc: &GemmDescriptor) -> Option<LtEpilogue> {
+/// The fused cuBLASLt epilogue for `desc` with output `o`, or `None` when
+/// the epilogue kernel must do the work (GELU-erf; a bias along a
+/// column-major `D`; the pre-activation of ReLU, which cuBLASLt stores only
+/// as a bit mask; GELU-tanh into f64, which cuBLASLt evaluates to ~3e-10
+/// relative error where the kernel's f64 `tanh` keeps f64 accuracy).
+fn fused_epilogue(desc: &GemmDescriptor, o: ElementKind) -> Option<LtEpilogue> {
     let row = desc.layout.c() == MatrixOrder::RowMajor;
     let bias = desc.epilogue.has_bias();
     if bias && !row {
+        return None;
+    }
+    if o == ElementKind::F64 && desc.epilogue.activation() == Activation::GeluTanh {
         return None;
     }
     match (desc.epilogue.activation(), bias, desc.save_aux) {
@@ -266,7 +271,8 @@ fn fused_epilogue(desc: &GemmDescriptor) -> Option<LtEpilogue> {
 /// bf16 -> f32 (f32 accumulation); bias, `C` and aux are `O`. Every pair in
 /// every layout and epilogue. Others: `Unsupported`.
 /// # Epilogues
-/// Bias, ReLU and GELU-tanh fuse into cuBLASLt when `D` is row-major;
+/// Bias, ReLU and GELU-tanh fuse into cuBLASLt when `D` is row-major
+/// (GELU-tanh into f64 excepted: the kernel keeps f64 accuracy);
 /// GELU-erf, a bias on a column-major `D`, and ReLU's aux run in one extra
 /// elementwise pass over `D` (the SKU says which).
 /// # Errors
@@ -300,7 +306,7 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
         let (compute, math, acc) = compute_for(op, T::KIND, O::KIND, pref)?;
         let ab = (T::KIND, T::KIND);
         let mut chosen = None;
-        if let Some(e) = fused_epilogue(desc) {
+        if let Some(e) = fused_epilogue(desc, O::KIND) {
             if let Some(p) =
                 Prepared::new(stream, &problem(op, desc, ab, O::KIND, compute, e), pref)?
             {
@@ -719,7 +725,8 @@ mod tests {
     fn fused_epilogue_choice() {
         let row = GemmDescriptor::new(8, 8, 8, LayoutSku::Rcr);
         let col = GemmDescriptor::new(8, 8, 8, LayoutSku::Rcc);
-        let f = |d: &GemmDescriptor, e| fused_epilogue(&d.clone().with_epilogue(e));
+        let f =
+            |d: &GemmDescriptor, e| fused_epilogue(&d.clone().with_epilogue(e), ElementKind::Bf16);
         assert_eq!(
             f(&row, EpilogueKind::BiasGeluTanh),
             Some(LtEpilogue::GeluBias)
@@ -732,9 +739,13 @@ mod tests {
             .clone()
             .with_epilogue(EpilogueKind::BiasGeluTanh)
             .with_aux(true);
-        assert_eq!(fused_epilogue(&aux), Some(LtEpilogue::GeluAuxBias));
+        assert_eq!(
+            fused_epilogue(&aux, ElementKind::Bf16),
+            Some(LtEpilogue::GeluAuxBias)
+        );
+        assert_eq!(fused_epilogue(&aux, ElementKind::F64), None);
         let aux = row.with_epilogue(EpilogueKind::Relu).with_aux(true);
-        assert_eq!(fused_epilogue(&aux), None);
+        assert_eq!(fused_epilogue(&aux, ElementKind::Bf16), None);
     }
 
     #[test]
