@@ -1,7 +1,160 @@
-//! Scratch operands for measured autotuning.
+//! Measured autotuning support: scratch operands and candidate timing.
 
-use baracuda_driver::{DeviceBuffer, Stream};
-use baracuda_kernels_types::{ElementKind, Result};
+use baracuda_driver::{DeviceBuffer, Event, Stream};
+use baracuda_kernels_types::{ElementKind, Error, Result};
+
+/// Timing rounds per candidate; the median round decides.
+const ROUNDS: usize = 5;
+/// Each timed sample repeats a candidate back to back for about this long
+/// (at most [`MAX_REPS`] launches).
+const BURST_MS: f32 = 1.0;
+const MAX_REPS: usize = 64;
+/// Untimed load before the rounds, so that candidates are timed in the
+/// power and clock state of sustained work, as a training step runs them:
+/// on H200 a bf16 8192^3 GEMM candidate timed at 1.33 ms in isolated
+/// launches ran at 1.56 ms sustained while another went from 1.38 to 1.38,
+/// reversing their order.
+const HEAT_MS: f32 = 50.0;
+
+/// What [`fastest`] found.
+pub(crate) struct Timing {
+    /// The fastest candidate's index and its median time per launch (ms).
+    pub best: Option<(usize, f32)>,
+    /// The first error a candidate returned (it was dropped).
+    pub first_error: Option<Error>,
+    /// Every candidate's median time per launch (ms); None when dropped.
+    pub times: Vec<Option<f32>>,
+}
+
+impl Timing {
+    /// With `BARACUDA_LOG_AUTOTUNE` set, print each candidate (named by
+    /// `name`) and its time to stderr, marking the winner: the record of
+    /// why a plan chose what its SKU says.
+    pub(crate) fn log(&self, what: &str, name: impl Fn(usize) -> String) {
+        if std::env::var_os("BARACUDA_LOG_AUTOTUNE").is_none() {
+            return;
+        }
+        let best = self.best.map(|(i, _)| i);
+        eprintln!("baracuda autotune: {what}");
+        for (i, t) in self.times.iter().enumerate() {
+            let mark = if Some(i) == best { '*' } else { ' ' };
+            match t {
+                Some(ms) => eprintln!("  {mark} {ms:>10.4} ms  {}", name(i)),
+                None => eprintln!("  {mark}     failed     {}", name(i)),
+            }
+        }
+    }
+}
+
+/// Time candidates `0..n`, each enqueued on `stream` by `run(i)`, and pick
+/// the fastest by median time per launch.
+///
+/// One warm-up launch each (a candidate whose launch or execution fails is
+/// dropped) sizes its burst; [`HEAT_MS`] of untimed launches bring the GPU
+/// to its sustained clocks; then [`ROUNDS`] rounds visit the candidates in
+/// turn, each timing one burst between events, with no idle gap until the
+/// last round ends. Interleaving spreads clock and power drift over every
+/// candidate instead of favouring whichever ran first. Synchronizes the
+/// stream.
+///
+/// # Errors
+/// Event creation or a synchronization failure.
+pub(crate) fn fastest(
+    stream: &Stream,
+    n: usize,
+    mut run: impl FnMut(usize) -> Result<()>,
+) -> Result<Timing> {
+    let ctx = stream.context();
+    let (a, b) = (Event::new(ctx)?, Event::new(ctx)?);
+    let mut first_error = None;
+    let mut warm = vec![0f32; n];
+    let mut reps = vec![0usize; n];
+    for i in 0..n {
+        a.record(stream)?;
+        let r = run(i);
+        b.record(stream)?;
+        match r
+            .and_then(|_| b.synchronize())
+            .and_then(|_| a.elapsed_ms(&b))
+        {
+            Ok(ms) => {
+                warm[i] = ms.max(1e-4);
+                reps[i] = ((BURST_MS / warm[i]).ceil() as usize).clamp(1, MAX_REPS);
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    if let Some(h) = (0..n).find(|&i| reps[i] > 0) {
+        let heat = ((HEAT_MS / warm[h]).ceil() as usize).clamp(1, 4096);
+        for _ in 0..heat {
+            if let Err(e) = run(h) {
+                first_error.get_or_insert(e);
+                reps[h] = 0;
+                break;
+            }
+        }
+    }
+    // Events per (round, candidate), read after one synchronize at the end.
+    let mut marks: Vec<Vec<Option<(Event, Event)>>> = Vec::with_capacity(ROUNDS);
+    for _ in 0..ROUNDS {
+        let mut row = Vec::with_capacity(n);
+        for (i, r) in reps.iter_mut().enumerate() {
+            if *r == 0 {
+                row.push(None);
+                continue;
+            }
+            let (s0, s1) = (Event::new(ctx)?, Event::new(ctx)?);
+            s0.record(stream)?;
+            let mut res = Ok(());
+            for _ in 0..*r {
+                res = run(i);
+                if res.is_err() {
+                    break;
+                }
+            }
+            s1.record(stream)?;
+            match res {
+                Ok(()) => row.push(Some((s0, s1))),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    *r = 0;
+                    row.push(None);
+                }
+            }
+        }
+        marks.push(row);
+    }
+    stream.synchronize()?;
+    let mut best: Option<(usize, f32)> = None;
+    let mut times = vec![None; n];
+    for i in 0..n {
+        if reps[i] == 0 {
+            continue;
+        }
+        let mut s = Vec::with_capacity(ROUNDS);
+        for row in &marks {
+            if let Some((s0, s1)) = &row[i] {
+                s.push(s0.elapsed_ms(s1)? / reps[i] as f32);
+            }
+        }
+        if s.is_empty() {
+            continue;
+        }
+        s.sort_by(f32::total_cmp);
+        let ms = s[s.len() / 2];
+        times[i] = Some(ms);
+        if best.is_none_or(|(_, t)| ms < t) {
+            best = Some((i, ms));
+        }
+    }
+    Ok(Timing {
+        best,
+        first_error,
+        times,
+    })
+}
 
 /// `bytes` bytes of device memory holding seeded uniform values in [-1, 1)
 /// of `kind` (integers: in [-100, 100]; a tail past whole elements is

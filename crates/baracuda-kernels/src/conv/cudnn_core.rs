@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use baracuda_driver::{
     ConvAlgo, ConvApi, ConvDirection, ConvMath, CudnnConv, CudnnConvProblem, CudnnHandle,
-    DeviceBuffer, EngineFilter, Event, Function, Stream,
+    DeviceBuffer, EngineFilter, Function, Stream,
 };
 use baracuda_kernels_types::{
     Autotune, BackendKind, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
@@ -36,12 +36,12 @@ use baracuda_kernels_types::{
 
 use super::descriptor::{check_i32_elems, full_shape};
 use super::{spec_for, BIAS_SOURCE};
-use crate::scratch::random_bytes;
+use crate::scratch::{fastest, random_bytes};
 
 /// Backend plans timed per direction by `Autotune::Measured`, taken in
-/// heuristic rank order. It bounds select time: each candidate runs 4
-/// times, so 12 candidates of a 50 us ResNet-50 layer cost ~2.5 ms per
-/// direction (plus plan finalization).
+/// heuristic rank order. It bounds select time: each candidate is timed in
+/// five bursts of about 0.5 ms (`scratch::fastest`), so 12 candidates cost
+/// ~35 ms per direction (plus plan finalization).
 pub(crate) const MEASURED_CANDIDATES: usize = 12;
 
 /// Timing scratch of `Autotune::Measured` is capped at 1 GiB of workspace
@@ -284,7 +284,7 @@ impl ConvCore {
                                     op,
                                     what: "timing scratch".into(),
                                 })?;
-                                time_candidates(&cudnn, &handle, stream, dir, &cands, s)?
+                                time_candidates(&cudnn, &handle, stream, dir, &cands, s, &p)?
                             } else {
                                 Some((0, -1.0))
                             };
@@ -469,10 +469,8 @@ impl ConvCore {
     }
 }
 
-/// Time each candidate of `dir` on `stream` (one warm-up, then the median
-/// of five runs, each between events: one slow run does not decide) and
-/// return the fastest's index and time; None when none ran. Synchronizes
-/// the stream.
+/// Time each candidate of `dir` on `stream` ([`fastest`]) and return the
+/// fastest's index and time; None when none ran. Synchronizes the stream.
 fn time_candidates(
     cudnn: &CudnnConv,
     handle: &CudnnHandle,
@@ -480,42 +478,23 @@ fn time_candidates(
     dir: ConvDirection,
     cands: &[ConvAlgo],
     scratch: &Scratch,
+    p: &CudnnConvProblem,
 ) -> Result<Option<(usize, f32)>> {
     let ws_bytes = cands.iter().map(|c| c.workspace_bytes).max().unwrap_or(0);
     let ws = DeviceBuffer::<u8>::uninit(stream, ws_bytes.max(1))?;
     let wsa = ws.as_slice().addr();
     let ops = scratch.ops(dir);
-    let ctx = stream.context();
-    let events: Vec<(Event, Event)> = (0..5)
-        .map(|_| Ok((Event::new(ctx)?, Event::new(ctx)?)))
-        .collect::<Result<_>>()?;
-    let mut best: Option<(usize, f32)> = None;
-    for i in 0..cands.len() {
+    let timing = fastest(stream, cands.len(), |i| {
         // SAFETY: the scratch buffers hold this problem's operands (sized
         // from the same problem) on the stream's context, device
         // allocations are 256-byte aligned, and `ws` holds the largest
-        // candidate workspace; all outlive the synchronize below.
-        let run = || unsafe { cudnn.run_candidate(handle, stream, dir, i, ops, wsa) };
-        if run().and_then(|_| stream.synchronize()).is_err() {
-            continue;
-        }
-        for (a, b) in &events {
-            a.record(stream)?;
-            run()?;
-            b.record(stream)?;
-        }
-        stream.synchronize()?;
-        let mut times = events
-            .iter()
-            .map(|(a, b)| a.elapsed_ms(b))
-            .collect::<Result<Vec<f32>>>()?;
-        times.sort_by(f32::total_cmp);
-        let ms = times[times.len() / 2];
-        if best.is_none_or(|(_, t)| ms < t) {
-            best = Some((i, ms));
-        }
-    }
-    Ok(best)
+        // candidate workspace; `fastest` synchronizes before they drop.
+        unsafe { cudnn.run_candidate(handle, stream, dir, i, ops, wsa) }
+    })?;
+    timing.log(&format!("conv {dir:?} {p:?}"), |i| {
+        format!("{:?}", cands[i])
+    });
+    Ok(timing.best)
 }
 
 fn no_algorithm(

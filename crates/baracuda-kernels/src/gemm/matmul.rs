@@ -12,10 +12,10 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use crate::scratch::random_bytes;
+use crate::scratch::{fastest, random_bytes};
 use baracuda_driver::{
-    lt_heuristic, lt_matmul, DeviceBuffer, Event, LtAlgo, LtCompute, LtEpilogue, LtLayout,
-    LtLayouts, LtMatmulDesc, LtPointers, LtPreference, LtScalar, Stream,
+    lt_heuristic, lt_matmul, DeviceBuffer, LtAlgo, LtCompute, LtEpilogue, LtLayout, LtLayouts,
+    LtMatmulDesc, LtPointers, LtPreference, LtScalar, Stream,
 };
 use baracuda_kernels_types::{
     Autotune, ElementKind, Error, LayoutSku, MatrixOrder, PlanPreference, Result,
@@ -265,52 +265,30 @@ impl Prepared {
         } else {
             (one, zero)
         };
-        let start = Event::new(stream.context())?;
-        let end = Event::new(stream.context())?;
-        let mut best = (f32::INFINITY, algos[0]);
-        let mut first_err = None;
-        for algo in algos {
-            let ptrs = Ptrs {
-                a: a.as_slice().addr(),
-                b: b.as_slice().addr(),
-                c: c.as_slice().addr(),
-                d: d.as_slice_mut().addr(),
-                workspace: ws.as_slice_mut().addr(),
-                workspace_bytes: ws_bytes,
-                bias: bias.as_slice_mut().addr(),
-                aux: aux.as_slice_mut().addr(),
-                scales: Some((scales.as_slice().addr(), scales.as_slice().addr() + 256)),
-            };
-            let mut times = Vec::with_capacity(3);
-            for rep in 0..4 {
-                start.record(stream)?;
-                // SAFETY: every scratch buffer above covers the span its
-                // layout reaches (computed by `span`), plus slack; they
-                // live until the stream is synchronized below.
-                let r = unsafe { self.enqueue_with(stream, algo, one, zero, ptrs) };
-                end.record(stream)?;
-                if let Err(e) = r {
-                    first_err.get_or_insert(e);
-                    break;
-                }
-                end.synchronize()?;
-                if rep > 0 {
-                    times.push(start.elapsed_ms(&end)?);
-                }
-            }
-            times.sort_by(f32::total_cmp);
-            if let Some(&t) = times.get(times.len() / 2) {
-                if t < best.0 {
-                    best = (t, *algo);
-                }
-            }
-        }
-        stream.synchronize()?;
+        let ptrs = Ptrs {
+            a: a.as_slice().addr(),
+            b: b.as_slice().addr(),
+            c: c.as_slice().addr(),
+            d: d.as_slice_mut().addr(),
+            workspace: ws.as_slice_mut().addr(),
+            workspace_bytes: ws_bytes,
+            bias: bias.as_slice_mut().addr(),
+            aux: aux.as_slice_mut().addr(),
+            scales: Some((scales.as_slice().addr(), scales.as_slice().addr() + 256)),
+        };
+        let timing = fastest(stream, algos.len(), |i| {
+            // SAFETY: every scratch buffer above covers the span its layout
+            // reaches (computed by `span`), plus slack; `fastest`
+            // synchronizes the stream before they drop.
+            unsafe { self.enqueue_with(stream, &algos[i], one, zero, ptrs) }
+        })?;
+        timing.log(&format!("{p:?}"), |i| algos[i].describe());
         // When no candidate ran, `run` would fail the same way: fail here,
         // in `select`, instead.
-        match (best.0.is_finite(), first_err) {
-            (false, Some(e)) => Err(e),
-            _ => Ok(best.1),
+        match (timing.best, timing.first_error) {
+            (Some((i, _)), _) => Ok(algos[i]),
+            (None, Some(e)) => Err(e),
+            (None, None) => Ok(algos[0]),
         }
     }
 
