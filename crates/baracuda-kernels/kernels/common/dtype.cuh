@@ -48,8 +48,6 @@ __device__ __forceinline__ T from_acc(ACC v) { return __float2bfloat16_rn(v); }
 // Math on the accumulator type, IEEE (no fast-math approximations).
 __device__ __forceinline__ float m_exp(float x) { return expf(x); }
 __device__ __forceinline__ double m_exp(double x) { return exp(x); }
-__device__ __forceinline__ float m_erf(float x) { return erff(x); }
-__device__ __forceinline__ double m_erf(double x) { return erf(x); }
 __device__ __forceinline__ float m_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ bool m_isnan(float x) { return x != x; }

@@ -12,12 +12,10 @@
 // 4045 / 4071 / 4323; a persistent grid-stride grid with 4 per thread:
 // 3785 / 3830 / 4072; device-to-device memcpy: 4200. Streaming (.cs) cache
 // hints changed nothing. Hence TILE_UNROLL 1 by default. Ops whose math
-// costs about as much as their memory traffic (transcendentals on 16-bit
-// types: 8 elements per vector) keep more loads in flight with 4 vectors per
-// thread: on H200, 2^28 bf16 elements, gelu_tanh took 0.265 ms with 4 and
-// 0.311 ms with 1, sigmoid 0.263 and 0.283 ms. The plan passes
-// -DTILE_UNROLL to match (layout.rs `tile_unroll`), and sizes the grid with
-// the same value.
+// costs about as much as their traffic run smaller blocks, and on 16-bit
+// types two vectors per thread (layout.rs `contig_shape`, measured with
+// bench/experiments/elementwise_math.cu). The plan passes -DTILE_UNROLL
+// and sizes the grid from the same shape; the block size is blockDim.x.
 //
 // F is a functor `void operator()(const ACC (&in)[NIN], ACC (&out)[NOUT])`.
 // An output pointer may be null: that output is not stored.

@@ -13,7 +13,7 @@ use baracuda_kernels_types::{
     TensorRef, Workspace, MAX_RANK,
 };
 
-use super::layout::{check_no_partial_overlap, dtype_id, spec, tile_unroll, MapKernels, THREADS};
+use super::layout::{check_no_partial_overlap, contig_shape, dtype_id, spec, MapKernels, THREADS};
 use super::unary::{check_ctx, check_shape, pointwise_precision};
 use crate::kernel_sources;
 use crate::Plan;
@@ -204,11 +204,11 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
                 &kernel_sources::BINARY,
                 dt,
                 desc.op.index(),
-                tile_unroll(false, dt),
+                contig_shape(false, dt),
             ),
             "binary_fw",
             desc.op.name(),
-            tile_unroll(false, dt),
+            contig_shape(false, dt),
         )?;
         let sku = sku::<T>(
             stream,
@@ -396,14 +396,14 @@ impl<T: Element, const N: usize> Plan for BinaryBackwardPlan<T, N> {
             &kernel_sources::BINARY,
             dt,
             desc.op.index(),
-            tile_unroll(false, dt),
+            contig_shape(false, dt),
         );
         let kernels = MapKernels::load(
             stream,
             &spec,
             "binary_bw",
             desc.op.name(),
-            tile_unroll(false, dt),
+            contig_shape(false, dt),
         )?;
         let module = stream.context().module(&spec)?;
         let finalize = module.function("binary_bw_finalize")?;

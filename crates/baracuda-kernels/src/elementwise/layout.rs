@@ -6,17 +6,41 @@ use baracuda_kernels_types::{Element, ElementKind, Error, Result, MAX_RANK};
 
 use crate::kernel_sources;
 
-/// Threads per block of every elementwise kernel (matches the
-/// `__launch_bounds__(256)` in the sources).
+/// Threads per block of the strided and reduction kernels, and the most
+/// any elementwise kernel takes (`__launch_bounds__(256)` in the sources).
 pub(crate) const THREADS: u32 = 256;
-/// Vectors per thread of the contiguous kernels (`TILE_UNROLL` in
-/// pointwise.cuh): 4 for transcendental ops on 16-bit types, whose math is
-/// as costly as their traffic, else 1 (measurements in pointwise.cuh).
-pub(crate) fn tile_unroll(transcendental: bool, dtype: u32) -> usize {
-    if transcendental && dtype >= 2 {
-        4
-    } else {
-        1
+
+/// Launch shape of a contiguous kernel: threads per block and 16-byte
+/// vectors per thread (`TILE_UNROLL` in pointwise.cuh).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ContigShape {
+    pub threads: u32,
+    pub tile: usize,
+}
+
+/// The contiguous launch shape for an op on `dtype` (a `BARACUDA_DTYPE`
+/// value), from the sweep in `bench/experiments/elementwise_math.cu` (H200,
+/// 2^28 elements). Ops whose math costs about as much as their traffic
+/// (`transcendental`) run 128-thread blocks, which keep more loads in flight
+/// per SM while other warps compute: f32 gelu-erf 0.509 ms at 128 threads
+/// against 0.515 at 256; on 16-bit types (8 elements per vector) also two
+/// vectors per thread: bf16 gelu-erf 0.259 ms against 0.268 (256 x 2) and
+/// 0.282 (128 x 1). Memory-bound ops keep 256 x 1 (bf16 add: 0.371 ms, no
+/// other shape faster).
+pub(crate) fn contig_shape(transcendental: bool, dtype: u32) -> ContigShape {
+    match (transcendental, dtype) {
+        (true, 0) => ContigShape {
+            threads: 128,
+            tile: 1,
+        },
+        (true, 2 | 3) => ContigShape {
+            threads: 128,
+            tile: 2,
+        },
+        _ => ContigShape {
+            threads: THREADS,
+            tile: 1,
+        },
     }
 }
 /// Operands a strided kernel takes at most (`MAX_OPS` in strided.cuh).
@@ -54,12 +78,12 @@ pub(crate) fn spec(
     source: &'static baracuda_driver::KernelSource,
     dtype: u32,
     op: u32,
-    tile: usize,
+    shape: ContigShape,
 ) -> ModuleSpec {
     ModuleSpec::new(source)
         .define("BARACUDA_DTYPE", dtype)
         .define("BARACUDA_OP", op)
-        .define("TILE_UNROLL", tile)
+        .define("TILE_UNROLL", shape.tile)
 }
 
 /// Every (source, dtype, op) module of the family.
@@ -67,15 +91,15 @@ pub(crate) fn family_specs() -> Vec<ModuleSpec> {
     let mut v = Vec::new();
     for dt in 0..4 {
         for op in super::UnaryOp::ALL {
-            let tile = tile_unroll(op.is_transcendental(), dt);
-            v.push(spec(&kernel_sources::UNARY, dt, op.index(), tile));
+            let shape = contig_shape(op.is_transcendental(), dt);
+            v.push(spec(&kernel_sources::UNARY, dt, op.index(), shape));
         }
         for op in super::BinaryOp::ALL {
             v.push(spec(
                 &kernel_sources::BINARY,
                 dt,
                 op.index(),
-                tile_unroll(false, dt),
+                contig_shape(false, dt),
             ));
         }
     }
@@ -127,19 +151,19 @@ pub(crate) struct MapKernels {
     /// Blocks that fit on the device at once: the strided kernels'
     /// grid-stride loops never launch more.
     grid_cap: u32,
-    /// Vectors per thread of the contiguous kernel (its `TILE_UNROLL`).
-    tile: usize,
+    /// Launch shape of the contiguous kernel (its `TILE_UNROLL`).
+    shape: ContigShape,
 }
 
 impl MapKernels {
     /// Load `<prefix>_contig_<name>`, `<prefix>_strided32_<name>` and
-    /// `<prefix>_strided64_<name>` from `spec`, whose `TILE_UNROLL` is `tile`.
+    /// `<prefix>_strided64_<name>` from `spec`, built for `shape`.
     pub(crate) fn load(
         stream: &Stream,
         spec: &ModuleSpec,
         prefix: &str,
         name: &str,
-        tile: usize,
+        shape: ContigShape,
     ) -> Result<Self> {
         let module = stream.context().module(spec)?;
         let contig = module.function(&format!("{prefix}_contig_{name}"))?;
@@ -152,7 +176,7 @@ impl MapKernels {
             strided32,
             strided64,
             grid_cap,
-            tile,
+            shape,
         })
     }
 
@@ -185,9 +209,9 @@ impl MapKernels {
             .all(|(s, (addr, _))| *addr == 0 || (s.iter().all(|&x| x == 1) && addr % 16 == 0))
             && cshape.len() <= 1;
         if contiguous {
-            // One tile of THREADS * tile vectors per block, one pass.
+            // One tile of threads * tile vectors per block, one pass.
             let vec = 16 / std::mem::size_of::<T>();
-            let tile = THREADS as usize * self.tile;
+            let tile = self.shape.threads as usize * self.shape.tile;
             let blocks = (n / vec).div_ceil(tile).max(1);
             if blocks > i32::MAX as usize {
                 return Err(Error::Unsupported {
@@ -203,8 +227,11 @@ impl MapKernels {
             args.push(n as u64)?;
             // SAFETY: forwarded from the caller's contract.
             return unsafe {
-                self.contig
-                    .launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args)
+                self.contig.launch(
+                    stream,
+                    LaunchConfig::linear(blocks, self.shape.threads),
+                    &mut args,
+                )
             };
         }
         let mut p = StridedArgs {

@@ -11,7 +11,7 @@ use baracuda_kernels_types::{
     Result, Shape, TensorMut, TensorRef, Workspace,
 };
 
-use super::layout::{check_no_partial_overlap, dtype_id, spec, tile_unroll, MapKernels};
+use super::layout::{check_no_partial_overlap, contig_shape, dtype_id, spec, MapKernels};
 use crate::kernel_sources;
 use crate::Plan;
 
@@ -164,9 +164,9 @@ fn select_kernels<T: Element, const N: usize>(
     }
     pref.check_backend(op_name, &[BackendKind::Baracuda])?;
     pref.check_workspace(op_name, 0)?;
-    let tile = tile_unroll(desc.op.is_transcendental(), dt);
-    let spec = spec(&kernel_sources::UNARY, dt, desc.op.index(), tile);
-    let kernels = MapKernels::load(stream, &spec, prefix, desc.op.name(), tile)?;
+    let shape = contig_shape(desc.op.is_transcendental(), dt);
+    let spec = spec(&kernel_sources::UNARY, dt, desc.op.index(), shape);
+    let kernels = MapKernels::load(stream, &spec, prefix, desc.op.name(), shape)?;
     let sku = KernelSku {
         op: format!("unary.{}.{dir}", desc.op.name()),
         element: T::KIND,
