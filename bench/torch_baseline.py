@@ -2,9 +2,12 @@
 baracuda-bench times its own: warm-up, then CUDA events around replays of a
 CUDA graph of the calls, median of many replays. Prints one JSON line per case:
 {"op", "pass", "dtype", "shape", "ms"} (plus "tflops" for the GEMM
-ceiling). Usage: python3 bench/torch_baseline.py [family ...]"""
+ceiling). Usage: python3 bench/torch_baseline.py [family ...]; with
+BARACUDA_BENCH_ONLY set (comma-separated substrings), only the cases whose
+name contains one of them run, as in baracuda-bench."""
 import importlib.util
 import json
+import os
 import pathlib
 import sys
 
@@ -83,6 +86,7 @@ def gemm_ceiling(torch):
 def main():
     import torch
     wanted = sys.argv[1:]
+    only = [p for p in os.environ.get("BARACUDA_BENCH_ONLY", "").split(",") if p]
     here = pathlib.Path(__file__).parent / "torch_cases"
     print(json.dumps(gemm_ceiling(torch)), flush=True)
     for path in sorted(here.glob("*.py")):
@@ -93,6 +97,8 @@ def main():
         spec.loader.exec_module(mod)
         for case in mod.cases():
             c = normalize(case)
+            if only and not any(p in c["op"] for p in only):
+                continue
             try:
                 ms = time_ms(torch, c["fn"])
             except Exception as e:  # report and go on, as baracuda-bench does

@@ -10,7 +10,7 @@
 use baracuda_kernels::*;
 use half::bf16;
 
-use crate::harness::{emit, random_buffer, time_ms, Record};
+use crate::harness::{case, emit, random_buffer, time_ms, Record};
 
 fn phys<const R: usize>(shape: [usize; R], l: ConvLayout) -> ([usize; R], [usize; R]) {
     let mut p: [usize; R] = std::array::from_fn(|i| i);
@@ -204,20 +204,13 @@ pub const WAV2VEC2: [(usize, usize, usize, usize); 7] = [
 pub fn run(s: &Stream) {
     let cl = ConvLayout::ChannelsLast;
     let cf = ConvLayout::ChannelsFirst;
-    let report = |name: &str, r: Result<()>| {
-        if let Err(e) = r {
-            eprintln!("{name}: error: {e}");
-        }
-    };
     for (ci, co, k, st, hw) in RESNET50 {
         let name = format!("resnet50_conv_{ci}_{co}_k{k}_s{st}_{hw}");
-        report(
-            &name,
-            conv::<bf16, 2, 4>(s, &name, cl, 64, ci, co, [hw, hw], k, st, k / 2, false),
-        );
+        case("conv", &name, || {
+            conv::<bf16, 2, 4>(s, &name, cl, 64, ci, co, [hw, hw], k, st, k / 2, false)
+        });
     }
-    report(
-        "resnet50_conv3x3_64_nchw_f32",
+    case("conv", "resnet50_conv3x3_64_nchw_f32", || {
         conv::<f32, 2, 4>(
             s,
             "resnet50_conv3x3_64_nchw_f32",
@@ -230,17 +223,15 @@ pub fn run(s: &Stream) {
             1,
             1,
             false,
-        ),
-    );
+        )
+    });
     for (ci, k, st, len) in WAV2VEC2 {
         let name = format!("wav2vec2_conv_{ci}_k{k}_s{st}_{len}");
-        report(
-            &name,
-            conv::<bf16, 1, 3>(s, &name, cf, 8, ci, 512, [len], k, st, 0, false),
-        );
+        case("conv", &name, || {
+            conv::<bf16, 1, 3>(s, &name, cf, 8, ci, 512, [len], k, st, 0, false)
+        });
     }
-    report(
-        "unet3d_conv3x3x3_64",
+    case("conv", "unet3d_conv3x3x3_64", || {
         conv::<bf16, 3, 5>(
             s,
             "unet3d_conv3x3x3_64",
@@ -253,10 +244,10 @@ pub fn run(s: &Stream) {
             1,
             1,
             false,
-        ),
-    );
-    report("resnet50_maxpool3x3s2", pool(s, false));
-    report("resnet50_adaptive_avgpool", pool(s, true));
+        )
+    });
+    case("conv", "resnet50_maxpool3x3s2", || pool(s, false));
+    case("conv", "resnet50_adaptive_avgpool", || pool(s, true));
 }
 
 fn pool(s: &Stream, adaptive: bool) -> Result<()> {

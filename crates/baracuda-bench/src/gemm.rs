@@ -22,7 +22,7 @@ use baracuda_kernels::*;
 use float8::F8E4M3;
 use half::bf16;
 
-use crate::harness::{emit, random_buffer, time_ms, Record};
+use crate::harness::{case, emit, random_buffer, time_ms, Record};
 
 /// Side of the square problems.
 const SQ: usize = 8192;
@@ -461,39 +461,38 @@ fn moe(s: &Stream) -> Result<()> {
 
 /// Run every case; errors are reported per case and do not stop the rest.
 pub fn run(s: &Stream) {
-    let report = |name: &str, r: Result<()>| {
-        if let Err(e) = r {
-            eprintln!("gemm {name}: error: {e}");
-        }
-    };
     let ieee = pref();
     let tf32 = pref().with_allow_tf32(true);
-    report("bf16", square::<bf16>(s, "gemm_bf16_8192", &ieee));
-    report("f32", square::<f32>(s, "gemm_f32_8192", &ieee));
-    report("tf32", square::<f32>(s, "gemm_tf32_8192", &tf32));
-    report("fp8", fp8(s));
-    report("int8", int8(s));
-    report("linear prefill", linear_prefill(s));
-    report("linear decode", linear_decode(s));
-    report(
-        "attention QK^T",
+    case("gemm", "gemm_bf16_8192", || {
+        square::<bf16>(s, "gemm_bf16_8192", &ieee)
+    });
+    case("gemm", "gemm_f32_8192", || {
+        square::<f32>(s, "gemm_f32_8192", &ieee)
+    });
+    case("gemm", "gemm_tf32_8192", || {
+        square::<f32>(s, "gemm_tf32_8192", &tf32)
+    });
+    case("gemm", "gemm_fp8_e4m3_8192", || fp8(s));
+    case("gemm", "gemm_int8_8192", || int8(s));
+    case("gemm", "linear_prefill", || linear_prefill(s));
+    case("gemm", "linear_decode_bf16", || linear_decode(s));
+    case("gemm", "bmm_attn_qk_bf16", || {
         batched(
             s,
             "bmm_attn_qk_bf16",
             (128, 4096, 4096, 128),
             LayoutSku::Rcr,
-        ),
-    );
-    report(
-        "attention PV",
+        )
+    });
+    case("gemm", "bmm_attn_pv_bf16", || {
         batched(
             s,
             "bmm_attn_pv_bf16",
             (128, 4096, 128, 4096),
             LayoutSku::Rrr,
-        ),
-    );
-    report("moe", moe(s));
+        )
+    });
+    case("gemm", "moe_grouped_bf16", || moe(s));
 }
 
 #[cfg(test)]

@@ -9,6 +9,21 @@
 
 use baracuda_kernels::*;
 
+/// Run case `name` of `family` unless `BARACUDA_BENCH_ONLY` (a
+/// comma-separated list of substrings; the same variable filters
+/// `bench/torch_baseline.py`) names none of it. An error goes to stderr and
+/// the run goes on.
+pub fn case(family: &str, name: &str, f: impl FnOnce() -> Result<()>) {
+    if let Ok(only) = std::env::var("BARACUDA_BENCH_ONLY") {
+        if !only.split(',').any(|p| !p.is_empty() && name.contains(p)) {
+            return;
+        }
+    }
+    if let Err(e) = f() {
+        eprintln!("{family} {name}: error: {e}");
+    }
+}
+
 /// Warm-up runs before timing.
 pub const WARMUP: usize = 10;
 /// Timed runs; the median is reported.
