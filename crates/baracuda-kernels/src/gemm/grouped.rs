@@ -2,11 +2,15 @@
 //! call, `D[g] = alpha * op(A[g]) op(B[g])` (MoE experts: `A[g]` holds the
 //! tokens routed to expert `g`, `B[g]` its weight).
 //!
-//! cuBLASLt's grouped matmul arrived in CUDA 13.1; the CUDA 13.0 cuBLASLt
-//! this crate binds has none. So the plan prepares one cuBLASLt matmul per
-//! group in `select` (each with its own heuristic algorithm) and `run`
-//! enqueues them back to back on the stream. Groups with `m == 0` (an
-//! expert that got no tokens) are skipped.
+//! The cuBLASLt 13.0 API this crate binds has no grouped matmul. cuBLAS's
+//! classic API has `cublasGemmGroupedBatchedEx` (since 12.5), whose
+//! kernels NVIDIA describes as warp-level MMA, not Hopper's wgmma. So the
+//! plan prepares one cuBLASLt matmul per group in `select` (each with its
+//! own algorithm, wgmma kernels on Hopper) and `run` enqueues them back to
+//! back on the stream; on H200 the MoE case of `bench/RESULTS.md` (64
+//! experts of 5 to 554 tokens, 4096 -> 14336, bf16) runs 1.22 to 1.26x
+//! faster than `torch._grouped_mm`. Groups with `m == 0` (an expert that
+//! got no tokens) are skipped.
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{
