@@ -9,11 +9,9 @@ const ROUNDS: usize = 5;
 /// (at most [`MAX_REPS`] launches).
 const BURST_MS: f32 = 1.0;
 const MAX_REPS: usize = 64;
-/// Untimed load before the rounds, so that candidates are timed in the
-/// power and clock state of sustained work, as a training step runs them:
-/// on H200 a bf16 8192^3 GEMM candidate timed at 1.33 ms in isolated
-/// launches ran at 1.56 ms sustained while another went from 1.38 to 1.38,
-/// reversing their order.
+/// Untimed load before the rounds, so that candidates are timed at the
+/// clocks and power state of sustained work, as a training step runs them,
+/// not at the boost clocks of a GPU that was idle.
 const HEAT_MS: f32 = 50.0;
 
 /// What [`fastest`] found.
