@@ -3,6 +3,8 @@ baracuda-bench times its own: warm-up, then CUDA events around replays of a
 CUDA graph of the calls, median of many replays. Prints one JSON line per case:
 {"op", "pass", "dtype", "shape", "ms"} (plus "tflops" for the GEMM
 ceiling). Usage: python3 bench/torch_baseline.py [family ...]; with
+`--libs`, print only the directories of the cuBLASLt and cuDNN files
+PyTorch loads (colon-separated, for LD_LIBRARY_PATH). With
 BARACUDA_BENCH_ONLY set (comma-separated substrings), only the cases whose
 name contains one of them run, as in baracuda-bench."""
 import importlib.util
@@ -83,11 +85,42 @@ def gemm_ceiling(torch):
                 tflops=round(2 * n ** 3 / (ms * 1e-3) / 1e12, 2))
 
 
+def loaded_libs():
+    """Paths of the cuBLASLt and cuDNN files this process has mapped."""
+    found = {}
+    with open("/proc/self/maps") as fh:
+        for line in fh:
+            parts = line.split()
+            if len(parts) < 6:
+                continue
+            name = os.path.basename(parts[5])
+            for key in ("libcublasLt.so", "libcudnn.so"):
+                if name.startswith(key):
+                    found.setdefault(key, parts[5])
+    return found
+
+
+def touch_libs(torch):
+    """Run one matmul and one convolution so both libraries are loaded."""
+    a = torch.randn(64, 64, device="cuda", dtype=torch.bfloat16)
+    a @ a
+    x = torch.randn(1, 8, 8, 8, device="cuda")
+    torch.nn.functional.conv2d(x, torch.randn(8, 8, 3, 3, device="cuda"))
+    torch.cuda.synchronize()
+
+
 def main():
     import torch
+    if sys.argv[1:] == ["--libs"]:
+        touch_libs(torch)
+        print(":".join(sorted({os.path.dirname(p) for p in loaded_libs().values()})))
+        return
     wanted = sys.argv[1:]
     only = [p for p in os.environ.get("BARACUDA_BENCH_ONLY", "").split(",") if p]
     here = pathlib.Path(__file__).parent / "torch_cases"
+    touch_libs(torch)
+    print(f"torch_baseline: torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
+          f"files {loaded_libs()}", file=sys.stderr)
     print(json.dumps(gemm_ceiling(torch)), flush=True)
     for path in sorted(here.glob("*.py")):
         if wanted and path.stem not in wanted:

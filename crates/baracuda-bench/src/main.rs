@@ -21,6 +21,18 @@ fn main() {
             std::process::exit(1);
         }
     };
+    // Which cuBLASLt and cuDNN builds this run uses (bench/torch_baseline.py
+    // prints PyTorch's): one engine configuration runs different kernels
+    // in different builds.
+    for lib in [
+        baracuda_driver::CudaLib::CublasLt,
+        baracuda_driver::CudaLib::Cudnn,
+    ] {
+        match baracuda_driver::loaded_library(lib) {
+            Ok((version, path)) => eprintln!("baracuda-bench: {version} from {path:?}"),
+            Err(e) => eprintln!("baracuda-bench: {e}"),
+        }
+    }
     if wants("elementwise") {
         elementwise::run(&stream);
     }

@@ -32,7 +32,7 @@ pub use jit::{
     compile_cubin, cuda_include_dir, jit_stats, nvrtc_version, Function, JitStats, KernelSource,
     LaunchArgs, LaunchConfig, Module, ModuleSpec,
 };
-pub use libs::{ensure_loaded, CudaLib};
+pub use libs::{ensure_loaded, loaded_library, CudaLib};
 pub use memory::{cudarc_slice, cudarc_slice_mut, DeviceBuffer, PinnedBuffer};
 pub use status::{cublas_error, cuda_error, cudnn_error};
 

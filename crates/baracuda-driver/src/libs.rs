@@ -222,3 +222,73 @@ pub fn ensure_loaded(lib: CudaLib) -> Result<()> {
     s.push((lib, r.clone()));
     r
 }
+
+/// Which build of `lib` this process runs: its version as the library
+/// reports it and the file it was loaded from (Linux: from
+/// `/proc/self/maps`). Loads the library if needed. Two processes that
+/// load different builds of cuBLASLt or cuDNN run different kernels for
+/// the same algorithm or engine configuration, so benchmarks print this.
+///
+/// # Errors
+/// `LibraryNotFound` as [`ensure_loaded`].
+pub fn loaded_library(lib: CudaLib) -> Result<(String, Option<PathBuf>)> {
+    ensure_loaded(lib)?;
+    let version = match lib {
+        // SAFETY: version queries take no arguments and touch no state.
+        CudaLib::CublasLt => format!("cuBLASLt {}", unsafe {
+            cudarc::cublaslt::sys::cublasLtGetVersion()
+        }),
+        // SAFETY: as above.
+        CudaLib::Cudnn => format!("cuDNN {}", unsafe { cudarc::cudnn::sys::cudnnGetVersion() }),
+        CudaLib::Nvrtc => {
+            let (mut major, mut minor) = (0, 0);
+            // SAFETY: both pointers are valid for one write each.
+            unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+            format!("NVRTC {major}.{minor}")
+        }
+        CudaLib::Driver => {
+            let mut v = 0;
+            // SAFETY: the pointer is valid for one write.
+            unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+            format!("CUDA driver {}.{}", v / 1000, v % 1000 / 10)
+        }
+    };
+    let path = std::fs::read_to_string("/proc/self/maps")
+        .ok()
+        .and_then(|maps| {
+            maps.lines()
+                .filter_map(|l| l.split_whitespace().nth(5))
+                .find(|p| {
+                    lib.files().iter().any(|f| {
+                        Path::new(p)
+                            .file_name()
+                            .is_some_and(|n| n.to_string_lossy().starts_with(*f))
+                    })
+                })
+                .map(PathBuf::from)
+        });
+    Ok((version, path))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// NVRTC is installed wherever the kernels are compiled (under CI
+    /// always): the report names the file the process mapped.
+    #[test]
+    fn loaded_library_names_the_mapped_file() {
+        if let Err(e) = ensure_loaded(CudaLib::Nvrtc) {
+            assert!(
+                !std::env::var("CI").is_ok_and(|v| v == "true"),
+                "NVRTC is required under CI: {e}"
+            );
+            return;
+        }
+        let (version, path) = loaded_library(CudaLib::Nvrtc).unwrap();
+        assert!(version.starts_with("NVRTC 13."), "{version}");
+        let path = path.expect("libnvrtc in /proc/self/maps");
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(name.starts_with("libnvrtc.so"), "{path:?}");
+    }
+}

@@ -90,14 +90,14 @@ pub(crate) fn fastest(
     // One graph of each candidate's burst (None when it cannot be captured:
     // it is then timed eagerly only).
     let mut graphs: Vec<Option<Graph>> = Vec::with_capacity(n);
-    for i in 0..n {
-        if reps[i] == 0 {
+    for (i, &r) in reps.iter().enumerate() {
+        if r == 0 {
             graphs.push(None);
             continue;
         }
         stream.begin_capture()?;
         let mut res = Ok(());
-        for _ in 0..reps[i] {
+        for _ in 0..r {
             res = run(i);
             if res.is_err() {
                 break;
