@@ -27,7 +27,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use baracuda_driver::{
     ConvAlgo, ConvApi, ConvDirection, ConvMath, CudnnConv, CudnnConvProblem, CudnnHandle,
-    DeviceBuffer, EngineFilter, Function, Stream,
+    DeviceBuffer, EngineFilter, Function, LaunchArgs, LaunchConfig, Stream,
 };
 use baracuda_kernels_types::{
     Autotune, BackendKind, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
@@ -35,7 +35,7 @@ use baracuda_kernels_types::{
 };
 
 use super::descriptor::{check_i32_elems, full_shape};
-use super::{spec_for, BIAS_SOURCE};
+use super::{spec_for, BIAS_SOURCE, LAYOUT_SOURCE};
 use crate::scratch::{fastest, random_bytes};
 
 /// Backend plans timed per direction by `Autotune::Measured`, taken in
@@ -55,8 +55,121 @@ pub(crate) struct ConvCore {
     pub(crate) workspace: [usize; 3],
     pub(crate) sku: KernelSku,
     pub(crate) bias: std::result::Result<(Function, Function), Error>,
+    /// f64 channels-last problems: cuDNN runs channels-first on copies.
+    shim: Option<LayoutShim>,
     /// The handle the plans were finalized with, kept alive with them.
     _handle: Arc<CudnnHandle>,
+}
+
+/// cuDNN 9 has no f64 algorithm for channels-last (NHWC-strided) tensors in
+/// any direction (measured on H200). Such a plan selects cuDNN for the
+/// channels-first problem and runs it on transposed copies in its
+/// workspace: each input of a direction is copied to channels-first, cuDNN
+/// runs, and the output is copied back. The copies cost two passes over
+/// each operand; the workspace holds cuDNN's bytes, then x, w and y.
+struct LayoutShim {
+    transpose: Function,
+    /// `(outer, spatial, channels)` of x, w and y as stored channels-last.
+    x: [usize; 3],
+    w: [usize; 3],
+    y: [usize; 3],
+    /// cuDNN's own workspace bytes per direction (the copies follow).
+    cudnn_ws: [usize; 3],
+}
+
+/// Byte offset alignment of the copies in the workspace.
+const SLOT_ALIGN: usize = 256;
+
+fn slot_bytes(dims: [usize; 3]) -> usize {
+    (dims.iter().product::<usize>() * std::mem::size_of::<f64>()).next_multiple_of(SLOT_ALIGN)
+}
+
+impl LayoutShim {
+    /// Workspace bytes of direction `i`: cuDNN's, then the three copies.
+    fn workspace(&self, i: usize) -> usize {
+        self.cudnn_ws[i].next_multiple_of(SLOT_ALIGN)
+            + slot_bytes(self.x)
+            + slot_bytes(self.w)
+            + slot_bytes(self.y)
+    }
+
+    /// `out[b][j][i] = in[b][i][j]` over `batch x rows x cols` f64.
+    fn transpose(
+        &self,
+        stream: &Stream,
+        from: u64,
+        to: u64,
+        (batch, rows, cols): (usize, usize, usize),
+    ) -> Result<()> {
+        let tiles = rows.div_ceil(32) * cols.div_ceil(32);
+        let tiles = u32::try_from(tiles)
+            .ok()
+            .filter(|&t| t <= i32::MAX as u32)
+            .ok_or_else(|| Error::Unsupported {
+                op: "conv",
+                what: format!("a {rows} x {cols} channels-last copy ({tiles} tiles)"),
+            })?;
+        let cfg = LaunchConfig {
+            grid: (tiles, 1, batch.min(65_535) as u32),
+            block: (32, 8, 1),
+            smem_bytes: 0,
+        };
+        let mut a = LaunchArgs::new();
+        a.push(from)?;
+        a.push(to)?;
+        a.push(batch as u64)?;
+        a.push(rows as u64)?;
+        a.push(cols as u64)?;
+        // SAFETY: `from` and `to` each hold batch x rows x cols f64 (a
+        // checked user operand or a workspace slot sized by `slot_bytes`);
+        // the arguments match transpose_batched's signature.
+        unsafe { self.transpose.launch(stream, cfg, &mut a) }
+    }
+
+    /// Run direction `dir` on `ops` (user addresses, channels-last, in the
+    /// direction's order) through channels-first copies at `ws`.
+    fn run(
+        &self,
+        cudnn: &CudnnConv,
+        handle: &CudnnHandle,
+        stream: &Stream,
+        dir: ConvDirection,
+        ops: (u64, u64, u64),
+        ws: u64,
+    ) -> Result<()> {
+        let i = dir.index();
+        let xs = ws + self.cudnn_ws[i].next_multiple_of(SLOT_ALIGN) as u64;
+        let wsl = xs + slot_bytes(self.x) as u64;
+        let ys = wsl + slot_bytes(self.w) as u64;
+        // (user address, slot, dims) of x, w, y; which one is the output.
+        let (x, w, y) = match dir {
+            ConvDirection::Forward => (ops.0, ops.1, ops.2),
+            ConvDirection::BackwardData => (ops.2, ops.0, ops.1),
+            ConvDirection::BackwardFilter => (ops.0, ops.2, ops.1),
+        };
+        let roles = [(x, xs, self.x), (w, wsl, self.w), (y, ys, self.y)];
+        let out = match dir {
+            ConvDirection::Forward => 2,
+            ConvDirection::BackwardData => 0,
+            ConvDirection::BackwardFilter => 1,
+        };
+        for (k, &(user, slot, [o, sp, c])) in roles.iter().enumerate() {
+            if k != out {
+                self.transpose(stream, user, slot, (o, sp, c))?;
+            }
+        }
+        let slots = match dir {
+            ConvDirection::Forward => (xs, wsl, ys),
+            ConvDirection::BackwardData => (wsl, ys, xs),
+            ConvDirection::BackwardFilter => (xs, ys, wsl),
+        };
+        // SAFETY: the slots hold channels-first copies of this problem's
+        // operands (sized by `slot_bytes`, 256-byte aligned in a workspace
+        // the caller checked), cuDNN's part of the workspace comes first.
+        unsafe { cudnn.run(handle, stream, dir, slots, ws, self.cudnn_ws[i]) }?;
+        let (user, slot, [o, sp, c]) = roles[out];
+        self.transpose(stream, slot, user, (o, c, sp))
+    }
 }
 
 impl std::fmt::Debug for ConvCore {
@@ -219,14 +332,17 @@ impl ConvCore {
         sku_op: &str,
     ) -> Result<ConvCore> {
         pref.check_backend(op, &[BackendKind::Cudnn])?;
-        if p.dtype == ElementKind::F64 && p.channels_last {
-            // Measured on cuDNN 9 / H200: the legacy API returns no f64
-            // algorithm for NHWC-strided tensors in any direction.
-            return Err(Error::Unsupported {
-                op,
-                what: "f64 channels-last convolution (cuDNN has no f64 NHWC algorithms); use channels-first".into(),
-            });
-        }
+        let mut p = p;
+        let shim_dims = (p.dtype == ElementKind::F64 && p.channels_last).then(|| {
+            p.channels_last = false;
+            let prod = |v: &[i32]| v.iter().map(|&e| e as usize).product::<usize>();
+            let g = p.groups.max(1) as usize;
+            [
+                [p.batch as usize, prod(&p.x_spatial), p.c_in as usize],
+                [p.c_out as usize, prod(&p.w_spatial), p.c_in as usize / g],
+                [p.batch as usize, prod(&p.y_spatial), p.c_out as usize],
+            ]
+        });
         let x_shape = full_shape(p.batch, p.c_in, &p.x_spatial);
         let y_shape = full_shape(p.batch, p.c_out, &p.y_spatial);
         check_i32_elems(op, "x", &x_shape)?;
@@ -328,7 +444,32 @@ impl ConvCore {
                 .insert(key.clone(), entry.clone());
             append_cache_line(&key, &entry);
         }
-        let sku = Self::sku(&cudnn, &p, pref, sku_op, dev.arch);
+        let mut sku = Self::sku(&cudnn, &p, pref, sku_op, dev.arch);
+        let shim = match shim_dims {
+            None => None,
+            Some([x, w, y]) => {
+                let spec = spec_for(&LAYOUT_SOURCE, p.dtype).ok_or_else(|| Error::Unsupported {
+                    op,
+                    what: format!("layout copies for {}", p.dtype),
+                })?;
+                let shim = LayoutShim {
+                    transpose: ctx.module(&spec)?.function("transpose_batched")?,
+                    x,
+                    w,
+                    y,
+                    cudnn_ws: workspace,
+                };
+                for (i, ws) in workspace.iter_mut().enumerate() {
+                    *ws = shim.workspace(i);
+                    pref.check_workspace(op, *ws)?;
+                }
+                sku.variant = format!(
+                    "channels_last through channels-first copies in the workspace (cuDNN has no f64 NHWC algorithm); {}",
+                    sku.variant
+                );
+                Some(shim)
+            }
+        };
         let bias = spec_for(&BIAS_SOURCE, p.dtype)
             .ok_or_else(|| Error::Unsupported {
                 op,
@@ -341,6 +482,7 @@ impl ConvCore {
             workspace,
             sku,
             bias,
+            shim,
             _handle: handle,
         })
     }
@@ -459,6 +601,9 @@ impl ConvCore {
         let needed = self.workspace[dir.index()];
         let ws = workspace.check(op, needed, stream.context().id())?;
         let handle = stream.context().handle::<CudnnHandle>()?;
+        if let Some(shim) = &self.shim {
+            return shim.run(&self.cudnn, &handle, stream, dir, ops, ws);
+        }
         // SAFETY: the caller checked every operand's shape, dense layout
         // and context against this problem (check_tensor), the output is a
         // TensorMut (exclusive, so disjoint from the inputs) and the

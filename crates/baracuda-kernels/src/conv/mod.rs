@@ -67,6 +67,13 @@ pub(crate) static BIAS_SOURCE: KernelSource = KernelSource {
     headers: CONV_HEADERS,
 };
 
+/// Channels-last <-> channels-first copies (`kernels/conv/layout.cu`).
+pub(crate) static LAYOUT_SOURCE: KernelSource = KernelSource {
+    name: "conv/layout.cu",
+    source: include_str!("../../kernels/conv/layout.cu"),
+    headers: CONV_HEADERS,
+};
+
 /// Generic N-d pooling (`kernels/conv/pool.cu`).
 pub(crate) static POOL_SOURCE: KernelSource = KernelSource {
     name: "conv/pool.cu",
@@ -109,6 +116,7 @@ pub(crate) fn kernel_specs() -> Vec<ModuleSpec> {
         v.extend(spec_for(&BIAS_SOURCE, k));
         v.extend(spec_for(&POOL_SOURCE, k));
     }
+    v.extend(spec_for(&LAYOUT_SOURCE, ElementKind::F64));
     v
 }
 

@@ -371,10 +371,6 @@ fn run_conv_case<T: Element, const N: usize, const R: usize>(
 }
 
 fn dispatch_conv(s: &Stream, c: &ConvCase, rng: &mut Rng) -> Res {
-    if c.kind == ElementKind::F64 && c.layout == ConvLayout::ChannelsLast {
-        // Known gap, checked as data: select must say Unsupported.
-        return expect_f64_cl_unsupported(s, c);
-    }
     macro_rules! by_rank {
         ($t:ty) => {
             match c.g.input.len() {
@@ -389,23 +385,6 @@ fn dispatch_conv(s: &Stream, c: &ConvCase, rng: &mut Rng) -> Res {
         ElementKind::F64 => by_rank!(f64),
         ElementKind::F16 => by_rank!(f16),
         _ => by_rank!(bf16),
-    }
-}
-
-fn expect_f64_cl_unsupported(s: &Stream, c: &ConvCase) -> Res {
-    let r = match c.g.input.len() {
-        1 => ConvPlan::<f64, 1, 3>::select(s, &conv_desc::<1>(c), &PlanPreference::default())
-            .map(|_| ()),
-        2 => ConvPlan::<f64, 2, 4>::select(s, &conv_desc::<2>(c), &PlanPreference::default())
-            .map(|_| ()),
-        _ => ConvPlan::<f64, 3, 5>::select(s, &conv_desc::<3>(c), &PlanPreference::default())
-            .map(|_| ()),
-    };
-    match r {
-        Err(Error::Unsupported { .. }) => Ok(()),
-        other => Err(format!(
-            "f64 channels-last must be Unsupported, got {other:?}"
-        )),
     }
 }
 
@@ -711,12 +690,6 @@ fn conv_transpose_sweep_with_output_padding() {
         }
         let res = match kind {
             ElementKind::F32 => go!(f32),
-            ElementKind::F64 if l == ConvLayout::ChannelsLast => match go!(f64) {
-                Err(e) if e.contains("unsupported: f64 channels-last") => Ok(()),
-                other => Err(format!(
-                    "f64 channels-last must be Unsupported, got {other:?}"
-                )),
-            },
             ElementKind::F64 => go!(f64),
             ElementKind::F16 => go!(f16),
             _ => go!(bf16),
