@@ -3,8 +3,8 @@ baracuda-bench times its own: warm-up, then CUDA events around replays of a
 CUDA graph of the calls, median of many replays. Prints one JSON line per case:
 {"op", "pass", "dtype", "shape", "ms"} (plus "tflops" for the GEMM
 ceiling). Usage: python3 bench/torch_baseline.py [family ...]; with
-`--libs`, print only the directories of the cuBLASLt and cuDNN files
-PyTorch loads (colon-separated, for LD_LIBRARY_PATH). With
+`--libs`, print only the cuBLASLt and cuDNN files PyTorch loads, one
+full path per line. With
 BARACUDA_BENCH_ONLY set (comma-separated substrings), only the cases whose
 name contains one of them run, as in baracuda-bench."""
 import importlib.util
@@ -12,9 +12,16 @@ import json
 import os
 import pathlib
 import sys
+import time
 
 WARMUP = 10
 ITERS = 50
+MIN_ITERS = 10
+TIMED_MS = 30.0
+# Idle seconds before each case (BARACUDA_BENCH_COOL_MS overrides) and a
+# timed window of about TIMED_MS, as in harness.rs: every case on both
+# sides starts from the same power state and is timed in one.
+COOL_S = float(os.environ.get("BARACUDA_BENCH_COOL_MS", "250")) / 1000.0
 
 
 def _time_calls(torch, fn, n):
@@ -31,8 +38,11 @@ def _time_calls(torch, fn, n):
 def time_ms(torch, fn):
     """Device ms of one call, as baracuda-bench measures it (harness.rs
     time_ms): warm-up, then k calls (about 1 ms of work, 1..20) captured
-    in a CUDA graph, median of ITERS replays over k. Falls back to timing
-    calls one by one when fn cannot be captured."""
+    in a CUDA graph, median of about TIMED_MS of replays (MIN_ITERS..ITERS)
+    over k. Falls back to timing
+    calls one by one when fn cannot be captured. Idles COOL_S first."""
+    torch.cuda.synchronize()
+    time.sleep(COOL_S)
     for _ in range(WARMUP):
         fn()
     eager = _time_calls(torch, fn, 1)
@@ -49,7 +59,8 @@ def time_ms(torch, fn):
             for _ in range(k):
                 fn()
         graph.replay()
-        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(ITERS)]
+        iters = int(min(ITERS, max(MIN_ITERS, round(TIMED_MS / max(eager * k, 1e-3)))))
+        ev = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(iters)]
         for a, b in ev:
             a.record()
             graph.replay()
@@ -113,7 +124,8 @@ def main():
     import torch
     if sys.argv[1:] == ["--libs"]:
         touch_libs(torch)
-        print(":".join(sorted({os.path.dirname(p) for p in loaded_libs().values()})))
+        for path in loaded_libs().values():
+            print(path)
         return
     wanted = sys.argv[1:]
     only = [p for p in os.environ.get("BARACUDA_BENCH_ONLY", "").split(",") if p]

@@ -19,7 +19,19 @@ out=${OUT:-/tmp}
 : > "$out/ours.err"
 : > "$out/torch.err"
 if [ "${BARACUDA_BENCH_SAME_LIBS:-0}" = 1 ]; then
-  dirs=$(python3 bench/torch_baseline.py --libs)
+  # cudarc asks the loader for the unversioned name (libcudnn.so) first, which
+  # the system's development symlinks would answer; so link PyTorch's files
+  # under every name in a directory searched before anything else, and put
+  # their own directories (cuDNN's engine sub-libraries) right after it.
+  links=$(mktemp -d)
+  dirs=$links
+  while read -r lib; do
+    base=$(basename "$lib")
+    stem=${base%%.so*}.so
+    ln -sf "$lib" "$links/$stem"
+    ln -sf "$lib" "$links/$base"
+    dirs="$dirs:$(dirname "$lib")"
+  done < <(python3 bench/torch_baseline.py --libs)
   export LD_LIBRARY_PATH="$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
 # Two alternating rounds (ours, torch, ours, torch): clocks and power state

@@ -26,14 +26,53 @@ pub fn case(family: &str, name: &str, f: impl FnOnce() -> Result<()>) {
 
 /// Warm-up runs before timing.
 pub const WARMUP: usize = 10;
-/// Timed runs; the median is reported.
+/// Idle milliseconds before each case's warm-up (`BARACUDA_BENCH_COOL_MS`
+/// overrides), so that every case on both sides starts from the same
+/// power state. A large GEMM runs into the H200's power limit within
+/// about 50 ms of back-to-back launches (bf16 8192^3: 1.39 ms per call
+/// cold, 1.6 ms after 300 ms of load, back to 1.40 ms after 100-200 ms
+/// idle; `bench/experiments/gemm_sustained.cu recover`), and a plan's
+/// measured autotuning is a few hundred ms of such load right before its
+/// case. Without the pause that one-time select cost would be charged to
+/// the per-call time.
+pub const COOL_MS: u64 = 250;
+
+/// [`COOL_MS`], or `BARACUDA_BENCH_COOL_MS` when set.
+fn cool_ms() -> u64 {
+    std::env::var("BARACUDA_BENCH_COOL_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(COOL_MS)
+}
+
+/// Let the GPU idle for [`cool_ms`] after the work already on `s`.
+fn cool_down(s: &Stream) -> Result<()> {
+    s.synchronize()?;
+    std::thread::sleep(std::time::Duration::from_millis(cool_ms()));
+    Ok(())
+}
+/// Timed replays: as many as fit in [`TIMED_MS`], between [`MIN_ITERS`]
+/// and [`ITERS`]; the median is reported.
 pub const ITERS: usize = 50;
+/// Fewest timed replays.
+pub const MIN_ITERS: usize = 10;
+/// The timed window: short enough that the warm-up and the timed replays
+/// of a power-bound case end before the power limit sets in, so that the
+/// median is taken in one power state rather than across the change.
+pub const TIMED_MS: f64 = 30.0;
+
+/// Replays of about `each_ms` that fit the timed window.
+fn iters(each_ms: f64) -> usize {
+    ((TIMED_MS / each_ms.max(1e-3)).round() as usize).clamp(MIN_ITERS, ITERS)
+}
 
 /// Device milliseconds of one call of `f` on `s`.
 ///
-/// After [`WARMUP`] calls (module loads, handle creation and autotuning stay
-/// out), `k` calls are captured into a CUDA graph and the graph is replayed
-/// [`ITERS`] times, each replay bracketed by CUDA events; the result is the
+/// After an idle [`COOL_MS`] and [`WARMUP`] calls (module loads, handle
+/// creation and autotuning stay out; the pause lets the GPU recover from
+/// the autotuning's load), `k` calls are captured into a CUDA graph and the graph is replayed
+/// about [`TIMED_MS`] worth of times (see [`iters`]), each replay bracketed
+/// by CUDA events; the result is the
 /// median replay time over `k`. `k` is about 1 ms of work (between 1 and
 /// 20 calls), so launch gaps and host overhead, ours or PyTorch's, are not
 /// what is measured; `bench/torch_baseline.py` times its side the same way.
@@ -43,6 +82,7 @@ pub const ITERS: usize = 50;
 /// # Errors
 /// Whatever `f` or the events return.
 pub fn time_ms(s: &Stream, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    cool_down(s)?;
     for _ in 0..WARMUP {
         f()?;
     }
@@ -52,7 +92,7 @@ pub fn time_ms(s: &Stream, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
         Ok(graph) => {
             let ctx = s.context();
             graph.launch()?;
-            let events: Vec<(Event, Event)> = (0..ITERS)
+            let events: Vec<(Event, Event)> = (0..iters(eager * k as f64))
                 .map(|_| Ok((Event::new(ctx)?, Event::new(ctx)?)))
                 .collect::<Result<_>>()?;
             for (a, b) in &events {
@@ -76,13 +116,14 @@ pub fn time_ms(s: &Stream, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
 }
 
 /// Median milliseconds of single calls, each bracketed by CUDA events
-/// (after [`WARMUP`] calls). For the copy ceiling: a device-to-device copy
+/// (after an idle [`COOL_MS`] and [`WARMUP`] calls). For the copy ceiling: a device-to-device copy
 /// captured in a graph becomes a memcpy node, which runs slower than the
 /// same copy issued directly.
 ///
 /// # Errors
 /// Whatever `f` or the events return.
 pub fn time_eager_ms(s: &Stream, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    cool_down(s)?;
     for _ in 0..WARMUP {
         f()?;
     }

@@ -1,6 +1,6 @@
 //! Measured autotuning support: scratch operands and candidate timing.
 
-use baracuda_driver::{DeviceBuffer, Event, Graph, Stream};
+use baracuda_driver::{DeviceBuffer, Event, Stream};
 use baracuda_kernels_types::{ElementKind, Error, Result};
 
 /// Timing rounds per candidate; the median round decides.
@@ -50,13 +50,10 @@ impl Timing {
 /// One warm-up launch each (a candidate whose launch or execution fails is
 /// dropped) sizes its burst; [`HEAT_MS`] of untimed launches bring the GPU
 /// to its sustained clocks; then [`ROUNDS`] rounds visit the candidates in
-/// turn, each timing one burst launched on the stream and the same burst
-/// replayed from a CUDA graph, with no idle gap until the last round ends.
-/// A candidate scores the slower of its two medians: some cuBLASLt Hopper
-/// kernels run well over 10% slower replayed from a graph than launched
-/// eagerly, and a plan must be fast both ways. Interleaving spreads clock
-/// and power drift over every candidate instead of favouring whichever ran
-/// first. Synchronizes the stream.
+/// turn, each timing one burst between events, with no idle gap until the
+/// last round ends. Interleaving spreads clock and power drift over every
+/// candidate instead of favouring whichever ran first. Synchronizes the
+/// stream.
 ///
 /// # Errors
 /// Event creation or a synchronization failure.
@@ -87,28 +84,6 @@ pub(crate) fn fastest(
             }
         }
     }
-    // One graph of each candidate's burst (None when it cannot be captured:
-    // it is then timed eagerly only).
-    let mut graphs: Vec<Option<Graph>> = Vec::with_capacity(n);
-    for (i, &r) in reps.iter().enumerate() {
-        if r == 0 {
-            graphs.push(None);
-            continue;
-        }
-        stream.begin_capture()?;
-        let mut res = Ok(());
-        for _ in 0..r {
-            res = run(i);
-            if res.is_err() {
-                break;
-            }
-        }
-        let g = stream.end_capture();
-        graphs.push(match (res, g) {
-            (Ok(()), Ok(g)) => Some(g),
-            _ => None,
-        });
-    }
     if let Some(h) = (0..n).find(|&i| reps[i] > 0) {
         let heat = ((HEAT_MS / warm[h]).ceil() as usize).clamp(1, 4096);
         for _ in 0..heat {
@@ -119,41 +94,33 @@ pub(crate) fn fastest(
             }
         }
     }
-    // Events per (round, candidate, eager|graph), read after one
-    // synchronize at the end.
-    type Marks = [Option<(Event, Event)>; 2];
-    let mut marks: Vec<Vec<Marks>> = Vec::with_capacity(ROUNDS);
+    // Events per (round, candidate), read after one synchronize at the end.
+    let mut marks: Vec<Vec<Option<(Event, Event)>>> = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
-        let mut row: Vec<Marks> = Vec::with_capacity(n);
+        let mut row = Vec::with_capacity(n);
         for (i, r) in reps.iter_mut().enumerate() {
-            let mut m: Marks = [None, None];
-            if *r > 0 {
-                let (s0, s1) = (Event::new(ctx)?, Event::new(ctx)?);
-                s0.record(stream)?;
-                let mut res = Ok(());
-                for _ in 0..*r {
-                    res = run(i);
-                    if res.is_err() {
-                        break;
-                    }
-                }
-                s1.record(stream)?;
-                match res {
-                    Ok(()) => m[0] = Some((s0, s1)),
-                    Err(e) => {
-                        first_error.get_or_insert(e);
-                        *r = 0;
-                    }
+            if *r == 0 {
+                row.push(None);
+                continue;
+            }
+            let (s0, s1) = (Event::new(ctx)?, Event::new(ctx)?);
+            s0.record(stream)?;
+            let mut res = Ok(());
+            for _ in 0..*r {
+                res = run(i);
+                if res.is_err() {
+                    break;
                 }
             }
-            if let (true, Some(g)) = (*r > 0, &graphs[i]) {
-                let (s0, s1) = (Event::new(ctx)?, Event::new(ctx)?);
-                s0.record(stream)?;
-                g.launch()?;
-                s1.record(stream)?;
-                m[1] = Some((s0, s1));
+            s1.record(stream)?;
+            match res {
+                Ok(()) => row.push(Some((s0, s1))),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                    *r = 0;
+                    row.push(None);
+                }
             }
-            row.push(m);
         }
         marks.push(row);
     }
@@ -164,22 +131,17 @@ pub(crate) fn fastest(
         if reps[i] == 0 {
             continue;
         }
-        let mut score: Option<f32> = None;
-        for way in 0..2 {
-            let mut s = Vec::with_capacity(ROUNDS);
-            for row in &marks {
-                if let Some((s0, s1)) = &row[i][way] {
-                    s.push(s0.elapsed_ms(s1)? / reps[i] as f32);
-                }
+        let mut s = Vec::with_capacity(ROUNDS);
+        for row in &marks {
+            if let Some((s0, s1)) = &row[i] {
+                s.push(s0.elapsed_ms(s1)? / reps[i] as f32);
             }
-            if s.is_empty() {
-                continue;
-            }
-            s.sort_by(f32::total_cmp);
-            let ms = s[s.len() / 2];
-            score = Some(score.map_or(ms, |t: f32| t.max(ms)));
         }
-        let Some(ms) = score else { continue };
+        if s.is_empty() {
+            continue;
+        }
+        s.sort_by(f32::total_cmp);
+        let ms = s[s.len() / 2];
         times[i] = Some(ms);
         if best.is_none_or(|(_, t)| ms < t) {
             best = Some((i, ms));

@@ -40,9 +40,9 @@ use crate::scratch::{fastest, random_bytes};
 
 /// Backend plans timed per direction by `Autotune::Measured`, taken in
 /// heuristic rank order. It bounds select time: after 50 ms of heating,
-/// each candidate is timed in five bursts of about 1 ms launched eagerly
-/// and five replayed from a graph (`scratch::fastest`), so 12 candidates
-/// cost ~170 ms per direction (plus plan finalization).
+/// each candidate is timed in five bursts of about 1 ms
+/// (`scratch::fastest`), so 12 candidates cost ~110 ms per direction (plus
+/// plan finalization).
 pub(crate) const MEASURED_CANDIDATES: usize = 12;
 
 /// Timing scratch of `Autotune::Measured` is capped at 1 GiB of workspace

@@ -60,11 +60,24 @@ pub(crate) fn act_code(a: Activation) -> i32 {
 pub(crate) struct EpilogueKernels {
     pub bias_act: Function,
     pub dact: Function,
-    pub col_sum: Function,
+    col_sum_part_vec: Function,
+    col_sum_part_1: Function,
+    col_sum_fin: Function,
     pub scale_i32: Function,
     pub amax_init: Function,
     pub amax: Function,
+    kind: ElementKind,
     sm_count: u32,
+}
+
+/// How the two-pass column sum splits a `[rows, cols]` matrix: row chunks
+/// of `chunk` rows (a multiple of the 8 row lanes), `chunks` of them.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct ColSumSplit {
+    chunk: usize,
+    chunks: usize,
+    /// Columns per 16-byte load; 1 when the shape rules vectors out.
+    vec: usize,
 }
 
 impl EpilogueKernels {
@@ -74,10 +87,13 @@ impl EpilogueKernels {
         Ok(EpilogueKernels {
             bias_act: m.function("bias_act")?,
             dact: m.function("dact")?,
-            col_sum: m.function("col_sum")?,
+            col_sum_part_vec: m.function("col_sum_part_vec")?,
+            col_sum_part_1: m.function("col_sum_part_1")?,
+            col_sum_fin: m.function("col_sum_fin")?,
             scale_i32: m.function("scale_i32")?,
             amax_init: m.function("amax_init")?,
             amax: m.function("amax")?,
+            kind,
             sm_count: ctx.device().sm_count,
         })
     }
@@ -90,6 +106,93 @@ impl EpilogueKernels {
             .div_ceil(256)
             .clamp(1, (self.sm_count.max(1) * 8) as usize);
         LaunchConfig::linear(blocks as u32, 256)
+    }
+
+    /// The split of a column sum over a row-major `[rows, cols]` matrix with
+    /// leading dimension `ld`: enough row chunks that the column tiles
+    /// times the chunks fill the GPU about 8 blocks per SM, each chunk at
+    /// least 64 rows.
+    pub(crate) fn col_sum_split(&self, rows: usize, cols: usize, ld: usize) -> ColSumSplit {
+        let v = 16 / self.kind.size_bytes();
+        let vec = if cols % v == 0 && ld % v == 0 { v } else { 1 };
+        let tiles = cols.div_ceil(32 * vec).max(1);
+        let target = (self.sm_count.max(1) as usize) * 8;
+        let want = target.div_ceil(tiles).clamp(1, rows.div_ceil(64).max(1));
+        let chunk = rows.div_ceil(want).div_ceil(8).max(1) * 8;
+        ColSumSplit {
+            chunk,
+            chunks: rows.div_ceil(chunk).max(1),
+            vec,
+        }
+    }
+
+    /// Workspace bytes of [`EpilogueKernels::col_sum`] for `split`.
+    pub(crate) fn col_sum_workspace(&self, split: ColSumSplit, cols: usize) -> usize {
+        let acc = if self.kind == ElementKind::F64 { 8 } else { 4 };
+        if split.chunks > 1 {
+            split.chunks * cols * acc
+        } else {
+            0
+        }
+    }
+
+    /// `out[j] = sum_i x[i, j]` of a row-major `[rows, cols]` `x` with
+    /// leading dimension `ld`, in the accumulation type, deterministic for
+    /// a given shape and device (fixed split, fixed summation order).
+    ///
+    /// # Safety
+    /// `x` must hold `(rows - 1) * ld + cols` elements of the kernels' kind,
+    /// `out` `cols`, and `ws` [`EpilogueKernels::col_sum_workspace`] bytes
+    /// for `split`, which must come from [`EpilogueKernels::col_sum_split`]
+    /// of the same shape.
+    pub(crate) unsafe fn col_sum(
+        &self,
+        stream: &Stream,
+        x: u64,
+        (rows, cols, ld): (usize, usize, usize),
+        split: ColSumSplit,
+        out: u64,
+        ws: u64,
+    ) -> Result<()> {
+        // 16-byte loads also need a 16-byte aligned base.
+        let vec = if x % 16 == 0 { split.vec } else { 1 };
+        let (f, tile) = if vec > 1 {
+            (&self.col_sum_part_vec, 32 * vec)
+        } else {
+            (&self.col_sum_part_1, 32)
+        };
+        let cfg = LaunchConfig {
+            grid: (cols.div_ceil(tile) as u32, split.chunks as u32, 1),
+            block: (32, 8, 1),
+            smem_bytes: 0,
+        };
+        let mut a = kernel_args(|a| {
+            a.push(x)?
+                .push(rows as i64)?
+                .push(cols as i64)?
+                .push(ld as i64)?
+                .push(split.chunk as i64)?
+                .push(ws)?
+                .push(out)?;
+            Ok(())
+        })?;
+        // SAFETY: the caller guarantees x, out and ws cover what the grid
+        // reaches: rows below `rows`, columns below `cols`, partials
+        // chunks x cols.
+        unsafe { f.launch(stream, cfg, &mut a) }?;
+        if split.chunks > 1 {
+            let mut a = kernel_args(|a| {
+                a.push(ws)?
+                    .push(split.chunks as i64)?
+                    .push(cols as i64)?
+                    .push(out)?;
+                Ok(())
+            })?;
+            // SAFETY: as above; the finishing pass reads the partials the
+            // first wrote and writes `cols` outputs.
+            unsafe { self.col_sum_fin.launch(stream, self.cfg(cols), &mut a) }?;
+        }
+        Ok(())
     }
 }
 

@@ -515,6 +515,21 @@ fn grouped_moe_shapes() {
 }
 
 fn linear_case<T: Element>(s: &Stream, t: usize, i: usize, o: usize, e: EpilogueKind, tl: f64) {
+    linear_case_with::<T>(s, (t, i, o), e, tl, false);
+    if e.has_bias() {
+        linear_case_with::<T>(s, (t, i, o), e, tl, true);
+    }
+}
+
+/// One linear layer forward and backward against the reference; with
+/// `column_sum`, db through the column-sum kernel.
+fn linear_case_with<T: Element>(
+    s: &Stream,
+    (t, i, o): (usize, usize, usize),
+    e: EpilogueKind,
+    tl: f64,
+    column_sum: bool,
+) {
     let desc = LinearDescriptor {
         tokens: t,
         in_features: i,
@@ -522,8 +537,16 @@ fn linear_case<T: Element>(s: &Stream, t: usize, i: usize, o: usize, e: Epilogue
         epilogue: e,
         save_aux: e.activation() != Activation::Identity,
     };
-    let plan = LinearPlan::<T>::select(s, &desc, &PlanPreference::default())
+    let mut plan = LinearPlan::<T>::select(s, &desc, &PlanPreference::default())
         .unwrap_or_else(|e| panic!("{desc:?} {}: {e}", T::KIND));
+    if column_sum {
+        plan = plan.with_column_sum_db();
+        assert!(
+            plan.sku().variant.contains("db column-sum"),
+            "{}",
+            plan.sku().variant
+        );
+    }
     let (x, xh) = upload::<T>(&rand(5, t * i));
     let (w, wh) = upload::<T>(&rand(6, o * i));
     let (b, bh) = upload::<T>(&rand(7, o));
@@ -642,6 +665,20 @@ fn linear_forward_backward() {
         // f64 GEMMs err ~sqrt(k) u64.
         linear_case::<f64>(s, 7, 33, 18, e, 1e-12);
     }
+    // Enough tokens for the column sum to split rows into several chunks,
+    // with out_features that allow 16-byte loads (bf16: 40 % 8 == 0; f64:
+    // 18 % 2 == 0) and that do not (f32: 18 % 4 != 0; f16: 36 % 8 != 0).
+    linear_case::<bf16>(s, 1000, 64, 40, EpilogueKind::Bias, 2e-2);
+    linear_case::<f32>(s, 517, 33, 18, EpilogueKind::BiasRelu, 3e-5);
+    linear_case::<f16>(
+        s,
+        700,
+        32,
+        36,
+        EpilogueKind::Bias,
+        4.0 * ElementKind::F16.unit_roundoff(),
+    );
+    linear_case::<f64>(s, 300, 16, 18, EpilogueKind::Bias, 1e-12);
 }
 
 /// One s8 x s8 GEMM into `O`, scaled by `scale`, against the reference.

@@ -1,0 +1,263 @@
+// gemm_sustained.cu: does the ranking of cuBLASLt candidates for a bf16
+// 8192^3 GEMM depend on how they are timed? Takes cuBLASLt's top
+// heuristic candidates (column-major N/N, f32 compute, 32 MiB workspace,
+// random inputs in [-1, 1)) and times each three ways:
+//   burst:     after 50 ms of heat, 5 interleaved rounds of one launch per
+//              candidate (what scratch::fastest did), median;
+//   sustained: each candidate alone for ~120 launches back to back, median
+//              of the last 60 (the GPU at the power state that candidate
+//              itself sets);
+//   graph:     as sustained, each launch replayed from a one-launch graph
+//              (what baracuda-bench and bench/torch_baseline.py measure).
+// The last row is cublasGemmEx (what torch.matmul calls for bf16), timed
+// sustained and from a graph the same way.
+// Build: nvcc -O2 -std=c++17 gemm_sustained.cu -lcublasLt -lcublas -o gemm_sustained
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <vector>
+#include <chrono>
+#include <thread>
+#include <cstring>
+
+#define CK(x)                                                                  \
+  do {                                                                         \
+    cudaError_t ck_err = (x);                                                       \
+    if (ck_err != cudaSuccess) {                                                    \
+      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(ck_err));         \
+      exit(1);                                                                 \
+    }                                                                          \
+  } while (0)
+#define CL(x)                                                                  \
+  do {                                                                         \
+    cublasStatus_t cl_st = (x);                                                    \
+    if (cl_st != CUBLAS_STATUS_SUCCESS) {                                          \
+      printf("%s:%d cublas status %d\n", __FILE__, __LINE__, (int)cl_st);          \
+      exit(1);                                                                 \
+    }                                                                          \
+  } while (0)
+
+static float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? atoi(argv[1]) : 8192;
+  const size_t elems = (size_t)n * n;
+  std::vector<__nv_bfloat16> h(elems);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  __nv_bfloat16 *a, *b, *d;
+  CK(cudaMalloc(&a, elems * 2));
+  CK(cudaMalloc(&b, elems * 2));
+  CK(cudaMalloc(&d, elems * 2));
+  for (auto& x : h) x = __float2bfloat16(u(rng));
+  CK(cudaMemcpy(a, h.data(), elems * 2, cudaMemcpyHostToDevice));
+  for (auto& x : h) x = __float2bfloat16(u(rng));
+  CK(cudaMemcpy(b, h.data(), elems * 2, cudaMemcpyHostToDevice));
+  const size_t ws_bytes = 32u << 20;
+  void* ws;
+  CK(cudaMalloc(&ws, ws_bytes));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+  cublasLtHandle_t lt;
+  CL(cublasLtCreate(&lt));
+  printf("cuBLASLt version %zu\n", cublasLtGetVersion());
+  cublasLtMatmulDesc_t op;
+  CL(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  cublasLtMatrixLayout_t la, lb, ld;
+  CL(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, n, n, n));
+  CL(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, n, n, n));
+  CL(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, n, n, n));
+  cublasLtMatmulPreference_t pref;
+  CL(cublasLtMatmulPreferenceCreate(&pref));
+  CL(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes, sizeof ws_bytes));
+  const int want = 8;
+  cublasLtMatmulHeuristicResult_t res[want];
+  int got = 0;
+  CL(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, want, res, &got));
+  const float alpha = 1.f, beta = 0.f;
+  auto launch = [&](int i) {
+    CL(cublasLtMatmul(lt, op, &alpha, a, la, b, lb, &beta, d, ld, d, ld,
+                      &res[i].algo, ws, ws_bytes, s));
+  };
+  auto attr = [&](int i, cublasLtMatmulAlgoConfigAttributes_t w) {
+    int v = 0;
+    size_t sz;
+    cublasLtMatmulAlgoConfigGetAttribute(&res[i].algo, w, &v, sizeof v, &sz);
+    return v;
+  };
+  const bool names_only = argc > 2 && !strcmp(argv[2], "names");  // one launch each, for a profiler
+  cublasHandle_t hb;
+  CL(cublasCreate(&hb));
+  CL(cublasSetStream(hb, s));
+  CL(cublasSetWorkspace(hb, ws, ws_bytes));
+  auto gemm_ex = [&]() {
+    CL(cublasGemmEx(hb, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b,
+                    CUDA_R_16BF, n, &beta, d, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
+                    CUBLAS_GEMM_DEFAULT));
+  };
+  if (names_only) {
+    for (int i = 0; i < got; i++) {
+      printf("candidate %d: algo %d tile %d stages %d\n", i, attr(i, CUBLASLT_ALGO_CONFIG_ID),
+             attr(i, CUBLASLT_ALGO_CONFIG_TILE_ID), attr(i, CUBLASLT_ALGO_CONFIG_STAGES_ID));
+      launch(i);
+    }
+    gemm_ex();
+    CK(cudaStreamSynchronize(s));
+    return 0;
+  }
+  std::vector<cudaEvent_t> ev(4096);
+  for (auto& e : ev) CK(cudaEventCreate(&e));
+  if (argc > 2 && !strcmp(argv[2], "recover")) {
+    // How long an idle gap after 300 ms of load brings the time back to
+    // that of a cold GPU: median of the first 10 and of 40 launches.
+    auto timed = [&](const char* what) {
+      for (int r = 0; r < 40; r++) {
+        CK(cudaEventRecord(ev[2 * r], s));
+        launch(0);
+        CK(cudaEventRecord(ev[2 * r + 1], s));
+      }
+      CK(cudaStreamSynchronize(s));
+      std::vector<float> t;
+      for (int r = 0; r < 40; r++) {
+        float ms;
+        CK(cudaEventElapsedTime(&ms, ev[2 * r], ev[2 * r + 1]));
+        t.push_back(ms);
+      }
+      printf("%-28s first10 %.4f  all40 %.4f  last %.4f\n", what,
+             median(std::vector<float>(t.begin(), t.begin() + 10)), median(t), t.back());
+    };
+    std::this_thread::sleep_for(std::chrono::milliseconds(2000));
+    timed("cold (2 s idle)");
+    for (int gap : {0, 50, 100, 200, 500, 1000, 2000}) {
+      for (int r = 0; r < 200; r++) launch(0);
+      CK(cudaStreamSynchronize(s));
+      std::this_thread::sleep_for(std::chrono::milliseconds(gap));
+      char buf[64];
+      snprintf(buf, sizeof buf, "after 300 ms load + %d ms", gap);
+      timed(buf);
+    }
+    return 0;
+  }
+  for (int i = 0; i < got; i++) launch(i);
+  CK(cudaStreamSynchronize(s));
+
+  // burst: heat with candidate 0, then interleaved rounds.
+  const int rounds = 5;
+  for (int r = 0; r < 40; r++) launch(0);
+  int e = 0;
+  for (int r = 0; r < rounds; r++)
+    for (int i = 0; i < got; i++) {
+      CK(cudaEventRecord(ev[e++], s));
+      launch(i);
+      CK(cudaEventRecord(ev[e++], s));
+    }
+  CK(cudaStreamSynchronize(s));
+  std::vector<std::vector<float>> burst(got);
+  e = 0;
+  for (int r = 0; r < rounds; r++)
+    for (int i = 0; i < got; i++) {
+      float ms;
+      CK(cudaEventElapsedTime(&ms, ev[e], ev[e + 1]));
+      e += 2;
+      burst[i].push_back(ms);
+    }
+
+  // sustained (eager) and graph, each candidate alone.
+  const int reps = 120, keep = 60;
+  std::vector<float> sus(got), gra(got);
+  for (int way = 0; way < 2; way++)
+    for (int i = 0; i < got; i++) {
+      cudaGraphExec_t ge = nullptr;
+      if (way == 1) {
+        cudaGraph_t g;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        launch(i);
+        CK(cudaStreamEndCapture(s, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        CK(cudaGraphDestroy(g));
+      }
+      for (int r = 0; r < reps; r++) {
+        CK(cudaEventRecord(ev[2 * r], s));
+        if (way == 1)
+          CK(cudaGraphLaunch(ge, s));
+        else
+          launch(i);
+        CK(cudaEventRecord(ev[2 * r + 1], s));
+      }
+      CK(cudaStreamSynchronize(s));
+      std::vector<float> t;
+      for (int r = reps - keep; r < reps; r++) {
+        float ms;
+        CK(cudaEventElapsedTime(&ms, ev[2 * r], ev[2 * r + 1]));
+        t.push_back(ms);
+      }
+      (way == 0 ? sus : gra)[i] = median(t);
+      if (ge) CK(cudaGraphExecDestroy(ge));
+    }
+  // Sustained once more in reverse order, to see drift.
+  std::vector<float> sus2(got);
+  for (int i = got - 1; i >= 0; i--) {
+    for (int r = 0; r < reps; r++) {
+      CK(cudaEventRecord(ev[2 * r], s));
+      launch(i);
+      CK(cudaEventRecord(ev[2 * r + 1], s));
+    }
+    CK(cudaStreamSynchronize(s));
+    std::vector<float> t;
+    for (int r = reps - keep; r < reps; r++) {
+      float ms;
+      CK(cudaEventElapsedTime(&ms, ev[2 * r], ev[2 * r + 1]));
+      t.push_back(ms);
+    }
+    sus2[i] = median(t);
+  }
+  printf("%-3s %-4s %-5s %-6s %-7s %-5s %9s %9s %9s %9s\n", "#", "algo", "tile",
+         "stages", "cluster", "ws", "burst", "sustain", "graph", "sustain2");
+  for (int i = 0; i < got; i++)
+    printf("%-3d %-4d %-5d %-6d %-7d %-5zu %9.4f %9.4f %9.4f %9.4f\n", i,
+           attr(i, CUBLASLT_ALGO_CONFIG_ID), attr(i, CUBLASLT_ALGO_CONFIG_TILE_ID),
+           attr(i, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+           attr(i, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
+           res[i].workspaceSize >> 10, median(burst[i]), sus[i], gra[i], sus2[i]);
+  float ex[2];
+  for (int way = 0; way < 2; way++) {
+    cudaGraphExec_t ge = nullptr;
+    if (way == 1) {
+      cudaGraph_t g;
+      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      gemm_ex();
+      CK(cudaStreamEndCapture(s, &g));
+      CK(cudaGraphInstantiate(&ge, g, 0));
+      CK(cudaGraphDestroy(g));
+    }
+    for (int r = 0; r < reps; r++) {
+      CK(cudaEventRecord(ev[2 * r], s));
+      if (way == 1)
+        CK(cudaGraphLaunch(ge, s));
+      else
+        gemm_ex();
+      CK(cudaEventRecord(ev[2 * r + 1], s));
+    }
+    CK(cudaStreamSynchronize(s));
+    std::vector<float> t;
+    for (int r = reps - keep; r < reps; r++) {
+      float ms;
+      CK(cudaEventElapsedTime(&ms, ev[2 * r], ev[2 * r + 1]));
+      t.push_back(ms);
+    }
+    ex[way] = median(t);
+  }
+  printf("cublasGemmEx                            %9s %9.4f %9.4f\n", "", ex[0], ex[1]);
+  return 0;
+}
