@@ -11,6 +11,11 @@
 //              (what baracuda-bench and bench/torch_baseline.py measure).
 // The last row is cublasGemmEx (what torch.matmul calls for bf16), timed
 // sustained and from a graph the same way.
+// `gemm_sustained N names` instead launches each candidate and cublasGemmEx
+// once (for ncu's kernel names); `gemm_sustained N recover` times the first
+// 10 and all 40 of 40 launches of heuristic #1 cold and after 300 ms of load
+// followed by 0 to 2000 ms idle: how long the GPU takes to leave the power
+// limit (H200: ~100-200 ms).
 // Build: nvcc -O2 -std=c++17 gemm_sustained.cu -lcublasLt -lcublas -o gemm_sustained
 #include <cublasLt.h>
 #include <cublas_v2.h>
