@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <functional>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -123,22 +124,45 @@ int main(int argc, char** argv) {
   }
   std::vector<cudaEvent_t> ev(4096);
   for (auto& e : ev) CK(cudaEventCreate(&e));
+  // Milliseconds of each of n calls of fn, one event pair around each.
+  auto times = [&](int n, const std::function<void()>& fn) {
+    for (int r = 0; r < n; r++) {
+      CK(cudaEventRecord(ev[2 * r], s));
+      fn();
+      CK(cudaEventRecord(ev[2 * r + 1], s));
+    }
+    CK(cudaStreamSynchronize(s));
+    std::vector<float> t(n);
+    for (int r = 0; r < n; r++) CK(cudaEventElapsedTime(&t[r], ev[2 * r], ev[2 * r + 1]));
+    return t;
+  };
+  // Sustained: median of the last `keep` of `reps` back-to-back calls,
+  // launched directly or replayed from a one-call graph.
+  const int reps = 120, keep = 60;
+  auto sustained = [&](const std::function<void()>& fn, bool graph) {
+    cudaGraphExec_t ge = nullptr;
+    if (graph) {
+      cudaGraph_t g;
+      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+      fn();
+      CK(cudaStreamEndCapture(s, &g));
+      CK(cudaGraphInstantiate(&ge, g, 0));
+      CK(cudaGraphDestroy(g));
+    }
+    auto t = times(reps, [&] {
+      if (graph)
+        CK(cudaGraphLaunch(ge, s));
+      else
+        fn();
+    });
+    if (ge) CK(cudaGraphExecDestroy(ge));
+    return median(std::vector<float>(t.end() - keep, t.end()));
+  };
   if (argc > 2 && !strcmp(argv[2], "recover")) {
     // How long an idle gap after 300 ms of load brings the time back to
     // that of a cold GPU: median of the first 10 and of 40 launches.
     auto timed = [&](const char* what) {
-      for (int r = 0; r < 40; r++) {
-        CK(cudaEventRecord(ev[2 * r], s));
-        launch(0);
-        CK(cudaEventRecord(ev[2 * r + 1], s));
-      }
-      CK(cudaStreamSynchronize(s));
-      std::vector<float> t;
-      for (int r = 0; r < 40; r++) {
-        float ms;
-        CK(cudaEventElapsedTime(&ms, ev[2 * r], ev[2 * r + 1]));
-        t.push_back(ms);
-      }
+      auto t = times(40, [&] { launch(0); });
       printf("%-28s first10 %.4f  all40 %.4f  last %.4f\n", what,
              median(std::vector<float>(t.begin(), t.begin() + 10)), median(t), t.back());
     };
@@ -157,76 +181,20 @@ int main(int argc, char** argv) {
   for (int i = 0; i < got; i++) launch(i);
   CK(cudaStreamSynchronize(s));
 
-  // burst: heat with candidate 0, then interleaved rounds.
+  // burst: heat with candidate 0, then interleaved rounds of one launch
+  // per candidate.
   const int rounds = 5;
   for (int r = 0; r < 40; r++) launch(0);
-  int e = 0;
-  for (int r = 0; r < rounds; r++)
-    for (int i = 0; i < got; i++) {
-      CK(cudaEventRecord(ev[e++], s));
-      launch(i);
-      CK(cudaEventRecord(ev[e++], s));
-    }
-  CK(cudaStreamSynchronize(s));
+  auto t = times(rounds * got, [&, c = 0]() mutable { launch(c++ % got); });
   std::vector<std::vector<float>> burst(got);
-  e = 0;
-  for (int r = 0; r < rounds; r++)
-    for (int i = 0; i < got; i++) {
-      float ms;
-      CK(cudaEventElapsedTime(&ms, ev[e], ev[e + 1]));
-      e += 2;
-      burst[i].push_back(ms);
-    }
+  for (int r = 0; r < rounds * got; r++) burst[r % got].push_back(t[r]);
 
-  // sustained (eager) and graph, each candidate alone.
-  const int reps = 120, keep = 60;
-  std::vector<float> sus(got), gra(got);
-  for (int way = 0; way < 2; way++)
-    for (int i = 0; i < got; i++) {
-      cudaGraphExec_t ge = nullptr;
-      if (way == 1) {
-        cudaGraph_t g;
-        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-        launch(i);
-        CK(cudaStreamEndCapture(s, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
-        CK(cudaGraphDestroy(g));
-      }
-      for (int r = 0; r < reps; r++) {
-        CK(cudaEventRecord(ev[2 * r], s));
-        if (way == 1)
-          CK(cudaGraphLaunch(ge, s));
-        else
-          launch(i);
-        CK(cudaEventRecord(ev[2 * r + 1], s));
-      }
-      CK(cudaStreamSynchronize(s));
-      std::vector<float> t;
-      for (int r = reps - keep; r < reps; r++) {
-        float ms;
-        CK(cudaEventElapsedTime(&ms, ev[2 * r], ev[2 * r + 1]));
-        t.push_back(ms);
-      }
-      (way == 0 ? sus : gra)[i] = median(t);
-      if (ge) CK(cudaGraphExecDestroy(ge));
-    }
-  // Sustained once more in reverse order, to see drift.
-  std::vector<float> sus2(got);
-  for (int i = got - 1; i >= 0; i--) {
-    for (int r = 0; r < reps; r++) {
-      CK(cudaEventRecord(ev[2 * r], s));
-      launch(i);
-      CK(cudaEventRecord(ev[2 * r + 1], s));
-    }
-    CK(cudaStreamSynchronize(s));
-    std::vector<float> t;
-    for (int r = reps - keep; r < reps; r++) {
-      float ms;
-      CK(cudaEventElapsedTime(&ms, ev[2 * r], ev[2 * r + 1]));
-      t.push_back(ms);
-    }
-    sus2[i] = median(t);
-  }
+  // sustained (eager) and graph, each candidate alone; eager once more in
+  // reverse order, to see drift.
+  std::vector<float> sus(got), gra(got), sus2(got);
+  for (int i = 0; i < got; i++) sus[i] = sustained([&] { launch(i); }, false);
+  for (int i = 0; i < got; i++) gra[i] = sustained([&] { launch(i); }, true);
+  for (int i = got - 1; i >= 0; i--) sus2[i] = sustained([&] { launch(i); }, false);
   printf("%-3s %-4s %-5s %-6s %-7s %-5s %9s %9s %9s %9s\n", "#", "algo", "tile",
          "stages", "cluster", "ws", "burst", "sustain", "graph", "sustain2");
   for (int i = 0; i < got; i++)
@@ -235,34 +203,7 @@ int main(int argc, char** argv) {
            attr(i, CUBLASLT_ALGO_CONFIG_STAGES_ID),
            attr(i, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID),
            res[i].workspaceSize >> 10, median(burst[i]), sus[i], gra[i], sus2[i]);
-  float ex[2];
-  for (int way = 0; way < 2; way++) {
-    cudaGraphExec_t ge = nullptr;
-    if (way == 1) {
-      cudaGraph_t g;
-      CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-      gemm_ex();
-      CK(cudaStreamEndCapture(s, &g));
-      CK(cudaGraphInstantiate(&ge, g, 0));
-      CK(cudaGraphDestroy(g));
-    }
-    for (int r = 0; r < reps; r++) {
-      CK(cudaEventRecord(ev[2 * r], s));
-      if (way == 1)
-        CK(cudaGraphLaunch(ge, s));
-      else
-        gemm_ex();
-      CK(cudaEventRecord(ev[2 * r + 1], s));
-    }
-    CK(cudaStreamSynchronize(s));
-    std::vector<float> t;
-    for (int r = reps - keep; r < reps; r++) {
-      float ms;
-      CK(cudaEventElapsedTime(&ms, ev[2 * r], ev[2 * r + 1]));
-      t.push_back(ms);
-    }
-    ex[way] = median(t);
-  }
-  printf("cublasGemmEx                            %9s %9.4f %9.4f\n", "", ex[0], ex[1]);
+  printf("cublasGemmEx                            %9s %9.4f %9.4f\n", "",
+         sustained(gemm_ex, false), sustained(gemm_ex, true));
   return 0;
 }
