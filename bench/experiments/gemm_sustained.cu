@@ -1,21 +1,26 @@
-// gemm_sustained.cu: does the ranking of cuBLASLt candidates for a bf16
-// 8192^3 GEMM depend on how they are timed? Takes cuBLASLt's top
-// heuristic candidates (column-major N/N, f32 compute, 32 MiB workspace,
-// random inputs in [-1, 1)) and times each three ways:
-//   burst:     after 50 ms of heat, 5 interleaved rounds of one launch per
-//              candidate (what scratch::fastest did), median;
-//   sustained: each candidate alone for ~120 launches back to back, median
-//              of the last 60 (the GPU at the power state that candidate
-//              itself sets);
+// gemm_sustained.cu: how cuBLASLt's candidates for an 8192^3 GEMM time
+// under different loads (column-major N/N, f32 accumulation, 32 MiB
+// workspace, random inputs in [-1, 1)).
+//
+//   gemm_sustained N [MODE] [tf32]
+//
+// MODE `table` (default) times each of the top 8 heuristic candidates
+//   burst:     after 40 launches of heat, 5 interleaved rounds of one launch
+//              per candidate, median;
+//   sustained: alone for 120 launches back to back, median of the last 60
+//              (the GPU at the power state the candidate itself sets);
 //   graph:     as sustained, each launch replayed from a one-launch graph
-//              (what baracuda-bench and bench/torch_baseline.py measure).
-// The last row is cublasGemmEx (what torch.matmul calls for bf16), timed
-// sustained and from a graph the same way.
-// `gemm_sustained N names` instead launches each candidate and cublasGemmEx
-// once (for ncu's kernel names); `gemm_sustained N recover` times the first
-// 10 and all 40 of 40 launches of heuristic #1 cold and after 300 ms of load
-// followed by 0 to 2000 ms idle: how long the GPU takes to leave the power
-// limit (H200: ~100-200 ms).
+//              (what baracuda-bench and bench/torch_baseline.py measure);
+//   sustain2:  sustained again, candidates in reverse order (drift);
+// and cublasGemmEx (what torch.matmul calls) sustained and from a graph.
+// MODE `names` launches each candidate and cublasGemmEx once, for ncu's
+//   kernel names.
+// MODE `recover` times the first 10 and all 40 of 40 launches of heuristic
+//   #1 on a GPU idle for 2 s, and after 300 ms of load followed by 0 to
+//   2000 ms idle: how long the GPU takes to leave its power limit (H200
+//   bf16: 1.39 ms cold, 1.64 right after the load, 1.40 after 100-200 ms).
+// `tf32` runs f32 operands with CUBLAS_COMPUTE_32F_FAST_TF32 instead of
+// bf16.
 // Build: nvcc -O2 -std=c++17 gemm_sustained.cu -lcublasLt -lcublas -o gemm_sustained
 #include <cublasLt.h>
 #include <cublas_v2.h>
@@ -56,18 +61,34 @@ static float median(std::vector<float> v) {
 
 int main(int argc, char** argv) {
   const int n = argc > 1 ? atoi(argv[1]) : 8192;
+  // argv[3] "tf32": f32 operands with TF32 math instead of bf16.
+  const bool tf32 = argc > 3 && !strcmp(argv[3], "tf32");
+  const cudaDataType dt = tf32 ? CUDA_R_32F : CUDA_R_16BF;
+  const cublasComputeType_t math = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  const size_t size = tf32 ? 4 : 2;
   const size_t elems = (size_t)n * n;
-  std::vector<__nv_bfloat16> h(elems);
+  std::vector<unsigned char> h(elems * size);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  __nv_bfloat16 *a, *b, *d;
-  CK(cudaMalloc(&a, elems * 2));
-  CK(cudaMalloc(&b, elems * 2));
-  CK(cudaMalloc(&d, elems * 2));
-  for (auto& x : h) x = __float2bfloat16(u(rng));
-  CK(cudaMemcpy(a, h.data(), elems * 2, cudaMemcpyHostToDevice));
-  for (auto& x : h) x = __float2bfloat16(u(rng));
-  CK(cudaMemcpy(b, h.data(), elems * 2, cudaMemcpyHostToDevice));
+  auto fill = [&] {
+    for (size_t i = 0; i < elems; i++) {
+      float v = u(rng);
+      if (tf32) {
+        memcpy(&h[i * 4], &v, 4);
+      } else {
+        __nv_bfloat16 w = __float2bfloat16(v);
+        memcpy(&h[i * 2], &w, 2);
+      }
+    }
+  };
+  void *a, *b, *d;
+  CK(cudaMalloc(&a, elems * size));
+  CK(cudaMalloc(&b, elems * size));
+  CK(cudaMalloc(&d, elems * size));
+  fill();
+  CK(cudaMemcpy(a, h.data(), elems * size, cudaMemcpyHostToDevice));
+  fill();
+  CK(cudaMemcpy(b, h.data(), elems * size, cudaMemcpyHostToDevice));
   const size_t ws_bytes = 32u << 20;
   void* ws;
   CK(cudaMalloc(&ws, ws_bytes));
@@ -78,11 +99,11 @@ int main(int argc, char** argv) {
   CL(cublasLtCreate(&lt));
   printf("cuBLASLt version %zu\n", cublasLtGetVersion());
   cublasLtMatmulDesc_t op;
-  CL(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  CL(cublasLtMatmulDescCreate(&op, math, CUDA_R_32F));
   cublasLtMatrixLayout_t la, lb, ld;
-  CL(cublasLtMatrixLayoutCreate(&la, CUDA_R_16BF, n, n, n));
-  CL(cublasLtMatrixLayoutCreate(&lb, CUDA_R_16BF, n, n, n));
-  CL(cublasLtMatrixLayoutCreate(&ld, CUDA_R_16BF, n, n, n));
+  CL(cublasLtMatrixLayoutCreate(&la, dt, n, n, n));
+  CL(cublasLtMatrixLayoutCreate(&lb, dt, n, n, n));
+  CL(cublasLtMatrixLayoutCreate(&ld, dt, n, n, n));
   cublasLtMatmulPreference_t pref;
   CL(cublasLtMatmulPreferenceCreate(&pref));
   CL(cublasLtMatmulPreferenceSetAttribute(
@@ -108,9 +129,8 @@ int main(int argc, char** argv) {
   CL(cublasSetStream(hb, s));
   CL(cublasSetWorkspace(hb, ws, ws_bytes));
   auto gemm_ex = [&]() {
-    CL(cublasGemmEx(hb, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, CUDA_R_16BF, n, b,
-                    CUDA_R_16BF, n, &beta, d, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F,
-                    CUBLAS_GEMM_DEFAULT));
+    CL(cublasGemmEx(hb, CUBLAS_OP_N, CUBLAS_OP_N, n, n, n, &alpha, a, dt, n, b, dt, n, &beta,
+                    d, dt, n, math, CUBLAS_GEMM_DEFAULT));
   };
   if (names_only) {
     for (int i = 0; i < got; i++) {
