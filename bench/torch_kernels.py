@@ -1,0 +1,51 @@
+"""Which CUDA kernels PyTorch runs for benchmark cases, and how long each
+takes (torch.profiler, 20 calls after 5 warm-up calls).
+
+    python3 bench/torch_kernels.py FAMILY SUBSTRING[,SUBSTRING...]
+
+runs the cases of bench/torch_cases/FAMILY.py whose name contains one of
+the substrings (as BARACUDA_BENCH_ONLY does) and prints, per case and
+pass, every device activity with its count and mean time: the library
+kernel PyTorch chose (a cuBLAS `nvjet_*` or cuDNN engine kernel name),
+which is what to compare our autotuner's choice with (`ncu` on
+baracuda-bench names ours)."""
+import importlib.util
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).parent))
+from torch_baseline import normalize  # noqa: E402
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    family, wanted = sys.argv[1], [w for w in sys.argv[2].split(",") if w]
+    path = pathlib.Path(__file__).parent / "torch_cases" / f"{family}.py"
+    spec = importlib.util.spec_from_file_location(family, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for case in mod.cases():
+        c = normalize(case)
+        if not any(w in c["op"] for w in wanted):
+            continue
+        for _ in range(5):
+            c["fn"]()
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for _ in range(20):
+                c["fn"]()
+            torch.cuda.synchronize()
+        print(f"== {c['op']} {c['pass_']} {c['dtype']} {c['shape']}")
+        for e in prof.key_averages():
+            if e.device_type.name != "CUDA":
+                continue
+            n = max(e.count, 1)
+            print(f"  {e.count:4d} x {e.device_time_total / n / 1000:8.4f} ms  {e.key[:180]}")
+
+
+if __name__ == "__main__":
+    main()
