@@ -944,6 +944,85 @@ fn conv_bad_inputs() {
             ..
         })
     ));
+    // transposed conv: errors name the transposed conv's own arguments
+    // (it runs the equivalent conv's directions with the roles swapped).
+    // x [1, 2, 4, 4], w [2, 2, 3, 3], y [1, 2, 9, 9] (stride 2, output
+    // padding 0).
+    let t = t.with_output_padding(0, 0);
+    let plan = ConvTranspose2dPlan::<f32>::select(&s, &t, &pref).unwrap();
+    assert_eq!(plan.output_dims(), [9, 9]);
+    let x = DeviceBuffer::<f32>::filled_bytes(&s, 2 * 16, 0x3F).unwrap();
+    let w = DeviceBuffer::<f32>::filled_bytes(&s, 2 * 2 * 9, 0x3F).unwrap();
+    let mut y = poisoned::<f32>(&s, 2 * 81);
+    let mut ws = DeviceBuffer::<u8>::uninit(&s, plan.workspace_size().max(1)).unwrap();
+    let bad_x =
+        TensorRef::contiguous(x.as_slice().slice(0..2 * 12).unwrap(), [1, 2, 4, 3]).unwrap();
+    let r = plan.run_fw(
+        &s,
+        Workspace::Borrowed(ws.as_slice_mut()),
+        ConvArgs {
+            x: bad_x,
+            w: view(&w, &[2, 2, 3, 3], l),
+            y: view_mut(&mut y, &[1, 2, 9, 9], l),
+        },
+    );
+    assert!(
+        matches!(
+            r,
+            Err(Error::ShapeMismatch {
+                op: "conv_transpose",
+                arg: "x",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    let mut dx = poisoned::<f32>(&s, 2 * 16);
+    let r = plan.run_bw_data(
+        &s,
+        Workspace::Borrowed(ws.as_slice_mut()),
+        ConvBwArgs {
+            w: view(&w, &[2, 2, 3, 3], l),
+            dy: view(&x, &[1, 2, 4, 4], l),
+            dx: view_mut(&mut dx, &[1, 2, 4, 4], l),
+        },
+    );
+    assert!(
+        matches!(
+            r,
+            Err(Error::ShapeMismatch {
+                op: "conv_transpose",
+                arg: "dy",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    let mut dw = poisoned::<f32>(&s, 2 * 2 * 9);
+    let r = plan.run_dw(
+        &s,
+        Workspace::Borrowed(ws.as_slice_mut()),
+        ConvDwArgs {
+            x: view(&x, &[1, 2, 4, 4], l),
+            dy: view(&y, &[1, 2, 9, 9], l),
+            dw: view_mut(&mut dw, &[2, 2, 3, 2], l),
+        },
+    );
+    assert!(
+        matches!(
+            r,
+            Err(Error::ShapeMismatch {
+                op: "conv_transpose",
+                arg: "dw",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+    // nothing was written
+    assert!(y.to_host(&s).unwrap().iter().all(|v| v.is_nan()));
+    assert!(dx.to_host(&s).unwrap().iter().all(|v| v.is_nan()));
+    assert!(dw.to_host(&s).unwrap().iter().all(|v| v.is_nan()));
 }
 
 // ---------------------------------------------------------------------------
