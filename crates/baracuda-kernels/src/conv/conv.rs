@@ -232,7 +232,8 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         self.core.cudnn.chosen(dir)
     }
 
-    fn shapes(&self) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    /// Full shapes of `x`, `w` and `y`.
+    pub(crate) fn shapes(&self) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
         let d = &self.desc;
         (
             full_shape(d.batch, d.c_in, &d.input),
@@ -296,32 +297,11 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         bias: TensorRef<'_, T, 1>,
         relu: bool,
     ) -> Result<()> {
-        let d = self.desc;
-        let ctx = stream.context().id();
-        let b = check_tensor(
-            self.roles.op,
-            "bias",
-            &bias,
-            &[d.c_out as usize],
-            ConvLayout::ChannelsFirst,
-            ctx,
-        )?;
-        let y_addr = args.y.data().addr();
-        let bias_fns = self.core.bias.as_ref().map_err(Clone::clone)?;
-        self.run_fw(stream, workspace, args)?;
-        let spatial: i64 = self.output.iter().map(|&v| v as i64).product();
-        let n = d.batch as i64 * d.c_out as i64 * spatial;
-        launch_bias_act(
-            stream,
-            &bias_fns.0,
-            y_addr,
-            b,
-            n,
-            d.c_out,
-            spatial,
-            d.layout,
-            relu,
-        )
+        let y = args.y.data().addr();
+        let out = (self.desc.c_out, &self.output[..]);
+        self.then_bias(stream, y, out, bias, relu, || {
+            self.run_fw(stream, workspace, args)
+        })
     }
 
     /// `db[k] = sum over batch and output positions of dy[n, k, ...]`.
@@ -336,29 +316,79 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         dy: TensorRef<'_, T, R>,
         db: TensorMut<'_, T, 1>,
     ) -> Result<()> {
-        let d = self.desc;
         let (_, _, ys) = self.shapes();
+        self.bias_grad(stream, (dy, &ys), (self.desc.c_out, &self.output[..]), db)
+    }
+
+    /// Check `bias` against `channels`, run `conv` (which writes `y`, of
+    /// `channels` channels and spatial extents `dims` in the plan's
+    /// layout), then add the bias and apply the activation in place. A
+    /// transposed conv passes its own forward (this plan's backward data).
+    pub(crate) fn then_bias(
+        &self,
+        stream: &Stream,
+        y: u64,
+        (channels, dims): (i32, &[i32]),
+        bias: TensorRef<'_, T, 1>,
+        relu: bool,
+        conv: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
         let ctx = stream.context().id();
-        let dy_a = check_tensor(self.roles.op, "dy", &dy, &ys, d.layout, ctx)?;
-        let db_a = check_tensor(
+        let b = check_tensor(
             self.roles.op,
-            "db",
-            &db.as_const(),
-            &[d.c_out as usize],
+            "bias",
+            &bias,
+            &[channels as usize],
             ConvLayout::ChannelsFirst,
             ctx,
         )?;
         let bias_fns = self.core.bias.as_ref().map_err(Clone::clone)?;
-        let spatial: i64 = self.output.iter().map(|&v| v as i64).product();
+        conv()?;
+        let spatial: i64 = dims.iter().map(|&v| v as i64).product();
+        let n = self.desc.batch as i64 * channels as i64 * spatial;
+        launch_bias_act(
+            stream,
+            &bias_fns.0,
+            y,
+            b,
+            n,
+            channels,
+            spatial,
+            self.desc.layout,
+            relu,
+        )
+    }
+
+    /// `db[k] = sum of dy[n, k, ...]` for a `dy` of shape `dy_shape`
+    /// (`[batch, channels, dims...]`).
+    pub(crate) fn bias_grad(
+        &self,
+        stream: &Stream,
+        (dy, dy_shape): (TensorRef<'_, T, R>, &[usize]),
+        (channels, dims): (i32, &[i32]),
+        db: TensorMut<'_, T, 1>,
+    ) -> Result<()> {
+        let (op, layout, ctx) = (self.roles.op, self.desc.layout, stream.context().id());
+        let dy_a = check_tensor(op, "dy", &dy, dy_shape, layout, ctx)?;
+        let db_a = check_tensor(
+            op,
+            "db",
+            &db.as_const(),
+            &[channels as usize],
+            ConvLayout::ChannelsFirst,
+            ctx,
+        )?;
+        let bias_fns = self.core.bias.as_ref().map_err(Clone::clone)?;
+        let spatial: i64 = dims.iter().map(|&v| v as i64).product();
         launch_bias_bw(
             stream,
             &bias_fns.1,
             dy_a,
             db_a,
-            d.batch,
-            d.c_out,
+            self.desc.batch,
+            channels,
             spatial,
-            d.layout,
+            layout,
         )
     }
 

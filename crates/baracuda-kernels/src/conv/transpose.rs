@@ -17,7 +17,9 @@
 //! `< dilation`; cuDNN cannot express that case, which is `Unsupported`).
 
 use baracuda_driver::{ConvAlgo, ConvDirection, Stream};
-use baracuda_kernels_types::{Element, Error, KernelSku, PlanPreference, Result, Workspace};
+use baracuda_kernels_types::{
+    Element, Error, KernelSku, PlanPreference, Result, TensorMut, TensorRef, Workspace,
+};
 
 use super::check_dtype;
 use super::conv::{ConvArgs, ConvBwArgs, ConvDwArgs, ConvPlan, Roles};
@@ -31,7 +33,8 @@ use crate::Plan;
 ///
 /// # Shapes
 /// `x`: `[batch, c_in, input...]`, `w`: `[c_in, c_out/groups, filter...]`,
-/// `y`: `[batch, c_out, output...]` (see [`ConvTransposeDescriptor::output`]).
+/// `y`: `[batch, c_out, output...]` (see [`ConvTransposeDescriptor::output`]);
+/// bias `[c_out]`.
 /// # Layout
 /// Dense in the descriptor's [`ConvLayout`](super::ConvLayout); shapes in
 /// `[N, C, ...]` order.
@@ -44,6 +47,7 @@ use crate::Plan;
 #[derive(Debug)]
 pub struct ConvTransposePlan<T: Element, const N: usize, const R: usize> {
     output: [i32; N],
+    c_out: i32,
     /// The equivalent conv `C` (module doc).
     conv: ConvPlan<T, N, R>,
 }
@@ -148,7 +152,11 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvTransposePlan<T, N
             });
         }
         let conv = ConvPlan::select_as(ROLES, &format!("conv_transpose{N}d"), stream, &c, pref)?;
-        Ok(ConvTransposePlan { output, conv })
+        Ok(ConvTransposePlan {
+            output,
+            c_out: d.c_out,
+            conv,
+        })
     }
 
     fn sku(&self) -> &KernelSku {
@@ -204,6 +212,43 @@ impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R> {
         let ConvArgs { x, w, y } = args;
         self.conv
             .run_bw_data(stream, workspace, ConvBwArgs { w, dy: x, dx: y })
+    }
+
+    /// [`ConvPlan::run_fw_bias`] for the transposed conv: PyTorch's
+    /// `ConvTranspose` bias, `[c_out]`, after [`ConvTransposePlan::run_fw`].
+    ///
+    /// # Errors
+    /// As [`ConvPlan::run_fw_bias`].
+    pub fn run_fw_bias(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: ConvArgs<'_, T, R>,
+        bias: TensorRef<'_, T, 1>,
+        relu: bool,
+    ) -> Result<()> {
+        let y = args.y.data().addr();
+        let out = (self.c_out, &self.output[..]);
+        self.conv.then_bias(stream, y, out, bias, relu, || {
+            self.run_fw(stream, workspace, args)
+        })
+    }
+
+    /// [`ConvPlan::run_bw_bias`] for the transposed conv (`dy` of `y`'s
+    /// shape).
+    ///
+    /// # Errors
+    /// As [`ConvPlan::run_bw_bias`].
+    pub fn run_bw_bias(
+        &self,
+        stream: &Stream,
+        dy: TensorRef<'_, T, R>,
+        db: TensorMut<'_, T, 1>,
+    ) -> Result<()> {
+        // Our y is C's x.
+        let (ys, _, _) = self.conv.shapes();
+        self.conv
+            .bias_grad(stream, (dy, &ys), (self.c_out, &self.output[..]), db)
     }
 
     /// `dx = d(loss)/dx = conv(dy, w)`: `C`'s forward.
