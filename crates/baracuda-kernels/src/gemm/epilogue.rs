@@ -187,8 +187,9 @@ impl EpilogueKernels {
 /// The split of a column sum over a row-major `[rows, cols]` matrix of
 /// `kind` with leading dimension `ld` on a GPU of `sm_count` SMs: enough
 /// row chunks that the column tiles times the chunks fill the GPU about 8
-/// blocks per SM, each chunk a multiple of the 8 row lanes and at least 64
-/// rows (so at most `8 * sm_count` chunks, far below the grid's y limit).
+/// blocks per SM, but no more chunks than `rows / 64` rounded up; each chunk
+/// a multiple of the 8 row lanes (at most `8 * sm_count` chunks, far below
+/// the grid's y limit).
 fn col_sum_split(
     kind: ElementKind,
     sm_count: u32,
