@@ -109,21 +109,9 @@ impl EpilogueKernels {
     }
 
     /// The split of a column sum over a row-major `[rows, cols]` matrix with
-    /// leading dimension `ld`: enough row chunks that the column tiles
-    /// times the chunks fill the GPU about 8 blocks per SM, each chunk at
-    /// least 64 rows.
+    /// leading dimension `ld` on this device (see [`col_sum_split`]).
     pub(crate) fn col_sum_split(&self, rows: usize, cols: usize, ld: usize) -> ColSumSplit {
-        let v = 16 / self.kind.size_bytes();
-        let vec = if cols % v == 0 && ld % v == 0 { v } else { 1 };
-        let tiles = cols.div_ceil(32 * vec).max(1);
-        let target = (self.sm_count.max(1) as usize) * 8;
-        let want = target.div_ceil(tiles).clamp(1, rows.div_ceil(64).max(1));
-        let chunk = rows.div_ceil(want).div_ceil(8).max(1) * 8;
-        ColSumSplit {
-            chunk,
-            chunks: rows.div_ceil(chunk).max(1),
-            vec,
-        }
+        col_sum_split(self.kind, self.sm_count, rows, cols, ld)
     }
 
     /// Workspace bytes of [`EpilogueKernels::col_sum`] for `split`.
@@ -196,9 +184,66 @@ impl EpilogueKernels {
     }
 }
 
+/// The split of a column sum over a row-major `[rows, cols]` matrix of
+/// `kind` with leading dimension `ld` on a GPU of `sm_count` SMs: enough
+/// row chunks that the column tiles times the chunks fill the GPU about 8
+/// blocks per SM, but no more chunks than `rows / 64` rounded up; each chunk
+/// a multiple of the 8 row lanes (at most `8 * sm_count` chunks, far below
+/// the grid's y limit).
+fn col_sum_split(
+    kind: ElementKind,
+    sm_count: u32,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+) -> ColSumSplit {
+    let v = 16 / kind.size_bytes();
+    let vec = if cols % v == 0 && ld % v == 0 { v } else { 1 };
+    let tiles = cols.div_ceil(32 * vec).max(1);
+    let target = (sm_count.max(1) as usize) * 8;
+    let want = target.div_ceil(tiles).clamp(1, rows.div_ceil(64).max(1));
+    let chunk = rows.div_ceil(want).div_ceil(8).max(1) * 8;
+    ColSumSplit {
+        chunk,
+        chunks: rows.div_ceil(chunk).max(1),
+        vec,
+    }
+}
+
 /// Push a list of kernel parameters.
 pub(crate) fn kernel_args(push: impl FnOnce(&mut LaunchArgs) -> Result<()>) -> Result<LaunchArgs> {
     let mut a = LaunchArgs::new();
     push(&mut a)?;
     Ok(a)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn col_sum_split_covers_every_row_once() {
+        for kind in [
+            ElementKind::F32,
+            ElementKind::F64,
+            ElementKind::F16,
+            ElementKind::Bf16,
+        ] {
+            for rows in [1, 7, 8, 63, 64, 65, 517, 1000, 8192, 1 << 20] {
+                for (cols, ld) in [(1, 1), (18, 18), (36, 40), (40, 40), (14336, 14336)] {
+                    let sp = col_sum_split(kind, 132, rows, cols, ld);
+                    assert_eq!(sp.chunk % 8, 0, "{sp:?}");
+                    assert!(sp.chunks * sp.chunk >= rows, "{rows} {sp:?}");
+                    assert!((sp.chunks - 1) * sp.chunk < rows, "{rows} {sp:?}");
+                    assert!(sp.chunks <= 8 * 132, "{sp:?}");
+                    let v = 16 / kind.size_bytes();
+                    let want_vec = if cols % v == 0 && ld % v == 0 { v } else { 1 };
+                    assert_eq!(sp.vec, want_vec, "{kind:?} {cols} {ld}");
+                }
+            }
+        }
+        // The prefill dY: 56 column tiles of 256 bf16, 19 chunks of 432 rows.
+        let sp = col_sum_split(ElementKind::Bf16, 132, 8192, 14336, 14336);
+        assert_eq!((sp.chunk, sp.chunks, sp.vec), (432, 19, 8));
+    }
 }
