@@ -132,7 +132,7 @@ fn fused_db_is_faster<T: Element>(
     compute: LtCompute,
     (plain, fused): (&Prepared, &Prepared),
     kernels: &EpilogueKernels,
-    (split, _): (ColSumSplit, usize),
+    split: ColSumSplit,
 ) -> Result<bool> {
     static CACHE: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
     let key = format!(
@@ -459,8 +459,8 @@ impl<T: Element> Plan for LinearPlan<T> {
         };
         pref.check_workspace(OP, workspace_bytes)?;
         let db_fused = match (&dw_bgrad, col_sum) {
-            (Some(fused), Some(cs)) if pref.autotune == Autotune::Measured => {
-                fused_db_is_faster::<T>(stream, desc, pref, compute, (&dw, fused), &kernels, cs)?
+            (Some(fused), Some((split, _))) if pref.autotune == Autotune::Measured => {
+                fused_db_is_faster::<T>(stream, desc, pref, compute, (&dw, fused), &kernels, split)?
             }
             (Some(_), _) => true,
             (None, _) => false,
