@@ -35,18 +35,40 @@ def _time_calls(torch, fn, n):
     return ms[len(ms) // 2]
 
 
+MAX_SETS = 32
+
+
+def rotation(torch, bytes_per_call):
+    """Buffer sets a case rotates through (harness.rs rotation): enough to
+    cover three times the L2 size, at most MAX_SETS, 1 for operands beyond
+    that, so that a call does not find its operands in L2."""
+    l2 = max(torch.cuda.get_device_properties(0).L2_cache_size, 1)
+    return max(1, min(MAX_SETS, -(-3 * l2 // max(int(bytes_per_call), 1))))
+
+
 def time_ms(torch, fn):
     """Device ms of one call, as baracuda-bench measures it (harness.rs
-    time_ms): warm-up, then k calls (about 1 ms of work, 1..20) captured
-    in a CUDA graph, median of about TIMED_MS of replays (MIN_ITERS..ITERS)
-    over k. Falls back to timing
-    calls one by one when fn cannot be captured. Idles COOL_S first."""
+    time_ms / time_rotating_ms): warm-up, then k calls (about 1 ms of work,
+    1..20, rounded up to whole rounds of the buffer sets) captured in a
+    CUDA graph, median of about TIMED_MS of replays (MIN_ITERS..ITERS) over
+    k. `fn` is one callable, or a list of them, one per buffer set, called
+    in turn. Falls back to timing calls one by one when fn cannot be
+    captured. Idles COOL_S first."""
+    fns = list(fn) if isinstance(fn, (list, tuple)) else [fn]
+    turn = [0]
+
+    def fn():
+        f = fns[turn[0]]
+        turn[0] = (turn[0] + 1) % len(fns)
+        return f()
+
     torch.cuda.synchronize()
     time.sleep(COOL_S)
-    for _ in range(WARMUP):
+    for _ in range(max(WARMUP, len(fns))):
         fn()
     eager = _time_calls(torch, fn, 1)
     k = int(min(20, max(1, round(1.0 / max(eager, 1e-3)))))
+    k = -(-k // len(fns)) * len(fns)
     try:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())

@@ -32,12 +32,13 @@ def main():
         c = normalize(case)
         if not any(w in c["op"] for w in wanted):
             continue
-        for _ in range(5):
-            c["fn"]()
+        fns = c["fn"] if isinstance(c["fn"], (list, tuple)) else [c["fn"]]
+        for i in range(5):
+            fns[i % len(fns)]()
         torch.cuda.synchronize()
         with profile(activities=[ProfilerActivity.CUDA]) as prof:
-            for _ in range(20):
-                c["fn"]()
+            for i in range(20):
+                fns[i % len(fns)]()
             torch.cuda.synchronize()
         print(f"== {c['op']} {c['pass_']} {c['dtype']} {c['shape']}")
         for e in prof.key_averages():

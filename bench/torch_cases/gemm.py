@@ -18,8 +18,9 @@ crates/baracuda-bench/src/gemm.rs):
   otherwise the Python loop of torch.mm over experts that PyTorch users
   write. Which one ran is printed to stderr.
 
-cases() returns dicts (op, pass_, dtype, shape, fn); bench/torch_baseline.py
-times each fn with CUDA events like baracuda-bench."""
+cases() returns dicts (op, pass_, dtype, shape, fn); fn is a callable or
+a list of them, one per buffer set (rotation()); bench/torch_baseline.py
+times each with CUDA events like baracuda-bench."""
 import sys
 
 SQ = 8192
@@ -91,10 +92,13 @@ def cases():
     out.append(dict(op="linear_prefill_bias_bf16", pass_="dw", dtype="bf16", shape=lin,
                     fn=lambda: (mm(dy.t(), x), dy.sum(0))))
 
-    # Decode: one token.
-    x1 = uni((1, IN), -1, 1)
+    # Decode: one token, W rotated over buffer sets as in gemm.rs.
+    from torch_baseline import rotation
+    sets = rotation(torch, (OUT * IN + IN + OUT) * 2)
+    decode = [(uni((1, IN), -1, 1), w)] + [(uni((1, IN), -1, 1), uni((OUT, IN), -0.05, 0.05))
+                                           for _ in range(sets - 1)]
     out.append(dict(op="linear_decode_bf16", dtype="bf16", shape=f"x[1, {IN}] w[{OUT}, {IN}]",
-                    fn=lambda: F.linear(x1, w)))
+                    fn=[(lambda x1=x1, w1=w1: F.linear(x1, w1)) for x1, w1 in decode]))
 
     # Attention-shaped batched GEMMs.
     q, k = uni((128, 4096, 128), -1, 1), uni((128, 4096, 128), -1, 1)

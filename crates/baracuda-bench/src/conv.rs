@@ -10,7 +10,9 @@
 use baracuda_kernels::*;
 use half::bf16;
 
-use crate::harness::{case, emit, random_buffer, time_ms, Record};
+use crate::harness::{
+    case, emit, part, part_mut, random_buffer, rotation, time_rotating_ms, Record,
+};
 
 fn phys<const R: usize>(shape: [usize; R], l: ConvLayout) -> ([usize; R], [usize; R]) {
     let mut p: [usize; R] = std::array::from_fn(|i| i);
@@ -27,22 +29,26 @@ fn phys<const R: usize>(shape: [usize; R], l: ConvLayout) -> ([usize; R], [usize
     (ph, p)
 }
 
+/// Buffer set `i` of `b` as a tensor of `shape` in layout `l`.
 fn tref<T: Element, const R: usize>(
     b: &DeviceBuffer<T>,
+    i: usize,
     shape: [usize; R],
     l: ConvLayout,
 ) -> Result<TensorRef<'_, T, R>> {
     let (ph, p) = phys(shape, l);
-    TensorRef::contiguous(b.as_slice(), ph)?.permute(p)
+    TensorRef::contiguous(part(b, i, shape.iter().product())?, ph)?.permute(p)
 }
 
+/// [`tref`] for writing.
 fn tmut<T: Element, const R: usize>(
     b: &mut DeviceBuffer<T>,
+    i: usize,
     shape: [usize; R],
     l: ConvLayout,
 ) -> Result<TensorMut<'_, T, R>> {
     let (ph, p) = phys(shape, l);
-    TensorMut::contiguous(b.as_slice_mut(), ph)?.permute(p)
+    TensorMut::contiguous(part_mut(b, i, shape.iter().product())?, ph)?.permute(p)
 }
 
 #[allow(clippy::too_many_arguments)] // one conv case
@@ -101,12 +107,14 @@ fn conv<T: Element, const N: usize, const R: usize>(
         _ => out[i - 2] as usize,
     });
     let n = |v: &[usize; R]| v.iter().product::<usize>();
-    let xb = random_buffer::<T>(s, n(&xs), 11, -1.0, 1.0)?;
-    let wb = random_buffer::<T>(s, n(&ws), 12, -1.0, 1.0)?;
-    let dyb = random_buffer::<T>(s, n(&ys), 13, -1.0, 1.0)?;
-    let mut yb = DeviceBuffer::<T>::uninit(s, n(&ys))?;
-    let mut dxb = DeviceBuffer::<T>::uninit(s, n(&xs))?;
-    let mut dwb = DeviceBuffer::<T>::uninit(s, n(&ws))?;
+    // Every pass touches one x-sized, one w-sized and one y-sized tensor.
+    let sets = rotation(s, (n(&xs) + n(&ws) + n(&ys)) * T::KIND.size_bytes());
+    let xb = random_buffer::<T>(s, sets * n(&xs), 11, -1.0, 1.0)?;
+    let wb = random_buffer::<T>(s, sets * n(&ws), 12, -1.0, 1.0)?;
+    let dyb = random_buffer::<T>(s, sets * n(&ys), 13, -1.0, 1.0)?;
+    let mut yb = DeviceBuffer::<T>::uninit(s, sets * n(&ys))?;
+    let mut dxb = DeviceBuffer::<T>::uninit(s, sets * n(&xs))?;
+    let mut dwb = DeviceBuffer::<T>::uninit(s, sets * n(&ws))?;
     let mut wsb = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
     let flop = 2.0 * n(&ys) as f64 * c_in as f64 * (k as f64).powi(N as i32);
     let shape = format!("x{xs:?} w{ws:?} s{stride} p{pad}");
@@ -121,43 +129,43 @@ fn conv<T: Element, const N: usize, const R: usize>(
             flops: Some(flop),
         })
     };
-    let ms = time_ms(s, || {
+    let ms = time_rotating_ms(s, sets, |i| {
         plan.run_fw(
             s,
             Workspace::Borrowed(wsb.as_slice_mut()),
             ConvArgs {
-                x: tref(&xb, xs, l)?,
-                w: tref(&wb, ws, l)?,
-                y: tmut(&mut yb, ys, l)?,
+                x: tref(&xb, i, xs, l)?,
+                w: tref(&wb, i, ws, l)?,
+                y: tmut(&mut yb, i, ys, l)?,
             },
         )
     })?;
     record("fw", ms);
-    let ms = time_ms(s, || {
+    let ms = time_rotating_ms(s, sets, |i| {
         plan.run_bw_data(
             s,
             Workspace::Borrowed(wsb.as_slice_mut()),
             ConvBwArgs {
-                w: tref(&wb, ws, l)?,
-                dy: tref(&dyb, ys, l)?,
-                dx: tmut(&mut dxb, xs, l)?,
+                w: tref(&wb, i, ws, l)?,
+                dy: tref(&dyb, i, ys, l)?,
+                dx: tmut(&mut dxb, i, xs, l)?,
             },
         )
     })?;
     record("bw_data", ms);
-    let ms = time_ms(s, || {
+    let ms = time_rotating_ms(s, sets, |i| {
         plan.run_dw(
             s,
             Workspace::Borrowed(wsb.as_slice_mut()),
             ConvDwArgs {
-                x: tref(&xb, xs, l)?,
-                dy: tref(&dyb, ys, l)?,
-                dw: tmut(&mut dwb, ws, l)?,
+                x: tref(&xb, i, xs, l)?,
+                dy: tref(&dyb, i, ys, l)?,
+                dw: tmut(&mut dwb, i, ws, l)?,
             },
         )
     })?;
     record("dw", ms);
-    eprintln!("{name}: {}", plan.sku());
+    eprintln!("{name}: {} ({sets} buffer sets)", plan.sku());
     Ok(())
 }
 
@@ -266,11 +274,15 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
         )
     };
     let n = |v: &[usize; 4]| v.iter().product::<usize>();
-    let xb = random_buffer::<bf16>(s, n(&xs), 21, -1.0, 1.0)?;
-    let dyb = random_buffer::<bf16>(s, n(&ys), 22, -1.0, 1.0)?;
-    let mut yb = DeviceBuffer::<bf16>::uninit(s, n(&ys))?;
-    let mut ib = DeviceBuffer::<i64>::zeros(s, n(&ys))?;
-    let mut dxb = DeviceBuffer::<bf16>::uninit(s, n(&xs))?;
+    // Each pass touches an x-sized and a y-sized tensor (and max pooling
+    // the i64 indices).
+    let index_bytes = if adaptive { 0 } else { n(&ys) * 8 };
+    let sets = rotation(s, (n(&xs) + n(&ys)) * 2 + index_bytes);
+    let xb = random_buffer::<bf16>(s, sets * n(&xs), 21, -1.0, 1.0)?;
+    let dyb = random_buffer::<bf16>(s, sets * n(&ys), 22, -1.0, 1.0)?;
+    let mut yb = DeviceBuffer::<bf16>::uninit(s, sets * n(&ys))?;
+    let mut ib = DeviceBuffer::<i64>::zeros(s, sets * n(&ys))?;
+    let mut dxb = DeviceBuffer::<bf16>::uninit(s, sets * n(&xs))?;
     let bytes_fw = (n(&xs) + n(&ys)) as f64 * 2.0;
     let shape = format!("x{xs:?} y{ys:?}");
     let record = |pass: &'static str, ms: f64, bytes: f64| {
@@ -288,27 +300,27 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
         let d =
             AdaptivePool2dDescriptor::new(64, 2048, 7, 7, 1, 1, ElementKind::Bf16).with_layout(l);
         let plan = AdaptiveAvgPool2dPlan::<bf16>::select(s, &d, &PlanPreference::default())?;
-        let ms = time_ms(s, || {
+        let ms = time_rotating_ms(s, sets, |i| {
             plan.run(
                 s,
                 Workspace::None,
                 PoolArgs {
-                    x: tref(&xb, xs, l)?,
-                    y: tmut(&mut yb, ys, l)?,
+                    x: tref(&xb, i, xs, l)?,
+                    y: tmut(&mut yb, i, ys, l)?,
                     indices: None,
                 },
             )
         })?;
         record("fw", ms, bytes_fw);
-        let ms = time_ms(s, || {
+        let ms = time_rotating_ms(s, sets, |i| {
             plan.run_bw(
                 s,
                 PoolBwArgs {
-                    dy: tref(&dyb, ys, l)?,
+                    dy: tref(&dyb, i, ys, l)?,
                     indices: None,
                     x: None,
                     y: None,
-                    dx: tmut(&mut dxb, xs, l)?,
+                    dx: tmut(&mut dxb, i, xs, l)?,
                 },
             )
         })?;
@@ -319,27 +331,27 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
             .with_padding(1, 1)
             .with_layout(l);
         let plan = MaxPool2dPlan::<bf16>::select(s, &d, &PlanPreference::default())?;
-        let ms = time_ms(s, || {
+        let ms = time_rotating_ms(s, sets, |i| {
             plan.run(
                 s,
                 Workspace::None,
                 PoolArgs {
-                    x: tref(&xb, xs, l)?,
-                    y: tmut(&mut yb, ys, l)?,
-                    indices: Some(tmut(&mut ib, ys, l)?),
+                    x: tref(&xb, i, xs, l)?,
+                    y: tmut(&mut yb, i, ys, l)?,
+                    indices: Some(tmut(&mut ib, i, ys, l)?),
                 },
             )
         })?;
         record("fw", ms, bytes_fw + n(&ys) as f64 * 8.0);
-        let ms = time_ms(s, || {
+        let ms = time_rotating_ms(s, sets, |i| {
             plan.run_bw(
                 s,
                 PoolBwArgs {
-                    dy: tref(&dyb, ys, l)?,
-                    indices: Some(tref(&ib, ys, l)?),
+                    dy: tref(&dyb, i, ys, l)?,
+                    indices: Some(tref(&ib, i, ys, l)?),
                     x: None,
                     y: None,
-                    dx: tmut(&mut dxb, xs, l)?,
+                    dx: tmut(&mut dxb, i, xs, l)?,
                 },
             )
         })?;

@@ -66,6 +66,56 @@ fn iters(each_ms: f64) -> usize {
     ((TIMED_MS / each_ms.max(1e-3)).round() as usize).clamp(MIN_ITERS, ITERS)
 }
 
+/// Most buffer sets a case rotates through.
+pub const MAX_SETS: usize = 32;
+
+/// How many buffer sets a case whose calls each touch `bytes_per_call`
+/// bytes rotates through, so that a call does not find its operands in L2
+/// from the calls before it (as in a network, where each layer reads what
+/// an earlier one wrote long before): enough sets to cover three times the
+/// L2 size, at most [`MAX_SETS`], 1 for operands that already exceed it.
+/// `bench/torch_baseline.py` `rotation` computes the same number.
+pub fn rotation(s: &Stream, bytes_per_call: usize) -> usize {
+    let l2 = s.context().device().l2_bytes.max(1);
+    (3 * l2).div_ceil(bytes_per_call.max(1)).clamp(1, MAX_SETS)
+}
+
+/// Part `i` of `b` cut into parts of `n` elements (a case's buffer set
+/// `i`).
+///
+/// # Errors
+/// `InvalidArgument` when part `i` does not lie inside `b`.
+pub fn part<T: Element>(b: &DeviceBuffer<T>, i: usize, n: usize) -> Result<DeviceSlice<'_, T>> {
+    b.as_slice()
+        .slice(i * n..(i + 1) * n)
+        .ok_or_else(|| out_of_range(i, n, b.len()))
+}
+
+/// [`part`] for writing.
+///
+/// # Errors
+/// `InvalidArgument` when part `i` does not lie inside `b`.
+pub fn part_mut<T: Element>(
+    b: &mut DeviceBuffer<T>,
+    i: usize,
+    n: usize,
+) -> Result<DeviceSliceMut<'_, T>> {
+    let len = b.len();
+    b.as_slice_mut()
+        .split_at(i * n)
+        .and_then(|(_, rest)| rest.split_at(n))
+        .map(|(p, _)| p)
+        .ok_or_else(|| out_of_range(i, n, len))
+}
+
+fn out_of_range(i: usize, n: usize, len: usize) -> Error {
+    Error::InvalidArgument {
+        op: "bench",
+        arg: "buffer set",
+        reason: format!("set {i} of {n} elements lies outside a buffer of {len}"),
+    }
+}
+
 /// Device milliseconds of one call of `f` on `s`.
 ///
 /// After an idle [`COOL_MS`] and [`WARMUP`] calls (module loads, handle
@@ -82,12 +132,35 @@ fn iters(each_ms: f64) -> usize {
 /// # Errors
 /// Whatever `f` or the events return.
 pub fn time_ms(s: &Stream, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    time_rotating_ms(s, 1, |_| f())
+}
+
+/// [`time_ms`] of a case with `sets` buffer sets (see [`rotation`]):
+/// successive calls run `f(0)`, `f(1)`, ..., `f(sets - 1)`, `f(0)`, ...,
+/// and the graph holds a whole number of rounds, so every replay visits
+/// every set.
+///
+/// # Errors
+/// Whatever `f` or the events return.
+pub fn time_rotating_ms(
+    s: &Stream,
+    sets: usize,
+    mut f: impl FnMut(usize) -> Result<()>,
+) -> Result<f64> {
+    let sets = sets.max(1);
+    let mut next = 0usize;
+    let mut f = move || {
+        let i = next;
+        next = (next + 1) % sets;
+        f(i)
+    };
     cool_down(s)?;
-    for _ in 0..WARMUP {
+    for _ in 0..WARMUP.max(sets) {
         f()?;
     }
     let eager = time_calls(s, 1, &mut f)?;
     let k = (1.0 / eager.max(1e-3)).round().clamp(1.0, 20.0) as usize;
+    let k = k.div_ceil(sets) * sets;
     match capture(s, k, &mut f) {
         Ok(graph) => {
             let ctx = s.context();

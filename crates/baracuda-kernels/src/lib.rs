@@ -5,7 +5,7 @@
 //! fastest correct backend), ask `workspace_size`, then `run` with args as
 //! often as needed. `plan.sku()` says what was selected. See [`Plan`].
 //!
-//! Families live one per module; [`reference`] holds the f64 CPU oracles
+//! Families live one per module; [`mod@reference`] holds the f64 CPU oracles
 //! the GPU tests compare against.
 
 pub mod conv;

@@ -101,8 +101,27 @@ pub struct ConvPlan<T: Element, const N: usize, const R: usize> {
     desc: ConvDescriptor<N>,
     output: [i32; N],
     core: ConvCore,
+    roles: Roles,
     _t: PhantomData<T>,
 }
+
+/// What a plan's errors call things: the op, and the argument names of
+/// the three cuDNN directions' operands, in the order each takes them:
+/// forward `(x, w, y)`, backward data `(w, dy, dx)`, backward filter
+/// `(x, dy, dw)`. A transposed conv runs the same directions with its
+/// tensors in other roles ([`super::ConvTransposePlan`]), and its errors
+/// name its own arguments.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Roles {
+    pub op: &'static str,
+    pub names: [[&'static str; 3]; 3],
+}
+
+/// A plain convolution's roles.
+const CONV_ROLES: Roles = Roles {
+    op: "conv",
+    names: [["x", "w", "y"], ["w", "dy", "dx"], ["x", "dy", "dw"]],
+};
 
 /// 1-D convolution plan.
 pub type Conv1dPlan<T> = ConvPlan<T, 1, 3>;
@@ -111,50 +130,15 @@ pub type Conv2dPlan<T> = ConvPlan<T, 2, 4>;
 /// 3-D convolution plan.
 pub type Conv3dPlan<T> = ConvPlan<T, 3, 5>;
 
-const OP: &str = "conv";
+#[cfg(test)]
+const OP: &str = CONV_ROLES.op;
 
 impl<T: Element, const N: usize, const R: usize> Plan for ConvPlan<T, N, R> {
     type Descriptor = ConvDescriptor<N>;
     type Args<'a> = ConvArgs<'a, T, R>;
 
     fn select(stream: &Stream, desc: &ConvDescriptor<N>, pref: &PlanPreference) -> Result<Self> {
-        const { assert!(R == N + 2, "tensor rank R must be spatial rank N + 2") };
-        check_dtype::<T>(OP, desc.element)?;
-        let d = desc;
-        validate_common(
-            OP,
-            d.batch,
-            d.c_in,
-            d.c_out,
-            &d.input,
-            &d.filter,
-            &d.padding,
-            &d.stride,
-            &d.dilation,
-            d.groups,
-        )?;
-        let output = checked_output(OP, d.output())?;
-        let problem = CudnnConvProblem {
-            dtype: T::KIND,
-            channels_last: d.layout == ConvLayout::ChannelsLast,
-            batch: d.batch,
-            c_in: d.c_in,
-            c_out: d.c_out,
-            x_spatial: d.input.to_vec(),
-            w_spatial: d.filter.to_vec(),
-            y_spatial: output.to_vec(),
-            pad: d.padding.to_vec(),
-            stride: d.stride.to_vec(),
-            dilation: d.dilation.to_vec(),
-            groups: d.groups,
-        };
-        let core = ConvCore::select(OP, stream, problem, pref, &format!("conv{N}d"))?;
-        Ok(ConvPlan {
-            desc: *desc,
-            output,
-            core,
-            _t: PhantomData,
-        })
+        Self::select_as(CONV_ROLES, &format!("conv{N}d"), stream, desc, pref)
     }
 
     fn sku(&self) -> &KernelSku {
@@ -177,6 +161,56 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvPlan<T, N, R> {
 }
 
 impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
+    /// `select` with the errors and the SKU (`sku_name`) of another plan
+    /// built on this one.
+    pub(crate) fn select_as(
+        roles: Roles,
+        sku_name: &str,
+        stream: &Stream,
+        desc: &ConvDescriptor<N>,
+        pref: &PlanPreference,
+    ) -> Result<Self> {
+        const { assert!(R == N + 2, "tensor rank R must be spatial rank N + 2") };
+        let op = roles.op;
+        check_dtype::<T>(op, desc.element)?;
+        let d = desc;
+        validate_common(
+            op,
+            d.batch,
+            d.c_in,
+            d.c_out,
+            &d.input,
+            &d.filter,
+            &d.padding,
+            &d.stride,
+            &d.dilation,
+            d.groups,
+        )?;
+        let output = checked_output(op, d.output())?;
+        let problem = CudnnConvProblem {
+            dtype: T::KIND,
+            channels_last: d.layout == ConvLayout::ChannelsLast,
+            batch: d.batch,
+            c_in: d.c_in,
+            c_out: d.c_out,
+            x_spatial: d.input.to_vec(),
+            w_spatial: d.filter.to_vec(),
+            y_spatial: output.to_vec(),
+            pad: d.padding.to_vec(),
+            stride: d.stride.to_vec(),
+            dilation: d.dilation.to_vec(),
+            groups: d.groups,
+        };
+        let core = ConvCore::select(op, stream, problem, pref, sku_name)?;
+        Ok(ConvPlan {
+            desc: *desc,
+            output,
+            core,
+            roles,
+            _t: PhantomData,
+        })
+    }
+
     /// Output spatial extents.
     pub fn output_dims(&self) -> [i32; N] {
         self.output
@@ -198,13 +232,34 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         self.core.cudnn.chosen(dir)
     }
 
-    fn shapes(&self) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    /// Full shapes of `x`, `w` and `y`.
+    pub(crate) fn shapes(&self) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
         let d = &self.desc;
         (
             full_shape(d.batch, d.c_in, &d.input),
             full_shape(d.c_out, d.c_in / d.groups, &d.filter),
             full_shape(d.batch, d.c_out, &self.output),
         )
+    }
+
+    /// Check the operands of cuDNN direction `dir`, given in the order it
+    /// takes them with their expected shapes, and enqueue it. Errors name
+    /// the operands as the plan's roles do.
+    fn pass(
+        &self,
+        stream: &Stream,
+        workspace: &Workspace<'_>,
+        dir: ConvDirection,
+        operands: [(&TensorRef<'_, T, R>, &[usize]); 3],
+    ) -> Result<()> {
+        let names = self.roles.names[dir.index()];
+        let (op, l, ctx) = (self.roles.op, self.desc.layout, stream.context().id());
+        let mut addr = [0u64; 3];
+        for (a, ((t, shape), name)) in addr.iter_mut().zip(operands.into_iter().zip(names)) {
+            *a = check_tensor(op, name, t, shape, l, ctx)?;
+        }
+        self.core
+            .run(op, stream, dir, (addr[0], addr[1], addr[2]), workspace)
     }
 
     /// `y = conv(x, w)`.
@@ -218,13 +273,13 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         args: ConvArgs<'_, T, R>,
     ) -> Result<()> {
         let (xs, ws, ys) = self.shapes();
-        let l = self.desc.layout;
-        let ctx = stream.context().id();
-        let x = check_tensor(OP, "x", &args.x, &xs, l, ctx)?;
-        let w = check_tensor(OP, "w", &args.w, &ws, l, ctx)?;
-        let y = check_tensor(OP, "y", &args.y.as_const(), &ys, l, ctx)?;
-        self.core
-            .run(OP, stream, ConvDirection::Forward, (x, w, y), &workspace)
+        let y = args.y.as_const();
+        self.pass(
+            stream,
+            &workspace,
+            ConvDirection::Forward,
+            [(&args.x, &xs), (&args.w, &ws), (&y, &ys)],
+        )
     }
 
     /// `y = act(conv(x, w) + bias)`, act = ReLU when `relu`, else identity.
@@ -242,32 +297,11 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         bias: TensorRef<'_, T, 1>,
         relu: bool,
     ) -> Result<()> {
-        let d = self.desc;
-        let ctx = stream.context().id();
-        let b = check_tensor(
-            OP,
-            "bias",
-            &bias,
-            &[d.c_out as usize],
-            ConvLayout::ChannelsFirst,
-            ctx,
-        )?;
-        let y_addr = args.y.data().addr();
-        let bias_fns = self.core.bias.as_ref().map_err(Clone::clone)?;
-        self.run_fw(stream, workspace, args)?;
-        let spatial: i64 = self.output.iter().map(|&v| v as i64).product();
-        let n = d.batch as i64 * d.c_out as i64 * spatial;
-        launch_bias_act(
-            stream,
-            &bias_fns.0,
-            y_addr,
-            b,
-            n,
-            d.c_out,
-            spatial,
-            d.layout,
-            relu,
-        )
+        let y = args.y.data().addr();
+        let out = (self.desc.c_out, &self.output[..]);
+        self.then_bias(stream, y, out, bias, relu, || {
+            self.run_fw(stream, workspace, args)
+        })
     }
 
     /// `db[k] = sum over batch and output positions of dy[n, k, ...]`.
@@ -282,29 +316,79 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         dy: TensorRef<'_, T, R>,
         db: TensorMut<'_, T, 1>,
     ) -> Result<()> {
-        let d = self.desc;
         let (_, _, ys) = self.shapes();
+        self.bias_grad(stream, (dy, &ys), (self.desc.c_out, &self.output[..]), db)
+    }
+
+    /// Check `bias` against `channels`, run `conv` (which writes `y`, of
+    /// `channels` channels and spatial extents `dims` in the plan's
+    /// layout), then add the bias and apply the activation in place. A
+    /// transposed conv passes its own forward (this plan's backward data).
+    pub(crate) fn then_bias(
+        &self,
+        stream: &Stream,
+        y: u64,
+        (channels, dims): (i32, &[i32]),
+        bias: TensorRef<'_, T, 1>,
+        relu: bool,
+        conv: impl FnOnce() -> Result<()>,
+    ) -> Result<()> {
         let ctx = stream.context().id();
-        let dy_a = check_tensor(OP, "dy", &dy, &ys, d.layout, ctx)?;
-        let db_a = check_tensor(
-            OP,
-            "db",
-            &db.as_const(),
-            &[d.c_out as usize],
+        let b = check_tensor(
+            self.roles.op,
+            "bias",
+            &bias,
+            &[channels as usize],
             ConvLayout::ChannelsFirst,
             ctx,
         )?;
         let bias_fns = self.core.bias.as_ref().map_err(Clone::clone)?;
-        let spatial: i64 = self.output.iter().map(|&v| v as i64).product();
+        conv()?;
+        let spatial: i64 = dims.iter().map(|&v| v as i64).product();
+        let n = self.desc.batch as i64 * channels as i64 * spatial;
+        launch_bias_act(
+            stream,
+            &bias_fns.0,
+            y,
+            b,
+            n,
+            channels,
+            spatial,
+            self.desc.layout,
+            relu,
+        )
+    }
+
+    /// `db[k] = sum of dy[n, k, ...]` for a `dy` of shape `dy_shape`
+    /// (`[batch, channels, dims...]`).
+    pub(crate) fn bias_grad(
+        &self,
+        stream: &Stream,
+        (dy, dy_shape): (TensorRef<'_, T, R>, &[usize]),
+        (channels, dims): (i32, &[i32]),
+        db: TensorMut<'_, T, 1>,
+    ) -> Result<()> {
+        let (op, layout, ctx) = (self.roles.op, self.desc.layout, stream.context().id());
+        let dy_a = check_tensor(op, "dy", &dy, dy_shape, layout, ctx)?;
+        let db_a = check_tensor(
+            op,
+            "db",
+            &db.as_const(),
+            &[channels as usize],
+            ConvLayout::ChannelsFirst,
+            ctx,
+        )?;
+        let bias_fns = self.core.bias.as_ref().map_err(Clone::clone)?;
+        let spatial: i64 = dims.iter().map(|&v| v as i64).product();
         launch_bias_bw(
             stream,
             &bias_fns.1,
             dy_a,
             db_a,
-            d.batch,
-            d.c_out,
+            self.desc.batch,
+            channels,
             spatial,
-            d.layout,
+            layout,
         )
     }
 
@@ -319,17 +403,12 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         args: ConvBwArgs<'_, T, R>,
     ) -> Result<()> {
         let (xs, ws, ys) = self.shapes();
-        let l = self.desc.layout;
-        let ctx = stream.context().id();
-        let w = check_tensor(OP, "w", &args.w, &ws, l, ctx)?;
-        let dy = check_tensor(OP, "dy", &args.dy, &ys, l, ctx)?;
-        let dx = check_tensor(OP, "dx", &args.dx.as_const(), &xs, l, ctx)?;
-        self.core.run(
-            OP,
+        let dx = args.dx.as_const();
+        self.pass(
             stream,
-            ConvDirection::BackwardData,
-            (w, dy, dx),
             &workspace,
+            ConvDirection::BackwardData,
+            [(&args.w, &ws), (&args.dy, &ys), (&dx, &xs)],
         )
     }
 
@@ -344,17 +423,12 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         args: ConvDwArgs<'_, T, R>,
     ) -> Result<()> {
         let (xs, ws, ys) = self.shapes();
-        let l = self.desc.layout;
-        let ctx = stream.context().id();
-        let x = check_tensor(OP, "x", &args.x, &xs, l, ctx)?;
-        let dy = check_tensor(OP, "dy", &args.dy, &ys, l, ctx)?;
-        let dw = check_tensor(OP, "dw", &args.dw.as_const(), &ws, l, ctx)?;
-        self.core.run(
-            OP,
+        let dw = args.dw.as_const();
+        self.pass(
             stream,
-            ConvDirection::BackwardFilter,
-            (x, dy, dw),
             &workspace,
+            ConvDirection::BackwardFilter,
+            [(&args.x, &xs), (&args.dy, &ys), (&dw, &ws)],
         )
     }
 }

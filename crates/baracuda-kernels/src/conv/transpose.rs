@@ -9,21 +9,23 @@
 //! - bw data:  `dx = C.forward(x = dy, w)`
 //! - bw filter:`dw = C.backward_filter(x = dy, dy = x)`
 //!
+//! The plan is a [`ConvPlan`] of `C` whose errors and SKU speak of the
+//! transposed conv's own arguments.
+//!
 //! `out = (in-1)*stride - 2*pad + dilation*(k-1) + output_padding + 1`;
 //! `output_padding` must be smaller than the stride (PyTorch also allows
 //! `< dilation`; cuDNN cannot express that case, which is `Unsupported`).
 
-use std::marker::PhantomData;
-
-use baracuda_driver::{ConvAlgo, ConvDirection, CudnnConvProblem, Stream};
-use baracuda_kernels_types::{Element, Error, KernelSku, PlanPreference, Result, Workspace};
-
-use super::conv::{ConvArgs, ConvBwArgs, ConvDwArgs};
-use super::cudnn_core::ConvCore;
-use super::descriptor::{
-    check_tensor, checked_output, full_shape, invalid, validate_common, ConvTransposeDescriptor,
+use baracuda_driver::{ConvAlgo, ConvDirection, Stream};
+use baracuda_kernels_types::{
+    Element, Error, KernelSku, PlanPreference, Result, TensorMut, TensorRef, Workspace,
 };
-use super::{check_dtype, ConvLayout};
+
+use super::check_dtype;
+use super::conv::{ConvArgs, ConvBwArgs, ConvDwArgs, ConvPlan, Roles};
+use super::descriptor::{
+    checked_output, invalid, validate_common, ConvDescriptor, ConvTransposeDescriptor,
+};
 use crate::Plan;
 
 /// A transposed convolution of spatial rank `N` on rank-`R = N + 2`
@@ -31,21 +33,23 @@ use crate::Plan;
 ///
 /// # Shapes
 /// `x`: `[batch, c_in, input...]`, `w`: `[c_in, c_out/groups, filter...]`,
-/// `y`: `[batch, c_out, output...]` (see [`ConvTransposeDescriptor::output`]).
+/// `y`: `[batch, c_out, output...]` (see [`ConvTransposeDescriptor::output`]);
+/// bias `[c_out]`.
 /// # Layout
-/// Dense in the descriptor's [`ConvLayout`]; shapes in `[N, C, ...]` order.
+/// Dense in the descriptor's [`ConvLayout`](super::ConvLayout); shapes in
+/// `[N, C, ...]` order.
 /// # Dtypes
 /// f32 (IEEE unless `allow_tf32`), f64, f16, bf16.
 /// # Errors
-/// As [`ConvPlan`](super::ConvPlan), plus `InvalidDescriptor` for
-/// `output_padding` out of `0..max(stride, dilation)` and `Unsupported` for
+/// As [`ConvPlan`], plus `InvalidDescriptor` for `output_padding` out of
+/// `0..max(stride, dilation)` and `Unsupported` for
 /// `stride <= output_padding < dilation`.
 #[derive(Debug)]
 pub struct ConvTransposePlan<T: Element, const N: usize, const R: usize> {
-    desc: ConvTransposeDescriptor<N>,
     output: [i32; N],
-    core: ConvCore,
-    _t: PhantomData<T>,
+    c_out: i32,
+    /// The equivalent conv `C` (module doc).
+    conv: ConvPlan<T, N, R>,
 }
 
 /// 1-D transposed convolution plan.
@@ -56,6 +60,15 @@ pub type ConvTranspose2dPlan<T> = ConvTransposePlan<T, 2, 4>;
 pub type ConvTranspose3dPlan<T> = ConvTransposePlan<T, 3, 5>;
 
 const OP: &str = "conv_transpose";
+
+/// `C`'s directions with the transposed conv's names: `C`'s forward
+/// `(x, w, y)` is our backward data `(dy, w, dx)`, its backward data
+/// `(w, dy, dx)` our forward `(w, x, y)`, its backward filter `(x, dy, dw)`
+/// our `(dy, x, dw)`.
+const ROLES: Roles = Roles {
+    op: OP,
+    names: [["dy", "w", "dx"], ["w", "x", "y"], ["dy", "x", "dw"]],
+};
 
 pub(crate) fn validate_transpose<const N: usize>(
     d: &ConvTransposeDescriptor<N>,
@@ -108,40 +121,50 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvTransposePlan<T, N
         desc: &ConvTransposeDescriptor<N>,
         pref: &PlanPreference,
     ) -> Result<Self> {
-        const { assert!(R == N + 2, "tensor rank R must be spatial rank N + 2") };
         check_dtype::<T>(OP, desc.element)?;
+        let output = validate_transpose(desc)?;
         let d = desc;
-        let output = validate_transpose(d)?;
-        // The equivalent conv C: input = our output, output = our input.
-        let problem = CudnnConvProblem {
-            dtype: T::KIND,
-            channels_last: d.layout == ConvLayout::ChannelsLast,
+        // C: input = our output, output = our input, c_in and c_out swapped,
+        // the same filter tensor.
+        let c = ConvDescriptor {
             batch: d.batch,
             c_in: d.c_out,
             c_out: d.c_in,
-            x_spatial: output.to_vec(),
-            w_spatial: d.filter.to_vec(),
-            y_spatial: d.input.to_vec(),
-            pad: d.padding.to_vec(),
-            stride: d.stride.to_vec(),
-            dilation: d.dilation.to_vec(),
+            input: output,
+            filter: d.filter,
+            padding: d.padding,
+            stride: d.stride,
+            dilation: d.dilation,
             groups: d.groups,
+            element: d.element,
+            layout: d.layout,
         };
-        let core = ConvCore::select(OP, stream, problem, pref, &format!("conv_transpose{N}d"))?;
+        // Holds for every output_padding < stride (tested below); checked
+        // so that a descriptor outside that rule can never run C on
+        // shapes other than ours.
+        if c.output() != d.input.map(i64::from) {
+            return Err(Error::Unsupported {
+                op: OP,
+                what: format!(
+                    "no conv maps the output {output:?} back to the input {:?} ({d:?})",
+                    d.input
+                ),
+            });
+        }
+        let conv = ConvPlan::select_as(ROLES, &format!("conv_transpose{N}d"), stream, &c, pref)?;
         Ok(ConvTransposePlan {
-            desc: *desc,
             output,
-            core,
-            _t: PhantomData,
+            c_out: d.c_out,
+            conv,
         })
     }
 
     fn sku(&self) -> &KernelSku {
-        &self.core.sku
+        self.conv.sku()
     }
 
     fn workspace_size(&self) -> usize {
-        self.core.workspace.iter().copied().max().unwrap_or(0)
+        self.conv.workspace_size()
     }
 
     fn run(
@@ -161,31 +184,22 @@ impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R> {
     }
     /// Workspace of the forward pass (cuDNN backward-data), in bytes.
     pub fn workspace_size_fw(&self) -> usize {
-        self.core.workspace[1]
+        self.conv.workspace_size_bw_data()
     }
     /// Workspace of the backward-data pass (cuDNN forward), in bytes.
     pub fn workspace_size_bw_data(&self) -> usize {
-        self.core.workspace[0]
+        self.conv.workspace_size_fw()
     }
     /// Workspace of the backward-filter pass, in bytes.
     pub fn workspace_size_dw(&self) -> usize {
-        self.core.workspace[2]
+        self.conv.workspace_size_dw()
     }
     /// The cuDNN algorithm chosen for a direction of the equivalent conv.
     pub fn algorithm(&self, dir: ConvDirection) -> Option<ConvAlgo> {
-        self.core.cudnn.chosen(dir)
+        self.conv.algorithm(dir)
     }
 
-    fn shapes(&self) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
-        let d = &self.desc;
-        (
-            full_shape(d.batch, d.c_in, &d.input),
-            full_shape(d.c_in, d.c_out / d.groups, &d.filter),
-            full_shape(d.batch, d.c_out, &self.output),
-        )
-    }
-
-    /// `y = conv_transpose(x, w)`.
+    /// `y = conv_transpose(x, w)`: `C`'s backward data.
     ///
     /// # Errors
     /// See [`ConvTransposePlan`].
@@ -195,22 +209,49 @@ impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R> {
         workspace: Workspace<'_>,
         args: ConvArgs<'_, T, R>,
     ) -> Result<()> {
-        let (xs, ws, ys) = self.shapes();
-        let l = self.desc.layout;
-        let ctx = stream.context().id();
-        let x = check_tensor(OP, "x", &args.x, &xs, l, ctx)?;
-        let w = check_tensor(OP, "w", &args.w, &ws, l, ctx)?;
-        let y = check_tensor(OP, "y", &args.y.as_const(), &ys, l, ctx)?;
-        self.core.run(
-            OP,
-            stream,
-            ConvDirection::BackwardData,
-            (w, x, y),
-            &workspace,
-        )
+        let ConvArgs { x, w, y } = args;
+        self.conv
+            .run_bw_data(stream, workspace, ConvBwArgs { w, dy: x, dx: y })
     }
 
-    /// `dx = d(loss)/dx = conv(dy, w)`.
+    /// [`ConvPlan::run_fw_bias`] for the transposed conv: PyTorch's
+    /// `ConvTranspose` bias, `[c_out]`, after [`ConvTransposePlan::run_fw`].
+    ///
+    /// # Errors
+    /// As [`ConvPlan::run_fw_bias`].
+    pub fn run_fw_bias(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: ConvArgs<'_, T, R>,
+        bias: TensorRef<'_, T, 1>,
+        relu: bool,
+    ) -> Result<()> {
+        let y = args.y.data().addr();
+        let out = (self.c_out, &self.output[..]);
+        self.conv.then_bias(stream, y, out, bias, relu, || {
+            self.run_fw(stream, workspace, args)
+        })
+    }
+
+    /// [`ConvPlan::run_bw_bias`] for the transposed conv (`dy` of `y`'s
+    /// shape).
+    ///
+    /// # Errors
+    /// As [`ConvPlan::run_bw_bias`].
+    pub fn run_bw_bias(
+        &self,
+        stream: &Stream,
+        dy: TensorRef<'_, T, R>,
+        db: TensorMut<'_, T, 1>,
+    ) -> Result<()> {
+        // Our y is C's x.
+        let (ys, _, _) = self.conv.shapes();
+        self.conv
+            .bias_grad(stream, (dy, &ys), (self.c_out, &self.output[..]), db)
+    }
+
+    /// `dx = d(loss)/dx = conv(dy, w)`: `C`'s forward.
     ///
     /// # Errors
     /// See [`ConvTransposePlan`].
@@ -220,17 +261,12 @@ impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R> {
         workspace: Workspace<'_>,
         args: ConvBwArgs<'_, T, R>,
     ) -> Result<()> {
-        let (xs, ws, ys) = self.shapes();
-        let l = self.desc.layout;
-        let ctx = stream.context().id();
-        let w = check_tensor(OP, "w", &args.w, &ws, l, ctx)?;
-        let dy = check_tensor(OP, "dy", &args.dy, &ys, l, ctx)?;
-        let dx = check_tensor(OP, "dx", &args.dx.as_const(), &xs, l, ctx)?;
-        self.core
-            .run(OP, stream, ConvDirection::Forward, (dy, w, dx), &workspace)
+        let ConvBwArgs { w, dy, dx } = args;
+        self.conv
+            .run_fw(stream, workspace, ConvArgs { x: dy, w, y: dx })
     }
 
-    /// `dw = d(loss)/dw`.
+    /// `dw = d(loss)/dw`: `C`'s backward filter with `x` and `dy` swapped.
     ///
     /// # Errors
     /// See [`ConvTransposePlan`].
@@ -240,19 +276,9 @@ impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R> {
         workspace: Workspace<'_>,
         args: ConvDwArgs<'_, T, R>,
     ) -> Result<()> {
-        let (xs, ws, ys) = self.shapes();
-        let l = self.desc.layout;
-        let ctx = stream.context().id();
-        let x = check_tensor(OP, "x", &args.x, &xs, l, ctx)?;
-        let dy = check_tensor(OP, "dy", &args.dy, &ys, l, ctx)?;
-        let dw = check_tensor(OP, "dw", &args.dw.as_const(), &ws, l, ctx)?;
-        self.core.run(
-            OP,
-            stream,
-            ConvDirection::BackwardFilter,
-            (dy, x, dw),
-            &workspace,
-        )
+        let ConvDwArgs { x, dy, dw } = args;
+        self.conv
+            .run_dw(stream, workspace, ConvDwArgs { x: dy, dy: x, dw })
     }
 }
 
@@ -264,6 +290,41 @@ mod tests {
 
     fn d() -> ConvTranspose2dDescriptor {
         ConvTranspose2dDescriptor::new(2, 4, 5, 5, 6, 3, 3, ElementKind::F32).with_stride(2, 2)
+    }
+
+    #[test]
+    fn equivalent_conv_maps_output_back_to_input() {
+        for (inp, k, s, p, dil) in [
+            (5, 3, 2, 1, 1),
+            (7, 4, 3, 0, 2),
+            (1, 1, 1, 0, 1),
+            (9, 2, 4, 1, 3),
+        ] {
+            for op in 0..s {
+                let t = ConvTranspose2dDescriptor::new(1, 2, inp, inp, 3, k, k, ElementKind::F32)
+                    .with_stride(s, s)
+                    .with_padding(p, p)
+                    .with_dilation(dil, dil)
+                    .with_output_padding(op, op);
+                let Ok(out) = validate_transpose(&t) else {
+                    continue;
+                };
+                let c = crate::conv::Conv2dDescriptor::new(
+                    1,
+                    3,
+                    out[0],
+                    out[1],
+                    2,
+                    k,
+                    k,
+                    ElementKind::F32,
+                )
+                .with_stride(s, s)
+                .with_padding(p, p)
+                .with_dilation(dil, dil);
+                assert_eq!(c.output(), t.input.map(i64::from), "{t:?}");
+            }
+        }
     }
 
     #[test]

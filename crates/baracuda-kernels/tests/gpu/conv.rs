@@ -334,38 +334,27 @@ fn run_conv_case<T: Element, const N: usize, const R: usize>(
         &r::conv_bw_filter(g, &x, &dy),
     )?;
     if c.bias {
-        let b = round::<T>(&rng.vals(g.c_out));
-        let bb =
-            DeviceBuffer::<T>::from_host(s, &b.iter().map(|&v| T::from_f64(v)).collect::<Vec<_>>())
-                .map_err(e)?;
-        let bview = TensorRef::contiguous(bb.as_slice(), [g.c_out]).map_err(e)?;
-        let mut yb2 = poisoned::<T>(s, n(&ys));
-        plan.run_fw_bias(
+        check_bias::<T, R>(
             s,
-            Workspace::Borrowed(wsb.as_slice_mut()),
-            ConvArgs {
-                x: view(&xb, &xs, l),
-                w: view(&wb, &ws, l),
-                y: view_mut(&mut yb2, &ys, l),
+            rng,
+            (g.c_out, n(&out), true),
+            (&ys, l),
+            (&r::conv_fw(g, &x, &w), &dy),
+            |b, y| {
+                plan.run_fw_bias(
+                    s,
+                    Workspace::Borrowed(wsb.as_slice_mut()),
+                    ConvArgs {
+                        x: view(&xb, &xs, l),
+                        w: view(&wb, &ws, l),
+                        y,
+                    },
+                    b,
+                    true,
+                )
             },
-            bview,
-            true,
-        )
-        .map_err(e)?;
-        // The epilogue rounds the conv output to T before adding the bias.
-        let mut want = round::<T>(&r::conv_fw(g, &x, &w));
-        r::bias_act(&mut want, &b, n(&out), true);
-        compare("fw_bias_relu", T::KIND, &download(s, &yb2, &ys, l), &want)?;
-        let mut dbb = poisoned::<T>(s, g.c_out);
-        let dbv = TensorMut::contiguous(dbb.as_slice_mut(), [g.c_out]).map_err(e)?;
-        plan.run_bw_bias(s, view(&dyb, &ys, l), dbv).map_err(e)?;
-        let got: Vec<f64> = dbb
-            .to_host(s)
-            .map_err(e)?
-            .iter()
-            .map(|v| v.to_f64())
-            .collect();
-        compare("bw_bias", T::KIND, &got, &r::bias_bw(&dy, g.c_out, n(&out)))?;
+            |db| plan.run_bw_bias(s, view(&dyb, &ys, l), db),
+        )?;
     }
     Ok(())
 }
@@ -645,7 +634,69 @@ fn transpose_case<T: Element, const N: usize, const R: usize>(
         T::KIND,
         &download(s, &dwb, &ws, l),
         &r::conv_bw_filter(&g, &dy, &x),
+    )?;
+    // Bias [c_out] (+ ReLU on every other case) and its gradient.
+    let relu = rng.below(2) == 0;
+    check_bias::<T, R>(
+        s,
+        rng,
+        (c_out, n(&g.input), relu),
+        (&ys, l),
+        (&r::conv_bw_data(&g, &w, &x), &dy),
+        |b, y| {
+            plan.run_fw_bias(
+                s,
+                Workspace::Borrowed(wsb.as_slice_mut()),
+                ConvArgs {
+                    x: view(&xb, &xs, l),
+                    w: view(&wb, &ws, l),
+                    y,
+                },
+                b,
+                relu,
+            )
+        },
+        |db| plan.run_bw_bias(s, view(&dyb, &ys, l), db),
     )
+}
+
+/// A plan's bias forward (+ ReLU when `relu`) and bias gradient against
+/// the reference: `fw(b, y)` runs the biased forward into `y` (of shape
+/// `ys`), `bw(db)` the bias gradient of `dy`; `conv` is the reference
+/// output without the bias, `spatial` the positions per channel.
+fn check_bias<T: Element, const R: usize>(
+    s: &Stream,
+    rng: &mut Rng,
+    (channels, spatial, relu): (usize, usize, bool),
+    (ys, l): (&[usize], ConvLayout),
+    (conv, dy): (&[f64], &[f64]),
+    fw: impl for<'a> FnOnce(TensorRef<'a, T, 1>, TensorMut<'a, T, R>) -> Result<(), Error>,
+    bw: impl for<'a> FnOnce(TensorMut<'a, T, 1>) -> Result<(), Error>,
+) -> Res {
+    let e = |e: Error| e.to_string();
+    let b = round::<T>(&rng.vals(channels));
+    let bb =
+        DeviceBuffer::<T>::from_host(s, &b.iter().map(|&v| T::from_f64(v)).collect::<Vec<_>>())
+            .map_err(e)?;
+    let mut y = poisoned::<T>(s, ys.iter().product());
+    fw(
+        TensorRef::contiguous(bb.as_slice(), [channels]).map_err(e)?,
+        view_mut(&mut y, ys, l),
+    )
+    .map_err(e)?;
+    // The epilogue rounds the conv output to T before adding the bias.
+    let mut want = round::<T>(conv);
+    r::bias_act(&mut want, &b, spatial, relu);
+    compare("fw_bias", T::KIND, &download(s, &y, ys, l), &want)?;
+    let mut db = poisoned::<T>(s, channels);
+    bw(TensorMut::contiguous(db.as_slice_mut(), [channels]).map_err(e)?).map_err(e)?;
+    let got: Vec<f64> = db
+        .to_host(s)
+        .map_err(e)?
+        .iter()
+        .map(|v| v.to_f64())
+        .collect();
+    compare("bw_bias", T::KIND, &got, &r::bias_bw(dy, channels, spatial))
 }
 
 fn transpose_shell<const N: usize>(e: ElementKind) -> ConvTransposeDescriptor<N> {
@@ -944,6 +995,64 @@ fn conv_bad_inputs() {
             ..
         })
     ));
+    // transposed conv: errors name the transposed conv's own arguments
+    // (it runs the equivalent conv's directions with the roles swapped).
+    // x [1, 2, 4, 4], w [2, 2, 3, 3], y [1, 2, 9, 9] (stride 2, output
+    // padding 0).
+    let t = t.with_output_padding(0, 0);
+    let plan = ConvTranspose2dPlan::<f32>::select(&s, &t, &pref).unwrap();
+    assert_eq!(plan.output_dims(), [9, 9]);
+    let x = DeviceBuffer::<f32>::filled_bytes(&s, 2 * 16, 0x3F).unwrap();
+    let w = DeviceBuffer::<f32>::filled_bytes(&s, 2 * 2 * 9, 0x3F).unwrap();
+    let mut y = poisoned::<f32>(&s, 2 * 81);
+    let mut dx = poisoned::<f32>(&s, 2 * 16);
+    let mut dw = poisoned::<f32>(&s, 2 * 2 * 9);
+    let mut ws = DeviceBuffer::<u8>::uninit(&s, plan.workspace_size().max(1)).unwrap();
+    let names_arg = |r: Result<(), Error>, want: &str| match r {
+        Err(Error::ShapeMismatch {
+            op: "conv_transpose",
+            arg,
+            ..
+        }) if arg == want => {}
+        other => panic!("expected a shape mismatch of conv_transpose's {want}, got {other:?}"),
+    };
+    let bad_x =
+        TensorRef::contiguous(x.as_slice().slice(0..2 * 12).unwrap(), [1, 2, 4, 3]).unwrap();
+    let wv = || view(&w, &[2, 2, 3, 3], l);
+    let r = plan.run_fw(
+        &s,
+        Workspace::Borrowed(ws.as_slice_mut()),
+        ConvArgs {
+            x: bad_x,
+            w: wv(),
+            y: view_mut(&mut y, &[1, 2, 9, 9], l),
+        },
+    );
+    names_arg(r, "x");
+    let r = plan.run_bw_data(
+        &s,
+        Workspace::Borrowed(ws.as_slice_mut()),
+        ConvBwArgs {
+            w: wv(),
+            dy: view(&x, &[1, 2, 4, 4], l),
+            dx: view_mut(&mut dx, &[1, 2, 4, 4], l),
+        },
+    );
+    names_arg(r, "dy");
+    let r = plan.run_dw(
+        &s,
+        Workspace::Borrowed(ws.as_slice_mut()),
+        ConvDwArgs {
+            x: view(&x, &[1, 2, 4, 4], l),
+            dy: view(&y, &[1, 2, 9, 9], l),
+            dw: view_mut(&mut dw, &[2, 2, 3, 2], l),
+        },
+    );
+    names_arg(r, "dw");
+    // nothing was written
+    assert!(y.to_host(&s).unwrap().iter().all(|v| v.is_nan()));
+    assert!(dx.to_host(&s).unwrap().iter().all(|v| v.is_nan()));
+    assert!(dw.to_host(&s).unwrap().iter().all(|v| v.is_nan()));
 }
 
 // ---------------------------------------------------------------------------
