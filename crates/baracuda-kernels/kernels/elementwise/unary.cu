@@ -41,7 +41,9 @@
 // sigmoid(v) = 1 / (1 + 2^(-v log2 e)) through the approximate reciprocal
 // and exp2 (a few f32 ulp, far below a 16-bit half-ulp), and
 // gelu_tanh(x) = x sigmoid(2 k (x + c x^3)), the same function as
-// x/2 (1 + tanh(.)) without tanhf. f32 and f64 keep IEEE division, expf
+// x/2 (1 + tanh(.)) without tanhf; exp on 16-bit types is one approximate
+// exp2 with the argument's rounding error folded back in (exp_16bit), which
+// lets bf16 exp stream at relu's rate. f32 and f64 keep IEEE division, expf
 // and tanhf.
 // Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_OP (the op's index)
 // limits the module to one op's kernels, so a plan compiles only what it runs.
@@ -90,6 +92,22 @@ __device__ __forceinline__ float normal_cdf(float x) {
 __device__ __forceinline__ float sigmoid_approx(float v) {
     return rcp_approx(1.f + ex2_approx(-1.4426950408889634f * v));
 }
+// e^x for 16-bit results: t = x log2(e) rounded to f32, c its rounding
+// error (one FMA, plus x times log2(e)'s own f32 rounding error), and
+// e^x = 2^t (1 + c ln2) with 2^t from the approximate hardware exp2
+// without .ftz (subnormal results survive, as bf16 holds them). The fold
+// takes the argument's share of the error from 2^-18 to 2^-37 (over every
+// bf16 input, exact exp2 assumed), leaving ex2.approx's own (about 2^-22),
+// far below a 16-bit half-ulp (2^-9 bf16, 2^-11 f16),
+// in one MUFU op instead of expf's range reduction. Beyond |t| >= 150
+// the result is 0 or inf (and c may be NaN), so 2^t stands alone.
+__device__ __forceinline__ float exp_16bit(float x) {
+    const float t = x * 1.4426950408889634f;
+    const float c = fmaf(x, 1.4426950408889634f, -t) + x * 1.925963033e-8f;
+    float r;
+    asm("ex2.approx.f32 %0, %1;" : "=f"(r) : "f"(t));
+    return fabsf(t) < 150.f ? fmaf(r * 0.69314718055994531f, c, r) : r;
+}
 #else
 __device__ __forceinline__ double normal_cdf(double x) { return 0.5 * (1.0 + erf(x * 0.70710678118654752440)); }
 __device__ __forceinline__ double gelu_erf(double x) { return x * normal_cdf(x); }
@@ -103,6 +121,7 @@ __device__ __forceinline__ ACC unary_f(ACC x) {
     if (OP == GELU_TANH) return x * sigmoid_approx(1.5957691216057308f * (x + 0.044715f * x * x * x));
     if (OP == SILU) return x * sigmoid_approx(x);
     if (OP == SIGMOID) return sigmoid_approx(x);
+    if (OP == EXP) return exp_16bit(x);
 #else
     if (OP == GELU_TANH) {
         const ACC k = ACC(0.79788456080286535588);
@@ -143,6 +162,9 @@ __device__ __forceinline__ ACC unary_df(ACC x, ACC dy) {
         const ACC t = m_tanh(x);
         return dy * (ACC(1) - t * t);
     }
+#if BARACUDA_DTYPE >= 2
+    if (OP == EXP) return dy * exp_16bit(x);
+#endif
     if (OP == EXP) return dy * m_exp(x);
     return -dy;  // NEG
 }
