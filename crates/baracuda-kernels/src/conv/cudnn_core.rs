@@ -36,7 +36,7 @@ use baracuda_kernels_types::{
 
 use super::descriptor::{check_i32_elems, full_shape};
 use super::{spec_for, BIAS_SOURCE, LAYOUT_SOURCE};
-use crate::scratch::{fastest, random_bytes};
+use crate::scratch::{fastest, operand_sets, random_bytes};
 
 /// Backend plans timed per direction by `Autotune::Measured`, taken in
 /// heuristic rank order. It bounds select time: after 50 ms of heating,
@@ -286,11 +286,10 @@ fn elem_count(n: i32, c: i32, sp: &[i32]) -> usize {
 }
 
 /// Device scratch operands for timing candidates (allocated once per
-/// select; run never allocates).
+/// select; run never allocates): [`operand_sets`] sets of x, y and w, which
+/// successive timed launches rotate through.
 struct Scratch {
-    x: DeviceBuffer<u8>,
-    y: DeviceBuffer<u8>,
-    w: DeviceBuffer<u8>,
+    sets: Vec<[DeviceBuffer<u8>; 3]>,
 }
 
 impl Scratch {
@@ -302,19 +301,23 @@ impl Scratch {
         // Seeded random values in [-1, 1): engines are timed on data like
         // real data (tensor-core power, and so clocks, depend on the bits;
         // a constant or zero fill favours the wrong engine).
-        Ok(Scratch {
-            x: random_bytes(stream, p.dtype, xb.max(1), 1)?,
-            y: random_bytes(stream, p.dtype, yb.max(1), 2)?,
-            w: random_bytes(stream, p.dtype, wb.max(1), 3)?,
-        })
+        let n = operand_sets(stream, xb + yb + wb);
+        let mut sets = Vec::with_capacity(n);
+        for i in 0..n as u64 {
+            sets.push([
+                random_bytes(stream, p.dtype, xb.max(1), 3 * i + 1)?,
+                random_bytes(stream, p.dtype, yb.max(1), 3 * i + 2)?,
+                random_bytes(stream, p.dtype, wb.max(1), 3 * i + 3)?,
+            ]);
+        }
+        Ok(Scratch { sets })
     }
 
-    fn ops(&self, dir: ConvDirection) -> (u64, u64, u64) {
-        let (x, y, w) = (
-            self.x.as_slice().addr(),
-            self.y.as_slice().addr(),
-            self.w.as_slice().addr(),
-        );
+    /// The operands of `dir` in set `k % sets` (the order
+    /// `CudnnConv::run_candidate` takes them in).
+    fn ops(&self, dir: ConvDirection, k: usize) -> (u64, u64, u64) {
+        let [x, y, w] = &self.sets[k % self.sets.len()];
+        let (x, y, w) = (x.as_slice().addr(), y.as_slice().addr(), w.as_slice().addr());
         match dir {
             ConvDirection::Forward => (x, w, y),
             ConvDirection::BackwardData => (w, y, x),
@@ -629,8 +632,10 @@ fn time_candidates(
     let ws_bytes = cands.iter().map(|c| c.workspace_bytes).max().unwrap_or(0);
     let ws = DeviceBuffer::<u8>::uninit(stream, ws_bytes.max(1))?;
     let wsa = ws.as_slice().addr();
-    let ops = scratch.ops(dir);
+    let mut launches = 0usize;
     let timing = fastest(stream, cands.len(), |i| {
+        let ops = scratch.ops(dir, launches);
+        launches += 1;
         // SAFETY: the scratch buffers hold this problem's operands (sized
         // from the same problem) on the stream's context, device
         // allocations are 256-byte aligned, and `ws` holds the largest

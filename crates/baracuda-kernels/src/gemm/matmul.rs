@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use crate::scratch::{fastest, random_bytes};
+use crate::scratch::{fastest, operand_sets, random_bytes};
 use baracuda_driver::{
     lt_heuristic, lt_matmul, DeviceBuffer, LtAlgo, LtCompute, LtEpilogue, LtLayout, LtLayouts,
     LtMatmulDesc, LtPointers, LtPreference, LtScalar, Stream,
@@ -217,20 +217,8 @@ impl Prepared {
             ((outer - 1) * ld + inner + (p.batch - 1) * stride).max(1)
         };
         let bytes = |k: ElementKind, n: usize| n * k.size_bytes() + 256;
-        // Operands hold seeded random values: tensor-core power, and so
-        // the ranking, depends on the bits.
-        let a = random_bytes(
-            stream,
-            p.a_kind,
-            bytes(p.a_kind, span(p.m, p.k, p.lda, p.layout.a(), p.strides[0])),
-            1,
-        )?;
-        let b = random_bytes(
-            stream,
-            p.b_kind,
-            bytes(p.b_kind, span(p.k, p.n, p.ldb, p.layout.b(), p.strides[1])),
-            2,
-        )?;
+        let a_bytes = bytes(p.a_kind, span(p.m, p.k, p.lda, p.layout.a(), p.strides[0]));
+        let b_bytes = bytes(p.b_kind, span(p.k, p.n, p.ldb, p.layout.b(), p.strides[1]));
         let dn = span(
             p.m,
             p.n,
@@ -238,8 +226,19 @@ impl Prepared {
             p.layout.c(),
             p.strides[2].max(p.strides[3]),
         );
+        // Operand sets that successive launches rotate through (A, B and
+        // D; C, bias and aux are shared), and seeded random values:
+        // tensor-core power, and so the ranking, depends on the bits.
+        let n_sets = operand_sets(stream, a_bytes + b_bytes + bytes(p.d_kind, dn));
+        let mut sets = Vec::with_capacity(n_sets);
+        for i in 0..n_sets as u64 {
+            sets.push((
+                random_bytes(stream, p.a_kind, a_bytes, 2 * i + 1)?,
+                random_bytes(stream, p.b_kind, b_bytes, 2 * i + 2)?,
+                DeviceBuffer::<u8>::zeros(stream, bytes(p.d_kind, dn))?,
+            ));
+        }
         let c = DeviceBuffer::<u8>::zeros(stream, bytes(p.c_kind, dn))?;
-        let mut d = DeviceBuffer::<u8>::zeros(stream, bytes(p.d_kind, dn))?;
         let mut aux = DeviceBuffer::<u8>::zeros(stream, bytes(p.d_kind, dn))?;
         let mut bias =
             DeviceBuffer::<u8>::zeros(stream, bytes(ElementKind::F64, p.m.max(p.n)) + 256)?;
@@ -265,22 +264,34 @@ impl Prepared {
         } else {
             (one, zero)
         };
-        let ptrs = Ptrs {
-            a: a.as_slice().addr(),
-            b: b.as_slice().addr(),
+        let shared = Ptrs {
+            a: 0,
+            b: 0,
             c: c.as_slice().addr(),
-            d: d.as_slice_mut().addr(),
+            d: 0,
             workspace: ws.as_slice_mut().addr(),
             workspace_bytes: ws_bytes,
             bias: bias.as_slice_mut().addr(),
             aux: aux.as_slice_mut().addr(),
             scales: Some((scales.as_slice().addr(), scales.as_slice().addr() + 256)),
         };
+        let ptrs: Vec<Ptrs> = sets
+            .iter_mut()
+            .map(|(a, b, d)| Ptrs {
+                a: a.as_slice().addr(),
+                b: b.as_slice().addr(),
+                d: d.as_slice_mut().addr(),
+                ..shared
+            })
+            .collect();
+        let mut launches = 0usize;
         let timing = fastest(stream, algos.len(), |i| {
+            let set = ptrs[launches % ptrs.len()];
+            launches += 1;
             // SAFETY: every scratch buffer above covers the span its layout
             // reaches (computed by `span`), plus slack; `fastest`
             // synchronizes the stream before they drop.
-            unsafe { self.enqueue_with(stream, &algos[i], one, zero, ptrs) }
+            unsafe { self.enqueue_with(stream, &algos[i], one, zero, set) }
         })?;
         timing.log(&format!("{p:?}"), |i| algos[i].describe());
         // When no candidate ran, `run` would fail the same way: fail here,
