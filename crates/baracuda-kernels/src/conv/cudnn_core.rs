@@ -317,7 +317,11 @@ impl Scratch {
     /// `CudnnConv::run_candidate` takes them in).
     fn ops(&self, dir: ConvDirection, k: usize) -> (u64, u64, u64) {
         let [x, y, w] = &self.sets[k % self.sets.len()];
-        let (x, y, w) = (x.as_slice().addr(), y.as_slice().addr(), w.as_slice().addr());
+        let (x, y, w) = (
+            x.as_slice().addr(),
+            y.as_slice().addr(),
+            w.as_slice().addr(),
+        );
         match dir {
             ConvDirection::Forward => (x, w, y),
             ConvDirection::BackwardData => (w, y, x),
