@@ -188,19 +188,47 @@ pub fn time_rotating_ms(
     }
 }
 
-/// Median milliseconds of single calls, each bracketed by CUDA events
-/// (after an idle [`COOL_MS`] and [`WARMUP`] calls). For the copy ceiling: a device-to-device copy
-/// captured in a graph becomes a memcpy node, which runs slower than the
-/// same copy issued directly.
+/// Device milliseconds of one call of `f` on `s`, timed eagerly: for the
+/// copy ceiling, since a device-to-device copy captured in a graph becomes
+/// a memcpy node, which runs slower than the same copy issued directly.
+///
+/// Like [`time_rotating_ms`], successive calls run `f(0)`, `f(1)`, ...,
+/// `f(sets - 1)`, `f(0)`, ...: after an idle [`COOL_MS`] and [`WARMUP`]
+/// calls (at least one round), [`ITERS`] calls rounded up to whole rounds
+/// are issued back to back, each round bracketed by CUDA events; the
+/// result is the median round time over `sets`. With one set that is the
+/// median of [`ITERS`] single calls.
 ///
 /// # Errors
 /// Whatever `f` or the events return.
-pub fn time_eager_ms(s: &Stream, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+pub fn time_eager_rotating_ms(
+    s: &Stream,
+    sets: usize,
+    mut f: impl FnMut(usize) -> Result<()>,
+) -> Result<f64> {
+    let sets = sets.max(1);
     cool_down(s)?;
-    for _ in 0..WARMUP {
-        f()?;
+    for i in 0..WARMUP.max(sets) {
+        f(i % sets)?;
     }
-    time_calls(s, ITERS, &mut f)
+    let ctx = s.context();
+    let events: Vec<(Event, Event)> = (0..ITERS.div_ceil(sets).max(5))
+        .map(|_| Ok((Event::new(ctx)?, Event::new(ctx)?)))
+        .collect::<Result<_>>()?;
+    for (a, b) in &events {
+        a.record(s)?;
+        for i in 0..sets {
+            f(i)?;
+        }
+        b.record(s)?;
+    }
+    s.synchronize()?;
+    let mut ms: Vec<f64> = events
+        .iter()
+        .map(|(a, b)| a.elapsed_ms(b).map(f64::from))
+        .collect::<Result<_>>()?;
+    ms.sort_by(f64::total_cmp);
+    Ok(ms[ms.len() / 2] / sets as f64)
 }
 
 /// `k` calls of `f` captured into one graph.
