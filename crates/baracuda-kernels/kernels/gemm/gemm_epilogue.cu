@@ -9,6 +9,8 @@
 // scale_i32  out[i,j] = alpha * acc[i,j]               (int GEMM to f32/bf16)
 // amax       out = max |d[i,j]| (atomicMax on the bits of a non-negative
 //            float, so the result is order-independent)
+// skinny_N   the whole linear forward for N <= 4 rows of X (decode), where
+//            a tensor-core tile would waste its M dimension: see below
 //
 // Grid-stride loops over the m*n logical elements with 64-bit indices
 // (m*n can pass 2^31). Memory bound: ~2-3 passes over D, judged by GB/s.
@@ -214,3 +216,101 @@ extern "C" __global__ void amax(const T* d, long long ldd, int row_major, long l
     // |x| >= 0, so the IEEE bit patterns order like the values.
     if ((threadIdx.x & 31) == 0) atomicMax(out, __float_as_uint(best));
 }
+
+// skinny_TOK: Z[t, r] = sum_k X[t, k] W[r, k] (+ b[r]), aux[t, r] = Z (when
+// given), Y[t, r] = act(Z), for t < TOK (1..4) rows of a row-major packed
+// X [TOK, K], W [N, K], Y and aux [TOK, N]; K a multiple of VEC and X, W
+// 16-byte aligned (the plan checks both).
+//
+// A warp owns SKINNY_ROWS consecutive rows of W. Lane l reads the 16-byte
+// vectors j = l, l + 32, l + 64, ... of each of its rows, SKINNY_UNROLL
+// iterations at a time (every W load of those iterations is issued before
+// any FMA: SKINNY_UNROLL * SKINNY_ROWS loads in flight per lane), and the
+// matching vectors of X through the read-only cache (X is TOK * K elements,
+// L1/L2-resident, read by every warp). Acc accumulation per (row, token) in
+// a fixed lane order, then a butterfly shuffle over the 32 lanes: the sum's
+// order depends only on K, so results are bit-stable run to run. Lane
+// t * SKINNY_ROWS + r writes (t, r).
+//
+// Traffic: N*K elements of W once, TOK*K of X per warp from cache, TOK*N
+// outputs (and aux). Decode (TOK = 1, bf16 4096 -> 14336): 117 MB of W,
+// so the kernel is judged by W bytes per second against HBM bandwidth.
+#define SKINNY_ROWS 2
+#define SKINNY_UNROLL 4
+
+__device__ __forceinline__ void dot_vec(Acc& acc, const uint4& w, const uint4& x) {
+    T wv[VEC], xv[VEC];
+    memcpy(wv, &w, 16);
+    memcpy(xv, &x, 16);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) acc += load(wv, e) * load(xv, e);
+}
+
+template <int TOK>
+__device__ __forceinline__ void skinny_impl(const T* __restrict__ x, const T* __restrict__ w,
+                                            const T* __restrict__ bias, T* __restrict__ y,
+                                            T* __restrict__ aux, long long n, long long k, int act) {
+    const int lane = threadIdx.x & 31;
+    const long long row0 =
+        ((long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * SKINNY_ROWS;
+    if (row0 >= n) return;
+    const long long kv = k / VEC;
+    const uint4* wv = reinterpret_cast<const uint4*>(w);
+    const uint4* xv = reinterpret_cast<const uint4*>(x);
+    Acc acc[TOK][SKINNY_ROWS];
+#pragma unroll
+    for (int t = 0; t < TOK; ++t)
+#pragma unroll
+        for (int r = 0; r < SKINNY_ROWS; ++r) acc[t][r] = (Acc)0;
+    // Rows past n (an odd n's last warp) re-read row n - 1 and are not stored.
+    long long rows[SKINNY_ROWS];
+#pragma unroll
+    for (int r = 0; r < SKINNY_ROWS; ++r) rows[r] = (row0 + r < n ? row0 + r : n - 1) * kv;
+    for (long long j0 = lane; j0 < kv; j0 += 32 * SKINNY_UNROLL) {
+        uint4 wr[SKINNY_UNROLL][SKINNY_ROWS];
+#pragma unroll
+        for (int u = 0; u < SKINNY_UNROLL; ++u) {
+            const long long j = j0 + 32 * u;
+#pragma unroll
+            for (int r = 0; r < SKINNY_ROWS; ++r)
+                wr[u][r] = j < kv ? wv[rows[r] + j] : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < SKINNY_UNROLL; ++u) {
+            const long long j = j0 + 32 * u;
+            if (j < kv) {
+#pragma unroll
+                for (int t = 0; t < TOK; ++t) {
+                    const uint4 xr = __ldg(xv + t * kv + j);
+#pragma unroll
+                    for (int r = 0; r < SKINNY_ROWS; ++r) dot_vec(acc[t][r], wr[u][r], xr);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int t = 0; t < TOK; ++t)
+#pragma unroll
+        for (int r = 0; r < SKINNY_ROWS; ++r) {
+#pragma unroll
+            for (int s = 16; s > 0; s >>= 1) acc[t][r] += __shfl_xor_sync(0xffffffffu, acc[t][r], s);
+            const long long row = row0 + r;
+            if (lane == t * SKINNY_ROWS + r && row < n) {
+                Acc z = acc[t][r];
+                if (bias) z += load(bias, row);
+                if (aux) store(aux, t * n + row, z);
+                store(y, t * n + row, act_fw(act, z));
+            }
+        }
+}
+
+#define SKINNY_KERNEL(TOK)                                                                        \
+    extern "C" __global__ void __launch_bounds__(256)                                             \
+        skinny_##TOK(const T* x, const T* w, const T* bias, T* y, T* aux, long long n, long long k, \
+                     int act) {                                                                   \
+        skinny_impl<TOK>(x, w, bias, y, aux, n, k, act);                                          \
+    }
+SKINNY_KERNEL(1)
+SKINNY_KERNEL(2)
+SKINNY_KERNEL(3)
+SKINNY_KERNEL(4)

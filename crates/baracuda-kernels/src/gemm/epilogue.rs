@@ -66,8 +66,37 @@ pub(crate) struct EpilogueKernels {
     pub scale_i32: Function,
     pub amax_init: Function,
     pub amax: Function,
+    /// `skinny_1` .. `skinny_4`: the linear forward for 1 to 4 rows of X.
+    skinny: [Function; SKINNY_MAX_TOKENS],
     kind: ElementKind,
     sm_count: u32,
+}
+
+/// Most rows of X the skinny linear kernel takes (`skinny_N` in
+/// `gemm_epilogue.cu`).
+pub(crate) const SKINNY_MAX_TOKENS: usize = 4;
+/// Rows of W per warp (`SKINNY_ROWS`) and warps per block of the skinny
+/// kernel.
+const SKINNY_ROWS: usize = 2;
+const SKINNY_WARPS: usize = 8;
+
+/// Whether the skinny kernel computes the forward of a linear layer with
+/// `tokens` rows of X, `k` inputs and `n` outputs of `kind` on a GPU of
+/// `sm_count` SMs: at most [`SKINNY_MAX_TOKENS`] rows, `k` a whole number
+/// of 16-byte vectors, and enough rows of W to give every SM at least 4
+/// warps (fewer rows leave HBM idle; cuBLASLt's split-K covers them).
+pub(crate) fn skinny_fits(
+    kind: ElementKind,
+    sm_count: u32,
+    tokens: usize,
+    k: usize,
+    n: usize,
+) -> bool {
+    let vec = 16 / kind.size_bytes().max(1);
+    (1..=SKINNY_MAX_TOKENS).contains(&tokens)
+        && k > 0
+        && k % vec == 0
+        && n.div_ceil(SKINNY_ROWS) >= 4 * sm_count.max(1) as usize
 }
 
 /// How the two-pass column sum splits a `[rows, cols]` matrix: row chunks
@@ -93,6 +122,12 @@ impl EpilogueKernels {
             scale_i32: m.function("scale_i32")?,
             amax_init: m.function("amax_init")?,
             amax: m.function("amax")?,
+            skinny: [
+                m.function("skinny_1")?,
+                m.function("skinny_2")?,
+                m.function("skinny_3")?,
+                m.function("skinny_4")?,
+            ],
             kind,
             sm_count: ctx.device().sm_count,
         })
@@ -184,6 +219,47 @@ impl EpilogueKernels {
     }
 }
 
+impl EpilogueKernels {
+    /// The linear forward `Y = act(X W^T + b)` (and `aux = X W^T + b`) of
+    /// `tokens` rows through the skinny kernel: `x` `[tokens, k]`, `w`
+    /// `[n, k]`, `y` and `aux` `[tokens, n]`, all row-major and packed;
+    /// `bias` (`n`) and `aux` may be 0 (none).
+    ///
+    /// # Safety
+    /// [`skinny_fits`] must hold for the shape; `x` and `w` must be 16-byte
+    /// aligned; every pointer must hold the elements above, of the kernels'
+    /// kind, and `y`/`aux` must not overlap the inputs.
+    pub(crate) unsafe fn skinny(
+        &self,
+        stream: &Stream,
+        (tokens, k, n): (usize, usize, usize),
+        (x, w, bias): (u64, u64, u64),
+        (y, aux): (u64, u64),
+        act: i32,
+    ) -> Result<()> {
+        let f = self
+            .skinny
+            .get(tokens.wrapping_sub(1))
+            .ok_or_else(|| Error::Unsupported {
+                op: "linear",
+                what: format!(
+                    "the skinny kernel takes 1 to {SKINNY_MAX_TOKENS} rows, not {tokens}"
+                ),
+            })?;
+        let blocks = n.div_ceil(SKINNY_ROWS * SKINNY_WARPS);
+        let cfg = LaunchConfig::linear(blocks as u32, (32 * SKINNY_WARPS) as u32);
+        let mut a = kernel_args(|a| {
+            a.push(x)?.push(w)?.push(bias)?.push(y)?.push(aux)?;
+            a.push(n as i64)?.push(k as i64)?.push(act)?;
+            Ok(())
+        })?;
+        // SAFETY: the parameters match skinny_N's signature; the caller
+        // guarantees the extents and alignment the kernel reads and writes
+        // (rows below n, k elements per row, tokens rows of X, Y and aux).
+        unsafe { f.launch(stream, cfg, &mut a) }
+    }
+}
+
 /// The split of a column sum over a row-major `[rows, cols]` matrix of
 /// `kind` with leading dimension `ld` on a GPU of `sm_count` SMs: enough
 /// row chunks that the column tiles times the chunks fill the GPU about 8
@@ -245,5 +321,27 @@ mod tests {
         // The prefill dY: 56 column tiles of 256 bf16, 19 chunks of 432 rows.
         let sp = col_sum_split(ElementKind::Bf16, 132, 8192, 14336, 14336);
         assert_eq!((sp.chunk, sp.chunks, sp.vec), (432, 19, 8));
+    }
+
+    #[test]
+    fn skinny_takes_decode_shapes_only() {
+        use ElementKind::{Bf16, F16, F32, F64};
+        // Decode, up and down projections, 1 to 4 tokens, on 132 SMs.
+        for t in 1..=4 {
+            assert!(skinny_fits(Bf16, 132, t, 4096, 14336));
+            assert!(skinny_fits(Bf16, 132, t, 14336, 4096));
+        }
+        assert!(!skinny_fits(Bf16, 132, 0, 4096, 14336));
+        assert!(!skinny_fits(Bf16, 132, 5, 4096, 14336));
+        // K a whole number of 16-byte vectors of the dtype.
+        assert!(!skinny_fits(Bf16, 132, 1, 4100, 14336));
+        assert!(skinny_fits(F32, 132, 1, 4100, 14336));
+        assert!(!skinny_fits(F32, 132, 1, 4098, 14336));
+        assert!(skinny_fits(F64, 132, 1, 4098, 14336));
+        assert!(!skinny_fits(F16, 132, 1, 0, 14336));
+        // At least 4 warps of 2 rows per SM: 1056 rows on 132 SMs.
+        assert!(skinny_fits(Bf16, 132, 1, 4096, 1056));
+        assert!(!skinny_fits(Bf16, 132, 1, 4096, 1054));
+        assert!(skinny_fits(Bf16, 16, 1, 4096, 128));
     }
 }

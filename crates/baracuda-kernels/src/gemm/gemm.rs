@@ -7,7 +7,7 @@
 
 use std::marker::PhantomData;
 
-use baracuda_driver::{LtCompute, LtEpilogue, Stream};
+use baracuda_driver::{LtCompute, LtEpilogue, LtScalar, Stream};
 use baracuda_kernels_types::{
     Activation, BackendKind, DeviceSlice, Element, ElementKind, EpilogueKind, Error, KernelSku,
     LayoutSku, MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference,
@@ -295,6 +295,11 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
         &self.desc
     }
 
+    /// The cuBLASLt compute type of the matmul.
+    pub(crate) fn compute(&self) -> LtCompute {
+        self.compute
+    }
+
     pub(crate) fn select_as(
         op: &'static str,
         stream: &Stream,
@@ -369,6 +374,24 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
         workspace: Workspace<'_>,
         args: GemmArgs<'_, T, O>,
     ) -> Result<()> {
+        let (ptrs, alpha, beta) = self.checked(op, stream, workspace, &args)?;
+        // SAFETY: `checked` proved A, B, C, D (and aux) hold the extents
+        // their layouts reach on this context and are 16-byte aligned, the
+        // bias n elements, and the workspace the algorithm's bytes. The
+        // borrows in `args` keep them alive and D exclusive while the work
+        // is enqueued.
+        unsafe { self.enqueue_checked(stream, alpha, beta, ptrs) }
+    }
+
+    /// Check `args` against the plan (as [`GemmPlan::run`] does) and
+    /// return their addresses and the scalars in the compute type.
+    pub(crate) fn checked(
+        &self,
+        op: &'static str,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: &GemmArgs<'_, T, O>,
+    ) -> Result<(Ptrs, LtScalar, LtScalar)> {
         let ctx = stream.context().id();
         let d = &self.desc;
         let l = d.layout;
@@ -422,11 +445,23 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
         };
         let alpha = scalar(self.compute, true, args.alpha);
         let beta = scalar(self.compute, true, args.beta);
-        // SAFETY: check_mat proved A, B, C, D (and aux) hold the extents
-        // their layouts reach on this context and are 16-byte aligned;
-        // check_bias proved the bias holds n elements; the workspace holds
-        // the algorithm's bytes. The borrows in `args` keep them alive and
-        // D exclusive while the work is enqueued.
+        Ok((ptrs, alpha, beta))
+    }
+
+    /// Enqueue the matmul (and the epilogue kernel, if any) on addresses
+    /// from [`GemmPlan::checked`].
+    ///
+    /// # Safety
+    /// `ptrs` must come from `checked` of this plan (or cover the same
+    /// extents, aligned alike), and stay valid until the work completes.
+    pub(crate) unsafe fn enqueue_checked(
+        &self,
+        stream: &Stream,
+        alpha: LtScalar,
+        beta: LtScalar,
+        ptrs: Ptrs,
+    ) -> Result<()> {
+        // SAFETY: forwarded from the caller.
         unsafe { self.prepared.enqueue(stream, alpha, beta, ptrs) }?;
         if let Some(k) = &self.post {
             self.launch_post(stream, k, ptrs)?;

@@ -25,13 +25,13 @@ use baracuda_kernels_types::{
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use super::epilogue::{act_code, kernel_args, ColSumSplit, EpilogueKernels};
+use super::epilogue::{act_code, kernel_args, skinny_fits, ColSumSplit, EpilogueKernels};
 use super::gemm::{
     check_bias, check_mat, compute_for, mat_mut, mat_ref, problem, GemmArgs, GemmDescriptor,
     GemmPlan,
 };
 use super::matmul::{scalar, Prepared, Ptrs};
-use crate::scratch::{fastest, random_bytes};
+use crate::scratch::{fastest, operand_sets, random_bytes};
 use crate::Plan;
 use baracuda_driver::DeviceBuffer;
 use baracuda_kernels_types::{Autotune, ElementKind};
@@ -102,6 +102,8 @@ pub struct LinearBwArgs<'a, T> {
 pub struct LinearPlan<T: Element> {
     desc: LinearDescriptor,
     fw: GemmPlan<T>,
+    /// The forward runs the skinny kernel instead of `fw`'s matmul.
+    skinny: bool,
     compute: LtCompute,
     dx: Prepared,
     dw: Prepared,
@@ -206,6 +208,103 @@ fn fused_db_is_faster<T: Element>(
         (Some((c, _)), _) => c == 0,
         (None, Some(e)) => return Err(e),
         (None, None) => true,
+    };
+    cache
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(key, f);
+    Ok(f)
+}
+
+/// Whether the forward runs faster through the skinny kernel than through
+/// the cuBLASLt plan `fw`, timed on random scratch operands rotated over
+/// [`operand_sets`] sets; cached per device, descriptor, dtype and
+/// preference for the process.
+fn skinny_is_faster<T: Element>(
+    stream: &Stream,
+    desc: &LinearDescriptor,
+    pref: &PlanPreference,
+    fw: &GemmPlan<T>,
+    kernels: &EpilogueKernels,
+) -> Result<bool> {
+    static CACHE: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
+    let key = format!(
+        "{}:{desc:?}:{:?}:{}:{}",
+        stream.context().device().ordinal,
+        T::KIND,
+        pref.deterministic,
+        pref.allow_tf32
+    );
+    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
+    if let Some(&f) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
+        return Ok(f);
+    }
+    let (t, i, o) = (desc.tokens, desc.in_features, desc.out_features);
+    let size = T::KIND.size_bytes();
+    let has_bias = desc.epilogue.has_bias();
+    let set_bytes = (t * i + o * i + 2 * t * o + o) * size;
+    let n_sets = operand_sets(stream, set_bytes);
+    let mut sets = Vec::with_capacity(n_sets);
+    for s in 0..n_sets as u64 {
+        sets.push((
+            random_bytes(stream, T::KIND, t * i * size, 3 * s + 1)?,
+            random_bytes(stream, T::KIND, o * i * size, 3 * s + 2)?,
+            random_bytes(stream, T::KIND, o * size, 3 * s + 3)?,
+            DeviceBuffer::<u8>::zeros(stream, t * o * size)?,
+            DeviceBuffer::<u8>::zeros(stream, t * o * size)?,
+        ));
+    }
+    let mut ws = DeviceBuffer::<u8>::zeros(stream, fw.workspace_size().max(1))?;
+    let ws_addr = ws.as_slice_mut().addr();
+    let ptrs: Vec<Ptrs> = sets
+        .iter_mut()
+        .map(|(x, w, b, y, z)| Ptrs {
+            a: x.as_slice().addr(),
+            b: w.as_slice().addr(),
+            c: y.as_slice_mut().addr(),
+            d: y.as_slice_mut().addr(),
+            workspace: ws_addr,
+            workspace_bytes: fw.workspace_size(),
+            bias: if has_bias { b.as_slice().addr() } else { 0 },
+            aux: if desc.save_aux {
+                z.as_slice_mut().addr()
+            } else {
+                0
+            },
+            scales: None,
+        })
+        .collect();
+    let one = scalar(fw.compute(), true, 1.0);
+    let zero = scalar(fw.compute(), true, 0.0);
+    let act = act_code(desc.epilogue.activation());
+    let mut launches = 0usize;
+    let timing = fastest(stream, 2, |c| {
+        let p = ptrs[launches % ptrs.len()];
+        launches += 1;
+        // SAFETY: every scratch buffer holds the elements of its operand
+        // (x [t, i], w [o, i], bias [o], y and aux [t, o]), device
+        // allocations are 256-byte aligned, `skinny_fits` held for the
+        // shape (the caller checked), and ws covers fw's workspace;
+        // `fastest` synchronizes before they drop.
+        unsafe {
+            if c == 0 {
+                kernels.skinny(stream, (t, i, o), (p.a, p.b, p.bias), (p.d, p.aux), act)
+            } else {
+                fw.enqueue_checked(stream, one, zero, p)
+            }
+        }
+    })?;
+    timing.log(&format!("linear forward {desc:?} {:?}", T::KIND), |c| {
+        if c == 0 {
+            "skinny kernel".to_string()
+        } else {
+            format!("cuBLASLt: {}", fw.sku().variant)
+        }
+    });
+    let f = match (timing.best, timing.first_error) {
+        (Some((c, _)), _) => c == 0,
+        (None, Some(e)) => return Err(e),
+        (None, None) => false,
     };
     cache
         .lock()
@@ -428,6 +527,10 @@ impl<T: Element> Plan for LinearPlan<T> {
             None
         };
         let kernels = EpilogueKernels::load(stream, T::KIND)?;
+        let sm_count = stream.context().device().sm_count;
+        let skinny = skinny_fits(T::KIND, sm_count, t, i, o)
+            && (pref.autotune != Autotune::Measured
+                || skinny_is_faster::<T>(stream, desc, pref, &fw, &kernels)?);
         let split = desc
             .epilogue
             .has_bias()
@@ -467,9 +570,20 @@ impl<T: Element> Plan for LinearPlan<T> {
         };
         let mut sku = fw.sku().clone();
         sku.op = OP.to_string();
+        let fw_variant = if skinny {
+            format!(
+                "skinny kernel ({}, {t} rows)",
+                if pref.autotune == Autotune::Measured {
+                    "measured"
+                } else {
+                    "heuristic"
+                }
+            )
+        } else {
+            fw.sku().variant.clone()
+        };
         sku.variant = format!(
-            "fw [{}] | dX {} | dW {}{}",
-            fw.sku().variant,
+            "fw [{fw_variant}] | dX {} | dW {}{}",
             dx.describe(),
             dw.describe(),
             match (db_fused, desc.epilogue.has_bias()) {
@@ -488,6 +602,7 @@ impl<T: Element> Plan for LinearPlan<T> {
         Ok(LinearPlan {
             desc: desc.clone(),
             fw,
+            skinny,
             compute,
             dx,
             dw,
@@ -530,21 +645,34 @@ impl<T: Element> Plan for LinearPlan<T> {
             d.in_features,
             MatrixOrder::ColMajor,
         )?;
-        self.fw.run_as(
-            OP,
-            stream,
-            workspace,
-            GemmArgs {
-                a: args.x,
-                b: wt,
-                c: None,
-                d: args.y,
-                bias: args.bias,
-                aux: args.aux,
-                alpha: 1.0,
-                beta: 0.0,
-            },
-        )
+        let gemm_args = GemmArgs {
+            a: args.x,
+            b: wt,
+            c: None,
+            d: args.y,
+            bias: args.bias,
+            aux: args.aux,
+            alpha: 1.0,
+            beta: 0.0,
+        };
+        let (p, alpha, beta) = self.fw.checked(OP, stream, workspace, &gemm_args)?;
+        if self.skinny {
+            let act = act_code(d.epilogue.activation());
+            let shape = (d.tokens, d.in_features, d.out_features);
+            // SAFETY: `checked` proved x [tokens, in], W [out, in], y and
+            // aux [tokens, out] packed row-major, 16-byte aligned, on this
+            // context, and the bias `out` elements; `select` chose the
+            // skinny kernel only where `skinny_fits` holds; y and aux are
+            // exclusive borrows, disjoint from the inputs.
+            unsafe {
+                self.kernels
+                    .skinny(stream, shape, (p.a, p.b, p.bias), (p.d, p.aux), act)
+            }
+        } else {
+            // SAFETY: the addresses come from `checked` of this plan; the
+            // borrows in `gemm_args` keep them alive and D exclusive.
+            unsafe { self.fw.enqueue_checked(stream, alpha, beta, p) }
+        }
     }
 }
 

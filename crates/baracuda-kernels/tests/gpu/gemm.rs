@@ -515,21 +515,24 @@ fn grouped_moe_shapes() {
 }
 
 fn linear_case<T: Element>(s: &Stream, t: usize, i: usize, o: usize, e: EpilogueKind, tl: f64) {
-    linear_case_with::<T>(s, (t, i, o), e, tl, false);
+    let p = PlanPreference::default();
+    linear_case_with::<T>(s, (t, i, o), e, tl, false, &p);
     if e.has_bias() {
-        linear_case_with::<T>(s, (t, i, o), e, tl, true);
+        linear_case_with::<T>(s, (t, i, o), e, tl, true, &p);
     }
 }
 
-/// One linear layer forward and backward against the reference; with
-/// `column_sum`, db through the column-sum kernel.
+/// One linear layer forward and backward against the reference, selected
+/// with `pref`; with `column_sum`, db through the column-sum kernel.
+/// Returns the plan's SKU variant.
 fn linear_case_with<T: Element>(
     s: &Stream,
     (t, i, o): (usize, usize, usize),
     e: EpilogueKind,
     tl: f64,
     column_sum: bool,
-) {
+    pref: &PlanPreference,
+) -> String {
     let desc = LinearDescriptor {
         tokens: t,
         in_features: i,
@@ -537,7 +540,7 @@ fn linear_case_with<T: Element>(
         epilogue: e,
         save_aux: e.activation() != Activation::Identity,
     };
-    let mut plan = LinearPlan::<T>::select(s, &desc, &PlanPreference::default())
+    let mut plan = LinearPlan::<T>::select(s, &desc, pref)
         .unwrap_or_else(|e| panic!("{desc:?} {}: {e}", T::KIND));
     if column_sum {
         plan = plan.with_column_sum_db();
@@ -643,6 +646,90 @@ fn linear_case_with<T: Element>(
             .map(|j| (0..t).map(|r| dz[r * o + j]).sum())
             .collect();
         check(&format!("{what} db"), &h(&db), &want_db, tl);
+    }
+    plan.sku().variant.clone()
+}
+
+/// Decode-shaped layers (1 to 4 tokens, enough outputs to fill the GPU)
+/// run their forward through the skinny kernel: every dtype and epilogue,
+/// K not a multiple of the kernel's 32-lane x 4 unrolled step, an odd
+/// number of outputs (the last warp's second row lies past the end), and a
+/// 4096-wide layer; measured autotuning picks either kernel and stays
+/// correct.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn linear_skinny_forward() {
+    let s = &gpu().stream;
+    let sms = s.context().device().sm_count as usize;
+    let o = 8 * sms + 25;
+    let heuristic = PlanPreference::default();
+    let skinny = |v: String| assert!(v.contains("skinny kernel"), "{v}");
+    for t in 1..=4 {
+        for e in [
+            EpilogueKind::Identity,
+            EpilogueKind::Bias,
+            EpilogueKind::BiasRelu,
+            EpilogueKind::BiasGeluErf,
+            EpilogueKind::BiasGeluTanh,
+        ] {
+            let u16 = 4.0 * ElementKind::F16.unit_roundoff();
+            skinny(linear_case_with::<bf16>(
+                s,
+                (t, 296, o),
+                e,
+                1e-2,
+                false,
+                &heuristic,
+            ));
+            skinny(linear_case_with::<f16>(
+                s,
+                (t, 296, o),
+                e,
+                u16,
+                false,
+                &heuristic,
+            ));
+            skinny(linear_case_with::<f32>(
+                s,
+                (t, 300, o),
+                e,
+                3e-5,
+                false,
+                &heuristic,
+            ));
+            skinny(linear_case_with::<f64>(
+                s,
+                (t, 302, o),
+                e,
+                1e-12,
+                false,
+                &heuristic,
+            ));
+        }
+    }
+    skinny(linear_case_with::<bf16>(
+        s,
+        (1, 4096, o),
+        EpilogueKind::Bias,
+        2e-2,
+        false,
+        &heuristic,
+    ));
+    // Five tokens, or too few outputs to fill the GPU: cuBLASLt.
+    let v = linear_case_with::<bf16>(s, (5, 296, o), EpilogueKind::Bias, 1e-2, false, &heuristic);
+    assert!(!v.contains("skinny"), "{v}");
+    let v = linear_case_with::<bf16>(s, (1, 296, 40), EpilogueKind::Bias, 1e-2, false, &heuristic);
+    assert!(!v.contains("skinny"), "{v}");
+    let measured = PlanPreference::default().with_autotune(Autotune::Measured);
+    for t in [1, 3] {
+        linear_case_with::<bf16>(
+            s,
+            (t, 4096, o),
+            EpilogueKind::BiasGeluErf,
+            2e-2,
+            false,
+            &measured,
+        );
     }
 }
 
