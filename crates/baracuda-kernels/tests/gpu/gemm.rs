@@ -516,14 +516,22 @@ fn grouped_moe_shapes() {
 
 fn linear_case<T: Element>(s: &Stream, t: usize, i: usize, o: usize, e: EpilogueKind, tl: f64) {
     let p = PlanPreference::default();
-    linear_case_with::<T>(s, (t, i, o), e, tl, false, &p);
+    linear_case_with::<T>(s, (t, i, o), e, tl, false, Pick::Pref(&p));
     if e.has_bias() {
-        linear_case_with::<T>(s, (t, i, o), e, tl, true, &p);
+        linear_case_with::<T>(s, (t, i, o), e, tl, true, Pick::Pref(&p));
     }
 }
 
+/// How a linear test case selects its plan.
+enum Pick<'a> {
+    /// `select` with this preference.
+    Pref(&'a PlanPreference),
+    /// The default preference, then `with_skinny_forward`.
+    Skinny,
+}
+
 /// One linear layer forward and backward against the reference, selected
-/// with `pref`; with `column_sum`, db through the column-sum kernel.
+/// as `pick` says; with `column_sum`, db through the column-sum kernel.
 /// Returns the plan's SKU variant.
 fn linear_case_with<T: Element>(
     s: &Stream,
@@ -531,8 +539,13 @@ fn linear_case_with<T: Element>(
     e: EpilogueKind,
     tl: f64,
     column_sum: bool,
-    pref: &PlanPreference,
+    pick: Pick<'_>,
 ) -> String {
+    let default = PlanPreference::default();
+    let pref = match pick {
+        Pick::Pref(p) => p,
+        Pick::Skinny => &default,
+    };
     let desc = LinearDescriptor {
         tokens: t,
         in_features: i,
@@ -542,6 +555,11 @@ fn linear_case_with<T: Element>(
     };
     let mut plan = LinearPlan::<T>::select(s, &desc, pref)
         .unwrap_or_else(|e| panic!("{desc:?} {}: {e}", T::KIND));
+    if matches!(pick, Pick::Skinny) {
+        plan = plan
+            .with_skinny_forward(s)
+            .unwrap_or_else(|e| panic!("{desc:?} {}: {e}", T::KIND));
+    }
     if column_sum {
         plan = plan.with_column_sum_db();
         assert!(
@@ -650,20 +668,21 @@ fn linear_case_with<T: Element>(
     plan.sku().variant.clone()
 }
 
-/// Decode-shaped layers (1 to 4 tokens, enough outputs to fill the GPU)
-/// run their forward through the skinny kernel: every dtype and epilogue,
-/// K not a multiple of the kernel's 32-lane x 4 unrolled step, an odd
-/// number of outputs (the last warp's second row lies past the end), and a
-/// 4096-wide layer; measured autotuning picks either kernel and stays
-/// correct.
+/// The skinny forward (1 to 4 tokens, enough outputs to fill the GPU),
+/// forced with `with_skinny_forward`: every dtype and epilogue, K not a
+/// multiple of the kernel's 32-lane x 4 unrolled step, an odd number of
+/// outputs (the last warp's second row lies past the end), and a
+/// 4096-wide layer. Shapes it does not suit are refused with an error;
+/// heuristic selection keeps cuBLASLt; measured autotuning picks either
+/// kernel and stays correct.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn linear_skinny_forward() {
     let s = &gpu().stream;
     let sms = s.context().device().sm_count as usize;
     let o = 8 * sms + 25;
-    let heuristic = PlanPreference::default();
-    let skinny = |v: String| assert!(v.contains("skinny kernel"), "{v}");
+    let skinny = |v: String| assert!(v.contains("skinny kernel (forced"), "{v}");
+    let u16 = 4.0 * ElementKind::F16.unit_roundoff();
     for t in 1..=4 {
         for e in [
             EpilogueKind::Identity,
@@ -672,14 +691,13 @@ fn linear_skinny_forward() {
             EpilogueKind::BiasGeluErf,
             EpilogueKind::BiasGeluTanh,
         ] {
-            let u16 = 4.0 * ElementKind::F16.unit_roundoff();
             skinny(linear_case_with::<bf16>(
                 s,
                 (t, 296, o),
                 e,
                 1e-2,
                 false,
-                &heuristic,
+                Pick::Skinny,
             ));
             skinny(linear_case_with::<f16>(
                 s,
@@ -687,7 +705,7 @@ fn linear_skinny_forward() {
                 e,
                 u16,
                 false,
-                &heuristic,
+                Pick::Skinny,
             ));
             skinny(linear_case_with::<f32>(
                 s,
@@ -695,7 +713,7 @@ fn linear_skinny_forward() {
                 e,
                 3e-5,
                 false,
-                &heuristic,
+                Pick::Skinny,
             ));
             skinny(linear_case_with::<f64>(
                 s,
@@ -703,33 +721,50 @@ fn linear_skinny_forward() {
                 e,
                 1e-12,
                 false,
-                &heuristic,
+                Pick::Skinny,
             ));
         }
     }
+    let big = (1, 4096, o);
     skinny(linear_case_with::<bf16>(
         s,
-        (1, 4096, o),
+        big,
         EpilogueKind::Bias,
         2e-2,
         false,
-        &heuristic,
+        Pick::Skinny,
     ));
-    // Five tokens, or too few outputs to fill the GPU: cuBLASLt.
-    let v = linear_case_with::<bf16>(s, (5, 296, o), EpilogueKind::Bias, 1e-2, false, &heuristic);
+    // Heuristic selection keeps cuBLASLt for the forward.
+    let heuristic = PlanPreference::default();
+    let v = linear_case_with::<bf16>(
+        s,
+        big,
+        EpilogueKind::Bias,
+        2e-2,
+        false,
+        Pick::Pref(&heuristic),
+    );
     assert!(!v.contains("skinny"), "{v}");
-    let v = linear_case_with::<bf16>(s, (1, 296, 40), EpilogueKind::Bias, 1e-2, false, &heuristic);
-    assert!(!v.contains("skinny"), "{v}");
+    // Five tokens, too few outputs, or K not whole vectors: refused.
+    for (t, i, o) in [(5, 296, o), (1, 296, 40), (1, 297, o)] {
+        let desc = LinearDescriptor {
+            tokens: t,
+            in_features: i,
+            out_features: o,
+            epilogue: EpilogueKind::Bias,
+            save_aux: false,
+        };
+        let plan = LinearPlan::<bf16>::select(s, &desc, &heuristic).unwrap();
+        match plan.with_skinny_forward(s) {
+            Err(Error::Unsupported { op: "linear", .. }) => {}
+            Err(e) => panic!("{desc:?}: wrong error {e}"),
+            Ok(_) => panic!("{desc:?}: the skinny forward was accepted"),
+        }
+    }
     let measured = PlanPreference::default().with_autotune(Autotune::Measured);
     for t in [1, 3] {
-        linear_case_with::<bf16>(
-            s,
-            (t, 4096, o),
-            EpilogueKind::BiasGeluErf,
-            2e-2,
-            false,
-            &measured,
-        );
+        let e = EpilogueKind::BiasGeluErf;
+        linear_case_with::<bf16>(s, (t, 4096, o), e, 2e-2, false, Pick::Pref(&measured));
     }
 }
 
