@@ -227,7 +227,10 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
     pub fn workspace_size_dw(&self) -> usize {
         self.core.workspace[2]
     }
-    /// The algorithm chosen for `dir`.
+    /// The cuDNN algorithm chosen for `dir`. Where cuBLASLt runs the
+    /// direction (a pointwise convolution, see the SKU), this is the one
+    /// operands that are not 16-byte aligned fall back on, or None when
+    /// cuBLASLt was forced.
     pub fn algorithm(&self, dir: ConvDirection) -> Option<ConvAlgo> {
         self.core.cudnn.chosen(dir)
     }

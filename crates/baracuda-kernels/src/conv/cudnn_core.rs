@@ -20,6 +20,13 @@
 //!    when an operand is not 16-byte aligned (the backend tensors are
 //!    declared 16-byte aligned), and alone when the backend API offers no
 //!    engine for the direction; the SKU then names it `legacy:`.
+//! 3. A pointwise convolution (1x1 filter, unit stride, no padding, one
+//!    group, channels-last) is a linear layer over batch x positions
+//!    (`crate::gemm::LinearMatmul`), so cuBLASLt can run each direction.
+//!    `Autotune::Measured` times that matmul with cuDNN's candidates and
+//!    keeps whichever is fastest (cached like an engine, as
+//!    [`GEMM_ENGINE`]); `backend: Some(CublasLt)` forces it for all three
+//!    directions (16-byte aligned operands only). Otherwise cuDNN runs.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -36,6 +43,7 @@ use baracuda_kernels_types::{
 
 use super::descriptor::{check_i32_elems, full_shape};
 use super::{spec_for, BIAS_SOURCE, LAYOUT_SOURCE};
+use crate::gemm::{LinearMatmul, PlainMatmul};
 use crate::scratch::{fastest, operand_sets, random_bytes};
 
 /// Backend plans timed per direction by `Autotune::Measured`, taken in
@@ -49,6 +57,52 @@ pub(crate) const MEASURED_CANDIDATES: usize = 12;
 /// when the preference sets no cap.
 const MEASURED_WORKSPACE_CAP: usize = 1 << 30;
 
+/// The engine id an autotune cache entry records for a direction that
+/// cuBLASLt runs (a pointwise convolution's matmul; no cuDNN engine has
+/// this id).
+const GEMM_ENGINE: u32 = u32::MAX;
+
+/// `(M, Cin, Cout)` of a convolution that is a linear layer over
+/// `M` = batch x positions: channels-last, every filter extent 1, unit
+/// stride, no padding, one group, a float dtype. Dilation does not matter
+/// with a 1-wide filter.
+fn pointwise_shape(p: &CudnnConvProblem) -> Option<(usize, usize, usize)> {
+    let float = matches!(
+        p.dtype,
+        ElementKind::F32 | ElementKind::F64 | ElementKind::F16 | ElementKind::Bf16
+    );
+    let ok = float
+        && p.channels_last
+        && p.groups == 1
+        && p.w_spatial.iter().all(|&k| k == 1)
+        && p.stride.iter().all(|&s| s == 1)
+        && p.pad.iter().all(|&q| q == 0)
+        && p.x_spatial == p.y_spatial;
+    let m = p.x_spatial.iter().map(|&e| e as usize).product::<usize>() * p.batch as usize;
+    ok.then_some((m, p.c_in as usize, p.c_out as usize))
+}
+
+/// The linear-layer matmul of a pointwise convolution's direction.
+fn linear_role(dir: ConvDirection) -> LinearMatmul {
+    match dir {
+        ConvDirection::Forward => LinearMatmul::Forward,
+        ConvDirection::BackwardData => LinearMatmul::DataGrad,
+        ConvDirection::BackwardFilter => LinearMatmul::WeightGrad,
+    }
+}
+
+/// The `(A, B, D)` of that matmul from a direction's operands in the order
+/// cuDNN takes them: forward `(x, w, y)` gives `(x, w, y)`, backward data
+/// `(w, dy, dx)` gives `(dy, w, dx)`, backward filter `(x, dy, dw)` gives
+/// `(dy, x, dw)`.
+fn gemm_operands(dir: ConvDirection, (a, b, c): (u64, u64, u64)) -> (u64, u64, u64) {
+    match dir {
+        ConvDirection::Forward => (a, b, c),
+        ConvDirection::BackwardData => (b, a, c),
+        ConvDirection::BackwardFilter => (b, a, c),
+    }
+}
+
 /// Backend plans, legacy fallbacks and their workspaces.
 pub(crate) struct ConvCore {
     pub(crate) cudnn: CudnnConv,
@@ -57,6 +111,10 @@ pub(crate) struct ConvCore {
     pub(crate) bias: std::result::Result<(Function, Function), Error>,
     /// f64 channels-last problems: cuDNN runs channels-first on copies.
     shim: Option<LayoutShim>,
+    /// Directions cuBLASLt runs (pointwise convolutions).
+    gemm: [Option<PlainMatmul>; 3],
+    /// cuBLASLt was forced: no cuDNN path to fall back on.
+    gemm_only: bool,
     /// The handle the plans were finalized with, kept alive with them.
     _handle: Arc<CudnnHandle>,
 }
@@ -330,6 +388,22 @@ impl Scratch {
     }
 }
 
+/// The bias epilogue and bias gradient kernels of `dtype` (an error kept
+/// for the bias passes to report when they cannot be built).
+fn bias_kernels(
+    op: &'static str,
+    ctx: &baracuda_driver::Context,
+    dtype: ElementKind,
+) -> std::result::Result<(Function, Function), Error> {
+    spec_for(&BIAS_SOURCE, dtype)
+        .ok_or_else(|| Error::Unsupported {
+            op,
+            what: format!("bias kernels for {dtype}"),
+        })
+        .and_then(|spec| ctx.module(&spec))
+        .and_then(|m| Ok((m.function("bias_act_fw")?, m.function("bias_bw")?)))
+}
+
 impl ConvCore {
     pub(crate) fn select(
         op: &'static str,
@@ -338,7 +412,15 @@ impl ConvCore {
         pref: &PlanPreference,
         sku_op: &str,
     ) -> Result<ConvCore> {
-        pref.check_backend(op, &[BackendKind::Cudnn])?;
+        let pointwise = pointwise_shape(&p);
+        if pointwise.is_some() {
+            pref.check_backend(op, &[BackendKind::Cudnn, BackendKind::CublasLt])?;
+        } else {
+            pref.check_backend(op, &[BackendKind::Cudnn])?;
+        }
+        if let (Some(shape), Some(BackendKind::CublasLt)) = (pointwise, pref.backend) {
+            return Self::select_gemm(op, stream, &p, shape, pref, sku_op);
+        }
         let mut p = p;
         let shim_dims = (p.dtype == ElementKind::F64 && p.channels_last).then(|| {
             p.channels_last = false;
@@ -380,6 +462,7 @@ impl ConvCore {
             None
         };
         let mut scratch: Option<Scratch> = None;
+        let mut gemm: [Option<PlainMatmul>; 3] = Default::default();
         let mut workspace = [0usize; 3];
         let mut entry: CacheEntry = Default::default();
         let mut all_backend = true;
@@ -387,20 +470,35 @@ impl ConvCore {
             let i = dir.index();
             let mut rejected = Vec::new();
             let mut backend_ws = None;
+            let mut gemm_won = false;
             if let Some(c) = &cached {
                 let (id, knobs) = &c[i];
-                backend_ws = cudnn
-                    .engine_from_config(&handle, stream, dir, *id, knobs, &filter)
-                    .and_then(|_| cudnn.choose_candidate(dir, 0, -1.0))
-                    .ok();
+                if *id == GEMM_ENGINE {
+                    gemm_won = true;
+                } else {
+                    backend_ws = cudnn
+                        .engine_from_config(&handle, stream, dir, *id, knobs, &filter)
+                        .and_then(|_| cudnn.choose_candidate(dir, 0, -1.0))
+                        .ok();
+                }
             }
-            if backend_ws.is_none() {
+            // A pointwise convolution's matmul competes under measured
+            // autotuning.
+            let mut contender = match (pointwise, measured, gemm_won || backend_ws.is_none()) {
+                (Some(shape), true, true) => {
+                    PlainMatmul::new(op, stream, linear_role(dir), shape, p.dtype, pref)?
+                }
+                _ => None,
+            };
+            if gemm_won {
+                gemm[i] = contender;
+            } else if backend_ws.is_none() {
                 let max = if measured { MEASURED_CANDIDATES } else { 1 };
                 match cudnn.engine_candidates(&handle, stream, dir, &filter, max) {
                     Ok((cands, why)) => {
                         rejected.extend(why);
                         if !cands.is_empty() {
-                            let pick = if measured && cands.len() > 1 {
+                            let pick = if measured && (cands.len() > 1 || contender.is_some()) {
                                 if scratch.is_none() {
                                     scratch = Some(Scratch::new(stream, &p)?);
                                 }
@@ -408,7 +506,19 @@ impl ConvCore {
                                     op,
                                     what: "timing scratch".into(),
                                 })?;
-                                time_candidates(&cudnn, &handle, stream, dir, &cands, s, &p)?
+                                let (best, gemm_faster) = time_candidates(
+                                    &cudnn,
+                                    &handle,
+                                    stream,
+                                    dir,
+                                    (&cands, contender.as_ref()),
+                                    s,
+                                    &p,
+                                )?;
+                                if gemm_faster {
+                                    gemm[i] = contender.take();
+                                }
+                                best
                             } else {
                                 Some((0, -1.0))
                             };
@@ -420,7 +530,9 @@ impl ConvCore {
                     Err(e) => rejected.push(format!("backend graph: {e}")),
                 }
             }
-            if let Some(a) = cudnn.chosen(dir).filter(|a| a.api == ConvApi::Backend) {
+            if gemm[i].is_some() {
+                entry[i] = (GEMM_ENGINE, Vec::new());
+            } else if let Some(a) = cudnn.chosen(dir).filter(|a| a.api == ConvApi::Backend) {
                 entry[i] = (a.id, a.knobs);
             } else {
                 all_backend = false;
@@ -437,11 +549,13 @@ impl ConvCore {
                 legacy_cap,
                 &mut rejected,
             );
-            workspace[i] = match (backend_ws, legacy) {
-                (Some(b), Some(l)) => b.max(l),
-                (Some(b), None) => b,
-                (None, Some(l)) => l,
-                (None, None) => return Err(no_algorithm(op, dir, pref, rejected)),
+            let gemm_ws = gemm[i].as_ref().map(PlainMatmul::workspace_bytes);
+            workspace[i] = match (backend_ws, legacy, gemm_ws) {
+                (Some(b), Some(l), g) => b.max(l).max(g.unwrap_or(0)),
+                (Some(b), None, g) => b.max(g.unwrap_or(0)),
+                (None, Some(l), g) => l.max(g.unwrap_or(0)),
+                (None, None, Some(g)) => g,
+                (None, None, None) => return Err(no_algorithm(op, dir, pref, rejected)),
             };
         }
         if measured && all_backend && cached.is_none() {
@@ -451,7 +565,7 @@ impl ConvCore {
                 .insert(key.clone(), entry.clone());
             append_cache_line(&key, &entry);
         }
-        let mut sku = Self::sku(&cudnn, &p, pref, sku_op, dev.arch);
+        let mut sku = Self::sku(&cudnn, &gemm, &p, pref, sku_op, dev.arch);
         let shim = match shim_dims {
             None => None,
             Some([x, w, y]) => {
@@ -467,7 +581,8 @@ impl ConvCore {
                     cudnn_ws: workspace,
                 };
                 for (i, ws) in workspace.iter_mut().enumerate() {
-                    *ws = shim.workspace(i);
+                    let g = gemm[i].as_ref().map_or(0, PlainMatmul::workspace_bytes);
+                    *ws = shim.workspace(i).max(g);
                     pref.check_workspace(op, *ws)?;
                 }
                 sku.variant = format!(
@@ -477,25 +592,66 @@ impl ConvCore {
                 Some(shim)
             }
         };
-        let bias = spec_for(&BIAS_SOURCE, p.dtype)
-            .ok_or_else(|| Error::Unsupported {
-                op,
-                what: format!("bias kernels for {}", p.dtype),
-            })
-            .and_then(|spec| ctx.module(&spec))
-            .and_then(|m| Ok((m.function("bias_act_fw")?, m.function("bias_bw")?)));
         Ok(ConvCore {
             cudnn,
             workspace,
             sku,
-            bias,
+            bias: bias_kernels(op, ctx, p.dtype),
             shim,
+            gemm,
+            gemm_only: false,
             _handle: handle,
+        })
+    }
+
+    /// `backend: Some(CublasLt)` on a pointwise convolution: every
+    /// direction through its cuBLASLt matmul, no cuDNN plan.
+    fn select_gemm(
+        op: &'static str,
+        stream: &Stream,
+        p: &CudnnConvProblem,
+        shape: (usize, usize, usize),
+        pref: &PlanPreference,
+        sku_op: &str,
+    ) -> Result<ConvCore> {
+        let ctx = stream.context();
+        let mut gemm: [Option<PlainMatmul>; 3] = Default::default();
+        let mut workspace = [0usize; 3];
+        for dir in ConvDirection::ALL {
+            let i = dir.index();
+            let g = PlainMatmul::new(op, stream, linear_role(dir), shape, p.dtype, pref)?
+                .ok_or_else(|| Error::PreferenceRejected {
+                    op,
+                    field: "backend",
+                    reason: format!("cuBLASLt offers no algorithm for the {dir:?} matmul of {p:?}"),
+                })?;
+            workspace[i] = g.workspace_bytes();
+            pref.check_workspace(op, workspace[i])?;
+            gemm[i] = Some(g);
+        }
+        // Descriptors only (no plan is built), for `ConvPlan::algorithm`
+        // and the SKU; channels-first, which cuDNN describes in every dtype.
+        let cudnn = CudnnConv::new(&CudnnConvProblem {
+            channels_last: false,
+            ..p.clone()
+        })?;
+        let mut sku = Self::sku(&cudnn, &gemm, p, pref, sku_op, ctx.device().arch);
+        sku.backend = BackendKind::CublasLt;
+        Ok(ConvCore {
+            cudnn,
+            workspace,
+            sku,
+            bias: bias_kernels(op, ctx, p.dtype),
+            shim: None,
+            gemm,
+            gemm_only: true,
+            _handle: ctx.handle::<CudnnHandle>()?,
         })
     }
 
     fn sku(
         cudnn: &CudnnConv,
+        gemm: &[Option<PlainMatmul>; 3],
         p: &CudnnConvProblem,
         pref: &PlanPreference,
         sku_op: &str,
@@ -503,13 +659,26 @@ impl ConvCore {
     ) -> KernelSku {
         let mut all: Vec<ConvAlgo> = Vec::new();
         let mut parts = Vec::new();
+        let (mut gemm_det, mut gemm_tf32) = (true, false);
         for dir in ConvDirection::ALL {
             let name = match dir {
                 ConvDirection::Forward => "fw",
                 ConvDirection::BackwardData => "bw_data",
                 ConvDirection::BackwardFilter => "dw",
             };
-            let Some(a) = cudnn.chosen(dir) else { continue };
+            let chosen = cudnn.chosen(dir);
+            if let Some(g) = &gemm[dir.index()] {
+                gemm_det &= g.is_deterministic();
+                gemm_tf32 |= g.is_tf32();
+                let mut part = format!("{name}={} ws={}", g.describe(), g.workspace_bytes());
+                if let Some(a) = &chosen {
+                    part += &format!(" unaligned={}/{}", a.name(), a.math.name());
+                    all.push(a.clone());
+                }
+                parts.push(part);
+                continue;
+            }
+            let Some(a) = chosen else { continue };
             let mut part = format!(
                 "{name}={}/{} ws={}",
                 a.name(),
@@ -525,8 +694,9 @@ impl ConvCore {
             all.push(a);
             parts.push(part);
         }
-        let deterministic = all.iter().all(|a| a.deterministic);
-        let tf32 = p.dtype == ElementKind::F32 && all.iter().any(|a| a.math != ConvMath::Fma);
+        let deterministic = gemm_det && all.iter().all(|a| a.deterministic);
+        let tf32 = p.dtype == ElementKind::F32
+            && (gemm_tf32 || all.iter().any(|a| a.math != ConvMath::Fma));
         let math = match p.dtype {
             ElementKind::F64 => MathPrecision::F64,
             ElementKind::F16 => MathPrecision::F16,
@@ -607,6 +777,26 @@ impl ConvCore {
     ) -> Result<()> {
         let needed = self.workspace[dir.index()];
         let ws = workspace.check(op, needed, stream.context().id())?;
+        if let Some(g) = &self.gemm[dir.index()] {
+            let abd = gemm_operands(dir, ops);
+            let aligned = [abd.0, abd.1, abd.2].iter().all(|a| a % 16 == 0);
+            if aligned {
+                // SAFETY: the caller checked every operand's shape, dense
+                // layout and context against this problem, which is the
+                // matmul's (pointwise_shape); all three are 16-byte
+                // aligned; the output is a TensorMut, disjoint from the
+                // inputs; the workspace holds the matmul's bytes.
+                return unsafe { g.enqueue(stream, abd, ws) };
+            }
+            if self.gemm_only {
+                return Err(Error::InvalidArgument {
+                    op,
+                    arg: "operands",
+                    reason: "the cuBLASLt path (backend: CublasLt) needs 16-byte aligned tensors"
+                        .into(),
+                });
+            }
+        }
         let handle = stream.context().handle::<CudnnHandle>()?;
         if let Some(shim) = &self.shim {
             return shim.run(&self.cudnn, &handle, stream, dir, ops, ws);
@@ -624,32 +814,59 @@ impl ConvCore {
 
 /// Time each candidate of `dir` on `stream` ([`fastest`]) and return the
 /// fastest's index and time; None when none ran. Synchronizes the stream.
+/// Time each candidate of `dir` on `stream` ([`fastest`]), and the
+/// pointwise convolution's matmul `gemm` when given, as one more
+/// candidate. Returns the fastest cuDNN candidate's index and time (None
+/// when none ran) and whether the matmul beat them all. Synchronizes the
+/// stream.
 fn time_candidates(
     cudnn: &CudnnConv,
     handle: &CudnnHandle,
     stream: &Stream,
     dir: ConvDirection,
-    cands: &[ConvAlgo],
+    (cands, gemm): (&[ConvAlgo], Option<&PlainMatmul>),
     scratch: &Scratch,
     p: &CudnnConvProblem,
-) -> Result<Option<(usize, f32)>> {
-    let ws_bytes = cands.iter().map(|c| c.workspace_bytes).max().unwrap_or(0);
+) -> Result<(Option<(usize, f32)>, bool)> {
+    let ws_bytes = cands
+        .iter()
+        .map(|c| c.workspace_bytes)
+        .chain(gemm.map(PlainMatmul::workspace_bytes))
+        .max()
+        .unwrap_or(0);
     let ws = DeviceBuffer::<u8>::uninit(stream, ws_bytes.max(1))?;
     let wsa = ws.as_slice().addr();
     let mut launches = 0usize;
-    let timing = fastest(stream, cands.len(), |i| {
+    let n = cands.len() + usize::from(gemm.is_some());
+    let timing = fastest(stream, n, |i| {
         let ops = scratch.ops(dir, launches);
         launches += 1;
         // SAFETY: the scratch buffers hold this problem's operands (sized
         // from the same problem) on the stream's context, device
         // allocations are 256-byte aligned, and `ws` holds the largest
-        // candidate workspace; `fastest` synchronizes before they drop.
-        unsafe { cudnn.run_candidate(handle, stream, dir, i, ops, wsa) }
+        // candidate workspace; the matmul's operands are the same buffers
+        // (a pointwise convolution's tensors are its matrices). `fastest`
+        // synchronizes before they drop.
+        unsafe {
+            match gemm {
+                Some(g) if i == cands.len() => g.enqueue(stream, gemm_operands(dir, ops), wsa),
+                _ => cudnn.run_candidate(handle, stream, dir, i, ops, wsa),
+            }
+        }
     })?;
-    timing.log(&format!("conv {dir:?} {p:?}"), |i| {
-        format!("{:?}", cands[i])
+    timing.log(&format!("conv {dir:?} {p:?}"), |i| match gemm {
+        Some(g) if i == cands.len() => format!("cuBLASLt matmul: {}", g.describe()),
+        _ => format!("{:?}", cands[i]),
     });
-    Ok(timing.best)
+    let best_cudnn = timing
+        .times
+        .iter()
+        .take(cands.len())
+        .enumerate()
+        .filter_map(|(i, t)| t.map(|t| (i, t)))
+        .min_by(|a, b| a.1.total_cmp(&b.1));
+    let gemm_faster = gemm.is_some() && matches!(timing.best, Some((i, _)) if i == cands.len());
+    Ok((best_cudnn, gemm_faster))
 }
 
 fn no_algorithm(
@@ -680,6 +897,79 @@ fn no_algorithm(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn problem(filter: [i32; 2], stride: i32, pad: i32, groups: i32) -> CudnnConvProblem {
+        let y = |x: i32, k: i32| (x + 2 * pad - k) / stride + 1;
+        CudnnConvProblem {
+            dtype: ElementKind::Bf16,
+            channels_last: true,
+            batch: 64,
+            c_in: 64,
+            c_out: 256,
+            x_spatial: vec![56, 56],
+            w_spatial: filter.to_vec(),
+            y_spatial: vec![y(56, filter[0]), y(56, filter[1])],
+            pad: vec![pad; 2],
+            stride: vec![stride; 2],
+            dilation: vec![1; 2],
+            groups,
+        }
+    }
+
+    #[test]
+    fn pointwise_convolutions_are_linear_layers() {
+        // ResNet-50's 1x1 64 -> 256 at 56x56, batch 64: M = 64 * 56 * 56.
+        assert_eq!(
+            pointwise_shape(&problem([1, 1], 1, 0, 1)),
+            Some((64 * 56 * 56, 64, 256))
+        );
+        let f64_nhwc = CudnnConvProblem {
+            dtype: ElementKind::F64,
+            ..problem([1, 1], 1, 0, 1)
+        };
+        assert!(pointwise_shape(&f64_nhwc).is_some());
+        for not in [
+            problem([3, 3], 1, 1, 1),
+            problem([1, 3], 1, 0, 1),
+            problem([1, 1], 2, 0, 1),
+            problem([1, 1], 1, 1, 1),
+            problem([1, 1], 1, 0, 2),
+            CudnnConvProblem {
+                channels_last: false,
+                ..problem([1, 1], 1, 0, 1)
+            },
+            CudnnConvProblem {
+                dtype: ElementKind::I8,
+                ..problem([1, 1], 1, 0, 1)
+            },
+        ] {
+            assert_eq!(pointwise_shape(&not), None, "{not:?}");
+        }
+    }
+
+    #[test]
+    fn gemm_operands_follow_the_linear_roles() {
+        // cuDNN orders: fw (x, w, y), bw_data (w, dy, dx), dw (x, dy, dw).
+        // Linear roles: fw A = x, B = w; dX A = dy, B = w; dW A = dy, B = x.
+        assert_eq!(gemm_operands(ConvDirection::Forward, (1, 2, 3)), (1, 2, 3));
+        assert_eq!(
+            gemm_operands(ConvDirection::BackwardData, (1, 2, 3)),
+            (2, 1, 3)
+        );
+        assert_eq!(
+            gemm_operands(ConvDirection::BackwardFilter, (1, 2, 3)),
+            (2, 1, 3)
+        );
+        assert_eq!(linear_role(ConvDirection::Forward), LinearMatmul::Forward);
+        assert_eq!(
+            linear_role(ConvDirection::BackwardData),
+            LinearMatmul::DataGrad
+        );
+        assert_eq!(
+            linear_role(ConvDirection::BackwardFilter),
+            LinearMatmul::WeightGrad
+        );
+    }
 
     #[test]
     fn cache_lines_round_trip() {

@@ -18,8 +18,8 @@
 
 use baracuda_driver::{LtCompute, LtEpilogue, Stream};
 use baracuda_kernels_types::{
-    Activation, DeviceSlice, DeviceSliceMut, Element, EpilogueKind, Error, KernelSku, LayoutSku,
-    MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result, Workspace,
+    Activation, DeviceSlice, DeviceSliceMut, Element, EpilogueKind, Error, KernelSku, MatrixMut,
+    MatrixOrder, MatrixRef, PlanPreference, Result, Workspace,
 };
 
 use std::collections::HashMap;
@@ -33,6 +33,7 @@ use super::gemm::{
     GemmPlan,
 };
 use super::matmul::{scalar, Prepared, Ptrs};
+use super::plain::LinearMatmul;
 use crate::scratch::{fastest, operand_sets, random_bytes};
 use crate::Plan;
 use baracuda_driver::DeviceBuffer;
@@ -317,7 +318,8 @@ fn skinny_is_faster<T: Element>(
 
 impl<T: Element> LinearPlan<T> {
     fn fw_desc(d: &LinearDescriptor) -> GemmDescriptor {
-        GemmDescriptor::new(d.tokens, d.out_features, d.in_features, LayoutSku::Rcr)
+        LinearMatmul::Forward
+            .desc((d.tokens, d.in_features, d.out_features))
             .with_epilogue(d.epilogue)
             .with_aux(d.save_aux)
     }
@@ -517,7 +519,7 @@ impl<T: Element> Plan for LinearPlan<T> {
             what: format!("cuBLASLt has no algorithm for the {what} of {desc:?}"),
         };
         // dX [t, i] = dZ [t, o] W [o, i]
-        let dxd = GemmDescriptor::new(t, i, o, LayoutSku::Rrr);
+        let dxd = LinearMatmul::DataGrad.desc((t, i, o));
         let dx = Prepared::new(
             stream,
             &problem(
@@ -532,7 +534,7 @@ impl<T: Element> Plan for LinearPlan<T> {
         )?
         .ok_or_else(|| no_algo("dX matmul"))?;
         // dW [o, i] = dZ^T [o, t] X [t, i]: dZ row-major read as column-major.
-        let dwd = GemmDescriptor::new(o, i, t, LayoutSku::Crr);
+        let dwd = LinearMatmul::WeightGrad.desc((t, i, o));
         let dw = Prepared::new(
             stream,
             &problem(
@@ -718,6 +720,7 @@ impl<T: Element> Plan for LinearPlan<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use baracuda_kernels_types::LayoutSku;
 
     #[test]
     fn forward_is_an_rcr_gemm() {

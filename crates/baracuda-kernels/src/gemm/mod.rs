@@ -19,6 +19,7 @@ mod grouped;
 mod int_gemm;
 mod linear;
 mod matmul;
+mod plain;
 
 pub use batched::{BatchedGemmArgs, BatchedGemmDescriptor, BatchedGemmPlan};
 pub use fp8_gemm::{Fp8GemmArgs, Fp8GemmDescriptor, Fp8GemmPlan};
@@ -26,6 +27,7 @@ pub use gemm::{GemmArgs, GemmDescriptor, GemmPlan};
 pub use grouped::{GroupedGemmArgs, GroupedGemmDescriptor, GroupedGemmPlan};
 pub use int_gemm::{IntGemmArgs, IntGemmDescriptor, IntGemmPlan};
 pub use linear::{LinearArgs, LinearBwArgs, LinearDescriptor, LinearPlan};
+pub(crate) use plain::{LinearMatmul, PlainMatmul};
 
 /// Every NVRTC module the GEMM plans can request.
 pub fn module_specs() -> Vec<baracuda_driver::ModuleSpec> {

@@ -256,6 +256,7 @@ fn run_conv_case<T: Element, const N: usize, const R: usize>(
     s: &Stream,
     c: &ConvCase,
     rng: &mut Rng,
+    pref: &PlanPreference,
 ) -> Res {
     let g = &c.g;
     let l = c.layout;
@@ -270,8 +271,13 @@ fn run_conv_case<T: Element, const N: usize, const R: usize>(
     let w = round::<T>(&rng.vals(n(&ws)));
     let dy = round::<T>(&rng.vals(n(&ys)));
     let desc = conv_desc::<N>(c);
-    let plan = ConvPlan::<T, N, R>::select(s, &desc, &PlanPreference::default())
-        .map_err(|e| format!("select: {e}"))?;
+    let plan = ConvPlan::<T, N, R>::select(s, &desc, pref).map_err(|e| format!("select: {e}"))?;
+    if pref.backend == Some(BackendKind::CublasLt) {
+        let sku = plan.sku();
+        if sku.backend != BackendKind::CublasLt || !sku.variant.contains("fw=cublasLt") {
+            return Err(format!("cuBLASLt forced, SKU: {sku}"));
+        }
+    }
     let mut wsb =
         DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1)).map_err(|e| e.to_string())?;
     let (xb, wb, dyb) = (
@@ -360,12 +366,16 @@ fn run_conv_case<T: Element, const N: usize, const R: usize>(
 }
 
 fn dispatch_conv(s: &Stream, c: &ConvCase, rng: &mut Rng) -> Res {
+    dispatch_conv_with(s, c, rng, &PlanPreference::default())
+}
+
+fn dispatch_conv_with(s: &Stream, c: &ConvCase, rng: &mut Rng, pref: &PlanPreference) -> Res {
     macro_rules! by_rank {
         ($t:ty) => {
             match c.g.input.len() {
-                1 => run_conv_case::<$t, 1, 3>(s, c, rng),
-                2 => run_conv_case::<$t, 2, 4>(s, c, rng),
-                _ => run_conv_case::<$t, 3, 5>(s, c, rng),
+                1 => run_conv_case::<$t, 1, 3>(s, c, rng, pref),
+                2 => run_conv_case::<$t, 2, 4>(s, c, rng, pref),
+                _ => run_conv_case::<$t, 3, 5>(s, c, rng, pref),
             }
         };
     }
@@ -818,6 +828,67 @@ fn conv_deterministic_is_bit_exact() {
         "deterministic plan gave different bits: {}",
         plan.sku()
     );
+}
+
+/// Pointwise convolutions (1x1, unit stride, no padding, one group,
+/// channels-last) through cuBLASLt: forced with `backend: CublasLt` (every
+/// rank and float dtype, with bias, the SKU naming cuBLASLt), and under
+/// measured autotuning, where the matmul competes with cuDNN's engines;
+/// both against the reference. Forcing cuBLASLt on a convolution that is
+/// not pointwise is refused.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn conv_pointwise_through_cublaslt() {
+    let s = stream();
+    let mut rng = Rng(0x1A1);
+    let forced = PlanPreference::default().with_backend(BackendKind::CublasLt);
+    let measured = PlanPreference::default().with_autotune(Autotune::Measured);
+    let mut fails = Vec::new();
+    for (i, input) in [vec![37], vec![9, 11], vec![3, 5, 7]]
+        .into_iter()
+        .enumerate()
+    {
+        for kind in KINDS {
+            let rank = input.len();
+            let c = ConvCase {
+                g: ConvGeometry {
+                    batch: 3,
+                    c_in: 24 + 8 * i,
+                    c_out: 40,
+                    input: input.clone(),
+                    filter: vec![1; rank],
+                    padding: vec![0; rank],
+                    stride: vec![1; rank],
+                    dilation: vec![1; rank],
+                    groups: 1,
+                },
+                layout: ConvLayout::ChannelsLast,
+                kind,
+                bias: true,
+            };
+            for (name, pref) in [("forced", &forced), ("measured", &measured)] {
+                if let Err(e) = dispatch_conv_with(&s, &c, &mut rng, pref) {
+                    fails.push(format!("{name} {kind:?} {:?}: {e}", c.g.input));
+                }
+            }
+        }
+    }
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+    // Not pointwise (3x3; or 1x1 channels-first): cuBLASLt is refused.
+    for d in [
+        Conv2dDescriptor::new(2, 16, 12, 12, 16, 3, 3, ElementKind::Bf16)
+            .with_padding(1, 1)
+            .with_layout(ConvLayout::ChannelsLast),
+        Conv2dDescriptor::new(2, 16, 12, 12, 16, 1, 1, ElementKind::Bf16),
+    ] {
+        assert!(matches!(
+            Conv2dPlan::<bf16>::select(&s, &d, &forced),
+            Err(Error::PreferenceRejected {
+                field: "backend",
+                ..
+            })
+        ));
+    }
 }
 
 #[test]
