@@ -13,6 +13,10 @@
 //   div       plain loads, a / b instead of a + b (measured faster than
 //             add in two benchmark runs: 0.3650 ms against 0.3668)
 //   add+fma   plain loads, a + b through 8 dependent FMAs that cancel
+//             (also 2, 4, 16 and 32: div and add+fma ran 0.1-0.6% faster
+//             than plain add in three measurements, so does delaying the
+//             store help, and how much delay)
+//   add+sleepN the plain add with __nanosleep(N) before the store
 // and 128-thread blocks of the plain and L2_256B variants; and the bulk-copy
 // (TMA) engine instead of per-thread loads:
 //   tma8K/16K one block per tile of 8 or 16 KiB per operand: cp.async.bulk
@@ -38,7 +42,7 @@
 typedef unsigned long long u64;
 
 enum Hint { PLAIN, L2_128B, L2_256B, NOALLOC, NA_256B, EVICT_FIRST };
-enum Math { ADD, DIV, ADD_FMA };
+enum Math { ADD, DIV, ADD_FMA, ADD_SLEEP };
 
 template <int H>
 __device__ __forceinline__ uint4 ld(const uint4* p) {
@@ -68,7 +72,7 @@ __device__ __forceinline__ uint4 ld(const uint4* p) {
     return r;
 }
 
-template <int H, int M>
+template <int H, int M, int P = 8>
 __global__ void __launch_bounds__(256) kern(const uint4* a, const uint4* b, uint4* y, u64 nvec) {
     u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= nvec) return;
@@ -83,12 +87,13 @@ __global__ void __launch_bounds__(256) kern(const uint4* a, const uint4* b, uint
         } else if (M == ADD_FMA) {
             r = u + v;
 #pragma unroll
-            for (int k = 0; k < 8; ++k) r = fmaf(r, 1.0f, 0.0f);
+            for (int k = 0; k < P; ++k) r = fmaf(r, 1.0f, 0.0f);
         } else {
             r = u + v;
         }
         x[e] = __float2bfloat16_rn(r);
     }
+    if (M == ADD_SLEEP) __nanosleep(P);
     y[i] = ra;
 }
 
@@ -192,6 +197,9 @@ int main() {
         {"L2_256B", 256, kern<L2_256B, ADD>},   {"noalloc", 256, kern<NOALLOC, ADD>},
         {"na_256B", 256, kern<NA_256B, ADD>},   {"evict1st", 256, kern<EVICT_FIRST, ADD>},
         {"div", 256, kern<PLAIN, DIV>},         {"add+fma", 256, kern<PLAIN, ADD_FMA>},
+        {"add+2fma", 256, kern<PLAIN, ADD_FMA, 2>}, {"add+4fma", 256, kern<PLAIN, ADD_FMA, 4>},
+        {"add+16fma", 256, kern<PLAIN, ADD_FMA, 16>}, {"add+32fma", 256, kern<PLAIN, ADD_FMA, 32>},
+        {"add+sleep32", 256, kern<PLAIN, ADD_SLEEP, 32>}, {"add+sleep128", 256, kern<PLAIN, ADD_SLEEP, 128>},
         {"plain/128", 128, kern<PLAIN, ADD>},   {"L2_256B/128", 128, kern<L2_256B, ADD>},
         {"tma8K", 128, tma_add<512, false>, 512},   {"tma16K", 128, tma_add<1024, false>, 1024},
         {"tma4K", 128, tma_add<256, false>, 256},   {"tma8K/st", 128, tma_add<512, true>, 512},
