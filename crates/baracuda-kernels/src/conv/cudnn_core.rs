@@ -451,7 +451,15 @@ impl ConvCore {
             },
         };
         let dev = ctx.device();
-        let key = format!("backend|{p:?}|{filter:?}|{}#{}", dev.name, dev.ordinal);
+        // The user's layout too: an f64 channels-last problem runs cuDNN on
+        // the channels-first one (`p` above), but only it may take the
+        // pointwise matmul.
+        let key = format!(
+            "backend|{p:?}|{filter:?}|{}#{}|pointwise={}",
+            dev.name,
+            dev.ordinal,
+            pointwise.is_some()
+        );
         let cached = if measured {
             autotune_cache()
                 .lock()
@@ -666,19 +674,20 @@ impl ConvCore {
                 ConvDirection::BackwardData => "bw_data",
                 ConvDirection::BackwardFilter => "dw",
             };
-            let chosen = cudnn.chosen(dir);
             if let Some(g) = &gemm[dir.index()] {
+                // Aligned operands take the matmul, others the legacy
+                // algorithm (as for a backend plan).
                 gemm_det &= g.is_deterministic();
                 gemm_tf32 |= g.is_tf32();
                 let mut part = format!("{name}={} ws={}", g.describe(), g.workspace_bytes());
-                if let Some(a) = &chosen {
-                    part += &format!(" unaligned={}/{}", a.name(), a.math.name());
-                    all.push(a.clone());
+                if let Some(l) = cudnn.legacy(dir) {
+                    part += &format!(" unaligned={}/{}", l.name(), l.math.name());
+                    all.push(l);
                 }
                 parts.push(part);
                 continue;
             }
-            let Some(a) = chosen else { continue };
+            let Some(a) = cudnn.chosen(dir) else { continue };
             let mut part = format!(
                 "{name}={}/{} ws={}",
                 a.name(),
