@@ -215,6 +215,10 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
     pub fn output_dims(&self) -> [i32; N] {
         self.output
     }
+    /// The descriptor the plan was selected for.
+    pub(crate) fn descriptor(&self) -> &ConvDescriptor<N> {
+        &self.desc
+    }
     /// Workspace of the forward pass, in bytes.
     pub fn workspace_size_fw(&self) -> usize {
         self.core.workspace[0]

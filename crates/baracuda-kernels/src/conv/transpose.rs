@@ -46,9 +46,8 @@ use crate::Plan;
 /// `stride <= output_padding < dilation`.
 #[derive(Debug)]
 pub struct ConvTransposePlan<T: Element, const N: usize, const R: usize> {
-    output: [i32; N],
-    c_out: i32,
-    /// The equivalent conv `C` (module doc).
+    /// The equivalent conv `C` (module doc): its input is our output, its
+    /// `c_in` our `c_out`.
     conv: ConvPlan<T, N, R>,
 }
 
@@ -152,11 +151,7 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvTransposePlan<T, N
             });
         }
         let conv = ConvPlan::select_as(ROLES, &format!("conv_transpose{N}d"), stream, &c, pref)?;
-        Ok(ConvTransposePlan {
-            output,
-            c_out: d.c_out,
-            conv,
-        })
+        Ok(ConvTransposePlan { conv })
     }
 
     fn sku(&self) -> &KernelSku {
@@ -180,7 +175,13 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvTransposePlan<T, N
 impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R> {
     /// Output spatial extents.
     pub fn output_dims(&self) -> [i32; N] {
-        self.output
+        self.conv.descriptor().input
+    }
+
+    /// Our `y`'s channels and spatial extents: `C`'s input.
+    fn out(&self) -> (i32, [i32; N]) {
+        let c = self.conv.descriptor();
+        (c.c_in, c.input)
     }
     /// Workspace of the forward pass (cuDNN backward-data), in bytes.
     pub fn workspace_size_fw(&self) -> usize {
@@ -228,7 +229,8 @@ impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R> {
         relu: bool,
     ) -> Result<()> {
         let y = args.y.data().addr();
-        let out = (self.c_out, &self.output[..]);
+        let (channels, dims) = self.out();
+        let out = (channels, &dims[..]);
         self.conv.then_bias(stream, y, out, bias, relu, || {
             self.run_fw(stream, workspace, args)
         })
@@ -247,8 +249,9 @@ impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R> {
     ) -> Result<()> {
         // Our y is C's x.
         let (ys, _, _) = self.conv.shapes();
+        let (channels, dims) = self.out();
         self.conv
-            .bias_grad(stream, (dy, &ys), (self.c_out, &self.output[..]), db)
+            .bias_grad(stream, (dy, &ys), (channels, &dims[..]), db)
     }
 
     /// `dx = d(loss)/dx = conv(dy, w)`: `C`'s forward.
