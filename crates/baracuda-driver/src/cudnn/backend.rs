@@ -42,10 +42,6 @@ const BEHAVIOR_RUNTIME_COMPILATION: u32 = 0;
 /// 44 knob types).
 const MAX_KNOBS: usize = 64;
 
-/// Knob settings of one engine a list of several candidates takes before
-/// the configs of the engines ranked after it.
-const PER_ENGINE: usize = 4;
-
 /// One backend descriptor, destroyed on drop.
 pub(crate) struct Desc(dnn::cudnnBackendDescriptor_t);
 
@@ -466,48 +462,29 @@ impl OpGraph {
         }
         let mut plans: Vec<ExecPlan> = Vec::new();
         let mut deferred = Vec::new();
-        // A list of several candidates takes at most PER_ENGINE knob
-        // settings of one engine before the configs of other engines, then
-        // fills up with the rest in rank order: heuristic mode A can rank a
-        // dozen settings of one engine first, and timing only those misses
-        // a faster engine further down.
-        let mut crowded = Vec::new();
-        let cap = if max > 1 { PER_ENGINE } else { usize::MAX };
-        for (pass, list) in [cfgs, Vec::new()].into_iter().enumerate() {
-            let list = if pass == 0 {
-                list
-            } else {
-                std::mem::take(&mut crowded)
-            };
-            for cfg in list {
-                if plans.len() >= max {
-                    break;
-                }
-                match self.examine(&cfg, filter) {
-                    Ok(Some((id, knobs, notes, rtc))) => {
-                        let dup = plans
-                            .iter()
-                            .any(|p| p.algo.id == id && p.algo.knobs == knobs);
-                        if dup {
-                            continue;
-                        }
-                        if rtc {
-                            deferred.push(cfg);
-                            continue;
-                        }
-                        let same = plans.iter().filter(|p| p.algo.id == id).count();
-                        if pass == 0 && same >= cap {
-                            crowded.push(cfg);
-                            continue;
-                        }
-                        match self.plan(h, cfg, None, Vec::new(), filter, notes) {
-                            Ok(p) => plans.push(p),
-                            Err(e) => rejected.push(format!("engine {id}: {e}")),
-                        }
+        for cfg in cfgs {
+            if plans.len() >= max {
+                break;
+            }
+            match self.examine(&cfg, filter) {
+                Ok(Some((id, knobs, notes, rtc))) => {
+                    let dup = plans
+                        .iter()
+                        .any(|p| p.algo.id == id && p.algo.knobs == knobs);
+                    if dup {
+                        continue;
                     }
-                    Ok(None) => {}
-                    Err(e) => rejected.push(e.to_string()),
+                    if rtc {
+                        deferred.push(cfg);
+                        continue;
+                    }
+                    match self.plan(h, cfg, None, Vec::new(), filter, notes) {
+                        Ok(p) => plans.push(p),
+                        Err(e) => rejected.push(format!("engine {id}: {e}")),
+                    }
                 }
+                Ok(None) => {}
+                Err(e) => rejected.push(e.to_string()),
             }
         }
         if plans.is_empty() {
