@@ -23,8 +23,9 @@
 // permuted the same way (n_phys) so that each thread's accumulators are 8
 // contiguous channels of a row, stored as one 16-byte vector. Bm's
 // fragments, in the same permutations, are built once per block in shared
-// memory (K N * 2 bytes). Warps stride over chunks of TILES 16-row tiles:
-// all loads of a chunk are issued before its first mma.
+// memory (K N * 2 bytes) while the first chunk's loads are in flight.
+// Warps stride over chunks of TILES 16-row tiles: all loads of a chunk
+// are issued before its first mma.
 //
 // Specialised by DTYPE (2 f16, 3 bf16), NARROW_K and NARROW_N (multiples
 // of 32, at most 128), TRANS (0 or 1). 128 threads per block.
@@ -100,35 +101,43 @@ __device__ __forceinline__ T bm(const T* __restrict__ w, int n, int k) {
     return TRANS ? w[k * N + n] : w[n * K + k];
 }
 
+// Rows g and g + 8 of every 16-row tile of chunk c (zeros past row m).
+__device__ __forceinline__ void load_chunk(const T* __restrict__ a, i64 m, i64 c, int g, int q,
+                                           uint4 (&v)[TILES][2][KV]) {
+#pragma unroll
+    for (int t = 0; t < TILES; ++t)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+            const i64 r = c * (16 * TILES) + 16 * t + 8 * h + g;
+#pragma unroll
+            for (int u = 0; u < KV; ++u)
+                v[t][h][u] = r < m ? *reinterpret_cast<const uint4*>(a + r * K + 32 * u + 8 * q)
+                                   : make_uint4(0, 0, 0, 0);
+        }
+}
+
 extern "C" __global__ void __launch_bounds__(32 * WARPS)
 narrow_matmul(const T* __restrict__ a, const T* __restrict__ w, T* __restrict__ d, i64 m) {
-    // Bm's B fragments: [k-step][n-tile][lane] -> (b0b1, b2b3).
-    __shared__ uint2 frag[KS * NT * 32];
-    for (int i = threadIdx.x; i < KS * NT * 32; i += blockDim.x) {
-        const int l = i & 31, nt = (i >> 5) % NT, s = (i >> 5) / NT;
-        const int n = n_phys(nt, l >> 2), q = l & 3;
-        frag[i] = make_uint2(pack_t(bm(w, n, k_phys(s, q, 0)), bm(w, n, k_phys(s, q, 1))),
-                             pack_t(bm(w, n, k_phys(s, q, 2)), bm(w, n, k_phys(s, q, 3))));
-    }
-    __syncthreads();
-
     const int lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     const i64 rows = 16 * TILES;
     const i64 chunks = (m + rows - 1) / rows;
     const i64 step = (i64)gridDim.x * WARPS;
-    for (i64 c = (i64)blockIdx.x * WARPS + (threadIdx.x >> 5); c < chunks; c += step) {
-        // Rows g and g + 8 of every tile of the chunk.
-        uint4 v[TILES][2][KV];
-#pragma unroll
-        for (int t = 0; t < TILES; ++t)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                const i64 r = c * rows + 16 * t + 8 * h + g;
-#pragma unroll
-                for (int u = 0; u < KV; ++u)
-                    v[t][h][u] = r < m ? *reinterpret_cast<const uint4*>(a + r * K + 32 * u + 8 * q)
-                                       : make_uint4(0, 0, 0, 0);
-            }
+    i64 c = (i64)blockIdx.x * WARPS + (threadIdx.x >> 5);
+    // The first chunk's loads are in flight while the block stages Bm.
+    uint4 v[TILES][2][KV];
+    load_chunk(a, m, c, g, q, v);
+
+    // Bm's B fragments: [k-step][n-tile][lane] -> (b0b1, b2b3).
+    __shared__ uint2 frag[KS * NT * 32];
+    for (int i = threadIdx.x; i < KS * NT * 32; i += blockDim.x) {
+        const int l = i & 31, nt = (i >> 5) % NT, s = (i >> 5) / NT;
+        const int n = n_phys(nt, l >> 2), p = l & 3;
+        frag[i] = make_uint2(pack_t(bm(w, n, k_phys(s, p, 0)), bm(w, n, k_phys(s, p, 1))),
+                             pack_t(bm(w, n, k_phys(s, p, 2)), bm(w, n, k_phys(s, p, 3))));
+    }
+    __syncthreads();
+
+    for (; c < chunks; c += step) {
 #pragma unroll
         for (int t = 0; t < TILES; ++t) {
             float acc[NT][4];
@@ -161,5 +170,6 @@ narrow_matmul(const T* __restrict__ a, const T* __restrict__ w, T* __restrict__ 
                 }
             }
         }
+        if (c + step < chunks) load_chunk(a, m, c + step, g, q, v);
     }
 }
