@@ -830,6 +830,56 @@ fn conv_deterministic_is_bit_exact() {
     );
 }
 
+/// A channels-last 1x1 convolution (unit stride, no padding, one group)
+/// with a bias.
+fn pointwise_case(
+    batch: usize,
+    c_in: usize,
+    c_out: usize,
+    input: &[usize],
+    kind: ElementKind,
+) -> ConvCase {
+    let rank = input.len();
+    ConvCase {
+        g: ConvGeometry {
+            batch,
+            c_in,
+            c_out,
+            input: input.to_vec(),
+            filter: vec![1; rank],
+            padding: vec![0; rank],
+            stride: vec![1; rank],
+            dilation: vec![1; rank],
+            groups: 1,
+        },
+        layout: ConvLayout::ChannelsLast,
+        kind,
+        bias: true,
+    }
+}
+
+/// Every pass of `c` against the reference with `forced` and with measured
+/// autotuning; a line per failure.
+fn forced_and_measured(
+    s: &Stream,
+    c: &ConvCase,
+    rng: &mut Rng,
+    forced: &PlanPreference,
+) -> Vec<String> {
+    let measured = PlanPreference::default().with_autotune(Autotune::Measured);
+    [("forced", forced), ("measured", &measured)]
+        .into_iter()
+        .filter_map(|(name, pref)| {
+            dispatch_conv_with(s, c, rng, pref).err().map(|e| {
+                format!(
+                    "{name} {:?} {}->{} {:?}: {e}",
+                    c.kind, c.g.c_in, c.g.c_out, c.g.input
+                )
+            })
+        })
+        .collect()
+}
+
 /// Pointwise convolutions (1x1, unit stride, no padding, one group,
 /// channels-last) through cuBLASLt: forced with `backend: CublasLt` (every
 /// rank and float dtype, with bias, the SKU naming cuBLASLt), and under
@@ -842,35 +892,14 @@ fn conv_pointwise_through_cublaslt() {
     let s = stream();
     let mut rng = Rng(0x1A1);
     let forced = PlanPreference::default().with_backend(BackendKind::CublasLt);
-    let measured = PlanPreference::default().with_autotune(Autotune::Measured);
     let mut fails = Vec::new();
     for (i, input) in [vec![37], vec![9, 11], vec![3, 5, 7]]
         .into_iter()
         .enumerate()
     {
         for kind in KINDS {
-            let rank = input.len();
-            let c = ConvCase {
-                g: ConvGeometry {
-                    batch: 3,
-                    c_in: 24 + 8 * i,
-                    c_out: 40,
-                    input: input.clone(),
-                    filter: vec![1; rank],
-                    padding: vec![0; rank],
-                    stride: vec![1; rank],
-                    dilation: vec![1; rank],
-                    groups: 1,
-                },
-                layout: ConvLayout::ChannelsLast,
-                kind,
-                bias: true,
-            };
-            for (name, pref) in [("forced", &forced), ("measured", &measured)] {
-                if let Err(e) = dispatch_conv_with(&s, &c, &mut rng, pref) {
-                    fails.push(format!("{name} {kind:?} {:?}: {e}", c.g.input));
-                }
-            }
+            let c = pointwise_case(3, 24 + 8 * i, 40, &input, kind);
+            fails.extend(forced_and_measured(&s, &c, &mut rng, &forced));
         }
     }
     assert!(fails.is_empty(), "{}", fails.join("\n"));
@@ -904,7 +933,6 @@ fn conv_pointwise_narrow_kernel() {
     let s = stream();
     let mut rng = Rng(0x7A3);
     let forced = PlanPreference::default().with_backend(BackendKind::Baracuda);
-    let measured = PlanPreference::default().with_autotune(Autotune::Measured);
     let mut fails = Vec::new();
     let shapes: [(usize, usize, usize, Vec<usize>); 5] = [
         (3, 64, 64, vec![37]),
@@ -915,28 +943,8 @@ fn conv_pointwise_narrow_kernel() {
     ];
     for (batch, c_in, c_out, input) in shapes {
         for kind in [ElementKind::F16, ElementKind::Bf16] {
-            let rank = input.len();
-            let c = ConvCase {
-                g: ConvGeometry {
-                    batch,
-                    c_in,
-                    c_out,
-                    input: input.clone(),
-                    filter: vec![1; rank],
-                    padding: vec![0; rank],
-                    stride: vec![1; rank],
-                    dilation: vec![1; rank],
-                    groups: 1,
-                },
-                layout: ConvLayout::ChannelsLast,
-                kind,
-                bias: true,
-            };
-            for (name, pref) in [("forced", &forced), ("measured", &measured)] {
-                if let Err(e) = dispatch_conv_with(&s, &c, &mut rng, pref) {
-                    fails.push(format!("{name} {kind:?} {c_in}->{c_out} {input:?}: {e}"));
-                }
-            }
+            let c = pointwise_case(batch, c_in, c_out, &input, kind);
+            fails.extend(forced_and_measured(&s, &c, &mut rng, &forced));
         }
     }
     assert!(fails.is_empty(), "{}", fails.join("\n"));
