@@ -66,9 +66,17 @@ constexpr int NT = N / 8;   // n-tiles of 8
 constexpr int KV = K / 32;  // 16-byte vectors of a row of A per thread
 constexpr int NV = N / 32;  // 16-byte vectors of a row of D per thread
 // 16-row tiles per chunk: two while their loads and accumulators fit the
-// registers without spilling (K + N <= 128), else one.
-constexpr int TILES = K + N <= 128 ? 2 : 1;
-constexpr int WARPS = 4;
+// registers without spilling (K + N <= 128), else one (narrow.rs
+// `chunk_rows` follows the same rule). Warps per block: 4 (narrow.rs
+// `THREADS`). bench/experiments/narrow_sweep.sh overrides both.
+#ifndef NARROW_TILES
+#define NARROW_TILES (K + N <= 128 ? 2 : 1)
+#endif
+#ifndef NARROW_WARPS
+#define NARROW_WARPS 4
+#endif
+constexpr int TILES = NARROW_TILES;
+constexpr int WARPS = NARROW_WARPS;
 static_assert(K % 32 == 0 && N % 32 == 0 && K <= 128 && N <= 128, "narrow K, N");
 
 // Channel of logical k slot j (0..3) of thread q (0..3) in k-step s: the
