@@ -34,10 +34,10 @@ if [ "${BARACUDA_BENCH_SAME_LIBS:-0}" = 1 ]; then
   done < <(python3 bench/torch_baseline.py --libs)
   export LD_LIBRARY_PATH="$dirs${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 fi
-# Two alternating rounds (ours, torch, ours, torch): clocks and power state
-# drift over a run, so each side gets the same chances; compare.py keeps the
-# faster of each side's two times.
-for round in 1 2; do
+# Alternating rounds (ours, torch, ours, torch; BARACUDA_BENCH_ROUNDS, 2 by
+# default): clocks and power state drift over a run, so each side gets the
+# same chances; compare.py keeps each side's fastest time.
+for round in $(seq "${BARACUDA_BENCH_ROUNDS:-2}"); do
   ./gpu-pack/baracuda-bench "$@" 2> >(tee -a "$out/ours.err" >&2) | tee -a "$out/ours.jsonl"
   python3 bench/torch_baseline.py "$@" 2> >(tee -a "$out/torch.err" >&2) | tee -a "$out/torch.jsonl"
 done
