@@ -278,6 +278,16 @@ fn run_conv_case<T: Element, const N: usize, const R: usize>(
             return Err(format!("cuBLASLt forced, SKU: {sku}"));
         }
     }
+    if pref.backend == Some(BackendKind::Baracuda) {
+        let sku = plan.sku();
+        let v = &sku.variant;
+        if sku.backend != BackendKind::Baracuda
+            || !v.contains("fw=narrow")
+            || !v.contains("bw_data=narrow")
+        {
+            return Err(format!("narrow kernel forced, SKU: {sku}"));
+        }
+    }
     let mut wsb =
         DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1)).map_err(|e| e.to_string())?;
     let (xb, wb, dyb) = (
