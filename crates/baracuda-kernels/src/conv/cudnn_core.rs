@@ -11,7 +11,7 @@
 //!    takes no `TENSOR_CORE` engine (those run TF32); plans above
 //!    `max_workspace_bytes` are dropped. `Autotune::Heuristic` takes the
 //!    first plan that finalizes. `Autotune::Measured` times up to
-//!    [`MEASURED_CANDIDATES`] on the select stream (as
+//!    [`measured_candidates`] on the select stream (as
 //!    `cudnn.benchmark=True` does) and keeps the fastest; the winner
 //!    (engine index + knobs) is cached per problem, filter and device for
 //!    the process and in `BARACUDA_CONV_AUTOTUNE_FILE` when set.
@@ -52,11 +52,24 @@ use crate::gemm::{narrow_fits, LinearKernel, LinearMatmul, NarrowMatmul, PlainMa
 use crate::scratch::{fastest, operand_sets, random_bytes};
 
 /// Backend plans timed per direction by `Autotune::Measured`, taken in
-/// heuristic rank order. It bounds select time: after 50 ms of heating,
-/// each candidate is timed in five bursts of about 1 ms
-/// (`scratch::fastest`), so 12 candidates cost ~110 ms per direction (plus
-/// plan finalization).
+/// heuristic rank order, unless `BARACUDA_CONV_CANDIDATES` says otherwise.
+/// It bounds select time: after 50 ms of heating, each candidate is timed
+/// in five bursts of about 1 ms (`scratch::fastest`), so 12 candidates
+/// cost ~110 ms per direction (plus plan finalization).
 pub(crate) const MEASURED_CANDIDATES: usize = 12;
+
+/// [`MEASURED_CANDIDATES`], or `BARACUDA_CONV_CANDIDATES` (1 to 256) when
+/// set: a wider search for one process, to find which engine a faster
+/// library choice comes from (read once).
+fn measured_candidates() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("BARACUDA_CONV_CANDIDATES")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .map_or(MEASURED_CANDIDATES, |n| n.clamp(1, 256))
+    })
+}
 
 /// Timing scratch of `Autotune::Measured` is capped at 1 GiB of workspace
 /// when the preference sets no cap.
@@ -559,7 +572,7 @@ impl ConvCore {
             if won.is_some() && !contender.is_empty() {
                 gemm[i] = contender.pop();
             } else if backend_ws.is_none() {
-                let max = if measured { MEASURED_CANDIDATES } else { 1 };
+                let max = if measured { measured_candidates() } else { 1 };
                 match cudnn.engine_candidates(&handle, stream, dir, &filter, max) {
                     Ok((cands, why)) => {
                         rejected.extend(why);
