@@ -2,11 +2,12 @@
 // (default: ResNet-50's 1x1 64->64 at 56x56, batch 64, so m = 200704 rows)
 // over rotated buffer sets, against a device-to-device copy of the same
 // traffic, and checks it against a naive f32 kernel. narrow_sweep.sh
-// builds one binary per (TRANS, NARROW_TILES, NARROW_WARPS) and runs each.
+// builds one binary per (TRANS, NARROW_TILES, NARROW_WARPS,
+// NARROW_PREFETCH) and runs each.
 //
 // Build: nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -DDTYPE=3
 //        -DNARROW_K=64 -DNARROW_N=64 -DTRANS=0 [-DNARROW_TILES=t]
-//        [-DNARROW_WARPS=w] narrow_sweep.cu -o narrow_sweep
+//        [-DNARROW_WARPS=w] [-DNARROW_PREFETCH=p] narrow_sweep.cu -o narrow_sweep
 // Run:   narrow_sweep [m]
 //
 // Output: one line per binary: the variant, registers, grid, the median
@@ -140,9 +141,9 @@ int main(int argc, char** argv) {
     const float copy = time([&](int s) { CHECK(cudaMemcpyAsync(dst[s], src[s], copy_bytes, cudaMemcpyDeviceToDevice)); });
     CHECK(cudaGetLastError());
     const double gbs = (double)m * (K + N) * sizeof(T) / (kern * 1e-3) / 1e9;
-    printf("K %d N %d trans %d tiles %d warps %d: %3d regs, %d blocks (%d per SM), %lld chunks per warp, "
-           "%d sets: %.4f ms %.0f GB/s; copy %.4f ms (x%.3f); max err %.2e of %.2e\n",
-           K, N, TRANS, TILES, WARPS, attr.numRegs, blocks, per_sm, (long long)cpw, sets, kern, gbs, copy,
+    printf("K %d N %d trans %d tiles %d warps %d prefetch %d: %3d regs, %d blocks (%d per SM), "
+           "%lld chunks per warp, %d sets: %.4f ms %.0f GB/s; copy %.4f ms (x%.3f); max err %.2e of %.2e\n",
+           K, N, TRANS, TILES, WARPS, NARROW_PREFETCH, attr.numRegs, blocks, per_sm, (long long)cpw, sets, kern, gbs, copy,
            copy / kern, e[0], e[1]);
     return 0;
 }

@@ -75,6 +75,11 @@ constexpr int NV = N / 32;  // 16-byte vectors of a row of D per thread
 #ifndef NARROW_WARPS
 #define NARROW_WARPS 4
 #endif
+// NARROW_PREFETCH 1: a warp issues the next chunk's loads before computing
+// the current one (twice the registers for A); 0: after storing it.
+#ifndef NARROW_PREFETCH
+#define NARROW_PREFETCH 0
+#endif
 constexpr int TILES = NARROW_TILES;
 constexpr int WARPS = NARROW_WARPS;
 static_assert(K % 32 == 0 && N % 32 == 0 && K <= 128 && N <= 128, "narrow K, N");
@@ -146,6 +151,11 @@ narrow_matmul(const T* __restrict__ a, const T* __restrict__ w, T* __restrict__ 
     __syncthreads();
 
     for (; c < chunks; c += step) {
+        const bool more = c + step < chunks;
+#if NARROW_PREFETCH
+        uint4 next[TILES][2][KV];
+        if (more) load_chunk(a, m, c + step, g, q, next);
+#endif
 #pragma unroll
         for (int t = 0; t < TILES; ++t) {
             float acc[NT][4];
@@ -178,6 +188,17 @@ narrow_matmul(const T* __restrict__ a, const T* __restrict__ w, T* __restrict__ 
                 }
             }
         }
-        if (c + step < chunks) load_chunk(a, m, c + step, g, q, v);
+#if NARROW_PREFETCH
+        if (more) {
+#pragma unroll
+            for (int t = 0; t < TILES; ++t)
+#pragma unroll
+                for (int h = 0; h < 2; ++h)
+#pragma unroll
+                    for (int u = 0; u < KV; ++u) v[t][h][u] = next[t][h][u];
+        }
+#else
+        if (more) load_chunk(a, m, c + step, g, q, v);
+#endif
     }
 }
