@@ -821,8 +821,6 @@ impl ConvCore {
     }
 }
 
-/// Time each candidate of `dir` on `stream` ([`fastest`]) and return the
-/// fastest's index and time; None when none ran. Synchronizes the stream.
 /// Time each candidate of `dir` on `stream` ([`fastest`]), and the
 /// pointwise convolution's matmul `gemm` when given, as one more
 /// candidate. Returns the fastest cuDNN candidate's index and time (None
