@@ -55,6 +55,20 @@ fn output_sets<T: Element>(s: &Stream) -> Result<Vec<DeviceBuffer<T>>> {
         .collect()
 }
 
+/// Emit one pass of an op over [`N`] elements of `T` that moves
+/// `tensors` x N elements (inputs read plus outputs written).
+fn emit_pass<T: Element>(op: &'static str, pass: &'static str, ms: f64, tensors: usize) {
+    emit(&Record {
+        op,
+        pass,
+        dtype: T::KIND,
+        shape: shape(),
+        ms,
+        bytes: Some((tensors * N * std::mem::size_of::<T>()) as f64),
+        flops: None,
+    });
+}
+
 fn unary<T: Element>(s: &Stream, op: UnaryOp) -> Result<()> {
     let xs = random_sets::<T>(s, 1, -4.0, 4.0)?;
     let mut ys = output_sets::<T>(s)?;
@@ -77,16 +91,7 @@ fn unary<T: Element>(s: &Stream, op: UnaryOp) -> Result<()> {
             },
         )
     })?;
-    let bytes = (2 * N * std::mem::size_of::<T>()) as f64;
-    emit(&Record {
-        op: op.name(),
-        pass: "fw",
-        dtype: T::KIND,
-        shape: shape(),
-        ms,
-        bytes: Some(bytes),
-        flops: None,
-    });
+    emit_pass::<T>(op.name(), "fw", ms, 2);
     if matches!(op, UnaryOp::GeluTanh | UnaryOp::Silu) {
         let dys = random_sets::<T>(s, 2, -1.0, 1.0)?;
         let bw = UnaryBackwardPlan::<T, 1>::select(
@@ -109,16 +114,7 @@ fn unary<T: Element>(s: &Stream, op: UnaryOp) -> Result<()> {
                 },
             )
         })?;
-        let bytes = (3 * N * std::mem::size_of::<T>()) as f64;
-        emit(&Record {
-            op: op.name(),
-            pass: "bw",
-            dtype: T::KIND,
-            shape: shape(),
-            ms,
-            bytes: Some(bytes),
-            flops: None,
-        });
+        emit_pass::<T>(op.name(), "bw", ms, 3);
     }
     Ok(())
 }
@@ -145,16 +141,7 @@ fn binary<T: Element>(s: &Stream, op: BinaryOp) -> Result<()> {
             },
         )
     })?;
-    let bytes = (3 * N * std::mem::size_of::<T>()) as f64;
-    emit(&Record {
-        op: op.name(),
-        pass: "fw",
-        dtype: T::KIND,
-        shape: shape(),
-        ms,
-        bytes: Some(bytes),
-        flops: None,
-    });
+    emit_pass::<T>(op.name(), "fw", ms, 3);
     if op == BinaryOp::Mul {
         let bw = BinaryBackwardPlan::<T, 1>::select(s, &desc, &PlanPreference::default())?;
         let dy = random_sets::<T>(s, 5, -1.0, 1.0)?;
@@ -172,16 +159,7 @@ fn binary<T: Element>(s: &Stream, op: BinaryOp) -> Result<()> {
                 },
             )
         })?;
-        let bytes = (5 * N * std::mem::size_of::<T>()) as f64;
-        emit(&Record {
-            op: op.name(),
-            pass: "bw",
-            dtype: T::KIND,
-            shape: shape(),
-            ms,
-            bytes: Some(bytes),
-            flops: None,
-        });
+        emit_pass::<T>(op.name(), "bw", ms, 5);
     }
     Ok(())
 }

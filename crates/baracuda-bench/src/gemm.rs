@@ -216,37 +216,10 @@ fn linear_prefill(s: &Stream) -> Result<()> {
         )
     })?;
     record("fw", ms);
-    let ms = time_ms(s, || {
-        plan.run_bw(
-            s,
-            Workspace::Borrowed(ws.as_slice_mut()),
-            LinearBwArgs {
-                x: MatrixRef::new(x.as_slice(), t, i, i, row)?,
-                w: MatrixRef::new(w.as_slice(), o, i, i, row)?,
-                dy: MatrixRef::new(dy.as_slice(), t, o, o, row)?,
-                aux: None,
-                dx: Some(MatrixMut::new(dx.as_slice_mut(), t, i, i, row)?),
-                dw: None,
-                db: None,
-            },
-        )
-    })?;
+    let inputs = (&x, &w, &dy);
+    let ms = time_linear_bw(s, &plan, &mut ws, inputs, (Some(&mut dx), None, None))?;
     record("bw_data", ms);
-    let ms = time_ms(s, || {
-        plan.run_bw(
-            s,
-            Workspace::Borrowed(ws.as_slice_mut()),
-            LinearBwArgs {
-                x: MatrixRef::new(x.as_slice(), t, i, i, row)?,
-                w: MatrixRef::new(w.as_slice(), o, i, i, row)?,
-                dy: MatrixRef::new(dy.as_slice(), t, o, o, row)?,
-                aux: None,
-                dx: None,
-                dw: Some(MatrixMut::new(dw.as_slice_mut(), o, i, i, row)?),
-                db: None,
-            },
-        )
-    })?;
+    let ms = time_linear_bw(s, &plan, &mut ws, inputs, (None, Some(&mut dw), None))?;
     record("dw", ms);
 
     // A biased layer's weight gradient: dW and db together (BGRADB fuses
@@ -258,21 +231,8 @@ fn linear_prefill(s: &Stream) -> Result<()> {
     let bplan = LinearPlan::<bf16>::select(s, &bdesc, &pref())?;
     let mut bws = workspace(s, bplan.workspace_size())?;
     let mut db = DeviceBuffer::<bf16>::uninit(s, o)?;
-    let ms = time_ms(s, || {
-        bplan.run_bw(
-            s,
-            Workspace::Borrowed(bws.as_slice_mut()),
-            LinearBwArgs {
-                x: MatrixRef::new(x.as_slice(), t, i, i, row)?,
-                w: MatrixRef::new(w.as_slice(), o, i, i, row)?,
-                dy: MatrixRef::new(dy.as_slice(), t, o, o, row)?,
-                aux: None,
-                dx: None,
-                dw: Some(MatrixMut::new(dw.as_slice_mut(), o, i, i, row)?),
-                db: Some(db.as_slice_mut()),
-            },
-        )
-    })?;
+    let grads = (None, Some(&mut dw), Some(&mut db));
+    let ms = time_linear_bw(s, &bplan, &mut bws, inputs, grads)?;
     emit(&Record {
         op: "linear_prefill_bias_bf16",
         pass: "dw",
@@ -283,6 +243,52 @@ fn linear_prefill(s: &Stream) -> Result<()> {
         flops: gemm_flops(1, t, o, i),
     });
     Ok(())
+}
+
+/// The gradient buffers `(dx, dw, db)` a backward pass writes; None: not
+/// computed.
+type Grads<'a> = (
+    Option<&'a mut DeviceBuffer<bf16>>,
+    Option<&'a mut DeviceBuffer<bf16>>,
+    Option<&'a mut DeviceBuffer<bf16>>,
+);
+
+/// Device ms of `plan.run_bw` over the prefill's packed row-major
+/// `(x, w, dy)`, computing the gradients given.
+fn time_linear_bw(
+    s: &Stream,
+    plan: &LinearPlan<bf16>,
+    ws: &mut DeviceBuffer<u8>,
+    (x, w, dy): (
+        &DeviceBuffer<bf16>,
+        &DeviceBuffer<bf16>,
+        &DeviceBuffer<bf16>,
+    ),
+    (mut dx, mut dw, mut db): Grads<'_>,
+) -> Result<f64> {
+    let (t, i, o) = (TOKENS, IN, OUT);
+    let row = MatrixOrder::RowMajor;
+    time_ms(s, || {
+        plan.run_bw(
+            s,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            LinearBwArgs {
+                x: MatrixRef::new(x.as_slice(), t, i, i, row)?,
+                w: MatrixRef::new(w.as_slice(), o, i, i, row)?,
+                dy: MatrixRef::new(dy.as_slice(), t, o, o, row)?,
+                aux: None,
+                dx: match dx.as_deref_mut() {
+                    Some(b) => Some(MatrixMut::new(b.as_slice_mut(), t, i, i, row)?),
+                    None => None,
+                },
+                dw: match dw.as_deref_mut() {
+                    Some(b) => Some(MatrixMut::new(b.as_slice_mut(), o, i, i, row)?),
+                    None => None,
+                },
+                db: db.as_deref_mut().map(|b| b.as_slice_mut()),
+            },
+        )
+    })
 }
 
 /// One token through the 4096 -> 14336 projection: a GEMV in disguise,

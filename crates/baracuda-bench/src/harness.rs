@@ -163,23 +163,9 @@ pub fn time_rotating_ms(
     let k = k.div_ceil(sets) * sets;
     match capture(s, k, &mut f) {
         Ok(graph) => {
-            let ctx = s.context();
             graph.launch()?;
-            let events: Vec<(Event, Event)> = (0..iters(eager * k as f64))
-                .map(|_| Ok((Event::new(ctx)?, Event::new(ctx)?)))
-                .collect::<Result<_>>()?;
-            for (a, b) in &events {
-                a.record(s)?;
-                graph.launch()?;
-                b.record(s)?;
-            }
-            s.synchronize()?;
-            let mut ms: Vec<f64> = events
-                .iter()
-                .map(|(a, b)| a.elapsed_ms(b).map(f64::from))
-                .collect::<Result<_>>()?;
-            ms.sort_by(f64::total_cmp);
-            Ok(ms[ms.len() / 2] / k as f64)
+            let replay = median_bracketed(s, iters(eager * k as f64), || graph.launch())?;
+            Ok(replay / k as f64)
         }
         Err(e) => {
             eprintln!("time_ms: graph capture failed ({e}); timing calls one by one");
@@ -211,24 +197,13 @@ pub fn time_eager_rotating_ms(
     for i in 0..WARMUP.max(sets) {
         f(i % sets)?;
     }
-    let ctx = s.context();
-    let events: Vec<(Event, Event)> = (0..ITERS.div_ceil(sets).max(5))
-        .map(|_| Ok((Event::new(ctx)?, Event::new(ctx)?)))
-        .collect::<Result<_>>()?;
-    for (a, b) in &events {
-        a.record(s)?;
+    let round = median_bracketed(s, ITERS.div_ceil(sets).max(5), || {
         for i in 0..sets {
             f(i)?;
         }
-        b.record(s)?;
-    }
-    s.synchronize()?;
-    let mut ms: Vec<f64> = events
-        .iter()
-        .map(|(a, b)| a.elapsed_ms(b).map(f64::from))
-        .collect::<Result<_>>()?;
-    ms.sort_by(f64::total_cmp);
-    Ok(ms[ms.len() / 2] / sets as f64)
+        Ok(())
+    })?;
+    Ok(round / sets as f64)
 }
 
 /// `k` calls of `f` captured into one graph.
@@ -246,15 +221,21 @@ fn capture(s: &Stream, k: usize, f: &mut impl FnMut() -> Result<()>) -> Result<G
     graph
 }
 
-/// Median of `n` calls, each bracketed by CUDA events.
+/// Median of `n` (at least 5) calls, each bracketed by CUDA events.
 fn time_calls(s: &Stream, n: usize, f: &mut impl FnMut() -> Result<()>) -> Result<f64> {
+    median_bracketed(s, n.max(5), f)
+}
+
+/// Median milliseconds of `n` runs of `work` on `s`, each bracketed by a
+/// pair of CUDA events (all enqueued, then one synchronize).
+fn median_bracketed(s: &Stream, n: usize, mut work: impl FnMut() -> Result<()>) -> Result<f64> {
     let ctx = s.context();
-    let events: Vec<(Event, Event)> = (0..n.max(5))
+    let events: Vec<(Event, Event)> = (0..n.max(1))
         .map(|_| Ok((Event::new(ctx)?, Event::new(ctx)?)))
         .collect::<Result<_>>()?;
     for (a, b) in &events {
         a.record(s)?;
-        f()?;
+        work()?;
         b.record(s)?;
     }
     s.synchronize()?;
