@@ -1,6 +1,6 @@
 //! Measured autotuning support: scratch operands and candidate timing.
 
-use baracuda_driver::{DeviceBuffer, Event, Graph, Stream};
+use baracuda_driver::{DeviceBuffer, Event, Stream};
 use baracuda_kernels_types::{ElementKind, Error, Result};
 
 /// Timing rounds per candidate; the median round decides.
@@ -61,22 +61,6 @@ impl Timing {
     }
 }
 
-/// How [`fastest`] issues a candidate's timed bursts.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub(crate) enum Bursts {
-    /// Each launch enqueued from the host as it is timed. A candidate
-    /// whose host-side enqueue takes longer than its kernel is timed at the
-    /// host's pace.
-    Launched,
-    /// The burst captured once into a CUDA graph and replayed: device time
-    /// only, as a captured training step or `baracuda-bench` runs it. Short
-    /// cuBLASLt candidates need it: on H200 every candidate of the 1-token
-    /// decode linear (4096 -> 14336 bf16) timed 0.0344-0.0345 ms launched,
-    /// while replayed from a graph two of them ran 0.0303 and 0.0327 ms. A
-    /// candidate whose burst cannot be captured is timed launched.
-    Replayed,
-}
-
 /// Time candidates `0..n`, each enqueued on `stream` by `run(i)`, and pick
 /// the fastest by median time per launch.
 ///
@@ -85,16 +69,14 @@ pub(crate) enum Bursts {
 /// to its sustained clocks; then [`ROUNDS`] rounds visit the candidates in
 /// turn, each timing one burst between events, with no idle gap until the
 /// last round ends. Interleaving spreads clock and power drift over every
-/// candidate instead of favouring whichever ran first. `bursts` says
-/// whether a burst is launched from the host or replayed from a graph.
-/// Synchronizes the stream.
+/// candidate instead of favouring whichever ran first. Synchronizes the
+/// stream.
 ///
 /// # Errors
 /// Event creation or a synchronization failure.
 pub(crate) fn fastest(
     stream: &Stream,
     n: usize,
-    bursts: Bursts,
     mut run: impl FnMut(usize) -> Result<()>,
 ) -> Result<Timing> {
     let ctx = stream.context();
@@ -129,13 +111,6 @@ pub(crate) fn fastest(
             }
         }
     }
-    // Each candidate's burst as a graph, where asked for and capturable.
-    let graphs: Vec<Option<Graph>> = (0..n)
-        .map(|i| match bursts {
-            Bursts::Replayed if reps[i] > 0 => capture(stream, reps[i], || run(i)).ok(),
-            _ => None,
-        })
-        .collect();
     // Events per (round, candidate), read after one synchronize at the end.
     let mut marks: Vec<Vec<Option<(Event, Event)>>> = Vec::with_capacity(ROUNDS);
     for _ in 0..ROUNDS {
@@ -148,14 +123,10 @@ pub(crate) fn fastest(
             let (s0, s1) = (Event::new(ctx)?, Event::new(ctx)?);
             s0.record(stream)?;
             let mut res = Ok(());
-            if let Some(g) = &graphs[i] {
-                res = g.launch();
-            } else {
-                for _ in 0..*r {
-                    res = run(i);
-                    if res.is_err() {
-                        break;
-                    }
+            for _ in 0..*r {
+                res = run(i);
+                if res.is_err() {
+                    break;
                 }
             }
             s1.record(stream)?;
@@ -198,22 +169,6 @@ pub(crate) fn fastest(
         first_error,
         times,
     })
-}
-
-/// `reps` calls of `run` captured into one graph; the stream leaves
-/// capture mode whether or not they could be captured.
-fn capture(stream: &Stream, reps: usize, mut run: impl FnMut() -> Result<()>) -> Result<Graph> {
-    stream.begin_capture()?;
-    let mut status = Ok(());
-    for _ in 0..reps {
-        status = run();
-        if status.is_err() {
-            break;
-        }
-    }
-    let graph = stream.end_capture();
-    status?;
-    graph
 }
 
 /// `bytes` bytes of device memory holding seeded uniform values in [-1, 1)

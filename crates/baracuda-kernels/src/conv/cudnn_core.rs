@@ -49,7 +49,7 @@ use baracuda_kernels_types::{
 use super::descriptor::{check_i32_elems, full_shape};
 use super::{spec_for, BIAS_SOURCE, LAYOUT_SOURCE};
 use crate::gemm::{narrow_fits, LinearKernel, LinearMatmul, NarrowMatmul, PlainMatmul};
-use crate::scratch::{fastest, operand_sets, random_bytes, Bursts};
+use crate::scratch::{fastest, operand_sets, random_bytes};
 
 /// Backend plans timed per direction by `Autotune::Measured`, taken in
 /// heuristic rank order, unless `BARACUDA_CONV_CANDIDATES` says otherwise.
@@ -939,9 +939,7 @@ fn time_candidates(
     let wsa = ws.as_slice().addr();
     let mut launches = 0usize;
     let n = cands.len() + extra.len();
-    // Ranked from host-launched bursts (`Bursts::Launched`), the mode the
-    // convolution table in bench/RESULTS.md was measured with.
-    let timing = fastest(stream, n, Bursts::Launched, |i| {
+    let timing = fastest(stream, n, |i| {
         let ops = scratch.ops(dir, launches);
         launches += 1;
         // SAFETY: the scratch buffers hold this problem's operands (sized

@@ -34,7 +34,7 @@ use super::gemm::{
 };
 use super::matmul::{scalar, Prepared, Ptrs};
 use super::plain::LinearMatmul;
-use crate::scratch::{fastest, operand_sets, random_bytes, Bursts};
+use crate::scratch::{fastest, operand_sets, random_bytes};
 use crate::Plan;
 use baracuda_driver::DeviceBuffer;
 use baracuda_kernels_types::{Autotune, ElementKind};
@@ -199,7 +199,7 @@ fn fused_db_is_faster<T: Element>(
             aux: 0,
             scales: None,
         };
-        let timing = fastest(stream, 2, Bursts::Replayed, |c| {
+        let timing = fastest(stream, 2, |c| {
             // SAFETY: dz, x, dw and db are scratch buffers of the shapes the
             // matmuls and the column sum reach; ws covers the larger matmul
             // workspace and the column-sum partials at cs_off. `fastest`
@@ -286,7 +286,7 @@ fn skinny_is_faster<T: Element>(
         let zero = scalar(fw.compute(), true, 0.0);
         let act = act_code(desc.epilogue.activation());
         let mut launches = 0usize;
-        let timing = fastest(stream, 2, Bursts::Replayed, |c| {
+        let timing = fastest(stream, 2, |c| {
             let p = ptrs[launches % ptrs.len()];
             launches += 1;
             // SAFETY: every scratch buffer holds the elements of its operand

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, OnceLock};
 
-use crate::scratch::{fastest, operand_sets, random_bytes, Bursts};
+use crate::scratch::{fastest, operand_sets, random_bytes};
 use baracuda_driver::{
     lt_heuristic, lt_matmul, DeviceBuffer, LtAlgo, LtCompute, LtEpilogue, LtLayout, LtLayouts,
     LtMatmulDesc, LtPointers, LtPreference, LtScalar, Stream,
@@ -285,7 +285,7 @@ impl Prepared {
             })
             .collect();
         let mut launches = 0usize;
-        let timing = fastest(stream, algos.len(), Bursts::Replayed, |i| {
+        let timing = fastest(stream, algos.len(), |i| {
             let set = ptrs[launches % ptrs.len()];
             launches += 1;
             // SAFETY: every scratch buffer above covers the span its layout
