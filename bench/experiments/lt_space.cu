@@ -48,12 +48,16 @@ struct Cfg {
 };
 
 static unsigned cfg(const cublasLtMatmulAlgo_t& a, cublasLtMatmulAlgoConfigAttributes_t w) {
-  unsigned char buf[8] = {0};
+  // The attribute's size first: a buffer of any other size is refused.
   size_t sz = 0;
-  cublasLtMatmulAlgoConfigGetAttribute(&a, w, buf, sizeof buf, &sz);
-  unsigned v = 0;
-  memcpy(&v, buf, sz < 4 ? sz : 4);
-  return v;
+  cublasLtMatmulAlgoConfigGetAttribute(&a, w, nullptr, 0, &sz);
+  unsigned char buf[8] = {0};
+  if (sz == 0 || sz > sizeof buf ||
+      cublasLtMatmulAlgoConfigGetAttribute(&a, w, buf, sz, &sz) != CUBLAS_STATUS_SUCCESS)
+    return ~0u;
+  unsigned long long v = 0;
+  memcpy(&v, buf, sz);
+  return (unsigned)v;
 }
 
 static void describe(const cublasLtMatmulAlgo_t& a, char* out, size_t n) {
