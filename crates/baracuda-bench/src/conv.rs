@@ -112,9 +112,10 @@ fn conv<T: Element, const N: usize, const R: usize>(
     let xb = random_buffer::<T>(s, sets * n(&xs), 11, -1.0, 1.0)?;
     let wb = random_buffer::<T>(s, sets * n(&ws), 12, -1.0, 1.0)?;
     let dyb = random_buffer::<T>(s, sets * n(&ys), 13, -1.0, 1.0)?;
-    let mut yb = DeviceBuffer::<T>::uninit(s, sets * n(&ys))?;
-    let mut dxb = DeviceBuffer::<T>::uninit(s, sets * n(&xs))?;
-    let mut dwb = DeviceBuffer::<T>::uninit(s, sets * n(&ws))?;
+    // Outputs: one buffer per pass (see `rotation`).
+    let mut yb = DeviceBuffer::<T>::uninit(s, n(&ys))?;
+    let mut dxb = DeviceBuffer::<T>::uninit(s, n(&xs))?;
+    let mut dwb = DeviceBuffer::<T>::uninit(s, n(&ws))?;
     let mut wsb = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
     let flop = 2.0 * n(&ys) as f64 * c_in as f64 * (k as f64).powi(N as i32);
     let shape = format!("x{xs:?} w{ws:?} s{stride} p{pad}");
@@ -136,7 +137,7 @@ fn conv<T: Element, const N: usize, const R: usize>(
             ConvArgs {
                 x: tref(&xb, i, xs, l)?,
                 w: tref(&wb, i, ws, l)?,
-                y: tmut(&mut yb, i, ys, l)?,
+                y: tmut(&mut yb, 0, ys, l)?,
             },
         )
     })?;
@@ -148,7 +149,7 @@ fn conv<T: Element, const N: usize, const R: usize>(
             ConvBwArgs {
                 w: tref(&wb, i, ws, l)?,
                 dy: tref(&dyb, i, ys, l)?,
-                dx: tmut(&mut dxb, i, xs, l)?,
+                dx: tmut(&mut dxb, 0, xs, l)?,
             },
         )
     })?;
@@ -160,7 +161,7 @@ fn conv<T: Element, const N: usize, const R: usize>(
             ConvDwArgs {
                 x: tref(&xb, i, xs, l)?,
                 dy: tref(&dyb, i, ys, l)?,
-                dw: tmut(&mut dwb, i, ws, l)?,
+                dw: tmut(&mut dwb, 0, ws, l)?,
             },
         )
     })?;
@@ -280,9 +281,12 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
     let sets = rotation(s, (n(&xs) + n(&ys)) * 2 + index_bytes);
     let xb = random_buffer::<bf16>(s, sets * n(&xs), 21, -1.0, 1.0)?;
     let dyb = random_buffer::<bf16>(s, sets * n(&ys), 22, -1.0, 1.0)?;
-    let mut yb = DeviceBuffer::<bf16>::uninit(s, sets * n(&ys))?;
+    // Outputs: one buffer per pass (see `rotation`); the forward's indices
+    // are an output, the backward reads set i's from their own buffer.
+    let mut yb = DeviceBuffer::<bf16>::uninit(s, n(&ys))?;
     let mut ib = DeviceBuffer::<i64>::zeros(s, sets * n(&ys))?;
-    let mut dxb = DeviceBuffer::<bf16>::uninit(s, sets * n(&xs))?;
+    let mut iout = DeviceBuffer::<i64>::zeros(s, n(&ys))?;
+    let mut dxb = DeviceBuffer::<bf16>::uninit(s, n(&xs))?;
     let bytes_fw = (n(&xs) + n(&ys)) as f64 * 2.0;
     let shape = format!("x{xs:?} y{ys:?}");
     let record = |pass: &'static str, ms: f64, bytes: f64| {
@@ -306,7 +310,7 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
                 Workspace::None,
                 PoolArgs {
                     x: tref(&xb, i, xs, l)?,
-                    y: tmut(&mut yb, i, ys, l)?,
+                    y: tmut(&mut yb, 0, ys, l)?,
                     indices: None,
                 },
             )
@@ -320,7 +324,7 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
                     indices: None,
                     x: None,
                     y: None,
-                    dx: tmut(&mut dxb, i, xs, l)?,
+                    dx: tmut(&mut dxb, 0, xs, l)?,
                 },
             )
         })?;
@@ -337,12 +341,25 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
                 Workspace::None,
                 PoolArgs {
                     x: tref(&xb, i, xs, l)?,
-                    y: tmut(&mut yb, i, ys, l)?,
-                    indices: Some(tmut(&mut ib, i, ys, l)?),
+                    y: tmut(&mut yb, 0, ys, l)?,
+                    indices: Some(tmut(&mut iout, 0, ys, l)?),
                 },
             )
         })?;
         record("fw", ms, bytes_fw + n(&ys) as f64 * 8.0);
+        // The backward of set i scatters through the indices of set i's
+        // forward.
+        for i in 0..sets {
+            plan.run(
+                s,
+                Workspace::None,
+                PoolArgs {
+                    x: tref(&xb, i, xs, l)?,
+                    y: tmut(&mut yb, 0, ys, l)?,
+                    indices: Some(tmut(&mut ib, i, ys, l)?),
+                },
+            )?;
+        }
         let ms = time_rotating_ms(s, sets, |i| {
             plan.run_bw(
                 s,
@@ -351,7 +368,7 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
                     indices: Some(tref(&ib, i, ys, l)?),
                     x: None,
                     y: None,
-                    dx: tmut(&mut dxb, i, xs, l)?,
+                    dx: tmut(&mut dxb, 0, xs, l)?,
                 },
             )
         })?;

@@ -301,7 +301,7 @@ fn linear_decode(s: &Stream) -> Result<()> {
     let sets = rotation(s, (o * i + t * i + t * o) * 2);
     let x = random_buffer::<bf16>(s, sets * t * i, 31, -1.0, 1.0)?;
     let w = random_buffer::<bf16>(s, sets * o * i, 32, -0.05, 0.05)?;
-    let mut y = DeviceBuffer::<bf16>::uninit(s, sets * t * o)?;
+    let mut y = DeviceBuffer::<bf16>::uninit(s, t * o)?;
     let desc = LinearDescriptor {
         tokens: t,
         in_features: i,
@@ -319,7 +319,7 @@ fn linear_decode(s: &Stream) -> Result<()> {
                 x: MatrixRef::new(part(&x, k, t * i)?, t, i, i, row)?,
                 w: MatrixRef::new(part(&w, k, o * i)?, o, i, i, row)?,
                 bias: None,
-                y: MatrixMut::new(part_mut(&mut y, k, t * o)?, t, o, o, row)?,
+                y: MatrixMut::new(part_mut(&mut y, 0, t * o)?, t, o, o, row)?,
                 aux: None,
             },
         )

@@ -11,7 +11,7 @@
 //!    takes no `TENSOR_CORE` engine (those run TF32); plans above
 //!    `max_workspace_bytes` are dropped. `Autotune::Heuristic` takes the
 //!    first plan that finalizes. `Autotune::Measured` times up to
-//!    [`MEASURED_CANDIDATES`] on the select stream (as
+//!    [`measured_candidates`] on the select stream (as
 //!    `cudnn.benchmark=True` does) and keeps the fastest; the winner
 //!    (engine index + knobs) is cached per problem, filter and device for
 //!    the process and in `BARACUDA_CONV_AUTOTUNE_FILE` when set.
@@ -26,7 +26,12 @@
 //!    `Autotune::Measured` times that matmul with cuDNN's candidates and
 //!    keeps whichever is fastest (cached like an engine, as
 //!    [`GEMM_ENGINE`]); `backend: Some(CublasLt)` forces it for all three
-//!    directions (16-byte aligned operands only). Otherwise cuDNN runs.
+//!    directions (16-byte aligned operands only). In f16 and bf16 with
+//!    32, 64, 96 or 128 channels in and out, the narrow kernel
+//!    (`crate::gemm::NarrowMatmul`) also competes for the forward and the
+//!    data gradient ([`NARROW_ENGINE`]), and `backend: Some(Baracuda)`
+//!    forces it for those two (the weight gradient, a reduction over the
+//!    positions, stays with cuDNN). Otherwise cuDNN runs.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -43,15 +48,28 @@ use baracuda_kernels_types::{
 
 use super::descriptor::{check_i32_elems, full_shape};
 use super::{spec_for, BIAS_SOURCE, LAYOUT_SOURCE};
-use crate::gemm::{LinearMatmul, PlainMatmul};
+use crate::gemm::{narrow_fits, LinearKernel, LinearMatmul, NarrowMatmul, PlainMatmul};
 use crate::scratch::{fastest, operand_sets, random_bytes};
 
 /// Backend plans timed per direction by `Autotune::Measured`, taken in
-/// heuristic rank order. It bounds select time: after 50 ms of heating,
-/// each candidate is timed in five bursts of about 1 ms
-/// (`scratch::fastest`), so 12 candidates cost ~110 ms per direction (plus
-/// plan finalization).
+/// heuristic rank order, unless `BARACUDA_CONV_CANDIDATES` says otherwise.
+/// It bounds select time: after 50 ms of heating, each candidate is timed
+/// in five bursts of about 1 ms (`scratch::fastest`), so 12 candidates
+/// cost ~110 ms per direction (plus plan finalization).
 pub(crate) const MEASURED_CANDIDATES: usize = 12;
+
+/// [`MEASURED_CANDIDATES`], or `BARACUDA_CONV_CANDIDATES` (1 to 256) when
+/// set: a wider search for one process, to find which engine a faster
+/// library choice comes from (read once).
+fn measured_candidates() -> usize {
+    static N: OnceLock<usize> = OnceLock::new();
+    *N.get_or_init(|| {
+        std::env::var("BARACUDA_CONV_CANDIDATES")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .map_or(MEASURED_CANDIDATES, |n| n.clamp(1, 256))
+    })
+}
 
 /// Timing scratch of `Autotune::Measured` is capped at 1 GiB of workspace
 /// when the preference sets no cap.
@@ -61,6 +79,42 @@ const MEASURED_WORKSPACE_CAP: usize = 1 << 30;
 /// cuBLASLt runs (a pointwise convolution's matmul; no cuDNN engine has
 /// this id).
 const GEMM_ENGINE: u32 = u32::MAX;
+
+/// The engine id an autotune cache entry records for a direction that the
+/// narrow kernel runs.
+const NARROW_ENGINE: u32 = u32::MAX - 1;
+
+/// The matmuls that compete with cuDNN for `dir` of a pointwise
+/// convolution of `shape` under measured autotuning: cuBLASLt's, then the
+/// narrow kernel where it fits. `only` restricts them to the one a cache
+/// entry recorded.
+fn contenders(
+    op: &'static str,
+    stream: &Stream,
+    dir: ConvDirection,
+    shape: (usize, usize, usize),
+    p: &CudnnConvProblem,
+    pref: &PlanPreference,
+    only: Option<u32>,
+) -> Result<Vec<LinearKernel>> {
+    let role = linear_role(dir);
+    let mut v = Vec::new();
+    if only.is_none_or(|id| id == GEMM_ENGINE) {
+        v.extend(PlainMatmul::new(op, stream, role, shape, p.dtype, pref)?.map(LinearKernel::Lt));
+    }
+    if only.is_none_or(|id| id == NARROW_ENGINE) {
+        v.extend(NarrowMatmul::new(stream, role, shape, p.dtype)?.map(LinearKernel::Narrow));
+    }
+    Ok(v)
+}
+
+/// The cache id of a contender.
+fn contender_id(k: &LinearKernel) -> u32 {
+    match k {
+        LinearKernel::Lt(_) => GEMM_ENGINE,
+        LinearKernel::Narrow(_) => NARROW_ENGINE,
+    }
+}
 
 /// `(M, Cin, Cout)` of a convolution that is a linear layer over
 /// `M` = batch x positions: channels-last, every filter extent 1, unit
@@ -111,8 +165,9 @@ pub(crate) struct ConvCore {
     pub(crate) bias: std::result::Result<(Function, Function), Error>,
     /// f64 channels-last problems: cuDNN runs channels-first on copies.
     shim: Option<LayoutShim>,
-    /// Directions cuBLASLt runs (pointwise convolutions).
-    gemm: [Option<PlainMatmul>; 3],
+    /// Directions a matmul runs (pointwise convolutions): cuBLASLt's or
+    /// the narrow kernel.
+    gemm: [Option<LinearKernel>; 3],
     /// cuBLASLt was forced: no cuDNN path to fall back on.
     gemm_only: bool,
     /// The handle the plans were finalized with, kept alive with them.
@@ -413,11 +468,27 @@ impl ConvCore {
         sku_op: &str,
     ) -> Result<ConvCore> {
         let pointwise = pointwise_shape(&p);
-        if pointwise.is_some() {
-            pref.check_backend(op, &[BackendKind::Cudnn, BackendKind::CublasLt])?;
-        } else {
-            pref.check_backend(op, &[BackendKind::Cudnn])?;
+        // The narrow kernel's two directions, when it fits both.
+        let narrow = pointwise.filter(|&s| {
+            [LinearMatmul::Forward, LinearMatmul::DataGrad]
+                .iter()
+                .all(|&r| narrow_fits(r, s, p.dtype))
+        });
+        match (pointwise, narrow) {
+            (Some(_), Some(_)) => pref.check_backend(
+                op,
+                &[
+                    BackendKind::Cudnn,
+                    BackendKind::CublasLt,
+                    BackendKind::Baracuda,
+                ],
+            )?,
+            (Some(_), None) => {
+                pref.check_backend(op, &[BackendKind::Cudnn, BackendKind::CublasLt])?
+            }
+            _ => pref.check_backend(op, &[BackendKind::Cudnn])?,
         }
+        let forced_narrow = pref.backend == Some(BackendKind::Baracuda);
         if let (Some(shape), Some(BackendKind::CublasLt)) = (pointwise, pref.backend) {
             return Self::select_gemm(op, stream, &p, shape, pref, sku_op);
         }
@@ -455,10 +526,11 @@ impl ConvCore {
         // the channels-first one (`p` above), but only it may take the
         // pointwise matmul.
         let key = format!(
-            "backend|{p:?}|{filter:?}|{}#{}|pointwise={}",
+            "backend|{p:?}|{filter:?}|{}#{}|pointwise={}|forced={:?}",
             dev.name,
             dev.ordinal,
-            pointwise.is_some()
+            pointwise.is_some(),
+            pref.backend
         );
         let cached = if measured {
             autotune_cache()
@@ -470,7 +542,7 @@ impl ConvCore {
             None
         };
         let mut scratch: Option<Scratch> = None;
-        let mut gemm: [Option<PlainMatmul>; 3] = Default::default();
+        let mut gemm: [Option<LinearKernel>; 3] = Default::default();
         let mut workspace = [0usize; 3];
         let mut entry: CacheEntry = Default::default();
         let mut all_backend = true;
@@ -478,11 +550,11 @@ impl ConvCore {
             let i = dir.index();
             let mut rejected = Vec::new();
             let mut backend_ws = None;
-            let mut gemm_won = false;
+            let mut won = None;
             if let Some(c) = &cached {
                 let (id, knobs) = &c[i];
-                if *id == GEMM_ENGINE {
-                    gemm_won = true;
+                if *id == GEMM_ENGINE || *id == NARROW_ENGINE {
+                    won = Some(*id);
                 } else {
                     backend_ws = cudnn
                         .engine_from_config(&handle, stream, dir, *id, knobs, &filter)
@@ -490,23 +562,22 @@ impl ConvCore {
                         .ok();
                 }
             }
-            // A pointwise convolution's matmul competes under measured
-            // autotuning.
-            let mut contender = match (pointwise, measured, gemm_won || backend_ws.is_none()) {
-                (Some(shape), true, true) => {
-                    PlainMatmul::new(op, stream, linear_role(dir), shape, p.dtype, pref)?
-                }
-                _ => None,
+            // A pointwise convolution's matmuls compete under measured
+            // autotuning (not when the narrow kernel is forced).
+            let open = won.is_some() || backend_ws.is_none();
+            let mut contender = match (pointwise, measured && !forced_narrow, open) {
+                (Some(shape), true, true) => contenders(op, stream, dir, shape, &p, pref, won)?,
+                _ => Vec::new(),
             };
-            if gemm_won {
-                gemm[i] = contender;
+            if won.is_some() && !contender.is_empty() {
+                gemm[i] = contender.pop();
             } else if backend_ws.is_none() {
-                let max = if measured { MEASURED_CANDIDATES } else { 1 };
+                let max = if measured { measured_candidates() } else { 1 };
                 match cudnn.engine_candidates(&handle, stream, dir, &filter, max) {
                     Ok((cands, why)) => {
                         rejected.extend(why);
                         if !cands.is_empty() {
-                            let pick = if measured && (cands.len() > 1 || contender.is_some()) {
+                            let pick = if measured && (cands.len() > 1 || !contender.is_empty()) {
                                 if scratch.is_none() {
                                     scratch = Some(Scratch::new(stream, &p)?);
                                 }
@@ -514,19 +585,19 @@ impl ConvCore {
                                     op,
                                     what: "timing scratch".into(),
                                 })?;
-                                let (best, gemm_faster) = time_candidates(
+                                let ranked = time_candidates(
                                     &cudnn,
                                     &handle,
                                     stream,
                                     dir,
-                                    (&cands, contender.as_ref()),
+                                    (&cands, &contender),
                                     s,
                                     &p,
                                 )?;
-                                if gemm_faster {
-                                    gemm[i] = contender.take();
+                                if let Some(w) = ranked.matmul {
+                                    gemm[i] = Some(contender.swap_remove(w));
                                 }
-                                best
+                                ranked.cudnn
                             } else {
                                 Some((0, -1.0))
                             };
@@ -538,8 +609,22 @@ impl ConvCore {
                     Err(e) => rejected.push(format!("backend graph: {e}")),
                 }
             }
-            if gemm[i].is_some() {
-                entry[i] = (GEMM_ENGINE, Vec::new());
+            // `backend: Baracuda`: the narrow kernel takes the forward and
+            // the data gradient; cuDNN's plan stays for unaligned operands.
+            if let (true, Some(shape), false) =
+                (forced_narrow, narrow, dir == ConvDirection::BackwardFilter)
+            {
+                let n = NarrowMatmul::new(stream, linear_role(dir), shape, p.dtype)?.ok_or_else(
+                    || Error::PreferenceRejected {
+                        op,
+                        field: "backend",
+                        reason: format!("the narrow kernel does not fit the {dir:?} pass of {p:?}"),
+                    },
+                )?;
+                gemm[i] = Some(LinearKernel::Narrow(n));
+            }
+            if let Some(g) = &gemm[i] {
+                entry[i] = (contender_id(g), Vec::new());
             } else if let Some(a) = cudnn.chosen(dir).filter(|a| a.api == ConvApi::Backend) {
                 entry[i] = (a.id, a.knobs);
             } else {
@@ -557,7 +642,7 @@ impl ConvCore {
                 legacy_cap,
                 &mut rejected,
             );
-            let gemm_ws = gemm[i].as_ref().map(PlainMatmul::workspace_bytes);
+            let gemm_ws = gemm[i].as_ref().map(LinearKernel::workspace_bytes);
             workspace[i] = match (backend_ws, legacy, gemm_ws) {
                 (Some(b), Some(l), g) => b.max(l).max(g.unwrap_or(0)),
                 (Some(b), None, g) => b.max(g.unwrap_or(0)),
@@ -574,6 +659,9 @@ impl ConvCore {
             append_cache_line(&key, &entry);
         }
         let mut sku = Self::sku(&cudnn, &gemm, &p, pref, sku_op, dev.arch);
+        if forced_narrow {
+            sku.backend = BackendKind::Baracuda;
+        }
         let shim = match shim_dims {
             None => None,
             Some([x, w, y]) => {
@@ -589,7 +677,7 @@ impl ConvCore {
                     cudnn_ws: workspace,
                 };
                 for (i, ws) in workspace.iter_mut().enumerate() {
-                    let g = gemm[i].as_ref().map_or(0, PlainMatmul::workspace_bytes);
+                    let g = gemm[i].as_ref().map_or(0, LinearKernel::workspace_bytes);
                     *ws = shim.workspace(i).max(g);
                     pref.check_workspace(op, *ws)?;
                 }
@@ -623,7 +711,7 @@ impl ConvCore {
         sku_op: &str,
     ) -> Result<ConvCore> {
         let ctx = stream.context();
-        let mut gemm: [Option<PlainMatmul>; 3] = Default::default();
+        let mut gemm: [Option<LinearKernel>; 3] = Default::default();
         let mut workspace = [0usize; 3];
         for dir in ConvDirection::ALL {
             let i = dir.index();
@@ -635,7 +723,7 @@ impl ConvCore {
                 })?;
             workspace[i] = g.workspace_bytes();
             pref.check_workspace(op, workspace[i])?;
-            gemm[i] = Some(g);
+            gemm[i] = Some(LinearKernel::Lt(g));
         }
         // Descriptors only (no plan is built), for `ConvPlan::algorithm`
         // and the SKU; channels-first, which cuDNN describes in every dtype.
@@ -659,7 +747,7 @@ impl ConvCore {
 
     fn sku(
         cudnn: &CudnnConv,
-        gemm: &[Option<PlainMatmul>; 3],
+        gemm: &[Option<LinearKernel>; 3],
         p: &CudnnConvProblem,
         pref: &PlanPreference,
         sku_op: &str,
@@ -821,49 +909,57 @@ impl ConvCore {
     }
 }
 
-/// Time each candidate of `dir` on `stream` ([`fastest`]), and the
-/// pointwise convolution's matmul `gemm` when given, as one more
-/// candidate. Returns the fastest cuDNN candidate's index and time (None
-/// when none ran) and whether the matmul beat them all. Synchronizes the
+/// What [`time_candidates`] found.
+struct Ranked {
+    /// The fastest cuDNN candidate's index and time; None when none ran.
+    cudnn: Option<(usize, f32)>,
+    /// The index of the matmul that beat every cuDNN candidate, if one did.
+    matmul: Option<usize>,
+}
+
+/// Time each candidate of `dir` on `stream` ([`fastest`]), and a
+/// pointwise convolution's matmuls `extra` after them. Synchronizes the
 /// stream.
 fn time_candidates(
     cudnn: &CudnnConv,
     handle: &CudnnHandle,
     stream: &Stream,
     dir: ConvDirection,
-    (cands, gemm): (&[ConvAlgo], Option<&PlainMatmul>),
+    (cands, extra): (&[ConvAlgo], &[LinearKernel]),
     scratch: &Scratch,
     p: &CudnnConvProblem,
-) -> Result<(Option<(usize, f32)>, bool)> {
+) -> Result<Ranked> {
     let ws_bytes = cands
         .iter()
         .map(|c| c.workspace_bytes)
-        .chain(gemm.map(PlainMatmul::workspace_bytes))
+        .chain(extra.iter().map(LinearKernel::workspace_bytes))
         .max()
         .unwrap_or(0);
     let ws = DeviceBuffer::<u8>::uninit(stream, ws_bytes.max(1))?;
     let wsa = ws.as_slice().addr();
     let mut launches = 0usize;
-    let n = cands.len() + usize::from(gemm.is_some());
+    let n = cands.len() + extra.len();
     let timing = fastest(stream, n, |i| {
         let ops = scratch.ops(dir, launches);
         launches += 1;
         // SAFETY: the scratch buffers hold this problem's operands (sized
         // from the same problem) on the stream's context, device
         // allocations are 256-byte aligned, and `ws` holds the largest
-        // candidate workspace; the matmul's operands are the same buffers
+        // candidate workspace; the matmuls' operands are the same buffers
         // (a pointwise convolution's tensors are its matrices). `fastest`
         // synchronizes before they drop.
         unsafe {
-            match gemm {
-                Some(g) if i == cands.len() => g.enqueue(stream, gemm_operands(dir, ops), wsa),
-                _ => cudnn.run_candidate(handle, stream, dir, i, ops, wsa),
+            match i.checked_sub(cands.len()).and_then(|j| extra.get(j)) {
+                Some(g) => g.enqueue(stream, gemm_operands(dir, ops), wsa),
+                None => cudnn.run_candidate(handle, stream, dir, i, ops, wsa),
             }
         }
     })?;
-    timing.log(&format!("conv {dir:?} {p:?}"), |i| match gemm {
-        Some(g) if i == cands.len() => format!("cuBLASLt matmul: {}", g.describe()),
-        _ => format!("{:?}", cands[i]),
+    timing.log(&format!("conv {dir:?} {p:?}"), |i| {
+        match i.checked_sub(cands.len()).and_then(|j| extra.get(j)) {
+            Some(g) => format!("matmul: {}", g.describe()),
+            None => format!("{:?}", cands[i]),
+        }
     });
     let best_cudnn = timing
         .times
@@ -872,8 +968,11 @@ fn time_candidates(
         .enumerate()
         .filter_map(|(i, t)| t.map(|t| (i, t)))
         .min_by(|a, b| a.1.total_cmp(&b.1));
-    let gemm_faster = gemm.is_some() && matches!(timing.best, Some((i, _)) if i == cands.len());
-    Ok((best_cudnn, gemm_faster))
+    let winner = timing.best.and_then(|(i, _)| i.checked_sub(cands.len()));
+    Ok(Ranked {
+        cudnn: best_cudnn,
+        matmul: winner,
+    })
 }
 
 fn no_algorithm(

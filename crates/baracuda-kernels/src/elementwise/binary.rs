@@ -13,7 +13,9 @@ use baracuda_kernels_types::{
     TensorRef, Workspace, MAX_RANK,
 };
 
-use super::layout::{check_no_partial_overlap, contig_shape, dtype_id, spec, MapKernels, THREADS};
+use super::layout::{
+    binary_fw_shape, check_no_partial_overlap, contig_shape, dtype_id, spec, MapKernels, THREADS,
+};
 use super::unary::{check_ctx, check_shape, pointwise_precision};
 use crate::kernel_sources;
 use crate::Plan;
@@ -204,11 +206,11 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
                 &kernel_sources::BINARY,
                 dt,
                 desc.op.index(),
-                contig_shape(false, dt),
+                binary_fw_shape(dt),
             ),
             "binary_fw",
             desc.op.name(),
-            contig_shape(false, dt),
+            binary_fw_shape(dt),
         )?;
         let sku = sku::<T>(
             stream,

@@ -25,8 +25,9 @@ pub(crate) struct ContigShape {
 /// per SM while other warps compute: f32 gelu-erf 0.509 ms at 128 threads
 /// against 0.515 at 256; on 16-bit types (8 elements per vector) also two
 /// vectors per thread: bf16 gelu-erf 0.259 ms against 0.268 (256 x 2) and
-/// 0.282 (128 x 1). Memory-bound ops keep 256 x 1 (bf16 add: 0.371 ms, no
-/// other shape faster).
+/// 0.282 (128 x 1). Memory-bound ops keep 256 x 1 (bf16 relu and add
+/// measured no faster shape in that sweep), except binary forwards on
+/// 16-bit types ([`binary_fw_shape`]).
 pub(crate) fn contig_shape(transcendental: bool, dtype: u32) -> ContigShape {
     match (transcendental, dtype) {
         (true, 0) => ContigShape {
@@ -43,6 +44,23 @@ pub(crate) fn contig_shape(transcendental: bool, dtype: u32) -> ContigShape {
         },
     }
 }
+/// The contiguous launch shape of a binary forward on `dtype`: on 16-bit
+/// types 128-thread blocks (the shape PyTorch launches for the same
+/// one-vector-per-thread kernel), which `bench/experiments/binary_hints.cu`
+/// measured 0.18% faster than 256 on the H200 bf16 add of 2^28 elements
+/// (0.3690 ms against 0.3697, median over three placements), the margin
+/// by which PyTorch's add led ours (0.3681 ms against 0.3689); otherwise
+/// [`contig_shape`]`(false, dtype)`.
+pub(crate) fn binary_fw_shape(dtype: u32) -> ContigShape {
+    match dtype {
+        2 | 3 => ContigShape {
+            threads: 128,
+            tile: 1,
+        },
+        _ => contig_shape(false, dtype),
+    }
+}
+
 /// Operands a strided kernel takes at most (`MAX_OPS` in strided.cuh).
 pub(crate) const MAX_OPS: usize = 5;
 
@@ -99,7 +117,7 @@ pub(crate) fn family_specs() -> Vec<ModuleSpec> {
                 &kernel_sources::BINARY,
                 dt,
                 op.index(),
-                contig_shape(false, dt),
+                binary_fw_shape(dt),
             ));
         }
     }

@@ -19,6 +19,7 @@ mod grouped;
 mod int_gemm;
 mod linear;
 mod matmul;
+mod narrow;
 mod plain;
 
 pub use batched::{BatchedGemmArgs, BatchedGemmDescriptor, BatchedGemmPlan};
@@ -27,9 +28,12 @@ pub use gemm::{GemmArgs, GemmDescriptor, GemmPlan};
 pub use grouped::{GroupedGemmArgs, GroupedGemmDescriptor, GroupedGemmPlan};
 pub use int_gemm::{IntGemmArgs, IntGemmDescriptor, IntGemmPlan};
 pub use linear::{LinearArgs, LinearBwArgs, LinearDescriptor, LinearPlan};
-pub(crate) use plain::{LinearMatmul, PlainMatmul};
+pub(crate) use narrow::{narrow_fits, NarrowMatmul};
+pub(crate) use plain::{LinearKernel, LinearMatmul, PlainMatmul};
 
 /// Every NVRTC module the GEMM plans can request.
 pub fn module_specs() -> Vec<baracuda_driver::ModuleSpec> {
-    epilogue::module_specs()
+    let mut v = epilogue::module_specs();
+    v.extend(narrow::module_specs());
+    v
 }

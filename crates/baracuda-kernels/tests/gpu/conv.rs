@@ -278,6 +278,16 @@ fn run_conv_case<T: Element, const N: usize, const R: usize>(
             return Err(format!("cuBLASLt forced, SKU: {sku}"));
         }
     }
+    if pref.backend == Some(BackendKind::Baracuda) {
+        let sku = plan.sku();
+        let v = &sku.variant;
+        if sku.backend != BackendKind::Baracuda
+            || !v.contains("fw=narrow")
+            || !v.contains("bw_data=narrow")
+        {
+            return Err(format!("narrow kernel forced, SKU: {sku}"));
+        }
+    }
     let mut wsb =
         DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1)).map_err(|e| e.to_string())?;
     let (xb, wb, dyb) = (
@@ -830,6 +840,56 @@ fn conv_deterministic_is_bit_exact() {
     );
 }
 
+/// A channels-last 1x1 convolution (unit stride, no padding, one group)
+/// with a bias.
+fn pointwise_case(
+    batch: usize,
+    c_in: usize,
+    c_out: usize,
+    input: &[usize],
+    kind: ElementKind,
+) -> ConvCase {
+    let rank = input.len();
+    ConvCase {
+        g: ConvGeometry {
+            batch,
+            c_in,
+            c_out,
+            input: input.to_vec(),
+            filter: vec![1; rank],
+            padding: vec![0; rank],
+            stride: vec![1; rank],
+            dilation: vec![1; rank],
+            groups: 1,
+        },
+        layout: ConvLayout::ChannelsLast,
+        kind,
+        bias: true,
+    }
+}
+
+/// Every pass of `c` against the reference with `forced` and with measured
+/// autotuning; a line per failure.
+fn forced_and_measured(
+    s: &Stream,
+    c: &ConvCase,
+    rng: &mut Rng,
+    forced: &PlanPreference,
+) -> Vec<String> {
+    let measured = PlanPreference::default().with_autotune(Autotune::Measured);
+    [("forced", forced), ("measured", &measured)]
+        .into_iter()
+        .filter_map(|(name, pref)| {
+            dispatch_conv_with(s, c, rng, pref).err().map(|e| {
+                format!(
+                    "{name} {:?} {}->{} {:?}: {e}",
+                    c.kind, c.g.c_in, c.g.c_out, c.g.input
+                )
+            })
+        })
+        .collect()
+}
+
 /// Pointwise convolutions (1x1, unit stride, no padding, one group,
 /// channels-last) through cuBLASLt: forced with `backend: CublasLt` (every
 /// rank and float dtype, with bias, the SKU naming cuBLASLt), and under
@@ -842,35 +902,14 @@ fn conv_pointwise_through_cublaslt() {
     let s = stream();
     let mut rng = Rng(0x1A1);
     let forced = PlanPreference::default().with_backend(BackendKind::CublasLt);
-    let measured = PlanPreference::default().with_autotune(Autotune::Measured);
     let mut fails = Vec::new();
     for (i, input) in [vec![37], vec![9, 11], vec![3, 5, 7]]
         .into_iter()
         .enumerate()
     {
         for kind in KINDS {
-            let rank = input.len();
-            let c = ConvCase {
-                g: ConvGeometry {
-                    batch: 3,
-                    c_in: 24 + 8 * i,
-                    c_out: 40,
-                    input: input.clone(),
-                    filter: vec![1; rank],
-                    padding: vec![0; rank],
-                    stride: vec![1; rank],
-                    dilation: vec![1; rank],
-                    groups: 1,
-                },
-                layout: ConvLayout::ChannelsLast,
-                kind,
-                bias: true,
-            };
-            for (name, pref) in [("forced", &forced), ("measured", &measured)] {
-                if let Err(e) = dispatch_conv_with(&s, &c, &mut rng, pref) {
-                    fails.push(format!("{name} {kind:?} {:?}: {e}", c.g.input));
-                }
-            }
+            let c = pointwise_case(3, 24 + 8 * i, 40, &input, kind);
+            fails.extend(forced_and_measured(&s, &c, &mut rng, &forced));
         }
     }
     assert!(fails.is_empty(), "{}", fails.join("\n"));
@@ -889,6 +928,77 @@ fn conv_pointwise_through_cublaslt() {
             })
         ));
     }
+}
+
+/// The narrow kernel: `backend: Baracuda` forces it for the forward and
+/// the data gradient of pointwise f16/bf16 convolutions with 32-128
+/// channels (ranks 1-3, row counts that are not whole tiles, and one
+/// problem large enough that every warp takes two chunks); measured
+/// autotuning times it with cuDNN and cuBLASLt. All three passes and the
+/// bias against the reference. Forcing it where it does not fit (48
+/// channels, f32, a 3x3 filter) is refused.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn conv_pointwise_narrow_kernel() {
+    let s = stream();
+    let mut rng = Rng(0x7A3);
+    let forced = PlanPreference::default().with_backend(BackendKind::Baracuda);
+    let mut fails = Vec::new();
+    let shapes: [(usize, usize, usize, Vec<usize>); 5] = [
+        (3, 64, 64, vec![37]),
+        (3, 32, 96, vec![9, 11]),
+        (3, 128, 128, vec![3, 5, 7]),
+        (2, 96, 32, vec![5, 9]),
+        (4, 64, 64, vec![160, 160]),
+    ];
+    for (batch, c_in, c_out, input) in shapes {
+        for kind in [ElementKind::F16, ElementKind::Bf16] {
+            let c = pointwise_case(batch, c_in, c_out, &input, kind);
+            fails.extend(forced_and_measured(&s, &c, &mut rng, &forced));
+        }
+    }
+    assert!(fails.is_empty(), "{}", fails.join("\n"));
+    // The SKU names the kernel for the two directions it runs.
+    let d = Conv2dDescriptor::new(2, 64, 14, 14, 64, 1, 1, ElementKind::Bf16)
+        .with_layout(ConvLayout::ChannelsLast);
+    let p = Conv2dPlan::<bf16>::select(&s, &d, &forced).unwrap();
+    let v = &p.sku().variant;
+    assert!(
+        v.contains("fw=narrow") && v.contains("bw_data=narrow"),
+        "{}",
+        p.sku()
+    );
+    assert!(!v.contains("dw=narrow"), "{}", p.sku());
+    assert_eq!(p.sku().backend, BackendKind::Baracuda);
+    // Refused: 48 input channels, f32, a 3x3 filter.
+    let refused = [
+        Conv2dDescriptor::new(2, 48, 14, 14, 64, 1, 1, ElementKind::Bf16)
+            .with_layout(ConvLayout::ChannelsLast),
+        Conv2dDescriptor::new(2, 64, 14, 14, 64, 3, 3, ElementKind::Bf16)
+            .with_padding(1, 1)
+            .with_layout(ConvLayout::ChannelsLast),
+    ];
+    for d in refused {
+        assert!(
+            matches!(
+                Conv2dPlan::<bf16>::select(&s, &d, &forced),
+                Err(Error::PreferenceRejected {
+                    field: "backend",
+                    ..
+                })
+            ),
+            "{d:?}"
+        );
+    }
+    let d = Conv2dDescriptor::new(2, 64, 14, 14, 64, 1, 1, ElementKind::F32)
+        .with_layout(ConvLayout::ChannelsLast);
+    assert!(matches!(
+        Conv2dPlan::<f32>::select(&s, &d, &forced),
+        Err(Error::PreferenceRejected {
+            field: "backend",
+            ..
+        })
+    ));
 }
 
 #[test]
