@@ -189,37 +189,28 @@ mod tests {
 
     #[test]
     fn fits_narrow_layers_in_16_bit_floats() {
-        let s = (200_704, 64, 64);
-        assert!(narrow_fits(LinearMatmul::Forward, s, ElementKind::Bf16));
-        assert!(narrow_fits(LinearMatmul::DataGrad, s, ElementKind::F16));
-        assert!(!narrow_fits(LinearMatmul::WeightGrad, s, ElementKind::Bf16));
-        assert!(!narrow_fits(LinearMatmul::Forward, s, ElementKind::F32));
-        assert!(!narrow_fits(
-            LinearMatmul::Forward,
-            (0, 64, 64),
-            ElementKind::Bf16
-        ));
-        // Forward reduces over in and writes out; data grad the reverse.
-        assert!(narrow_fits(
-            LinearMatmul::Forward,
-            (8, 32, 128),
-            ElementKind::Bf16
-        ));
-        assert!(!narrow_fits(
-            LinearMatmul::Forward,
-            (8, 64, 256),
-            ElementKind::Bf16
-        ));
-        assert!(!narrow_fits(
-            LinearMatmul::DataGrad,
-            (8, 256, 64),
-            ElementKind::Bf16
-        ));
-        assert!(!narrow_fits(
-            LinearMatmul::Forward,
-            (8, 48, 64),
-            ElementKind::Bf16
-        ));
+        use ElementKind::{Bf16, F16, F32};
+        use LinearMatmul::{DataGrad, Forward, WeightGrad};
+        // (direction, (tokens, in, out), dtype, fits): the forward reduces
+        // over `in` and writes `out`, the data gradient the reverse.
+        let cases = [
+            (Forward, (200_704, 64, 64), Bf16, true),
+            (DataGrad, (200_704, 64, 64), F16, true),
+            (WeightGrad, (200_704, 64, 64), Bf16, false),
+            (Forward, (200_704, 64, 64), F32, false),
+            (Forward, (0, 64, 64), Bf16, false),
+            (Forward, (8, 32, 128), Bf16, true),
+            (Forward, (8, 64, 256), Bf16, false),
+            (DataGrad, (8, 256, 64), Bf16, false),
+            (Forward, (8, 48, 64), Bf16, false),
+        ];
+        for (dir, shape, kind, fits) in cases {
+            assert_eq!(
+                narrow_fits(dir, shape, kind),
+                fits,
+                "{dir:?} {shape:?} {kind}"
+            );
+        }
         assert_eq!(dims(LinearMatmul::Forward, (1, 32, 64)), Some((32, 64, 0)));
         assert_eq!(dims(LinearMatmul::DataGrad, (1, 32, 64)), Some((64, 32, 1)));
     }
