@@ -5,7 +5,8 @@
 // builds one binary per (TRANS, NARROW_TILES, NARROW_WARPS,
 // NARROW_PREFETCH) and runs each.
 //
-// Build: nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -DDTYPE=3
+// Build: nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -DBARACUDA_DTYPE=3
+//        -I../../crates/baracuda-kernels/kernels
 //        -DNARROW_K=64 -DNARROW_N=64 -DTRANS=0 [-DNARROW_TILES=t]
 //        [-DNARROW_WARPS=w] [-DNARROW_PREFETCH=p] narrow_sweep.cu -o narrow_sweep
 // Run:   narrow_sweep [m]

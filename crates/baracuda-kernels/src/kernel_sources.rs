@@ -3,7 +3,7 @@
 use baracuda_driver::KernelSource;
 
 /// Project headers any source may include.
-const COMMON: &[(&str, &str)] = &[
+pub(crate) const COMMON: &[(&str, &str)] = &[
     (
         "common/dtype.cuh",
         include_str!("../kernels/common/dtype.cuh"),
