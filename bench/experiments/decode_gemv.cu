@@ -204,6 +204,9 @@ int main(int argc, char** argv) {
   G(2, 4, 4, 8, 0);
   G(4, 2, 4, 8, 0);
   G(1, 2, 8, 8, 0);
+  G(1, 4, 4, 4, 0);  // one row per 128-thread block: many short waves
+  G(1, 2, 4, 4, 0);
+  G(2, 4, 4, 4, 0);
   G(2, 2, 8, 8, 0);
   G(1, 4, 1, 8, 1);
   G(2, 4, 1, 8, 1);
