@@ -920,14 +920,20 @@ fn conv_pointwise_through_cublaslt() {
             .with_layout(ConvLayout::ChannelsLast),
         Conv2dDescriptor::new(2, 16, 12, 12, 16, 1, 1, ElementKind::Bf16),
     ] {
-        assert!(matches!(
-            Conv2dPlan::<bf16>::select(&s, &d, &forced),
-            Err(Error::PreferenceRejected {
-                field: "backend",
-                ..
-            })
-        ));
+        assert!(backend_refused::<bf16>(&s, &d, &forced), "{d:?}");
     }
+}
+
+/// Whether `Conv2dPlan::<T>::select` refuses the backend `pref` asks for
+/// on `d` (`PreferenceRejected` naming `backend`).
+fn backend_refused<T: Element>(s: &Stream, d: &Conv2dDescriptor, pref: &PlanPreference) -> bool {
+    matches!(
+        Conv2dPlan::<T>::select(s, d, pref),
+        Err(Error::PreferenceRejected {
+            field: "backend",
+            ..
+        })
+    )
 }
 
 /// The narrow kernel: `backend: Baracuda` forces it for the forward and
@@ -979,26 +985,11 @@ fn conv_pointwise_narrow_kernel() {
             .with_layout(ConvLayout::ChannelsLast),
     ];
     for d in refused {
-        assert!(
-            matches!(
-                Conv2dPlan::<bf16>::select(&s, &d, &forced),
-                Err(Error::PreferenceRejected {
-                    field: "backend",
-                    ..
-                })
-            ),
-            "{d:?}"
-        );
+        assert!(backend_refused::<bf16>(&s, &d, &forced), "{d:?}");
     }
     let d = Conv2dDescriptor::new(2, 64, 14, 14, 64, 1, 1, ElementKind::F32)
         .with_layout(ConvLayout::ChannelsLast);
-    assert!(matches!(
-        Conv2dPlan::<f32>::select(&s, &d, &forced),
-        Err(Error::PreferenceRejected {
-            field: "backend",
-            ..
-        })
-    ));
+    assert!(backend_refused::<f32>(&s, &d, &forced), "{d:?}");
 }
 
 #[test]
@@ -1028,17 +1019,8 @@ fn conv_preferences() {
     .unwrap();
     assert_eq!(p0.workspace_size(), 0);
     // A backend the op lacks is rejected.
-    assert!(matches!(
-        Conv2dPlan::<f32>::select(
-            &s,
-            &d,
-            &PlanPreference::default().with_backend(BackendKind::CublasLt)
-        ),
-        Err(Error::PreferenceRejected {
-            field: "backend",
-            ..
-        })
-    ));
+    let lt = PlanPreference::default().with_backend(BackendKind::CublasLt);
+    assert!(backend_refused::<f32>(&s, &d, &lt), "{d:?}");
     // Measured autotune: works, and a second select reuses the cache.
     let m = PlanPreference::default().with_autotune(Autotune::Measured);
     let a = Conv2dPlan::<f32>::select(&s, &d, &m).unwrap();
