@@ -16,6 +16,10 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         "common/pointwise.cuh",
         include_str!("../kernels/common/pointwise.cuh"),
     ),
+    (
+        "common/fast_math.cuh",
+        include_str!("../kernels/common/fast_math.cuh"),
+    ),
 ];
 
 /// Pointwise unary ops (`kernels/elementwise/unary.cu`).
