@@ -13,6 +13,10 @@ launched through the driver API on PyTorch's stream, next to `torch.add`,
   alpha128          a + alpha * b (PyTorch's add computes with alpha)
   i32_128           PyTorch's kernel shape: 32-bit indices, one 8-element
                     vector per thread, a + alpha * b
+  fF_sS             that shape, a + b, the store held back by F dependent
+                    FMAs per element and a __nanosleep(S) (our div, whose
+                    division sits between load and store, ran faster than
+                    our add)
 Rounds visit every (placement, variant) in turn, 20 launches between CUDA
 events each; the median per variant over rounds and placements is printed,
 with its ratio to the PyTorch kernel of the same op.
@@ -31,7 +35,7 @@ KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../crates
 CUDA_INCLUDE = "/usr/local/cuda/include"
 N = 1 << 28
 PLACEMENTS = 3
-ROUNDS = 15
+ROUNDS = 20
 LAUNCHES = 20
 
 EXTRA = r"""
@@ -59,6 +63,38 @@ extern "C" __global__ void __launch_bounds__(128) add_i32(const T* a, const T* b
     for (int e = 0; e < 8; ++e) vo[e] = from_acc(to_acc(va[e]) + alpha * to_acc(vb[e]));
     ((uint4*)out)[i] = *(uint4*)vo;
 }
+// The same shape (no alpha) holding the store back after the loads have
+// landed: FMAS dependent multiply-adds by runtime 1 and 0 per element
+// (about 4 cycles each), then __nanosleep(SLEEP).
+template <int FMAS, int SLEEP>
+__device__ __forceinline__ void add_delay(const T* a, const T* b, T* out, float one, float zero) {
+    const int i = blockIdx.x * 128 + threadIdx.x;
+    T va[8], vb[8], vo[8];
+    *(uint4*)va = ((const uint4*)a)[i];
+    *(uint4*)vb = ((const uint4*)b)[i];
+    float s[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) s[e] = to_acc(va[e]) + to_acc(vb[e]);
+#pragma unroll 1
+    for (int k = 0; k < FMAS; ++k)
+#pragma unroll
+        for (int e = 0; e < 8; ++e) s[e] = fmaf(s[e], one, zero);
+    if (SLEEP) __nanosleep(SLEEP);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) vo[e] = from_acc(s[e]);
+    ((uint4*)out)[i] = *(uint4*)vo;
+}
+#define DELAY(F, S) \
+    extern "C" __global__ void __launch_bounds__(128) add_f##F##_s##S(const T* a, const T* b, T* out, u64 n, float one, float zero) { \
+        add_delay<F, S>(a, b, out, one, zero); }
+DELAY(0, 0)
+DELAY(16, 0)
+DELAY(64, 0)
+DELAY(256, 0)
+DELAY(0, 200)
+DELAY(0, 500)
+DELAY(0, 1000)
+DELAY(0, 2000)
 """
 
 
@@ -108,13 +144,14 @@ def function(module, name):
     return f
 
 
-def launcher(f, threads, per_thread_vecs=1, alpha=None):
+def launcher(f, threads, per_thread_vecs=1, alpha=None, tail=()):
     def run(a, b, y):
         stream = torch.cuda.current_stream().cuda_stream
         args = [ctypes.c_uint64(a.data_ptr()), ctypes.c_uint64(b.data_ptr()), ctypes.c_uint64(y.data_ptr()),
                 ctypes.c_uint64(N)]
         if alpha is not None:
             args.append(ctypes.c_float(alpha))
+        args += [ctypes.c_float(x) for x in tail]
         params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(x) for x in args])
         blocks = (N // 8 + threads * per_thread_vecs - 1) // (threads * per_thread_vecs)
         check(cuda.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, stream, params, None), "cuLaunchKernel")
@@ -141,6 +178,8 @@ def main():
         "lib256 add": launcher(function(mods["add"], "binary_fw_contig_add"), 256),
         "alpha128 add": launcher(function(extra, "add_alpha"), 128, alpha=1.0),
         "i32_128 add": launcher(function(extra, "add_i32"), 128, alpha=1.0),
+        **{f"f{fm}_s{sl} add": launcher(function(extra, f"add_f{fm}_s{sl}"), 128, tail=(1.0, 0.0))
+           for fm, sl in ((0, 0), (16, 0), (64, 0), (256, 0), (0, 200), (0, 500), (0, 1000), (0, 2000))},
         "torch mul": lambda a, b, y: torch.mul(a, b, out=y),
         "lib128 mul": launcher(function(mods["mul"], "binary_fw_contig_mul"), 128),
         "torch div": lambda a, b, y: torch.div(a, b, out=y),
