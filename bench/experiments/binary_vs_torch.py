@@ -17,6 +17,10 @@ launched through the driver API on PyTorch's stream, next to `torch.add`,
                     FMAs per element and a __nanosleep(S) (our div, whose
                     division sits between load and store, ran faster than
                     our add)
+  divwork           that shape computing a + b + 0 * (a / b): our div's
+                    instructions, add's result
+  occK              lib128 with dynamic shared memory capping residency at
+                    K blocks per SM (16 without)
 Rounds visit every (placement, variant) in turn, 20 launches between CUDA
 events each; the median per variant over rounds and placements is printed,
 with its ratio to the PyTorch kernel of the same op.
@@ -88,13 +92,25 @@ __device__ __forceinline__ void add_delay(const T* a, const T* b, T* out, float 
     extern "C" __global__ void __launch_bounds__(128) add_f##F##_s##S(const T* a, const T* b, T* out, u64 n, float one, float zero) { \
         add_delay<F, S>(a, b, out, one, zero); }
 DELAY(0, 0)
+DELAY(4, 0)
+DELAY(8, 0)
 DELAY(16, 0)
-DELAY(64, 0)
-DELAY(256, 0)
-DELAY(0, 200)
+DELAY(32, 0)
 DELAY(0, 500)
-DELAY(0, 1000)
 DELAY(0, 2000)
+// a + b + zero * (a / b): our div's instructions, add's result.
+extern "C" __global__ void __launch_bounds__(128) add_divwork(const T* a, const T* b, T* out, u64 n, float one, float zero) {
+    const int i = blockIdx.x * 128 + threadIdx.x;
+    T va[8], vb[8], vo[8];
+    *(uint4*)va = ((const uint4*)a)[i];
+    *(uint4*)vb = ((const uint4*)b)[i];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+        const float x = to_acc(va[e]), y = to_acc(vb[e]);
+        vo[e] = from_acc(x + y + zero * (x / y));
+    }
+    ((uint4*)out)[i] = *(uint4*)vo;
+}
 """
 
 
@@ -144,7 +160,10 @@ def function(module, name):
     return f
 
 
-def launcher(f, threads, per_thread_vecs=1, alpha=None, tail=()):
+def launcher(f, threads, per_thread_vecs=1, alpha=None, tail=(), per_sm=0):
+    # per_sm > 0: enough dynamic shared memory that at most per_sm blocks
+    # fit on an SM (228 KiB per SM, 1 KiB reserved per block).
+    smem = 233472 // per_sm - 1024 - 128 if per_sm else 0
     def run(a, b, y):
         stream = torch.cuda.current_stream().cuda_stream
         args = [ctypes.c_uint64(a.data_ptr()), ctypes.c_uint64(b.data_ptr()), ctypes.c_uint64(y.data_ptr()),
@@ -154,7 +173,7 @@ def launcher(f, threads, per_thread_vecs=1, alpha=None, tail=()):
         args += [ctypes.c_float(x) for x in tail]
         params = (ctypes.c_void_p * len(args))(*[ctypes.addressof(x) for x in args])
         blocks = (N // 8 + threads * per_thread_vecs - 1) // (threads * per_thread_vecs)
-        check(cuda.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, 0, stream, params, None), "cuLaunchKernel")
+        check(cuda.cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, smem, stream, params, None), "cuLaunchKernel")
     return run
 
 
@@ -179,7 +198,10 @@ def main():
         "alpha128 add": launcher(function(extra, "add_alpha"), 128, alpha=1.0),
         "i32_128 add": launcher(function(extra, "add_i32"), 128, alpha=1.0),
         **{f"f{fm}_s{sl} add": launcher(function(extra, f"add_f{fm}_s{sl}"), 128, tail=(1.0, 0.0))
-           for fm, sl in ((0, 0), (16, 0), (64, 0), (256, 0), (0, 200), (0, 500), (0, 1000), (0, 2000))},
+           for fm, sl in ((0, 0), (4, 0), (8, 0), (16, 0), (32, 0), (0, 500), (0, 2000))},
+        "divwork add": launcher(function(extra, "add_divwork"), 128, tail=(1.0, 0.0)),
+        **{f"occ{k} add": launcher(function(mods["add"], "binary_fw_contig_add"), 128, per_sm=k)
+           for k in (6, 8, 10, 12, 14)},
         "torch mul": lambda a, b, y: torch.mul(a, b, out=y),
         "lib128 mul": launcher(function(mods["mul"], "binary_fw_contig_mul"), 128),
         "torch div": lambda a, b, y: torch.div(a, b, out=y),
