@@ -26,12 +26,14 @@ events each; the median per variant over rounds and placements is printed,
 with its ratio to the PyTorch kernel of the same op.
 
 Run on the GPU machine: python3 bench/experiments/binary_vs_torch.py
+(--profile: only three launches each of PyTorch's add and ours, for ncu)
 """
 
 import ctypes
 import glob
 import os
 import statistics
+import sys
 
 import torch
 
@@ -216,6 +218,13 @@ def main():
         want = {"add": torch.add, "mul": torch.mul, "div": torch.div}[op](a, b)
         bad = (y.view(torch.int16) != want.view(torch.int16)).sum().item()
         print(f"{name:14s} mismatches vs torch: {bad}")
+    if "--profile" in sys.argv:
+        # Under a profiler: PyTorch's add and ours, three launches each.
+        for _ in range(3):
+            for name in ("torch add", "lib128 add"):
+                variants[name](a, b, y)
+        torch.cuda.synchronize()
+        return
     times = {name: [] for name in variants}
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     for r in range(ROUNDS + 2):
