@@ -10,6 +10,9 @@ NVRTC and the plan's options (sm_90a, BARACUDA_DTYPE=3, TILE_UNROLL=1),
 launched through the driver API on PyTorch's stream, next to `torch.add`,
 `torch.mul` and `torch.div` with `out=`. Variants of ours:
   lib128 / lib256   binary_fw_contig_OP with 128 (the plan's) or 256 threads
+  ldplain / ldnc    the i32 shape with the loads written in PTX as
+                    ld.global (PyTorch's LDG.E.128) / ld.global.nc (ours:
+                    NVVM emits LDG.E.128.CONSTANT for load_vec)
   alpha128          a + alpha * b (PyTorch's add computes with alpha)
   i32_128           PyTorch's kernel shape: 32-bit indices, one 8-element
                     vector per thread, a + alpha * b
@@ -97,12 +100,31 @@ __device__ __forceinline__ void add_delay(const T* a, const T* b, T* out, float 
     extern "C" __global__ void __launch_bounds__(128) add_f##F##_s##S(const T* a, const T* b, T* out, u64 n, float one, float zero) { \
         add_delay<F, S>(a, b, out, one, zero); }
 DELAY(0, 0)
-DELAY(4, 0)
-DELAY(8, 0)
 DELAY(16, 0)
-DELAY(32, 0)
-DELAY(0, 500)
-DELAY(0, 2000)
+// The i32 shape with the loads spelled in PTX: plain ld.global (PyTorch's
+// LDG.E.128) or ld.global.nc (LDG.E.128.CONSTANT, what a const __restrict__
+// pointer gives).
+template <bool NC>
+__device__ __forceinline__ uint4 ld16(const void* p) {
+    uint4 r;
+    if (NC)
+        asm volatile("ld.global.nc.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    else
+        asm volatile("ld.global.v4.u32 {%0,%1,%2,%3}, [%4];" : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+    return r;
+}
+template <bool NC>
+__device__ __forceinline__ void add_ld(const T* a, const T* b, T* out) {
+    const int i = blockIdx.x * 128 + threadIdx.x;
+    T va[8], vb[8], vo[8];
+    *(uint4*)va = ld16<NC>((const uint4*)a + i);
+    *(uint4*)vb = ld16<NC>((const uint4*)b + i);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) vo[e] = from_acc(to_acc(va[e]) + to_acc(vb[e]));
+    ((uint4*)out)[i] = *(uint4*)vo;
+}
+extern "C" __global__ void __launch_bounds__(128) add_ld_plain(const T* a, const T* b, T* out, u64 n) { add_ld<false>(a, b, out); }
+extern "C" __global__ void __launch_bounds__(128) add_ld_nc(const T* a, const T* b, T* out, u64 n) { add_ld<true>(a, b, out); }
 // a + b + zero * (a / b): our div's instructions, add's result.
 extern "C" __global__ void __launch_bounds__(128) add_divwork(const T* a, const T* b, T* out, u64 n, float one, float zero) {
     const int i = blockIdx.x * 128 + threadIdx.x;
@@ -205,15 +227,15 @@ def main():
         "torch add": lambda a, b, y: torch.add(a, b, out=y),
         "lib128 add": launcher(function(mods["add"], "binary_fw_contig_add"), 128),
         "lib256 add": launcher(function(mods["add"], "binary_fw_contig_add"), 256),
+        "ldplain add": launcher(function(extra, "add_ld_plain"), 128),
+        "ldnc add": launcher(function(extra, "add_ld_nc"), 128),
         "alpha128 add": launcher(function(extra, "add_alpha"), 128, alpha=1.0),
         "i32_128 add": launcher(function(extra, "add_i32"), 128, alpha=1.0),
         **{f"f{fm}_s{sl} add": launcher(function(extra, f"add_f{fm}_s{sl}"), 128, tail=(1.0, 0.0))
            for fm, sl in ((0, 0), (16, 0))},
         "divwork add": launcher(function(extra, "add_divwork"), 128, tail=(1.0, 0.0)),
-        **{f"occ{k} add": launcher(function(mods["add"], "binary_fw_contig_add"), 128, per_sm=k)
-           for k in (8, 12)},
         **{f"occ{k}c add": launcher(function(mods["add"], "binary_fw_contig_add"), 128, per_sm=k, carveout=1)
-           for k in (8, 10, 11, 12, 13, 14)},
+           for k in (8, 12)},
         "torch mul": lambda a, b, y: torch.mul(a, b, out=y),
         "lib128 mul": launcher(function(mods["mul"], "binary_fw_contig_mul"), 128),
         "torch div": lambda a, b, y: torch.div(a, b, out=y),
