@@ -10,6 +10,7 @@ NVRTC and the plan's options (sm_90a, BARACUDA_DTYPE=3, TILE_UNROLL=1),
 launched through the driver API on PyTorch's stream, next to `torch.add`,
 `torch.mul` and `torch.div` with `out=`. Variants of ours:
   lib128 / lib256   binary_fw_contig_OP with 128 (the plan's) or 256 threads
+  sm90              lib128 compiled for sm_90 instead of sm_90a
   ldplain / ldnc    the i32 shape with the loads written in PTX as
                     ld.global (PyTorch's LDG.E.128) / ld.global.nc (ours:
                     NVVM emits LDG.E.128.CONSTANT for load_vec)
@@ -159,10 +160,10 @@ def check(rc, what):
         raise RuntimeError(f"{what} failed: {rc}")
 
 
-def compile_cubin(source, defines):
+def compile_cubin(source, defines, arch="sm_90a"):
     prog = ctypes.c_void_p()
     check(nvrtc.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), b"k.cu", 0, None, None), "nvrtcCreateProgram")
-    opts = ["--gpu-architecture=sm_90a", "--std=c++17", "--device-as-default-execution-space",
+    opts = [f"--gpu-architecture={arch}", "--std=c++17", "--device-as-default-execution-space",
             f"-I{KERNELS}", f"-I{CUDA_INCLUDE}"] + [f"-D{k}={v}" for k, v in defines.items()]
     arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     rc = nvrtc.nvrtcCompileProgram(prog, len(opts), arr)
@@ -223,10 +224,12 @@ def main():
     mods = {op: compile_cubin(binary, {"BARACUDA_DTYPE": 3, "BARACUDA_OP": i, "TILE_UNROLL": 1})
             for op, i in (("add", 0), ("mul", 2), ("div", 3))}
     extra = compile_cubin(EXTRA, {"BARACUDA_DTYPE": 3, "TILE_UNROLL": 1})
+    mods["add_sm90"] = compile_cubin(binary, {"BARACUDA_DTYPE": 3, "BARACUDA_OP": 0, "TILE_UNROLL": 1}, "sm_90")
     variants = {
         "torch add": lambda a, b, y: torch.add(a, b, out=y),
         "lib128 add": launcher(function(mods["add"], "binary_fw_contig_add"), 128),
         "lib256 add": launcher(function(mods["add"], "binary_fw_contig_add"), 256),
+        "sm90 add": launcher(function(mods["add_sm90"], "binary_fw_contig_add"), 128),
         "ldplain add": launcher(function(extra, "add_ld_plain"), 128),
         "ldnc add": launcher(function(extra, "add_ld_nc"), 128),
         "alpha128 add": launcher(function(extra, "add_alpha"), 128, alpha=1.0),
