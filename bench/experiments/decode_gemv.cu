@@ -16,7 +16,8 @@
 //                    any FMA; W warps per block; P = 1: a persistent grid
 //                    (as many blocks as are resident at once) striding
 //                    over row groups, P = 0: one row group per warp group.
-//                    R 2, U 4, KS 1, W 8, P 0 is the library's skinny_1.
+//                    R 2, U 4, KS 1, W 8, P 0 was the library's skinny_1;
+//                    it is now R 4, U 2, KS 4, W 8, P 0.
 //   lt #i            cuBLASLt's heuristic candidates (the problem the
 //                    LinearPlan builds: D^T [n, 1] = W^T x, TRANSA = T).
 //   gemmex           cublasGemmEx, what torch.nn.functional.linear calls.
