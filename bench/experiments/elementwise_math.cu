@@ -11,12 +11,9 @@
 //    vs the erfc evaluation, and per-element vs paired f32 -> 16-bit
 //    conversion on the store.
 //
-// The erfc evaluation: for z >= 0, t = 1 / (1 + z/2),
-//   erfc(z) = t exp(-z^2 + P(t)),  P of degree 9 fitted (Chebyshev, mpmath)
-// to ln(erfc(z)/t) + z^2 on t in [0, 1]: max relative error 1.3e-7 over
-// every z (in exact arithmetic). GELU: with e = erfc(|x|/sqrt2)/2,
+// The erfc evaluation is the library's (kernels/common/fast_math.cuh,
+// included below). GELU: with e = erfc(|x|/sqrt2)/2,
 //   Phi(x) = e (x < 0), 1 - e (x >= 0);  y = x Phi(x).
-// Constants carry log2(e) and the 1/2 so the exponential is one ex2.
 // Build: nvcc -O3 -gencode=arch=compute_90a,code=sm_90a elementwise_math.cu -o math
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -28,33 +25,13 @@
 
 typedef unsigned long long u64;
 
-__device__ __forceinline__ float ex2a(float x) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-}
-__device__ __forceinline__ float rcpa(float x) {
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-}
+#include "../../crates/baracuda-kernels/kernels/common/fast_math.cuh"
 
 __device__ __forceinline__ float gelu_erff(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
 
+// The library's GELU-erf on 16-bit types (elementwise/unary.cu gelu_erf).
 __device__ __forceinline__ float gelu_fast(float x) {
-    const float t = rcpa(fmaf(fabsf(x), 0.35355339059327376f, 1.f));
-    float q = 2.626355708e-01f;
-    q = fmaf(q, t, -1.258955786e+00f);
-    q = fmaf(q, t, 2.284647155e+00f);
-    q = fmaf(q, t, -1.777056158e+00f);
-    q = fmaf(q, t, 4.847548746e-01f);
-    q = fmaf(q, t, -2.973965222e-01f);
-    q = fmaf(q, t, 1.452133126e-01f);
-    q = fmaf(q, t, 5.391565473e-01f);
-    q = fmaf(q, t, 1.442749534e+00f);
-    q = fmaf(q, t, -2.825748336e+00f);
-    const float e = t * ex2a(fmaf(x * x, -0.72134752044448170f, q));
-    const float xe = x * e;
+    const float xe = x * half_erfc_abs(x);
     return x < 0.f ? xe : x - xe;
 }
 

@@ -41,22 +41,7 @@
 #include <thread>
 #include <cstring>
 
-#define CK(x)                                                                  \
-  do {                                                                         \
-    cudaError_t ck_err = (x);                                                       \
-    if (ck_err != cudaSuccess) {                                                    \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(ck_err));         \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
-#define CL(x)                                                                  \
-  do {                                                                         \
-    cublasStatus_t cl_st = (x);                                                    \
-    if (cl_st != CUBLAS_STATUS_SUCCESS) {                                          \
-      printf("%s:%d cublas status %d\n", __FILE__, __LINE__, (int)cl_st);          \
-      exit(1);                                                                 \
-    }                                                                          \
-  } while (0)
+#include "check.cuh"
 
 static float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());

@@ -25,22 +25,7 @@
 #include <random>
 #include <vector>
 
-#define CK(x)                                                              \
-  do {                                                                     \
-    cudaError_t e_ = (x);                                                  \
-    if (e_ != cudaSuccess) {                                               \
-      printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));    \
-      exit(1);                                                             \
-    }                                                                      \
-  } while (0)
-#define CL(x)                                                              \
-  do {                                                                     \
-    cublasStatus_t s_ = (x);                                               \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                     \
-      printf("%s:%d cublas status %d\n", __FILE__, __LINE__, (int)s_);     \
-      exit(1);                                                             \
-    }                                                                      \
-  } while (0)
+#include "check.cuh"
 
 struct Cfg {
   cublasLtMatmulAlgo_t algo;

@@ -5,7 +5,8 @@
 // builds one binary per (TRANS, NARROW_TILES, NARROW_WARPS,
 // NARROW_PREFETCH) and runs each.
 //
-// Build: nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -DDTYPE=3
+// Build: nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -DBARACUDA_DTYPE=3
+//        -I../../crates/baracuda-kernels/kernels
 //        -DNARROW_K=64 -DNARROW_N=64 -DTRANS=0 [-DNARROW_TILES=t]
 //        [-DNARROW_WARPS=w] [-DNARROW_PREFETCH=p] narrow_sweep.cu -o narrow_sweep
 // Run:   narrow_sweep [m]
@@ -23,14 +24,7 @@
 
 #include "../../crates/baracuda-kernels/kernels/gemm/narrow_matmul.cu"
 
-#define CHECK(x)                                                                       \
-    do {                                                                               \
-        cudaError_t e_ = (x);                                                          \
-        if (e_ != cudaSuccess) {                                                       \
-            fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-            exit(1);                                                                   \
-        }                                                                              \
-    } while (0)
+#include "check.cuh"
 
 __global__ void fill(T* p, i64 n, unsigned seed, float scale) {
     for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < n; i += (i64)gridDim.x * blockDim.x) {
@@ -66,40 +60,40 @@ __global__ void max_err(const T* got, const float* ref, i64 n, float* out) {
 int main(int argc, char** argv) {
     const i64 m = argc > 1 ? atoll(argv[1]) : 200704;
     cudaDeviceProp prop;
-    CHECK(cudaGetDeviceProperties(&prop, 0));
+    CK(cudaGetDeviceProperties(&prop, 0));
     const size_t set_bytes = (size_t)m * (K + N) * sizeof(T) + (size_t)K * N * sizeof(T);
     const int sets = (int)std::min<size_t>(32, std::max<size_t>(1, (3 * (size_t)prop.l2CacheSize + set_bytes - 1) / set_bytes));
     std::vector<T*> a(sets), w(sets), d(sets);
     for (int s = 0; s < sets; ++s) {
-        CHECK(cudaMalloc(&a[s], (size_t)m * K * sizeof(T)));
-        CHECK(cudaMalloc(&w[s], (size_t)K * N * sizeof(T)));
-        CHECK(cudaMalloc(&d[s], (size_t)m * N * sizeof(T)));
+        CK(cudaMalloc(&a[s], (size_t)m * K * sizeof(T)));
+        CK(cudaMalloc(&w[s], (size_t)K * N * sizeof(T)));
+        CK(cudaMalloc(&d[s], (size_t)m * N * sizeof(T)));
         fill<<<1024, 256>>>(a[s], m * K, 11u + s, 1.0f);
         fill<<<64, 256>>>(w[s], (i64)K * N, 101u + s, 0.125f);
     }
     // Grid as narrow.rs sizes it: every warp the same number of chunks,
     // the whole grid resident at once.
     int per_sm = 0;
-    CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, narrow_matmul, 32 * WARPS, 0));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, narrow_matmul, 32 * WARPS, 0));
     const i64 slots = (i64)prop.multiProcessorCount * std::max(per_sm, 1) * WARPS;
     const i64 chunks = (m + 16 * TILES - 1) / (16 * TILES);
     const i64 cpw = std::max<i64>(1, (chunks + slots - 1) / slots);
     const int blocks = (int)((chunks + cpw * WARPS - 1) / (cpw * WARPS));
     cudaFuncAttributes attr;
-    CHECK(cudaFuncGetAttributes(&attr, narrow_matmul));
+    CK(cudaFuncGetAttributes(&attr, narrow_matmul));
 
     // Correctness on set 0.
     float* ref;
     float* err;
-    CHECK(cudaMalloc(&ref, (size_t)m * N * sizeof(float)));
-    CHECK(cudaMalloc(&err, 2 * sizeof(float)));
-    CHECK(cudaMemset(err, 0, 2 * sizeof(float)));
+    CK(cudaMalloc(&ref, (size_t)m * N * sizeof(float)));
+    CK(cudaMalloc(&err, 2 * sizeof(float)));
+    CK(cudaMemset(err, 0, 2 * sizeof(float)));
     narrow_matmul<<<blocks, 32 * WARPS>>>(a[0], w[0], d[0], m);
     reference<<<(unsigned)((m * N + 255) / 256), 256>>>(a[0], w[0], ref, m);
     max_err<<<1024, 256>>>(d[0], ref, m * N, err);
     float e[2];
-    CHECK(cudaMemcpy(e, err, sizeof(e), cudaMemcpyDeviceToHost));
-    CHECK(cudaGetLastError());
+    CK(cudaMemcpy(e, err, sizeof(e), cudaMemcpyDeviceToHost));
+    CK(cudaGetLastError());
 
     // Copy of the same traffic: m (K + N) elements read and written once
     // each = a copy of m (K + N) / 2 elements. Sources are the A buffers
@@ -107,39 +101,39 @@ int main(int argc, char** argv) {
     const size_t copy_bytes = (size_t)m * (K + N) * sizeof(T) / 2;
     std::vector<char*> src(sets), dst(sets);
     for (int s = 0; s < sets; ++s) {
-        CHECK(cudaMalloc(&src[s], copy_bytes));
-        CHECK(cudaMalloc(&dst[s], copy_bytes));
-        CHECK(cudaMemset(src[s], 1, copy_bytes));
+        CK(cudaMalloc(&src[s], copy_bytes));
+        CK(cudaMalloc(&dst[s], copy_bytes));
+        CK(cudaMemset(src[s], 1, copy_bytes));
     }
     cudaEvent_t e0, e1;
-    CHECK(cudaEventCreate(&e0));
-    CHECK(cudaEventCreate(&e1));
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
     auto time = [&](auto&& call) {
         for (int i = 0; i < 3 * sets; ++i) call(i % sets);
-        CHECK(cudaEventRecord(e0));
+        CK(cudaEventRecord(e0));
         call(0);
-        CHECK(cudaEventRecord(e1));
-        CHECK(cudaEventSynchronize(e1));
+        CK(cudaEventRecord(e1));
+        CK(cudaEventSynchronize(e1));
         float one;
-        CHECK(cudaEventElapsedTime(&one, e0, e1));
+        CK(cudaEventElapsedTime(&one, e0, e1));
         int calls = std::max(sets, (int)(1.0f / std::max(one, 1e-3f)));
         calls = (calls + sets - 1) / sets * sets;
         std::vector<float> ms;
         for (int r = 0; r < 7; ++r) {
-            CHECK(cudaEventRecord(e0));
+            CK(cudaEventRecord(e0));
             for (int i = 0; i < calls; ++i) call(i % sets);
-            CHECK(cudaEventRecord(e1));
-            CHECK(cudaEventSynchronize(e1));
+            CK(cudaEventRecord(e1));
+            CK(cudaEventSynchronize(e1));
             float t;
-            CHECK(cudaEventElapsedTime(&t, e0, e1));
+            CK(cudaEventElapsedTime(&t, e0, e1));
             ms.push_back(t / calls);
         }
         std::sort(ms.begin(), ms.end());
         return ms[ms.size() / 2];
     };
     const float kern = time([&](int s) { narrow_matmul<<<blocks, 32 * WARPS>>>(a[s], w[s], d[s], m); });
-    const float copy = time([&](int s) { CHECK(cudaMemcpyAsync(dst[s], src[s], copy_bytes, cudaMemcpyDeviceToDevice)); });
-    CHECK(cudaGetLastError());
+    const float copy = time([&](int s) { CK(cudaMemcpyAsync(dst[s], src[s], copy_bytes, cudaMemcpyDeviceToDevice)); });
+    CK(cudaGetLastError());
     const double gbs = (double)m * (K + N) * sizeof(T) / (kern * 1e-3) / 1e9;
     printf("K %d N %d trans %d tiles %d warps %d prefetch %d: %3d regs, %d blocks (%d per SM), "
            "%lld chunks per warp, %d sets: %.4f ms %.0f GB/s; copy %.4f ms (x%.3f); max err %.2e of %.2e\n",

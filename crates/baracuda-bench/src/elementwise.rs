@@ -3,8 +3,8 @@
 //! contiguous elements in bf16 and f32, two backward passes, and the
 //! device-to-device copy that sets the bandwidth ceiling.
 //!
-//! Every case, the copy included, rotates over [`PLACEMENTS`] buffer sets,
-//! each a separate allocation of every operand with its own random inputs
+//! Every case, the copy included, rotates its inputs over [`PLACEMENTS`]
+//! buffer sets, each a separate allocation with its own random values
 //! (successive calls use set 0, 1, 2, 0, ...; see
 //! [`time_rotating_ms`]), and reports the time averaged over them; the
 //! PyTorch side does the same. Where the allocator places a memory-bound
@@ -47,8 +47,16 @@ fn random_sets<T: Element>(
         .collect()
 }
 
+/// One output buffer of [`N`] elements: an op's outputs do not rotate, as
+/// PyTorch's do not (its caching allocator hands every call the block the
+/// call before freed), so both sides write every call to one placement.
+fn output<T: Element>(s: &Stream) -> Result<DeviceBuffer<T>> {
+    DeviceBuffer::<T>::uninit(s, N)
+}
+
 /// [`PLACEMENTS`] output buffers of [`N`] elements, each its own
-/// allocation.
+/// allocation (the copy ceiling, whose PyTorch side rotates its
+/// destinations too).
 fn output_sets<T: Element>(s: &Stream) -> Result<Vec<DeviceBuffer<T>>> {
     (0..PLACEMENTS)
         .map(|_| DeviceBuffer::<T>::uninit(s, N))
@@ -71,7 +79,7 @@ fn emit_pass<T: Element>(op: &'static str, pass: &'static str, ms: f64, tensors:
 
 fn unary<T: Element>(s: &Stream, op: UnaryOp) -> Result<()> {
     let xs = random_sets::<T>(s, 1, -4.0, 4.0)?;
-    let mut ys = output_sets::<T>(s)?;
+    let mut y = output::<T>(s)?;
     let plan = UnaryPlan::<T, 1>::select(
         s,
         &UnaryDescriptor {
@@ -87,7 +95,7 @@ fn unary<T: Element>(s: &Stream, op: UnaryOp) -> Result<()> {
             Workspace::None,
             UnaryArgs {
                 x: TensorRef::contiguous(xs[i].as_slice(), [N])?,
-                y: TensorMut::contiguous(ys[i].as_slice_mut(), [N])?,
+                y: TensorMut::contiguous(y.as_slice_mut(), [N])?,
             },
         )
     })?;
@@ -110,7 +118,7 @@ fn unary<T: Element>(s: &Stream, op: UnaryOp) -> Result<()> {
                 UnaryBwArgs {
                     x: TensorRef::contiguous(xs[i].as_slice(), [N])?,
                     dy: TensorRef::contiguous(dys[i].as_slice(), [N])?,
-                    dx: TensorMut::contiguous(ys[i].as_slice_mut(), [N])?,
+                    dx: TensorMut::contiguous(y.as_slice_mut(), [N])?,
                 },
             )
         })?;
@@ -122,7 +130,7 @@ fn unary<T: Element>(s: &Stream, op: UnaryOp) -> Result<()> {
 fn binary<T: Element>(s: &Stream, op: BinaryOp) -> Result<()> {
     let a = random_sets::<T>(s, 3, -2.0, 2.0)?;
     let b = random_sets::<T>(s, 4, 0.5, 2.0)?;
-    let mut out = output_sets::<T>(s)?;
+    let mut out = output::<T>(s)?;
     let desc = BinaryDescriptor {
         op,
         element: T::KIND,
@@ -137,7 +145,7 @@ fn binary<T: Element>(s: &Stream, op: BinaryOp) -> Result<()> {
             BinaryArgs {
                 a: TensorRef::contiguous(a[i].as_slice(), [N])?,
                 b: TensorRef::contiguous(b[i].as_slice(), [N])?,
-                out: TensorMut::contiguous(out[i].as_slice_mut(), [N])?,
+                out: TensorMut::contiguous(out.as_slice_mut(), [N])?,
             },
         )
     })?;
@@ -145,7 +153,7 @@ fn binary<T: Element>(s: &Stream, op: BinaryOp) -> Result<()> {
     if op == BinaryOp::Mul {
         let bw = BinaryBackwardPlan::<T, 1>::select(s, &desc, &PlanPreference::default())?;
         let dy = random_sets::<T>(s, 5, -1.0, 1.0)?;
-        let mut db = output_sets::<T>(s)?;
+        let mut db = output::<T>(s)?;
         let ms = time_rotating_ms(s, PLACEMENTS, |i| {
             bw.run(
                 s,
@@ -154,8 +162,8 @@ fn binary<T: Element>(s: &Stream, op: BinaryOp) -> Result<()> {
                     a: TensorRef::contiguous(a[i].as_slice(), [N])?,
                     b: TensorRef::contiguous(b[i].as_slice(), [N])?,
                     dy: TensorRef::contiguous(dy[i].as_slice(), [N])?,
-                    da: Some(TensorMut::contiguous(out[i].as_slice_mut(), [N])?),
-                    db: Some(TensorMut::contiguous(db[i].as_slice_mut(), [N])?),
+                    da: Some(TensorMut::contiguous(out.as_slice_mut(), [N])?),
+                    db: Some(TensorMut::contiguous(db.as_slice_mut(), [N])?),
                 },
             )
         })?;

@@ -76,13 +76,12 @@ pub const MAX_SETS: usize = 32;
 /// L2 size, at most [`MAX_SETS`], 1 for operands that already exceed it.
 /// `bench/torch_baseline.py` `rotation` computes the same number.
 ///
-/// Only inputs rotate in the convolution, pooling and GEMM cases. Each pass
-/// there writes its outputs to one buffer, as PyTorch does: its caching
-/// allocator hands every call the block the call before freed (in eager
-/// mode and inside graph capture alike), so a PyTorch output that fits in
-/// L2 is rewritten in place while its lines may still be there. The
-/// elementwise cases (outputs of 512 MiB and more) rotate their outputs
-/// over separate allocations too, see `elementwise.rs`.
+/// Only inputs rotate. Each pass writes its outputs to one buffer, as
+/// PyTorch does: its caching allocator hands every call the block the call
+/// before freed (in eager mode and inside graph capture alike), so a
+/// PyTorch output that fits in L2 is rewritten in place while its lines
+/// may still be there. (The copy ceiling rotates its destinations on both
+/// sides.)
 pub fn rotation(s: &Stream, bytes_per_call: usize) -> usize {
     let l2 = s.context().device().l2_bytes.max(1);
     (3 * l2).div_ceil(bytes_per_call.max(1)).clamp(1, MAX_SETS)

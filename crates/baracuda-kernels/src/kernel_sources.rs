@@ -3,7 +3,7 @@
 use baracuda_driver::KernelSource;
 
 /// Project headers any source may include.
-const COMMON: &[(&str, &str)] = &[
+pub(crate) const COMMON: &[(&str, &str)] = &[
     (
         "common/dtype.cuh",
         include_str!("../kernels/common/dtype.cuh"),
@@ -15,6 +15,10 @@ const COMMON: &[(&str, &str)] = &[
     (
         "common/pointwise.cuh",
         include_str!("../kernels/common/pointwise.cuh"),
+    ),
+    (
+        "common/fast_math.cuh",
+        include_str!("../kernels/common/fast_math.cuh"),
     ),
 ];
 

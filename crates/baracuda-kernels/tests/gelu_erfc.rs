@@ -1,4 +1,5 @@
-//! The GELU-erf evaluation of `kernels/elementwise/unary.cu`, checked on the
+//! The GELU-erf evaluation of `kernels/common/fast_math.cuh` (used by
+//! `kernels/elementwise/unary.cu`), checked on the
 //! host: its constants are read from the kernel source itself, the formula
 //! is evaluated in f32 the way the kernel does (fused multiply-adds; IEEE
 //! reciprocal and exp2 where the kernel's approximate hardware forms are
@@ -7,7 +8,7 @@
 
 use baracuda_kernels::reference::elementwise::{erf, erfc};
 
-const SOURCE: &str = include_str!("../kernels/elementwise/unary.cu");
+const SOURCE: &str = include_str!("../kernels/common/fast_math.cuh");
 
 /// The f32 literals of `half_erfc_abs` in source order: the scale of |x|,
 /// 1, the ten polynomial coefficients (highest degree first), the scale of
@@ -15,7 +16,7 @@ const SOURCE: &str = include_str!("../kernels/elementwise/unary.cu");
 fn constants() -> (f32, [f32; 10], f32) {
     let start = SOURCE
         .find("half_erfc_abs(float x) {")
-        .expect("half_erfc_abs in unary.cu");
+        .expect("half_erfc_abs in fast_math.cuh");
     let body = &SOURCE[start..];
     let body = &body[..body.find("\n}").expect("end of half_erfc_abs")];
     let lits: Vec<f32> = body

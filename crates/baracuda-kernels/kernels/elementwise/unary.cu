@@ -53,32 +53,7 @@
 enum { RELU = 0, GELU_ERF = 1, GELU_TANH = 2, SILU = 3, SIGMOID = 4, TANH = 5, EXP = 6, NEG = 7 };
 
 #if BARACUDA_DTYPE != 1
-__device__ __forceinline__ float ex2_approx(float x) {
-    float r;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-}
-__device__ __forceinline__ float rcp_approx(float x) {
-    float r;
-    asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-    return r;
-}
-// erfc(|x|/sqrt2)/2 = Phi(-|x|). P's coefficients carry log2(e), and its
-// constant term the -1 of the halving, so the exponential is one ex2.
-__device__ __forceinline__ float half_erfc_abs(float x) {
-    const float t = rcp_approx(fmaf(fabsf(x), 0.35355339059327376f, 1.f));
-    float q = 2.626355708e-01f;
-    q = fmaf(q, t, -1.258955786e+00f);
-    q = fmaf(q, t, 2.284647155e+00f);
-    q = fmaf(q, t, -1.777056158e+00f);
-    q = fmaf(q, t, 4.847548746e-01f);
-    q = fmaf(q, t, -2.973965222e-01f);
-    q = fmaf(q, t, 1.452133126e-01f);
-    q = fmaf(q, t, 5.391565473e-01f);
-    q = fmaf(q, t, 1.442749534e+00f);
-    q = fmaf(q, t, -2.825748336e+00f);
-    return t * ex2_approx(fmaf(x * x, -0.72134752044448170f, q));
-}
+#include "common/fast_math.cuh"
 // x Phi(x) and Phi(x).
 __device__ __forceinline__ float gelu_erf(float x) {
     const float xe = x * half_erfc_abs(x);

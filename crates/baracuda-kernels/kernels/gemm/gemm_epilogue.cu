@@ -222,21 +222,33 @@ extern "C" __global__ void amax(const T* d, long long ldd, int row_major, long l
 // X [TOK, K], W [N, K], Y and aux [TOK, N]; K a multiple of VEC and X, W
 // 16-byte aligned (the plan checks both).
 //
-// A warp owns SKINNY_ROWS consecutive rows of W. Lane l reads the 16-byte
-// vectors j = l, l + 32, l + 64, ... of each of its rows, SKINNY_UNROLL
+// A group of SKINNY_SPLIT warps owns SKINNY_ROWS consecutive rows of W;
+// warp g of the group sums the g-th of SKINNY_SPLIT contiguous slices of
+// K (split-K inside the block: 4x the warps of one warp per row group, so
+// the rows of a 14336-output layer give 1792 blocks of 256 threads, and
+// each warp streams a quarter of a row). Lane l reads the slice's 16-byte
+// vectors l, l + 32, l + 64, ... of each of its rows, SKINNY_UNROLL
 // iterations at a time (every W load of those iterations is issued before
 // any FMA: SKINNY_UNROLL * SKINNY_ROWS loads in flight per lane), and the
 // matching vectors of X through the read-only cache (X is TOK * K elements,
 // L1/L2-resident, read by every warp). Acc accumulation per (row, token) in
-// a fixed lane order, then a butterfly shuffle over the 32 lanes: the sum's
-// order depends only on K, so results are bit-stable run to run. Lane
-// t * SKINNY_ROWS + r writes (t, r).
+// a fixed lane order, a butterfly shuffle over the 32 lanes, then the
+// group's first warp adds the SKINNY_SPLIT slice sums in slice order from
+// shared memory: the sum's order depends only on K, so results are
+// bit-stable run to run. Its lane t * SKINNY_ROWS + r writes (t, r).
+// Groups past N (the last block of an N not a multiple of 8) read row
+// N - 1 and store nothing; every warp reaches the block barrier.
 //
 // Traffic: N*K elements of W once, TOK*K of X per warp from cache, TOK*N
 // outputs (and aux). Decode (TOK = 1, bf16 4096 -> 14336): 117 MB of W,
 // so the kernel is judged by W bytes per second against HBM bandwidth.
-#define SKINNY_ROWS 2
-#define SKINNY_UNROLL 4
+// The shape (4 rows, 4 slices, 2 loads in flight, 8 warps) is the fastest
+// of bench/experiments/decode_gemv.cu's sweep on H200, ahead of cuBLASLt's
+// candidates and cublasGemmEx in both its timing regimes.
+#define SKINNY_ROWS 4
+#define SKINNY_SPLIT 4
+#define SKINNY_UNROLL 2
+#define SKINNY_WARPS 8
 
 __device__ __forceinline__ void dot_vec(Acc& acc, const uint4& w, const uint4& x) {
     T wv[VEC], xv[VEC];
@@ -250,11 +262,15 @@ template <int TOK>
 __device__ __forceinline__ void skinny_impl(const T* __restrict__ x, const T* __restrict__ w,
                                             const T* __restrict__ bias, T* __restrict__ y,
                                             T* __restrict__ aux, long long n, long long k, int act) {
-    const int lane = threadIdx.x & 31;
-    const long long row0 =
-        ((long long)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5)) * SKINNY_ROWS;
-    if (row0 >= n) return;
+    constexpr int GROUPS = SKINNY_WARPS / SKINNY_SPLIT;
+    constexpr int OUTS = TOK * SKINNY_ROWS;  // (token, row) sums per group, <= 16 lanes
+    __shared__ Acc part[SKINNY_WARPS][OUTS];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int group = warp / SKINNY_SPLIT, slice = warp % SKINNY_SPLIT;
+    const long long row0 = ((long long)blockIdx.x * GROUPS + group) * SKINNY_ROWS;
     const long long kv = k / VEC;
+    const long long per = (kv + SKINNY_SPLIT - 1) / SKINNY_SPLIT;
+    const long long j_lo = slice * per, j_hi = min(kv, j_lo + per);
     const uint4* wv = reinterpret_cast<const uint4*>(w);
     const uint4* xv = reinterpret_cast<const uint4*>(x);
     Acc acc[TOK][SKINNY_ROWS];
@@ -262,23 +278,22 @@ __device__ __forceinline__ void skinny_impl(const T* __restrict__ x, const T* __
     for (int t = 0; t < TOK; ++t)
 #pragma unroll
         for (int r = 0; r < SKINNY_ROWS; ++r) acc[t][r] = (Acc)0;
-    // Rows past n (an odd n's last warp) re-read row n - 1 and are not stored.
     long long rows[SKINNY_ROWS];
 #pragma unroll
     for (int r = 0; r < SKINNY_ROWS; ++r) rows[r] = (row0 + r < n ? row0 + r : n - 1) * kv;
-    for (long long j0 = lane; j0 < kv; j0 += 32 * SKINNY_UNROLL) {
+    for (long long j0 = j_lo + lane; j0 < j_hi; j0 += 32 * SKINNY_UNROLL) {
         uint4 wr[SKINNY_UNROLL][SKINNY_ROWS];
 #pragma unroll
         for (int u = 0; u < SKINNY_UNROLL; ++u) {
             const long long j = j0 + 32 * u;
 #pragma unroll
             for (int r = 0; r < SKINNY_ROWS; ++r)
-                wr[u][r] = j < kv ? wv[rows[r] + j] : make_uint4(0, 0, 0, 0);
+                wr[u][r] = j < j_hi ? wv[rows[r] + j] : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int u = 0; u < SKINNY_UNROLL; ++u) {
             const long long j = j0 + 32 * u;
-            if (j < kv) {
+            if (j < j_hi) {
 #pragma unroll
                 for (int t = 0; t < TOK; ++t) {
                     const uint4 xr = __ldg(xv + t * kv + j);
@@ -294,14 +309,21 @@ __device__ __forceinline__ void skinny_impl(const T* __restrict__ x, const T* __
         for (int r = 0; r < SKINNY_ROWS; ++r) {
 #pragma unroll
             for (int s = 16; s > 0; s >>= 1) acc[t][r] += __shfl_xor_sync(0xffffffffu, acc[t][r], s);
-            const long long row = row0 + r;
-            if (lane == t * SKINNY_ROWS + r && row < n) {
-                Acc z = acc[t][r];
-                if (bias) z += load(bias, row);
-                if (aux) store(aux, t * n + row, z);
-                store(y, t * n + row, act_fw(act, z));
-            }
+            if (lane == 0) part[warp][t * SKINNY_ROWS + r] = acc[t][r];
         }
+    __syncthreads();
+    if (slice == 0 && lane < OUTS) {
+        const int t = lane / SKINNY_ROWS;
+        const long long row = row0 + lane % SKINNY_ROWS;
+        if (row < n) {
+            Acc z = (Acc)0;
+#pragma unroll
+            for (int s = 0; s < SKINNY_SPLIT; ++s) z += part[warp + s][lane];
+            if (bias) z += load(bias, row);
+            if (aux) store(aux, t * n + row, z);
+            store(y, t * n + row, act_fw(act, z));
+        }
+    }
 }
 
 #define SKINNY_KERNEL(TOK)                                                                        \

@@ -27,37 +27,29 @@
 // Warps stride over chunks of TILES 16-row tiles: all loads of a chunk
 // are issued before its first mma.
 //
-// Specialised by DTYPE (2 f16, 3 bf16), NARROW_K and NARROW_N (multiples
+// Specialised by BARACUDA_DTYPE (2 f16, 3 bf16), NARROW_K and NARROW_N (multiples
 // of 32, at most 128), TRANS (0 or 1). 128 threads per block.
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
+#include "common/dtype.cuh"
 
-typedef unsigned int u32;
-typedef long long i64;
-
-#if DTYPE == 2
-typedef __half T;
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-    __half2 h = __floats2half2_rn(lo, hi);
-    return *reinterpret_cast<u32*>(&h);
-}
-__device__ __forceinline__ u32 pack_t(T lo, T hi) {
-    __half2 h = __halves2half2(lo, hi);
-    return *reinterpret_cast<u32*>(&h);
-}
+#if BARACUDA_DTYPE == 2
 #define MMA_AB "f16.f16"
-#else
-typedef __nv_bfloat16 T;
-__device__ __forceinline__ u32 pack2(float lo, float hi) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<u32*>(&h);
-}
-__device__ __forceinline__ u32 pack_t(T lo, T hi) {
-    __nv_bfloat162 h = __halves2bfloat162(lo, hi);
-    return *reinterpret_cast<u32*>(&h);
-}
+#elif BARACUDA_DTYPE == 3
 #define MMA_AB "bf16.bf16"
+#else
+#error "narrow_matmul takes f16 (2) or bf16 (3)"
 #endif
+
+// Two elements as the 32-bit register an mma fragment holds, `lo` in the
+// low half.
+__device__ __forceinline__ u32 pack_t(T lo, T hi) {
+    const T v[2] = {lo, hi};
+    u32 r;
+    memcpy(&r, v, 4);
+    return r;
+}
+__device__ __forceinline__ u32 pack2(float lo, float hi) {
+    return pack_t(from_acc(lo), from_acc(hi));
+}
 
 constexpr int K = NARROW_K;
 constexpr int N = NARROW_N;

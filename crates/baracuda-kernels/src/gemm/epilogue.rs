@@ -75,9 +75,11 @@ pub(crate) struct EpilogueKernels {
 /// Most rows of X the skinny linear kernel takes (`skinny_N` in
 /// `gemm_epilogue.cu`).
 pub(crate) const SKINNY_MAX_TOKENS: usize = 4;
-/// Rows of W per warp (`SKINNY_ROWS`) and warps per block of the skinny
-/// kernel.
-const SKINNY_ROWS: usize = 2;
+/// Rows of W per warp group (`SKINNY_ROWS`), warps per group, each summing
+/// one slice of K (`SKINNY_SPLIT`), and warps per block (`SKINNY_WARPS`)
+/// of the skinny kernel.
+const SKINNY_ROWS: usize = 4;
+const SKINNY_SPLIT: usize = 4;
 const SKINNY_WARPS: usize = 8;
 
 /// Whether the skinny kernel computes the forward of a linear layer with
@@ -96,7 +98,7 @@ pub(crate) fn skinny_fits(
     (1..=SKINNY_MAX_TOKENS).contains(&tokens)
         && k > 0
         && k % vec == 0
-        && n.div_ceil(SKINNY_ROWS) >= 4 * sm_count.max(1) as usize
+        && n.div_ceil(SKINNY_ROWS) * SKINNY_SPLIT >= 4 * sm_count.max(1) as usize
 }
 
 /// How the two-pass column sum splits a `[rows, cols]` matrix: row chunks
@@ -246,7 +248,7 @@ impl EpilogueKernels {
                     "the skinny kernel takes 1 to {SKINNY_MAX_TOKENS} rows, not {tokens}"
                 ),
             })?;
-        let blocks = n.div_ceil(SKINNY_ROWS * SKINNY_WARPS);
+        let blocks = n.div_ceil(SKINNY_ROWS * (SKINNY_WARPS / SKINNY_SPLIT));
         let cfg = LaunchConfig::linear(blocks as u32, (32 * SKINNY_WARPS) as u32);
         let mut a = kernel_args(|a| {
             a.push(x)?.push(w)?.push(bias)?.push(y)?.push(aux)?;
@@ -339,9 +341,12 @@ mod tests {
         assert!(!skinny_fits(F32, 132, 1, 4098, 14336));
         assert!(skinny_fits(F64, 132, 1, 4098, 14336));
         assert!(!skinny_fits(F16, 132, 1, 0, 14336));
-        // At least 4 warps of 2 rows per SM: 1056 rows on 132 SMs.
-        assert!(skinny_fits(Bf16, 132, 1, 4096, 1056));
-        assert!(!skinny_fits(Bf16, 132, 1, 4096, 1054));
-        assert!(skinny_fits(Bf16, 16, 1, 4096, 128));
+        // At least 4 warps per SM, groups of 4 warps over 4 rows: 528 rows
+        // (132 groups) on 132 SMs.
+        assert!(skinny_fits(Bf16, 132, 1, 4096, 528));
+        assert!(skinny_fits(Bf16, 132, 1, 4096, 525));
+        assert!(!skinny_fits(Bf16, 132, 1, 4096, 524));
+        assert!(skinny_fits(Bf16, 16, 1, 4096, 64));
+        assert!(!skinny_fits(Bf16, 16, 1, 4096, 60));
     }
 }

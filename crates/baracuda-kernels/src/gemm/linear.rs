@@ -341,9 +341,9 @@ impl<T: Element> LinearPlan<T> {
         self
     }
 
-    /// Run the forward through the skinny kernel (1 to 4 tokens: one warp
-    /// per two rows of `W`, fixed-order accumulation) whatever the
-    /// selection chose.
+    /// Run the forward through the skinny kernel (1 to 4 tokens: four warps
+    /// per four rows of `W`, each over a quarter of `in_features`, summed in
+    /// a fixed order) whatever the selection chose.
     ///
     /// # Errors
     /// `Unsupported` when the shape does not suit it: more than 4 tokens,

@@ -18,7 +18,7 @@ use super::plain::LinearMatmul;
 static SOURCE: KernelSource = KernelSource {
     name: "narrow_matmul.cu",
     source: include_str!("../../kernels/gemm/narrow_matmul.cu"),
-    headers: &[],
+    headers: crate::kernel_sources::COMMON,
 };
 
 /// Threads per block (`WARPS` x 32 in the source).
@@ -35,7 +35,7 @@ fn chunk_rows(k: usize, n: usize) -> usize {
 /// Channel counts the kernel is specialised for (`NARROW_K`, `NARROW_N`).
 const WIDTHS: [usize; 4] = [32, 64, 96, 128];
 
-/// The `-DDTYPE` value of a 16-bit float kind.
+/// The `BARACUDA_DTYPE` value of a 16-bit float kind.
 fn dtype_code(kind: ElementKind) -> Option<u32> {
     match kind {
         ElementKind::F16 => Some(2),
@@ -72,7 +72,7 @@ pub(crate) fn narrow_fits(
 fn spec(kind: ElementKind, k: usize, n: usize, trans: u32) -> Option<ModuleSpec> {
     Some(
         ModuleSpec::new(&SOURCE)
-            .define("DTYPE", dtype_code(kind)?)
+            .define("BARACUDA_DTYPE", dtype_code(kind)?)
             .define("NARROW_K", k)
             .define("NARROW_N", n)
             .define("TRANS", trans),

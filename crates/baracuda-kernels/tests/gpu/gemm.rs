@@ -670,9 +670,10 @@ fn linear_case_with<T: Element>(
 
 /// The skinny forward (1 to 4 tokens, enough outputs to fill the GPU),
 /// forced with `with_skinny_forward`: every dtype and epilogue, K not a
-/// multiple of the kernel's 32-lane x 4 unrolled step, an odd number of
-/// outputs (the last warp's second row lies past the end), and a
-/// 4096-wide layer. Shapes it does not suit are refused with an error;
+/// multiple of the kernel's 4 slices of 32 lanes x 2 unrolled loads, an
+/// odd number of outputs (the last block holds a warp group with one live
+/// row and one with none), K of one vector (three of four slices empty),
+/// and a 4096-wide layer. Shapes it does not suit are refused with an error;
 /// heuristic selection keeps cuBLASLt; measured autotuning picks either
 /// kernel and stays correct.
 #[test]
@@ -724,6 +725,16 @@ fn linear_skinny_forward() {
                 Pick::Skinny,
             ));
         }
+    }
+    for t in [1, 4] {
+        skinny(linear_case_with::<bf16>(
+            s,
+            (t, 8, o),
+            EpilogueKind::Bias,
+            1e-2,
+            false,
+            Pick::Skinny,
+        ));
     }
     let big = (1, 4096, o);
     skinny(linear_case_with::<bf16>(
