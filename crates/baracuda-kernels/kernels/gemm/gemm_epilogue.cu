@@ -242,13 +242,12 @@ extern "C" __global__ void amax(const T* d, long long ldd, int row_major, long l
 // Traffic: N*K elements of W once, TOK*K of X per warp from cache, TOK*N
 // outputs (and aux). Decode (TOK = 1, bf16 4096 -> 14336): 117 MB of W,
 // so the kernel is judged by W bytes per second against HBM bandwidth.
-// The shape (4 rows, 4 slices, 2 loads in flight, 8 warps) is the fastest
-// of bench/experiments/decode_gemv.cu's sweep on H200, ahead of cuBLASLt's
-// candidates and cublasGemmEx in both its timing regimes.
-#define SKINNY_ROWS 4
-#define SKINNY_SPLIT 4
-#define SKINNY_UNROLL 2
-#define SKINNY_WARPS 8
+// The shape (SKINNY_ROWS, SKINNY_SPLIT, SKINNY_UNROLL, SKINNY_WARPS) comes
+// from the plan (epilogue.rs), which sizes the grid from the same numbers.
+#if !defined(SKINNY_ROWS) || !defined(SKINNY_SPLIT) || !defined(SKINNY_UNROLL) || \
+    !defined(SKINNY_WARPS)
+#error "the skinny kernel's shape must be defined (epilogue.rs `spec`)"
+#endif
 
 __device__ __forceinline__ void dot_vec(Acc& acc, const uint4& w, const uint4& x) {
     T wv[VEC], xv[VEC];
@@ -327,7 +326,7 @@ __device__ __forceinline__ void skinny_impl(const T* __restrict__ x, const T* __
 }
 
 #define SKINNY_KERNEL(TOK)                                                                        \
-    extern "C" __global__ void __launch_bounds__(256)                                             \
+    extern "C" __global__ void __launch_bounds__(32 * SKINNY_WARPS)                               \
         skinny_##TOK(const T* x, const T* w, const T* bias, T* y, T* aux, long long n, long long k, \
                      int act) {                                                                   \
         skinny_impl<TOK>(x, w, bias, y, aux, n, k, act);                                          \

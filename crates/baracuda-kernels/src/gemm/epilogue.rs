@@ -30,7 +30,12 @@ fn dtype_code(op: &'static str, kind: ElementKind) -> Result<u32> {
 
 /// The module spec for outputs of `kind`.
 pub(crate) fn spec(kind: ElementKind) -> Result<ModuleSpec> {
-    Ok(ModuleSpec::new(&SOURCE).define("DTYPE", dtype_code("gemm epilogue", kind)?))
+    Ok(ModuleSpec::new(&SOURCE)
+        .define("DTYPE", dtype_code("gemm epilogue", kind)?)
+        .define("SKINNY_ROWS", SKINNY_ROWS)
+        .define("SKINNY_SPLIT", SKINNY_SPLIT)
+        .define("SKINNY_UNROLL", SKINNY_UNROLL)
+        .define("SKINNY_WARPS", SKINNY_WARPS))
 }
 
 /// Every spec a GEMM plan can request.
@@ -75,11 +80,15 @@ pub(crate) struct EpilogueKernels {
 /// Most rows of X the skinny linear kernel takes (`skinny_N` in
 /// `gemm_epilogue.cu`).
 pub(crate) const SKINNY_MAX_TOKENS: usize = 4;
-/// Rows of W per warp group (`SKINNY_ROWS`), warps per group, each summing
-/// one slice of K (`SKINNY_SPLIT`), and warps per block (`SKINNY_WARPS`)
-/// of the skinny kernel.
+/// The skinny kernel's shape, passed to `gemm_epilogue.cu` as defines and
+/// used for its grid: rows of W per warp group, warps per group (each sums
+/// one slice of K), 16-byte loads in flight per row and lane, and warps per
+/// block. The fastest of `bench/experiments/decode_gemv.cu`'s sweep on
+/// H200, ahead of cuBLASLt's candidates and `cublasGemmEx` in both its
+/// timing regimes.
 const SKINNY_ROWS: usize = 4;
 const SKINNY_SPLIT: usize = 4;
+const SKINNY_UNROLL: usize = 2;
 const SKINNY_WARPS: usize = 8;
 
 /// Whether the skinny kernel computes the forward of a linear layer with
