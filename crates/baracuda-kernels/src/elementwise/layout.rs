@@ -60,15 +60,16 @@ pub(crate) fn binary_fw_shape(dtype: u32) -> ContigShape {
     }
 }
 
-/// Registers per thread allocated to the contiguous binary forward kernels
+/// Registers per thread allocated to the contiguous forward kernel of `op`
 /// on `arch` (a [`ModuleSpec::register_floor`]), or `None` to keep what
 /// ptxas needs.
 ///
-/// A streaming kernel with two loads and a store per element runs fastest
-/// on the H200 with about 40 warps per SM: at 48 registers, 10 blocks of
-/// 128 threads (16-bit types) or 5 of 256 (f32) fit per SM, where the
-/// kernel's own 20-28 registers fit 64 warps. `bench/experiments/
-/// residency.py` (2^28 elements, same tensors, against PyTorch), ms:
+/// A streaming kernel with two loads, a store and one arithmetic
+/// instruction per element runs fastest on the H200 with about 40 warps
+/// per SM: at 48 registers, 10 blocks of 128 threads (16-bit types) or 5
+/// of 256 (f32) fit per SM, where the kernel's own 20-28 registers fit 64
+/// warps. `bench/experiments/residency.py` (2^28 elements, same tensors,
+/// against PyTorch), ms:
 ///
 /// | case     | as compiled     | 40 regs | 48 regs | 56 regs |
 /// |----------|-----------------|---------|---------|---------|
@@ -77,13 +78,17 @@ pub(crate) fn binary_fw_shape(dtype: u32) -> ContigShape {
 /// | add f32  | 0.7326 (64 w)   | 0.7304  | 0.7277  | 0.7641  |
 ///
 /// (PyTorch: 0.3666, 0.3666, 0.7347; its bf16 add takes 34 registers, 48
-/// warps per SM.) Ops with one load per element lose from the same cap
-/// (relu bf16 0.2541 ms as compiled, 0.2828 at 48 registers), so unary
-/// kernels keep full residency. Other architectures keep ptxas's
-/// allocation until measured.
-pub(crate) fn binary_fw_register_floor(arch: ArchSku) -> Option<u32> {
-    match arch {
-        ArchSku::Sm90a => Some(48),
+/// warps per SM.) Ops with more work per element lose from the same cap:
+/// in the benchmark (`scripts/bench-vs-torch.sh elementwise`, H200) bf16
+/// `div` went from 0.3664 to 0.3737 ms and `maximum`/`minimum` from 0.3686
+/// to 0.3723; f32 `div`, `maximum`, `minimum` moved by under 0.2%. So do
+/// ops with one load per element (relu bf16 0.2541 ms as compiled, 0.2828
+/// at 48 registers), so unary kernels keep full residency. Other
+/// architectures keep ptxas's allocation until measured.
+pub(crate) fn binary_fw_register_floor(arch: ArchSku, op: super::BinaryOp) -> Option<u32> {
+    use super::BinaryOp::{Add, Mul, Sub};
+    match (arch, op) {
+        (ArchSku::Sm90a, Add | Sub | Mul) => Some(48),
         _ => None,
     }
 }
@@ -142,7 +147,7 @@ pub(crate) fn binary_spec(dtype: u32, op: super::BinaryOp, arch: ArchSku) -> Mod
         op.index(),
         binary_fw_shape(dtype),
     );
-    match binary_fw_register_floor(arch) {
+    match binary_fw_register_floor(arch, op) {
         Some(regs) => s.register_floor(&format!("binary_fw_contig_{}", op.name()), regs),
         None => s,
     }
@@ -158,8 +163,9 @@ pub(crate) fn family_specs() -> Vec<ModuleSpec> {
             v.push(spec(&kernel_sources::UNARY, dt, op.index(), shape));
         }
         for op in super::BinaryOp::ALL {
-            for arch in [ArchSku::Sm80, ArchSku::Sm90a] {
-                v.push(binary_spec(dt, op, arch));
+            v.push(binary_spec(dt, op, ArchSku::Sm80));
+            if binary_fw_register_floor(ArchSku::Sm90a, op).is_some() {
+                v.push(binary_spec(dt, op, ArchSku::Sm90a));
             }
         }
     }
