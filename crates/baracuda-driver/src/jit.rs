@@ -7,7 +7,9 @@
 //! available). The disk cache key hashes the source, its headers, the
 //! options, the arch and the NVRTC version; entries carry a checksum and are
 //! written atomically (temp file + rename), and an entry that fails its
-//! checksum or fails to load is compiled again.
+//! checksum or fails to load is compiled again. A spec may also put a floor
+//! under a kernel's register allocation ([`ModuleSpec::register_floor`]),
+//! applied to the cubin before it is cached.
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CString};
@@ -41,6 +43,9 @@ pub struct ModuleSpec {
     pub source: &'static KernelSource,
     /// `(name, value)` pairs passed as `-Dname=value`.
     pub defines: Vec<(String, String)>,
+    /// `(kernel, registers)`: allocate at least this many registers per
+    /// thread to the kernel (see [`ModuleSpec::register_floor`]).
+    pub register_floors: Vec<(String, u32)>,
 }
 
 impl ModuleSpec {
@@ -49,11 +54,23 @@ impl ModuleSpec {
         ModuleSpec {
             source,
             defines: Vec::new(),
+            register_floors: Vec::new(),
         }
     }
     /// Add `-Dname=value`.
     pub fn define(mut self, name: &str, value: impl ToString) -> Self {
         self.defines.push((name.to_string(), value.to_string()));
+        self
+    }
+    /// Allocate `kernel` at least `regs` registers per thread, whatever
+    /// ptxas needed: the code is unchanged, but fewer blocks fit on an SM
+    /// (65536 registers per SM on sm_80 to sm_90, allocated per warp in
+    /// units of 256, so `regs` rounds up to a multiple of 8). This caps a
+    /// streaming kernel's residency without taking L1 from the loads in
+    /// flight, as shared memory would. A floor below what the kernel needs
+    /// changes nothing.
+    pub fn register_floor(mut self, kernel: &str, regs: u32) -> Self {
+        self.register_floors.push((kernel.to_string(), regs));
         self
     }
     fn options(&self, arch: ArchSku, include: &Path) -> Vec<String> {
@@ -140,11 +157,12 @@ pub fn cuda_include_dir() -> Result<PathBuf> {
     .clone()
 }
 
-/// Compile `spec` to a cubin for `arch`. Needs NVRTC and the CUDA headers,
-/// but no GPU.
+/// Compile `spec` to a cubin for `arch`, with its register floors applied.
+/// Needs NVRTC and the CUDA headers, but no GPU.
 ///
 /// # Errors
-/// `LibraryNotFound`, `CudaHeadersNotFound`, or `Nvrtc` with the log.
+/// `LibraryNotFound`, `CudaHeadersNotFound`, `Nvrtc` with the log, or
+/// `Cubin` when a register floor names a kernel the module lacks.
 pub fn compile_cubin(spec: &ModuleSpec, arch: ArchSku) -> Result<Vec<u8>> {
     ensure_loaded(CudaLib::Nvrtc)?;
     let include = cuda_include_dir()?;
@@ -193,7 +211,11 @@ pub fn compile_cubin(spec: &ModuleSpec, arch: ArchSku) -> Result<Vec<u8>> {
     let out = compile_program(prog, kernel, &options, &opts_p);
     // SAFETY: `prog` was created above and is destroyed once.
     unsafe { nvrtc::nvrtcDestroyProgram(&mut prog) };
-    out
+    let mut cubin = out?;
+    for (name, regs) in &spec.register_floors {
+        crate::cubin::raise_register_count(&mut cubin, kernel, name, *regs)?;
+    }
+    Ok(cubin)
 }
 
 fn compile_program(
@@ -279,10 +301,12 @@ fn cache_key(spec: &ModuleSpec, arch: ArchSku, nvrtc: (i32, i32)) -> Result<u128
     let include = cuda_include_dir()?;
     let options = spec.options(arch, &include).join(" ");
     let version = format!("nvrtc {}.{}", nvrtc.0, nvrtc.1);
+    let floors = format!("register floors {:?}", spec.register_floors);
     let mut parts: Vec<&[u8]> = vec![
         spec.source.source.as_bytes(),
         options.as_bytes(),
         version.as_bytes(),
+        floors.as_bytes(),
     ];
     for (n, s) in spec.source.headers {
         parts.push(n.as_bytes());
@@ -498,6 +522,19 @@ impl Function {
                 bytes as i32,
             )
             .call("cuFuncSetAttribute")
+    }
+
+    /// Registers allocated per thread (what ptxas needed, or the spec's
+    /// register floor when higher).
+    ///
+    /// # Errors
+    /// `Cuda` on failure.
+    pub fn num_regs(&self) -> Result<u32> {
+        let n = self
+            .f
+            .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)
+            .call("cuFuncGetAttribute")?;
+        Ok(n.max(0) as u32)
     }
 
     /// The kernel's name.

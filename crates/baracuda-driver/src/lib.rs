@@ -9,6 +9,7 @@
 //! was looked for, never a panic.
 
 mod context;
+mod cubin;
 mod cublaslt;
 mod cudnn;
 mod device;

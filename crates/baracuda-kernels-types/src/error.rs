@@ -167,6 +167,14 @@ pub enum Error {
         /// NVRTC's status and program log.
         log: String,
     },
+    /// A compiled cubin could not be post-processed (a register floor for
+    /// a kernel it lacks, or a layout the editor does not know).
+    Cubin {
+        /// Kernel source name.
+        module: String,
+        /// What went wrong.
+        what: String,
+    },
     /// A CUDA driver call failed.
     Cuda {
         /// The driver function.
@@ -301,6 +309,7 @@ impl fmt::Display for Error {
                     "NVRTC failed to compile {kernel} with options {options:?}:\n{log}"
                 )
             }
+            Error::Cubin { module, what } => write!(f, "cubin of {module}: {what}"),
             Error::Cuda { call, status } => write!(f, "{call} failed: {status}"),
             Error::Cublas { call, status } => write!(f, "{call} failed: {status}"),
             Error::Cudnn { call, status } => write!(f, "{call} failed: {status}"),

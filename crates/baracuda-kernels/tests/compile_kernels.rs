@@ -3,16 +3,25 @@
 //! Without NVRTC the test is skipped, except under CI (`CI=true`), where it
 //! fails.
 
-use baracuda_driver::{compile_cubin, ensure_loaded, CudaLib};
+use baracuda_driver::{compile_cubin, ensure_loaded, CudaLib, ModuleSpec};
 use baracuda_kernels::{all_module_specs, ArchSku};
 
-#[test]
-fn every_kernel_compiles_for_sm80_and_sm90a() {
+/// False (after saying why) when NVRTC is missing outside CI; under CI a
+/// missing NVRTC fails the test.
+fn nvrtc_present() -> bool {
     if let Err(e) = ensure_loaded(CudaLib::Nvrtc) {
         if std::env::var("CI").is_ok_and(|v| v == "true") {
             panic!("NVRTC is required under CI: {e}");
         }
         eprintln!("skipping: {e}");
+        return false;
+    }
+    true
+}
+
+#[test]
+fn every_kernel_compiles_for_sm80_and_sm90a() {
+    if !nvrtc_present() {
         return;
     }
     let specs = all_module_specs();
@@ -47,4 +56,58 @@ fn every_kernel_compiles_for_sm80_and_sm90a() {
         jobs.len(),
         failures.join("\n")
     );
+}
+
+/// A register floor changes only the floored kernel's register count: the
+/// module compiled with and without it differs in the one byte of that
+/// count, on both architectures (so the cubin layout the editor relies on
+/// still holds for this NVRTC).
+#[test]
+fn register_floors_change_only_the_register_count() {
+    if !nvrtc_present() {
+        return;
+    }
+    let specs = all_module_specs();
+    let floored: Vec<_> = specs
+        .iter()
+        .filter(|s| !s.register_floors.is_empty())
+        .collect();
+    assert!(!floored.is_empty(), "some module has a register floor");
+    // The first op of each floored family and dtype (the other ops'
+    // floors are applied, and so checked for a count to raise, by
+    // every_kernel_compiles_for_sm80_and_sm90a).
+    let op0 = ("BARACUDA_OP".to_string(), "0".to_string());
+    let floored: Vec<_> = floored
+        .into_iter()
+        .filter(|s| s.defines.contains(&op0))
+        .collect();
+    assert!(!floored.is_empty());
+    let check = |s: &ModuleSpec, arch: ArchSku| {
+        let plain = specs
+            .iter()
+            .find(|p| {
+                p.register_floors.is_empty()
+                    && p.source.name == s.source.name
+                    && p.defines == s.defines
+            })
+            .expect("every floored module has a plain twin");
+        let a = compile_cubin(plain, arch).unwrap();
+        let b = compile_cubin(s, arch).unwrap();
+        assert_eq!(a.len(), b.len());
+        let diff: Vec<usize> = (0..a.len()).filter(|&i| a[i] != b[i]).collect();
+        let what = format!("{} {:?} {arch}", s.source.name, s.defines);
+        // Counts are at most 255: only the low byte of the u32 changes.
+        assert_eq!(diff.len(), 1, "{what}: changed bytes {diff:?}");
+        let at = diff[0];
+        let count = |c: &[u8]| u32::from_le_bytes(c[at..at + 4].try_into().unwrap());
+        assert!(count(&a) < s.register_floors[0].1, "{what}");
+        assert_eq!(count(&b), s.register_floors[0].1, "{what}");
+    };
+    std::thread::scope(|scope| {
+        for s in &floored {
+            for arch in [ArchSku::Sm80, ArchSku::Sm90a] {
+                scope.spawn(move || check(s, arch));
+            }
+        }
+    });
 }

@@ -14,10 +14,10 @@ use baracuda_kernels_types::{
 };
 
 use super::layout::{
-    binary_fw_shape, check_no_partial_overlap, contig_shape, dtype_id, spec, MapKernels, THREADS,
+    binary_fw_shape, binary_spec, check_no_partial_overlap, contig_shape, dtype_id, MapKernels,
+    THREADS,
 };
 use super::unary::{check_ctx, check_shape, pointwise_precision};
-use crate::kernel_sources;
 use crate::Plan;
 
 /// A pointwise binary function.
@@ -202,12 +202,7 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
         pref.check_workspace("binary", 0)?;
         let kernels = MapKernels::load(
             stream,
-            &spec(
-                &kernel_sources::BINARY,
-                dt,
-                desc.op.index(),
-                binary_fw_shape(dt),
-            ),
+            &binary_spec(dt, desc.op, stream.context().device().arch),
             "binary_fw",
             desc.op.name(),
             binary_fw_shape(dt),
@@ -394,12 +389,7 @@ impl<T: Element, const N: usize> Plan for BinaryBackwardPlan<T, N> {
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         const OP: &str = "binary_backward";
         let (dt, out_shape) = check_desc::<T, N>(OP, desc, pref)?;
-        let spec = spec(
-            &kernel_sources::BINARY,
-            dt,
-            desc.op.index(),
-            contig_shape(false, dt),
-        );
+        let spec = binary_spec(dt, desc.op, stream.context().device().arch);
         let kernels = MapKernels::load(
             stream,
             &spec,

@@ -2,7 +2,7 @@
 //! strided-kernel parameter block, and the contiguous/strided dispatch.
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
-use baracuda_kernels_types::{Element, ElementKind, Error, Result, MAX_RANK};
+use baracuda_kernels_types::{ArchSku, Element, ElementKind, Error, Result, MAX_RANK};
 
 use crate::kernel_sources;
 
@@ -47,10 +47,9 @@ pub(crate) fn contig_shape(transcendental: bool, dtype: u32) -> ContigShape {
 /// The contiguous launch shape of a binary forward on `dtype`: on 16-bit
 /// types 128-thread blocks (the shape PyTorch launches for the same
 /// one-vector-per-thread kernel), which `bench/experiments/binary_hints.cu`
-/// measured 0.18% faster than 256 on the H200 bf16 add of 2^28 elements
-/// (0.3690 ms against 0.3697, median over three placements), the margin
-/// by which PyTorch's add led ours (0.3681 ms against 0.3689); otherwise
-/// [`contig_shape`]`(false, dtype)`.
+/// measured 0.18% faster than 256 on the H200 bf16 add of 2^28 elements;
+/// otherwise [`contig_shape`]`(false, dtype)`. Its residency is set by
+/// [`binary_fw_register_floor`].
 pub(crate) fn binary_fw_shape(dtype: u32) -> ContigShape {
     match dtype {
         2 | 3 => ContigShape {
@@ -58,6 +57,39 @@ pub(crate) fn binary_fw_shape(dtype: u32) -> ContigShape {
             tile: 1,
         },
         _ => contig_shape(false, dtype),
+    }
+}
+
+/// Registers per thread allocated to the contiguous forward kernel of `op`
+/// on `arch` (a [`ModuleSpec::register_floor`]), or `None` to keep what
+/// ptxas needs.
+///
+/// A streaming kernel with two loads, a store and one arithmetic
+/// instruction per element runs fastest on the H200 with about 40 warps
+/// per SM: at 48 registers, 10 blocks of 128 threads (16-bit types) or 5
+/// of 256 (f32) fit per SM, where the kernel's own 20-28 registers fit 64
+/// warps. `bench/experiments/residency.py` (2^28 elements, same tensors,
+/// against PyTorch), ms:
+///
+/// | case     | as compiled     | 40 regs | 48 regs | 56 regs |
+/// |----------|-----------------|---------|---------|---------|
+/// | add bf16 | 0.3677 (64 w)   | 0.3666  | 0.3646  | 0.3692  |
+/// | mul bf16 | 0.3677          | 0.3666  | 0.3647  | 0.3692  |
+/// | add f32  | 0.7326 (64 w)   | 0.7304  | 0.7277  | 0.7641  |
+///
+/// (PyTorch: 0.3666, 0.3666, 0.7347; its bf16 add takes 34 registers, 48
+/// warps per SM.) Ops with more work per element lose from the same cap:
+/// in the benchmark (`scripts/bench-vs-torch.sh elementwise`, H200) bf16
+/// `div` went from 0.3664 to 0.3737 ms and `maximum`/`minimum` from 0.3686
+/// to 0.3723; f32 `div`, `maximum`, `minimum` moved by under 0.2%. So do
+/// ops with one load per element (relu bf16 0.2541 ms as compiled, 0.2828
+/// at 48 registers), so unary kernels keep full residency. Other
+/// architectures keep ptxas's allocation until measured.
+pub(crate) fn binary_fw_register_floor(arch: ArchSku, op: super::BinaryOp) -> Option<u32> {
+    use super::BinaryOp::{Add, Mul, Sub};
+    match (arch, op) {
+        (ArchSku::Sm90a, Add | Sub | Mul) => Some(48),
+        _ => None,
     }
 }
 
@@ -104,7 +136,25 @@ pub(crate) fn spec(
         .define("TILE_UNROLL", shape.tile)
 }
 
-/// Every (source, dtype, op) module of the family.
+/// The module of one binary op on one dtype for `arch`, shared by the
+/// forward and backward plans: both launch one vector per thread
+/// (`TILE_UNROLL` 1), and the forward contiguous kernel gets
+/// [`binary_fw_register_floor`].
+pub(crate) fn binary_spec(dtype: u32, op: super::BinaryOp, arch: ArchSku) -> ModuleSpec {
+    let s = spec(
+        &kernel_sources::BINARY,
+        dtype,
+        op.index(),
+        binary_fw_shape(dtype),
+    );
+    match binary_fw_register_floor(arch, op) {
+        Some(regs) => s.register_floor(&format!("binary_fw_contig_{}", op.name()), regs),
+        None => s,
+    }
+}
+
+/// Every (source, dtype, op) module of the family, for every architecture
+/// whose modules differ.
 pub(crate) fn family_specs() -> Vec<ModuleSpec> {
     let mut v = Vec::new();
     for dt in 0..4 {
@@ -113,12 +163,10 @@ pub(crate) fn family_specs() -> Vec<ModuleSpec> {
             v.push(spec(&kernel_sources::UNARY, dt, op.index(), shape));
         }
         for op in super::BinaryOp::ALL {
-            v.push(spec(
-                &kernel_sources::BINARY,
-                dt,
-                op.index(),
-                binary_fw_shape(dt),
-            ));
+            v.push(binary_spec(dt, op, ArchSku::Sm80));
+            if binary_fw_register_floor(ArchSku::Sm90a, op).is_some() {
+                v.push(binary_spec(dt, op, ArchSku::Sm90a));
+            }
         }
     }
     v
@@ -187,7 +235,7 @@ impl MapKernels {
         let contig = module.function(&format!("{prefix}_contig_{name}"))?;
         let strided32 = module.function(&format!("{prefix}_strided32_{name}"))?;
         let strided64 = module.function(&format!("{prefix}_strided64_{name}"))?;
-        let per_sm = contig.max_active_blocks_per_sm(THREADS, 0)?.max(1);
+        let per_sm = strided32.max_active_blocks_per_sm(THREADS, 0)?.max(1);
         let grid_cap = stream.context().device().sm_count.max(1) * per_sm;
         Ok(MapKernels {
             contig,

@@ -210,6 +210,48 @@ fn jit_compiles_once_and_caches_on_disk() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A module's register floor is what the driver allocates (the binary add
+/// of every dtype): the floored kernel reports the floor as its register count and fits fewer blocks
+/// per SM than the same kernel without it (10 against 16 blocks of 128
+/// threads for the binary forward at 48 registers).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn register_floor_sets_the_allocation() {
+    let g = gpu();
+    let specs = baracuda_kernels::all_module_specs();
+    let op0 = ("BARACUDA_OP".to_string(), "0".to_string());
+    let mut checked = 0;
+    for s in specs
+        .iter()
+        .filter(|s| !s.register_floors.is_empty() && s.defines.contains(&op0))
+    {
+        let plain = specs
+            .iter()
+            .find(|p| {
+                p.register_floors.is_empty()
+                    && p.source.name == s.source.name
+                    && p.defines == s.defines
+            })
+            .expect("a plain twin");
+        let (name, regs) = &s.register_floors[0];
+        let floored = g.ctx.module(s).unwrap().function(name).unwrap();
+        let unfloored = g.ctx.module(plain).unwrap().function(name).unwrap();
+        let what = format!("{name} {:?}", s.defines);
+        assert_eq!(floored.num_regs().unwrap(), *regs, "{what}");
+        assert!(unfloored.num_regs().unwrap() < *regs, "{what}");
+        let (with, without) = (
+            floored.max_active_blocks_per_sm(128, 0).unwrap(),
+            unfloored.max_active_blocks_per_sm(128, 0).unwrap(),
+        );
+        // 65536 registers per SM, allocated per warp in units of 256.
+        let want = 65536 / (regs.div_ceil(8) * 8 * 128);
+        assert_eq!(with, want, "{what}: blocks per SM with the floor");
+        assert!(without > with, "{what}: {without} blocks without");
+        checked += 1;
+    }
+    assert_eq!(checked, 4, "the binary add of each dtype");
+}
+
 /// Buffers round-trip, partial reads and writes check bounds, events time.
 #[test]
 #[ignore = "needs a CUDA GPU"]
