@@ -393,6 +393,26 @@ def nvcc_variants(binary):
     }
 
 
+def time_interleaved(variants, sets, rounds, launches, warmup_rounds):
+    """{variant: [(placement, ms per launch)]}: each round visits every
+    (placement, variant) in turn, one untimed launch and then `launches`
+    between CUDA events; the first `warmup_rounds` rounds are not kept."""
+    times = {name: [] for name in variants}
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for r in range(warmup_rounds + rounds):
+        for p, (a, b, y) in enumerate(sets):
+            for name, run in variants.items():
+                run(a, b, y)
+                start.record()
+                for _ in range(launches):
+                    run(a, b, y)
+                stop.record()
+                stop.synchronize()
+                if r >= warmup_rounds:
+                    times[name].append((p, start.elapsed_time(stop) / launches))
+    return times
+
+
 def trace(variants, sets):
     """Kernel durations and the gaps between back-to-back kernels, from the
     CUDA activity records torch.profiler collects (CUPTI), per variant."""
@@ -497,19 +517,7 @@ def main():
         want = {"add": torch.add, "mul": torch.mul, "div": torch.div}[op](a, b)
         bad = (y.view(torch.int16) != want.view(torch.int16)).sum().item()
         print(f"{name:14s} mismatches vs torch: {bad}")
-    times = {name: [] for name in variants}
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    for r in range(ROUNDS + 2):
-        for p, (a, b, y) in enumerate(sets):
-            for name, run in variants.items():
-                run(a, b, y)
-                start.record()
-                for _ in range(LAUNCHES):
-                    run(a, b, y)
-                stop.record()
-                stop.synchronize()
-                if r >= 2:
-                    times[name].append((p, start.elapsed_time(stop) / LAUNCHES))
+    times = time_interleaved(variants, sets, ROUNDS, LAUNCHES, warmup_rounds=2)
     print(f"bf16, {N} elements, {PLACEMENTS} placements x {ROUNDS} rounds x {LAUNCHES} launches (H200)")
     print(f"{'variant':14s} " + " ".join(f"{'place ' + str(p):>9s}" for p in range(PLACEMENTS)) + "   median   GB/s  x torch")
     med = {}

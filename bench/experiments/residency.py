@@ -100,23 +100,12 @@ def main():
             bad = (y.view(torch.int8) != want.view(torch.int8)).sum().item()
             if bad:
                 print(f"{name} {dt} {v}: {bad} bytes differ from PyTorch")
-        times = {v: [] for v in variants}
-        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        for r in range(ROUNDS + 1):
-            for a, b, y in sets[dt]:
-                for v, (run, _, _) in variants.items():
-                    run(a, b, y)
-                    start.record()
-                    for _ in range(LAUNCHES):
-                        run(a, b, y)
-                    stop.record()
-                    stop.synchronize()
-                    if r:
-                        times[v].append(start.elapsed_time(stop) / LAUNCHES)
-        ref = statistics.median(times["torch"])
+        runs = {v: run for v, (run, _, _) in variants.items()}
+        times = bvt.time_interleaved(runs, sets[dt], ROUNDS, LAUNCHES, warmup_rounds=1)
+        ref = statistics.median(t for _, t in times["torch"])
         label = f"{name} {str(dt).replace('torch.', '')}"
         for v, (_, regs, blocks) in variants.items():
-            ms = statistics.median(times[v])
+            ms = statistics.median(t for _, t in times[v])
             print(f"{label:12s} {v:8s} {regs or '':>4} {blocks or '':>9} {ms:8.4f} {ref / ms:8.4f}")
 
 

@@ -81,9 +81,9 @@ pub(crate) fn binary_fw_shape(dtype: u32) -> ContigShape {
 /// warps per SM.) Ops with more work per element lose from the same cap:
 /// in the benchmark (`scripts/bench-vs-torch.sh elementwise`, H200) bf16
 /// `div` went from 0.3664 to 0.3737 ms and `maximum`/`minimum` from 0.3686
-/// to 0.3723; f32 `div`, `maximum`, `minimum` moved by under 0.2%. So do
-/// ops with one load per element (relu bf16 0.2541 ms as compiled, 0.2828
-/// at 48 registers), so unary kernels keep full residency. Other
+/// to 0.3723; f32 `div`, `maximum`, `minimum` moved by under 0.2%. Ops
+/// with one load per element lose too (relu bf16 0.2541 ms as compiled,
+/// 0.2828 at 48 registers): unary kernels keep full residency. Other
 /// architectures keep ptxas's allocation until measured.
 pub(crate) fn binary_fw_register_floor(arch: ArchSku, op: super::BinaryOp) -> Option<u32> {
     use super::BinaryOp::{Add, Mul, Sub};
