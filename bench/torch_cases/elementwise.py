@@ -17,7 +17,7 @@ places a memory-bound kernel's buffers moves its time by more than the
 0.1% the elementwise table is asked to resolve. On an H200 the bf16 add
 of 2^28 elements on three separate allocations of a, b, y took 0.3798 /
 0.3800 / 0.3779 ms with torch.add and 0.3698 / 0.3693 / 0.3691 ms with
-ours (bench/experiments/binary_hints.cu measures the spread), so each
+ours (docs/perf-notes/experiments/binary_hints.cu measures the spread), so each
 side's time is the average over PLACEMENTS placements rather than one
 draw.
 

@@ -25,7 +25,7 @@
 
 typedef unsigned long long u64;
 
-#include "../../crates/baracuda-kernels/kernels/common/fast_math.cuh"
+#include "../../../crates/baracuda-kernels/kernels/common/fast_math.cuh"
 
 __device__ __forceinline__ float gelu_erff(float x) { return 0.5f * x * (1.f + erff(x * 0.70710678118654752f)); }
 

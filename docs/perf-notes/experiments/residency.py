@@ -16,7 +16,7 @@ cubin's register count (EIATTR_REGCOUNT) raised to R, so that
 Three placements, interleaved rounds of 20 launches between CUDA events,
 median; PyTorch's op with out= on the same tensors.
 
-Run on the GPU machine: python3 bench/experiments/residency.py
+Run on the GPU machine: python3 docs/perf-notes/experiments/residency.py
 """
 
 import ctypes

@@ -50,7 +50,7 @@ Rounds visit every (placement, variant) in turn, 20 launches between CUDA
 events each; the median per variant over rounds and placements is printed,
 with its ratio to the PyTorch kernel of the same op.
 
-Run on the GPU machine: python3 bench/experiments/binary_vs_torch.py
+Run on the GPU machine: python3 docs/perf-notes/experiments/binary_vs_torch.py
 (--profile: only three launches each of PyTorch's add and ours, for ncu)
 """
 
@@ -63,7 +63,7 @@ import sys
 
 import torch
 
-KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../crates/baracuda-kernels/kernels")
+KERNELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../../crates/baracuda-kernels/kernels")
 CUDA_INCLUDE = "/usr/local/cuda/include"
 N = 1 << int(os.environ.get("BVT_LOG2N", "28"))
 PLACEMENTS = 3

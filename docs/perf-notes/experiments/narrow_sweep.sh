@@ -20,7 +20,7 @@ for trans in 0 1; do
       for p in 0 1; do
         b="$out/narrow_${trans}_${t}_${w}_${p}"
         bins+=("$b")
-        "$NVCC" -O3 -gencode=arch=compute_90a,code=sm_90a -DBARACUDA_DTYPE="$DT" -I../../crates/baracuda-kernels/kernels -DNARROW_K="$K" \
+        "$NVCC" -O3 -gencode=arch=compute_90a,code=sm_90a -DBARACUDA_DTYPE="$DT" -I../../../crates/baracuda-kernels/kernels -DNARROW_K="$K" \
           -DNARROW_N="$N" -DTRANS="$trans" -DNARROW_TILES="$t" -DNARROW_WARPS="$w" \
           -DNARROW_PREFETCH="$p" narrow_sweep.cu -o "$b" &
       done

@@ -6,7 +6,7 @@
 // NARROW_PREFETCH) and runs each.
 //
 // Build: nvcc -O3 -gencode=arch=compute_90a,code=sm_90a -DBARACUDA_DTYPE=3
-//        -I../../crates/baracuda-kernels/kernels
+//        -I../../../crates/baracuda-kernels/kernels
 //        -DNARROW_K=64 -DNARROW_N=64 -DTRANS=0 [-DNARROW_TILES=t]
 //        [-DNARROW_WARPS=w] [-DNARROW_PREFETCH=p] narrow_sweep.cu -o narrow_sweep
 // Run:   narrow_sweep [m]
@@ -22,7 +22,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "../../crates/baracuda-kernels/kernels/gemm/narrow_matmul.cu"
+#include "../../../crates/baracuda-kernels/kernels/gemm/narrow_matmul.cu"
 
 #include "check.cuh"
 
