@@ -44,14 +44,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         b_shape: [1, cols],
     };
     let gelu = UnaryPlan::<f32, 2>::select(&stream, &udesc, &pref)?;
-    let gelu_bw = UnaryBackwardPlan::<f32, 2>::select(&stream, &udesc, &pref)?;
     let mul = BinaryPlan::<f32, 2>::select(&stream, &bdesc, &pref)?;
-    let mul_bw = BinaryBackwardPlan::<f32, 2>::select(&stream, &bdesc, &pref)?;
     let select_ms = t_select.elapsed().as_secs_f64() * 1e3;
     println!(
         "plans selected in {select_ms:.1} ms (NVRTC compile on a cold cache, disk cache when warm)"
     );
-    println!("  {}\n  {}", gelu.sku(), mul_bw.sku());
+    println!("  {}\n  {}", gelu.sku(), mul.sku());
 
     let (e0, e1) = (Event::new(&ctx)?, Event::new(&ctx)?);
     e0.record(&stream)?;
@@ -85,14 +83,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut dh = DeviceBuffer::<f32>::zeros(&stream, rows * cols)?;
     let mut dw = DeviceBuffer::<f32>::zeros(&stream, cols)?;
     let mut dx = DeviceBuffer::<f32>::zeros(&stream, rows * cols)?;
-    let mut ws = DeviceBuffer::<u8>::zeros(&stream, mul_bw.workspace_size())?;
+    let ws_bytes = mul.bw_workspace_size(Grad::A | Grad::B);
+    let mut ws = DeviceBuffer::<u8>::zeros(&stream, ws_bytes)?;
     e0.record(&stream)?;
-    let workspace = if mul_bw.workspace_size() > 0 {
+    let workspace = if ws_bytes > 0 {
         Workspace::Borrowed(ws.as_slice_mut())
     } else {
         Workspace::None
     };
-    mul_bw.run(
+    mul.run_bw(
         &stream,
         workspace,
         BinaryBwArgs {
@@ -103,7 +102,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             db: Some(TensorMut::contiguous(dw.as_slice_mut(), [1, cols])?),
         },
     )?;
-    gelu_bw.run(
+    gelu.run_bw(
         &stream,
         Workspace::None,
         UnaryBwArgs {

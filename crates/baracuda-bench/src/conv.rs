@@ -116,7 +116,10 @@ fn conv<T: Element, const N: usize, const R: usize>(
     let mut yb = DeviceBuffer::<T>::uninit(s, n(&ys))?;
     let mut dxb = DeviceBuffer::<T>::uninit(s, n(&xs))?;
     let mut dwb = DeviceBuffer::<T>::uninit(s, n(&ws))?;
-    let mut wsb = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
+    let ws_bytes = plan
+        .workspace_size()
+        .max(plan.bw_workspace_size(Grad::X | Grad::Weight));
+    let mut wsb = DeviceBuffer::<u8>::uninit(s, ws_bytes.max(1))?;
     let flop = 2.0 * n(&ys) as f64 * c_in as f64 * (k as f64).powi(N as i32);
     let shape = format!("x{xs:?} w{ws:?} s{stride} p{pad}");
     let record = |pass: &'static str, ms: f64| {
@@ -131,37 +134,46 @@ fn conv<T: Element, const N: usize, const R: usize>(
         })
     };
     let ms = time_rotating_ms(s, sets, |i| {
-        plan.run_fw(
+        plan.run(
             s,
             Workspace::Borrowed(wsb.as_slice_mut()),
             ConvArgs {
                 x: tref(&xb, i, xs, l)?,
                 w: tref(&wb, i, ws, l)?,
+                bias: None,
                 y: tmut(&mut yb, 0, ys, l)?,
             },
         )
     })?;
     record("fw", ms);
     let ms = time_rotating_ms(s, sets, |i| {
-        plan.run_bw_data(
+        plan.run_bw(
             s,
             Workspace::Borrowed(wsb.as_slice_mut()),
             ConvBwArgs {
+                x: tref(&xb, i, xs, l)?,
                 w: tref(&wb, i, ws, l)?,
+                y: None,
                 dy: tref(&dyb, i, ys, l)?,
-                dx: tmut(&mut dxb, 0, xs, l)?,
+                dx: Some(tmut(&mut dxb, 0, xs, l)?),
+                dw: None,
+                dbias: None,
             },
         )
     })?;
     record("bw_data", ms);
     let ms = time_rotating_ms(s, sets, |i| {
-        plan.run_dw(
+        plan.run_bw(
             s,
             Workspace::Borrowed(wsb.as_slice_mut()),
-            ConvDwArgs {
+            ConvBwArgs {
                 x: tref(&xb, i, xs, l)?,
+                w: tref(&wb, i, ws, l)?,
+                y: None,
                 dy: tref(&dyb, i, ys, l)?,
-                dw: tmut(&mut dwb, 0, ws, l)?,
+                dx: None,
+                dw: Some(tmut(&mut dwb, 0, ws, l)?),
+                dbias: None,
             },
         )
     })?;
@@ -319,6 +331,7 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
         let ms = time_rotating_ms(s, sets, |i| {
             plan.run_bw(
                 s,
+                Workspace::None,
                 PoolBwArgs {
                     dy: tref(&dyb, i, ys, l)?,
                     indices: None,
@@ -363,6 +376,7 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
         let ms = time_rotating_ms(s, sets, |i| {
             plan.run_bw(
                 s,
+                Workspace::None,
                 PoolBwArgs {
                     dy: tref(&dyb, i, ys, l)?,
                     indices: Some(tref(&ib, i, ys, l)?),

@@ -102,17 +102,8 @@ fn unary<T: Element>(s: &Stream, op: UnaryOp) -> Result<()> {
     emit_pass::<T>(op.name(), "fw", ms, 2);
     if matches!(op, UnaryOp::GeluTanh | UnaryOp::Silu) {
         let dys = random_sets::<T>(s, 2, -1.0, 1.0)?;
-        let bw = UnaryBackwardPlan::<T, 1>::select(
-            s,
-            &UnaryDescriptor {
-                op,
-                element: T::KIND,
-                shape: [N],
-            },
-            &PlanPreference::default(),
-        )?;
         let ms = time_rotating_ms(s, PLACEMENTS, |i| {
-            bw.run(
+            plan.run_bw(
                 s,
                 Workspace::None,
                 UnaryBwArgs {
@@ -151,11 +142,10 @@ fn binary<T: Element>(s: &Stream, op: BinaryOp) -> Result<()> {
     })?;
     emit_pass::<T>(op.name(), "fw", ms, 3);
     if op == BinaryOp::Mul {
-        let bw = BinaryBackwardPlan::<T, 1>::select(s, &desc, &PlanPreference::default())?;
         let dy = random_sets::<T>(s, 5, -1.0, 1.0)?;
         let mut db = output::<T>(s)?;
         let ms = time_rotating_ms(s, PLACEMENTS, |i| {
-            bw.run(
+            plan.run_bw(
                 s,
                 Workspace::None,
                 BinaryBwArgs {

@@ -247,7 +247,7 @@ fn linear_prefill(s: &Stream) -> Result<()> {
 
 /// The gradient buffers `(dx, dw, db)` a backward pass writes; None: not
 /// computed.
-type Grads<'a> = (
+type GradBuffers<'a> = (
     Option<&'a mut DeviceBuffer<bf16>>,
     Option<&'a mut DeviceBuffer<bf16>>,
     Option<&'a mut DeviceBuffer<bf16>>,
@@ -264,7 +264,7 @@ fn time_linear_bw(
         &DeviceBuffer<bf16>,
         &DeviceBuffer<bf16>,
     ),
-    (mut dx, mut dw, mut db): Grads<'_>,
+    (mut dx, mut dw, mut db): GradBuffers<'_>,
 ) -> Result<f64> {
     let (t, i, o) = (TOKENS, IN, OUT);
     let row = MatrixOrder::RowMajor;
@@ -285,7 +285,7 @@ fn time_linear_bw(
                     Some(b) => Some(MatrixMut::new(b.as_slice_mut(), o, i, i, row)?),
                     None => None,
                 },
-                db: db.as_deref_mut().map(|b| b.as_slice_mut()),
+                dbias: db.as_deref_mut().map(|b| b.as_slice_mut()),
             },
         )
     })

@@ -10,6 +10,7 @@
 mod element;
 mod error;
 mod gemm;
+mod grad;
 mod preference;
 mod shape;
 mod sku;
@@ -18,6 +19,7 @@ mod tensor;
 pub use element::{Element, ElementKind};
 pub use error::{Error, LibraryStatus, Result};
 pub use gemm::*;
+pub use grad::{Grad, Grads};
 pub use preference::{Autotune, PlanPreference};
 pub use shape::{broadcast_shapes, Shape};
 pub use sku::{ArchSku, BackendKind, KernelSku, MathPrecision, PrecisionGuarantee};

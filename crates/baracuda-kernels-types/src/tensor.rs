@@ -634,7 +634,38 @@ pub enum Workspace<'a> {
     Borrowed(DeviceSliceMut<'a, u8>),
 }
 
-impl Workspace<'_> {
+impl<'a> Workspace<'a> {
+    /// Split off the first `bytes` for one part of a plan's work and return
+    /// it with the rest. Plans that run several passes lay their scratch out
+    /// this way; `bytes` is a multiple of 256 there, so the rest stays
+    /// aligned for every element type.
+    ///
+    /// # Errors
+    /// `WorkspaceTooSmall` when fewer than `bytes` are available.
+    pub fn split_at(
+        self,
+        op: &'static str,
+        bytes: usize,
+    ) -> Result<(Workspace<'a>, Workspace<'a>)> {
+        match self {
+            _ if bytes == 0 => Ok((Workspace::None, self)),
+            Workspace::Borrowed(s) => {
+                let got = s.len();
+                let (head, rest) = s.split_at(bytes).ok_or(Error::WorkspaceTooSmall {
+                    op,
+                    needed: bytes,
+                    got,
+                })?;
+                Ok((Workspace::Borrowed(head), Workspace::Borrowed(rest)))
+            }
+            Workspace::None => Err(Error::WorkspaceTooSmall {
+                op,
+                needed: bytes,
+                got: 0,
+            }),
+        }
+    }
+
     /// Bytes available.
     pub fn bytes(&self) -> usize {
         match self {
@@ -680,6 +711,26 @@ mod tests {
     fn slice_mut<'a>(len: usize) -> DeviceSliceMut<'a, f32> {
         // SAFETY: as above.
         unsafe { DeviceSliceMut::from_raw_parts(0x1000, len, 1) }
+    }
+
+    #[test]
+    fn workspace_splits_in_bounds() {
+        // SAFETY: host-only view of a fake address.
+        let ws = Workspace::Borrowed(unsafe { DeviceSliceMut::from_raw_parts(0x1000, 1024, 1) });
+        let (head, rest) = ws.split_at("t", 256).unwrap();
+        assert_eq!((head.bytes(), rest.bytes()), (256, 768));
+        assert_eq!(rest.check("t", 768, 1).unwrap(), 0x1100);
+        let (none, all) = rest.split_at("t", 0).unwrap();
+        assert_eq!((none.bytes(), all.bytes()), (0, 768));
+        assert!(matches!(
+            all.split_at("t", 769),
+            Err(Error::WorkspaceTooSmall {
+                needed: 769,
+                got: 768,
+                ..
+            })
+        ));
+        assert!(Workspace::None.split_at("t", 1).is_err());
     }
 
     #[test]

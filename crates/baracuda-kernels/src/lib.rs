@@ -19,8 +19,8 @@ mod specs;
 
 pub use conv::*;
 pub use elementwise::{
-    BinaryArgs, BinaryBackwardPlan, BinaryBwArgs, BinaryDescriptor, BinaryOp, BinaryPlan,
-    UnaryArgs, UnaryBackwardPlan, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan,
+    BinaryArgs, BinaryBwArgs, BinaryDescriptor, BinaryOp, BinaryPlan, UnaryArgs, UnaryBwArgs,
+    UnaryDescriptor, UnaryOp, UnaryPlan,
 };
 pub use gemm::{
     BatchedGemmArgs, BatchedGemmDescriptor, BatchedGemmPlan, Fp8GemmArgs, Fp8GemmDescriptor,
@@ -28,7 +28,7 @@ pub use gemm::{
     GroupedGemmPlan, IntGemmArgs, IntGemmDescriptor, IntGemmPlan, LinearArgs, LinearBwArgs,
     LinearDescriptor, LinearPlan,
 };
-pub use plan::Plan;
+pub use plan::{Backward, Plan};
 pub use specs::all_module_specs;
 
 pub use baracuda_driver::{Context, Device, DeviceBuffer, Event, Graph, PinnedBuffer, Stream};

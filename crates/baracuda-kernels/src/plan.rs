@@ -6,9 +6,34 @@
 //! arguments against the plan and only enqueues work on the given stream.
 //! It never allocates device memory, never synchronizes and never prints,
 //! so a plan works under CUDA graph capture and from many threads.
+//!
+//! # Backward
+//!
+//! A differentiable op's plan also implements [`Backward`]: the same plan,
+//! selected once, runs the forward with [`Plan::run`] and the gradients with
+//! [`Backward::run_bw`]. Its `BwArgs` hold the tensors the backward reads
+//! (the forward's inputs or saved outputs, and `dy`) and one `Option` per
+//! gradient it can compute; a gradient is computed exactly when its output
+//! is given. [`Backward::bw_workspace_size`] takes the same choice as a
+//! [`Grads`] set, so the workspace is sized for what is asked:
+//!
+//! ```ignore
+//! let plan = Conv2dPlan::<bf16>::select(&stream, &desc, &pref)?;
+//! plan.run(&stream, ws_fw, Conv2dArgs { x, w, bias: None, y })?;
+//! let wants = Grad::X | Grad::Weight;
+//! assert!(ws_bw.bytes() >= plan.bw_workspace_size(wants));
+//! plan.run_bw(&stream, ws_bw, Conv2dBwArgs { x, w, dy, dx: Some(dx), dw: Some(dw), dbias: None })?;
+//! ```
+//!
+//! Asking for a gradient the plan does not compute (not in
+//! [`Backward::grads`]) is `Error::InvalidArgument`; a workspace smaller
+//! than `bw_workspace_size` of the gradients given is
+//! `Error::WorkspaceTooSmall`. Nothing is written when a check fails.
 
 use baracuda_driver::Stream;
-use baracuda_kernels_types::{KernelSku, PlanPreference, PrecisionGuarantee, Result, Workspace};
+use baracuda_kernels_types::{
+    Error, Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result, Workspace,
+};
 
 /// A selected implementation of one op for one problem.
 pub trait Plan: Sized + Send + Sync {
@@ -44,4 +69,45 @@ pub trait Plan: Sized + Send + Sync {
     /// `WorkspaceTooSmall`, `InvalidArgument`, and launch errors. Nothing is
     /// written when an argument check fails.
     fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()>;
+}
+
+/// The backward of a differentiable [`Plan`]; see the module doc.
+pub trait Backward: Plan {
+    /// The tensors `run_bw` takes: what the backward reads, and an
+    /// `Option` per gradient (computed when `Some`).
+    type BwArgs<'a>;
+
+    /// The gradients this plan can compute.
+    fn grads(&self) -> Grads;
+
+    /// Device scratch `run_bw` needs to compute `wants`, in bytes. Gradients
+    /// outside [`Backward::grads`] add nothing.
+    fn bw_workspace_size(&self, wants: Grads) -> usize;
+
+    /// Check `args` against the plan and enqueue the gradients they ask for
+    /// on `stream`.
+    ///
+    /// # Errors
+    /// As [`Plan::run`]; `InvalidArgument` when a gradient outside
+    /// [`Backward::grads`] is asked for, or an input that gradient needs is
+    /// missing. Nothing is written when a check fails.
+    fn run_bw(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: Self::BwArgs<'_>,
+    ) -> Result<()>;
+}
+
+/// Reject gradients `wants` holds that the plan (computing `offered`) does
+/// not.
+pub(crate) fn check_grads(op: &'static str, wants: Grads, offered: Grads) -> Result<()> {
+    match wants.iter().find(|&g| !offered.contains(g)) {
+        Some(g) => Err(Error::InvalidArgument {
+            op,
+            arg: g.arg(),
+            reason: format!("{op} computes only {offered:?}"),
+        }),
+        None => Ok(()),
+    }
 }

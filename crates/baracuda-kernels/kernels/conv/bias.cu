@@ -1,7 +1,8 @@
 // bias.cu: convolution bias epilogue and bias gradient.
 //
-// FW  y[n,c,s] = act(y[n,c,s] + b[c])        act = identity or relu
-// BW  db[c]    = sum_{n,s} dy[n,c,s]
+// FW  y[n,c,s] = act(y[n,c,s] + b[c])        act = identity or relu; b optional
+// BW  dz       = y <= 0 ? 0 : dy               (relu only; dz feeds the passes below)
+//     db[c]    = sum_{n,s} dz[n,c,s]
 //
 // FW: one thread per element of y (grid-stride), in place; the channel of
 // physical index i is (i / S) % C channels-first, i % C channels-last.
@@ -19,9 +20,20 @@ extern "C" __global__ void bias_act_fw(ELEM_T* __restrict__ y, const ELEM_T* __r
     long long step = (long long)gridDim.x * blockDim.x;
     for (; i < n_elems; i += step) {
         int c = channels_last ? (int)(i % channels) : (int)((i / spatial) % channels);
-        ACC_T v = to_acc(y[i]) + to_acc(b[c]);
+        ACC_T v = to_acc(y[i]) + (b ? to_acc(b[c]) : (ACC_T)0);
         if (relu && v < (ACC_T)0) v = (ACC_T)0;
         store(&y[i], v);
+    }
+}
+
+extern "C" __global__ void relu_bw(ELEM_T* __restrict__ dz, const ELEM_T* __restrict__ dy,
+                                   const ELEM_T* __restrict__ y, long long n_elems) {
+    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    long long step = (long long)gridDim.x * blockDim.x;
+    // PyTorch's threshold_backward: zero where y <= 0, so NaN passes dy.
+    for (; i < n_elems; i += step) {
+        if (to_acc(y[i]) <= (ACC_T)0) store(&dz[i], (ACC_T)0);
+        else dz[i] = dy[i];
     }
 }
 

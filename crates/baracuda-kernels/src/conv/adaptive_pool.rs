@@ -14,7 +14,7 @@ use baracuda_driver::Stream;
 use baracuda_kernels_types::{Element, ElementKind, KernelSku, PlanPreference, Result, Workspace};
 
 use super::descriptor::invalid;
-use super::pool::{validate_planes, KernelMode, PoolArgs, PoolBwArgs, PoolCore, PoolProblem};
+use super::pool::{validate_planes, KernelMode, PoolArgs, PoolCore, PoolProblem};
 use super::{check_dtype, ConvLayout};
 use crate::Plan;
 
@@ -201,14 +201,11 @@ impl<T: Element, M: AdaptiveReduce, const N: usize, const R: usize> AdaptivePool
     fn core_sku(&self) -> &KernelSku {
         self.core.sku()
     }
-    /// Backward: `dx` from `dy` (and `indices` for max).
-    ///
-    /// # Errors
-    /// As [`PoolPlan::run_bw`](super::PoolPlan::run_bw).
-    pub fn run_bw(&self, stream: &Stream, args: PoolBwArgs<'_, T, R>) -> Result<()> {
-        self.core.run_bw(stream, args)
-    }
 }
+
+super::pool::pool_backward!(
+    [T: Element, M: AdaptiveReduce, const N: usize, const R: usize] AdaptivePoolPlan<T, M, N, R>
+);
 
 #[cfg(test)]
 mod tests {

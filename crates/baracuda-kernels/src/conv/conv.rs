@@ -15,7 +15,8 @@ use baracuda_driver::{
     ConvAlgo, ConvDirection, CudnnConvProblem, Function, LaunchArgs, LaunchConfig, Stream,
 };
 use baracuda_kernels_types::{
-    Element, KernelSku, PlanPreference, Result, TensorMut, TensorRef, Workspace,
+    Activation, Element, Error, Grad, Grads, KernelSku, PlanPreference, Result, TensorMut,
+    TensorRef, Workspace,
 };
 
 use super::cudnn_core::ConvCore;
@@ -23,39 +24,42 @@ use super::descriptor::{
     check_tensor, checked_output, full_shape, validate_common, ConvDescriptor,
 };
 use super::{check_dtype, ConvLayout};
-use crate::Plan;
+use crate::{Backward, Plan};
 
-/// Forward operands (also the transposed conv's forward): `y = op(x, w)`.
+/// Forward operands of a convolution or transposed convolution:
+/// `y = act(op(x, w) + bias)`.
 #[derive(Debug)]
 pub struct ConvArgs<'a, T, const R: usize> {
     /// Input activations `[N, C_in, spatial...]` (layout strides).
     pub x: TensorRef<'a, T, R>,
     /// Filter.
     pub w: TensorRef<'a, T, R>,
+    /// Bias `[c_out]`, added per output channel when given.
+    pub bias: Option<TensorRef<'a, T, 1>>,
     /// Output, overwritten.
     pub y: TensorMut<'a, T, R>,
 }
 
-/// Backward-data operands: `dx = d(loss)/dx` from `w` and `dy`.
+/// Backward operands of a convolution or transposed convolution; each
+/// gradient is computed when given.
 #[derive(Debug)]
 pub struct ConvBwArgs<'a, T, const R: usize> {
-    /// Filter.
+    /// Input activations of the forward (read for `dw`).
+    pub x: TensorRef<'a, T, R>,
+    /// Filter (read for `dx`).
     pub w: TensorRef<'a, T, R>,
+    /// Output of the forward; needed when the descriptor's activation is
+    /// ReLU (the gradient passes where `y > 0`).
+    pub y: Option<TensorRef<'a, T, R>>,
     /// Gradient of the output.
     pub dy: TensorRef<'a, T, R>,
     /// Gradient of the input, overwritten.
-    pub dx: TensorMut<'a, T, R>,
-}
-
-/// Backward-filter operands: `dw = d(loss)/dw` from `x` and `dy`.
-#[derive(Debug)]
-pub struct ConvDwArgs<'a, T, const R: usize> {
-    /// Input activations.
-    pub x: TensorRef<'a, T, R>,
-    /// Gradient of the output.
-    pub dy: TensorRef<'a, T, R>,
+    pub dx: Option<TensorMut<'a, T, R>>,
     /// Gradient of the filter, overwritten.
-    pub dw: TensorMut<'a, T, R>,
+    pub dw: Option<TensorMut<'a, T, R>>,
+    /// Gradient of the bias `[c_out]`, overwritten. Deterministic
+    /// (fixed-order reduction).
+    pub dbias: Option<TensorMut<'a, T, 1>>,
 }
 
 /// Conv1d forward args (`[N, C, L]`).
@@ -64,21 +68,22 @@ pub type Conv1dArgs<'a, T> = ConvArgs<'a, T, 3>;
 pub type Conv2dArgs<'a, T> = ConvArgs<'a, T, 4>;
 /// Conv3d forward args.
 pub type Conv3dArgs<'a, T> = ConvArgs<'a, T, 5>;
-/// Conv1d backward-data args.
+/// Conv1d backward args.
 pub type Conv1dBwArgs<'a, T> = ConvBwArgs<'a, T, 3>;
-/// Conv2d backward-data args.
+/// Conv2d backward args.
 pub type Conv2dBwArgs<'a, T> = ConvBwArgs<'a, T, 4>;
-/// Conv3d backward-data args.
+/// Conv3d backward args.
 pub type Conv3dBwArgs<'a, T> = ConvBwArgs<'a, T, 5>;
-/// Conv1d backward-filter args.
-pub type Conv1dDwArgs<'a, T> = ConvDwArgs<'a, T, 3>;
-/// Conv2d backward-filter args.
-pub type Conv2dDwArgs<'a, T> = ConvDwArgs<'a, T, 4>;
-/// Conv3d backward-filter args.
-pub type Conv3dDwArgs<'a, T> = ConvDwArgs<'a, T, 5>;
 
 /// A convolution of spatial rank `N` on rank-`R = N + 2` tensors, through
 /// cuDNN, with its algorithm for each direction chosen in `select`.
+///
+/// Forward (`run`): `y = act(conv(x, w) + bias)`, the bias and activation
+/// (identity or ReLU, [`ConvDescriptor::activation`]) as one elementwise
+/// pass after cuDNN's convolution. Backward ([`Backward::run_bw`]):
+/// `dz = dy` (or `dy * (y > 0)` under ReLU, written to the workspace), then
+/// `dx = conv_transpose(dz, w)`, `dw = corr(x, dz)`, `dbias = sum dz` over
+/// batch and positions, each when asked.
 ///
 /// # Shapes
 /// `x`: `[batch, c_in, input...]`, `w`: `[c_out, c_in/groups, filter...]`,
@@ -92,10 +97,11 @@ pub type Conv3dDwArgs<'a, T> = ConvDwArgs<'a, T, 5>;
 /// Others: `Unsupported`.
 /// # Errors
 /// `select`: `InvalidDescriptor` naming the field, `DtypeMismatch`,
-/// `Unsupported`, `PreferenceRejected` (backend other than cuDNN, no
-/// algorithm within `max_workspace_bytes` or deterministic), `Cudnn`.
-/// `run_*`: `ShapeMismatch`, `InvalidArgument` (strides), `ContextMismatch`,
-/// `WorkspaceTooSmall`. `run_*` only enqueue: no allocation, no sync.
+/// `Unsupported` (also for activations other than identity and ReLU),
+/// `PreferenceRejected` (no algorithm within `max_workspace_bytes` or
+/// deterministic), `Cudnn`. `run`, `run_bw`: `ShapeMismatch`,
+/// `InvalidArgument` (strides; `y` missing under ReLU), `ContextMismatch`,
+/// `WorkspaceTooSmall`. Both only enqueue: no allocation, no sync.
 #[derive(Debug)]
 pub struct ConvPlan<T: Element, const N: usize, const R: usize> {
     desc: ConvDescriptor<N>,
@@ -105,22 +111,21 @@ pub struct ConvPlan<T: Element, const N: usize, const R: usize> {
     _t: PhantomData<T>,
 }
 
-/// What a plan's errors call things: the op, and the argument names of
-/// the three cuDNN directions' operands, in the order each takes them:
-/// forward `(x, w, y)`, backward data `(w, dy, dx)`, backward filter
-/// `(x, dy, dw)`. A transposed conv runs the same directions with its
-/// tensors in other roles ([`super::ConvTransposePlan`]), and its errors
-/// name its own arguments.
+/// The op name a plan's errors give, and how its passes map onto cuDNN's
+/// directions of the convolution `C` the plan holds. A plain convolution is
+/// `C`; a transposed one runs `C`'s backward data as its forward
+/// ([`super::ConvTransposePlan`]). Errors name the plan's own arguments.
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct Roles {
     pub op: &'static str,
-    pub names: [[&'static str; 3]; 3],
+    /// The plan is the transposed convolution of `C`.
+    pub transposed: bool,
 }
 
 /// A plain convolution's roles.
 const CONV_ROLES: Roles = Roles {
     op: "conv",
-    names: [["x", "w", "y"], ["w", "dy", "dx"], ["x", "dy", "dw"]],
+    transposed: false,
 };
 
 /// 1-D convolution plan.
@@ -145,9 +150,8 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvPlan<T, N, R> {
         &self.core.sku
     }
 
-    /// The largest workspace of the three directions.
     fn workspace_size(&self) -> usize {
-        self.core.workspace.iter().copied().max().unwrap_or(0)
+        self.core.workspace[self.dir(Pass::Forward).index()]
     }
 
     fn run(
@@ -156,13 +160,209 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvPlan<T, N, R> {
         workspace: Workspace<'_>,
         args: ConvArgs<'_, T, R>,
     ) -> Result<()> {
-        self.run_fw(stream, workspace, args)
+        let ConvArgs { x, w, bias, y } = args;
+        let ctx = stream.context().id();
+        let (op, layout) = (self.roles.op, self.desc.layout);
+        let (channels, dims) = self.out_geometry();
+        let b = match &bias {
+            Some(b) => {
+                let shape = [channels as usize];
+                check_tensor(op, "bias", b, &shape, ConvLayout::ChannelsFirst, ctx)?
+            }
+            None => 0,
+        };
+        let epilogue = b != 0 || self.desc.activation == Activation::Relu;
+        let bias_fns = if epilogue {
+            Some(self.core.bias.as_ref().map_err(Clone::clone)?)
+        } else {
+            None
+        };
+        let (xs, ws, ys) = self.plan_shapes();
+        let mut addr = [0u64; 3];
+        let operands = [(&x, &xs), (&w, &ws), (&y.as_const(), &ys)];
+        for ((a, (t, shape)), name) in addr.iter_mut().zip(operands).zip(Pass::Forward.names()) {
+            *a = check_tensor(op, name, t, shape, layout, ctx)?;
+        }
+        self.run_pass(
+            stream,
+            &workspace,
+            Pass::Forward,
+            (addr[0], addr[1], addr[2]),
+        )?;
+        let y_addr = addr[2];
+        match bias_fns {
+            Some(f) => launch_bias_act(
+                stream,
+                &f.0,
+                y_addr,
+                b,
+                (self.desc.batch, channels, &dims),
+                layout,
+                self.desc.activation == Activation::Relu,
+            ),
+            None => Ok(()),
+        }
+    }
+}
+
+impl<T: Element, const N: usize, const R: usize> Backward for ConvPlan<T, N, R> {
+    type BwArgs<'a> = ConvBwArgs<'a, T, R>;
+
+    fn grads(&self) -> Grads {
+        Grad::X | Grad::Weight | Grad::Bias
+    }
+
+    fn bw_workspace_size(&self, wants: Grads) -> usize {
+        let ws = &self.core.workspace;
+        let pass = |g, p| {
+            if wants.contains(g) {
+                ws[self.dir(p).index()]
+            } else {
+                0
+            }
+        };
+        self.mask_bytes(wants)
+            + pass(Grad::X, Pass::BackwardData).max(pass(Grad::Weight, Pass::BackwardFilter))
+    }
+
+    fn run_bw(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: ConvBwArgs<'_, T, R>,
+    ) -> Result<()> {
+        let ConvBwArgs {
+            x,
+            w,
+            y,
+            dy,
+            dx,
+            dw,
+            dbias,
+        } = args;
+        let wants = Grads::present(&[
+            (Grad::X, dx.is_some()),
+            (Grad::Weight, dw.is_some()),
+            (Grad::Bias, dbias.is_some()),
+        ]);
+        let ctx = stream.context().id();
+        let (op, layout) = (self.roles.op, self.desc.layout);
+        let (xs, ws, ys) = self.plan_shapes();
+        let (channels, dims) = self.out_geometry();
+        // Every check before the first launch, so a bad argument writes
+        // nothing.
+        check_tensor(op, "x", &x, &xs, layout, ctx)?;
+        check_tensor(op, "w", &w, &ws, layout, ctx)?;
+        let dy_addr = check_tensor(op, "dy", &dy, &ys, layout, ctx)?;
+        if let Some(g) = &dx {
+            check_tensor(op, "dx", &g.as_const(), &xs, layout, ctx)?;
+        }
+        if let Some(g) = &dw {
+            check_tensor(op, "dw", &g.as_const(), &ws, layout, ctx)?;
+        }
+        let db_addr = match &dbias {
+            Some(g) => {
+                let shape = [channels as usize];
+                check_tensor(
+                    op,
+                    "dbias",
+                    &g.as_const(),
+                    &shape,
+                    ConvLayout::ChannelsFirst,
+                    ctx,
+                )?
+            }
+            None => 0,
+        };
+        let mask = self.mask_bytes(wants);
+        let y_addr = match (&y, mask) {
+            (_, 0) => 0,
+            (Some(y), _) => check_tensor(op, "y", y, &ys, layout, ctx)?,
+            (None, _) => {
+                return Err(Error::InvalidArgument {
+                    op,
+                    arg: "y",
+                    reason: "the ReLU backward reads the forward output".into(),
+                })
+            }
+        };
+        let bias_fns = if mask > 0 || dbias.is_some() {
+            Some(self.core.bias.as_ref().map_err(Clone::clone)?)
+        } else {
+            None
+        };
+        workspace.check(op, self.bw_workspace_size(wants), ctx)?;
+        let (head, rest) = workspace.split_at(op, mask)?;
+
+        // dz: dy, or dy masked by y > 0 in the head of the workspace.
+        let dz_addr = if mask > 0 {
+            let dz = head.check(op, mask, ctx)?;
+            let f = &bias_fns.as_ref().map(|f| &f.2);
+            launch_relu_bw(
+                stream,
+                f.expect("loaded above"),
+                dz,
+                dy_addr,
+                y_addr,
+                dy.n_elems(),
+            )?;
+            dz
+        } else {
+            dy_addr
+        };
+        if let Some(g) = &dx {
+            self.run_pass(
+                stream,
+                &rest,
+                Pass::BackwardData,
+                (w.data().addr(), dz_addr, g.data().addr()),
+            )?;
+        }
+        if let Some(g) = &dw {
+            self.run_pass(
+                stream,
+                &rest,
+                Pass::BackwardFilter,
+                (x.data().addr(), dz_addr, g.data().addr()),
+            )?;
+        }
+        if let (Some(f), true) = (&bias_fns, db_addr != 0) {
+            launch_bias_bw(
+                stream,
+                &f.1,
+                dz_addr,
+                db_addr,
+                (self.desc.batch, channels, &dims),
+                layout,
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// A pass of the plan (not of `C`): its forward and two gradients.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Pass {
+    Forward,
+    BackwardData,
+    BackwardFilter,
+}
+
+impl Pass {
+    /// What errors call the operands of the pass, in the order it takes
+    /// them.
+    fn names(self) -> [&'static str; 3] {
+        match self {
+            Pass::Forward => ["x", "w", "y"],
+            Pass::BackwardData => ["w", "dy", "dx"],
+            Pass::BackwardFilter => ["x", "dy", "dw"],
+        }
     }
 }
 
 impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
-    /// `select` with the errors and the SKU (`sku_name`) of another plan
-    /// built on this one.
+    /// `select` with the errors, passes and SKU (`sku_name`) of another
+    /// plan built on this one.
     pub(crate) fn select_as(
         roles: Roles,
         sku_name: &str,
@@ -186,6 +386,7 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
             &d.dilation,
             d.groups,
         )?;
+        check_activation(op, d.activation)?;
         let output = checked_output(op, d.output())?;
         let problem = CudnnConvProblem {
             dtype: T::KIND,
@@ -211,27 +412,12 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         })
     }
 
-    /// Output spatial extents.
+    /// Output spatial extents of the plan (of `C` for a convolution, of
+    /// `C`'s input for a transposed one).
     pub fn output_dims(&self) -> [i32; N] {
-        self.output
+        self.out_geometry().1
     }
-    /// The descriptor the plan was selected for.
-    pub(crate) fn descriptor(&self) -> &ConvDescriptor<N> {
-        &self.desc
-    }
-    /// Workspace of the forward pass, in bytes.
-    pub fn workspace_size_fw(&self) -> usize {
-        self.core.workspace[0]
-    }
-    /// Workspace of the backward-data pass, in bytes.
-    pub fn workspace_size_bw_data(&self) -> usize {
-        self.core.workspace[1]
-    }
-    /// Workspace of the backward-filter pass, in bytes.
-    pub fn workspace_size_dw(&self) -> usize {
-        self.core.workspace[2]
-    }
-    /// The cuDNN algorithm chosen for `dir`. Where cuBLASLt runs the
+    /// The cuDNN algorithm chosen for `dir` of `C`. Where cuBLASLt runs the
     /// direction (a pointwise convolution, see the SKU), this is the one
     /// operands that are not 16-byte aligned fall back on, or None when
     /// cuBLASLt was forced.
@@ -239,8 +425,17 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         self.core.cudnn.chosen(dir)
     }
 
-    /// Full shapes of `x`, `w` and `y`.
-    pub(crate) fn shapes(&self) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+    /// `C`'s direction that runs pass `p` of the plan.
+    fn dir(&self, p: Pass) -> ConvDirection {
+        match (p, self.roles.transposed) {
+            (Pass::Forward, false) | (Pass::BackwardData, true) => ConvDirection::Forward,
+            (Pass::BackwardData, false) | (Pass::Forward, true) => ConvDirection::BackwardData,
+            (Pass::BackwardFilter, _) => ConvDirection::BackwardFilter,
+        }
+    }
+
+    /// Full shapes of `C`'s `x`, `w` and `y`.
+    fn c_shapes(&self) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
         let d = &self.desc;
         (
             full_shape(d.batch, d.c_in, &d.input),
@@ -249,234 +444,126 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         )
     }
 
-    /// Check the operands of cuDNN direction `dir`, given in the order it
-    /// takes them with their expected shapes, and enqueue it. Errors name
-    /// the operands as the plan's roles do.
-    fn pass(
+    /// Full shapes of the plan's own `x`, `w` and `y`.
+    fn plan_shapes(&self) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+        let (xs, ws, ys) = self.c_shapes();
+        if self.roles.transposed {
+            (ys, ws, xs)
+        } else {
+            (xs, ws, ys)
+        }
+    }
+
+    /// Channels and spatial extents of the plan's `y`.
+    fn out_geometry(&self) -> (i32, [i32; N]) {
+        let d = &self.desc;
+        if self.roles.transposed {
+            (d.c_in, d.input)
+        } else {
+            (d.c_out, self.output)
+        }
+    }
+
+    /// Workspace bytes of the ReLU-masked `dy` (256-aligned), when the
+    /// gradients in `wants` need it.
+    fn mask_bytes(&self, wants: Grads) -> usize {
+        if self.desc.activation != Activation::Relu || wants.is_empty() {
+            return 0;
+        }
+        let n: usize = self.plan_shapes().2.iter().product();
+        (n * std::mem::size_of::<T>()).next_multiple_of(256)
+    }
+
+    /// Enqueue pass `p` on operands already checked, given in the plan's
+    /// own order: forward `(x, w, y)`, backward data `(w, dz, dx)`,
+    /// backward filter `(x, dz, dw)`.
+    fn run_pass(
         &self,
         stream: &Stream,
         workspace: &Workspace<'_>,
-        dir: ConvDirection,
-        operands: [(&TensorRef<'_, T, R>, &[usize]); 3],
+        p: Pass,
+        ops: (u64, u64, u64),
     ) -> Result<()> {
-        let names = self.roles.names[dir.index()];
-        let (op, l, ctx) = (self.roles.op, self.desc.layout, stream.context().id());
-        let mut addr = [0u64; 3];
-        for (a, ((t, shape), name)) in addr.iter_mut().zip(operands.into_iter().zip(names)) {
-            *a = check_tensor(op, name, t, shape, l, ctx)?;
-        }
+        // C's operand order per direction: forward (x, w, y), backward data
+        // (w, dy, dx), backward filter (x, dy, dw). The transposed plan's
+        // forward (x, w, y) is C's backward data (w, x, y); its backward
+        // data (w, dz, dx) is C's forward (dz, w, dx); its backward filter
+        // (x, dz, dw) is C's (dz, x, dw): the first two swap in each.
+        let ops = if self.roles.transposed {
+            (ops.1, ops.0, ops.2)
+        } else {
+            ops
+        };
         self.core
-            .run(op, stream, dir, (addr[0], addr[1], addr[2]), workspace)
-    }
-
-    /// `y = conv(x, w)`.
-    ///
-    /// # Errors
-    /// See [`ConvPlan`].
-    pub fn run_fw(
-        &self,
-        stream: &Stream,
-        workspace: Workspace<'_>,
-        args: ConvArgs<'_, T, R>,
-    ) -> Result<()> {
-        let (xs, ws, ys) = self.shapes();
-        let y = args.y.as_const();
-        self.pass(
-            stream,
-            &workspace,
-            ConvDirection::Forward,
-            [(&args.x, &xs), (&args.w, &ws), (&y, &ys)],
-        )
-    }
-
-    /// `y = act(conv(x, w) + bias)`, act = ReLU when `relu`, else identity.
-    /// The bias and activation run as one elementwise pass after cuDNN's
-    /// convolution, on the same stream.
-    ///
-    /// # Errors
-    /// As [`ConvPlan::run_fw`]; `ShapeMismatch` when bias is not `[c_out]`;
-    /// the NVRTC error when the epilogue kernel could not be built.
-    pub fn run_fw_bias(
-        &self,
-        stream: &Stream,
-        workspace: Workspace<'_>,
-        args: ConvArgs<'_, T, R>,
-        bias: TensorRef<'_, T, 1>,
-        relu: bool,
-    ) -> Result<()> {
-        let y = args.y.data().addr();
-        let out = (self.desc.c_out, &self.output[..]);
-        self.then_bias(stream, y, out, bias, relu, || {
-            self.run_fw(stream, workspace, args)
-        })
-    }
-
-    /// `db[k] = sum over batch and output positions of dy[n, k, ...]`.
-    /// Deterministic (fixed-order reduction).
-    ///
-    /// # Errors
-    /// `ShapeMismatch`, `InvalidArgument`, `ContextMismatch`; the NVRTC
-    /// error when the kernel could not be built.
-    pub fn run_bw_bias(
-        &self,
-        stream: &Stream,
-        dy: TensorRef<'_, T, R>,
-        db: TensorMut<'_, T, 1>,
-    ) -> Result<()> {
-        let (_, _, ys) = self.shapes();
-        self.bias_grad(stream, (dy, &ys), (self.desc.c_out, &self.output[..]), db)
-    }
-
-    /// Check `bias` against `channels`, run `conv` (which writes `y`, of
-    /// `channels` channels and spatial extents `dims` in the plan's
-    /// layout), then add the bias and apply the activation in place. A
-    /// transposed conv passes its own forward (this plan's backward data).
-    pub(crate) fn then_bias(
-        &self,
-        stream: &Stream,
-        y: u64,
-        (channels, dims): (i32, &[i32]),
-        bias: TensorRef<'_, T, 1>,
-        relu: bool,
-        conv: impl FnOnce() -> Result<()>,
-    ) -> Result<()> {
-        let ctx = stream.context().id();
-        let b = check_tensor(
-            self.roles.op,
-            "bias",
-            &bias,
-            &[channels as usize],
-            ConvLayout::ChannelsFirst,
-            ctx,
-        )?;
-        let bias_fns = self.core.bias.as_ref().map_err(Clone::clone)?;
-        conv()?;
-        let spatial: i64 = dims.iter().map(|&v| v as i64).product();
-        let n = self.desc.batch as i64 * channels as i64 * spatial;
-        launch_bias_act(
-            stream,
-            &bias_fns.0,
-            y,
-            b,
-            n,
-            channels,
-            spatial,
-            self.desc.layout,
-            relu,
-        )
-    }
-
-    /// `db[k] = sum of dy[n, k, ...]` for a `dy` of shape `dy_shape`
-    /// (`[batch, channels, dims...]`).
-    pub(crate) fn bias_grad(
-        &self,
-        stream: &Stream,
-        (dy, dy_shape): (TensorRef<'_, T, R>, &[usize]),
-        (channels, dims): (i32, &[i32]),
-        db: TensorMut<'_, T, 1>,
-    ) -> Result<()> {
-        let (op, layout, ctx) = (self.roles.op, self.desc.layout, stream.context().id());
-        let dy_a = check_tensor(op, "dy", &dy, dy_shape, layout, ctx)?;
-        let db_a = check_tensor(
-            op,
-            "db",
-            &db.as_const(),
-            &[channels as usize],
-            ConvLayout::ChannelsFirst,
-            ctx,
-        )?;
-        let bias_fns = self.core.bias.as_ref().map_err(Clone::clone)?;
-        let spatial: i64 = dims.iter().map(|&v| v as i64).product();
-        launch_bias_bw(
-            stream,
-            &bias_fns.1,
-            dy_a,
-            db_a,
-            self.desc.batch,
-            channels,
-            spatial,
-            layout,
-        )
-    }
-
-    /// `dx = conv_transpose(dy, w)`.
-    ///
-    /// # Errors
-    /// See [`ConvPlan`].
-    pub fn run_bw_data(
-        &self,
-        stream: &Stream,
-        workspace: Workspace<'_>,
-        args: ConvBwArgs<'_, T, R>,
-    ) -> Result<()> {
-        let (xs, ws, ys) = self.shapes();
-        let dx = args.dx.as_const();
-        self.pass(
-            stream,
-            &workspace,
-            ConvDirection::BackwardData,
-            [(&args.w, &ws), (&args.dy, &ys), (&dx, &xs)],
-        )
-    }
-
-    /// `dw = corr(x, dy)`.
-    ///
-    /// # Errors
-    /// See [`ConvPlan`].
-    pub fn run_dw(
-        &self,
-        stream: &Stream,
-        workspace: Workspace<'_>,
-        args: ConvDwArgs<'_, T, R>,
-    ) -> Result<()> {
-        let (xs, ws, ys) = self.shapes();
-        let dw = args.dw.as_const();
-        self.pass(
-            stream,
-            &workspace,
-            ConvDirection::BackwardFilter,
-            [(&args.x, &xs), (&args.dy, &ys), (&dw, &ws)],
-        )
+            .run(self.roles.op, stream, self.dir(p), ops, workspace)
     }
 }
 
-#[allow(clippy::too_many_arguments)] // kernel parameters
+/// The activations the bias epilogue applies.
+fn check_activation(op: &'static str, a: Activation) -> Result<()> {
+    match a {
+        Activation::Identity | Activation::Relu => Ok(()),
+        other => Err(Error::Unsupported {
+            op,
+            what: format!("activation {} (identity and relu are)", other.name()),
+        }),
+    }
+}
+
+/// Grid of the elementwise epilogue kernels (grid-stride loops).
+fn elementwise_grid(n: u64) -> LaunchConfig {
+    let threads = 256u32;
+    LaunchConfig::linear(n.div_ceil(threads as u64).min(65535 * 8) as u32, threads)
+}
+
+/// `y = act(y + b)` in place over `(batch, channels, dims)` in `layout`;
+/// `b` 0 adds no bias.
 fn launch_bias_act(
     stream: &Stream,
     f: &Function,
     y: u64,
     b: u64,
-    n: i64,
-    channels: i32,
-    spatial: i64,
+    (batch, channels, dims): (i32, i32, &[i32]),
     layout: ConvLayout,
     relu: bool,
 ) -> Result<()> {
+    let spatial: i64 = dims.iter().map(|&v| v as i64).product();
+    let n = batch as i64 * channels as i64 * spatial;
     if n == 0 {
         return Ok(());
     }
-    let threads = 256u32;
-    let blocks = ((n as u64).div_ceil(threads as u64)).min(65535 * 8) as u32;
     let mut a = LaunchArgs::new();
     a.push(y)?.push(b)?.push(n)?.push(channels)?.push(spatial)?;
     a.push((layout == ConvLayout::ChannelsLast) as i32)?
         .push(relu as i32)?;
-    // SAFETY: y holds n elements and b holds `channels` (checked by the
-    // caller); the argument list matches bias_act_fw's signature.
-    unsafe { f.launch(stream, LaunchConfig::linear(blocks, threads), &mut a) }
+    // SAFETY: y holds n elements and b (when not 0) `channels` (checked by
+    // the caller); the argument list matches bias_act_fw's signature.
+    unsafe { f.launch(stream, elementwise_grid(n as u64), &mut a) }
 }
 
-#[allow(clippy::too_many_arguments)] // kernel parameters
+/// `dz = y > 0 ? dy : 0` over `n` elements of one dense layout.
+fn launch_relu_bw(stream: &Stream, f: &Function, dz: u64, dy: u64, y: u64, n: usize) -> Result<()> {
+    if n == 0 {
+        return Ok(());
+    }
+    let mut a = LaunchArgs::new();
+    a.push(dz)?.push(dy)?.push(y)?.push(n as i64)?;
+    // SAFETY: dy and y were checked to hold n elements in the same dense
+    // layout, dz is workspace of at least n elements (mask_bytes); the
+    // argument list matches relu_bw's signature.
+    unsafe { f.launch(stream, elementwise_grid(n as u64), &mut a) }
+}
+
+/// `db[c] = sum of dy[n, c, ...]` over `(batch, channels, dims)`.
 fn launch_bias_bw(
     stream: &Stream,
     f: &Function,
     dy: u64,
     db: u64,
-    batch: i32,
-    channels: i32,
-    spatial: i64,
+    (batch, channels, dims): (i32, i32, &[i32]),
     layout: ConvLayout,
 ) -> Result<()> {
+    let spatial: i64 = dims.iter().map(|&v| v as i64).product();
     let mut a = LaunchArgs::new();
     a.push(dy)?
         .push(db)?
@@ -556,6 +643,15 @@ mod tests {
         ));
         let d = Conv2dDescriptor::new(2, 4, 8, 8, 6, 3, 3, ElementKind::I32);
         assert!(matches!(bad::<i32>(&d), Error::Unsupported { .. }));
+    }
+
+    #[test]
+    fn activation_rule() {
+        assert!(check_activation(OP, Activation::Relu).is_ok());
+        assert!(matches!(
+            check_activation(OP, Activation::GeluErf),
+            Err(Error::Unsupported { .. })
+        ));
     }
 
     #[test]

@@ -157,12 +157,15 @@ fn gemm_operands(dir: ConvDirection, (a, b, c): (u64, u64, u64)) -> (u64, u64, u
     }
 }
 
+/// `bias_act_fw`, `bias_bw` and `relu_bw` of `kernels/conv/bias.cu`.
+pub(crate) type BiasKernels = (Function, Function, Function);
+
 /// Backend plans, legacy fallbacks and their workspaces.
 pub(crate) struct ConvCore {
     pub(crate) cudnn: CudnnConv,
     pub(crate) workspace: [usize; 3],
     pub(crate) sku: KernelSku,
-    pub(crate) bias: std::result::Result<(Function, Function), Error>,
+    pub(crate) bias: std::result::Result<BiasKernels, Error>,
     /// f64 channels-last problems: cuDNN runs channels-first on copies.
     shim: Option<LayoutShim>,
     /// Directions a matmul runs (pointwise convolutions): cuBLASLt's or
@@ -443,20 +446,27 @@ impl Scratch {
     }
 }
 
-/// The bias epilogue and bias gradient kernels of `dtype` (an error kept
-/// for the bias passes to report when they cannot be built).
+/// The bias epilogue, bias gradient and ReLU gradient kernels of `dtype`
+/// (an error kept for the passes that need them to report when they cannot
+/// be built).
 fn bias_kernels(
     op: &'static str,
     ctx: &baracuda_driver::Context,
     dtype: ElementKind,
-) -> std::result::Result<(Function, Function), Error> {
+) -> std::result::Result<BiasKernels, Error> {
     spec_for(&BIAS_SOURCE, dtype)
         .ok_or_else(|| Error::Unsupported {
             op,
             what: format!("bias kernels for {dtype}"),
         })
         .and_then(|spec| ctx.module(&spec))
-        .and_then(|m| Ok((m.function("bias_act_fw")?, m.function("bias_bw")?)))
+        .and_then(|m| {
+            Ok((
+                m.function("bias_act_fw")?,
+                m.function("bias_bw")?,
+                m.function("relu_bw")?,
+            ))
+        })
 }
 
 impl ConvCore {

@@ -6,7 +6,7 @@
 //! - conv:      `out = (in + 2*pad - dilation*(k-1) - 1) / stride + 1`
 //! - transpose: `out = (in-1)*stride - 2*pad + dilation*(k-1) + output_padding + 1`
 
-use baracuda_kernels_types::{Element, Error, Result, Shape, TensorRef};
+use baracuda_kernels_types::{Activation, Element, Error, Result, Shape, TensorRef};
 
 use super::ConvLayout;
 use baracuda_kernels_types::ElementKind;
@@ -44,6 +44,9 @@ pub struct ConvDescriptor<const N: usize> {
     pub element: ElementKind,
     /// Memory order of x, w, y.
     pub layout: ConvLayout,
+    /// Applied after the convolution and the bias: identity (default) or
+    /// ReLU.
+    pub activation: Activation,
 }
 
 /// A transposed convolution of spatial rank `N`, PyTorch
@@ -80,6 +83,9 @@ pub struct ConvTransposeDescriptor<const N: usize> {
     pub element: ElementKind,
     /// Memory order.
     pub layout: ConvLayout,
+    /// Applied after the transposed convolution and the bias: identity
+    /// (default) or ReLU.
+    pub activation: Activation,
 }
 
 /// 1-D convolution descriptor (`[N, C, L]`).
@@ -105,7 +111,7 @@ macro_rules! conv_ctors {
                 ConvDescriptor {
                     batch, c_in, c_out, input: [$($i),+], filter: [$($k),+],
                     padding: [0; $n], stride: [1; $n], dilation: [1; $n], groups: 1,
-                    element, layout: ConvLayout::ChannelsFirst,
+                    element, layout: ConvLayout::ChannelsFirst, activation: Activation::Identity,
                 }
             }
             /// Zero padding on each side, per axis. Default 0.
@@ -124,6 +130,7 @@ macro_rules! conv_ctors {
                     batch, c_in, c_out, input: [$($i),+], filter: [$($k),+],
                     padding: [0; $n], stride: [1; $n], dilation: [1; $n], output_padding: [0; $n],
                     groups: 1, element, layout: ConvLayout::ChannelsFirst,
+                    activation: Activation::Identity,
                 }
             }
             /// Padding per axis. Default 0.
@@ -177,6 +184,11 @@ impl<const N: usize> ConvDescriptor<N> {
         self.layout = layout;
         self
     }
+    /// Activation after the bias. Default identity.
+    pub fn with_activation(mut self, activation: Activation) -> Self {
+        self.activation = activation;
+        self
+    }
     /// Output spatial extents (may be <= 0 for an invalid descriptor).
     pub fn output(&self) -> [i64; N] {
         let mut o = [0i64; N];
@@ -202,6 +214,11 @@ impl<const N: usize> ConvTransposeDescriptor<N> {
     /// Memory order. Default channels-first.
     pub fn with_layout(mut self, layout: ConvLayout) -> Self {
         self.layout = layout;
+        self
+    }
+    /// Activation after the bias. Default identity.
+    pub fn with_activation(mut self, activation: Activation) -> Self {
+        self.activation = activation;
         self
     }
     /// Output spatial extents (may be <= 0 for an invalid descriptor).

@@ -12,7 +12,7 @@ use baracuda_driver::Stream;
 use baracuda_kernels_types::{Element, ElementKind, KernelSku, PlanPreference, Result, Workspace};
 
 use super::descriptor::invalid;
-use super::pool::{validate_window, KernelMode, PoolArgs, PoolBwArgs, PoolCore, PoolProblem};
+use super::pool::{validate_window, KernelMode, PoolArgs, PoolCore, PoolProblem};
 use super::{check_dtype, ConvLayout};
 use crate::Plan;
 
@@ -181,15 +181,7 @@ impl<T: Element, const N: usize, const R: usize> Plan for LpPoolPlan<T, N, R> {
     }
 }
 
-impl<T: Element, const N: usize, const R: usize> LpPoolPlan<T, N, R> {
-    /// Backward: `dx` from `dy`, `x` and `y`.
-    ///
-    /// # Errors
-    /// As [`LpPoolPlan`].
-    pub fn run_bw(&self, stream: &Stream, args: PoolBwArgs<'_, T, R>) -> Result<()> {
-        self.core.run_bw(stream, args)
-    }
-}
+super::pool::pool_backward!([T: Element, const N: usize, const R: usize] LpPoolPlan<T, N, R>);
 
 #[cfg(test)]
 mod tests {

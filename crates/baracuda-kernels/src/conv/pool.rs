@@ -789,14 +789,38 @@ impl<T: Element, const N: usize, const R: usize> PoolPlan<T, N, R> {
     pub fn output_dims(&self) -> [i32; N] {
         self.output
     }
-    /// Backward: `dx` from `dy` (and `indices` for max).
-    ///
-    /// # Errors
-    /// See [`PoolPlan`].
-    pub fn run_bw(&self, stream: &Stream, args: PoolBwArgs<'_, T, R>) -> Result<()> {
-        self.core.run_bw(stream, args)
-    }
 }
+
+/// [`Backward`] of a pooling plan `$plan` (generic over `$gen`, which
+/// names `T` and `R`) through its `core`: `dx` from `dy` (and `indices`
+/// for max, `x` and `y` for Lp); no workspace; deterministic gather.
+macro_rules! pool_backward {
+    ([$($gen:tt)*] $plan:ty) => {
+        impl<$($gen)*> $crate::Backward for $plan {
+            type BwArgs<'a> = $crate::conv::PoolBwArgs<'a, T, R>;
+
+            fn grads(&self) -> baracuda_kernels_types::Grads {
+                baracuda_kernels_types::Grad::X.into()
+            }
+
+            fn bw_workspace_size(&self, _wants: baracuda_kernels_types::Grads) -> usize {
+                0
+            }
+
+            fn run_bw(
+                &self,
+                stream: &Stream,
+                _workspace: Workspace<'_>,
+                args: Self::BwArgs<'_>,
+            ) -> Result<()> {
+                self.core.run_bw(stream, args)
+            }
+        }
+    };
+}
+pub(crate) use pool_backward;
+
+pool_backward!([T: Element, const N: usize, const R: usize] PoolPlan<T, N, R>);
 
 #[cfg(test)]
 mod tests {

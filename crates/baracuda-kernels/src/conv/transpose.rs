@@ -17,19 +17,18 @@
 //! `< dilation`; cuDNN cannot express that case, which is `Unsupported`).
 
 use baracuda_driver::{ConvAlgo, ConvDirection, Stream};
-use baracuda_kernels_types::{
-    Element, Error, KernelSku, PlanPreference, Result, TensorMut, TensorRef, Workspace,
-};
+use baracuda_kernels_types::{Element, Error, Grads, KernelSku, PlanPreference, Result, Workspace};
 
 use super::check_dtype;
-use super::conv::{ConvArgs, ConvBwArgs, ConvDwArgs, ConvPlan, Roles};
+use super::conv::{ConvArgs, ConvBwArgs, ConvPlan, Roles};
 use super::descriptor::{
     checked_output, invalid, validate_common, ConvDescriptor, ConvTransposeDescriptor,
 };
-use crate::Plan;
+use crate::{Backward, Plan};
 
 /// A transposed convolution of spatial rank `N` on rank-`R = N + 2`
-/// tensors, through cuDNN.
+/// tensors, through cuDNN: `y = act(conv_transpose(x, w) + bias)`, and its
+/// backward `dx = conv(dz, w)`, `dw`, `dbias` (`dz` as in [`ConvPlan`]).
 ///
 /// # Shapes
 /// `x`: `[batch, c_in, input...]`, `w`: `[c_in, c_out/groups, filter...]`,
@@ -47,7 +46,7 @@ use crate::Plan;
 #[derive(Debug)]
 pub struct ConvTransposePlan<T: Element, const N: usize, const R: usize> {
     /// The equivalent conv `C` (module doc): its input is our output, its
-    /// `c_in` our `c_out`.
+    /// `c_in` our `c_out`; it runs our passes through [`Roles::transposed`].
     conv: ConvPlan<T, N, R>,
 }
 
@@ -60,13 +59,9 @@ pub type ConvTranspose3dPlan<T> = ConvTransposePlan<T, 3, 5>;
 
 const OP: &str = "conv_transpose";
 
-/// `C`'s directions with the transposed conv's names: `C`'s forward
-/// `(x, w, y)` is our backward data `(dy, w, dx)`, its backward data
-/// `(w, dy, dx)` our forward `(w, x, y)`, its backward filter `(x, dy, dw)`
-/// our `(dy, x, dw)`.
 const ROLES: Roles = Roles {
     op: OP,
-    names: [["dy", "w", "dx"], ["w", "x", "y"], ["dy", "x", "dw"]],
+    transposed: true,
 };
 
 pub(crate) fn validate_transpose<const N: usize>(
@@ -137,6 +132,7 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvTransposePlan<T, N
             groups: d.groups,
             element: d.element,
             layout: d.layout,
+            activation: d.activation,
         };
         // Holds for every output_padding < stride (tested below); checked
         // so that a descriptor outside that rule can never run C on
@@ -168,120 +164,39 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvTransposePlan<T, N
         workspace: Workspace<'_>,
         args: ConvArgs<'_, T, R>,
     ) -> Result<()> {
-        self.run_fw(stream, workspace, args)
+        self.conv.run(stream, workspace, args)
+    }
+}
+
+impl<T: Element, const N: usize, const R: usize> Backward for ConvTransposePlan<T, N, R> {
+    type BwArgs<'a> = ConvBwArgs<'a, T, R>;
+
+    fn grads(&self) -> Grads {
+        self.conv.grads()
+    }
+
+    fn bw_workspace_size(&self, wants: Grads) -> usize {
+        self.conv.bw_workspace_size(wants)
+    }
+
+    fn run_bw(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: ConvBwArgs<'_, T, R>,
+    ) -> Result<()> {
+        self.conv.run_bw(stream, workspace, args)
     }
 }
 
 impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R> {
     /// Output spatial extents.
     pub fn output_dims(&self) -> [i32; N] {
-        self.conv.descriptor().input
-    }
-
-    /// Our `y`'s channels and spatial extents: `C`'s input.
-    fn out(&self) -> (i32, [i32; N]) {
-        let c = self.conv.descriptor();
-        (c.c_in, c.input)
-    }
-    /// Workspace of the forward pass (cuDNN backward-data), in bytes.
-    pub fn workspace_size_fw(&self) -> usize {
-        self.conv.workspace_size_bw_data()
-    }
-    /// Workspace of the backward-data pass (cuDNN forward), in bytes.
-    pub fn workspace_size_bw_data(&self) -> usize {
-        self.conv.workspace_size_fw()
-    }
-    /// Workspace of the backward-filter pass, in bytes.
-    pub fn workspace_size_dw(&self) -> usize {
-        self.conv.workspace_size_dw()
+        self.conv.output_dims()
     }
     /// The cuDNN algorithm chosen for a direction of the equivalent conv.
     pub fn algorithm(&self, dir: ConvDirection) -> Option<ConvAlgo> {
         self.conv.algorithm(dir)
-    }
-
-    /// `y = conv_transpose(x, w)`: `C`'s backward data.
-    ///
-    /// # Errors
-    /// See [`ConvTransposePlan`].
-    pub fn run_fw(
-        &self,
-        stream: &Stream,
-        workspace: Workspace<'_>,
-        args: ConvArgs<'_, T, R>,
-    ) -> Result<()> {
-        let ConvArgs { x, w, y } = args;
-        self.conv
-            .run_bw_data(stream, workspace, ConvBwArgs { w, dy: x, dx: y })
-    }
-
-    /// [`ConvPlan::run_fw_bias`] for the transposed conv: PyTorch's
-    /// `ConvTranspose` bias, `[c_out]`, after [`ConvTransposePlan::run_fw`].
-    ///
-    /// # Errors
-    /// As [`ConvPlan::run_fw_bias`].
-    pub fn run_fw_bias(
-        &self,
-        stream: &Stream,
-        workspace: Workspace<'_>,
-        args: ConvArgs<'_, T, R>,
-        bias: TensorRef<'_, T, 1>,
-        relu: bool,
-    ) -> Result<()> {
-        let y = args.y.data().addr();
-        let (channels, dims) = self.out();
-        let out = (channels, &dims[..]);
-        self.conv.then_bias(stream, y, out, bias, relu, || {
-            self.run_fw(stream, workspace, args)
-        })
-    }
-
-    /// [`ConvPlan::run_bw_bias`] for the transposed conv (`dy` of `y`'s
-    /// shape).
-    ///
-    /// # Errors
-    /// As [`ConvPlan::run_bw_bias`].
-    pub fn run_bw_bias(
-        &self,
-        stream: &Stream,
-        dy: TensorRef<'_, T, R>,
-        db: TensorMut<'_, T, 1>,
-    ) -> Result<()> {
-        // Our y is C's x.
-        let (ys, _, _) = self.conv.shapes();
-        let (channels, dims) = self.out();
-        self.conv
-            .bias_grad(stream, (dy, &ys), (channels, &dims[..]), db)
-    }
-
-    /// `dx = d(loss)/dx = conv(dy, w)`: `C`'s forward.
-    ///
-    /// # Errors
-    /// See [`ConvTransposePlan`].
-    pub fn run_bw_data(
-        &self,
-        stream: &Stream,
-        workspace: Workspace<'_>,
-        args: ConvBwArgs<'_, T, R>,
-    ) -> Result<()> {
-        let ConvBwArgs { w, dy, dx } = args;
-        self.conv
-            .run_fw(stream, workspace, ConvArgs { x: dy, w, y: dx })
-    }
-
-    /// `dw = d(loss)/dw`: `C`'s backward filter with `x` and `dy` swapped.
-    ///
-    /// # Errors
-    /// See [`ConvTransposePlan`].
-    pub fn run_dw(
-        &self,
-        stream: &Stream,
-        workspace: Workspace<'_>,
-        args: ConvDwArgs<'_, T, R>,
-    ) -> Result<()> {
-        let ConvDwArgs { x, dy, dw } = args;
-        self.conv
-            .run_dw(stream, workspace, ConvDwArgs { x: dy, dy: x, dw })
     }
 }
 

@@ -9,8 +9,8 @@ use core::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
 use baracuda_kernels_types::{
-    BackendKind, Element, ElementKind, Error, KernelSku, PlanPreference, Result, Shape, TensorMut,
-    TensorRef, Workspace, MAX_RANK,
+    BackendKind, Element, ElementKind, Error, Grad, Grads, KernelSku, PlanPreference, Result,
+    Shape, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
 use super::layout::{
@@ -18,7 +18,7 @@ use super::layout::{
     THREADS,
 };
 use super::unary::{check_ctx, check_shape, pointwise_precision};
-use crate::Plan;
+use crate::{Backward, Plan};
 
 /// A pointwise binary function.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -109,7 +109,7 @@ impl<const N: usize> BinaryDescriptor<N> {
     }
 }
 
-/// Arguments of [`BinaryPlan::run`].
+/// Arguments of [`BinaryPlan`]'s [`Plan::run`].
 pub struct BinaryArgs<'a, T, const N: usize> {
     /// First input, shape `a_shape`.
     pub a: TensorRef<'a, T, N>,
@@ -120,7 +120,7 @@ pub struct BinaryArgs<'a, T, const N: usize> {
     pub out: TensorMut<'a, T, N>,
 }
 
-/// Arguments of [`BinaryBackwardPlan::run`].
+/// Arguments of [`BinaryPlan`]'s [`Backward::run_bw`].
 pub struct BinaryBwArgs<'a, T, const N: usize> {
     /// First forward input, shape `a_shape`.
     pub a: TensorRef<'a, T, N>,
@@ -162,18 +162,8 @@ fn check_desc<T: Element, const N: usize>(
     Ok((dt, out))
 }
 
-fn sku<T: Element>(stream: &Stream, op: BinaryOp, dir: &str, variant: String) -> KernelSku {
-    KernelSku {
-        op: format!("binary.{}.{dir}", op.name()),
-        element: T::KIND,
-        backend: BackendKind::Baracuda,
-        arch: stream.context().device().arch,
-        variant,
-        precision: pointwise_precision::<T>(),
-    }
-}
-
-/// `out = f(a, b)` elementwise with broadcasting.
+/// `out = f(a, b)` elementwise with broadcasting, and its backward
+/// `da = reduce(dy * df/da)`, `db = reduce(dy * df/db)`.
 ///
 /// # Shapes
 /// `a`: `a_shape`, `b`: `b_shape`, `out`: their broadcast; rank `N <= 8`.
@@ -182,42 +172,102 @@ fn sku<T: Element>(stream: &Stream, op: BinaryOp, dir: &str, variant: String) ->
 /// vectorised kernel, everything else the strided kernel (64-bit offsets).
 /// # Dtypes
 /// f32, f64, f16, bf16 (f16/bf16 compute in f32). Others: `Unsupported`.
+/// # Backward
+/// `dy`: the broadcast shape, `da`: `a_shape`, `db`: `b_shape`, each
+/// computed when given. A gradient whose input has the output's shape is
+/// written by the pointwise kernel; one whose input was broadcast is summed
+/// over the broadcast axes by a reduction kernel, split across blocks when
+/// there are few outputs, with partial sums in the workspace, then summed
+/// in a fixed order: deterministic. Sums accumulate in f32 (f64 for f64).
+/// Under a `max_workspace_bytes` cap too small for the partials, a
+/// reduction runs unsplit (one block column per output tile, no workspace).
 /// # Errors
 /// `BroadcastMismatch` from `select`; `ShapeMismatch`, `ContextMismatch`,
-/// `InvalidArgument` (partial overlap) from `run`.
+/// `InvalidArgument` (partial overlap, `da` and `db` in one buffer) from
+/// `run` and `run_bw`; `WorkspaceTooSmall` from `run_bw`.
 pub struct BinaryPlan<T: Element, const N: usize> {
     desc: BinaryDescriptor<N>,
     out_shape: [usize; N],
     sku: KernelSku,
-    kernels: MapKernels,
+    fw: MapKernels,
+    bw: MapKernels,
+    reduce_a: Option<Reduction>,
+    reduce_b: Option<Reduction>,
+    finalize: Function,
     _t: PhantomData<T>,
 }
+
+const OP: &str = "binary";
 
 impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
     type Descriptor = BinaryDescriptor<N>;
     type Args<'a> = BinaryArgs<'a, T, N>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let (dt, out_shape) = check_desc::<T, N>("binary", desc, pref)?;
-        pref.check_workspace("binary", 0)?;
-        let kernels = MapKernels::load(
-            stream,
-            &binary_spec(dt, desc.op, stream.context().device().arch),
-            "binary_fw",
-            desc.op.name(),
-            binary_fw_shape(dt),
-        )?;
-        let sku = sku::<T>(
-            stream,
-            desc.op,
-            "fw",
-            "vec16 contiguous / rank-8 strided".into(),
+        let (dt, out_shape) = check_desc::<T, N>(OP, desc, pref)?;
+        pref.check_workspace(OP, 0)?;
+        let arch = stream.context().device().arch;
+        let spec = binary_spec(dt, desc.op, arch);
+        let name = desc.op.name();
+        let fw = MapKernels::load(stream, &spec, "binary_fw", name, binary_fw_shape(dt))?;
+        let bw = MapKernels::load(stream, &spec, "binary_bw", name, contig_shape(false, dt))?;
+        let module = stream.context().module(&spec)?;
+        let finalize = module.function("binary_bw_finalize")?;
+        let sm = stream.context().device().sm_count;
+        // Workspace the backward may still take under the caller's cap.
+        let mut room = pref.max_workspace_bytes.unwrap_or(usize::MAX);
+        let mut reduction = |shape: &[usize; N], which: &str| -> Result<Option<Reduction>> {
+            if *shape == out_shape {
+                return Ok(None);
+            }
+            let kept: Vec<usize> = (0..N)
+                .filter(|&d| shape[d] == out_shape[d] && shape[d] != 1)
+                .collect();
+            let reduced: Vec<usize> = (0..N).filter(|&d| shape[d] != out_shape[d]).collect();
+            let n_out: usize = kept.iter().map(|&d| out_shape[d]).product();
+            let n_red: usize = reduced.iter().map(|&d| out_shape[d]).product();
+            let (tx, ty, mut splits, mut chunk) = plan_reduction(n_out, n_red, sm);
+            if partial_bytes::<T>(splits, n_out) > room {
+                (splits, chunk) = (1, n_red);
+            }
+            room -= partial_bytes::<T>(splits, n_out);
+            let reduce = module.function(&format!("binary_bw_reduce_{which}_{name}"))?;
+            Ok(Some(Reduction {
+                kept,
+                reduced,
+                n_out,
+                n_red,
+                tx,
+                ty,
+                splits,
+                chunk,
+                reduce,
+            }))
+        };
+        let reduce_a = reduction(&desc.a_shape, "a")?;
+        let reduce_b = reduction(&desc.b_shape, "b")?;
+        let splits = |r: &Option<Reduction>| r.as_ref().map_or(0, |r| r.splits);
+        let variant = format!(
+            "vec16 contiguous / rank-8 strided; bw pointwise + reduce (splits a={}, b={})",
+            splits(&reduce_a),
+            splits(&reduce_b)
         );
         Ok(BinaryPlan {
             desc: *desc,
             out_shape,
-            sku,
-            kernels,
+            sku: KernelSku {
+                op: format!("binary.{name}"),
+                element: T::KIND,
+                backend: BackendKind::Baracuda,
+                arch,
+                variant,
+                precision: pointwise_precision::<T>(),
+            },
+            fw,
+            bw,
+            reduce_a,
+            reduce_b,
+            finalize,
             _t: PhantomData,
         })
     }
@@ -231,7 +281,6 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
     }
 
     fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
-        const OP: &str = "binary";
         check_shape(OP, "a", &self.desc.a_shape, args.a.shape())?;
         check_shape(OP, "b", &self.desc.b_shape, args.b.shape())?;
         check_shape(OP, "out", &self.out_shape, args.out.shape())?;
@@ -254,7 +303,7 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
         // reach no new elements); order strided (out, a, b), contiguous
         // (a, b, out, n).
         unsafe {
-            self.kernels.launch::<T>(
+            self.fw.launch::<T>(
                 stream,
                 &self.out_shape,
                 &[
@@ -303,27 +352,24 @@ struct Reduction {
     ty: u32,
     splits: usize,
     chunk: usize,
-    /// Byte offset of this reduction's partials in the workspace.
-    ws_offset: usize,
     reduce: Function,
 }
 
 impl Reduction {
+    /// Bytes of this reduction's partials in the workspace, 256-aligned.
     fn ws_bytes<T: Element>(&self) -> usize {
-        if self.splits > 1 {
-            self.splits * self.n_out * acc_bytes::<T>()
-        } else {
-            0
-        }
+        partial_bytes::<T>(self.splits, self.n_out)
     }
 }
 
-fn acc_bytes<T: Element>() -> usize {
-    if T::KIND == ElementKind::F64 {
-        8
-    } else {
-        4
+/// Workspace of `splits` partial sums of `n_out` outputs (none unsplit),
+/// rounded up to 256 bytes.
+fn partial_bytes<T: Element>(splits: usize, n_out: usize) -> usize {
+    if splits <= 1 {
+        return 0;
     }
+    let acc = if T::KIND == ElementKind::F64 { 8 } else { 4 };
+    (splits * n_out * acc).div_ceil(256) * 256
 }
 
 /// Block shape and splits of one reduction. A block is `tx * ty = 256`
@@ -355,111 +401,42 @@ fn plan_reduction(n_out: usize, n_red: usize, sm_count: u32) -> (u32, u32, usize
     (tx, ty, n_red.div_ceil(chunk), chunk)
 }
 
-/// `da = reduce(dy * df/da)`, `db = reduce(dy * df/db)`.
-///
-/// # Shapes
-/// `a`: `a_shape`, `b`: `b_shape`, `dy`: the broadcast shape, `da`:
-/// `a_shape`, `db`: `b_shape`.
-/// # Layout
-/// Any strides. A gradient whose input has the output's shape is written by
-/// the pointwise kernel; one whose input was broadcast is summed over the
-/// broadcast axes by a reduction kernel, split across blocks when there are
-/// few outputs, with partial sums in the workspace, then summed in a fixed
-/// order: deterministic.
-/// # Dtypes
-/// f32, f64, f16, bf16; sums accumulate in f32 (f64 for f64).
-/// # Errors
-/// As [`BinaryPlan`], plus `WorkspaceTooSmall`.
-pub struct BinaryBackwardPlan<T: Element, const N: usize> {
-    desc: BinaryDescriptor<N>,
-    out_shape: [usize; N],
-    sku: KernelSku,
-    kernels: MapKernels,
-    reduce_a: Option<Reduction>,
-    reduce_b: Option<Reduction>,
-    finalize: Function,
-    workspace_bytes: usize,
-    _t: PhantomData<T>,
+impl<T: Element, const N: usize> BinaryPlan<T, N> {
+    /// The reductions of the gradients in `wants`, each with the byte
+    /// offset of its partials in the workspace (laid out in that order).
+    fn reductions(&self, wants: Grads) -> impl Iterator<Item = (Grad, &Reduction, usize)> {
+        let mut offset = 0;
+        [(Grad::A, &self.reduce_a), (Grad::B, &self.reduce_b)]
+            .into_iter()
+            .filter_map(move |(g, r)| {
+                let r = r.as_ref().filter(|_| wants.contains(g))?;
+                let at = offset;
+                offset += r.ws_bytes::<T>();
+                Some((g, r, at))
+            })
+    }
 }
 
-impl<T: Element, const N: usize> Plan for BinaryBackwardPlan<T, N> {
-    type Descriptor = BinaryDescriptor<N>;
-    type Args<'a> = BinaryBwArgs<'a, T, N>;
+impl<T: Element, const N: usize> Backward for BinaryPlan<T, N> {
+    type BwArgs<'a> = BinaryBwArgs<'a, T, N>;
 
-    fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        const OP: &str = "binary_backward";
-        let (dt, out_shape) = check_desc::<T, N>(OP, desc, pref)?;
-        let spec = binary_spec(dt, desc.op, stream.context().device().arch);
-        let kernels = MapKernels::load(
-            stream,
-            &spec,
-            "binary_bw",
-            desc.op.name(),
-            contig_shape(false, dt),
-        )?;
-        let module = stream.context().module(&spec)?;
-        let finalize = module.function("binary_bw_finalize")?;
-        let sm = stream.context().device().sm_count;
-        let mut ws = 0usize;
-        let mut reduction = |shape: &[usize; N], which: &str| -> Result<Option<Reduction>> {
-            if *shape == out_shape {
-                return Ok(None);
-            }
-            let kept: Vec<usize> = (0..N)
-                .filter(|&d| shape[d] == out_shape[d] && shape[d] != 1)
-                .collect();
-            let reduced: Vec<usize> = (0..N).filter(|&d| shape[d] != out_shape[d]).collect();
-            let n_out: usize = kept.iter().map(|&d| out_shape[d]).product();
-            let n_red: usize = reduced.iter().map(|&d| out_shape[d]).product();
-            let (tx, ty, splits, chunk) = plan_reduction(n_out, n_red, sm);
-            let reduce =
-                module.function(&format!("binary_bw_reduce_{which}_{}", desc.op.name()))?;
-            let r = Reduction {
-                kept,
-                reduced,
-                n_out,
-                n_red,
-                tx,
-                ty,
-                splits,
-                chunk,
-                ws_offset: ws,
-                reduce,
-            };
-            ws += r.ws_bytes::<T>().div_ceil(256) * 256;
-            Ok(Some(r))
-        };
-        let reduce_a = reduction(&desc.a_shape, "a")?;
-        let reduce_b = reduction(&desc.b_shape, "b")?;
-        pref.check_workspace(OP, ws)?;
-        let variant = format!(
-            "pointwise + reduce (splits a={}, b={})",
-            reduce_a.as_ref().map_or(0, |r| r.splits),
-            reduce_b.as_ref().map_or(0, |r| r.splits)
-        );
-        Ok(BinaryBackwardPlan {
-            desc: *desc,
-            out_shape,
-            sku: sku::<T>(stream, desc.op, "bw", variant),
-            kernels,
-            reduce_a,
-            reduce_b,
-            finalize,
-            workspace_bytes: ws,
-            _t: PhantomData,
-        })
+    fn grads(&self) -> Grads {
+        Grad::A | Grad::B
     }
 
-    fn sku(&self) -> &KernelSku {
-        &self.sku
+    fn bw_workspace_size(&self, wants: Grads) -> usize {
+        self.reductions(wants)
+            .map(|(_, r, at)| at + r.ws_bytes::<T>())
+            .max()
+            .unwrap_or(0)
     }
 
-    fn workspace_size(&self) -> usize {
-        self.workspace_bytes
-    }
-
-    fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
-        const OP: &str = "binary_backward";
+    fn run_bw(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: Self::BwArgs<'_>,
+    ) -> Result<()> {
         check_shape(OP, "a", &self.desc.a_shape, args.a.shape())?;
         check_shape(OP, "b", &self.desc.b_shape, args.b.shape())?;
         check_shape(OP, "dy", &self.out_shape, args.dy.shape())?;
@@ -517,7 +494,8 @@ impl<T: Element, const N: usize> Plan for BinaryBackwardPlan<T, N> {
                 });
             }
         }
-        let ws = workspace.check(OP, self.workspace_bytes, ctx)?;
+        let wants = Grads::present(&[(Grad::A, args.da.is_some()), (Grad::B, args.db.is_some())]);
+        let ws = workspace.check(OP, self.bw_workspace_size(wants), ctx)?;
 
         let a = args.a.broadcast_to(self.out_shape)?;
         let b = args.b.broadcast_to(self.out_shape)?;
@@ -537,7 +515,7 @@ impl<T: Element, const N: usize> Plan for BinaryBackwardPlan<T, N> {
             // kernels skip. Order strided (da, db, a, b, dy), contiguous
             // (a, b, dy, da, db, n).
             unsafe {
-                self.kernels.launch::<T>(
+                self.bw.launch::<T>(
                     stream,
                     &self.out_shape,
                     &[
@@ -551,16 +529,17 @@ impl<T: Element, const N: usize> Plan for BinaryBackwardPlan<T, N> {
                 )?;
             }
         }
-        for (g, r) in [(&args.da, &self.reduce_a), (&args.db, &self.reduce_b)] {
-            if let (Some(g), Some(r)) = (g, r) {
-                self.launch_reduce(stream, r, &a, &b, &args.dy, g, ws)?;
+        for (which, r, at) in self.reductions(wants) {
+            let g = if which == Grad::A { &args.da } else { &args.db };
+            if let Some(g) = g {
+                self.launch_reduce(stream, r, &a, &b, &args.dy, g, ws + at as u64)?;
             }
         }
         Ok(())
     }
 }
 
-impl<T: Element, const N: usize> BinaryBackwardPlan<T, N> {
+impl<T: Element, const N: usize> BinaryPlan<T, N> {
     #[allow(clippy::too_many_arguments)] // the operands of one reduction
     fn launch_reduce(
         &self,
@@ -591,11 +570,7 @@ impl<T: Element, const N: usize> BinaryBackwardPlan<T, N> {
             b: b.data().addr(),
             dy: dy.data().addr(),
             grad: grad.data().addr(),
-            partial: if r.splits > 1 {
-                ws + r.ws_offset as u64
-            } else {
-                0
-            },
+            partial: if r.splits > 1 { ws } else { 0 },
         };
         for (i, &d) in r.kept.iter().enumerate() {
             p.shape_out[i] = self.out_shape[d] as u64;

@@ -8,10 +8,8 @@ mod binary;
 mod layout;
 mod unary;
 
-pub use binary::{
-    BinaryArgs, BinaryBackwardPlan, BinaryBwArgs, BinaryDescriptor, BinaryOp, BinaryPlan,
-};
-pub use unary::{UnaryArgs, UnaryBackwardPlan, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan};
+pub use binary::{BinaryArgs, BinaryBwArgs, BinaryDescriptor, BinaryOp, BinaryPlan};
+pub use unary::{UnaryArgs, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan};
 
 use baracuda_driver::ModuleSpec;
 

@@ -7,13 +7,13 @@ use core::marker::PhantomData;
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{
-    BackendKind, Element, Error, KernelSku, MathPrecision, PlanPreference, PrecisionGuarantee,
-    Result, Shape, TensorMut, TensorRef, Workspace,
+    BackendKind, Element, Error, Grad, Grads, KernelSku, MathPrecision, PlanPreference,
+    PrecisionGuarantee, Result, Shape, TensorMut, TensorRef, Workspace,
 };
 
 use super::layout::{check_no_partial_overlap, contig_shape, dtype_id, spec, MapKernels};
 use crate::kernel_sources;
-use crate::Plan;
+use crate::{Backward, Plan};
 
 /// A pointwise unary function.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -90,7 +90,7 @@ pub struct UnaryDescriptor<const N: usize> {
     pub shape: [usize; N],
 }
 
-/// Arguments of [`UnaryPlan::run`].
+/// Arguments of [`UnaryPlan`]'s [`Plan::run`].
 pub struct UnaryArgs<'a, T, const N: usize> {
     /// Input, any strides (0 = broadcast).
     pub x: TensorRef<'a, T, N>,
@@ -98,7 +98,7 @@ pub struct UnaryArgs<'a, T, const N: usize> {
     pub y: TensorMut<'a, T, N>,
 }
 
-/// Arguments of [`UnaryBackwardPlan::run`].
+/// Arguments of [`UnaryPlan`]'s [`Backward::run_bw`].
 pub struct UnaryBwArgs<'a, T, const N: usize> {
     /// The forward input.
     pub x: TensorRef<'a, T, N>,
@@ -108,75 +108,30 @@ pub struct UnaryBwArgs<'a, T, const N: usize> {
     pub dx: TensorMut<'a, T, N>,
 }
 
-/// `y = f(x)` elementwise.
+/// `y = f(x)` elementwise, and its backward `dx = dy * f'(x)`.
 ///
 /// # Shapes
-/// `x`, `y`: `desc.shape`, rank `N <= 8`.
+/// `x`, `y`, `dy`, `dx`: `desc.shape`, rank `N <= 8`.
 /// # Layout
-/// Any strides; `x` may broadcast (stride 0). Contiguous, 16-byte aligned
-/// operands take the vectorised kernel; others the strided kernel (64-bit
-/// offsets).
+/// Any strides; `x` and `dy` may broadcast (stride 0). Contiguous, 16-byte
+/// aligned operands take the vectorised kernel; others the strided kernel
+/// (64-bit offsets).
 /// # Dtypes
 /// f32, f64, f16, bf16; f16/bf16 compute in f32 and round once.
 /// Others: `Error::Unsupported`.
 /// # Errors
 /// `DtypeMismatch` if `desc.element != T::KIND`; `ShapeMismatch` from `run`
-/// when a view's shape differs; `ContextMismatch`; `InvalidArgument` when
-/// `y` partly overlaps `x`.
+/// and `run_bw` when a view's shape differs; `ContextMismatch`;
+/// `InvalidArgument` when an output partly overlaps an input.
 pub struct UnaryPlan<T: Element, const N: usize> {
     desc: UnaryDescriptor<N>,
     sku: KernelSku,
-    kernels: MapKernels,
+    fw: MapKernels,
+    bw: MapKernels,
     _t: PhantomData<T>,
 }
 
-/// `dx = dy * f'(x)` elementwise; see [`UnaryPlan`] for the contract.
-pub struct UnaryBackwardPlan<T: Element, const N: usize> {
-    desc: UnaryDescriptor<N>,
-    sku: KernelSku,
-    kernels: MapKernels,
-    _t: PhantomData<T>,
-}
-
-/// Shared `select` of the two plans.
-fn select_kernels<T: Element, const N: usize>(
-    op_name: &'static str,
-    stream: &Stream,
-    desc: &UnaryDescriptor<N>,
-    pref: &PlanPreference,
-    prefix: &str,
-    dir: &str,
-) -> Result<(KernelSku, MapKernels)> {
-    if desc.element != T::KIND {
-        return Err(Error::DtypeMismatch {
-            op: op_name,
-            arg: "desc.element",
-            expected: T::KIND,
-            got: desc.element,
-        });
-    }
-    let dt = dtype_id(op_name, T::KIND)?;
-    if N > baracuda_kernels_types::MAX_RANK {
-        return Err(Error::Unsupported {
-            op: op_name,
-            what: format!("rank {N} > 8"),
-        });
-    }
-    pref.check_backend(op_name, &[BackendKind::Baracuda])?;
-    pref.check_workspace(op_name, 0)?;
-    let shape = contig_shape(desc.op.is_transcendental(), dt);
-    let spec = spec(&kernel_sources::UNARY, dt, desc.op.index(), shape);
-    let kernels = MapKernels::load(stream, &spec, prefix, desc.op.name(), shape)?;
-    let sku = KernelSku {
-        op: format!("unary.{}.{dir}", desc.op.name()),
-        element: T::KIND,
-        backend: BackendKind::Baracuda,
-        arch: stream.context().device().arch,
-        variant: "vec16 contiguous / rank-8 strided".into(),
-        precision: pointwise_precision::<T>(),
-    };
-    Ok((sku, kernels))
-}
+const OP: &str = "unary";
 
 /// Pointwise ops compute in f32 (f64 for f64), round once, and do not
 /// depend on the launch shape.
@@ -232,11 +187,38 @@ impl<T: Element, const N: usize> Plan for UnaryPlan<T, N> {
     type Args<'a> = UnaryArgs<'a, T, N>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let (sku, kernels) = select_kernels::<T, N>("unary", stream, desc, pref, "unary_fw", "fw")?;
+        if desc.element != T::KIND {
+            return Err(Error::DtypeMismatch {
+                op: OP,
+                arg: "desc.element",
+                expected: T::KIND,
+                got: desc.element,
+            });
+        }
+        let dt = dtype_id(OP, T::KIND)?;
+        if N > baracuda_kernels_types::MAX_RANK {
+            return Err(Error::Unsupported {
+                op: OP,
+                what: format!("rank {N} > 8"),
+            });
+        }
+        pref.check_backend(OP, &[BackendKind::Baracuda])?;
+        pref.check_workspace(OP, 0)?;
+        let shape = contig_shape(desc.op.is_transcendental(), dt);
+        let spec = spec(&kernel_sources::UNARY, dt, desc.op.index(), shape);
+        let name = desc.op.name();
         Ok(UnaryPlan {
             desc: *desc,
-            sku,
-            kernels,
+            sku: KernelSku {
+                op: format!("unary.{name}"),
+                element: T::KIND,
+                backend: BackendKind::Baracuda,
+                arch: stream.context().device().arch,
+                variant: "vec16 contiguous / rank-8 strided".into(),
+                precision: pointwise_precision::<T>(),
+            },
+            fw: MapKernels::load(stream, &spec, "unary_fw", name, shape)?,
+            bw: MapKernels::load(stream, &spec, "unary_bw", name, shape)?,
             _t: PhantomData,
         })
     }
@@ -250,7 +232,6 @@ impl<T: Element, const N: usize> Plan for UnaryPlan<T, N> {
     }
 
     fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
-        const OP: &str = "unary";
         check_shape(OP, "x", &self.desc.shape, args.x.shape())?;
         check_shape(OP, "y", &self.desc.shape, args.y.shape())?;
         check_ctx(OP, "x", stream, args.x.data().ctx_id())?;
@@ -266,7 +247,7 @@ impl<T: Element, const N: usize> Plan for UnaryPlan<T, N> {
         // the plan's shape (checked above); operand order is the kernels'
         // (strided: y, x; contiguous: x, y, n).
         unsafe {
-            self.kernels.launch::<T>(
+            self.fw.launch::<T>(
                 stream,
                 &self.desc.shape,
                 &[(y, args.y.strides()), (x, args.x.strides())],
@@ -276,31 +257,23 @@ impl<T: Element, const N: usize> Plan for UnaryPlan<T, N> {
     }
 }
 
-impl<T: Element, const N: usize> Plan for UnaryBackwardPlan<T, N> {
-    type Descriptor = UnaryDescriptor<N>;
-    type Args<'a> = UnaryBwArgs<'a, T, N>;
+impl<T: Element, const N: usize> Backward for UnaryPlan<T, N> {
+    type BwArgs<'a> = UnaryBwArgs<'a, T, N>;
 
-    fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let (sku, kernels) =
-            select_kernels::<T, N>("unary_backward", stream, desc, pref, "unary_bw", "bw")?;
-        Ok(UnaryBackwardPlan {
-            desc: *desc,
-            sku,
-            kernels,
-            _t: PhantomData,
-        })
+    fn grads(&self) -> Grads {
+        Grad::X.into()
     }
 
-    fn sku(&self) -> &KernelSku {
-        &self.sku
-    }
-
-    fn workspace_size(&self) -> usize {
+    fn bw_workspace_size(&self, _wants: Grads) -> usize {
         0
     }
 
-    fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
-        const OP: &str = "unary_backward";
+    fn run_bw(
+        &self,
+        stream: &Stream,
+        _workspace: Workspace<'_>,
+        args: Self::BwArgs<'_>,
+    ) -> Result<()> {
         check_shape(OP, "x", &self.desc.shape, args.x.shape())?;
         check_shape(OP, "dy", &self.desc.shape, args.dy.shape())?;
         check_shape(OP, "dx", &self.desc.shape, args.dx.shape())?;
@@ -324,7 +297,7 @@ impl<T: Element, const N: usize> Plan for UnaryBackwardPlan<T, N> {
         // SAFETY: views bounds-checked at construction, shapes checked
         // above; order strided (dx, x, dy), contiguous (x, dy, dx, n).
         unsafe {
-            self.kernels.launch::<T>(
+            self.bw.launch::<T>(
                 stream,
                 &self.desc.shape,
                 &[

@@ -18,8 +18,8 @@
 
 use baracuda_driver::{LtCompute, LtEpilogue, Stream};
 use baracuda_kernels_types::{
-    Activation, DeviceSlice, DeviceSliceMut, Element, EpilogueKind, Error, KernelSku, MatrixMut,
-    MatrixOrder, MatrixRef, PlanPreference, Result, Workspace,
+    Activation, DeviceSlice, DeviceSliceMut, Element, EpilogueKind, Error, Grad, Grads, KernelSku,
+    MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result, Workspace,
 };
 
 use std::collections::HashMap;
@@ -34,8 +34,9 @@ use super::gemm::{
 };
 use super::matmul::{scalar, Prepared, Ptrs};
 use super::plain::LinearMatmul;
+use crate::plan::check_grads;
 use crate::scratch::{fastest, operand_sets, random_bytes};
-use crate::Plan;
+use crate::{Backward, Plan};
 use baracuda_driver::DeviceBuffer;
 use baracuda_kernels_types::{Autotune, ElementKind};
 
@@ -87,8 +88,8 @@ pub struct LinearBwArgs<'a, T> {
     pub dx: Option<MatrixMut<'a, T>>,
     /// `dW`, `[out, in]`, written.
     pub dw: Option<MatrixMut<'a, T>>,
-    /// `db`, `[out]`, written (needs `dw`, and a bias in the epilogue).
-    pub db: Option<DeviceSliceMut<'a, T>>,
+    /// `dbias`, `[out]`, written (needs `dw`, and a bias in the epilogue).
+    pub dbias: Option<DeviceSliceMut<'a, T>>,
 }
 
 /// `Y = act(X W^T + b)` and its backward.
@@ -376,15 +377,18 @@ impl<T: Element> LinearPlan<T> {
     }
 
     /// Backward: `dX`, `dW`, `db` as requested in `args`.
-    ///
-    /// # Errors
-    /// See the type doc.
-    pub fn run_bw(
+    fn backward(
         &self,
         stream: &Stream,
         workspace: Workspace<'_>,
         args: LinearBwArgs<'_, T>,
     ) -> Result<()> {
+        let wants = Grads::present(&[
+            (Grad::X, args.dx.is_some()),
+            (Grad::Weight, args.dw.is_some()),
+            (Grad::Bias, args.dbias.is_some()),
+        ]);
+        check_grads(OP, wants, self.grads())?;
         let d = &self.desc;
         let ctx = stream.context().id();
         let (t, i, o) = (d.tokens, d.in_features, d.out_features);
@@ -416,12 +420,12 @@ impl<T: Element> LinearPlan<T> {
         if let Some(dw) = &args.dw {
             check_mat(OP, "dw", mat_mut(dw), (o, i, row, i), ctx)?;
         }
-        let db = match &args.db {
+        let db = match &args.dbias {
             Some(_) if args.dw.is_none() => {
                 return Err(Error::InvalidArgument {
                     op: OP,
-                    arg: "db",
-                    reason: "db is computed with dw; pass dw too".into(),
+                    arg: "dbias",
+                    reason: "dbias is computed with dw; pass dw too".into(),
                 })
             }
             Some(db) => check_bias(OP, d.epilogue.has_bias(), Some(db.as_const()), o, ctx)?,
@@ -503,6 +507,34 @@ impl<T: Element> LinearPlan<T> {
             }
         }
         Ok(())
+    }
+}
+
+impl<T: Element> Backward for LinearPlan<T> {
+    type BwArgs<'a> = LinearBwArgs<'a, T>;
+
+    fn grads(&self) -> Grads {
+        if self.desc.epilogue.has_bias() {
+            Grad::X | Grad::Weight | Grad::Bias
+        } else {
+            Grad::X | Grad::Weight
+        }
+    }
+
+    /// One layout serves every choice of gradients: the dZ buffer (under an
+    /// activation), the largest cuBLASLt workspace and the column-sum
+    /// partials.
+    fn bw_workspace_size(&self, _wants: Grads) -> usize {
+        self.workspace_bytes
+    }
+
+    fn run_bw(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: LinearBwArgs<'_, T>,
+    ) -> Result<()> {
+        self.backward(stream, workspace, args)
     }
 }
 

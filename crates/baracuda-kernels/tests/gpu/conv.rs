@@ -270,7 +270,14 @@ fn run_conv_case<T: Element, const N: usize, const R: usize>(
     let x = round::<T>(&rng.vals(n(&xs)));
     let w = round::<T>(&rng.vals(n(&ws)));
     let dy = round::<T>(&rng.vals(n(&ys)));
-    let desc = conv_desc::<N>(c);
+    // Biased cases run the fused bias + ReLU epilogue and its backward.
+    let relu = c.bias;
+    let act = if relu {
+        Activation::Relu
+    } else {
+        Activation::Identity
+    };
+    let desc = conv_desc::<N>(c).with_activation(act);
     let plan = ConvPlan::<T, N, R>::select(s, &desc, pref).map_err(|e| format!("select: {e}"))?;
     if pref.backend == Some(BackendKind::CublasLt) {
         let sku = plan.sku();
@@ -288,89 +295,201 @@ fn run_conv_case<T: Element, const N: usize, const R: usize>(
             return Err(format!("narrow kernel forced, SKU: {sku}"));
         }
     }
-    let mut wsb =
-        DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1)).map_err(|e| e.to_string())?;
+    let sku = plan.sku().variant.clone();
+    let refs = ConvRefs {
+        y: &|| r::conv_fw(g, &x, &w),
+        dx: &|dz| r::conv_bw_data(g, &w, dz),
+        dw: &|dz| r::conv_bw_filter(g, &x, dz),
+    };
+    check_conv_plan::<T, R, _>(
+        s,
+        &plan,
+        rng,
+        &sku,
+        (&xs, &ws, &ys, l),
+        (&x, &w, &dy),
+        c.bias.then_some((g.c_out, n(&out))),
+        relu,
+        refs,
+    )
+}
+
+/// The reference of one conv-family plan: its forward output without bias
+/// or activation, and its two gradients as functions of `dz` (the output
+/// gradient after the activation's backward).
+struct ConvRefs<'a> {
+    y: &'a dyn Fn() -> Vec<f64>,
+    dx: &'a dyn Fn(&[f64]) -> Vec<f64>,
+    dw: &'a dyn Fn(&[f64]) -> Vec<f64>,
+}
+
+/// Forward and backward of a convolution or transposed-convolution plan
+/// against the reference: `y = act(op(x, w) + bias)` with a random bias of
+/// `channels` when `bias` is `(channels, positions per channel)`, then all
+/// gradients in one `run_bw` and each of `dx` and `dw` alone in a workspace
+/// sized for it (a gradient not asked for stays poisoned).
+#[allow(clippy::too_many_arguments)] // the operands of one case
+fn check_conv_plan<T: Element, const R: usize, P>(
+    s: &Stream,
+    plan: &P,
+    rng: &mut Rng,
+    what: &str,
+    (xs, ws, ys, l): (&[usize], &[usize], &[usize], ConvLayout),
+    (x, w, dy): (&[f64], &[f64], &[f64]),
+    bias: Option<(usize, usize)>,
+    relu: bool,
+    refs: ConvRefs<'_>,
+) -> Res
+where
+    P: for<'a> Plan<Args<'a> = ConvArgs<'a, T, R>>
+        + for<'a> Backward<BwArgs<'a> = ConvBwArgs<'a, T, R>>,
+{
+    let e = |e: Error| format!("{what}: {e}");
+    let n = |v: &[usize]| v.iter().product::<usize>();
     let (xb, wb, dyb) = (
-        upload::<T>(s, &x, &xs, l),
-        upload::<T>(s, &w, &ws, l),
-        upload::<T>(s, &dy, &ys, l),
+        upload::<T>(s, x, xs, l),
+        upload::<T>(s, w, ws, l),
+        upload::<T>(s, dy, ys, l),
     );
-    let mut yb = poisoned::<T>(s, n(&ys));
-    let mut dxb = poisoned::<T>(s, n(&xs));
-    let mut dwb = poisoned::<T>(s, n(&ws));
-    let e = |e: Error| e.to_string();
-    plan.run_fw(
+    let b = bias.map(|(channels, _)| round::<T>(&rng.vals(channels)));
+    let bb = b
+        .as_ref()
+        .map(|b| {
+            DeviceBuffer::<T>::from_host(s, &b.iter().map(|&v| T::from_f64(v)).collect::<Vec<_>>())
+        })
+        .transpose()
+        .map_err(e)?;
+    let all = Grad::X | Grad::Weight | Grad::Bias;
+    let ws_bytes = plan.workspace_size().max(plan.bw_workspace_size(all));
+    let mut wsb = DeviceBuffer::<u8>::uninit(s, ws_bytes.max(1)).map_err(e)?;
+    let mut yb = poisoned::<T>(s, n(ys));
+    plan.run(
         s,
         Workspace::Borrowed(wsb.as_slice_mut()),
         ConvArgs {
-            x: view(&xb, &xs, l),
-            w: view(&wb, &ws, l),
-            y: view_mut(&mut yb, &ys, l),
+            x: view(&xb, xs, l),
+            w: view(&wb, ws, l),
+            bias: bb
+                .as_ref()
+                .map(|bb| TensorRef::contiguous(bb.as_slice(), [bb.len()]).expect("bias view")),
+            y: view_mut(&mut yb, ys, l),
         },
     )
     .map_err(e)?;
-    plan.run_bw_data(
-        s,
-        Workspace::Borrowed(wsb.as_slice_mut()),
-        ConvBwArgs {
-            w: view(&wb, &ws, l),
-            dy: view(&dyb, &ys, l),
-            dx: view_mut(&mut dxb, &xs, l),
-        },
-    )
-    .map_err(e)?;
-    plan.run_dw(
-        s,
-        Workspace::Borrowed(wsb.as_slice_mut()),
-        ConvDwArgs {
-            x: view(&xb, &xs, l),
-            dy: view(&dyb, &ys, l),
-            dw: view_mut(&mut dwb, &ws, l),
-        },
-    )
-    .map_err(e)?;
-    let sku = plan.sku().variant.clone();
-    compare(
-        &format!("fw [{sku}]"),
-        T::KIND,
-        &download(s, &yb, &ys, l),
-        &r::conv_fw(g, &x, &w),
-    )?;
-    compare(
-        &format!("bw_data [{sku}]"),
-        T::KIND,
-        &download(s, &dxb, &xs, l),
-        &r::conv_bw_data(g, &w, &dy),
-    )?;
-    // dw sums over batch and output positions: allow the longer reduction.
-    compare(
-        &format!("dw [{sku}]"),
-        T::KIND,
-        &download(s, &dwb, &ws, l),
-        &r::conv_bw_filter(g, &x, &dy),
-    )?;
-    if c.bias {
-        check_bias::<T, R>(
+    let y = download(s, &yb, ys, l);
+    let want = match (&b, bias) {
+        // The epilogue rounds the conv output to T before adding the bias.
+        (Some(b), Some((_, spatial))) => {
+            let mut want = round::<T>(&(refs.y)());
+            r::bias_act(&mut want, b, spatial, relu);
+            want
+        }
+        _ if relu => {
+            let mut want = round::<T>(&(refs.y)());
+            r::bias_act(&mut want, &vec![0.0; ys[1]], n(&ys[2..]), true);
+            want
+        }
+        _ => (refs.y)(),
+    };
+    compare(&format!("fw [{what}]"), T::KIND, &y, &want)?;
+    // The ReLU backward passes dy where the output (as written) is > 0.
+    let dz: Vec<f64> = if relu {
+        dy.iter()
+            .zip(&y)
+            .map(|(&g, &v)| if v > 0.0 { g } else { 0.0 })
+            .collect()
+    } else {
+        dy.to_vec()
+    };
+    let (want_dx, want_dw) = ((refs.dx)(&dz), (refs.dw)(&dz));
+    let mut dxb = poisoned::<T>(s, n(xs));
+    let mut dwb = poisoned::<T>(s, n(ws));
+    let mut dbb = poisoned::<T>(s, bias.map_or(0, |(c, _)| c));
+    // run_bw writing the gradients whose buffers are given.
+    let bw = |dx: Option<&mut DeviceBuffer<T>>,
+              dw: Option<&mut DeviceBuffer<T>>,
+              dbias: Option<&mut DeviceBuffer<T>>,
+              wsb: &mut DeviceBuffer<u8>| {
+        plan.run_bw(
             s,
-            rng,
-            (g.c_out, n(&out), true),
-            (&ys, l),
-            (&r::conv_fw(g, &x, &w), &dy),
-            |b, y| {
-                plan.run_fw_bias(
-                    s,
-                    Workspace::Borrowed(wsb.as_slice_mut()),
-                    ConvArgs {
-                        x: view(&xb, &xs, l),
-                        w: view(&wb, &ws, l),
-                        y,
-                    },
-                    b,
-                    true,
-                )
+            Workspace::Borrowed(wsb.as_slice_mut()),
+            ConvBwArgs {
+                x: view(&xb, xs, l),
+                w: view(&wb, ws, l),
+                y: relu.then(|| view(&yb, ys, l)),
+                dy: view(&dyb, ys, l),
+                dx: dx.map(|b| view_mut(b, xs, l)),
+                dw: dw.map(|b| view_mut(b, ws, l)),
+                dbias: dbias.map(|b| {
+                    let c = b.len();
+                    TensorMut::contiguous(b.as_slice_mut(), [c]).expect("dbias view")
+                }),
             },
-            |db| plan.run_bw_bias(s, view(&dyb, &ys, l), db),
+        )
+        .map_err(e)
+    };
+    bw(
+        Some(&mut dxb),
+        Some(&mut dwb),
+        bias.is_some().then_some(&mut dbb),
+        &mut wsb,
+    )?;
+    compare(
+        &format!("bw_data [{what}]"),
+        T::KIND,
+        &download(s, &dxb, xs, l),
+        &want_dx,
+    )?;
+    compare(
+        &format!("dw [{what}]"),
+        T::KIND,
+        &download(s, &dwb, ws, l),
+        &want_dw,
+    )?;
+    if let Some((channels, spatial)) = bias {
+        let got: Vec<f64> = dbb
+            .to_host(s)
+            .map_err(e)?
+            .iter()
+            .map(|v| v.to_f64())
+            .collect();
+        compare(
+            "bw_bias",
+            T::KIND,
+            &got,
+            &r::bias_bw(&dz, channels, spatial),
         )?;
+    }
+    // Each gradient alone, in a workspace of exactly what it needs.
+    for g in [Grad::X, Grad::Weight] {
+        let mut only =
+            DeviceBuffer::<u8>::uninit(s, plan.bw_workspace_size(g.into()).max(1)).map_err(e)?;
+        let (mut gx, mut gw) = (poisoned::<T>(s, n(xs)), poisoned::<T>(s, n(ws)));
+        let (dx, dw) = if g == Grad::X {
+            (Some(&mut gx), None)
+        } else {
+            (None, Some(&mut gw))
+        };
+        bw(dx, dw, None, &mut only)?;
+        let (got, untouched, want, shape) = if g == Grad::X {
+            (&gx, &gw, &want_dx, xs)
+        } else {
+            (&gw, &gx, &want_dw, ws)
+        };
+        compare(
+            &format!("{g:?} alone [{what}]"),
+            T::KIND,
+            &download(s, got, shape, l),
+            want,
+        )?;
+        if untouched
+            .to_host(s)
+            .map_err(e)?
+            .iter()
+            .any(|v| !v.to_f64().is_nan())
+        {
+            return Err(format!("{what}: a gradient not asked for was written"));
+        }
     }
     Ok(())
 }
@@ -582,6 +701,14 @@ fn transpose_case<T: Element, const N: usize, const R: usize>(
     let w = round::<T>(&rng.vals(n(&ws)));
     let dy = round::<T>(&rng.vals(n(&ys)));
     let e = |e: Error| e.to_string();
+    // ReLU on every other case, a bias on two in three.
+    let relu = rng.below(2) == 0;
+    let act = if relu {
+        Activation::Relu
+    } else {
+        Activation::Identity
+    };
+    let d = d.with_activation(act);
     let plan =
         ConvTransposePlan::<T, N, R>::select(s, &d, &PlanPreference::default()).map_err(e)?;
     if plan
@@ -596,127 +723,23 @@ fn transpose_case<T: Element, const N: usize, const R: usize>(
             g.input
         ));
     }
-    let mut wsb = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1)).map_err(e)?;
-    let (xb, wb, dyb) = (
-        upload::<T>(s, &x, &xs, l),
-        upload::<T>(s, &w, &ws, l),
-        upload::<T>(s, &dy, &ys, l),
-    );
-    let (mut yb, mut dxb, mut dwb) = (
-        poisoned::<T>(s, n(&ys)),
-        poisoned::<T>(s, n(&xs)),
-        poisoned::<T>(s, n(&ws)),
-    );
-    plan.run_fw(
+    let refs = ConvRefs {
+        y: &|| r::conv_bw_data(&g, &w, &x),
+        dx: &|dz| r::conv_fw(&g, dz, &w),
+        dw: &|dz| r::conv_bw_filter(&g, dz, &x),
+    };
+    let bias = (rng.below(3) != 0).then_some((c_out, n(&g.input)));
+    check_conv_plan::<T, R, _>(
         s,
-        Workspace::Borrowed(wsb.as_slice_mut()),
-        ConvArgs {
-            x: view(&xb, &xs, l),
-            w: view(&wb, &ws, l),
-            y: view_mut(&mut yb, &ys, l),
-        },
-    )
-    .map_err(e)?;
-    plan.run_bw_data(
-        s,
-        Workspace::Borrowed(wsb.as_slice_mut()),
-        ConvBwArgs {
-            w: view(&wb, &ws, l),
-            dy: view(&dyb, &ys, l),
-            dx: view_mut(&mut dxb, &xs, l),
-        },
-    )
-    .map_err(e)?;
-    plan.run_dw(
-        s,
-        Workspace::Borrowed(wsb.as_slice_mut()),
-        ConvDwArgs {
-            x: view(&xb, &xs, l),
-            dy: view(&dyb, &ys, l),
-            dw: view_mut(&mut dwb, &ws, l),
-        },
-    )
-    .map_err(e)?;
-    compare(
-        "transpose fw",
-        T::KIND,
-        &download(s, &yb, &ys, l),
-        &r::conv_bw_data(&g, &w, &x),
-    )?;
-    compare(
-        "transpose bw_data",
-        T::KIND,
-        &download(s, &dxb, &xs, l),
-        &r::conv_fw(&g, &dy, &w),
-    )?;
-    compare(
-        "transpose dw",
-        T::KIND,
-        &download(s, &dwb, &ws, l),
-        &r::conv_bw_filter(&g, &dy, &x),
-    )?;
-    // Bias [c_out] (+ ReLU on every other case) and its gradient.
-    let relu = rng.below(2) == 0;
-    check_bias::<T, R>(
-        s,
+        &plan,
         rng,
-        (c_out, n(&g.input), relu),
-        (&ys, l),
-        (&r::conv_bw_data(&g, &w, &x), &dy),
-        |b, y| {
-            plan.run_fw_bias(
-                s,
-                Workspace::Borrowed(wsb.as_slice_mut()),
-                ConvArgs {
-                    x: view(&xb, &xs, l),
-                    w: view(&wb, &ws, l),
-                    y,
-                },
-                b,
-                relu,
-            )
-        },
-        |db| plan.run_bw_bias(s, view(&dyb, &ys, l), db),
+        "transpose",
+        (&xs, &ws, &ys, l),
+        (&x, &w, &dy),
+        bias,
+        relu,
+        refs,
     )
-}
-
-/// A plan's bias forward (+ ReLU when `relu`) and bias gradient against
-/// the reference: `fw(b, y)` runs the biased forward into `y` (of shape
-/// `ys`), `bw(db)` the bias gradient of `dy`; `conv` is the reference
-/// output without the bias, `spatial` the positions per channel.
-fn check_bias<T: Element, const R: usize>(
-    s: &Stream,
-    rng: &mut Rng,
-    (channels, spatial, relu): (usize, usize, bool),
-    (ys, l): (&[usize], ConvLayout),
-    (conv, dy): (&[f64], &[f64]),
-    fw: impl for<'a> FnOnce(TensorRef<'a, T, 1>, TensorMut<'a, T, R>) -> Result<(), Error>,
-    bw: impl for<'a> FnOnce(TensorMut<'a, T, 1>) -> Result<(), Error>,
-) -> Res {
-    let e = |e: Error| e.to_string();
-    let b = round::<T>(&rng.vals(channels));
-    let bb =
-        DeviceBuffer::<T>::from_host(s, &b.iter().map(|&v| T::from_f64(v)).collect::<Vec<_>>())
-            .map_err(e)?;
-    let mut y = poisoned::<T>(s, ys.iter().product());
-    fw(
-        TensorRef::contiguous(bb.as_slice(), [channels]).map_err(e)?,
-        view_mut(&mut y, ys, l),
-    )
-    .map_err(e)?;
-    // The epilogue rounds the conv output to T before adding the bias.
-    let mut want = round::<T>(conv);
-    r::bias_act(&mut want, &b, spatial, relu);
-    compare("fw_bias", T::KIND, &download(s, &y, ys, l), &want)?;
-    let mut db = poisoned::<T>(s, channels);
-    bw(TensorMut::contiguous(db.as_slice_mut(), [channels]).map_err(e)?).map_err(e)?;
-    let got: Vec<f64> = db
-        .to_host(s)
-        .map_err(e)?
-        .iter()
-        .map(|v| v.to_f64())
-        .collect();
-    compare("bw_bias", T::KIND, &got, &r::bias_bw(dy, channels, spatial))
 }
 
 fn transpose_shell<const N: usize>(e: ElementKind) -> ConvTransposeDescriptor<N> {
@@ -799,28 +822,23 @@ fn conv_deterministic_is_bit_exact() {
         upload::<bf16>(&s, &w, &ws, l),
         upload::<bf16>(&s, &dy, &ys, l),
     );
-    let mut wsb = DeviceBuffer::<u8>::uninit(&s, plan.workspace_size().max(1)).unwrap();
+    let ws_bytes = plan.bw_workspace_size(Grad::X | Grad::Weight);
+    let mut wsb = DeviceBuffer::<u8>::uninit(&s, ws_bytes.max(1)).unwrap();
     let mut outs = Vec::new();
     for _ in 0..3 {
         let mut dwb = poisoned::<bf16>(&s, 48 * 32 * 9);
         let mut dxb = poisoned::<bf16>(&s, 4 * 32 * 400);
-        plan.run_dw(
-            &s,
-            Workspace::Borrowed(wsb.as_slice_mut()),
-            ConvDwArgs {
-                x: view(&xb, &xs, l),
-                dy: view(&dyb, &ys, l),
-                dw: view_mut(&mut dwb, &ws, l),
-            },
-        )
-        .unwrap();
-        plan.run_bw_data(
+        plan.run_bw(
             &s,
             Workspace::Borrowed(wsb.as_slice_mut()),
             ConvBwArgs {
+                x: view(&xb, &xs, l),
                 w: view(&wb, &ws, l),
+                y: None,
                 dy: view(&dyb, &ys, l),
-                dx: view_mut(&mut dxb, &xs, l),
+                dx: Some(view_mut(&mut dxb, &xs, l)),
+                dw: Some(view_mut(&mut dwb, &ws, l)),
+                dbias: None,
             },
         )
         .unwrap();
@@ -1087,12 +1105,13 @@ fn conv_bad_inputs() {
     // wrong x shape
     let xv =
         TensorRef::contiguous(x.as_slice().slice(0..2 * 4 * 63).unwrap(), [2, 4, 7, 9]).unwrap();
-    let r = plan.run_fw(
+    let r = plan.run(
         &s,
         Workspace::None,
         ConvArgs {
             x: xv,
             w: view(&w, &[6, 4, 3, 3], l),
+            bias: None,
             y: view_mut(&mut y, &[2, 6, 6, 6], l),
         },
     );
@@ -1101,12 +1120,13 @@ fn conv_bad_inputs() {
         "{r:?}"
     );
     // channels-last strides for a channels-first plan
-    let r = plan.run_fw(
+    let r = plan.run(
         &s,
         Workspace::None,
         ConvArgs {
             x: view(&x, &[2, 4, 8, 8], ConvLayout::ChannelsLast),
             w: view(&w, &[6, 4, 3, 3], l),
+            bias: None,
             y: view_mut(&mut y, &[2, 6, 6, 6], l),
         },
     );
@@ -1117,13 +1137,14 @@ fn conv_bad_inputs() {
     // nothing was written
     assert!(y.to_host(&s).unwrap().iter().all(|v| v.is_nan()));
     // workspace too small, when the plan needs one
-    if plan.workspace_size_fw() > 0 {
-        let r = plan.run_fw(
+    if plan.workspace_size() > 0 {
+        let r = plan.run(
             &s,
             Workspace::None,
             ConvArgs {
                 x: view(&x, &[2, 4, 8, 8], l),
                 w: view(&w, &[6, 4, 3, 3], l),
+                bias: None,
                 y: view_mut(&mut y, &[2, 6, 6, 6], l),
             },
         );
@@ -1131,22 +1152,84 @@ fn conv_bad_inputs() {
     }
     // bias of the wrong length
     let b = DeviceBuffer::<f32>::filled_bytes(&s, 5, 0x3F).unwrap();
-    let mut wsb = DeviceBuffer::<u8>::uninit(&s, plan.workspace_size().max(1)).unwrap();
-    let r = plan.run_fw_bias(
+    let all = Grad::X | Grad::Weight | Grad::Bias;
+    let ws_bytes = plan.workspace_size().max(plan.bw_workspace_size(all));
+    let mut wsb = DeviceBuffer::<u8>::uninit(&s, ws_bytes.max(1)).unwrap();
+    let r = plan.run(
         &s,
         Workspace::Borrowed(wsb.as_slice_mut()),
         ConvArgs {
             x: view(&x, &[2, 4, 8, 8], l),
             w: view(&w, &[6, 4, 3, 3], l),
+            bias: Some(TensorRef::contiguous(b.as_slice(), [5]).unwrap()),
             y: view_mut(&mut y, &[2, 6, 6, 6], l),
         },
-        TensorRef::contiguous(b.as_slice(), [5]).unwrap(),
-        false,
     );
     assert!(
         matches!(r, Err(Error::ShapeMismatch { arg: "bias", .. })),
         "{r:?}"
     );
+    assert!(y.to_host(&s).unwrap().iter().all(|v| v.is_nan()));
+    // backward: dbias of the wrong length, and a workspace too small for
+    // the gradients asked; nothing written
+    let dyb = DeviceBuffer::<f32>::filled_bytes(&s, 2 * 6 * 36, 0x3F).unwrap();
+    let mut dx = poisoned::<f32>(&s, 2 * 4 * 64);
+    let mut db = poisoned::<f32>(&s, 5);
+    let bw = |dx: &mut DeviceBuffer<f32>, db: Option<&mut DeviceBuffer<f32>>, ws: Workspace<'_>| {
+        plan.run_bw(
+            &s,
+            ws,
+            ConvBwArgs {
+                x: view(&x, &[2, 4, 8, 8], l),
+                w: view(&w, &[6, 4, 3, 3], l),
+                y: None,
+                dy: view(&dyb, &[2, 6, 6, 6], l),
+                dx: Some(view_mut(dx, &[2, 4, 8, 8], l)),
+                dw: None,
+                dbias: db.map(|b| TensorMut::contiguous(b.as_slice_mut(), [5]).unwrap()),
+            },
+        )
+    };
+    let r = bw(
+        &mut dx,
+        Some(&mut db),
+        Workspace::Borrowed(wsb.as_slice_mut()),
+    );
+    assert!(
+        matches!(r, Err(Error::ShapeMismatch { arg: "dbias", .. })),
+        "{r:?}"
+    );
+    if plan.bw_workspace_size(Grad::X.into()) > 0 {
+        let r = bw(&mut dx, None, Workspace::None);
+        assert!(matches!(r, Err(Error::WorkspaceTooSmall { .. })), "{r:?}");
+    }
+    assert!(dx.to_host(&s).unwrap().iter().all(|v| v.is_nan()));
+    assert!(db.to_host(&s).unwrap().iter().all(|v| v.is_nan()));
+    // a ReLU plan's backward needs the forward output
+    let relu = Conv2dPlan::<f32>::select(&s, &d.with_activation(Activation::Relu), &pref).unwrap();
+    let r = relu.run_bw(
+        &s,
+        Workspace::Borrowed(wsb.as_slice_mut()),
+        ConvBwArgs {
+            x: view(&x, &[2, 4, 8, 8], l),
+            w: view(&w, &[6, 4, 3, 3], l),
+            y: None,
+            dy: view(&dyb, &[2, 6, 6, 6], l),
+            dx: Some(view_mut(&mut dx, &[2, 4, 8, 8], l)),
+            dw: None,
+            dbias: None,
+        },
+    );
+    assert!(
+        matches!(r, Err(Error::InvalidArgument { arg: "y", .. })),
+        "{r:?}"
+    );
+    assert!(dx.to_host(&s).unwrap().iter().all(|v| v.is_nan()));
+    // activations other than identity and ReLU
+    assert!(matches!(
+        Conv2dPlan::<f32>::select(&s, &d.with_activation(Activation::GeluErf), &pref),
+        Err(Error::Unsupported { .. })
+    ));
     // transposed conv: output_padding >= stride and dilation
     let t = ConvTranspose2dDescriptor::new(1, 2, 4, 4, 2, 3, 3, ElementKind::F32)
         .with_stride(2, 2)
@@ -1170,7 +1253,10 @@ fn conv_bad_inputs() {
     let mut y = poisoned::<f32>(&s, 2 * 81);
     let mut dx = poisoned::<f32>(&s, 2 * 16);
     let mut dw = poisoned::<f32>(&s, 2 * 2 * 9);
-    let mut ws = DeviceBuffer::<u8>::uninit(&s, plan.workspace_size().max(1)).unwrap();
+    let ws_bytes = plan
+        .workspace_size()
+        .max(plan.bw_workspace_size(Grad::X | Grad::Weight));
+    let mut ws = DeviceBuffer::<u8>::uninit(&s, ws_bytes.max(1)).unwrap();
     let names_arg = |r: Result<(), Error>, want: &str| match r {
         Err(Error::ShapeMismatch {
             op: "conv_transpose",
@@ -1182,33 +1268,43 @@ fn conv_bad_inputs() {
     let bad_x =
         TensorRef::contiguous(x.as_slice().slice(0..2 * 12).unwrap(), [1, 2, 4, 3]).unwrap();
     let wv = || view(&w, &[2, 2, 3, 3], l);
-    let r = plan.run_fw(
+    let r = plan.run(
         &s,
         Workspace::Borrowed(ws.as_slice_mut()),
         ConvArgs {
             x: bad_x,
             w: wv(),
+            bias: None,
             y: view_mut(&mut y, &[1, 2, 9, 9], l),
         },
     );
     names_arg(r, "x");
-    let r = plan.run_bw_data(
+    let r = plan.run_bw(
         &s,
         Workspace::Borrowed(ws.as_slice_mut()),
         ConvBwArgs {
+            x: view(&x, &[1, 2, 4, 4], l),
             w: wv(),
+            y: None,
             dy: view(&x, &[1, 2, 4, 4], l),
-            dx: view_mut(&mut dx, &[1, 2, 4, 4], l),
+            dx: Some(view_mut(&mut dx, &[1, 2, 4, 4], l)),
+            dw: None,
+            dbias: None,
         },
     );
     names_arg(r, "dy");
-    let r = plan.run_dw(
+    let dyv = DeviceBuffer::<f32>::filled_bytes(&s, 2 * 81, 0x3F).unwrap();
+    let r = plan.run_bw(
         &s,
         Workspace::Borrowed(ws.as_slice_mut()),
-        ConvDwArgs {
+        ConvBwArgs {
             x: view(&x, &[1, 2, 4, 4], l),
-            dy: view(&y, &[1, 2, 9, 9], l),
-            dw: view_mut(&mut dw, &[2, 2, 3, 2], l),
+            w: wv(),
+            y: None,
+            dy: view(&dyv, &[1, 2, 9, 9], l),
+            dx: None,
+            dw: Some(view_mut(&mut dw, &[2, 2, 3, 2], l)),
+            dbias: None,
         },
     );
     names_arg(r, "dw");
@@ -1445,10 +1541,10 @@ impl<T: Element, const N: usize, const R: usize> AnyPool<T, N, R> {
     }
     fn run_bw(&self, s: &Stream, a: PoolBwArgs<'_, T, R>) -> Result<()> {
         match self {
-            AnyPool::Window(p) => p.run_bw(s, a),
-            AnyPool::AAvg(p) => p.run_bw(s, a),
-            AnyPool::AMax(p) => p.run_bw(s, a),
-            AnyPool::Lp(p) => p.run_bw(s, a),
+            AnyPool::Window(p) => p.run_bw(s, Workspace::None, a),
+            AnyPool::AAvg(p) => p.run_bw(s, Workspace::None, a),
+            AnyPool::AMax(p) => p.run_bw(s, Workspace::None, a),
+            AnyPool::Lp(p) => p.run_bw(s, Workspace::None, a),
         }
     }
 }
@@ -1794,6 +1890,7 @@ fn conv_pool_bad_inputs() {
     // max backward without indices
     let r = plan.run_bw(
         &s,
+        Workspace::None,
         PoolBwArgs {
             dy: view(&dy, &[1, 2, 2, 2], l),
             indices: None,

@@ -180,11 +180,9 @@ fn check_unary_sample<T: Element, const N: usize>(
         None,
     )?;
 
-    let bw = UnaryBackwardPlan::<T, N>::select(&g.stream, &desc, &PlanPreference::default())
-        .map_err(|e| e.to_string())?;
     let dy = Operand::<T>::input(rng, shape, layout, false, -1.0, 1.0);
     let mut dx = Operand::<T>::output(shape, layout);
-    bw.run(
+    fw.run_bw(
         &g.stream,
         Workspace::None,
         UnaryBwArgs {
@@ -258,8 +256,6 @@ pub fn unary_unsupported(kind: ElementKind) -> Result<(), String> {
     crate::with_element!(kind, T => {
         let desc = UnaryDescriptor { op: UnaryOp::Relu, element: kind, shape: [4] };
         expect_err(&format!("unary {kind}"), UnaryPlan::<T, 1>::select(&g.stream, &desc, &PlanPreference::default()),
-            |e| matches!(e, Error::Unsupported { .. }))?;
-        expect_err(&format!("unary_backward {kind}"), UnaryBackwardPlan::<T, 1>::select(&g.stream, &desc, &PlanPreference::default()),
             |e| matches!(e, Error::Unsupported { .. }))
     })
 }
@@ -369,9 +365,9 @@ pub fn unary_bad_inputs() -> Result<usize, String> {
         matches!(e, Error::Unsupported { .. })
     })?;
     // backward: dx shape
-    let bw = UnaryBackwardPlan::<f32, 1>::select(s, &desc, &pref).map_err(|e| e.to_string())?;
+    let bw = UnaryPlan::<f32, 1>::select(s, &desc, &pref).map_err(|e| e.to_string())?;
     let mut dx = poisoned::<f32>(65);
-    let r = bw.run(
+    let r = bw.run_bw(
         s,
         Workspace::None,
         UnaryBwArgs {
@@ -503,8 +499,7 @@ fn check_binary_sample<T: Element, const N: usize>(
         None,
     )?;
 
-    let bw = BinaryBackwardPlan::<T, N>::select(&g.stream, &desc, &PlanPreference::default())
-        .map_err(|e| e.to_string())?;
+    let bw = fw;
     let dy = Operand::<T>::input(rng, &out_shape, layout, false, -1.0, 1.0);
     let grad_layout = if layout == Layout::StridedOut {
         Layout::StridedOut
@@ -513,13 +508,14 @@ fn check_binary_sample<T: Element, const N: usize>(
     };
     let mut da = Operand::<T>::output(a_shape, grad_layout);
     let mut db = Operand::<T>::output(b_shape, grad_layout);
-    let mut ws = poisoned::<u8>(bw.workspace_size());
-    let workspace = if bw.workspace_size() > 0 {
+    let ws_bytes = bw.bw_workspace_size(Grad::A | Grad::B);
+    let mut ws = poisoned::<u8>(ws_bytes);
+    let workspace = if ws_bytes > 0 {
         Workspace::Borrowed(ws.as_slice_mut())
     } else {
         Workspace::None
     };
-    bw.run(
+    bw.run_bw(
         &g.stream,
         workspace,
         BinaryBwArgs {
@@ -579,19 +575,21 @@ pub fn check_binary<T: Element>(op: BinaryOp) -> Result<usize, String> {
         a_shape: [33, 64],
         b_shape: [33, 1],
     };
-    let bw = BinaryBackwardPlan::<T, 2>::select(&g.stream, &desc, &PlanPreference::default())
+    let bw = BinaryPlan::<T, 2>::select(&g.stream, &desc, &PlanPreference::default())
         .map_err(|e| e.to_string())?;
     let (a, av) = upload::<T>(&values(op, &mut rng, 33 * 64, false));
     let (b, bv) = upload::<T>(&values(op, &mut rng, 33, true));
     let (dy, dyv) = upload::<T>(&rng.vec(33 * 64, -1.0, 1.0));
     let mut db = poisoned::<T>(33);
-    let mut ws = poisoned::<u8>(bw.workspace_size());
-    let workspace = if bw.workspace_size() > 0 {
+    // Sized for db alone: the partials of db start at the workspace's head.
+    let ws_bytes = bw.bw_workspace_size(Grad::B.into());
+    let mut ws = poisoned::<u8>(ws_bytes);
+    let workspace = if ws_bytes > 0 {
         Workspace::Borrowed(ws.as_slice_mut())
     } else {
         Workspace::None
     };
-    bw.run(
+    bw.run_bw(
         &g.stream,
         workspace,
         BinaryBwArgs {
@@ -624,8 +622,6 @@ pub fn binary_unsupported(kind: ElementKind) -> Result<(), String> {
     crate::with_element!(kind, T => {
         let desc = BinaryDescriptor { op: BinaryOp::Add, element: kind, a_shape: [4], b_shape: [4] };
         expect_err(&format!("binary {kind}"), BinaryPlan::<T, 1>::select(&g.stream, &desc, &PlanPreference::default()),
-            |e| matches!(e, Error::Unsupported { .. }))?;
-        expect_err(&format!("binary_backward {kind}"), BinaryBackwardPlan::<T, 1>::select(&g.stream, &desc, &PlanPreference::default()),
             |e| matches!(e, Error::Unsupported { .. }))
     })
 }
@@ -646,11 +642,6 @@ pub fn binary_bad_inputs() -> Result<usize, String> {
         BinaryPlan::<f32, 1>::select(s, &bad, &pref),
         |e| matches!(e, Error::BroadcastMismatch { .. }),
     )?;
-    expect_err(
-        "broadcast bw",
-        BinaryBackwardPlan::<f32, 1>::select(s, &bad, &pref),
-        |e| matches!(e, Error::BroadcastMismatch { .. }),
-    )?;
     // output of the wrong shape
     let desc = BinaryDescriptor {
         op: BinaryOp::Mul,
@@ -659,7 +650,7 @@ pub fn binary_bad_inputs() -> Result<usize, String> {
         b_shape: [1, 1],
     };
     let fw = BinaryPlan::<f32, 2>::select(s, &desc, &pref).map_err(|e| e.to_string())?;
-    let (a, _) = upload::<f32>(&Rng::new(2).vec(4096 * 513, -1.0, 1.0));
+    let (a, av) = upload::<f32>(&Rng::new(2).vec(4096 * 513, -1.0, 1.0));
     let (b, _) = upload::<f32>(&[0.5]);
     let mut out = poisoned::<f32>(4096 * 513);
     let r = fw.run(
@@ -676,12 +667,13 @@ pub fn binary_bad_inputs() -> Result<usize, String> {
     })?;
     check_untouched("binary bad out", &download(&out), &[])?;
     // backward: workspace too small, and a cap the plan cannot meet
-    let bw = BinaryBackwardPlan::<f32, 2>::select(s, &desc, &pref).map_err(|e| e.to_string())?;
-    if bw.workspace_size() == 0 {
+    let bw = fw;
+    let ws_bytes = bw.bw_workspace_size(Grad::B.into());
+    if ws_bytes == 0 {
         return Err("a 2M-term reduction should use split partials".into());
     }
     let mut db = poisoned::<f32>(1);
-    let r = bw.run(
+    let r = bw.run_bw(
         s,
         Workspace::None,
         BinaryBwArgs {
@@ -696,24 +688,44 @@ pub fn binary_bad_inputs() -> Result<usize, String> {
         matches!(e, Error::WorkspaceTooSmall { .. })
     })?;
     check_untouched("binary bw bad workspace", &download(&db), &[])?;
+    // A cap below the partials: the reduction runs unsplit, with no
+    // workspace, and gives the same sum.
     let capped = PlanPreference::default().with_max_workspace_bytes(16);
-    expect_err(
-        "workspace cap",
-        BinaryBackwardPlan::<f32, 2>::select(s, &desc, &capped),
-        |e| {
-            matches!(
-                e,
-                Error::PreferenceRejected {
-                    field: "max_workspace_bytes",
-                    ..
-                }
-            )
-        },
+    let unsplit = BinaryPlan::<f32, 2>::select(s, &desc, &capped).map_err(|e| e.to_string())?;
+    if unsplit.bw_workspace_size(Grad::A | Grad::B) != 0 {
+        return Err(format!("capped plan wants workspace: {}", unsplit.sku()));
+    }
+    let (dy, dyv) = upload::<f32>(&Rng::new(3).vec(4096 * 513, -1.0, 1.0));
+    unsplit
+        .run_bw(
+            s,
+            Workspace::None,
+            BinaryBwArgs {
+                a: TensorRef::contiguous(a.as_slice(), [4096, 513]).unwrap(),
+                b: TensorRef::contiguous(b.as_slice(), [1, 1]).unwrap(),
+                dy: TensorRef::contiguous(dy.as_slice(), [4096, 513]).unwrap(),
+                da: None,
+                db: Some(TensorMut::contiguous(db.as_slice_mut(), [1, 1]).unwrap()),
+            },
+        )
+        .map_err(|e| format!("unsplit db: {e}"))?;
+    let grads = reference::binary_backward(BinaryOp::Mul, &av, &[4096, 513], &[0.5], &[1, 1], &dyv);
+    let eb: Vec<f64> = grads
+        .db_abs
+        .iter()
+        .map(|s| 2.0 * acc_roundoff(ElementKind::F32) * 8.0 * s)
+        .collect();
+    compare(
+        "unsplit db",
+        &download(&db),
+        &grads.db,
+        pointwise_tol(ElementKind::F32),
+        Some(&eb),
     )?;
     // gradient of the wrong shape
-    let mut ws = poisoned::<u8>(bw.workspace_size());
+    let mut ws = poisoned::<u8>(bw.bw_workspace_size(Grad::A | Grad::B).max(1));
     let mut da = poisoned::<f32>(4096 * 513);
-    let r = bw.run(
+    let r = bw.run_bw(
         s,
         Workspace::Borrowed(ws.as_slice_mut()),
         BinaryBwArgs {

@@ -628,7 +628,7 @@ fn linear_case_with<T: Element>(
                 .then(|| MatrixRef::new(z.as_slice(), t, o, o, row).unwrap()),
             dx: Some(MatrixMut::new(dx.as_slice_mut(), t, i, i, row).unwrap()),
             dw: Some(MatrixMut::new(dw.as_slice_mut(), o, i, i, row).unwrap()),
-            db: e.has_bias().then(|| db.as_slice_mut()),
+            dbias: e.has_bias().then(|| db.as_slice_mut()),
         },
     )
     .unwrap();
