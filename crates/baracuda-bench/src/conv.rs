@@ -64,27 +64,13 @@ fn conv<T: Element, const N: usize, const R: usize>(
     stride: usize,
     pad: usize,
     allow_tf32: bool,
-) -> Result<()> {
-    let shell: ConvDescriptor<N> = {
-        let any: Box<dyn std::any::Any> = match N {
-            1 => Box::new(Conv1dDescriptor::new(1, 1, 1, 1, 1, T::KIND)),
-            2 => Box::new(Conv2dDescriptor::new(1, 1, 1, 1, 1, 1, 1, T::KIND)),
-            _ => Box::new(Conv3dDescriptor::new(1, 1, 1, 1, 1, 1, 1, 1, 1, T::KIND)),
-        };
-        *any.downcast::<ConvDescriptor<N>>()
-            .map_err(|_| Error::Unsupported {
-                op: "bench",
-                what: "rank".into(),
-            })?
-    };
-    let mut d = shell;
-    d.batch = batch as i32;
-    d.c_in = c_in as i32;
-    d.c_out = c_out as i32;
-    d.input = std::array::from_fn(|i| input[i] as i32);
-    d.filter = [k as i32; N];
-    d.stride = [stride as i32; N];
-    d.padding = [pad as i32; N];
+) -> Result<()>
+where
+    Rank<N, R>: SpatialRank,
+{
+    let d = ConvDescriptor::new(batch, c_in, c_out, input, [k; N], T::KIND)
+        .with_stride([stride; N])
+        .with_padding([pad; N]);
     let d = d.with_layout(l);
     let pref = PlanPreference::default()
         .with_autotune(Autotune::Measured)
@@ -104,7 +90,7 @@ fn conv<T: Element, const N: usize, const R: usize>(
     let ys: [usize; R] = std::array::from_fn(|i| match i {
         0 => batch,
         1 => c_out,
-        _ => out[i - 2] as usize,
+        _ => out[i - 2],
     });
     let n = |v: &[usize; R]| v.iter().product::<usize>();
     // Every pass touches one x-sized, one w-sized and one y-sized tensor.
@@ -313,8 +299,8 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
         })
     };
     if adaptive {
-        let d =
-            AdaptivePool2dDescriptor::new(64, 2048, 7, 7, 1, 1, ElementKind::Bf16).with_layout(l);
+        let d = AdaptivePool2dDescriptor::new(64, 2048, [7, 7], [1, 1], ElementKind::Bf16)
+            .with_layout(l);
         let plan = AdaptiveAvgPool2dPlan::<bf16>::select(s, &d, &PlanPreference::default())?;
         let ms = time_rotating_ms(s, sets, |i| {
             plan.run(
@@ -343,9 +329,9 @@ fn pool(s: &Stream, adaptive: bool) -> Result<()> {
         })?;
         record("bw", ms, bytes_fw);
     } else {
-        let d = Pool2dDescriptor::new(64, 64, 112, 112, 3, 3, PoolMode::Max, ElementKind::Bf16)
-            .with_stride(2, 2)
-            .with_padding(1, 1)
+        let d = Pool2dDescriptor::new(64, 64, [112, 112], [3, 3], ElementKind::Bf16)
+            .with_stride([2, 2])
+            .with_padding([1, 1])
             .with_layout(l);
         let plan = MaxPool2dPlan::<bf16>::select(s, &d, &PlanPreference::default())?;
         let ms = time_rotating_ms(s, sets, |i| {

@@ -162,6 +162,30 @@ impl<'a, T> DeviceSliceMut<'a, T> {
     }
 }
 
+/// Element strides of the logical `[N, C, spatial...]` `shape` stored
+/// channels-last (`[N, spatial..., C]` row-major).
+fn channels_last_strides<const N: usize>(
+    op: &'static str,
+    shape: &[usize; N],
+) -> Result<[usize; N]> {
+    if N < 3 {
+        return Err(Error::InvalidArgument {
+            op,
+            arg: "shape",
+            reason: format!("channels-last needs [N, C, spatial...], got rank {N}"),
+        });
+    }
+    let mut strides = [0usize; N];
+    strides[1] = 1;
+    let mut acc = shape[1];
+    for a in (2..N).rev() {
+        strides[a] = acc;
+        acc = acc.saturating_mul(shape[a]);
+    }
+    strides[0] = acc;
+    Ok(strides)
+}
+
 /// Row-major (C) element strides of `shape`.
 pub fn contiguous_strides<const N: usize>(shape: &[usize; N]) -> [usize; N] {
     let mut strides = [0usize; N];
@@ -272,6 +296,16 @@ impl<'a, T: Element, const N: usize> TensorRef<'a, T, N> {
     pub fn contiguous(data: DeviceSlice<'a, T>, shape: [usize; N]) -> Result<Self> {
         let strides = contiguous_strides(&shape);
         Self::new(data, shape, strides)
+    }
+
+    /// A dense channels-last view (PyTorch's `channels_last` memory
+    /// format: `[N, H, W, C]` in memory) of the logical `[N, C, spatial...]`
+    /// `shape`, as the convolution and pooling plans take it.
+    ///
+    /// # Errors
+    /// As [`TensorRef::new`]; `InvalidArgument` below rank 3.
+    pub fn channels_last(data: DeviceSlice<'a, T>, shape: [usize; N]) -> Result<Self> {
+        Self::new(data, shape, channels_last_strides("channels_last", &shape)?)
     }
 
     /// Broadcast to a shape of rank `M >= N` by NumPy rules: axes align on
@@ -420,6 +454,15 @@ impl<'a, T: Element, const N: usize> TensorMut<'a, T, N> {
     pub fn contiguous(data: DeviceSliceMut<'a, T>, shape: [usize; N]) -> Result<Self> {
         let strides = contiguous_strides(&shape);
         Self::new(data, shape, strides)
+    }
+
+    /// A dense channels-last view of the logical `[N, C, spatial...]`
+    /// `shape`; see [`TensorRef::channels_last`].
+    ///
+    /// # Errors
+    /// As [`TensorMut::new`]; `InvalidArgument` below rank 3.
+    pub fn channels_last(data: DeviceSliceMut<'a, T>, shape: [usize; N]) -> Result<Self> {
+        Self::new(data, shape, channels_last_strides("channels_last", &shape)?)
     }
 
     /// Reorder the axes: axis `i` of the result is axis `perm[i]` of `self`.
@@ -711,6 +754,17 @@ mod tests {
     fn slice_mut<'a>(len: usize) -> DeviceSliceMut<'a, f32> {
         // SAFETY: as above.
         unsafe { DeviceSliceMut::from_raw_parts(0x1000, len, 1) }
+    }
+
+    #[test]
+    fn channels_last_views() {
+        let v = TensorRef::channels_last(slice(2 * 3 * 4 * 5), [2, 3, 4, 5]).unwrap();
+        assert_eq!(v.strides(), &[60, 1, 15, 3]);
+        assert!(TensorRef::channels_last(slice(119), [2, 3, 4, 5]).is_err());
+        assert!(matches!(
+            TensorMut::channels_last(slice_mut(6), [2, 3]),
+            Err(Error::InvalidArgument { .. })
+        ));
     }
 
     #[test]

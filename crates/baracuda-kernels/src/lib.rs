@@ -31,5 +31,13 @@ pub use gemm::{
 pub use plan::{Backward, Plan};
 pub use specs::all_module_specs;
 
-pub use baracuda_driver::{Context, Device, DeviceBuffer, Event, Graph, PinnedBuffer, Stream};
+pub use baracuda_driver::{
+    cudarc_slice, cudarc_slice_mut, Context, ConvAlgo, ConvDirection, Device, DeviceBuffer, Event,
+    Graph, PinnedBuffer, Stream,
+};
 pub use baracuda_kernels_types::*;
+/// The `float8` crate, whose `F8E4M3` and `F8E5M2` are the fp8 element
+/// types.
+pub use float8;
+/// The `half` crate, whose `f16` and `bf16` are the 16-bit element types.
+pub use half;

@@ -67,6 +67,8 @@ fn pool(
         window: k.to_vec(),
         stride: s.to_vec(),
         padding: p.to_vec(),
+        padding_end: p.to_vec(),
+        dilation: vec![1; p.len()],
         kind,
         count_include_pad: true,
         divisor_override: None,
@@ -131,6 +133,16 @@ fn reference_matches_pytorch_goldens() {
         "maxpool2d.idx",
         &idx.iter().map(|&v| v as f64).collect::<Vec<_>>(),
         &get(&t, "maxpool2d.idx"),
+    );
+
+    let mut pg = pool(&[11, 10], &[6, 5], &[3, 3], &[2, 2], &[2, 2], PoolKind::Max);
+    pg.dilation = vec![2, 2];
+    let (y, idx) = r::pool_fw(&pg, &get(&t, "maxpool2d_dil.x"));
+    close("maxpool2d_dil.y", &y, &get(&t, "maxpool2d_dil.y"));
+    close(
+        "maxpool2d_dil.idx",
+        &idx.iter().map(|&v| v as f64).collect::<Vec<_>>(),
+        &get(&t, "maxpool2d_dil.idx"),
     );
 
     let mut pg = pool(&[9, 8], &[5, 5], &[3, 3], &[2, 2], &[1, 1], PoolKind::Avg);

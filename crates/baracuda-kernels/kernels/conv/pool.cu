@@ -2,7 +2,8 @@
 // axes), forward and backward, channels-first or channels-last.
 //
 // Windows, per spatial axis (o = output index, i = input index):
-//   window modes   start = o*s - p, end = start + k; clipped to [0, in)
+//   window modes   taps start + j*dl, j < k, start = o*s - p; clipped to
+//                  [0, in); the padded extent ends at in + pe (end padding)
 //   adaptive modes start = floor(o*in/out), end = ceil((o+1)*in/out)
 // FW  max      y = max over window (NaN wins, as in PyTorch); idx = flat
 //              spatial input index of the max (first one on ties)
@@ -25,7 +26,7 @@
 //   pool_{fw,bw}_cl_v{1,N}  max / avg windows, channels-last: one thread per
 //       (n, spatial, V channels), 32-bit index math, V-wide (16-byte) loads
 //       and stores when channels % V == 0 and the pointers are 16-byte
-//       aligned (V = 16 / sizeof(ELEM_T)). The backward is still a gather
+//       aligned (V = 16 / sizeof(ELEM_T)); dilation 1 only. The backward is still a gather
 //       (deterministic): the outputs whose window holds input i along an
 //       axis are exactly o in [ceil((i+p-k+1)/s), min((i+p)/s, out-1)], so
 //       no membership re-check; max adds dy[o] where idx[o] == i.
@@ -65,7 +66,7 @@ struct PoolParams {
     long long n_out;        // batch * channels * prod(out)
     long long n_in;         // batch * channels * prod(in)
     int batch, channels;
-    int in[3], out[3], k[3], s[3], p[3];
+    int in[3], out[3], k[3], s[3], p[3], pe[3], dl[3];
     int mode;
     int channels_last;
     int count_include_pad;
@@ -88,11 +89,17 @@ static __device__ __forceinline__ void window(const PoolParams& P, int a, int o,
         padded = hi - lo;
         return;
     }
+    const int dl = P.dl[a];
     int start = o * P.s[a] - P.p[a];
-    int end = min(start + P.k[a], P.in[a] + P.p[a]);
-    padded = end - start;
-    lo = max(start, 0);
+    int end = min(start + (P.k[a] - 1) * dl + 1, P.in[a] + P.pe[a]);
+    padded = (end - start + dl - 1) / dl;
+    lo = start >= 0 ? start : start + ((dl - 1 - start) / dl) * dl;  // first tap >= 0
     hi = min(end, P.in[a]);
+}
+
+// Taps of a clipped window [lo, hi) along axis a.
+static __device__ __forceinline__ int taps(const PoolParams& P, int a, int lo, int hi) {
+    return hi > lo ? (hi - lo + P.dl[a] - 1) / P.dl[a] : 0;
 }
 
 // Decompose a physical index into (n, c, spatial flat) for extents ext.
@@ -122,7 +129,8 @@ static __device__ __forceinline__ ACC_T divisor(const PoolParams& P, const int l
     if (P.mode == MODE_AVG && P.divisor_override > 0) return (ACC_T)P.divisor_override;
     if (P.mode == MODE_LP || (P.mode == MODE_AVG && P.count_include_pad))
         return (ACC_T)padded[0] * (ACC_T)padded[1] * (ACC_T)padded[2];
-    return (ACC_T)(hi[0] - lo[0]) * (ACC_T)(hi[1] - lo[1]) * (ACC_T)(hi[2] - lo[2]);
+    return (ACC_T)taps(P, 0, lo[0], hi[0]) * (ACC_T)taps(P, 1, lo[1], hi[1]) *
+           (ACC_T)taps(P, 2, lo[2], hi[2]);
 }
 
 extern "C" __global__ void pool_fw(PoolParams P, const ELEM_T* __restrict__ x, ELEM_T* __restrict__ y,
@@ -144,9 +152,9 @@ extern "C" __global__ void pool_fw(PoolParams P, const ELEM_T* __restrict__ x, E
         if (P.mode == MODE_MAX || P.mode == MODE_ADAPTIVE_MAX) {
             ACC_T m = (ACC_T)__int_as_float(0xff800000);  // -inf
             long long arg = (long long)lo[0] * P.in[1] * P.in[2] + (long long)lo[1] * P.in[2] + lo[2];
-            for (int d = lo[0]; d < hi[0]; ++d)
-                for (int h = lo[1]; h < hi[1]; ++h)
-                    for (int w = lo[2]; w < hi[2]; ++w) {
+            for (int d = lo[0]; d < hi[0]; d += P.dl[0])
+                for (int h = lo[1]; h < hi[1]; h += P.dl[1])
+                    for (int w = lo[2]; w < hi[2]; w += P.dl[2]) {
                         long long sp = ((long long)d * P.in[1] + h) * P.in[2] + w;
                         ACC_T v = to_acc(xp[sp * step]);
                         if (v > m || v != v) {
@@ -159,9 +167,9 @@ extern "C" __global__ void pool_fw(PoolParams P, const ELEM_T* __restrict__ x, E
         } else {
             ACC_T sum = (ACC_T)0;
             ACC_T pw = (ACC_T)P.norm_p;
-            for (int d = lo[0]; d < hi[0]; ++d)
-                for (int h = lo[1]; h < hi[1]; ++h)
-                    for (int w = lo[2]; w < hi[2]; ++w) {
+            for (int d = lo[0]; d < hi[0]; d += P.dl[0])
+                for (int h = lo[1]; h < hi[1]; h += P.dl[1])
+                    for (int w = lo[2]; w < hi[2]; w += P.dl[2]) {
                         long long sp = ((long long)d * P.in[1] + h) * P.in[2] + w;
                         ACC_T v = to_acc(xp[sp * step]);
                         sum += P.mode == MODE_LP ? acc_pow(v, pw) : v;
@@ -195,7 +203,8 @@ extern "C" __global__ void pool_bw(PoolParams P, const ELEM_T* __restrict__ dy,
                 ohi[a] = min(P.out[a] - 1, (int)(((long long)(ii[a] + 1) * P.out[a]) / P.in[a]) + 1);
             } else {
                 int t = ii[a] + P.p[a];
-                olo[a] = t < P.k[a] ? 0 : (t - P.k[a]) / P.s[a] + 1;
+                int span = (P.k[a] - 1) * P.dl[a] + 1;
+                olo[a] = t < span ? 0 : (t - span) / P.s[a] + 1;
                 ohi[a] = min(t / P.s[a], P.out[a] - 1);
             }
         }
@@ -210,7 +219,8 @@ extern "C" __global__ void pool_bw(PoolParams P, const ELEM_T* __restrict__ dy,
                     bool inside = true;
                     for (int a = 0; a < 3; ++a) {
                         window(P, a, o[a], lo[a], hi[a], padded[a]);
-                        inside = inside && ii[a] >= lo[a] && ii[a] < hi[a];
+                        inside = inside && ii[a] >= lo[a] && ii[a] < hi[a] &&
+                                 (ii[a] - lo[a]) % P.dl[a] == 0;
                     }
                     if (!inside) continue;
                     long long osp = ((long long)od * P.out[1] + oh) * P.out[2] + ow;

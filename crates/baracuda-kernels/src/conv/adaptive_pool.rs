@@ -14,22 +14,24 @@ use baracuda_driver::Stream;
 use baracuda_kernels_types::{Element, ElementKind, KernelSku, PlanPreference, Result, Workspace};
 
 use super::descriptor::invalid;
-use super::pool::{validate_planes, KernelMode, PoolArgs, PoolCore, PoolProblem};
-use super::{check_dtype, ConvLayout};
+use super::pool::{
+    validate_planes, KernelMode, PoolArgs, PoolAvg, PoolCore, PoolMax, PoolProblem, PoolReduce,
+};
+use super::window::Window;
+use super::{check_dtype, ConvLayout, Rank, SpatialRank};
 use crate::Plan;
 
 /// An adaptive pooling of spatial rank `N`: in and out extents only.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub struct AdaptivePoolDescriptor<const N: usize> {
     /// Batch.
-    pub batch: i32,
+    pub batch: usize,
     /// Channels.
-    pub channels: i32,
+    pub channels: usize,
     /// Input spatial extents.
-    pub input: [i32; N],
+    pub input: [usize; N],
     /// Output spatial extents.
-    pub output: [i32; N],
+    pub output: [usize; N],
     /// Element type.
     pub element: ElementKind,
     /// Memory order. Default channels-first.
@@ -43,51 +45,29 @@ pub type AdaptivePool2dDescriptor = AdaptivePoolDescriptor<2>;
 /// 3-D adaptive pooling descriptor.
 pub type AdaptivePool3dDescriptor = AdaptivePoolDescriptor<3>;
 
-macro_rules! adaptive_ctor {
-    ($n:literal, [$($i:ident),+], [$($o:ident),+]) => {
-        impl AdaptivePoolDescriptor<$n> {
-            /// A descriptor (channels-first).
-            #[allow(clippy::too_many_arguments)] // the seed API's positional constructor
-            pub fn new(batch: i32, channels: i32, $($i: i32,)+ $($o: i32,)+ element: ElementKind) -> Self {
-                AdaptivePoolDescriptor { batch, channels, input: [$($i),+], output: [$($o),+], element, layout: ConvLayout::ChannelsFirst }
-            }
-        }
-    };
-}
-adaptive_ctor!(1, [l_in], [l_out]);
-adaptive_ctor!(2, [h_in, w_in], [h_out, w_out]);
-adaptive_ctor!(3, [d_in, h_in, w_in], [d_out, h_out, w_out]);
-
 impl<const N: usize> AdaptivePoolDescriptor<N> {
+    /// An adaptive pooling of `input` down (or up) to `output`.
+    pub fn new(
+        batch: usize,
+        channels: usize,
+        input: [usize; N],
+        output: [usize; N],
+        element: ElementKind,
+    ) -> Self {
+        AdaptivePoolDescriptor {
+            batch,
+            channels,
+            input,
+            output,
+            element,
+            layout: ConvLayout::ChannelsFirst,
+        }
+    }
     /// Memory order. Default channels-first.
     pub fn with_layout(mut self, layout: ConvLayout) -> Self {
         self.layout = layout;
         self
     }
-}
-
-/// The reduction of an adaptive pooling plan, chosen by type because the
-/// seed descriptor has no mode field.
-pub trait AdaptiveReduce: Send + Sync + std::fmt::Debug + 'static {
-    /// `"avg"` or `"max"`.
-    const NAME: &'static str;
-    #[doc(hidden)]
-    const KERNEL: u8;
-}
-
-/// Adaptive average.
-#[derive(Debug)]
-pub struct AdaptiveAvg;
-/// Adaptive max.
-#[derive(Debug)]
-pub struct AdaptiveMax;
-impl AdaptiveReduce for AdaptiveAvg {
-    const NAME: &'static str = "avg";
-    const KERNEL: u8 = KernelMode::AdaptiveAvg as u8;
-}
-impl AdaptiveReduce for AdaptiveMax {
-    const NAME: &'static str = "max";
-    const KERNEL: u8 = KernelMode::AdaptiveMax as u8;
 }
 
 /// Adaptive pooling of spatial rank `N` on rank-`R = N + 2` tensors.
@@ -103,36 +83,41 @@ impl AdaptiveReduce for AdaptiveMax {
 /// `InvalidDescriptor` for non-positive extents; otherwise as
 /// [`PoolPlan`](super::PoolPlan).
 #[derive(Debug)]
-pub struct AdaptivePoolPlan<T: Element, M: AdaptiveReduce, const N: usize, const R: usize> {
+pub struct AdaptivePoolPlan<T: Element, M: PoolReduce, const N: usize, const R: usize>
+where
+    Rank<N, R>: SpatialRank,
+{
     core: PoolCore,
     _t: PhantomData<(T, M)>,
 }
 
 /// `nn.AdaptiveAvgPool1d`.
-pub type AdaptiveAvgPool1dPlan<T> = AdaptivePoolPlan<T, AdaptiveAvg, 1, 3>;
+pub type AdaptiveAvgPool1dPlan<T> = AdaptivePoolPlan<T, PoolAvg, 1, 3>;
 /// `nn.AdaptiveAvgPool2d`.
-pub type AdaptiveAvgPool2dPlan<T> = AdaptivePoolPlan<T, AdaptiveAvg, 2, 4>;
+pub type AdaptiveAvgPool2dPlan<T> = AdaptivePoolPlan<T, PoolAvg, 2, 4>;
 /// `nn.AdaptiveAvgPool3d`.
-pub type AdaptiveAvgPool3dPlan<T> = AdaptivePoolPlan<T, AdaptiveAvg, 3, 5>;
+pub type AdaptiveAvgPool3dPlan<T> = AdaptivePoolPlan<T, PoolAvg, 3, 5>;
 /// `nn.AdaptiveMaxPool1d`.
-pub type AdaptiveMaxPool1dPlan<T> = AdaptivePoolPlan<T, AdaptiveMax, 1, 3>;
+pub type AdaptiveMaxPool1dPlan<T> = AdaptivePoolPlan<T, PoolMax, 1, 3>;
 /// `nn.AdaptiveMaxPool2d`.
-pub type AdaptiveMaxPool2dPlan<T> = AdaptivePoolPlan<T, AdaptiveMax, 2, 4>;
+pub type AdaptiveMaxPool2dPlan<T> = AdaptivePoolPlan<T, PoolMax, 2, 4>;
 /// `nn.AdaptiveMaxPool3d`.
-pub type AdaptiveMaxPool3dPlan<T> = AdaptivePoolPlan<T, AdaptiveMax, 3, 5>;
+pub type AdaptiveMaxPool3dPlan<T> = AdaptivePoolPlan<T, PoolMax, 3, 5>;
 
 const OP: &str = "adaptive_pool";
 
 pub(crate) fn validate_adaptive<const N: usize>(d: &AdaptivePoolDescriptor<N>) -> Result<()> {
-    validate_planes::<N>(OP, d.batch, d.channels, &d.input)?;
-    if d.output.iter().any(|&v| v <= 0) {
+    validate_planes::<N>(OP, (d.batch, d.channels), &d.input)?;
+    if d.output.contains(&0) {
         return Err(invalid(OP, "output", d.output, "every extent must be > 0"));
     }
     Ok(())
 }
 
-impl<T: Element, M: AdaptiveReduce, const N: usize, const R: usize> Plan
+impl<T: Element, M: PoolReduce, const N: usize, const R: usize> Plan
     for AdaptivePoolPlan<T, M, N, R>
+where
+    Rank<N, R>: SpatialRank,
 {
     type Descriptor = AdaptivePoolDescriptor<N>;
     type Args<'a> = PoolArgs<'a, T, R>;
@@ -142,16 +127,13 @@ impl<T: Element, M: AdaptiveReduce, const N: usize, const R: usize> Plan
         d: &AdaptivePoolDescriptor<N>,
         pref: &PlanPreference,
     ) -> Result<Self> {
-        const { assert!(R == N + 2, "tensor rank R must be spatial rank N + 2") };
         check_dtype::<T>(OP, d.element)?;
         validate_adaptive(d)?;
-        let mode = if M::KERNEL == KernelMode::AdaptiveMax as u8 {
+        let mode = if M::MAX {
             KernelMode::AdaptiveMax
         } else {
             KernelMode::AdaptiveAvg
         };
-        let ones = [1i32; N];
-        let zeros = [0i32; N];
         let core = PoolCore::new(
             stream,
             T::KIND,
@@ -163,11 +145,9 @@ impl<T: Element, M: AdaptiveReduce, const N: usize, const R: usize> Plan
                 layout: d.layout,
                 batch: d.batch,
                 channels: d.channels,
-                input: &d.input,
-                output: &d.output,
-                window: &ones,
-                stride: &ones,
-                padding: &zeros,
+                input: d.input,
+                output: d.output,
+                window: Window::new([1; N]),
                 count_include_pad: false,
                 divisor_override: 0,
                 norm_p: 1.0,
@@ -180,7 +160,7 @@ impl<T: Element, M: AdaptiveReduce, const N: usize, const R: usize> Plan
     }
 
     fn sku(&self) -> &KernelSku {
-        self.core_sku()
+        self.core.sku()
     }
 
     fn workspace_size(&self) -> usize {
@@ -197,14 +177,8 @@ impl<T: Element, M: AdaptiveReduce, const N: usize, const R: usize> Plan
     }
 }
 
-impl<T: Element, M: AdaptiveReduce, const N: usize, const R: usize> AdaptivePoolPlan<T, M, N, R> {
-    fn core_sku(&self) -> &KernelSku {
-        self.core.sku()
-    }
-}
-
 super::pool::pool_backward!(
-    [T: Element, M: AdaptiveReduce, const N: usize, const R: usize] AdaptivePoolPlan<T, M, N, R>
+    [T: Element, M: PoolReduce, const N: usize, const R: usize] AdaptivePoolPlan<T, M, N, R>
 );
 
 #[cfg(test)]
@@ -214,7 +188,7 @@ mod tests {
 
     #[test]
     fn descriptor_errors() {
-        let d = AdaptivePool2dDescriptor::new(1, 3, 7, 7, 0, 1, ElementKind::F32);
+        let d = AdaptivePool2dDescriptor::new(1, 3, [7, 7], [0, 1], ElementKind::F32);
         assert!(matches!(
             validate_adaptive(&d),
             Err(Error::InvalidDescriptor {
@@ -222,14 +196,19 @@ mod tests {
                 ..
             })
         ));
-        let d = AdaptivePool1dDescriptor::new(1, 3, 0, 2, ElementKind::F32);
+        let d = AdaptivePool1dDescriptor::new(1, 3, [0], [2], ElementKind::F32);
         assert!(matches!(
             validate_adaptive(&d),
             Err(Error::InvalidDescriptor { field: "input", .. })
         ));
         // output larger than input is allowed (windows repeat), as in PyTorch
-        assert!(
-            validate_adaptive(&AdaptivePool1dDescriptor::new(1, 3, 2, 5, ElementKind::F32)).is_ok()
-        );
+        assert!(validate_adaptive(&AdaptivePool1dDescriptor::new(
+            1,
+            3,
+            [2],
+            [5],
+            ElementKind::F32
+        ))
+        .is_ok());
     }
 }

@@ -20,10 +20,9 @@ use baracuda_kernels_types::{
 };
 
 use super::cudnn_core::ConvCore;
-use super::descriptor::{
-    check_tensor, checked_output, full_shape, validate_common, ConvDescriptor,
-};
-use super::{check_dtype, ConvLayout};
+use super::descriptor::{check_tensor, full_shape, validate_common, ConvDescriptor};
+use super::window::{to_i32, to_i32s};
+use super::{check_dtype, ConvLayout, Rank, SpatialRank};
 use crate::{Backward, Plan};
 
 /// Forward operands of a convolution or transposed convolution:
@@ -103,9 +102,12 @@ pub type Conv3dBwArgs<'a, T> = ConvBwArgs<'a, T, 5>;
 /// `InvalidArgument` (strides; `y` missing under ReLU), `ContextMismatch`,
 /// `WorkspaceTooSmall`. Both only enqueue: no allocation, no sync.
 #[derive(Debug)]
-pub struct ConvPlan<T: Element, const N: usize, const R: usize> {
+pub struct ConvPlan<T: Element, const N: usize, const R: usize>
+where
+    Rank<N, R>: SpatialRank,
+{
     desc: ConvDescriptor<N>,
-    output: [i32; N],
+    output: [usize; N],
     core: ConvCore,
     roles: Roles,
     _t: PhantomData<T>,
@@ -138,7 +140,10 @@ pub type Conv3dPlan<T> = ConvPlan<T, 3, 5>;
 #[cfg(test)]
 const OP: &str = CONV_ROLES.op;
 
-impl<T: Element, const N: usize, const R: usize> Plan for ConvPlan<T, N, R> {
+impl<T: Element, const N: usize, const R: usize> Plan for ConvPlan<T, N, R>
+where
+    Rank<N, R>: SpatialRank,
+{
     type Descriptor = ConvDescriptor<N>;
     type Args<'a> = ConvArgs<'a, T, R>;
 
@@ -166,7 +171,7 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvPlan<T, N, R> {
         let (channels, dims) = self.out_geometry();
         let b = match &bias {
             Some(b) => {
-                let shape = [channels as usize];
+                let shape = [channels];
                 check_tensor(op, "bias", b, &shape, ConvLayout::ChannelsFirst, ctx)?
             }
             None => 0,
@@ -205,7 +210,10 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvPlan<T, N, R> {
     }
 }
 
-impl<T: Element, const N: usize, const R: usize> Backward for ConvPlan<T, N, R> {
+impl<T: Element, const N: usize, const R: usize> Backward for ConvPlan<T, N, R>
+where
+    Rank<N, R>: SpatialRank,
+{
     type BwArgs<'a> = ConvBwArgs<'a, T, R>;
 
     fn grads(&self) -> Grads {
@@ -262,7 +270,7 @@ impl<T: Element, const N: usize, const R: usize> Backward for ConvPlan<T, N, R> 
         }
         let db_addr = match &dbias {
             Some(g) => {
-                let shape = [channels as usize];
+                let shape = [channels];
                 check_tensor(
                     op,
                     "dbias",
@@ -360,7 +368,10 @@ impl Pass {
     }
 }
 
-impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
+impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R>
+where
+    Rank<N, R>: SpatialRank,
+{
     /// `select` with the errors, passes and SKU (`sku_name`) of another
     /// plan built on this one.
     pub(crate) fn select_as(
@@ -370,37 +381,23 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         desc: &ConvDescriptor<N>,
         pref: &PlanPreference,
     ) -> Result<Self> {
-        const { assert!(R == N + 2, "tensor rank R must be spatial rank N + 2") };
         let op = roles.op;
-        check_dtype::<T>(op, desc.element)?;
         let d = desc;
-        validate_common(
-            op,
-            d.batch,
-            d.c_in,
-            d.c_out,
-            &d.input,
-            &d.filter,
-            &d.padding,
-            &d.stride,
-            &d.dilation,
-            d.groups,
-        )?;
-        check_activation(op, d.activation)?;
-        let output = checked_output(op, d.output())?;
+        let w = &d.window;
+        let output = validate::<T, N>(op, d)?;
         let problem = CudnnConvProblem {
             dtype: T::KIND,
             channels_last: d.layout == ConvLayout::ChannelsLast,
-            batch: d.batch,
-            c_in: d.c_in,
-            c_out: d.c_out,
-            x_spatial: d.input.to_vec(),
-            w_spatial: d.filter.to_vec(),
-            y_spatial: output.to_vec(),
-            pad: d.padding.to_vec(),
-            stride: d.stride.to_vec(),
-            dilation: d.dilation.to_vec(),
-            groups: d.groups,
+            batch: to_i32(op, "batch", d.batch)?,
+            c_in: to_i32(op, "c_in", d.c_in)?,
+            c_out: to_i32(op, "c_out", d.c_out)?,
+            x_spatial: to_i32s(op, "input", &d.input)?,
+            w_spatial: to_i32s(op, "kernel", &w.kernel)?,
+            y_spatial: to_i32s(op, "output", &output)?,
+            pad: to_i32s(op, "padding", &w.padding)?,
+            stride: to_i32s(op, "stride", &w.stride)?,
+            dilation: to_i32s(op, "dilation", &w.dilation)?,
+            groups: to_i32(op, "groups", d.groups)?,
         };
         let core = ConvCore::select(op, stream, problem, pref, sku_name)?;
         Ok(ConvPlan {
@@ -414,7 +411,7 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
 
     /// Output spatial extents of the plan (of `C` for a convolution, of
     /// `C`'s input for a transposed one).
-    pub fn output_dims(&self) -> [i32; N] {
+    pub fn output_dims(&self) -> [usize; N] {
         self.out_geometry().1
     }
     /// The cuDNN algorithm chosen for `dir` of `C`. Where cuBLASLt runs the
@@ -439,7 +436,7 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
         let d = &self.desc;
         (
             full_shape(d.batch, d.c_in, &d.input),
-            full_shape(d.c_out, d.c_in / d.groups, &d.filter),
+            full_shape(d.c_out, d.c_in / d.groups, &d.window.kernel),
             full_shape(d.batch, d.c_out, &self.output),
         )
     }
@@ -455,7 +452,7 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
     }
 
     /// Channels and spatial extents of the plan's `y`.
-    fn out_geometry(&self) -> (i32, [i32; N]) {
+    fn out_geometry(&self) -> (usize, [usize; N]) {
         let d = &self.desc;
         if self.roles.transposed {
             (d.c_in, d.input)
@@ -499,6 +496,28 @@ impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R> {
     }
 }
 
+/// Every check of a convolution descriptor, in `select`'s order; the
+/// output extents.
+fn validate<T: Element, const N: usize>(
+    op: &'static str,
+    d: &ConvDescriptor<N>,
+) -> Result<[usize; N]> {
+    check_dtype::<T>(op, d.element)?;
+    let w = &d.window;
+    validate_common(op, (d.batch, d.c_in, d.c_out), &d.input, w, d.groups)?;
+    check_activation(op, d.activation)?;
+    if w.is_asymmetric() {
+        return Err(Error::Unsupported {
+            op,
+            what: format!(
+                "padding {:?} before and {:?} after (cuDNN runs symmetric padding here)",
+                w.padding, w.padding_end
+            ),
+        });
+    }
+    w.conv_output(op, &d.input)
+}
+
 /// The activations the bias epilogue applies.
 fn check_activation(op: &'static str, a: Activation) -> Result<()> {
     match a {
@@ -523,17 +542,22 @@ fn launch_bias_act(
     f: &Function,
     y: u64,
     b: u64,
-    (batch, channels, dims): (i32, i32, &[i32]),
+    (batch, channels, dims): (usize, usize, &[usize]),
     layout: ConvLayout,
     relu: bool,
 ) -> Result<()> {
-    let spatial: i64 = dims.iter().map(|&v| v as i64).product();
-    let n = batch as i64 * channels as i64 * spatial;
+    let spatial = dims.iter().product::<usize>() as i64;
+    let n = (batch * channels) as i64 * spatial;
     if n == 0 {
         return Ok(());
     }
     let mut a = LaunchArgs::new();
-    a.push(y)?.push(b)?.push(n)?.push(channels)?.push(spatial)?;
+    // `select` checked every size fits cuDNN's i32 descriptors.
+    a.push(y)?
+        .push(b)?
+        .push(n)?
+        .push(channels as i32)?
+        .push(spatial)?;
     a.push((layout == ConvLayout::ChannelsLast) as i32)?
         .push(relu as i32)?;
     // SAFETY: y holds n elements and b (when not 0) `channels` (checked by
@@ -560,15 +584,16 @@ fn launch_bias_bw(
     f: &Function,
     dy: u64,
     db: u64,
-    (batch, channels, dims): (i32, i32, &[i32]),
+    (batch, channels, dims): (usize, usize, &[usize]),
     layout: ConvLayout,
 ) -> Result<()> {
-    let spatial: i64 = dims.iter().map(|&v| v as i64).product();
+    let spatial = dims.iter().product::<usize>() as i64;
     let mut a = LaunchArgs::new();
+    // `select` checked every size fits cuDNN's i32 descriptors.
     a.push(dy)?
         .push(db)?
-        .push(batch)?
-        .push(channels)?
+        .push(batch as i32)?
+        .push(channels as i32)?
         .push(spatial)?;
     a.push((layout == ConvLayout::ChannelsLast) as i32)?;
     // SAFETY: dy holds batch*channels*spatial elements and db `channels`
@@ -584,27 +609,11 @@ mod tests {
 
     fn bad<T: Element>(d: &ConvDescriptor<2>) -> Error {
         // Validation runs before any CUDA call, so no device is needed.
-        check_dtype::<T>(OP, d.element)
-            .and_then(|_| {
-                validate_common(
-                    OP,
-                    d.batch,
-                    d.c_in,
-                    d.c_out,
-                    &d.input,
-                    &d.filter,
-                    &d.padding,
-                    &d.stride,
-                    &d.dilation,
-                    d.groups,
-                )
-            })
-            .and_then(|_| checked_output(OP, d.output()).map(|_| ()))
-            .unwrap_err()
+        validate::<T, 2>(OP, d).unwrap_err()
     }
 
     fn base() -> Conv2dDescriptor {
-        Conv2dDescriptor::new(2, 4, 8, 8, 6, 3, 3, ElementKind::F32)
+        Conv2dDescriptor::new(2, 4, 6, [8, 8], [3, 3], ElementKind::F32)
     }
 
     #[test]
@@ -617,22 +626,20 @@ mod tests {
         d.batch = 0;
         assert_eq!(field(bad::<f32>(&d)), "batch");
         assert_eq!(field(bad::<f32>(&base().with_groups(3))), "groups");
-        assert_eq!(
-            field(bad::<f32>(
-                &Conv2dDescriptor::new(2, 4, 8, 8, 6, 3, 3, ElementKind::F32).with_groups(4)
-            )),
-            "groups"
-        );
-        assert_eq!(field(bad::<f32>(&base().with_stride(0, 1))), "stride");
-        assert_eq!(field(bad::<f32>(&base().with_dilation(1, -1))), "dilation");
-        assert_eq!(field(bad::<f32>(&base().with_padding(-1, 0))), "padding");
+        assert_eq!(field(bad::<f32>(&base().with_groups(4))), "groups");
+        assert_eq!(field(bad::<f32>(&base().with_stride([0, 1]))), "stride");
+        assert_eq!(field(bad::<f32>(&base().with_dilation([1, 0]))), "dilation");
         let mut d = base();
         d.input = [8, 0];
         assert_eq!(field(bad::<f32>(&d)), "input");
         let mut d = base();
-        d.filter = [9, 3];
+        d.window.kernel = [9, 3];
         assert_eq!(field(bad::<f32>(&d)), "output");
-        assert_eq!(field(bad::<f32>(&base().with_dilation(5, 1))), "output");
+        assert_eq!(field(bad::<f32>(&base().with_dilation([5, 1]))), "output");
+        assert!(matches!(
+            bad::<f32>(&base().with_padding_ends([1, 1], [2, 1])),
+            Error::Unsupported { .. }
+        ));
     }
 
     #[test]
@@ -641,7 +648,7 @@ mod tests {
             bad::<f64>(&base()),
             Error::DtypeMismatch { arg: "element", .. }
         ));
-        let d = Conv2dDescriptor::new(2, 4, 8, 8, 6, 3, 3, ElementKind::I32);
+        let d = Conv2dDescriptor::new(2, 4, 6, [8, 8], [3, 3], ElementKind::I32);
         assert!(matches!(bad::<i32>(&d), Error::Unsupported { .. }));
     }
 

@@ -46,7 +46,7 @@ use baracuda_kernels_types::{
     PrecisionGuarantee, Result, Workspace,
 };
 
-use super::descriptor::{check_i32_elems, full_shape};
+use super::descriptor::{check_i32_elems, full_shape_i32};
 use super::{spec_for, BIAS_SOURCE, LAYOUT_SOURCE};
 use crate::gemm::{narrow_fits, LinearKernel, LinearMatmul, NarrowMatmul, PlainMatmul};
 use crate::scratch::{fastest, operand_sets, random_bytes};
@@ -513,8 +513,8 @@ impl ConvCore {
                 [p.batch as usize, prod(&p.y_spatial), p.c_out as usize],
             ]
         });
-        let x_shape = full_shape(p.batch, p.c_in, &p.x_spatial);
-        let y_shape = full_shape(p.batch, p.c_out, &p.y_spatial);
+        let x_shape = full_shape_i32(p.batch, p.c_in, &p.x_spatial);
+        let y_shape = full_shape_i32(p.batch, p.c_out, &p.y_spatial);
         check_i32_elems(op, "x", &x_shape)?;
         check_i32_elems(op, "y", &y_shape)?;
         let ctx = stream.context();

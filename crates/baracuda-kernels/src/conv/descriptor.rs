@@ -1,45 +1,46 @@
-//! Convolution descriptors (rank-generic, with the seed API's `Conv1d` /
-//! `Conv2d` / `Conv3d` constructors and setters), their validation and
-//! output-size math, and the tensor checks every plan of the family runs.
-//!
-//! Output size, per spatial axis (PyTorch):
-//! - conv:      `out = (in + 2*pad - dilation*(k-1) - 1) / stride + 1`
-//! - transpose: `out = (in-1)*stride - 2*pad + dilation*(k-1) + output_padding + 1`
+//! Convolution descriptors, their validation and output-size math, and the
+//! tensor checks every plan of the family runs. Output size, per spatial
+//! axis, is [`Window`](super::Window)'s formula; a transposed conv's is
+//! `(in-1)*stride - padding - padding_end + dilation*(k-1) + output_padding + 1`.
 
 use baracuda_kernels_types::{Activation, Element, Error, Result, Shape, TensorRef};
+
+use super::window::Window;
 
 use super::ConvLayout;
 use baracuda_kernels_types::ElementKind;
 
 /// A convolution of spatial rank `N` (1, 2 or 3), PyTorch `nn.ConvNd`
-/// semantics: cross-correlation, zero padding on both sides, dilation,
-/// groups.
+/// semantics: cross-correlation, zero padding, dilation, groups.
 ///
-/// `x`: `[batch, c_in, input...]`; `w`: `[c_out, c_in / groups, filter...]`;
-/// `y`: `[batch, c_out, output...]`. Build with `new` and the `with_*`
-/// setters (defaults: padding 0, stride 1, dilation 1, groups 1,
-/// channels-first).
+/// `x`: `[batch, c_in, input...]`; `w`: `[c_out, c_in / groups, kernel...]`;
+/// `y`: `[batch, c_out, output...]`. Build with [`ConvDescriptor::new`] and
+/// the `with_*` setters (defaults: stride 1, padding 0, dilation 1, groups
+/// 1, channels-first, no activation), or as a struct literal.
+///
+/// ```
+/// # use baracuda_kernels::*;
+/// // PyTorch: nn.Conv2d(64, 128, 3, stride=2, padding=1) on [8, 64, 56, 56]
+/// let d = Conv2dDescriptor::new(8, 64, 128, [56, 56], [3, 3], ElementKind::Bf16)
+///     .with_stride([2, 2])
+///     .with_padding([1, 1])
+///     .with_layout(ConvLayout::ChannelsLast);
+/// assert_eq!(d.output().unwrap(), [28, 28]);
+/// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub struct ConvDescriptor<const N: usize> {
     /// Batch `N`.
-    pub batch: i32,
+    pub batch: usize,
     /// Input channels.
-    pub c_in: i32,
+    pub c_in: usize,
     /// Output channels.
-    pub c_out: i32,
+    pub c_out: usize,
     /// Input spatial extents (`[l]`, `[h, w]`, `[d, h, w]`).
-    pub input: [i32; N],
-    /// Filter spatial extents.
-    pub filter: [i32; N],
-    /// Zero padding on each side, per axis.
-    pub padding: [i32; N],
-    /// Stride per axis.
-    pub stride: [i32; N],
-    /// Dilation per axis.
-    pub dilation: [i32; N],
+    pub input: [usize; N],
+    /// Filter extents, stride, padding (per side) and dilation.
+    pub window: Window<N>,
     /// Group count; must divide `c_in` and `c_out`.
-    pub groups: i32,
+    pub groups: usize,
     /// Element type of x, w, y.
     pub element: ElementKind,
     /// Memory order of x, w, y.
@@ -50,35 +51,30 @@ pub struct ConvDescriptor<const N: usize> {
 }
 
 /// A transposed convolution of spatial rank `N`, PyTorch
-/// `nn.ConvTransposeNd` semantics (the gradient of conv with respect to
-/// its input).
+/// `nn.ConvTransposeNd` semantics (the gradient of a convolution with
+/// respect to its input).
 ///
 /// `x`: `[batch, c_in, input...]`; `w`: `[c_in, c_out / groups,
-/// filter...]`; `y`: `[batch, c_out, output...]`. Defaults: padding 0,
-/// stride 1, dilation 1, output_padding 0, groups 1, channels-first.
+/// kernel...]`; `y`: `[batch, c_out, output...]`. Defaults as
+/// [`ConvDescriptor`], output_padding 0.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub struct ConvTransposeDescriptor<const N: usize> {
     /// Batch `N`.
-    pub batch: i32,
+    pub batch: usize,
     /// Input channels.
-    pub c_in: i32,
+    pub c_in: usize,
     /// Output channels.
-    pub c_out: i32,
+    pub c_out: usize,
     /// Input spatial extents.
-    pub input: [i32; N],
-    /// Filter spatial extents.
-    pub filter: [i32; N],
-    /// Padding removed from each side of the output, per axis.
-    pub padding: [i32; N],
-    /// Stride per axis.
-    pub stride: [i32; N],
-    /// Dilation per axis.
-    pub dilation: [i32; N],
-    /// Extra output extent on the high side, per axis (< stride).
-    pub output_padding: [i32; N],
+    pub input: [usize; N],
+    /// Filter extents, stride, dilation, and the padding removed from each
+    /// side of the output.
+    pub window: Window<N>,
+    /// Extra output extent on the high side, per axis (smaller than the
+    /// stride or the dilation).
+    pub output_padding: [usize; N],
     /// Group count; must divide `c_in` and `c_out`.
-    pub groups: i32,
+    pub groups: usize,
     /// Element type.
     pub element: ElementKind,
     /// Memory order.
@@ -101,136 +97,117 @@ pub type ConvTranspose2dDescriptor = ConvTransposeDescriptor<2>;
 /// 3-D transposed convolution descriptor.
 pub type ConvTranspose3dDescriptor = ConvTransposeDescriptor<3>;
 
-macro_rules! conv_ctors {
-    ($n:literal, [$($i:ident),+], [$($k:ident),+], [$($p:ident),+], [$($s:ident),+], [$($d:ident),+], [$($o:ident),+]) => {
-        impl ConvDescriptor<$n> {
-            /// A descriptor with PyTorch's defaults (padding 0, stride 1,
-            /// dilation 1, groups 1) and channels-first layout.
-            #[allow(clippy::too_many_arguments)] // the seed API's positional constructor
-            pub fn new(batch: i32, c_in: i32, $($i: i32,)+ c_out: i32, $($k: i32,)+ element: ElementKind) -> Self {
-                ConvDescriptor {
-                    batch, c_in, c_out, input: [$($i),+], filter: [$($k),+],
-                    padding: [0; $n], stride: [1; $n], dilation: [1; $n], groups: 1,
-                    element, layout: ConvLayout::ChannelsFirst, activation: Activation::Identity,
-                }
+/// The setters the two convolution descriptors add to the window's.
+macro_rules! conv_setters {
+    ($ty:ident) => {
+        super::window::window_setters!($ty);
+        impl<const N: usize> $ty<N> {
+            /// Group count. Default 1.
+            pub fn with_groups(mut self, groups: usize) -> Self {
+                self.groups = groups;
+                self
             }
-            /// Zero padding on each side, per axis. Default 0.
-            pub fn with_padding(mut self, $($p: i32),+) -> Self { self.padding = [$($p),+]; self }
-            /// Stride per axis. Default 1.
-            pub fn with_stride(mut self, $($s: i32),+) -> Self { self.stride = [$($s),+]; self }
-            /// Dilation per axis. Default 1.
-            pub fn with_dilation(mut self, $($d: i32),+) -> Self { self.dilation = [$($d),+]; self }
-        }
-        impl ConvTransposeDescriptor<$n> {
-            /// A descriptor with PyTorch's defaults (padding 0, stride 1,
-            /// dilation 1, output_padding 0, groups 1), channels-first.
-            #[allow(clippy::too_many_arguments)] // the seed API's positional constructor
-            pub fn new(batch: i32, c_in: i32, $($i: i32,)+ c_out: i32, $($k: i32,)+ element: ElementKind) -> Self {
-                ConvTransposeDescriptor {
-                    batch, c_in, c_out, input: [$($i),+], filter: [$($k),+],
-                    padding: [0; $n], stride: [1; $n], dilation: [1; $n], output_padding: [0; $n],
-                    groups: 1, element, layout: ConvLayout::ChannelsFirst,
-                    activation: Activation::Identity,
-                }
+            /// Activation after the bias. Default identity.
+            pub fn with_activation(mut self, activation: Activation) -> Self {
+                self.activation = activation;
+                self
             }
-            /// Padding per axis. Default 0.
-            pub fn with_padding(mut self, $($p: i32),+) -> Self { self.padding = [$($p),+]; self }
-            /// Stride per axis. Default 1.
-            pub fn with_stride(mut self, $($s: i32),+) -> Self { self.stride = [$($s),+]; self }
-            /// Dilation per axis. Default 1.
-            pub fn with_dilation(mut self, $($d: i32),+) -> Self { self.dilation = [$($d),+]; self }
-            /// Output padding per axis. Default 0.
-            pub fn with_output_padding(mut self, $($o: i32),+) -> Self { self.output_padding = [$($o),+]; self }
         }
     };
 }
-
-conv_ctors!(
-    1,
-    [l_in],
-    [l_filt],
-    [pad_l],
-    [stride_l],
-    [dilation_l],
-    [output_pad_l]
-);
-conv_ctors!(
-    2,
-    [h_in, w_in],
-    [h_filt, w_filt],
-    [pad_h, pad_w],
-    [stride_h, stride_w],
-    [dilation_h, dilation_w],
-    [output_pad_h, output_pad_w]
-);
-conv_ctors!(
-    3,
-    [d_in, h_in, w_in],
-    [d_filt, h_filt, w_filt],
-    [pad_d, pad_h, pad_w],
-    [stride_d, stride_h, stride_w],
-    [dilation_d, dilation_h, dilation_w],
-    [output_pad_d, output_pad_h, output_pad_w]
-);
+conv_setters!(ConvDescriptor);
+conv_setters!(ConvTransposeDescriptor);
 
 impl<const N: usize> ConvDescriptor<N> {
-    /// Group count. Default 1.
-    pub fn with_groups(mut self, groups: i32) -> Self {
-        self.groups = groups;
-        self
-    }
-    /// Memory order. Default channels-first.
-    pub fn with_layout(mut self, layout: ConvLayout) -> Self {
-        self.layout = layout;
-        self
-    }
-    /// Activation after the bias. Default identity.
-    pub fn with_activation(mut self, activation: Activation) -> Self {
-        self.activation = activation;
-        self
-    }
-    /// Output spatial extents (may be <= 0 for an invalid descriptor).
-    pub fn output(&self) -> [i64; N] {
-        let mut o = [0i64; N];
-        for (a, out) in o.iter_mut().enumerate() {
-            let eff = self.dilation[a] as i64 * (self.filter[a] as i64 - 1) + 1;
-            let num = self.input[a] as i64 + 2 * self.padding[a] as i64 - eff;
-            *out = if num < 0 || self.stride[a] <= 0 {
-                0
-            } else {
-                num / self.stride[a] as i64 + 1
-            };
+    /// A convolution of `kernel` over `input`, with PyTorch's defaults.
+    pub fn new(
+        batch: usize,
+        c_in: usize,
+        c_out: usize,
+        input: [usize; N],
+        kernel: [usize; N],
+        element: ElementKind,
+    ) -> Self {
+        ConvDescriptor {
+            batch,
+            c_in,
+            c_out,
+            input,
+            window: Window::new(kernel),
+            groups: 1,
+            element,
+            layout: ConvLayout::ChannelsFirst,
+            activation: Activation::Identity,
         }
-        o
+    }
+    /// PyTorch's `padding='same'` (stride 1): half of `dilation * (kernel
+    /// - 1)` before, the rest after.
+    pub fn with_same_padding(mut self) -> Self {
+        self.window = self.window.with_same_padding();
+        self
+    }
+    /// Output spatial extents.
+    ///
+    /// # Errors
+    /// `InvalidDescriptor` (field `output`) when a window does not fit the
+    /// padded input.
+    pub fn output(&self) -> Result<[usize; N]> {
+        self.window.conv_output("conv", &self.input)
     }
 }
 
 impl<const N: usize> ConvTransposeDescriptor<N> {
-    /// Group count. Default 1.
-    pub fn with_groups(mut self, groups: i32) -> Self {
-        self.groups = groups;
-        self
-    }
-    /// Memory order. Default channels-first.
-    pub fn with_layout(mut self, layout: ConvLayout) -> Self {
-        self.layout = layout;
-        self
-    }
-    /// Activation after the bias. Default identity.
-    pub fn with_activation(mut self, activation: Activation) -> Self {
-        self.activation = activation;
-        self
-    }
-    /// Output spatial extents (may be <= 0 for an invalid descriptor).
-    pub fn output(&self) -> [i64; N] {
-        let mut o = [0i64; N];
-        for (a, out) in o.iter_mut().enumerate() {
-            *out = (self.input[a] as i64 - 1) * self.stride[a] as i64 - 2 * self.padding[a] as i64
-                + self.dilation[a] as i64 * (self.filter[a] as i64 - 1)
-                + self.output_padding[a] as i64
-                + 1;
+    /// A transposed convolution of `kernel` over `input`, with PyTorch's
+    /// defaults.
+    pub fn new(
+        batch: usize,
+        c_in: usize,
+        c_out: usize,
+        input: [usize; N],
+        kernel: [usize; N],
+        element: ElementKind,
+    ) -> Self {
+        ConvTransposeDescriptor {
+            batch,
+            c_in,
+            c_out,
+            input,
+            window: Window::new(kernel),
+            output_padding: [0; N],
+            groups: 1,
+            element,
+            layout: ConvLayout::ChannelsFirst,
+            activation: Activation::Identity,
         }
-        o
+    }
+    /// Output padding per axis. Default 0.
+    pub fn with_output_padding(mut self, output_padding: [usize; N]) -> Self {
+        self.output_padding = output_padding;
+        self
+    }
+    /// Output spatial extents: `(in - 1) * stride - padding - padding_end +
+    /// span + output_padding`.
+    ///
+    /// # Errors
+    /// `InvalidDescriptor` (field `output`) when an extent would be < 1.
+    pub fn output(&self) -> Result<[usize; N]> {
+        let w = &self.window;
+        let mut o = [0usize; N];
+        for (a, out) in o.iter_mut().enumerate() {
+            let grown =
+                (self.input[a].max(1) - 1) * w.stride[a] + w.span(a) + self.output_padding[a];
+            let cut = w.padding[a] + w.padding_end[a];
+            if grown <= cut {
+                return Err(invalid(
+                    "conv_transpose",
+                    "output",
+                    self.input,
+                    format!("axis {a}: the padding {cut} removes the whole output {grown}"),
+                ));
+            }
+            *out = grown - cut;
+        }
+        Ok(o)
     }
 }
 
@@ -248,85 +225,38 @@ pub(crate) fn invalid(
     }
 }
 
-/// Checks shared by conv and transposed conv.
-#[allow(clippy::too_many_arguments)] // one per descriptor field
+/// Checks shared by conv and transposed conv: positive sizes, a valid
+/// window, groups dividing both channel counts.
 pub(crate) fn validate_common<const N: usize>(
     op: &'static str,
-    batch: i32,
-    c_in: i32,
-    c_out: i32,
-    input: &[i32; N],
-    filter: &[i32; N],
-    padding: &[i32; N],
-    stride: &[i32; N],
-    dilation: &[i32; N],
-    groups: i32,
+    (batch, c_in, c_out): (usize, usize, usize),
+    input: &[usize; N],
+    window: &Window<N>,
+    groups: usize,
 ) -> Result<()> {
-    if !(1..=3).contains(&N) {
-        return Err(Error::Unsupported {
-            op,
-            what: format!("spatial rank {N} (takes 1, 2, 3)"),
-        });
-    }
+    window.validate(op)?;
     for (field, v) in [("batch", batch), ("c_in", c_in), ("c_out", c_out)] {
-        if v <= 0 {
+        if v == 0 {
             return Err(invalid(op, field, v, "must be > 0"));
         }
     }
-    for (field, arr, min) in [
-        ("input", input, 1),
-        ("filter", filter, 1),
-        ("padding", padding, 0),
-        ("stride", stride, 1),
-        ("dilation", dilation, 1),
-    ] {
-        if arr.iter().any(|&v| v < min) {
-            return Err(invalid(
-                op,
-                field,
-                arr,
-                format!("every extent must be >= {min}"),
-            ));
-        }
+    if input.contains(&0) {
+        return Err(invalid(op, "input", input, "every extent must be >= 1"));
     }
-    if groups <= 0 {
+    if groups == 0 {
         return Err(invalid(op, "groups", groups, "must be > 0"));
     }
-    if c_in % groups != 0 {
-        return Err(invalid(
-            op,
-            "groups",
-            groups,
-            format!("does not divide c_in = {c_in}"),
-        ));
-    }
-    if c_out % groups != 0 {
-        return Err(invalid(
-            op,
-            "groups",
-            groups,
-            format!("does not divide c_out = {c_out}"),
-        ));
-    }
-    Ok(())
-}
-
-/// Output extents as i32, or `InvalidDescriptor` naming the output when an
-/// extent is <= 0 or beyond `i32`.
-pub(crate) fn checked_output<const N: usize>(op: &'static str, out: [i64; N]) -> Result<[i32; N]> {
-    let mut o = [0i32; N];
-    for a in 0..N {
-        if out[a] <= 0 || out[a] > i32::MAX as i64 {
+    for (name, c) in [("c_in", c_in), ("c_out", c_out)] {
+        if c % groups != 0 {
             return Err(invalid(
                 op,
-                "output",
-                out,
-                "every output extent must be in 1..=i32::MAX",
+                "groups",
+                groups,
+                format!("does not divide {name} = {c}"),
             ));
         }
-        o[a] = out[a] as i32;
     }
-    Ok(o)
+    Ok(())
 }
 
 /// Dense element strides of a logical `[n, c, spatial...]` shape.
@@ -392,16 +322,18 @@ pub(crate) fn check_tensor<T: Element, const R: usize>(
     Ok(data.addr())
 }
 
-/// i32 extents as usize (callers validated them positive).
-pub(crate) fn dims(v: &[i32]) -> Vec<usize> {
-    v.iter().map(|&x| x.max(0) as usize).collect()
+/// `[n, c, spatial...]`.
+pub(crate) fn full_shape(n: usize, c: usize, spatial: &[usize]) -> Vec<usize> {
+    let mut v = vec![n, c];
+    v.extend_from_slice(spatial);
+    v
 }
 
-/// `[n, c, spatial...]` as usize.
-pub(crate) fn full_shape(n: i32, c: i32, spatial: &[i32]) -> Vec<usize> {
-    let mut v = vec![n.max(0) as usize, c.max(0) as usize];
-    v.extend(dims(spatial));
-    v
+/// [`full_shape`] of the positive `i32` sizes cuDNN's problems hold.
+pub(crate) fn full_shape_i32(n: i32, c: i32, spatial: &[i32]) -> Vec<usize> {
+    let u = |v: i32| v.max(0) as usize;
+    let sp: Vec<usize> = spatial.iter().map(|&v| u(v)).collect();
+    full_shape(u(n), u(c), &sp)
 }
 
 /// `Unsupported` when a tensor of `shape` has more elements than cuDNN's
@@ -426,17 +358,19 @@ mod tests {
 
     #[test]
     fn conv_output_formula() {
-        let d = Conv2dDescriptor::new(1, 3, 224, 224, 64, 7, 7, ElementKind::F32)
-            .with_padding(3, 3)
-            .with_stride(2, 2);
-        assert_eq!(d.output(), [112, 112]);
-        let d = Conv1dDescriptor::new(1, 1, 10, 1, 3, ElementKind::F32).with_dilation(2);
-        assert_eq!(d.output(), [6]);
-        let t = ConvTranspose2dDescriptor::new(1, 4, 5, 5, 2, 3, 3, ElementKind::F32)
-            .with_stride(2, 2)
-            .with_padding(1, 1)
-            .with_output_padding(1, 0);
-        assert_eq!(t.output(), [10, 9]);
+        let d = Conv2dDescriptor::new(1, 3, 64, [224, 224], [7, 7], ElementKind::F32)
+            .with_padding([3, 3])
+            .with_stride([2, 2]);
+        assert_eq!(d.output().unwrap(), [112, 112]);
+        let d = Conv1dDescriptor::new(1, 1, 1, [10], [3], ElementKind::F32).with_dilation([2]);
+        assert_eq!(d.output().unwrap(), [6]);
+        let t = ConvTranspose2dDescriptor::new(1, 4, 2, [5, 5], [3, 3], ElementKind::F32)
+            .with_stride([2, 2])
+            .with_padding([1, 1])
+            .with_output_padding([1, 0]);
+        assert_eq!(t.output().unwrap(), [10, 9]);
+        let same = Conv1dDescriptor::new(1, 1, 1, [9], [4], ElementKind::F32).with_same_padding();
+        assert_eq!(same.output().unwrap(), [9]);
     }
 
     #[test]

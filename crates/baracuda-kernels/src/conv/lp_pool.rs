@@ -13,26 +13,25 @@ use baracuda_kernels_types::{Element, ElementKind, KernelSku, PlanPreference, Re
 
 use super::descriptor::invalid;
 use super::pool::{validate_window, KernelMode, PoolArgs, PoolCore, PoolProblem};
-use super::{check_dtype, ConvLayout};
+use super::window::{window_setters, Window};
+use super::{check_dtype, ConvLayout, Rank, SpatialRank};
 use crate::Plan;
 
-/// An Lp pooling of spatial rank `N`. Defaults: stride = window,
-/// ceil_mode false, channels-first.
+/// An Lp pooling of spatial rank `N`. Defaults: stride = kernel, no
+/// padding or dilation (PyTorch's `LPPool` has neither), ceil_mode false,
+/// channels-first.
 #[derive(Copy, Clone, Debug, PartialEq)]
-#[non_exhaustive]
 pub struct LpPoolDescriptor<const N: usize> {
     /// Batch.
-    pub batch: i32,
+    pub batch: usize,
     /// Channels.
-    pub channels: i32,
+    pub channels: usize,
     /// Input spatial extents.
-    pub input: [i32; N],
-    /// Window.
-    pub window: [i32; N],
+    pub input: [usize; N],
+    /// Kernel and stride (padding 0, dilation 1).
+    pub window: Window<N>,
     /// Norm exponent `p` (> 0, finite).
     pub p: f64,
-    /// Stride.
-    pub stride: [i32; N],
     /// Round the output size up.
     pub ceil_mode: bool,
     /// Element type.
@@ -48,40 +47,33 @@ pub type LpPool2dDescriptor = LpPoolDescriptor<2>;
 /// 3-D Lp pooling descriptor.
 pub type LpPool3dDescriptor = LpPoolDescriptor<3>;
 
-macro_rules! lp_ctor {
-    ($n:literal, [$($i:ident),+], [$($k:ident),+], [$($s:ident),+]) => {
-        impl LpPoolDescriptor<$n> {
-            /// A descriptor with PyTorch's defaults (stride = window).
-            #[allow(clippy::too_many_arguments)] // the seed API's positional constructor
-            pub fn new(batch: i32, channels: i32, $($i: i32,)+ $($k: i32,)+ p: f64, element: ElementKind) -> Self {
-                LpPoolDescriptor {
-                    batch, channels, input: [$($i),+], window: [$($k),+], p, stride: [$($k),+],
-                    ceil_mode: false, element, layout: ConvLayout::ChannelsFirst,
-                }
-            }
-            /// Stride per axis. Default: the window.
-            pub fn with_stride(mut self, $($s: i32),+) -> Self { self.stride = [$($s),+]; self }
-        }
-    };
-}
-lp_ctor!(1, [l_in], [window], [stride_l]);
-lp_ctor!(2, [h_in, w_in], [window_h, window_w], [stride_h, stride_w]);
-lp_ctor!(
-    3,
-    [d_in, h_in, w_in],
-    [window_d, window_h, window_w],
-    [stride_d, stride_h, stride_w]
-);
+window_setters!(LpPoolDescriptor);
 
 impl<const N: usize> LpPoolDescriptor<N> {
+    /// A power-average pooling of `kernel` over `input` with exponent `p`
+    /// (stride = kernel).
+    pub fn new(
+        batch: usize,
+        channels: usize,
+        input: [usize; N],
+        kernel: [usize; N],
+        p: f64,
+        element: ElementKind,
+    ) -> Self {
+        LpPoolDescriptor {
+            batch,
+            channels,
+            input,
+            window: Window::new(kernel).with_stride(kernel),
+            p,
+            ceil_mode: false,
+            element,
+            layout: ConvLayout::ChannelsFirst,
+        }
+    }
     /// Ceil instead of floor in the output size. Default false.
     pub fn with_ceil_mode(mut self, ceil_mode: bool) -> Self {
         self.ceil_mode = ceil_mode;
-        self
-    }
-    /// Memory order. Default channels-first.
-    pub fn with_layout(mut self, layout: ConvLayout) -> Self {
-        self.layout = layout;
         self
     }
 }
@@ -98,7 +90,10 @@ impl<const N: usize> LpPoolDescriptor<N> {
 /// `InvalidDescriptor` for `p` not finite and > 0 and the windowed-pool
 /// checks; `run_bw` needs `x` and `y` (`InvalidArgument` otherwise).
 #[derive(Debug)]
-pub struct LpPoolPlan<T: Element, const N: usize, const R: usize> {
+pub struct LpPoolPlan<T: Element, const N: usize, const R: usize>
+where
+    Rank<N, R>: SpatialRank,
+{
     core: PoolCore,
     _t: PhantomData<T>,
 }
@@ -112,28 +107,36 @@ pub type LpPool3dPlan<T> = LpPoolPlan<T, 3, 5>;
 
 const OP: &str = "lp_pool";
 
-pub(crate) fn validate_lp<const N: usize>(d: &LpPoolDescriptor<N>) -> Result<[i32; N]> {
+pub(crate) fn validate_lp<const N: usize>(d: &LpPoolDescriptor<N>) -> Result<[usize; N]> {
     if !(d.p.is_finite() && d.p > 0.0) {
         return Err(invalid(OP, "p", d.p, "must be finite and > 0"));
     }
-    validate_window(
-        OP,
-        d.batch,
-        d.channels,
-        &d.input,
-        &d.window,
-        &[0; N],
-        &d.stride,
-        d.ceil_mode,
-    )
+    let w = &d.window;
+    for (field, arr, want) in [
+        ("padding", &w.padding, 0),
+        ("padding_end", &w.padding_end, 0),
+        ("dilation", &w.dilation, 1),
+    ] {
+        if arr.iter().any(|&v| v != want) {
+            return Err(invalid(
+                OP,
+                field,
+                arr,
+                format!("Lp pooling takes {want} only"),
+            ));
+        }
+    }
+    validate_window(OP, (d.batch, d.channels), &d.input, w, d.ceil_mode)
 }
 
-impl<T: Element, const N: usize, const R: usize> Plan for LpPoolPlan<T, N, R> {
+impl<T: Element, const N: usize, const R: usize> Plan for LpPoolPlan<T, N, R>
+where
+    Rank<N, R>: SpatialRank,
+{
     type Descriptor = LpPoolDescriptor<N>;
     type Args<'a> = PoolArgs<'a, T, R>;
 
     fn select(stream: &Stream, d: &LpPoolDescriptor<N>, pref: &PlanPreference) -> Result<Self> {
-        const { assert!(R == N + 2, "tensor rank R must be spatial rank N + 2") };
         check_dtype::<T>(OP, d.element)?;
         let output = validate_lp(d)?;
         let core = PoolCore::new(
@@ -147,11 +150,9 @@ impl<T: Element, const N: usize, const R: usize> Plan for LpPoolPlan<T, N, R> {
                 layout: d.layout,
                 batch: d.batch,
                 channels: d.channels,
-                input: &d.input,
-                output: &output,
-                window: &d.window,
-                stride: &d.stride,
-                padding: &[0; N],
+                input: d.input,
+                output,
+                window: d.window,
                 count_include_pad: true,
                 divisor_override: 0,
                 norm_p: d.p as f32,
@@ -190,27 +191,24 @@ mod tests {
 
     #[test]
     fn descriptor_errors() {
-        let d = LpPool2dDescriptor::new(1, 2, 6, 6, 2, 2, 0.0, ElementKind::F32);
+        let field = |d: LpPool1dDescriptor| match validate_lp(&d) {
+            Err(Error::InvalidDescriptor { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        let d = LpPool2dDescriptor::new(1, 2, [6, 6], [2, 2], 0.0, ElementKind::F32);
         assert!(matches!(
             validate_lp(&d),
             Err(Error::InvalidDescriptor { field: "p", .. })
         ));
-        let d = LpPool1dDescriptor::new(1, 2, 6, 2, f64::NAN, ElementKind::F32);
-        assert!(matches!(
-            validate_lp(&d),
-            Err(Error::InvalidDescriptor { field: "p", .. })
-        ));
-        let d = LpPool1dDescriptor::new(1, 2, 6, 7, 2.0, ElementKind::F32);
-        assert!(matches!(
-            validate_lp(&d),
-            Err(Error::InvalidDescriptor {
-                field: "output",
-                ..
-            })
-        ));
+        let d = |k, p| LpPool1dDescriptor::new(1, 2, [6], [k], p, ElementKind::F32);
+        assert_eq!(field(d(2, f64::NAN)), "p");
+        assert_eq!(field(d(7, 2.0)), "output");
+        assert_eq!(field(d(2, 2.0).with_padding([1])), "padding");
+        assert_eq!(field(d(2, 2.0).with_dilation([2])), "dilation");
         assert_eq!(
             validate_lp(
-                &LpPool1dDescriptor::new(1, 2, 7, 2, 2.0, ElementKind::F32).with_ceil_mode(true)
+                &LpPool1dDescriptor::new(1, 2, [7], [2], 2.0, ElementKind::F32)
+                    .with_ceil_mode(true)
             )
             .unwrap(),
             [4]

@@ -2,19 +2,28 @@
 //! style) or channels-last (NHWC style), f32 / f64 / f16 / bf16.
 //!
 //! - [`ConvPlan`] (aliases [`Conv1dPlan`], [`Conv2dPlan`], [`Conv3dPlan`]):
-//!   PyTorch `nn.ConvNd` (cross-correlation) through cuDNN, with forward,
-//!   backward-data, backward-filter, bias(+ReLU) epilogue and bias gradient.
+//!   PyTorch `nn.ConvNd` (cross-correlation) through cuDNN: forward with an
+//!   optional bias and ReLU, backward to the input, filter and bias.
 //! - [`ConvTransposePlan`] (aliases `ConvTranspose{1,2,3}dPlan`): PyTorch
 //!   `nn.ConvTransposeNd` with `output_padding`; its forward is the
 //!   convolution's backward-data pass.
-//! - [`PoolPlan`] (`MaxPool*`, `AvgPool*`), [`AdaptivePoolPlan`]
+//! - [`PoolPlan`] (`MaxPool{1,2,3}dPlan` and `AvgPool{1,2,3}dPlan`, the
+//!   reduction by type: [`PoolMax`], [`PoolAvg`]), [`AdaptivePoolPlan`]
 //!   (`AdaptiveAvgPool*`, `AdaptiveMaxPool*`) and [`LpPoolPlan`]: one
-//!   generic N-d NVRTC kernel pair (`kernels/conv/pool.cu`).
+//!   generic N-d NVRTC kernel pair (`kernels/conv/pool.cu`), with dilation
+//!   and per-side padding.
+//!
+//! Every plan runs its backward through [`crate::Backward`].
 //!
 //! Tensors are always described in logical `[N, C, spatial...]` order; the
 //! descriptor's [`ConvLayout`] says which dense strides they must have. A
-//! contiguous channels-last buffer is `TensorRef::contiguous(buf, [n, h, w,
-//! c])?.permute([0, 3, 1, 2])?`.
+//! channels-last buffer is `TensorRef::channels_last(buf, [n, c, h, w])?`
+//! (`TensorRef::contiguous` for channels-first).
+//!
+//! Sizes are `usize` everywhere; the sliding window of a convolution or
+//! pooling is one [`Window`] (kernel, stride, padding on each side,
+//! dilation). Plans are generic over the spatial rank `N` and the tensor
+//! rank `R = N + 2`, and only the valid pairs type-check ([`Rank`]).
 
 mod adaptive_pool;
 #[allow(clippy::module_inception)] // the file is named after the op, as STYLE.md asks
@@ -24,6 +33,7 @@ mod descriptor;
 mod lp_pool;
 mod pool;
 mod transpose;
+mod window;
 
 use baracuda_driver::{KernelSource, ModuleSpec};
 use baracuda_kernels_types::{Element, ElementKind, Error, Result};
@@ -34,6 +44,29 @@ pub use descriptor::*;
 pub use lp_pool::*;
 pub use pool::*;
 pub use transpose::*;
+pub use window::Window;
+
+/// A spatial rank `N` with its tensor rank `R = N + 2`, as the family's
+/// plans take them (`ConvPlan<T, N, R>`). Only `Rank<1, 3>`, `Rank<2, 4>`
+/// and `Rank<3, 5>` implement [`SpatialRank`], so a plan named with any
+/// other pair (`ConvPlan<f32, 2, 5>`) is rejected when the program is type
+/// checked. The `Conv2dPlan<T>`-style aliases name the valid pairs.
+#[derive(Copy, Clone, Debug)]
+pub struct Rank<const N: usize, const R: usize>;
+
+/// Implemented by the [`Rank`]s the family takes; sealed.
+pub trait SpatialRank: sealed::Sealed {}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Rank<1, 3> {}
+    impl Sealed for super::Rank<2, 4> {}
+    impl Sealed for super::Rank<3, 5> {}
+}
+
+impl SpatialRank for Rank<1, 3> {}
+impl SpatialRank for Rank<2, 4> {}
+impl SpatialRank for Rank<3, 5> {}
 
 /// Memory order of activations and filters.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
@@ -44,15 +77,6 @@ pub enum ConvLayout {
     /// `[N, D, H, W, C]` dense (PyTorch's `channels_last`): what tensor
     /// cores want for f16 / bf16.
     ChannelsLast,
-}
-
-/// The reduction a pooling window applies.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum PoolMode {
-    /// Maximum (NaN propagates); optionally writes argmax indices.
-    Max,
-    /// Mean; see `count_include_pad` and `divisor_override`.
-    Avg,
 }
 
 const CONV_HEADERS: &[(&str, &str)] = &[(

@@ -28,36 +28,41 @@ use baracuda_kernels_types::{
 };
 
 use super::descriptor::{check_tensor, full_shape, invalid};
-use super::{check_dtype, spec_for, ConvLayout, PoolMode, POOL_SOURCE};
+use super::window::{to_i32, to_i32s, window_setters, Window};
+use super::{check_dtype, spec_for, ConvLayout, Rank, SpatialRank, POOL_SOURCE};
 use crate::Plan;
 
-/// A max or average pooling of spatial rank `N`.
+/// A max or average pooling of spatial rank `N`; the plan's type says
+/// which ([`MaxPool2dPlan`], [`AvgPool2dPlan`], ...).
 ///
-/// Defaults: padding 0, stride = window (PyTorch), ceil_mode false,
-/// count_include_pad true, no divisor override, channels-first.
+/// Defaults: stride = kernel (PyTorch), padding 0, dilation 1, ceil_mode
+/// false, count_include_pad true, no divisor override, channels-first.
+///
+/// ```
+/// # use baracuda_kernels::*;
+/// // PyTorch: nn.MaxPool2d(3, stride=2, padding=1) on [64, 64, 112, 112]
+/// let d = Pool2dDescriptor::new(64, 64, [112, 112], [3, 3], ElementKind::Bf16)
+///     .with_stride([2, 2])
+///     .with_padding([1, 1]);
+/// assert_eq!(d.output().unwrap(), [56, 56]);
+/// ```
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub struct PoolDescriptor<const N: usize> {
     /// Batch.
-    pub batch: i32,
+    pub batch: usize,
     /// Channels.
-    pub channels: i32,
+    pub channels: usize,
     /// Input spatial extents.
-    pub input: [i32; N],
-    /// Window extents.
-    pub window: [i32; N],
-    /// Implicit padding on both sides (at most half the window).
-    pub padding: [i32; N],
-    /// Stride.
-    pub stride: [i32; N],
-    /// Max or average.
-    pub mode: PoolMode,
+    pub input: [usize; N],
+    /// Kernel, stride, padding (each side at most half the window span)
+    /// and dilation.
+    pub window: Window<N>,
     /// Round the output size up instead of down.
     pub ceil_mode: bool,
     /// Avg: count padded positions in the divisor.
     pub count_include_pad: bool,
     /// Avg: divide by this instead.
-    pub divisor_override: Option<i32>,
+    pub divisor_override: Option<usize>,
     /// Element type.
     pub element: ElementKind,
     /// Memory order of x, y, indices.
@@ -71,42 +76,30 @@ pub type Pool2dDescriptor = PoolDescriptor<2>;
 /// 3-D pooling descriptor.
 pub type Pool3dDescriptor = PoolDescriptor<3>;
 
-macro_rules! pool_ctors {
-    ($n:literal, [$($i:ident),+], [$($k:ident),+], [$($p:ident),+], [$($s:ident),+]) => {
-        impl PoolDescriptor<$n> {
-            /// A descriptor with PyTorch's defaults (stride = window).
-            #[allow(clippy::too_many_arguments)] // the seed API's positional constructor
-            pub fn new(batch: i32, channels: i32, $($i: i32,)+ $($k: i32,)+ mode: PoolMode, element: ElementKind) -> Self {
-                PoolDescriptor {
-                    batch, channels, input: [$($i),+], window: [$($k),+], padding: [0; $n],
-                    stride: [$($k),+], mode, ceil_mode: false, count_include_pad: true,
-                    divisor_override: None, element, layout: ConvLayout::ChannelsFirst,
-                }
-            }
-            /// Padding per axis. Default 0.
-            pub fn with_padding(mut self, $($p: i32),+) -> Self { self.padding = [$($p),+]; self }
-            /// Stride per axis. Default: the window.
-            pub fn with_stride(mut self, $($s: i32),+) -> Self { self.stride = [$($s),+]; self }
-        }
-    };
-}
-pool_ctors!(1, [l_in], [window], [pad_l], [stride_l]);
-pool_ctors!(
-    2,
-    [h_in, w_in],
-    [window_h, window_w],
-    [pad_h, pad_w],
-    [stride_h, stride_w]
-);
-pool_ctors!(
-    3,
-    [d_in, h_in, w_in],
-    [window_d, window_h, window_w],
-    [pad_d, pad_h, pad_w],
-    [stride_d, stride_h, stride_w]
-);
+window_setters!(PoolDescriptor);
 
 impl<const N: usize> PoolDescriptor<N> {
+    /// A pooling of `kernel` over `input` with PyTorch's defaults (stride =
+    /// kernel).
+    pub fn new(
+        batch: usize,
+        channels: usize,
+        input: [usize; N],
+        kernel: [usize; N],
+        element: ElementKind,
+    ) -> Self {
+        PoolDescriptor {
+            batch,
+            channels,
+            input,
+            window: Window::new(kernel).with_stride(kernel),
+            ceil_mode: false,
+            count_include_pad: true,
+            divisor_override: None,
+            element,
+            layout: ConvLayout::ChannelsFirst,
+        }
+    }
     /// Ceil instead of floor in the output size. Default false.
     pub fn with_ceil_mode(mut self, ceil_mode: bool) -> Self {
         self.ceil_mode = ceil_mode;
@@ -118,101 +111,59 @@ impl<const N: usize> PoolDescriptor<N> {
         self
     }
     /// Avg: fixed divisor. Default none.
-    pub fn with_divisor_override(mut self, divisor: Option<i32>) -> Self {
+    pub fn with_divisor_override(mut self, divisor: Option<usize>) -> Self {
         self.divisor_override = divisor;
         self
     }
-    /// Memory order. Default channels-first.
-    pub fn with_layout(mut self, layout: ConvLayout) -> Self {
-        self.layout = layout;
-        self
-    }
     /// Output spatial extents (PyTorch's `pooling_output_shape`).
-    pub fn output(&self) -> [i64; N] {
-        core::array::from_fn(|a| {
-            pooled_extent(
-                self.input[a],
-                self.window[a],
-                self.padding[a],
-                self.stride[a],
-                self.ceil_mode,
-            )
-        })
+    ///
+    /// # Errors
+    /// `InvalidDescriptor` when a descriptor field is out of range.
+    pub fn output(&self) -> Result<[usize; N]> {
+        validate_window(
+            OP,
+            (self.batch, self.channels),
+            &self.input,
+            &self.window,
+            self.ceil_mode,
+        )
     }
 }
 
-pub(crate) fn pooled_extent(input: i32, k: i32, p: i32, s: i32, ceil: bool) -> i64 {
-    let (input, k, p, s) = (input as i64, k as i64, p as i64, s as i64);
-    if s <= 0 {
-        return 0;
-    }
-    let num = input + 2 * p - (k - 1) - 1 + if ceil { s - 1 } else { 0 };
-    if num < 0 {
-        return 0;
-    }
-    let mut out = num / s + 1;
-    if ceil && (out - 1) * s >= input + p {
-        out -= 1;
-    }
-    out
-}
-
-/// Checks of windowed pooling (max, avg, lp) shared by the plans.
-#[allow(clippy::too_many_arguments)] // one per descriptor field
+/// Checks of windowed pooling (max, avg, lp) shared by the plans; the
+/// output extents.
 pub(crate) fn validate_window<const N: usize>(
     op: &'static str,
-    batch: i32,
-    channels: i32,
-    input: &[i32; N],
-    window: &[i32; N],
-    padding: &[i32; N],
-    stride: &[i32; N],
+    planes: (usize, usize),
+    input: &[usize; N],
+    window: &Window<N>,
     ceil: bool,
-) -> Result<[i32; N]> {
-    validate_planes::<N>(op, batch, channels, input)?;
-    for (field, arr, min) in [
-        ("window", window, 1),
-        ("padding", padding, 0),
-        ("stride", stride, 1),
+) -> Result<[usize; N]> {
+    validate_planes::<N>(op, planes, input)?;
+    window.validate(op)?;
+    for (field, pad) in [
+        ("padding", &window.padding),
+        ("padding_end", &window.padding_end),
     ] {
-        if arr.iter().any(|&v| v < min) {
+        if (0..N).any(|a| pad[a] > window.span(a) / 2) {
             return Err(invalid(
                 op,
                 field,
-                arr,
-                format!("every extent must be >= {min}"),
+                pad,
+                format!(
+                    "must be at most half the window span (kernel {:?}, dilation {:?})",
+                    window.kernel, window.dilation
+                ),
             ));
         }
     }
-    if (0..N).any(|a| padding[a] > window[a] / 2) {
-        return Err(invalid(
-            op,
-            "padding",
-            padding,
-            format!("must be at most half the window {window:?}"),
-        ));
-    }
-    let mut out = [0i32; N];
-    for a in 0..N {
-        let o = pooled_extent(input[a], window[a], padding[a], stride[a], ceil);
-        if o <= 0 || o > i32::MAX as i64 {
-            return Err(invalid(
-                op,
-                "output",
-                o,
-                format!("axis {a} has no complete window (input {input:?})"),
-            ));
-        }
-        out[a] = o as i32;
-    }
-    Ok(out)
+    window.output(op, input, ceil)
 }
 
 pub(crate) fn validate_planes<const N: usize>(
     op: &'static str,
-    batch: i32,
-    channels: i32,
-    input: &[i32; N],
+    (batch, channels): (usize, usize),
+    input: &[usize; N],
 ) -> Result<()> {
     if !(1..=3).contains(&N) {
         return Err(Error::Unsupported {
@@ -221,11 +172,11 @@ pub(crate) fn validate_planes<const N: usize>(
         });
     }
     for (field, v) in [("batch", batch), ("channels", channels)] {
-        if v <= 0 {
+        if v == 0 {
             return Err(invalid(op, field, v, "must be > 0"));
         }
     }
-    if input.iter().any(|&v| v <= 0) {
+    if input.contains(&0) {
         return Err(invalid(op, "input", input, "every extent must be > 0"));
     }
     Ok(())
@@ -281,6 +232,8 @@ pub(crate) struct PoolParams {
     k: [i32; 3],
     s: [i32; 3],
     p: [i32; 3],
+    pe: [i32; 3],
+    dl: [i32; 3],
     mode: i32,
     channels_last: i32,
     count_include_pad: i32,
@@ -289,23 +242,23 @@ pub(crate) struct PoolParams {
     has_indices: i32,
 }
 
-/// What the pooling core needs to know, rank-erased (spatial axes padded
+/// What the pooling core needs to know (the kernels pad the spatial axes
 /// in front with unit extents to 3).
 #[derive(Clone, Debug)]
-pub(crate) struct PoolProblem<'s> {
+pub(crate) struct PoolProblem<const N: usize> {
     pub(crate) op: &'static str,
     pub(crate) sku_op: String,
     pub(crate) mode: KernelMode,
     pub(crate) layout: ConvLayout,
-    pub(crate) batch: i32,
-    pub(crate) channels: i32,
-    pub(crate) input: &'s [i32],
-    pub(crate) output: &'s [i32],
-    pub(crate) window: &'s [i32],
-    pub(crate) stride: &'s [i32],
-    pub(crate) padding: &'s [i32],
+    pub(crate) batch: usize,
+    pub(crate) channels: usize,
+    pub(crate) input: [usize; N],
+    pub(crate) output: [usize; N],
+    /// Adaptive modes: unit windows (their windows follow from the
+    /// extents).
+    pub(crate) window: Window<N>,
     pub(crate) count_include_pad: bool,
-    pub(crate) divisor_override: i32,
+    pub(crate) divisor_override: usize,
     pub(crate) norm_p: f32,
 }
 
@@ -344,25 +297,27 @@ fn aligned16(addrs: &[u64]) -> bool {
     addrs.iter().all(|a| a % 16 == 0)
 }
 
-fn pad3(v: &[i32], fill: i32) -> [i32; 3] {
+/// `v` as i32, padded in front with `fill` to 3 axes.
+fn pad3(op: &'static str, field: &str, v: &[usize], fill: i32) -> Result<[i32; 3]> {
     let mut o = [fill; 3];
-    o[3 - v.len()..].copy_from_slice(v);
-    o
+    o[3 - v.len()..].copy_from_slice(&to_i32s(op, field, v)?);
+    Ok(o)
 }
 
 impl PoolCore {
-    pub(crate) fn new(
+    pub(crate) fn new<const N: usize>(
         stream: &Stream,
         kind: ElementKind,
         pref: &PlanPreference,
-        pb: PoolProblem<'_>,
+        pb: PoolProblem<N>,
     ) -> Result<PoolCore> {
         let op = pb.op;
         pref.check_backend(op, &[BackendKind::Baracuda])?;
         // Always deterministic, no workspace, no alternatives: the other
         // preference fields are satisfied as asked.
-        let x_shape = full_shape(pb.batch, pb.channels, pb.input);
-        let y_shape = full_shape(pb.batch, pb.channels, pb.output);
+        let x_shape = full_shape(pb.batch, pb.channels, &pb.input);
+        let y_shape = full_shape(pb.batch, pb.channels, &pb.output);
+        let w = &pb.window;
         let count = |s: &[usize]| {
             s.iter()
                 .try_fold(1usize, |a, &d| a.checked_mul(d))
@@ -375,17 +330,19 @@ impl PoolCore {
         let params = PoolParams {
             n_out: count(&y_shape)? as i64,
             n_in: count(&x_shape)? as i64,
-            batch: pb.batch,
-            channels: pb.channels,
-            input: pad3(pb.input, 1),
-            output: pad3(pb.output, 1),
-            k: pad3(pb.window, 1),
-            s: pad3(pb.stride, 1),
-            p: pad3(pb.padding, 0),
+            batch: to_i32(op, "batch", pb.batch)?,
+            channels: to_i32(op, "channels", pb.channels)?,
+            input: pad3(op, "input", &pb.input, 1)?,
+            output: pad3(op, "output", &pb.output, 1)?,
+            k: pad3(op, "kernel", &w.kernel, 1)?,
+            s: pad3(op, "stride", &w.stride, 1)?,
+            p: pad3(op, "padding", &w.padding, 0)?,
+            pe: pad3(op, "padding_end", &w.padding_end, 0)?,
+            dl: pad3(op, "dilation", &w.dilation, 1)?,
             mode: pb.mode as i32,
             channels_last: (pb.layout == ConvLayout::ChannelsLast) as i32,
             count_include_pad: pb.count_include_pad as i32,
-            divisor_override: pb.divisor_override,
+            divisor_override: to_i32(op, "divisor_override", pb.divisor_override)?,
             norm_p: pb.norm_p,
             has_indices: 0,
         };
@@ -447,6 +404,11 @@ impl PoolCore {
         &self.sku
     }
 
+    /// Output spatial extents.
+    pub(crate) fn output_dims<const N: usize>(&self) -> [usize; N] {
+        std::array::from_fn(|a| self.y_shape[2 + a])
+    }
+
     fn is_max(&self) -> bool {
         matches!(self.mode, KernelMode::Max | KernelMode::AdaptiveMax)
     }
@@ -465,15 +427,19 @@ impl PoolCore {
         let whole_window = self.mode == KernelMode::Avg
             && p.k == p.input
             && p.p == [0, 0, 0]
+            && p.pe == [0, 0, 0]
+            && p.dl == [1, 1, 1]
             && p.divisor_override == 0;
         (self.mode == KernelMode::AdaptiveAvg || whole_window)
             && p.output == [1, 1, 1]
             && self.fits_i32()
     }
 
-    /// Max / avg windows on channels-last tensors take the fast kernels.
+    /// Undilated max / avg windows on channels-last tensors take the fast
+    /// kernels.
     fn window_cl(&self) -> bool {
         matches!(self.mode, KernelMode::Max | KernelMode::Avg)
+            && self.params.dl == [1, 1, 1]
             && self.layout == ConvLayout::ChannelsLast
             && self.fits_i32()
     }
@@ -656,7 +622,32 @@ impl PoolCore {
     }
 }
 
-/// Max or average pooling of spatial rank `N` on rank-`R = N + 2` tensors.
+/// The reduction of a pooling plan, chosen by type: [`PoolMax`] or
+/// [`PoolAvg`] (for windowed and adaptive pooling alike).
+pub trait PoolReduce: Send + Sync + std::fmt::Debug + 'static {
+    /// `"max"` or `"avg"`.
+    const NAME: &'static str;
+    #[doc(hidden)]
+    const MAX: bool;
+}
+
+/// Maximum (NaN propagates); optionally writes argmax indices.
+#[derive(Debug)]
+pub struct PoolMax;
+/// Mean; see `count_include_pad` and `divisor_override`.
+#[derive(Debug)]
+pub struct PoolAvg;
+impl PoolReduce for PoolMax {
+    const NAME: &'static str = "max";
+    const MAX: bool = true;
+}
+impl PoolReduce for PoolAvg {
+    const NAME: &'static str = "avg";
+    const MAX: bool = false;
+}
+
+/// Max or average pooling (`M`) of spatial rank `N` on rank-`R = N + 2`
+/// tensors.
 ///
 /// # Shapes
 /// `x`: `[batch, channels, input...]`; `y` and `indices`: `[batch,
@@ -666,55 +657,45 @@ impl PoolCore {
 /// # Dtypes
 /// f32, f64, f16, bf16 (f32 accumulation; f64 in f64); indices i64.
 /// # Errors
-/// `InvalidDescriptor` (non-positive extents, padding above half the
-/// window, empty output), `DtypeMismatch`, `Unsupported`,
-/// `PreferenceRejected` for a backend other than baracuda; from `run`:
-/// `ShapeMismatch`, `InvalidArgument` (strides, indices on avg, missing
-/// indices in max backward), `ContextMismatch`.
+/// `InvalidDescriptor` (zero extents, padding above half the window span,
+/// empty output, a divisor override on max), `DtypeMismatch`,
+/// `Unsupported`, `PreferenceRejected` for a backend other than baracuda;
+/// from `run`: `ShapeMismatch`, `InvalidArgument` (strides, indices on
+/// avg, missing indices in max backward), `ContextMismatch`.
 #[derive(Debug)]
-pub struct PoolPlan<T: Element, const N: usize, const R: usize> {
+pub struct PoolPlan<T: Element, M: PoolReduce, const N: usize, const R: usize>
+where
+    Rank<N, R>: SpatialRank,
+{
     core: PoolCore,
-    output: [i32; N],
-    _t: PhantomData<T>,
+    _t: PhantomData<(T, M)>,
 }
 
-/// MaxPool1d / AvgPool1d plan (mode from the descriptor).
-pub type Pool1dPlan<T> = PoolPlan<T, 1, 3>;
-/// MaxPool2d / AvgPool2d plan.
-pub type Pool2dPlan<T> = PoolPlan<T, 2, 4>;
-/// MaxPool3d / AvgPool3d plan.
-pub type Pool3dPlan<T> = PoolPlan<T, 3, 5>;
-/// `nn.MaxPool1d` (descriptor mode `PoolMode::Max`).
-pub type MaxPool1dPlan<T> = PoolPlan<T, 1, 3>;
+/// `nn.MaxPool1d`.
+pub type MaxPool1dPlan<T> = PoolPlan<T, PoolMax, 1, 3>;
 /// `nn.MaxPool2d`.
-pub type MaxPool2dPlan<T> = PoolPlan<T, 2, 4>;
+pub type MaxPool2dPlan<T> = PoolPlan<T, PoolMax, 2, 4>;
 /// `nn.MaxPool3d`.
-pub type MaxPool3dPlan<T> = PoolPlan<T, 3, 5>;
-/// `nn.AvgPool1d` (descriptor mode `PoolMode::Avg`).
-pub type AvgPool1dPlan<T> = PoolPlan<T, 1, 3>;
+pub type MaxPool3dPlan<T> = PoolPlan<T, PoolMax, 3, 5>;
+/// `nn.AvgPool1d`.
+pub type AvgPool1dPlan<T> = PoolPlan<T, PoolAvg, 1, 3>;
 /// `nn.AvgPool2d`.
-pub type AvgPool2dPlan<T> = PoolPlan<T, 2, 4>;
+pub type AvgPool2dPlan<T> = PoolPlan<T, PoolAvg, 2, 4>;
 /// `nn.AvgPool3d`.
-pub type AvgPool3dPlan<T> = PoolPlan<T, 3, 5>;
+pub type AvgPool3dPlan<T> = PoolPlan<T, PoolAvg, 3, 5>;
 
 const OP: &str = "pool";
 
-pub(crate) fn validate_pool<const N: usize>(d: &PoolDescriptor<N>) -> Result<[i32; N]> {
-    let out = validate_window(
-        OP,
-        d.batch,
-        d.channels,
-        &d.input,
-        &d.window,
-        &d.padding,
-        &d.stride,
-        d.ceil_mode,
-    )?;
+pub(crate) fn validate_pool<const N: usize>(
+    d: &PoolDescriptor<N>,
+    max: bool,
+) -> Result<[usize; N]> {
+    let out = d.output()?;
     if let Some(div) = d.divisor_override {
-        if div <= 0 {
+        if div == 0 {
             return Err(invalid(OP, "divisor_override", div, "must be > 0"));
         }
-        if d.mode == PoolMode::Max {
+        if max {
             return Err(invalid(
                 OP,
                 "divisor_override",
@@ -726,17 +707,20 @@ pub(crate) fn validate_pool<const N: usize>(d: &PoolDescriptor<N>) -> Result<[i3
     Ok(out)
 }
 
-impl<T: Element, const N: usize, const R: usize> Plan for PoolPlan<T, N, R> {
+impl<T: Element, M: PoolReduce, const N: usize, const R: usize> Plan for PoolPlan<T, M, N, R>
+where
+    Rank<N, R>: SpatialRank,
+{
     type Descriptor = PoolDescriptor<N>;
     type Args<'a> = PoolArgs<'a, T, R>;
 
     fn select(stream: &Stream, d: &PoolDescriptor<N>, pref: &PlanPreference) -> Result<Self> {
-        const { assert!(R == N + 2, "tensor rank R must be spatial rank N + 2") };
         check_dtype::<T>(OP, d.element)?;
-        let output = validate_pool(d)?;
-        let (mode, name) = match d.mode {
-            PoolMode::Max => (KernelMode::Max, "max_pool"),
-            PoolMode::Avg => (KernelMode::Avg, "avg_pool"),
+        let output = validate_pool(d, M::MAX)?;
+        let mode = if M::MAX {
+            KernelMode::Max
+        } else {
+            KernelMode::Avg
         };
         let core = PoolCore::new(
             stream,
@@ -744,16 +728,14 @@ impl<T: Element, const N: usize, const R: usize> Plan for PoolPlan<T, N, R> {
             pref,
             PoolProblem {
                 op: OP,
-                sku_op: format!("{name}{N}d"),
+                sku_op: format!("{}_pool{N}d", M::NAME),
                 mode,
                 layout: d.layout,
                 batch: d.batch,
                 channels: d.channels,
-                input: &d.input,
-                output: &output,
-                window: &d.window,
-                stride: &d.stride,
-                padding: &d.padding,
+                input: d.input,
+                output,
+                window: d.window,
                 count_include_pad: d.count_include_pad,
                 divisor_override: d.divisor_override.unwrap_or(0),
                 norm_p: 1.0,
@@ -761,7 +743,6 @@ impl<T: Element, const N: usize, const R: usize> Plan for PoolPlan<T, N, R> {
         )?;
         Ok(PoolPlan {
             core,
-            output,
             _t: PhantomData,
         })
     }
@@ -784,19 +765,26 @@ impl<T: Element, const N: usize, const R: usize> Plan for PoolPlan<T, N, R> {
     }
 }
 
-impl<T: Element, const N: usize, const R: usize> PoolPlan<T, N, R> {
-    /// Output spatial extents.
-    pub fn output_dims(&self) -> [i32; N] {
-        self.output
-    }
-}
-
-/// [`Backward`] of a pooling plan `$plan` (generic over `$gen`, which
-/// names `T` and `R`) through its `core`: `dx` from `dy` (and `indices`
-/// for max, `x` and `y` for Lp); no workspace; deterministic gather.
+/// What every pooling plan `$plan` (generic over `$gen`, which names `T`,
+/// `N` and `R`) has through its `core`: `output_dims`, and [`Backward`]:
+/// `dx` from `dy` (and `indices` for max, `x` and `y` for Lp), no
+/// workspace, a deterministic gather.
 macro_rules! pool_backward {
     ([$($gen:tt)*] $plan:ty) => {
-        impl<$($gen)*> $crate::Backward for $plan {
+        impl<$($gen)*> $plan
+        where
+            $crate::conv::Rank<N, R>: $crate::conv::SpatialRank,
+        {
+            /// Output spatial extents.
+            pub fn output_dims(&self) -> [usize; N] {
+                self.core.output_dims()
+            }
+        }
+
+        impl<$($gen)*> $crate::Backward for $plan
+        where
+            $crate::conv::Rank<N, R>: $crate::conv::SpatialRank,
+        {
             type BwArgs<'a> = $crate::conv::PoolBwArgs<'a, T, R>;
 
             fn grads(&self) -> baracuda_kernels_types::Grads {
@@ -820,7 +808,7 @@ macro_rules! pool_backward {
 }
 pub(crate) use pool_backward;
 
-pool_backward!([T: Element, const N: usize, const R: usize] PoolPlan<T, N, R>);
+pool_backward!([T: Element, M: PoolReduce, const N: usize, const R: usize] PoolPlan<T, M, N, R>);
 
 #[cfg(test)]
 mod tests {
@@ -829,75 +817,61 @@ mod tests {
     #[test]
     fn output_sizes_follow_pytorch() {
         // ResNet stem pool: 112 -> 56 with k3 s2 p1.
-        let d = Pool2dDescriptor::new(1, 1, 112, 112, 3, 3, PoolMode::Max, ElementKind::F32)
-            .with_stride(2, 2)
-            .with_padding(1, 1);
-        assert_eq!(validate_pool(&d).unwrap(), [56, 56]);
+        let d = Pool2dDescriptor::new(1, 1, [112, 112], [3, 3], ElementKind::F32)
+            .with_stride([2, 2])
+            .with_padding([1, 1]);
+        assert_eq!(validate_pool(&d, true).unwrap(), [56, 56]);
         // ceil_mode: 5 with k2 s2 -> 3 (floor gives 2)
-        let d =
-            Pool1dDescriptor::new(1, 1, 5, 2, PoolMode::Avg, ElementKind::F32).with_ceil_mode(true);
-        assert_eq!(validate_pool(&d).unwrap(), [3]);
-        // ceil_mode drop rule: in 6, k2 s2 p1 -> ceil((6+2-2)/2)+1 = 4, (4-1)*2=6 >= 6+1? no -> 4
-        assert_eq!(pooled_extent(6, 2, 1, 2, true), 4);
-        assert_eq!(pooled_extent(5, 3, 1, 3, true), 2);
+        let d = Pool1dDescriptor::new(1, 1, [5], [2], ElementKind::F32).with_ceil_mode(true);
+        assert_eq!(validate_pool(&d, false).unwrap(), [3]);
+        // dilation 2, k3 s1 over 9: span 5 -> 5 outputs
+        let d = Pool1dDescriptor::new(1, 1, [9], [3], ElementKind::F32)
+            .with_stride([1])
+            .with_dilation([2]);
+        assert_eq!(validate_pool(&d, true).unwrap(), [5]);
     }
 
     #[test]
     fn descriptor_errors() {
-        let d = Pool2dDescriptor::new(1, 1, 8, 8, 3, 3, PoolMode::Avg, ElementKind::F32);
-        assert!(matches!(
-            validate_pool(&d.with_padding(2, 0)),
-            Err(Error::InvalidDescriptor {
-                field: "padding",
-                ..
-            })
-        ));
-        assert!(matches!(
-            validate_pool(&d.with_stride(0, 1)),
-            Err(Error::InvalidDescriptor {
-                field: "stride",
-                ..
-            })
-        ));
-        assert!(matches!(
-            validate_pool(&d.with_divisor_override(Some(0))),
-            Err(Error::InvalidDescriptor {
-                field: "divisor_override",
-                ..
-            })
-        ));
-        let m = Pool2dDescriptor::new(1, 1, 8, 8, 3, 3, PoolMode::Max, ElementKind::F32);
-        assert!(matches!(
-            validate_pool(&m.with_divisor_override(Some(2))),
-            Err(Error::InvalidDescriptor {
-                field: "divisor_override",
-                ..
-            })
-        ));
-        let small = Pool2dDescriptor::new(1, 1, 2, 8, 3, 3, PoolMode::Max, ElementKind::F32);
-        assert!(matches!(
-            validate_pool(&small),
-            Err(Error::InvalidDescriptor {
-                field: "output",
-                ..
-            })
-        ));
+        let field = |r: Result<[usize; 2]>| match r {
+            Err(Error::InvalidDescriptor { field, .. }) => field,
+            other => panic!("{other:?}"),
+        };
+        let d = Pool2dDescriptor::new(1, 1, [8, 8], [3, 3], ElementKind::F32);
+        assert_eq!(
+            field(validate_pool(&d.with_padding([2, 0]), false)),
+            "padding"
+        );
+        assert_eq!(
+            field(validate_pool(&d.with_padding_ends([1, 1], [2, 1]), false)),
+            "padding_end"
+        );
+        // dilation 2 spans 5: padding 2 fits
+        assert!(validate_pool(&d.with_padding([2, 2]).with_dilation([2, 2]), true).is_ok());
+        assert_eq!(
+            field(validate_pool(&d.with_stride([0, 1]), false)),
+            "stride"
+        );
+        assert_eq!(
+            field(validate_pool(&d.with_divisor_override(Some(0)), false)),
+            "divisor_override"
+        );
+        assert_eq!(
+            field(validate_pool(&d.with_divisor_override(Some(2)), true)),
+            "divisor_override"
+        );
+        let small = Pool2dDescriptor::new(1, 1, [2, 8], [3, 3], ElementKind::F32);
+        assert_eq!(field(validate_pool(&small, true)), "output");
         let mut z = d;
         z.channels = 0;
-        assert!(matches!(
-            validate_pool(&z),
-            Err(Error::InvalidDescriptor {
-                field: "channels",
-                ..
-            })
-        ));
+        assert_eq!(field(validate_pool(&z, true)), "channels");
     }
 
     #[test]
     fn params_layout_is_c_compatible() {
-        // pool.cu: 2 x i64, then 2 + 15 + 4 ints, a float, an int = 108
-        // bytes, padded to 112 for the 8-byte alignment, as nvcc does.
-        assert_eq!(std::mem::size_of::<PoolParams>(), 112);
+        // pool.cu: 2 x i64, then 2 + 21 + 4 ints, a float, an int = 132
+        // bytes, padded to 136 for the 8-byte alignment, as nvcc does.
+        assert_eq!(std::mem::size_of::<PoolParams>(), 136);
         assert_eq!(std::mem::align_of::<PoolParams>(), 8);
     }
 }

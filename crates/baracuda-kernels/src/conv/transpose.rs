@@ -21,9 +21,8 @@ use baracuda_kernels_types::{Element, Error, Grads, KernelSku, PlanPreference, R
 
 use super::check_dtype;
 use super::conv::{ConvArgs, ConvBwArgs, ConvPlan, Roles};
-use super::descriptor::{
-    checked_output, invalid, validate_common, ConvDescriptor, ConvTransposeDescriptor,
-};
+use super::descriptor::{invalid, validate_common, ConvDescriptor, ConvTransposeDescriptor};
+use super::{Rank, SpatialRank};
 use crate::{Backward, Plan};
 
 /// A transposed convolution of spatial rank `N` on rank-`R = N + 2`
@@ -44,7 +43,10 @@ use crate::{Backward, Plan};
 /// `0..max(stride, dilation)` and `Unsupported` for
 /// `stride <= output_padding < dilation`.
 #[derive(Debug)]
-pub struct ConvTransposePlan<T: Element, const N: usize, const R: usize> {
+pub struct ConvTransposePlan<T: Element, const N: usize, const R: usize>
+where
+    Rank<N, R>: SpatialRank,
+{
     /// The equivalent conv `C` (module doc): its input is our output, its
     /// `c_in` our `c_out`; it runs our passes through [`Roles::transposed`].
     conv: ConvPlan<T, N, R>,
@@ -66,47 +68,40 @@ const ROLES: Roles = Roles {
 
 pub(crate) fn validate_transpose<const N: usize>(
     d: &ConvTransposeDescriptor<N>,
-) -> Result<[i32; N]> {
-    validate_common(
-        OP,
-        d.batch,
-        d.c_in,
-        d.c_out,
-        &d.input,
-        &d.filter,
-        &d.padding,
-        &d.stride,
-        &d.dilation,
-        d.groups,
-    )?;
+) -> Result<[usize; N]> {
+    let w = &d.window;
+    validate_common(OP, (d.batch, d.c_in, d.c_out), &d.input, w, d.groups)?;
     for a in 0..N {
         let op_ = d.output_padding[a];
-        if op_ < 0 || (op_ >= d.stride[a] && op_ >= d.dilation[a]) {
+        if op_ >= w.stride[a] && op_ >= w.dilation[a] {
             return Err(invalid(
                 OP,
                 "output_padding",
                 d.output_padding,
                 format!(
-                    "must be >= 0 and smaller than stride {:?} or dilation {:?}",
-                    d.stride, d.dilation
+                    "must be smaller than stride {:?} or dilation {:?}",
+                    w.stride, w.dilation
                 ),
             ));
         }
-        if op_ >= d.stride[a] {
+        if op_ >= w.stride[a] {
             return Err(Error::Unsupported {
                 op: OP,
                 what: format!(
                     "output_padding {:?} >= stride {:?} (allowed by PyTorch when smaller than the dilation, \
                      but cuDNN cannot express it)",
-                    d.output_padding, d.stride
+                    d.output_padding, w.stride
                 ),
             });
         }
     }
-    checked_output(OP, d.output())
+    d.output()
 }
 
-impl<T: Element, const N: usize, const R: usize> Plan for ConvTransposePlan<T, N, R> {
+impl<T: Element, const N: usize, const R: usize> Plan for ConvTransposePlan<T, N, R>
+where
+    Rank<N, R>: SpatialRank,
+{
     type Descriptor = ConvTransposeDescriptor<N>;
     type Args<'a> = ConvArgs<'a, T, R>;
 
@@ -125,10 +120,7 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvTransposePlan<T, N
             c_in: d.c_out,
             c_out: d.c_in,
             input: output,
-            filter: d.filter,
-            padding: d.padding,
-            stride: d.stride,
-            dilation: d.dilation,
+            window: d.window,
             groups: d.groups,
             element: d.element,
             layout: d.layout,
@@ -137,7 +129,7 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvTransposePlan<T, N
         // Holds for every output_padding < stride (tested below); checked
         // so that a descriptor outside that rule can never run C on
         // shapes other than ours.
-        if c.output() != d.input.map(i64::from) {
+        if c.output().ok() != Some(d.input) {
             return Err(Error::Unsupported {
                 op: OP,
                 what: format!(
@@ -168,7 +160,10 @@ impl<T: Element, const N: usize, const R: usize> Plan for ConvTransposePlan<T, N
     }
 }
 
-impl<T: Element, const N: usize, const R: usize> Backward for ConvTransposePlan<T, N, R> {
+impl<T: Element, const N: usize, const R: usize> Backward for ConvTransposePlan<T, N, R>
+where
+    Rank<N, R>: SpatialRank,
+{
     type BwArgs<'a> = ConvBwArgs<'a, T, R>;
 
     fn grads(&self) -> Grads {
@@ -189,9 +184,12 @@ impl<T: Element, const N: usize, const R: usize> Backward for ConvTransposePlan<
     }
 }
 
-impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R> {
+impl<T: Element, const N: usize, const R: usize> ConvTransposePlan<T, N, R>
+where
+    Rank<N, R>: SpatialRank,
+{
     /// Output spatial extents.
-    pub fn output_dims(&self) -> [i32; N] {
+    pub fn output_dims(&self) -> [usize; N] {
         self.conv.output_dims()
     }
     /// The cuDNN algorithm chosen for a direction of the equivalent conv.
@@ -207,7 +205,8 @@ mod tests {
     use baracuda_kernels_types::ElementKind;
 
     fn d() -> ConvTranspose2dDescriptor {
-        ConvTranspose2dDescriptor::new(2, 4, 5, 5, 6, 3, 3, ElementKind::F32).with_stride(2, 2)
+        ConvTranspose2dDescriptor::new(2, 4, 6, [5, 5], [3, 3], ElementKind::F32)
+            .with_stride([2, 2])
     }
 
     #[test]
@@ -219,28 +218,20 @@ mod tests {
             (9, 2, 4, 1, 3),
         ] {
             for op in 0..s {
-                let t = ConvTranspose2dDescriptor::new(1, 2, inp, inp, 3, k, k, ElementKind::F32)
-                    .with_stride(s, s)
-                    .with_padding(p, p)
-                    .with_dilation(dil, dil)
-                    .with_output_padding(op, op);
+                let t =
+                    ConvTranspose2dDescriptor::new(1, 2, 3, [inp, inp], [k, k], ElementKind::F32)
+                        .with_stride([s, s])
+                        .with_padding([p, p])
+                        .with_dilation([dil, dil])
+                        .with_output_padding([op, op]);
                 let Ok(out) = validate_transpose(&t) else {
                     continue;
                 };
-                let c = crate::conv::Conv2dDescriptor::new(
-                    1,
-                    3,
-                    out[0],
-                    out[1],
-                    2,
-                    k,
-                    k,
-                    ElementKind::F32,
-                )
-                .with_stride(s, s)
-                .with_padding(p, p)
-                .with_dilation(dil, dil);
-                assert_eq!(c.output(), t.input.map(i64::from), "{t:?}");
+                let c = crate::conv::Conv2dDescriptor::new(1, 3, 2, out, [k, k], ElementKind::F32)
+                    .with_stride([s, s])
+                    .with_padding([p, p])
+                    .with_dilation([dil, dil]);
+                assert_eq!(c.output().unwrap(), t.input, "{t:?}");
             }
         }
     }
@@ -248,18 +239,11 @@ mod tests {
     #[test]
     fn output_padding_rules() {
         assert_eq!(
-            validate_transpose(&d().with_output_padding(1, 1)).unwrap(),
+            validate_transpose(&d().with_output_padding([1, 1])).unwrap(),
             [12, 12]
         );
         assert!(matches!(
-            validate_transpose(&d().with_output_padding(2, 0)),
-            Err(Error::InvalidDescriptor {
-                field: "output_padding",
-                ..
-            })
-        ));
-        assert!(matches!(
-            validate_transpose(&d().with_output_padding(-1, 0)),
+            validate_transpose(&d().with_output_padding([2, 0])),
             Err(Error::InvalidDescriptor {
                 field: "output_padding",
                 ..
@@ -267,9 +251,9 @@ mod tests {
         ));
         assert!(matches!(
             validate_transpose(
-                &d().with_stride(1, 1)
-                    .with_dilation(3, 1)
-                    .with_output_padding(1, 0)
+                &d().with_stride([1, 1])
+                    .with_dilation([3, 1])
+                    .with_output_padding([1, 0])
             ),
             Err(Error::Unsupported { .. })
         ));
@@ -282,8 +266,8 @@ mod tests {
         ));
         assert!(matches!(
             validate_transpose(
-                &ConvTranspose2dDescriptor::new(1, 1, 1, 1, 1, 1, 1, ElementKind::F32)
-                    .with_padding(1, 0)
+                &ConvTranspose2dDescriptor::new(1, 1, 1, [1, 1], [1, 1], ElementKind::F32)
+                    .with_padding([1, 0])
             ),
             Err(Error::InvalidDescriptor {
                 field: "output",

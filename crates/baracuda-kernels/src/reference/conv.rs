@@ -188,9 +188,10 @@ pub enum PoolKind {
     AdaptiveMax,
 }
 
-/// Geometry of a pooling (PyTorch semantics). `output` is given (it
-/// depends on ceil_mode); window/stride/padding are unused by adaptive
-/// kinds.
+/// Geometry of a pooling (PyTorch semantics; window taps `o*stride -
+/// padding + j*dilation`, the padded extent ending at `input +
+/// padding_end`). `output` is given (it depends on ceil_mode);
+/// window/stride/padding/dilation are unused by adaptive kinds.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolGeometry {
     /// Batch.
@@ -205,8 +206,12 @@ pub struct PoolGeometry {
     pub window: Vec<usize>,
     /// Stride.
     pub stride: Vec<usize>,
-    /// Padding.
+    /// Padding before each axis.
     pub padding: Vec<usize>,
+    /// Padding after each axis.
+    pub padding_end: Vec<usize>,
+    /// Step between window taps.
+    pub dilation: Vec<usize>,
     /// Reduction.
     pub kind: PoolKind,
     /// Avg: include padding in the divisor.
@@ -215,31 +220,41 @@ pub struct PoolGeometry {
     pub divisor_override: Option<usize>,
 }
 
+/// The in-bounds taps of one output's window along each axis, and the
+/// number of taps before the end of the padded input (the
+/// `count_include_pad` divisor).
 struct Window {
-    lo: [usize; 3],
-    hi: [usize; 3],
+    taps: [Vec<usize>; 3],
     padded: [usize; 3],
 }
 
 fn window(g: &PoolGeometry, o: [usize; 3]) -> Window {
     let (inp, out) = (pad3(&g.input, 1), pad3(&g.output, 1));
-    let (k, s, p) = (pad3(&g.window, 1), pad3(&g.stride, 1), pad3(&g.padding, 0));
+    let (k, s) = (pad3(&g.window, 1), pad3(&g.stride, 1));
+    let (p, pe, d) = (
+        pad3(&g.padding, 0),
+        pad3(&g.padding_end, 0),
+        pad3(&g.dilation, 1),
+    );
     let mut w = Window {
-        lo: [0; 3],
-        hi: [0; 3],
+        taps: Default::default(),
         padded: [0; 3],
     };
     for a in 0..3 {
         if matches!(g.kind, PoolKind::AdaptiveAvg | PoolKind::AdaptiveMax) {
-            w.lo[a] = o[a] * inp[a] / out[a];
-            w.hi[a] = ((o[a] + 1) * inp[a]).div_ceil(out[a]);
-            w.padded[a] = w.hi[a] - w.lo[a];
+            let lo = o[a] * inp[a] / out[a];
+            let hi = ((o[a] + 1) * inp[a]).div_ceil(out[a]);
+            w.taps[a] = (lo..hi).collect();
+            w.padded[a] = hi - lo;
         } else {
             let start = (o[a] * s[a]) as isize - p[a] as isize;
-            let end = (start + k[a] as isize).min((inp[a] + p[a]) as isize);
-            w.padded[a] = (end - start) as usize;
-            w.lo[a] = start.max(0) as usize;
-            w.hi[a] = (end.min(inp[a] as isize)).max(0) as usize;
+            let all = (0..k[a]).map(|j| start + (j * d[a]) as isize);
+            let padded_end = (inp[a] + pe[a]) as isize;
+            w.padded[a] = all.clone().filter(|&t| t < padded_end).count();
+            w.taps[a] = all
+                .filter(|&t| t >= 0 && t < inp[a] as isize)
+                .map(|t| t as usize)
+                .collect();
         }
     }
     w
@@ -251,7 +266,7 @@ fn divisor(g: &PoolGeometry, w: &Window) -> f64 {
         (PoolKind::Avg, Some(d)) => d as f64,
         (PoolKind::Lp(_), _) => prod(w.padded),
         (PoolKind::Avg, None) if g.count_include_pad => prod(w.padded),
-        _ => (0..3).map(|a| (w.hi[a] - w.lo[a]) as f64).product(),
+        _ => (0..3).map(|a| w.taps[a].len() as f64).product(),
     }
 }
 
@@ -273,11 +288,12 @@ pub fn pool_fw(g: &PoolGeometry, x: &[f64]) -> (Vec<f64>, Vec<i64>) {
             let oc = [o / (out[1] * out[2]), (o / out[2]) % out[1], o % out[2]];
             let w = window(g, oc);
             let mut m = f64::NEG_INFINITY;
-            let mut arg = ((w.lo[0] * inp[1] + w.lo[1]) * inp[2] + w.lo[2]) as i64;
+            let first = |a: usize| w.taps[a].first().copied().unwrap_or(0);
+            let mut arg = ((first(0) * inp[1] + first(1)) * inp[2] + first(2)) as i64;
             let mut sum = 0.0;
-            for d in w.lo[0]..w.hi[0] {
-                for h in w.lo[1]..w.hi[1] {
-                    for ww in w.lo[2]..w.hi[2] {
+            for &d in &w.taps[0] {
+                for &h in &w.taps[1] {
+                    for &ww in &w.taps[2] {
                         let sp = (d * inp[1] + h) * inp[2] + ww;
                         let v = x[plane * in_sp + sp];
                         if v > m || v.is_nan() {
@@ -324,9 +340,9 @@ pub fn pool_bw(g: &PoolGeometry, dy: &[f64], idx: &[i64], x: &[f64], y: &[f64]) 
                 continue;
             }
             let div = divisor(g, &w);
-            for d in w.lo[0]..w.hi[0] {
-                for h in w.lo[1]..w.hi[1] {
-                    for ww in w.lo[2]..w.hi[2] {
+            for &d in &w.taps[0] {
+                for &h in &w.taps[1] {
+                    for &ww in &w.taps[2] {
                         let xi = plane * in_sp + (d * inp[1] + h) * inp[2] + ww;
                         dx[xi] += match g.kind {
                             PoolKind::Lp(p) => {
@@ -454,6 +470,8 @@ mod tests {
             window: vec![3, 2],
             stride: vec![2, 2],
             padding: vec![1, 1],
+            padding_end: vec![1, 1],
+            dilation: vec![1, 1],
             kind,
             count_include_pad: false,
             divisor_override: None,
@@ -464,15 +482,25 @@ mod tests {
     fn pool_backward_matches_finite_differences() {
         let x: Vec<f64> = seq(70, 5).iter().map(|v| v.abs() + 0.5).collect();
         let dy = seq(24, 6);
-        for kind in [
-            PoolKind::Avg,
-            PoolKind::Lp(2.5),
-            PoolKind::AdaptiveAvg,
-            PoolKind::Max,
+        // The last two: dilation 2 with padding 1 before and 0 after, which
+        // gives [5, 7] -> [2, 3] with the 3x2 window at stride 2.
+        for (kind, dilated) in [
+            (PoolKind::Avg, false),
+            (PoolKind::Lp(2.5), false),
+            (PoolKind::AdaptiveAvg, false),
+            (PoolKind::Max, false),
+            (PoolKind::Avg, true),
+            (PoolKind::Max, true),
         ] {
             let mut g = pool(kind);
             if let PoolKind::Lp(_) = kind {
                 g.padding = vec![0, 0];
+                g.padding_end = vec![0, 0];
+                g.output = vec![2, 3];
+            }
+            if dilated {
+                g.dilation = vec![2, 2];
+                g.padding_end = vec![0, 0];
                 g.output = vec![2, 3];
             }
             let n_out = 2 * g.output.iter().product::<usize>();
@@ -513,6 +541,8 @@ mod tests {
             window: vec![3],
             stride: vec![1],
             padding: vec![1],
+            padding_end: vec![1],
+            dilation: vec![1],
             kind: PoolKind::Avg,
             count_include_pad: true,
             divisor_override: None,
@@ -524,5 +554,15 @@ mod tests {
         g.divisor_override = Some(2);
         assert_eq!(pool_fw(&g, &x).0[0], 4.5);
         assert_eq!(pool_fw(&g, &x).0[1], 9.0);
+        // k 2, dilation 2, p 1 before and 0 after: 3 outputs; window o has
+        // taps o - 1 and o + 1, so output 0 reads only x[1] and counts the
+        // padded tap -1.
+        g.divisor_override = None;
+        g.count_include_pad = true;
+        (g.window, g.dilation, g.padding_end, g.output) = (vec![2], vec![2], vec![0], vec![3]);
+        let y = pool_fw(&g, &x).0;
+        assert_eq!(y, vec![6.0 / 2.0, (3.0 + 9.0) / 2.0, (6.0 + 12.0) / 2.0]);
+        g.count_include_pad = false;
+        assert_eq!(pool_fw(&g, &x).0[0], 6.0);
     }
 }

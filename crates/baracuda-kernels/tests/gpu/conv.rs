@@ -223,33 +223,25 @@ fn shape(n: usize, c: usize, sp: &[usize]) -> Vec<usize> {
     v
 }
 
-fn arr<const N: usize>(v: &[usize]) -> [i32; N] {
-    std::array::from_fn(|i| v[i] as i32)
+fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
+    std::array::from_fn(|i| v[i])
 }
 
 fn conv_desc<const N: usize>(c: &ConvCase) -> ConvDescriptor<N> {
     let g = &c.g;
-    let mut d = conv_shell::<N>(c.kind);
-    d.batch = g.batch as i32;
-    d.c_in = g.c_in as i32;
-    d.c_out = g.c_out as i32;
-    d.input = arr(&g.input);
-    d.filter = arr(&g.filter);
-    d.padding = arr(&g.padding);
-    d.stride = arr(&g.stride);
-    d.dilation = arr(&g.dilation);
-    d.with_groups(g.groups as i32).with_layout(c.layout)
-}
-
-/// A rank-`N` descriptor from the public constructors; the tests then set
-/// its public fields.
-fn conv_shell<const N: usize>(e: ElementKind) -> ConvDescriptor<N> {
-    let any: Box<dyn std::any::Any> = match N {
-        1 => Box::new(Conv1dDescriptor::new(1, 1, 1, 1, 1, e)),
-        2 => Box::new(Conv2dDescriptor::new(1, 1, 1, 1, 1, 1, 1, e)),
-        _ => Box::new(Conv3dDescriptor::new(1, 1, 1, 1, 1, 1, 1, 1, 1, e)),
-    };
-    *any.downcast::<ConvDescriptor<N>>().expect("same rank")
+    ConvDescriptor::new(
+        g.batch,
+        g.c_in,
+        g.c_out,
+        arr(&g.input),
+        arr(&g.filter),
+        c.kind,
+    )
+    .with_padding(arr(&g.padding))
+    .with_stride(arr(&g.stride))
+    .with_dilation(arr(&g.dilation))
+    .with_groups(g.groups)
+    .with_layout(c.layout)
 }
 
 fn run_conv_case<T: Element, const N: usize, const R: usize>(
@@ -257,7 +249,10 @@ fn run_conv_case<T: Element, const N: usize, const R: usize>(
     c: &ConvCase,
     rng: &mut Rng,
     pref: &PlanPreference,
-) -> Res {
+) -> Res
+where
+    Rank<N, R>: SpatialRank,
+{
     let g = &c.g;
     let l = c.layout;
     let out = g.output();
@@ -664,7 +659,10 @@ fn transpose_case<T: Element, const N: usize, const R: usize>(
     rng: &mut Rng,
     l: ConvLayout,
     p: [usize; 7],
-) -> Res {
+) -> Res
+where
+    Rank<N, R>: SpatialRank,
+{
     // p = [batch, c_in, c_out, groups, in, k, stride]; padding 1 where it
     // fits, output_padding = stride - 1, dilation 1.
     let [batch, c_in, c_out, groups, inp, k, stride] = p;
@@ -683,16 +681,12 @@ fn transpose_case<T: Element, const N: usize, const R: usize>(
         &[opad; N],
         groups,
     );
-    let mut d = transpose_shell::<N>(T::KIND);
-    d.batch = batch as i32;
-    d.c_in = c_in as i32;
-    d.c_out = c_out as i32;
-    d.input = [inp as i32; N];
-    d.filter = [k as i32; N];
-    d.padding = [pad as i32; N];
-    d.stride = [stride as i32; N];
-    d.output_padding = [opad as i32; N];
-    let d = d.with_groups(groups as i32).with_layout(l);
+    let d = ConvTransposeDescriptor::new(batch, c_in, c_out, [inp; N], [k; N], T::KIND)
+        .with_padding([pad; N])
+        .with_stride([stride; N])
+        .with_output_padding([opad; N])
+        .with_groups(groups)
+        .with_layout(l);
     let xs = shape(batch, c_in, &input);
     let ws = shape(c_in, c_out / groups, &[k; N]);
     let ys = shape(batch, c_out, &g.input);
@@ -715,7 +709,7 @@ fn transpose_case<T: Element, const N: usize, const R: usize>(
         .output_dims()
         .iter()
         .zip(&g.input)
-        .any(|(&a, &b)| a as usize != b)
+        .any(|(&a, &b)| a != b)
     {
         return Err(format!(
             "output dims {:?}, expected {:?}",
@@ -740,16 +734,6 @@ fn transpose_case<T: Element, const N: usize, const R: usize>(
         relu,
         refs,
     )
-}
-
-fn transpose_shell<const N: usize>(e: ElementKind) -> ConvTransposeDescriptor<N> {
-    let any: Box<dyn std::any::Any> = match N {
-        1 => Box::new(ConvTranspose1dDescriptor::new(1, 1, 1, 1, 1, e)),
-        2 => Box::new(ConvTranspose2dDescriptor::new(1, 1, 1, 1, 1, 1, 1, e)),
-        _ => Box::new(ConvTranspose3dDescriptor::new(1, 1, 1, 1, 1, 1, 1, 1, 1, e)),
-    };
-    *any.downcast::<ConvTransposeDescriptor<N>>()
-        .expect("same rank")
 }
 
 #[test]
@@ -804,8 +788,8 @@ fn conv_transpose_sweep_with_output_padding() {
 #[ignore = "needs a CUDA GPU"]
 fn conv_deterministic_is_bit_exact() {
     let s = stream();
-    let d = Conv2dDescriptor::new(4, 32, 20, 20, 48, 3, 3, ElementKind::Bf16)
-        .with_padding(1, 1)
+    let d = Conv2dDescriptor::new(4, 32, 48, [20, 20], [3, 3], ElementKind::Bf16)
+        .with_padding([1, 1])
         .with_layout(ConvLayout::ChannelsLast);
     let plan =
         Conv2dPlan::<bf16>::select(&s, &d, &PlanPreference::default().with_deterministic(true))
@@ -933,10 +917,10 @@ fn conv_pointwise_through_cublaslt() {
     assert!(fails.is_empty(), "{}", fails.join("\n"));
     // Not pointwise (3x3; or 1x1 channels-first): cuBLASLt is refused.
     for d in [
-        Conv2dDescriptor::new(2, 16, 12, 12, 16, 3, 3, ElementKind::Bf16)
-            .with_padding(1, 1)
+        Conv2dDescriptor::new(2, 16, 16, [12, 12], [3, 3], ElementKind::Bf16)
+            .with_padding([1, 1])
             .with_layout(ConvLayout::ChannelsLast),
-        Conv2dDescriptor::new(2, 16, 12, 12, 16, 1, 1, ElementKind::Bf16),
+        Conv2dDescriptor::new(2, 16, 16, [12, 12], [1, 1], ElementKind::Bf16),
     ] {
         assert!(backend_refused::<bf16>(&s, &d, &forced), "{d:?}");
     }
@@ -983,7 +967,7 @@ fn conv_pointwise_narrow_kernel() {
     }
     assert!(fails.is_empty(), "{}", fails.join("\n"));
     // The SKU names the kernel for the two directions it runs.
-    let d = Conv2dDescriptor::new(2, 64, 14, 14, 64, 1, 1, ElementKind::Bf16)
+    let d = Conv2dDescriptor::new(2, 64, 64, [14, 14], [1, 1], ElementKind::Bf16)
         .with_layout(ConvLayout::ChannelsLast);
     let p = Conv2dPlan::<bf16>::select(&s, &d, &forced).unwrap();
     let v = &p.sku().variant;
@@ -996,16 +980,16 @@ fn conv_pointwise_narrow_kernel() {
     assert_eq!(p.sku().backend, BackendKind::Baracuda);
     // Refused: 48 input channels, f32, a 3x3 filter.
     let refused = [
-        Conv2dDescriptor::new(2, 48, 14, 14, 64, 1, 1, ElementKind::Bf16)
+        Conv2dDescriptor::new(2, 48, 64, [14, 14], [1, 1], ElementKind::Bf16)
             .with_layout(ConvLayout::ChannelsLast),
-        Conv2dDescriptor::new(2, 64, 14, 14, 64, 3, 3, ElementKind::Bf16)
-            .with_padding(1, 1)
+        Conv2dDescriptor::new(2, 64, 64, [14, 14], [3, 3], ElementKind::Bf16)
+            .with_padding([1, 1])
             .with_layout(ConvLayout::ChannelsLast),
     ];
     for d in refused {
         assert!(backend_refused::<bf16>(&s, &d, &forced), "{d:?}");
     }
-    let d = Conv2dDescriptor::new(2, 64, 14, 14, 64, 1, 1, ElementKind::F32)
+    let d = Conv2dDescriptor::new(2, 64, 64, [14, 14], [1, 1], ElementKind::F32)
         .with_layout(ConvLayout::ChannelsLast);
     assert!(backend_refused::<f32>(&s, &d, &forced), "{d:?}");
 }
@@ -1014,7 +998,8 @@ fn conv_pointwise_narrow_kernel() {
 #[ignore = "needs a CUDA GPU"]
 fn conv_preferences() {
     let s = stream();
-    let d = Conv2dDescriptor::new(2, 16, 12, 12, 16, 3, 3, ElementKind::F32).with_padding(1, 1);
+    let d =
+        Conv2dDescriptor::new(2, 16, 16, [12, 12], [3, 3], ElementKind::F32).with_padding([1, 1]);
     // IEEE by default: no TF32 anywhere.
     let p = Conv2dPlan::<f32>::select(&s, &d, &PlanPreference::default()).unwrap();
     assert_eq!(
@@ -1069,7 +1054,7 @@ fn conv_preferences() {
 fn conv_bad_inputs() {
     let s = stream();
     let pref = PlanPreference::default();
-    let d = Conv2dDescriptor::new(2, 4, 8, 8, 6, 3, 3, ElementKind::F32);
+    let d = Conv2dDescriptor::new(2, 4, 6, [8, 8], [3, 3], ElementKind::F32);
     assert!(matches!(
         Conv2dPlan::<f32>::select(&s, &d.with_groups(3), &pref),
         Err(Error::InvalidDescriptor {
@@ -1081,7 +1066,7 @@ fn conv_bad_inputs() {
         Conv2dPlan::<f64>::select(&s, &d, &pref),
         Err(Error::DtypeMismatch { .. })
     ));
-    let di = Conv2dDescriptor::new(2, 4, 8, 8, 6, 3, 3, ElementKind::I32);
+    let di = Conv2dDescriptor::new(2, 4, 6, [8, 8], [3, 3], ElementKind::I32);
     assert!(matches!(
         Conv2dPlan::<i32>::select(&s, &di, &pref),
         Err(Error::Unsupported { .. })
@@ -1089,7 +1074,7 @@ fn conv_bad_inputs() {
     assert!(matches!(
         Conv2dPlan::<f32>::select(
             &s,
-            &Conv2dDescriptor::new(2, 4, 2, 8, 6, 3, 3, ElementKind::F32),
+            &Conv2dDescriptor::new(2, 4, 6, [2, 8], [3, 3], ElementKind::F32),
             &pref
         ),
         Err(Error::InvalidDescriptor {
@@ -1231,9 +1216,9 @@ fn conv_bad_inputs() {
         Err(Error::Unsupported { .. })
     ));
     // transposed conv: output_padding >= stride and dilation
-    let t = ConvTranspose2dDescriptor::new(1, 2, 4, 4, 2, 3, 3, ElementKind::F32)
-        .with_stride(2, 2)
-        .with_output_padding(2, 0);
+    let t = ConvTranspose2dDescriptor::new(1, 2, 2, [4, 4], [3, 3], ElementKind::F32)
+        .with_stride([2, 2])
+        .with_output_padding([2, 0]);
     assert!(matches!(
         ConvTranspose2dPlan::<f32>::select(&s, &t, &pref),
         Err(Error::InvalidDescriptor {
@@ -1245,7 +1230,7 @@ fn conv_bad_inputs() {
     // (it runs the equivalent conv's directions with the roles swapped).
     // x [1, 2, 4, 4], w [2, 2, 3, 3], y [1, 2, 9, 9] (stride 2, output
     // padding 0).
-    let t = t.with_output_padding(0, 0);
+    let t = t.with_output_padding([0, 0]);
     let plan = ConvTranspose2dPlan::<f32>::select(&s, &t, &pref).unwrap();
     assert_eq!(plan.output_dims(), [9, 9]);
     let x = DeviceBuffer::<f32>::filled_bytes(&s, 2 * 16, 0x3F).unwrap();
@@ -1321,7 +1306,7 @@ fn conv_bad_inputs() {
 #[derive(Copy, Clone, Debug)]
 enum PoolSpec {
     Window {
-        mode: PoolMode,
+        max: bool,
         ceil: bool,
         include_pad: bool,
         divisor: Option<usize>,
@@ -1337,49 +1322,42 @@ enum PoolSpec {
     },
 }
 
-#[allow(clippy::too_many_arguments)]
 fn pool_case<T: Element, const N: usize, const R: usize>(
     s: &Stream,
     rng: &mut Rng,
     l: ConvLayout,
     spec: PoolSpec,
-    batch: usize,
-    ch: usize,
+    (batch, ch): (usize, usize),
     input: [usize; N],
-    k: [usize; N],
-    st: [usize; N],
-    pd: [usize; N],
-) -> Res {
+    w: Window<N>,
+) -> Res
+where
+    Rank<N, R>: SpatialRank,
+{
     let e = |e: Error| e.to_string();
-    let i32s = |v: [usize; N]| -> [i32; N] { std::array::from_fn(|i| v[i] as i32) };
     let pref = PlanPreference::default();
     let (kind, out, plan_run): (PoolKind, Vec<usize>, _) = match spec {
         PoolSpec::Window {
-            mode,
+            max,
             ceil,
             include_pad,
             divisor,
         } => {
-            let mut d = pool_shell::<N>(T::KIND, mode);
-            d.batch = batch as i32;
-            d.channels = ch as i32;
-            d.input = i32s(input);
-            d.window = i32s(k);
-            d.stride = i32s(st);
-            d.padding = i32s(pd);
-            let d = d
+            let mut d = PoolDescriptor::new(batch, ch, input, w.kernel, T::KIND)
                 .with_ceil_mode(ceil)
                 .with_count_include_pad(include_pad)
-                .with_divisor_override(divisor.map(|v| v as i32))
+                .with_divisor_override(divisor)
                 .with_layout(l);
-            let plan = PoolPlan::<T, N, R>::select(s, &d, &pref).map_err(e)?;
-            let out: Vec<usize> = plan.output_dims().iter().map(|&v| v as usize).collect();
-            let kind = if mode == PoolMode::Max {
-                PoolKind::Max
+            d.window = w;
+            if max {
+                let plan = PoolPlan::<T, PoolMax, N, R>::select(s, &d, &pref).map_err(e)?;
+                let out = plan.output_dims().to_vec();
+                (PoolKind::Max, out, AnyPool::Max(plan))
             } else {
-                PoolKind::Avg
-            };
-            (kind, out, AnyPool::Window(plan))
+                let plan = PoolPlan::<T, PoolAvg, N, R>::select(s, &d, &pref).map_err(e)?;
+                let out = plan.output_dims().to_vec();
+                (PoolKind::Avg, out, AnyPool::Avg(plan))
+            }
         }
         PoolSpec::Adaptive { max, global } => {
             let outv: [usize; N] = std::array::from_fn(|a| {
@@ -1389,15 +1367,14 @@ fn pool_case<T: Element, const N: usize, const R: usize>(
                     1 + (rng.below(input[a] as u64 + 2) as usize)
                 }
             });
-            let d = adaptive_shell::<N>(T::KIND, batch, ch, i32s(input), i32s(outv)).with_layout(l);
+            let d = AdaptivePoolDescriptor::new(batch, ch, input, outv, T::KIND).with_layout(l);
             let out = outv.to_vec();
             if max {
                 (
                     PoolKind::AdaptiveMax,
                     out,
                     AnyPool::AMax(
-                        AdaptivePoolPlan::<T, AdaptiveMax, N, R>::select(s, &d, &pref)
-                            .map_err(e)?,
+                        AdaptivePoolPlan::<T, PoolMax, N, R>::select(s, &d, &pref).map_err(e)?,
                     ),
                 )
             } else {
@@ -1405,22 +1382,18 @@ fn pool_case<T: Element, const N: usize, const R: usize>(
                     PoolKind::AdaptiveAvg,
                     out,
                     AnyPool::AAvg(
-                        AdaptivePoolPlan::<T, AdaptiveAvg, N, R>::select(s, &d, &pref)
-                            .map_err(e)?,
+                        AdaptivePoolPlan::<T, PoolAvg, N, R>::select(s, &d, &pref).map_err(e)?,
                     ),
                 )
             }
         }
         PoolSpec::Lp { p, ceil } => {
-            let mut d = lp_shell::<N>(T::KIND, p);
-            d.batch = batch as i32;
-            d.channels = ch as i32;
-            d.input = i32s(input);
-            d.window = i32s(k);
-            d.stride = i32s(st);
-            let d = d.with_ceil_mode(ceil).with_layout(l);
+            let mut d = LpPoolDescriptor::new(batch, ch, input, w.kernel, p, T::KIND)
+                .with_ceil_mode(ceil)
+                .with_layout(l);
+            d.window = w;
             let plan = LpPoolPlan::<T, N, R>::select(s, &d, &pref).map_err(e)?;
-            let out = lp_out(&d);
+            let out = plan.output_dims().to_vec();
             (PoolKind::Lp(p), out, AnyPool::Lp(plan))
         }
     };
@@ -1429,13 +1402,11 @@ fn pool_case<T: Element, const N: usize, const R: usize>(
         channels: ch,
         input: input.to_vec(),
         output: out.clone(),
-        window: k.to_vec(),
-        stride: st.to_vec(),
-        padding: if matches!(spec, PoolSpec::Lp { .. }) {
-            vec![0; N]
-        } else {
-            pd.to_vec()
-        },
+        window: w.kernel.to_vec(),
+        stride: w.stride.to_vec(),
+        padding: w.padding.to_vec(),
+        padding_end: w.padding_end.to_vec(),
+        dilation: w.dilation.to_vec(),
         kind,
         count_include_pad: matches!(
             spec,
@@ -1511,94 +1482,53 @@ fn pool_case<T: Element, const N: usize, const R: usize>(
     compare("pool bw", T::KIND, &download(s, &dxb, &xs, l), &want_dx)
 }
 
-fn lp_out<const N: usize>(d: &LpPoolDescriptor<N>) -> Vec<usize> {
-    (0..N)
-        .map(|a| {
-            let (i, k, s) = (d.input[a] as i64, d.window[a] as i64, d.stride[a] as i64);
-            let mut o = (i - k + if d.ceil_mode { s - 1 } else { 0 }) / s + 1;
-            if d.ceil_mode && (o - 1) * s >= i {
-                o -= 1;
-            }
-            o as usize
-        })
-        .collect()
-}
-
-enum AnyPool<T: Element, const N: usize, const R: usize> {
-    Window(PoolPlan<T, N, R>),
-    AAvg(AdaptivePoolPlan<T, AdaptiveAvg, N, R>),
-    AMax(AdaptivePoolPlan<T, AdaptiveMax, N, R>),
+enum AnyPool<T: Element, const N: usize, const R: usize>
+where
+    Rank<N, R>: SpatialRank,
+{
+    Max(PoolPlan<T, PoolMax, N, R>),
+    Avg(PoolPlan<T, PoolAvg, N, R>),
+    AAvg(AdaptivePoolPlan<T, PoolAvg, N, R>),
+    AMax(AdaptivePoolPlan<T, PoolMax, N, R>),
     Lp(LpPoolPlan<T, N, R>),
 }
-impl<T: Element, const N: usize, const R: usize> AnyPool<T, N, R> {
-    fn run(&self, s: &Stream, a: PoolArgs<'_, T, R>) -> Result<()> {
-        match self {
-            AnyPool::Window(p) => p.run(s, Workspace::None, a),
-            AnyPool::AAvg(p) => p.run(s, Workspace::None, a),
-            AnyPool::AMax(p) => p.run(s, Workspace::None, a),
-            AnyPool::Lp(p) => p.run(s, Workspace::None, a),
+
+/// `$body` with `p` bound to the plan inside any [`AnyPool`].
+macro_rules! each_pool {
+    ($pool:expr, $p:ident => $body:expr) => {
+        match $pool {
+            AnyPool::Max($p) => $body,
+            AnyPool::Avg($p) => $body,
+            AnyPool::AAvg($p) => $body,
+            AnyPool::AMax($p) => $body,
+            AnyPool::Lp($p) => $body,
         }
+    };
+}
+
+impl<T: Element, const N: usize, const R: usize> AnyPool<T, N, R>
+where
+    Rank<N, R>: SpatialRank,
+{
+    fn run(&self, s: &Stream, a: PoolArgs<'_, T, R>) -> Result<()> {
+        each_pool!(self, p => p.run(s, Workspace::None, a))
     }
     fn run_bw(&self, s: &Stream, a: PoolBwArgs<'_, T, R>) -> Result<()> {
-        match self {
-            AnyPool::Window(p) => p.run_bw(s, Workspace::None, a),
-            AnyPool::AAvg(p) => p.run_bw(s, Workspace::None, a),
-            AnyPool::AMax(p) => p.run_bw(s, Workspace::None, a),
-            AnyPool::Lp(p) => p.run_bw(s, Workspace::None, a),
-        }
+        each_pool!(self, p => p.run_bw(s, Workspace::None, a))
     }
 }
 
-fn pool_shell<const N: usize>(e: ElementKind, m: PoolMode) -> PoolDescriptor<N> {
-    let any: Box<dyn std::any::Any> = match N {
-        1 => Box::new(Pool1dDescriptor::new(1, 1, 1, 1, m, e)),
-        2 => Box::new(Pool2dDescriptor::new(1, 1, 1, 1, 1, 1, m, e)),
-        _ => Box::new(Pool3dDescriptor::new(1, 1, 1, 1, 1, 1, 1, 1, m, e)),
-    };
-    *any.downcast::<PoolDescriptor<N>>().expect("same rank")
-}
-fn lp_shell<const N: usize>(e: ElementKind, p: f64) -> LpPoolDescriptor<N> {
-    let any: Box<dyn std::any::Any> = match N {
-        1 => Box::new(LpPool1dDescriptor::new(1, 1, 1, 1, p, e)),
-        2 => Box::new(LpPool2dDescriptor::new(1, 1, 1, 1, 1, 1, p, e)),
-        _ => Box::new(LpPool3dDescriptor::new(1, 1, 1, 1, 1, 1, 1, 1, p, e)),
-    };
-    *any.downcast::<LpPoolDescriptor<N>>().expect("same rank")
-}
-fn adaptive_shell<const N: usize>(
-    e: ElementKind,
-    b: usize,
-    c: usize,
-    i: [i32; N],
-    o: [i32; N],
-) -> AdaptivePoolDescriptor<N> {
-    let (b, c) = (b as i32, c as i32);
-    let v = |a: &[i32], k: usize| a.get(k).copied().unwrap_or(1);
-    let any: Box<dyn std::any::Any> = match N {
-        1 => Box::new(AdaptivePool1dDescriptor::new(b, c, v(&i, 0), v(&o, 0), e)),
-        2 => Box::new(AdaptivePool2dDescriptor::new(
-            b,
-            c,
-            v(&i, 0),
-            v(&i, 1),
-            v(&o, 0),
-            v(&o, 1),
-            e,
-        )),
-        _ => Box::new(AdaptivePool3dDescriptor::new(
-            b,
-            c,
-            v(&i, 0),
-            v(&i, 1),
-            v(&i, 2),
-            v(&o, 0),
-            v(&o, 1),
-            v(&o, 2),
-            e,
-        )),
-    };
-    *any.downcast::<AdaptivePoolDescriptor<N>>()
-        .expect("same rank")
+/// The first `N` axes of a rank-3 window.
+fn axes<const N: usize>(w: &Window<3>, n: usize) -> Window<N> {
+    assert_eq!(n, N);
+    let pick = |v: &[usize; 3]| -> [usize; N] { std::array::from_fn(|a| v[a]) };
+    Window {
+        kernel: pick(&w.kernel),
+        stride: pick(&w.stride),
+        padding: pick(&w.padding),
+        padding_end: pick(&w.padding_end),
+        dilation: pick(&w.dilation),
+    }
 }
 
 fn pool_sweep(name: &str, specs: &[PoolSpec], seed: u64) {
@@ -1613,19 +1543,29 @@ fn pool_sweep(name: &str, specs: &[PoolSpec], seed: u64) {
             let kind = KINDS[(i / 6) % 4];
             let batch = 1 + rng.below(2) as usize;
             let ch = 1 + rng.below(5) as usize;
-            let mut k = [1usize; 3];
-            let mut st = [1usize; 3];
-            let mut pd = [0usize; 3];
+            // Windows: random kernel and stride; on max and avg, padding
+            // up to half the span on each side (unequal on a third of the
+            // cases) and dilation 2 on a third.
+            let window_spec = matches!(spec, PoolSpec::Window { .. });
+            let dilate = window_spec && rng.below(3) == 0;
+            let asymmetric = window_spec && rng.below(3) == 0;
+            let mut w = Window::new([1usize; 3]);
             let mut inp = [1usize; 3];
-            for a in 0..rank {
-                k[a] = 1 + rng.below(3) as usize;
-                st[a] = 1 + rng.below(3) as usize;
-                pd[a] = if matches!(spec, PoolSpec::Lp { .. }) {
-                    0
-                } else {
-                    rng.below(k[a] as u64 / 2 + 1) as usize
-                };
-                inp[a] = k[a] + rng.below([0, 14, 7, 5][rank]) as usize;
+            for (a, extent) in inp.iter_mut().enumerate().take(rank) {
+                w.kernel[a] = 1 + rng.below(3) as usize;
+                w.stride[a] = 1 + rng.below(3) as usize;
+                w.dilation[a] = if dilate { 2 } else { 1 };
+                let half = w.dilation[a] * (w.kernel[a] - 1) / 2 + 1;
+                if window_spec {
+                    w.padding[a] = rng.below(half as u64) as usize;
+                    w.padding_end[a] = if asymmetric {
+                        rng.below(half as u64) as usize
+                    } else {
+                        w.padding[a]
+                    };
+                }
+                let span = w.dilation[a] * (w.kernel[a] - 1) + 1;
+                *extent = span + rng.below([0, 14, 7, 5][rank]) as usize;
             }
             macro_rules! go {
                 ($t:ty) => {
@@ -1635,28 +1575,20 @@ fn pool_sweep(name: &str, specs: &[PoolSpec], seed: u64) {
                             &mut rng,
                             l,
                             *spec,
-                            batch,
-                            ch,
+                            (batch, ch),
                             [inp[0]],
-                            [k[0]],
-                            [st[0]],
-                            [pd[0]],
+                            axes(&w, 1),
                         ),
                         2 => pool_case::<$t, 2, 4>(
                             &s,
                             &mut rng,
                             l,
                             *spec,
-                            batch,
-                            ch,
+                            (batch, ch),
                             [inp[0], inp[1]],
-                            [k[0], k[1]],
-                            [st[0], st[1]],
-                            [pd[0], pd[1]],
+                            axes(&w, 2),
                         ),
-                        _ => {
-                            pool_case::<$t, 3, 5>(&s, &mut rng, l, *spec, batch, ch, inp, k, st, pd)
-                        }
+                        _ => pool_case::<$t, 3, 5>(&s, &mut rng, l, *spec, (batch, ch), inp, w),
                     }
                 };
             }
@@ -1668,7 +1600,7 @@ fn pool_sweep(name: &str, specs: &[PoolSpec], seed: u64) {
             };
             total += 1;
             if let Err(e) = res {
-                fails.push(format!("{name} spec {si} {spec:?} case {i} {kind:?} {l:?} rank {rank} in {inp:?} k {k:?} s {st:?} p {pd:?}: {e}"));
+                fails.push(format!("{name} spec {si} {spec:?} case {i} {kind:?} {l:?} rank {rank} in {inp:?} {w:?}: {e}"));
             }
         }
     }
@@ -1683,13 +1615,13 @@ fn conv_pool_max_sweep() {
         "max_pool",
         &[
             PoolSpec::Window {
-                mode: PoolMode::Max,
+                max: true,
                 ceil: false,
                 include_pad: true,
                 divisor: None,
             },
             PoolSpec::Window {
-                mode: PoolMode::Max,
+                max: true,
                 ceil: true,
                 include_pad: true,
                 divisor: None,
@@ -1706,19 +1638,19 @@ fn conv_pool_avg_sweep() {
         "avg_pool",
         &[
             PoolSpec::Window {
-                mode: PoolMode::Avg,
+                max: false,
                 ceil: false,
                 include_pad: true,
                 divisor: None,
             },
             PoolSpec::Window {
-                mode: PoolMode::Avg,
+                max: false,
                 ceil: true,
                 include_pad: false,
                 divisor: None,
             },
             PoolSpec::Window {
-                mode: PoolMode::Avg,
+                max: false,
                 ceil: true,
                 include_pad: true,
                 divisor: Some(3),
@@ -1764,7 +1696,7 @@ fn conv_pool_global_avg() {
         global: true,
     };
     let window = PoolSpec::Window {
-        mode: PoolMode::Avg,
+        max: false,
         ceil: false,
         include_pad: true,
         divisor: None,
@@ -1789,36 +1721,27 @@ fn conv_pool_global_avg() {
                                         &mut rng,
                                         l,
                                         spec,
-                                        batch,
-                                        ch,
+                                        (batch, ch),
                                         [512],
-                                        [512],
-                                        [1],
-                                        [0],
+                                        Window::new([512]),
                                     ),
                                     2 => pool_case::<$t, 2, 4>(
                                         &s,
                                         &mut rng,
                                         l,
                                         spec,
-                                        batch,
-                                        ch,
+                                        (batch, ch),
                                         [7, 7],
-                                        [7, 7],
-                                        [2, 1],
-                                        [0, 0],
+                                        Window::new([7, 7]).with_stride([2, 1]),
                                     ),
                                     _ => pool_case::<$t, 3, 5>(
                                         &s,
                                         &mut rng,
                                         l,
                                         spec,
-                                        batch,
-                                        ch,
+                                        (batch, ch),
                                         [3, 5, 7],
-                                        [3, 5, 7],
-                                        [1, 1, 1],
-                                        [0, 0, 0],
+                                        Window::new([3, 5, 7]),
                                     ),
                                 }
                             };
@@ -1865,9 +1788,9 @@ fn conv_pool_lp_sweep() {
 fn conv_pool_bad_inputs() {
     let s = stream();
     let pref = PlanPreference::default();
-    let d = Pool2dDescriptor::new(1, 2, 8, 8, 3, 3, PoolMode::Max, ElementKind::F32);
+    let d = Pool2dDescriptor::new(1, 2, [8, 8], [3, 3], ElementKind::F32);
     assert!(matches!(
-        MaxPool2dPlan::<f32>::select(&s, &d.with_padding(2, 2), &pref),
+        MaxPool2dPlan::<f32>::select(&s, &d.with_padding([2, 2]), &pref),
         Err(Error::InvalidDescriptor {
             field: "padding",
             ..
@@ -1918,7 +1841,7 @@ fn conv_pool_bad_inputs() {
         "{r:?}"
     );
     assert!(dx.to_host(&s).unwrap().iter().all(|v| v.is_nan()));
-    let a = AdaptivePool2dDescriptor::new(1, 2, 8, 8, 0, 2, ElementKind::F32);
+    let a = AdaptivePool2dDescriptor::new(1, 2, [8, 8], [0, 2], ElementKind::F32);
     assert!(matches!(
         AdaptiveAvgPool2dPlan::<f32>::select(&s, &a, &pref),
         Err(Error::InvalidDescriptor {
@@ -1926,7 +1849,7 @@ fn conv_pool_bad_inputs() {
             ..
         })
     ));
-    let lp = LpPool2dDescriptor::new(1, 2, 8, 8, 2, 2, -1.0, ElementKind::F32);
+    let lp = LpPool2dDescriptor::new(1, 2, [8, 8], [2, 2], -1.0, ElementKind::F32);
     assert!(matches!(
         LpPool2dPlan::<f32>::select(&s, &lp, &pref),
         Err(Error::InvalidDescriptor { field: "p", .. })
