@@ -31,9 +31,9 @@ def make(torch):
     y, idx = F.max_pool2d(x, 3, 2, 1, ceil_mode=True, return_indices=True)
     out.update({"maxpool2d.x": x, "maxpool2d.y": y, "maxpool2d.idx": idx.to(torch.float64)})
 
-    # max_pool2d k3 s2 p2 dilation 2, with indices
+    # max_pool2d k3 s2 p1 dilation 2, with indices
     x = r(1, 2, 11, 10)
-    y, idx = F.max_pool2d(x, 3, 2, 2, dilation=2, return_indices=True)
+    y, idx = F.max_pool2d(x, 3, 2, 1, dilation=2, return_indices=True)
     out.update({"maxpool2d_dil.x": x, "maxpool2d_dil.y": y, "maxpool2d_dil.idx": idx.to(torch.float64)})
 
     # avg_pool2d k3 s2 p1 ceil_mode, count_include_pad False; and divisor 5

@@ -54,8 +54,8 @@ pub struct PoolDescriptor<const N: usize> {
     pub channels: usize,
     /// Input spatial extents.
     pub input: [usize; N],
-    /// Kernel, stride, padding (each side at most half the window span)
-    /// and dilation.
+    /// Kernel, stride, padding (each side at most half the kernel) and
+    /// dilation.
     pub window: Window<N>,
     /// Round the output size up instead of down.
     pub ceil_mode: bool,
@@ -141,19 +141,18 @@ pub(crate) fn validate_window<const N: usize>(
 ) -> Result<[usize; N]> {
     validate_planes::<N>(op, planes, input)?;
     window.validate(op)?;
+    // PyTorch's rule, whatever the dilation: no window lies wholly in the
+    // padding.
     for (field, pad) in [
         ("padding", &window.padding),
         ("padding_end", &window.padding_end),
     ] {
-        if (0..N).any(|a| pad[a] > window.span(a) / 2) {
+        if (0..N).any(|a| pad[a] > window.kernel[a] / 2) {
             return Err(invalid(
                 op,
                 field,
                 pad,
-                format!(
-                    "must be at most half the window span (kernel {:?}, dilation {:?})",
-                    window.kernel, window.dilation
-                ),
+                format!("must be at most half the kernel {:?}", window.kernel),
             ));
         }
     }
@@ -657,7 +656,7 @@ impl PoolReduce for PoolAvg {
 /// # Dtypes
 /// f32, f64, f16, bf16 (f32 accumulation; f64 in f64); indices i64.
 /// # Errors
-/// `InvalidDescriptor` (zero extents, padding above half the window span,
+/// `InvalidDescriptor` (zero extents, padding above half the kernel,
 /// empty output, a divisor override on max), `DtypeMismatch`,
 /// `Unsupported`, `PreferenceRejected` for a backend other than baracuda;
 /// from `run`: `ShapeMismatch`, `InvalidArgument` (strides, indices on
@@ -846,8 +845,15 @@ mod tests {
             field(validate_pool(&d.with_padding_ends([1, 1], [2, 1]), false)),
             "padding_end"
         );
-        // dilation 2 spans 5: padding 2 fits
-        assert!(validate_pool(&d.with_padding([2, 2]).with_dilation([2, 2]), true).is_ok());
+        // half the kernel, not of the dilated span (PyTorch)
+        assert_eq!(
+            field(validate_pool(
+                &d.with_padding([2, 2]).with_dilation([2, 2]),
+                true
+            )),
+            "padding"
+        );
+        assert!(validate_pool(&d.with_padding([1, 1]).with_dilation([2, 2]), true).is_ok());
         assert_eq!(
             field(validate_pool(&d.with_stride([0, 1]), false)),
             "stride"

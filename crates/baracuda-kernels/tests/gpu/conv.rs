@@ -1544,7 +1544,7 @@ fn pool_sweep(name: &str, specs: &[PoolSpec], seed: u64) {
             let batch = 1 + rng.below(2) as usize;
             let ch = 1 + rng.below(5) as usize;
             // Windows: random kernel and stride; on max and avg, padding
-            // up to half the span on each side (unequal on a third of the
+            // up to half the kernel on each side (unequal on a third of the
             // cases) and dilation 2 on a third.
             let window_spec = matches!(spec, PoolSpec::Window { .. });
             let dilate = window_spec && rng.below(3) == 0;
@@ -1555,7 +1555,7 @@ fn pool_sweep(name: &str, specs: &[PoolSpec], seed: u64) {
                 w.kernel[a] = 1 + rng.below(3) as usize;
                 w.stride[a] = 1 + rng.below(3) as usize;
                 w.dilation[a] = if dilate { 2 } else { 1 };
-                let half = w.dilation[a] * (w.kernel[a] - 1) / 2 + 1;
+                let half = w.kernel[a] / 2 + 1;
                 if window_spec {
                     w.padding[a] = rng.below(half as u64) as usize;
                     w.padding_end[a] = if asymmetric {
