@@ -10,7 +10,7 @@
 //! would cap it only by taking the L1 that holds the loads in flight (and
 //! the driver enlarges the carveout to restore occupancy), and a
 //! persistent grid loses the one-pass block turnover
-//! (`bench/experiments/residency.py` measures all three).
+//! (`docs/perf-notes/experiments/residency.py` measures all three).
 //!
 //! Layout used (ELF64, little-endian): section headers at `e_shoff`; the
 //! kernel's symbol in `.symtab` (names in the linked string table); in the

@@ -1,7 +1,7 @@
 // fast_math.cuh: f32 helpers on the hardware's approximate exp2 and
 // reciprocal (one MUFU op each, ftz), and the erfc evaluation GELU-erf and
 // the normal CDF use on 16-bit types. No element type: included by
-// elementwise/unary.cu and by bench/experiments/elementwise_math.cu, which
+// elementwise/unary.cu and by docs/perf-notes/experiments/elementwise_math.cu, which
 // checks and times these exact functions.
 //
 // The erfc evaluation: for z >= 0, t = 1 / (1 + z/2),

@@ -6,15 +6,15 @@
 // tensor once (no grid-stride loop). The last block also does the scalar
 // tail (n % VEC elements).
 //
-// Launch shape measured on H200 (bench/experiments/elementwise_tiles.cu,
+// Launch shape measured on H200 (docs/perf-notes/experiments/elementwise_tiles.cu,
 // 2^28 elements, relu bf16 / relu f32 / add bf16, GB/s): one vector per
 // thread, one pass, 256 threads: 4180 / 4239 / 4343; 4 vectors per thread:
 // 4045 / 4071 / 4323; a persistent grid-stride grid with 4 per thread:
 // 3785 / 3830 / 4072; device-to-device memcpy: 4200. Streaming (.cs) cache
-// hints changed nothing. Hence TILE_UNROLL 1 by default. Ops whose math
+// hints make no difference. Hence TILE_UNROLL 1 by default. Ops whose math
 // costs about as much as their traffic run smaller blocks, and on 16-bit
 // types two vectors per thread (layout.rs `contig_shape`, measured with
-// bench/experiments/elementwise_math.cu). The plan passes -DTILE_UNROLL
+// docs/perf-notes/experiments/elementwise_math.cu). The plan passes -DTILE_UNROLL
 // and sizes the grid from the same shape; the block size is blockDim.x.
 //
 // F is a functor `void operator()(const ACC (&in)[NIN], ACC (&out)[NOUT])`.

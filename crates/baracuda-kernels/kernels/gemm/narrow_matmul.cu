@@ -60,7 +60,7 @@ constexpr int NV = N / 32;  // 16-byte vectors of a row of D per thread
 // 16-row tiles per chunk: two while their loads and accumulators fit the
 // registers without spilling (K + N <= 128), else one (narrow.rs
 // `chunk_rows` follows the same rule). Warps per block: 4 (narrow.rs
-// `THREADS`). bench/experiments/narrow_sweep.sh overrides both.
+// `THREADS`). docs/perf-notes/experiments/narrow_sweep.sh overrides both.
 #ifndef NARROW_TILES
 #define NARROW_TILES (K + N <= 128 ? 2 : 1)
 #endif

@@ -19,7 +19,7 @@ pub(crate) struct ContigShape {
 }
 
 /// The contiguous launch shape for an op on `dtype` (a `BARACUDA_DTYPE`
-/// value), from the sweep in `bench/experiments/elementwise_math.cu` (H200,
+/// value), from the sweep in `docs/perf-notes/experiments/elementwise_math.cu` (H200,
 /// 2^28 elements). Ops whose math costs about as much as their traffic
 /// (`transcendental`) run 128-thread blocks, which keep more loads in flight
 /// per SM while other warps compute: f32 gelu-erf 0.509 ms at 128 threads
@@ -46,7 +46,7 @@ pub(crate) fn contig_shape(transcendental: bool, dtype: u32) -> ContigShape {
 }
 /// The contiguous launch shape of a binary forward on `dtype`: on 16-bit
 /// types 128-thread blocks (the shape PyTorch launches for the same
-/// one-vector-per-thread kernel), which `bench/experiments/binary_hints.cu`
+/// one-vector-per-thread kernel), which `docs/perf-notes/experiments/binary_hints.cu`
 /// measured 0.18% faster than 256 on the H200 bf16 add of 2^28 elements;
 /// otherwise [`contig_shape`]`(false, dtype)`. Its residency is set by
 /// [`binary_fw_register_floor`].
@@ -68,7 +68,7 @@ pub(crate) fn binary_fw_shape(dtype: u32) -> ContigShape {
 /// instruction per element runs fastest on the H200 with about 40 warps
 /// per SM: at 48 registers, 10 blocks of 128 threads (16-bit types) or 5
 /// of 256 (f32) fit per SM, where the kernel's own 20-28 registers fit 64
-/// warps. `bench/experiments/residency.py` (2^28 elements, same tensors,
+/// warps. `docs/perf-notes/experiments/residency.py` (2^28 elements, same tensors,
 /// against PyTorch), ms:
 ///
 /// | case     | as compiled     | 40 regs | 48 regs | 56 regs |
@@ -80,11 +80,12 @@ pub(crate) fn binary_fw_shape(dtype: u32) -> ContigShape {
 /// (PyTorch: 0.3666, 0.3666, 0.7347; its bf16 add takes 34 registers, 48
 /// warps per SM.) Ops with more work per element lose from the same cap:
 /// in the benchmark (`scripts/bench-vs-torch.sh elementwise`, H200) bf16
-/// `div` went from 0.3664 to 0.3737 ms and `maximum`/`minimum` from 0.3686
-/// to 0.3723; f32 `div`, `maximum`, `minimum` moved by under 0.2%. Ops
+/// `div` runs 0.3737 ms at 48 registers against 0.3664 as compiled, and
+/// `maximum`/`minimum` 0.3723 against 0.3686; f32 `div`, `maximum`,
+/// `minimum` differ by under 0.2%. Ops
 /// with one load per element lose too (relu bf16 0.2541 ms as compiled,
 /// 0.2828 at 48 registers): unary kernels keep full residency. Other
-/// architectures keep ptxas's allocation until measured.
+/// architectures keep ptxas's allocation (no floor is measured there).
 pub(crate) fn binary_fw_register_floor(arch: ArchSku, op: super::BinaryOp) -> Option<u32> {
     use super::BinaryOp::{Add, Mul, Sub};
     match (arch, op) {

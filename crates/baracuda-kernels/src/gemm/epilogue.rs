@@ -83,7 +83,7 @@ pub(crate) const SKINNY_MAX_TOKENS: usize = 4;
 /// The skinny kernel's shape, passed to `gemm_epilogue.cu` as defines and
 /// used for its grid: rows of W per warp group, warps per group (each sums
 /// one slice of K), 16-byte loads in flight per row and lane, and warps per
-/// block. The fastest of `bench/experiments/decode_gemv.cu`'s sweep on
+/// block. The fastest of `docs/perf-notes/experiments/decode_gemv.cu`'s sweep on
 /// H200, ahead of cuBLASLt's candidates and `cublasGemmEx` in both its
 /// timing regimes.
 const SKINNY_ROWS: usize = 4;

@@ -16,11 +16,10 @@
 //! Two details follow PyTorch's `_scaled_mm` and NVIDIA's `LtFp8Matmul`
 //! sample, the fp8 paths known to run on H100/H200: each scale factor is
 //! its own 16-byte aligned allocation (`run` checks the alignment), and `C`
-//! is passed as null (`beta` is always 0) rather than aliasing `D`. The
-//! first H200 run had the scale of `B` 4 bytes into a shared buffer and `C`
-//! aliasing `D`, and `cublasLtMatmul` answered `NOT_SUPPORTED` for an
-//! algorithm the heuristic (shown aligned placeholder scales) had offered;
-//! those were the only run-time differences from the heuristic's view.
+//! is passed as null (`beta` is always 0) rather than aliasing `D`. On
+//! H200, with the scale of `B` 4 bytes into a shared buffer and `C`
+//! aliasing `D`, `cublasLtMatmul` answers `NOT_SUPPORTED` for an algorithm
+//! the heuristic offers when shown aligned placeholder scales.
 
 use std::marker::PhantomData;
 
