@@ -1,6 +1,13 @@
-//! Every CUDA source of the crate, embedded at build time.
+//! Every CUDA source of the crate, embedded at build time, and the one map
+//! from element types to kernel specialisations.
+//!
+//! Each source is registered here once, with the project headers it may
+//! include (`kernels/common/*.cuh`). A kernel specialised by element type
+//! includes `common/dtype.cuh` and is compiled with `-DBARACUDA_DTYPE=`
+//! [`dtype_code`]; [`typed_spec`] builds that module spec.
 
-use baracuda_driver::KernelSource;
+use baracuda_driver::{KernelSource, ModuleSpec};
+use baracuda_kernels_types::ElementKind;
 
 /// Project headers any source may include.
 pub(crate) const COMMON: &[(&str, &str)] = &[
@@ -22,16 +29,81 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
     ),
 ];
 
-/// Pointwise unary ops (`kernels/elementwise/unary.cu`).
-pub static UNARY: KernelSource = KernelSource {
-    name: "elementwise/unary.cu",
-    source: include_str!("../kernels/elementwise/unary.cu"),
-    headers: COMMON,
-};
+/// `kernels/<path>` as a [`KernelSource`] with the [`COMMON`] headers.
+macro_rules! source {
+    ($(#[$doc:meta])* $name:ident = $path:literal) => {
+        $(#[$doc])*
+        pub(crate) static $name: KernelSource = KernelSource {
+            name: $path,
+            source: include_str!(concat!("../kernels/", $path)),
+            headers: COMMON,
+        };
+    };
+}
 
-/// Pointwise binary ops with broadcasting (`kernels/elementwise/binary.cu`).
-pub static BINARY: KernelSource = KernelSource {
-    name: "elementwise/binary.cu",
-    source: include_str!("../kernels/elementwise/binary.cu"),
-    headers: COMMON,
-};
+source!(
+    /// Pointwise unary ops.
+    UNARY = "elementwise/unary.cu"
+);
+source!(
+    /// Pointwise binary ops with broadcasting.
+    BINARY = "elementwise/binary.cu"
+);
+source!(
+    /// Convolution bias epilogue, bias and ReLU gradients.
+    CONV_BIAS = "conv/bias.cu"
+);
+source!(
+    /// Channels-last <-> channels-first copies.
+    CONV_LAYOUT = "conv/layout.cu"
+);
+source!(
+    /// Generic N-d pooling.
+    POOL = "conv/pool.cu"
+);
+source!(
+    /// Elementwise work around cuBLASLt matmuls, and the skinny linear.
+    GEMM_EPILOGUE = "gemm/gemm_epilogue.cu"
+);
+source!(
+    /// The narrow tensor-core matmul of pointwise convolutions.
+    NARROW_MATMUL = "gemm/narrow_matmul.cu"
+);
+
+/// The `BARACUDA_DTYPE` code of `kernels/common/dtype.cuh` for `kind`, or
+/// None for kinds it has no specialisation of.
+pub(crate) fn dtype_code(kind: ElementKind) -> Option<u32> {
+    match kind {
+        ElementKind::F32 => Some(0),
+        ElementKind::F64 => Some(1),
+        ElementKind::F16 => Some(2),
+        ElementKind::Bf16 => Some(3),
+        _ => None,
+    }
+}
+
+/// `source` specialised for `kind` (`-DBARACUDA_DTYPE`), or None when
+/// `dtype.cuh` has no such specialisation.
+pub(crate) fn typed_spec(source: &'static KernelSource, kind: ElementKind) -> Option<ModuleSpec> {
+    dtype_code(kind).map(|code| ModuleSpec::new(source).define("BARACUDA_DTYPE", code))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_float_kind_has_a_distinct_code() {
+        let codes: Vec<u32> = [
+            ElementKind::F32,
+            ElementKind::F64,
+            ElementKind::F16,
+            ElementKind::Bf16,
+        ]
+        .into_iter()
+        .map(|k| dtype_code(k).unwrap())
+        .collect();
+        assert_eq!(codes, [0, 1, 2, 3]);
+        assert_eq!(dtype_code(ElementKind::I32), None);
+    }
+}

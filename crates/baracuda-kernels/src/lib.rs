@@ -8,28 +8,61 @@
 //! Families live one per module; [`mod@reference`] holds the f64 CPU oracles
 //! the GPU tests compare against.
 
-pub mod conv;
-pub mod elementwise;
-pub mod gemm;
 mod kernel_sources;
 mod plan;
 pub mod reference;
 mod scratch;
-mod specs;
 
-pub use conv::*;
-pub use elementwise::{
-    BinaryArgs, BinaryBwArgs, BinaryDescriptor, BinaryOp, BinaryPlan, UnaryArgs, UnaryBwArgs,
-    UnaryDescriptor, UnaryOp, UnaryPlan,
-};
-pub use gemm::{
-    BatchedGemmArgs, BatchedGemmDescriptor, BatchedGemmPlan, Fp8GemmArgs, Fp8GemmDescriptor,
-    Fp8GemmPlan, GemmArgs, GemmDescriptor, GemmPlan, GroupedGemmArgs, GroupedGemmDescriptor,
-    GroupedGemmPlan, IntGemmArgs, IntGemmDescriptor, IntGemmPlan, LinearArgs, LinearBwArgs,
-    LinearDescriptor, LinearPlan,
-};
+use baracuda_driver::ModuleSpec;
+
+/// A registered op family.
+#[derive(Copy, Clone, Debug)]
+pub struct Family {
+    /// The family's module name (`conv`, `gemm`, ...): what its GPU test
+    /// rows and benchmark cases are filed under.
+    pub name: &'static str,
+    /// Every kernel specialisation its plans can request.
+    pub module_specs: fn() -> Vec<ModuleSpec>,
+}
+
+/// Registers each family once: its module, whose public items are
+/// re-exported at the crate root; its kernel specialisations, every one of
+/// which [`all_module_specs`] lists for the host compile test; and its
+/// entry in [`FAMILIES`], which the GPU op table and the benchmark case
+/// list are checked against. A family module provides
+/// `pub(crate) fn module_specs() -> Vec<ModuleSpec>`.
+macro_rules! families {
+    ($($(#[$doc:meta])* $name:ident;)*) => {
+        $(
+            $(#[$doc])*
+            pub mod $name;
+            pub use $name::*;
+        )*
+
+        /// Every registered family, in registration order.
+        pub const FAMILIES: &[Family] = &[$(Family {
+            name: stringify!($name),
+            module_specs: $name::module_specs,
+        }),*];
+    };
+}
+
+families! {
+    /// Pointwise unary and binary maps with broadcasting.
+    elementwise;
+    /// Convolution, transposed convolution and pooling.
+    conv;
+    /// Matrix products through cuBLASLt.
+    gemm;
+}
+
+/// Every NVRTC module any plan can request (every family, dtype and
+/// specialisation). The host test compiles each for sm_80 and sm_90a.
+pub fn all_module_specs() -> Vec<ModuleSpec> {
+    FAMILIES.iter().flat_map(|f| (f.module_specs)()).collect()
+}
+
 pub use plan::{Backward, Plan};
-pub use specs::all_module_specs;
 
 pub use baracuda_driver::{
     cudarc_slice, cudarc_slice_mut, Context, ConvAlgo, ConvDirection, Device, DeviceBuffer, Event,

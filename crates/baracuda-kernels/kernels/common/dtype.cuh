@@ -1,5 +1,7 @@
 // dtype.cuh: element type T and accumulator ACC selected by -DBARACUDA_DTYPE,
-// with conversions and overloaded math for the accumulator.
+// with conversions and overloaded math for the accumulator. Every kernel
+// specialised by element type includes it; the host side's one map from
+// element types to codes is `kernel_sources::dtype_code`.
 //
 //   BARACUDA_DTYPE  T               ACC
 //   0               float           float
@@ -52,6 +54,8 @@ __device__ __forceinline__ float m_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ bool m_isnan(float x) { return x != x; }
 __device__ __forceinline__ bool m_isnan(double x) { return x != x; }
+__device__ __forceinline__ float m_pow(float a, float b) { return powf(a, b); }
+__device__ __forceinline__ double m_pow(double a, double b) { return pow(a, b); }
 
 // Elements of T in one 16-byte vector.
 #define VEC (16 / (int)sizeof(T))

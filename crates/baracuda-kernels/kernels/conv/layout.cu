@@ -9,20 +9,19 @@
 // so reads and writes are both coalesced. Traffic: 2 x batch x rows x cols
 // elements, no arithmetic. Grid: x = tile index (row tiles x col tiles),
 // z strides over the batch; blocks of 32 x 8 threads.
-#include "conv/conv_dtype.cuh"
+#include "common/dtype.cuh"
 
-typedef unsigned long long u64;
 
 extern "C" __global__ void __launch_bounds__(256)
-    transpose_batched(const ELEM_T* __restrict__ in, ELEM_T* __restrict__ out, u64 batch, u64 rows,
+    transpose_batched(const T* __restrict__ in, T* __restrict__ out, u64 batch, u64 rows,
                       u64 cols) {
-    __shared__ ELEM_T tile[32][33];
+    __shared__ T tile[32][33];
     const u64 col_tiles = (cols + 31) / 32;
     const u64 i0 = (u64)blockIdx.x / col_tiles * 32;
     const u64 j0 = (u64)blockIdx.x % col_tiles * 32;
     for (u64 b = blockIdx.z; b < batch; b += gridDim.z) {
-        const ELEM_T* src = in + b * rows * cols;
-        ELEM_T* dst = out + b * rows * cols;
+        const T* src = in + b * rows * cols;
+        T* dst = out + b * rows * cols;
         for (unsigned k = threadIdx.y; k < 32; k += 8) {
             const u64 i = i0 + k, j = j0 + threadIdx.x;
             if (i < rows && j < cols) tile[k][threadIdx.x] = src[i * cols + j];

@@ -26,7 +26,7 @@
 //   pool_{fw,bw}_cl_v{1,N}  max / avg windows, channels-last: one thread per
 //       (n, spatial, V channels), 32-bit index math, V-wide (16-byte) loads
 //       and stores when channels % V == 0 and the pointers are 16-byte
-//       aligned (V = 16 / sizeof(ELEM_T)); dilation 1 only. The backward is still a gather
+//       aligned (V = 16 / sizeof(T)); dilation 1 only. The backward is still a gather
 //       (deterministic): the outputs whose window holds input i along an
 //       axis are exactly o in [ceil((i+p-k+1)/s), min((i+p)/s, out-1)], so
 //       no membership re-check; max adds dy[o] where idx[o] == i.
@@ -53,8 +53,8 @@
 // FW reads 103 MB, writes 26 MB + 103 MB of i64 indices; BW reads 26 MB dy
 // + 103 MB indices (each output is read by ~2.25 inputs, mostly from L2)
 // and writes 103 MB dx.
-// Specialised by: ELEM_T, ACC_T.
-#include "conv/conv_dtype.cuh"
+// Specialised by: BARACUDA_DTYPE (common/dtype.cuh).
+#include "common/dtype.cuh"
 
 #define MODE_MAX 0
 #define MODE_AVG 1
@@ -124,20 +124,20 @@ static __device__ __forceinline__ long long address(const PoolParams& P, long lo
                            : (n * P.channels + c) * sp_n + sp;
 }
 
-static __device__ __forceinline__ ACC_T divisor(const PoolParams& P, const int lo[3], const int hi[3],
+static __device__ __forceinline__ ACC divisor(const PoolParams& P, const int lo[3], const int hi[3],
                                               const int padded[3]) {
-    if (P.mode == MODE_AVG && P.divisor_override > 0) return (ACC_T)P.divisor_override;
+    if (P.mode == MODE_AVG && P.divisor_override > 0) return (ACC)P.divisor_override;
     if (P.mode == MODE_LP || (P.mode == MODE_AVG && P.count_include_pad))
-        return (ACC_T)padded[0] * (ACC_T)padded[1] * (ACC_T)padded[2];
-    return (ACC_T)taps(P, 0, lo[0], hi[0]) * (ACC_T)taps(P, 1, lo[1], hi[1]) *
-           (ACC_T)taps(P, 2, lo[2], hi[2]);
+        return (ACC)padded[0] * (ACC)padded[1] * (ACC)padded[2];
+    return (ACC)taps(P, 0, lo[0], hi[0]) * (ACC)taps(P, 1, lo[1], hi[1]) *
+           (ACC)taps(P, 2, lo[2], hi[2]);
 }
 
-extern "C" __global__ void pool_fw(PoolParams P, const ELEM_T* __restrict__ x, ELEM_T* __restrict__ y,
+extern "C" __global__ void pool_fw(PoolParams P, const T* __restrict__ x, T* __restrict__ y,
                                    long long* __restrict__ idx) {
     const long long in_sp = (long long)P.in[0] * P.in[1] * P.in[2];
     const long long out_sp = (long long)P.out[0] * P.out[1] * P.out[2];
-    const ACC_T k_prod = (ACC_T)P.k[0] * (ACC_T)P.k[1] * (ACC_T)P.k[2];
+    const ACC k_prod = (ACC)P.k[0] * (ACC)P.k[1] * (ACC)P.k[2];
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < P.n_out;
          i += (long long)gridDim.x * blockDim.x) {
         long long n, osp;
@@ -147,47 +147,47 @@ extern "C" __global__ void pool_fw(PoolParams P, const ELEM_T* __restrict__ x, E
                     (int)((osp / P.out[2]) % P.out[1]), (int)(osp % P.out[2])};
         int lo[3], hi[3], padded[3];
         for (int a = 0; a < 3; ++a) window(P, a, o[a], lo[a], hi[a], padded[a]);
-        const ELEM_T* xp = x + (P.channels_last ? n * in_sp * P.channels + c : (n * P.channels + c) * in_sp);
+        const T* xp = x + (P.channels_last ? n * in_sp * P.channels + c : (n * P.channels + c) * in_sp);
         const long long step = P.channels_last ? P.channels : 1;
         if (P.mode == MODE_MAX || P.mode == MODE_ADAPTIVE_MAX) {
-            ACC_T m = (ACC_T)__int_as_float(0xff800000);  // -inf
+            ACC m = (ACC)__int_as_float(0xff800000);  // -inf
             long long arg = (long long)lo[0] * P.in[1] * P.in[2] + (long long)lo[1] * P.in[2] + lo[2];
             for (int d = lo[0]; d < hi[0]; d += P.dl[0])
                 for (int h = lo[1]; h < hi[1]; h += P.dl[1])
                     for (int w = lo[2]; w < hi[2]; w += P.dl[2]) {
                         long long sp = ((long long)d * P.in[1] + h) * P.in[2] + w;
-                        ACC_T v = to_acc(xp[sp * step]);
+                        ACC v = to_acc(xp[sp * step]);
                         if (v > m || v != v) {
                             m = v;
                             arg = sp;
                         }
                     }
-            store(&y[i], m);
+            y[i] = from_acc(m);
             if (P.has_indices) idx[i] = arg;
         } else {
-            ACC_T sum = (ACC_T)0;
-            ACC_T pw = (ACC_T)P.norm_p;
+            ACC sum = (ACC)0;
+            ACC pw = (ACC)P.norm_p;
             for (int d = lo[0]; d < hi[0]; d += P.dl[0])
                 for (int h = lo[1]; h < hi[1]; h += P.dl[1])
                     for (int w = lo[2]; w < hi[2]; w += P.dl[2]) {
                         long long sp = ((long long)d * P.in[1] + h) * P.in[2] + w;
-                        ACC_T v = to_acc(xp[sp * step]);
-                        sum += P.mode == MODE_LP ? acc_pow(v, pw) : v;
+                        ACC v = to_acc(xp[sp * step]);
+                        sum += P.mode == MODE_LP ? m_pow(v, pw) : v;
                     }
-            ACC_T div = divisor(P, lo, hi, padded);
-            ACC_T r = sum / div;
-            if (P.mode == MODE_LP) r = acc_pow(r * k_prod, (ACC_T)1 / pw);
-            store(&y[i], r);
+            ACC div = divisor(P, lo, hi, padded);
+            ACC r = sum / div;
+            if (P.mode == MODE_LP) r = m_pow(r * k_prod, (ACC)1 / pw);
+            y[i] = from_acc(r);
         }
     }
 }
 
-extern "C" __global__ void pool_bw(PoolParams P, const ELEM_T* __restrict__ dy,
-                                   const long long* __restrict__ idx, const ELEM_T* __restrict__ x,
-                                   const ELEM_T* __restrict__ y, ELEM_T* __restrict__ dx) {
+extern "C" __global__ void pool_bw(PoolParams P, const T* __restrict__ dy,
+                                   const long long* __restrict__ idx, const T* __restrict__ x,
+                                   const T* __restrict__ y, T* __restrict__ dx) {
     const long long in_sp = (long long)P.in[0] * P.in[1] * P.in[2];
     const long long out_sp = (long long)P.out[0] * P.out[1] * P.out[2];
-    const ACC_T k_prod = (ACC_T)P.k[0] * (ACC_T)P.k[1] * (ACC_T)P.k[2];
+    const ACC k_prod = (ACC)P.k[0] * (ACC)P.k[1] * (ACC)P.k[2];
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < P.n_in;
          i += (long long)gridDim.x * blockDim.x) {
         long long n, isp;
@@ -208,9 +208,9 @@ extern "C" __global__ void pool_bw(PoolParams P, const ELEM_T* __restrict__ dy,
                 ohi[a] = min(t / P.s[a], P.out[a] - 1);
             }
         }
-        ACC_T xv = (P.mode == MODE_LP) ? to_acc(x[i]) : (ACC_T)0;
-        ACC_T pw = (ACC_T)P.norm_p;
-        ACC_T acc = (ACC_T)0;
+        ACC xv = (P.mode == MODE_LP) ? to_acc(x[i]) : (ACC)0;
+        ACC pw = (ACC)P.norm_p;
+        ACC acc = (ACC)0;
         for (int od = olo[0]; od <= ohi[0]; ++od)
             for (int oh = olo[1]; oh <= ohi[1]; ++oh)
                 for (int ow = olo[2]; ow <= ohi[2]; ++ow) {
@@ -225,18 +225,18 @@ extern "C" __global__ void pool_bw(PoolParams P, const ELEM_T* __restrict__ dy,
                     if (!inside) continue;
                     long long osp = ((long long)od * P.out[1] + oh) * P.out[2] + ow;
                     long long oa = address(P, n, c, osp, out_sp);
-                    ACC_T g = to_acc(dy[oa]);
+                    ACC g = to_acc(dy[oa]);
                     if (P.mode == MODE_MAX || P.mode == MODE_ADAPTIVE_MAX) {
                         if (idx[oa] == isp) acc += g;
                     } else if (P.mode == MODE_LP) {
-                        ACC_T yv = to_acc(y[oa]);
-                        ACC_T scale = k_prod / divisor(P, lo, hi, padded);
-                        acc += g * scale * acc_pow(xv, pw - (ACC_T)1) * acc_pow(yv, (ACC_T)1 - pw);
+                        ACC yv = to_acc(y[oa]);
+                        ACC scale = k_prod / divisor(P, lo, hi, padded);
+                        acc += g * scale * m_pow(xv, pw - (ACC)1) * m_pow(yv, (ACC)1 - pw);
                     } else {
                         acc += g / divisor(P, lo, hi, padded);
                     }
                 }
-        store(&dx[i], acc);
+        dx[i] = from_acc(acc);
     }
 }
 
@@ -244,16 +244,16 @@ extern "C" __global__ void pool_bw(PoolParams P, const ELEM_T* __restrict__ dy,
 // Fast paths (32-bit index math; see the header).
 // ---------------------------------------------------------------------------
 
-#define VEC_MAX (16 / (int)sizeof(ELEM_T))
+#define VEC_MAX (16 / (int)sizeof(T))
 
 template <int V>
-struct alignas(sizeof(ELEM_T) * V) Pack {
-    ELEM_T v[V];
+struct alignas(sizeof(T) * V) Pack {
+    T v[V];
 };
 
 template <int V>
-static __device__ __forceinline__ void pool_fw_cl(const PoolParams& P, const ELEM_T* __restrict__ x,
-                                                  ELEM_T* __restrict__ y, long long* __restrict__ idx) {
+static __device__ __forceinline__ void pool_fw_cl(const PoolParams& P, const T* __restrict__ x,
+                                                  T* __restrict__ y, long long* __restrict__ idx) {
     const int C = P.channels;
     const int cv = C / V;
     const int in_sp = P.in[0] * P.in[1] * P.in[2];
@@ -268,13 +268,13 @@ static __device__ __forceinline__ void pool_fw_cl(const PoolParams& P, const ELE
         const int o[3] = {osp / (P.out[1] * P.out[2]), (osp / P.out[2]) % P.out[1], osp % P.out[2]};
         int lo[3], hi[3], padded[3];
         for (int a = 0; a < 3; ++a) window(P, a, o[a], lo[a], hi[a], padded[a]);
-        const ELEM_T* xp = x + n * in_sp * C + ci * V;
+        const T* xp = x + n * in_sp * C + ci * V;
         const int yo = r * C + ci * V;
-        ACC_T acc[V];
+        ACC acc[V];
         int arg[V];
         const int first = (lo[0] * P.in[1] + lo[1]) * P.in[2] + lo[2];
         for (int k = 0; k < V; ++k) {
-            acc[k] = is_max ? (ACC_T)__int_as_float(0xff800000) : (ACC_T)0;
+            acc[k] = is_max ? (ACC)__int_as_float(0xff800000) : (ACC)0;
             arg[k] = first;
         }
         for (int d = lo[0]; d < hi[0]; ++d)
@@ -284,7 +284,7 @@ static __device__ __forceinline__ void pool_fw_cl(const PoolParams& P, const ELE
                     const Pack<V> pk = *reinterpret_cast<const Pack<V>*>(xp + sp * C);
 #pragma unroll
                     for (int k = 0; k < V; ++k) {
-                        const ACC_T v = to_acc(pk.v[k]);
+                        const ACC v = to_acc(pk.v[k]);
                         if (is_max) {
                             if (v > acc[k] || v != v) {
                                 acc[k] = v;
@@ -296,9 +296,9 @@ static __device__ __forceinline__ void pool_fw_cl(const PoolParams& P, const ELE
                     }
                 }
         Pack<V> out;
-        const ACC_T div = is_max ? (ACC_T)1 : divisor(P, lo, hi, padded);
+        const ACC div = is_max ? (ACC)1 : divisor(P, lo, hi, padded);
 #pragma unroll
-        for (int k = 0; k < V; ++k) store(&out.v[k], is_max ? acc[k] : acc[k] / div);
+        for (int k = 0; k < V; ++k) out.v[k] = from_acc(is_max ? acc[k] : acc[k] / div);
         *reinterpret_cast<Pack<V>*>(y + yo) = out;
         if (is_max && P.has_indices) {
 #pragma unroll
@@ -308,8 +308,8 @@ static __device__ __forceinline__ void pool_fw_cl(const PoolParams& P, const ELE
 }
 
 template <int V>
-static __device__ __forceinline__ void pool_bw_cl(const PoolParams& P, const ELEM_T* __restrict__ dy,
-                                                  const long long* __restrict__ idx, ELEM_T* __restrict__ dx) {
+static __device__ __forceinline__ void pool_bw_cl(const PoolParams& P, const T* __restrict__ dy,
+                                                  const long long* __restrict__ idx, T* __restrict__ dx) {
     const int C = P.channels;
     const int cv = C / V;
     const int in_sp = P.in[0] * P.in[1] * P.in[2];
@@ -328,9 +328,9 @@ static __device__ __forceinline__ void pool_bw_cl(const PoolParams& P, const ELE
             olo[a] = q < P.k[a] ? 0 : (q - P.k[a]) / P.s[a] + 1;
             ohi[a] = min(q / P.s[a], P.out[a] - 1);
         }
-        ACC_T acc[V];
+        ACC acc[V];
 #pragma unroll
-        for (int k = 0; k < V; ++k) acc[k] = (ACC_T)0;
+        for (int k = 0; k < V; ++k) acc[k] = (ACC)0;
         const int obase = n * out_sp;
         for (int od = olo[0]; od <= ohi[0]; ++od)
             for (int oh = olo[1]; oh <= ohi[1]; ++oh)
@@ -346,14 +346,14 @@ static __device__ __forceinline__ void pool_bw_cl(const PoolParams& P, const ELE
                         const int o[3] = {od, oh, ow};
                         int lo[3], hi[3], padded[3];
                         for (int a = 0; a < 3; ++a) window(P, a, o[a], lo[a], hi[a], padded[a]);
-                        const ACC_T inv = (ACC_T)1 / divisor(P, lo, hi, padded);
+                        const ACC inv = (ACC)1 / divisor(P, lo, hi, padded);
 #pragma unroll
                         for (int k = 0; k < V; ++k) acc[k] += to_acc(g.v[k]) * inv;
                     }
                 }
         Pack<V> out;
 #pragma unroll
-        for (int k = 0; k < V; ++k) store(&out.v[k], acc[k]);
+        for (int k = 0; k < V; ++k) out.v[k] = from_acc(acc[k]);
         *reinterpret_cast<Pack<V>*>(dx + r * C + ci * V) = out;
     }
 }
@@ -363,12 +363,12 @@ static __device__ __forceinline__ void pool_bw_cl(const PoolParams& P, const ELE
 // position share n); channels-first with V > 1 needs prod(in) % V == 0
 // (V positions share one plane).
 template <int V>
-static __device__ __forceinline__ void pool_bw_global_avg(const PoolParams& P, const ELEM_T* __restrict__ dy,
-                                                          ELEM_T* __restrict__ dx) {
+static __device__ __forceinline__ void pool_bw_global_avg(const PoolParams& P, const T* __restrict__ dy,
+                                                          T* __restrict__ dx) {
     const int C = P.channels;
     const int in_sp = P.in[0] * P.in[1] * P.in[2];
     const int total = (int)(P.n_in / V);
-    const ACC_T inv = (ACC_T)1 / (ACC_T)in_sp;
+    const ACC inv = (ACC)1 / (ACC)in_sp;
     for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
         const int e = t * V;
         Pack<V> out;
@@ -377,11 +377,11 @@ static __device__ __forceinline__ void pool_bw_global_avg(const PoolParams& P, c
             const int n = e / (C * in_sp);
             const Pack<V> g = *reinterpret_cast<const Pack<V>*>(dy + n * C + c0);
 #pragma unroll
-            for (int k = 0; k < V; ++k) store(&out.v[k], to_acc(g.v[k]) * inv);
+            for (int k = 0; k < V; ++k) out.v[k] = from_acc(to_acc(g.v[k]) * inv);
         } else {
-            const ACC_T g = to_acc(dy[e / in_sp]) * inv;
+            const ACC g = to_acc(dy[e / in_sp]) * inv;
 #pragma unroll
-            for (int k = 0; k < V; ++k) store(&out.v[k], g);
+            for (int k = 0; k < V; ++k) out.v[k] = from_acc(g);
         }
         *reinterpret_cast<Pack<V>*>(dx + e) = out;
     }
@@ -396,13 +396,13 @@ static __device__ __forceinline__ void pool_bw_global_avg(const PoolParams& P, c
 // Channels-last with V > 1 needs channels % V == 0; channels-first with
 // V > 1 needs prod(in) % V == 0 (V positions of one plane per load).
 template <int V>
-static __device__ __forceinline__ void pool_fw_global_avg(const PoolParams& P, const ELEM_T* __restrict__ x,
-                                                          ELEM_T* __restrict__ y) {
+static __device__ __forceinline__ void pool_fw_global_avg(const PoolParams& P, const T* __restrict__ x,
+                                                          T* __restrict__ y) {
     const int C = P.channels;
     const int in_sp = P.in[0] * P.in[1] * P.in[2];
-    const ACC_T div = (ACC_T)in_sp;
+    const ACC div = (ACC)in_sp;
     if (P.channels_last) {
-        __shared__ ACC_T part[GA_TY][V][GA_TX];
+        __shared__ ACC part[GA_TY][V][GA_TX];
         const int tx = threadIdx.x, ty = threadIdx.y;
         const int cv = C / V;
         const int cblocks = (cv + GA_TX - 1) / GA_TX;
@@ -412,11 +412,11 @@ static __device__ __forceinline__ void pool_fw_global_avg(const PoolParams& P, c
             const int n = b / cblocks;
             const int ci = (b % cblocks) * GA_TX + tx;
             const bool live = ci < cv;
-            ACC_T acc[V];
+            ACC acc[V];
 #pragma unroll
-            for (int k = 0; k < V; ++k) acc[k] = (ACC_T)0;
+            for (int k = 0; k < V; ++k) acc[k] = (ACC)0;
             if (live) {
-                const ELEM_T* xp = x + n * in_sp * C + ci * V;
+                const T* xp = x + n * in_sp * C + ci * V;
                 for (int sp = ty; sp < in_sp; sp += GA_TY) {
                     const Pack<V> pk = *reinterpret_cast<const Pack<V>*>(xp + sp * C);
 #pragma unroll
@@ -445,7 +445,7 @@ static __device__ __forceinline__ void pool_fw_global_avg(const PoolParams& P, c
             if (ty == 0 && live) {
                 Pack<V> out;
 #pragma unroll
-                for (int k = 0; k < V; ++k) store(&out.v[k], acc[k] / div);
+                for (int k = 0; k < V; ++k) out.v[k] = from_acc(acc[k] / div);
                 *reinterpret_cast<Pack<V>*>(y + n * C + ci * V) = out;
             }
         }
@@ -458,8 +458,8 @@ static __device__ __forceinline__ void pool_fw_global_avg(const PoolParams& P, c
         // full-mask shuffles see every lane.
         for (int plane = (int)((blockIdx.x * blockDim.x + threadIdx.x) / 32); plane < planes;
              plane += warps) {
-            const ELEM_T* xp = x + plane * in_sp;
-            ACC_T acc = (ACC_T)0;
+            const T* xp = x + plane * in_sp;
+            ACC acc = (ACC)0;
             for (int i = lane; i < nv; i += 32) {
                 const Pack<V> pk = *reinterpret_cast<const Pack<V>*>(xp + i * V);
 #pragma unroll
@@ -467,44 +467,44 @@ static __device__ __forceinline__ void pool_fw_global_avg(const PoolParams& P, c
             }
 #pragma unroll
             for (int off = 16; off > 0; off >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, off);
-            if (lane == 0) store(&y[plane], acc / div);
+            if (lane == 0) y[plane] = from_acc(acc / div);
         }
     }
 }
 
-extern "C" __global__ void pool_fw_cl_v1(PoolParams P, const ELEM_T* __restrict__ x, ELEM_T* __restrict__ y,
+extern "C" __global__ void pool_fw_cl_v1(PoolParams P, const T* __restrict__ x, T* __restrict__ y,
                                          long long* __restrict__ idx) {
     pool_fw_cl<1>(P, x, y, idx);
 }
-extern "C" __global__ void pool_fw_cl_vn(PoolParams P, const ELEM_T* __restrict__ x, ELEM_T* __restrict__ y,
+extern "C" __global__ void pool_fw_cl_vn(PoolParams P, const T* __restrict__ x, T* __restrict__ y,
                                          long long* __restrict__ idx) {
     pool_fw_cl<VEC_MAX>(P, x, y, idx);
 }
 // Same signature as pool_bw; x and y (Lp only) are unused here.
-extern "C" __global__ void pool_bw_cl_v1(PoolParams P, const ELEM_T* __restrict__ dy,
-                                         const long long* __restrict__ idx, const ELEM_T* __restrict__ x,
-                                         const ELEM_T* __restrict__ y, ELEM_T* __restrict__ dx) {
+extern "C" __global__ void pool_bw_cl_v1(PoolParams P, const T* __restrict__ dy,
+                                         const long long* __restrict__ idx, const T* __restrict__ x,
+                                         const T* __restrict__ y, T* __restrict__ dx) {
     pool_bw_cl<1>(P, dy, idx, dx);
 }
 // Same signature as pool_bw; x and y (Lp only) are unused here.
-extern "C" __global__ void pool_bw_cl_vn(PoolParams P, const ELEM_T* __restrict__ dy,
-                                         const long long* __restrict__ idx, const ELEM_T* __restrict__ x,
-                                         const ELEM_T* __restrict__ y, ELEM_T* __restrict__ dx) {
+extern "C" __global__ void pool_bw_cl_vn(PoolParams P, const T* __restrict__ dy,
+                                         const long long* __restrict__ idx, const T* __restrict__ x,
+                                         const T* __restrict__ y, T* __restrict__ dx) {
     pool_bw_cl<VEC_MAX>(P, dy, idx, dx);
 }
-extern "C" __global__ void pool_bw_global_avg_v1(PoolParams P, const ELEM_T* __restrict__ dy,
-                                                 ELEM_T* __restrict__ dx) {
+extern "C" __global__ void pool_bw_global_avg_v1(PoolParams P, const T* __restrict__ dy,
+                                                 T* __restrict__ dx) {
     pool_bw_global_avg<1>(P, dy, dx);
 }
-extern "C" __global__ void pool_bw_global_avg_vn(PoolParams P, const ELEM_T* __restrict__ dy,
-                                                 ELEM_T* __restrict__ dx) {
+extern "C" __global__ void pool_bw_global_avg_vn(PoolParams P, const T* __restrict__ dy,
+                                                 T* __restrict__ dx) {
     pool_bw_global_avg<VEC_MAX>(P, dy, dx);
 }
-extern "C" __global__ void pool_fw_global_avg_v1(PoolParams P, const ELEM_T* __restrict__ x,
-                                                 ELEM_T* __restrict__ y) {
+extern "C" __global__ void pool_fw_global_avg_v1(PoolParams P, const T* __restrict__ x,
+                                                 T* __restrict__ y) {
     pool_fw_global_avg<1>(P, x, y);
 }
-extern "C" __global__ void pool_fw_global_avg_vn(PoolParams P, const ELEM_T* __restrict__ x,
-                                                 ELEM_T* __restrict__ y) {
+extern "C" __global__ void pool_fw_global_avg_vn(PoolParams P, const T* __restrict__ x,
+                                                 T* __restrict__ y) {
     pool_fw_global_avg<VEC_MAX>(P, x, y);
 }

@@ -14,43 +14,14 @@
 //
 // Grid-stride loops over the m*n logical elements with 64-bit indices
 // (m*n can pass 2^31). Memory bound: ~2-3 passes over D, judged by GB/s.
-// Specialised by -DDTYPE (0 f32, 1 f64, 2 f16, 3 bf16), the type of D.
-#include <cuda_fp16.h>
-#include <cuda_bf16.h>
+// Specialised by BARACUDA_DTYPE (common/dtype.cuh), the type of D.
+#include "common/dtype.cuh"
 
-#if DTYPE == 0
-typedef float T;
-typedef float Acc;
-#elif DTYPE == 1
-typedef double T;
-typedef double Acc;
-#elif DTYPE == 2
-typedef __half T;
-typedef float Acc;
-#else
-typedef __nv_bfloat16 T;
-typedef float Acc;
-#endif
+typedef ACC Acc;
 
-__device__ __forceinline__ Acc load(const T* p, long long i) {
-#if DTYPE == 2
-    return __half2float(p[i]);
-#elif DTYPE == 3
-    return __bfloat162float(p[i]);
-#else
-    return (Acc)p[i];
-#endif
-}
+__device__ __forceinline__ Acc load(const T* p, long long i) { return to_acc(p[i]); }
 
-__device__ __forceinline__ void store(T* p, long long i, Acc v) {
-#if DTYPE == 2
-    p[i] = __float2half_rn(v);
-#elif DTYPE == 3
-    p[i] = __float2bfloat16_rn(v);
-#else
-    p[i] = (T)v;
-#endif
-}
+__device__ __forceinline__ void store(T* p, long long i, Acc v) { p[i] = from_acc(v); }
 
 __device__ __forceinline__ Acc act_fw(int act, Acc z) {
     const Acc k0 = (Acc)0.7978845608028654;   // sqrt(2/pi)
@@ -125,7 +96,6 @@ extern "C" __global__ void dact(const T* dy, long long ldy, const T* z, long lon
 // col_sum_fin adds in chunk order. The result depends only on the shape and
 // the grid, never on timing. Traffic: rows * cols elements read once, plus
 // 2 * chunks * cols partials (about 1% for a [8192, 14336] dY).
-#define VEC (16 / (int)sizeof(T))
 
 template <int V>
 __device__ __forceinline__ void col_sum_part_impl(const T* __restrict__ x, long long rows,

@@ -35,7 +35,7 @@ mod pool;
 mod transpose;
 mod window;
 
-use baracuda_driver::{KernelSource, ModuleSpec};
+use baracuda_driver::ModuleSpec;
 use baracuda_kernels_types::{Element, ElementKind, Error, Result};
 
 pub use adaptive_pool::*;
@@ -79,30 +79,9 @@ pub enum ConvLayout {
     ChannelsLast,
 }
 
-const CONV_HEADERS: &[(&str, &str)] = &[(
-    "conv/conv_dtype.cuh",
-    include_str!("../../kernels/conv/conv_dtype.cuh"),
-)];
-
-/// Bias epilogue and bias gradient (`kernels/conv/bias.cu`).
-pub(crate) static BIAS_SOURCE: KernelSource = KernelSource {
-    name: "conv/bias.cu",
-    source: include_str!("../../kernels/conv/bias.cu"),
-    headers: CONV_HEADERS,
-};
-
-/// Channels-last <-> channels-first copies (`kernels/conv/layout.cu`).
-pub(crate) static LAYOUT_SOURCE: KernelSource = KernelSource {
-    name: "conv/layout.cu",
-    source: include_str!("../../kernels/conv/layout.cu"),
-    headers: CONV_HEADERS,
-};
-
-/// Generic N-d pooling (`kernels/conv/pool.cu`).
-pub(crate) static POOL_SOURCE: KernelSource = KernelSource {
-    name: "conv/pool.cu",
-    source: include_str!("../../kernels/conv/pool.cu"),
-    headers: CONV_HEADERS,
+pub(crate) use crate::kernel_sources::{
+    typed_spec as spec_for, CONV_BIAS as BIAS_SOURCE, CONV_LAYOUT as LAYOUT_SOURCE,
+    POOL as POOL_SOURCE,
 };
 
 /// The float kinds the family implements.
@@ -113,28 +92,8 @@ pub(crate) const FLOAT_KINDS: [ElementKind; 4] = [
     ElementKind::Bf16,
 ];
 
-/// `(ELEM_T, ACC_T)` defines of a kernel specialisation.
-fn type_defines(kind: ElementKind) -> Option<(&'static str, &'static str)> {
-    Some(match kind {
-        ElementKind::F32 => ("float", "float"),
-        ElementKind::F64 => ("double", "double"),
-        ElementKind::F16 => ("__half", "float"),
-        ElementKind::Bf16 => ("__nv_bfloat16", "float"),
-        _ => return None,
-    })
-}
-
-pub(crate) fn spec_for(source: &'static KernelSource, kind: ElementKind) -> Option<ModuleSpec> {
-    let (t, acc) = type_defines(kind)?;
-    Some(
-        ModuleSpec::new(source)
-            .define("ELEM_T", t)
-            .define("ACC_T", acc),
-    )
-}
-
 /// Every NVRTC module the family can request.
-pub(crate) fn kernel_specs() -> Vec<ModuleSpec> {
+pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     let mut v = Vec::new();
     for k in FLOAT_KINDS {
         v.extend(spec_for(&BIAS_SOURCE, k));

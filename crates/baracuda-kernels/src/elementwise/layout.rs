@@ -111,16 +111,10 @@ pub(crate) struct StridedArgs {
 
 /// The `BARACUDA_DTYPE` value of an element kind, or `Unsupported`.
 pub(crate) fn dtype_id(op: &'static str, kind: ElementKind) -> Result<u32> {
-    match kind {
-        ElementKind::F32 => Ok(0),
-        ElementKind::F64 => Ok(1),
-        ElementKind::F16 => Ok(2),
-        ElementKind::Bf16 => Ok(3),
-        other => Err(Error::Unsupported {
-            op,
-            what: format!("dtype {other}; elementwise kernels take f32, f64, f16 and bf16"),
-        }),
-    }
+    crate::kernel_sources::dtype_code(kind).ok_or_else(|| Error::Unsupported {
+        op,
+        what: format!("dtype {kind}; elementwise kernels take f32, f64, f16 and bf16"),
+    })
 }
 
 /// The module of one op of an elementwise source for one dtype: a plan

@@ -14,6 +14,6 @@ pub use unary::{UnaryArgs, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan};
 use baracuda_driver::ModuleSpec;
 
 /// Every module the family's plans can request.
-pub fn module_specs() -> Vec<ModuleSpec> {
+pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     layout::family_specs()
 }

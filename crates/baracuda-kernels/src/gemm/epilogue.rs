@@ -3,35 +3,18 @@
 //! column-major `D`, the pre-activation of ReLU, activation backward, int
 //! GEMM scaling, amax).
 
-use baracuda_driver::{Function, KernelSource, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
+use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
+
+use crate::kernel_sources::{typed_spec, GEMM_EPILOGUE};
 use baracuda_kernels_types::{Activation, ElementKind, Error, Result};
-
-static SOURCE: KernelSource = KernelSource {
-    name: "gemm_epilogue.cu",
-    source: include_str!("../../kernels/gemm/gemm_epilogue.cu"),
-    headers: &[],
-};
-
-/// The `-DDTYPE` value of a `D` element kind.
-fn dtype_code(op: &'static str, kind: ElementKind) -> Result<u32> {
-    Ok(match kind {
-        ElementKind::F32 => 0,
-        ElementKind::F64 => 1,
-        ElementKind::F16 => 2,
-        ElementKind::Bf16 => 3,
-        other => {
-            return Err(Error::Unsupported {
-                op,
-                what: format!("no GEMM epilogue kernel for {other} outputs"),
-            })
-        }
-    })
-}
 
 /// The module spec for outputs of `kind`.
 pub(crate) fn spec(kind: ElementKind) -> Result<ModuleSpec> {
-    Ok(ModuleSpec::new(&SOURCE)
-        .define("DTYPE", dtype_code("gemm epilogue", kind)?)
+    let spec = typed_spec(&GEMM_EPILOGUE, kind).ok_or_else(|| Error::Unsupported {
+        op: "gemm epilogue",
+        what: format!("no GEMM epilogue kernel for {kind} outputs"),
+    })?;
+    Ok(spec
         .define("SKINNY_ROWS", SKINNY_ROWS)
         .define("SKINNY_SPLIT", SKINNY_SPLIT)
         .define("SKINNY_UNROLL", SKINNY_UNROLL)

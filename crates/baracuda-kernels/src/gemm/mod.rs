@@ -32,7 +32,7 @@ pub(crate) use narrow::{narrow_fits, NarrowMatmul};
 pub(crate) use plain::{LinearKernel, LinearMatmul, PlainMatmul};
 
 /// Every NVRTC module the GEMM plans can request.
-pub fn module_specs() -> Vec<baracuda_driver::ModuleSpec> {
+pub(crate) fn module_specs() -> Vec<baracuda_driver::ModuleSpec> {
     let mut v = epilogue::module_specs();
     v.extend(narrow::module_specs());
     v

@@ -9,17 +9,12 @@
 //! 1x1 64->64 layer), where measured autotuning times it with cuDNN's
 //! engines and cuBLASLt's matmul.
 
-use baracuda_driver::{Function, KernelSource, LaunchConfig, ModuleSpec, Stream};
+use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{ElementKind, Error, Result};
 
 use super::epilogue::kernel_args;
+use crate::kernel_sources::{typed_spec, NARROW_MATMUL};
 use super::plain::LinearMatmul;
-
-static SOURCE: KernelSource = KernelSource {
-    name: "narrow_matmul.cu",
-    source: include_str!("../../kernels/gemm/narrow_matmul.cu"),
-    headers: crate::kernel_sources::COMMON,
-};
 
 /// Threads per block (`WARPS` x 32 in the source).
 const THREADS: u32 = 128;
@@ -35,13 +30,9 @@ fn chunk_rows(k: usize, n: usize) -> usize {
 /// Channel counts the kernel is specialised for (`NARROW_K`, `NARROW_N`).
 const WIDTHS: [usize; 4] = [32, 64, 96, 128];
 
-/// The `BARACUDA_DTYPE` value of a 16-bit float kind.
-fn dtype_code(kind: ElementKind) -> Option<u32> {
-    match kind {
-        ElementKind::F16 => Some(2),
-        ElementKind::Bf16 => Some(3),
-        _ => None,
-    }
+/// The kernel's tensor-core path takes the 16-bit float kinds.
+fn is_16bit(kind: ElementKind) -> bool {
+    matches!(kind, ElementKind::F16 | ElementKind::Bf16)
 }
 
 /// `(K, N, TRANS)` of a role's matmul for `(tokens, in, out)`: the
@@ -63,17 +54,16 @@ pub(crate) fn narrow_fits(
     shape: (usize, usize, usize),
     kind: ElementKind,
 ) -> bool {
-    dtype_code(kind).is_some()
+    is_16bit(kind)
         && shape.0 > 0
         && dims(role, shape).is_some_and(|(k, n, _)| WIDTHS.contains(&k) && WIDTHS.contains(&n))
 }
 
 /// The module of one specialisation.
 fn spec(kind: ElementKind, k: usize, n: usize, trans: u32) -> Option<ModuleSpec> {
+    let spec = typed_spec(&NARROW_MATMUL, kind).filter(|_| is_16bit(kind))?;
     Some(
-        ModuleSpec::new(&SOURCE)
-            .define("BARACUDA_DTYPE", dtype_code(kind)?)
-            .define("NARROW_K", k)
+        spec.define("NARROW_K", k)
             .define("NARROW_N", n)
             .define("TRANS", trans),
     )
