@@ -17,6 +17,7 @@ mod handles;
 mod jit;
 mod libs;
 mod memory;
+mod registry;
 mod status;
 
 pub use context::{Context, Event, Graph, Stream};
