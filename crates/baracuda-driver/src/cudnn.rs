@@ -1,5 +1,5 @@
 //! Safe wrappers over cuDNN convolutions for one problem: the backend
-//! (graph) API in [`backend`] (engine heuristics A and FALLBACK, engine
+//! (graph) API in `backend` (engine heuristics A and FALLBACK, engine
 //! configs with knobs, execution plans), which is what runs, and the
 //! legacy API (tensor, filter and convolution descriptors, `_v7`
 //! heuristics, `Find*Ex`), kept as a per-direction fallback for what the
@@ -13,8 +13,12 @@
 //! (selection); running takes `&self` and only reads them, so one problem
 //! may run from many threads at once, each with its own handle from the
 //! context's registry.
+//!
+//! [`graph`] is the same backend API for any graph, which the convolution
+//! code here is to be rebuilt on.
 
 mod backend;
+pub mod graph;
 
 pub use backend::EngineFilter;
 

@@ -1,6 +1,6 @@
 //! CUDA runtime layer of baracuda: devices, contexts, streams, events,
-//! device and pinned buffers, per-context library handles and the NVRTC
-//! kernel JIT.
+//! device and pinned buffers, per-context library handles, the NVRTC
+//! kernel JIT, cuBLASLt wrappers and cuDNN's graph API ([`cudnn::graph`]).
 //!
 //! This is the only crate that calls `cudarc::sys`/`cudarc::*::result` or
 //! holds raw device pointers. Everything above it talks to the safe types
@@ -11,7 +11,7 @@
 mod context;
 mod cubin;
 mod cublaslt;
-mod cudnn;
+pub mod cudnn;
 mod device;
 mod handles;
 mod jit;
