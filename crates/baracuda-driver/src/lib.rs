@@ -25,9 +25,7 @@ pub use cublaslt::{
     lt_heuristic, lt_matmul, LtAlgo, LtCompute, LtEpilogue, LtLayout, LtLayouts, LtMatmulDesc,
     LtPointers, LtPreference, LtScalar,
 };
-pub use cudnn::{
-    ConvAlgo, ConvApi, ConvDirection, ConvMath, CudnnConv, CudnnConvProblem, EngineFilter,
-};
+pub use cudnn::{legacy_algo_name, ConvMath, LegacyAlgo, LegacyConv, LegacyConvShape};
 pub use device::Device;
 pub use handles::{CublasLtHandle, CudnnHandle, LibraryHandle};
 pub use jit::{

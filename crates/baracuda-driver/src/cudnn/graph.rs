@@ -43,3 +43,5 @@ pub use params::{
 };
 pub use plan::{ExecutionPlan, VariantPack};
 pub use tensor::{Tensor, TensorBuilder, MAX_DIMS};
+
+pub(crate) use tensor::data_type;
