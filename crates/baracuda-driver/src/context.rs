@@ -6,16 +6,15 @@ use baracuda_kernels_types::Result;
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaGraph, CudaStream};
 
 use crate::device::Device;
-use crate::handles::HandleRegistry;
-use crate::jit::ModuleCache;
 use crate::libs::{ensure_loaded, CudaLib};
+use crate::registry::Registry;
 use crate::status::CudaResultExt;
 
 pub(crate) struct ContextInner {
     pub(crate) cu: Arc<CudaContext>,
     pub(crate) device: Device,
-    pub(crate) modules: ModuleCache,
-    pub(crate) handles: HandleRegistry,
+    /// The library handles (`handles.rs`) and loaded modules (`jit.rs`).
+    pub(crate) registry: Registry,
 }
 
 /// A CUDA context on one device (the device's primary context), with its
@@ -53,8 +52,7 @@ impl Context {
             inner: Arc::new(ContextInner {
                 cu,
                 device: device.clone(),
-                modules: ModuleCache::default(),
-                handles: HandleRegistry::default(),
+                registry: Registry::default(),
             }),
         })
     }

@@ -5,10 +5,7 @@
 //! dropped, so one plan can run from many threads at once and a handle is
 //! never shared by two threads.
 
-use std::any::{Any, TypeId};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::thread::ThreadId;
+use std::sync::Arc;
 
 use baracuda_kernels_types::Result;
 use cudarc::cublaslt::sys as lt;
@@ -27,33 +24,17 @@ pub trait LibraryHandle: Send + Sync + Sized + 'static {
     fn create(ctx: &Context) -> Result<Self>;
 }
 
-#[derive(Default)]
-pub(crate) struct HandleRegistry {
-    map: Mutex<HashMap<(TypeId, ThreadId), Arc<dyn Any + Send + Sync>>>,
-}
-
 impl Context {
     /// The calling thread's handle of type `H` on this context.
     ///
     /// # Errors
     /// As [`LibraryHandle::create`] on first use.
     pub fn handle<H: LibraryHandle>(&self) -> Result<Arc<H>> {
-        let key = (TypeId::of::<H>(), std::thread::current().id());
-        let mut map = self
-            .inner
-            .handles
-            .map
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        if let Some(h) = map.get(&key) {
-            if let Ok(h) = h.clone().downcast::<H>() {
-                return Ok(h);
-            }
-        }
-        self.bind_to_thread()?;
-        let h = Arc::new(H::create(self)?);
-        map.insert(key, h.clone());
-        Ok(h)
+        let thread = std::thread::current().id();
+        self.inner.registry.get_or_create(Some(thread), || {
+            self.bind_to_thread()?;
+            H::create(self)
+        })
     }
 }
 

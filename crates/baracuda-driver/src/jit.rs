@@ -384,9 +384,10 @@ impl Module {
 
 type Slot = Arc<Mutex<Option<Arc<Module>>>>;
 
-/// Per-context cache of loaded modules, keyed by the disk-cache key.
+/// Per-context cache of loaded modules, keyed by the disk-cache key (kept
+/// in the context's registry).
 #[derive(Default)]
-pub(crate) struct ModuleCache {
+struct ModuleCache {
     slots: Mutex<HashMap<u128, Slot>>,
 }
 
@@ -400,13 +401,12 @@ impl Context {
     pub fn module(&self, spec: &ModuleSpec) -> Result<Arc<Module>> {
         let arch = self.device().arch;
         let key = cache_key(spec, arch, nvrtc_version()?)?;
+        let cache = self
+            .inner
+            .registry
+            .get_or_create(None, || Ok(ModuleCache::default()))?;
         let slot = {
-            let mut slots = self
-                .inner
-                .modules
-                .slots
-                .lock()
-                .unwrap_or_else(|p| p.into_inner());
+            let mut slots = cache.slots.lock().unwrap_or_else(|p| p.into_inner());
             slots.entry(key).or_default().clone()
         };
         let mut guard = slot.lock().unwrap_or_else(|p| p.into_inner());

@@ -1,6 +1,6 @@
 //! CUDA runtime layer of baracuda: devices, contexts, streams, events,
-//! device and pinned buffers, per-context library handles and the NVRTC
-//! kernel JIT.
+//! device and pinned buffers, per-context library handles, the NVRTC
+//! kernel JIT, cuBLASLt wrappers and cuDNN's graph API ([`cudnn::graph`]).
 //!
 //! This is the only crate that calls `cudarc::sys`/`cudarc::*::result` or
 //! holds raw device pointers. Everything above it talks to the safe types
@@ -11,12 +11,13 @@
 mod context;
 mod cubin;
 mod cublaslt;
-mod cudnn;
+pub mod cudnn;
 mod device;
 mod handles;
 mod jit;
 mod libs;
 mod memory;
+mod registry;
 mod status;
 
 pub use context::{Context, Event, Graph, Stream};
@@ -24,9 +25,7 @@ pub use cublaslt::{
     lt_heuristic, lt_matmul, LtAlgo, LtCompute, LtEpilogue, LtLayout, LtLayouts, LtMatmulDesc,
     LtPointers, LtPreference, LtScalar,
 };
-pub use cudnn::{
-    ConvAlgo, ConvApi, ConvDirection, ConvMath, CudnnConv, CudnnConvProblem, EngineFilter,
-};
+pub use cudnn::{legacy_algo_name, ConvMath, LegacyAlgo, LegacyConv, LegacyConvShape};
 pub use device::Device;
 pub use handles::{CublasLtHandle, CudnnHandle, LibraryHandle};
 pub use jit::{

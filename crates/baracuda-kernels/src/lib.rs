@@ -65,8 +65,8 @@ pub fn all_module_specs() -> Vec<ModuleSpec> {
 pub use plan::{Backward, Plan};
 
 pub use baracuda_driver::{
-    cudarc_slice, cudarc_slice_mut, Context, ConvAlgo, ConvDirection, Device, DeviceBuffer, Event,
-    Graph, PinnedBuffer, Stream,
+    cudarc_slice, cudarc_slice_mut, Context, Device, DeviceBuffer, Event, Graph, PinnedBuffer,
+    Stream,
 };
 pub use baracuda_kernels_types::*;
 /// The `float8` crate, whose `F8E4M3` and `F8E5M2` are the fp8 element

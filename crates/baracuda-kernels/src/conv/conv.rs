@@ -11,15 +11,14 @@
 
 use std::marker::PhantomData;
 
-use baracuda_driver::{
-    ConvAlgo, ConvDirection, CudnnConvProblem, Function, LaunchArgs, LaunchConfig, Stream,
-};
+use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
 use baracuda_kernels_types::{
     Activation, Element, Error, Grad, Grads, KernelSku, PlanPreference, Result, TensorMut,
     TensorRef, Workspace,
 };
 
 use super::cudnn_core::ConvCore;
+use super::cudnn_graph::{ConvAlgo, ConvDirection, CudnnConvProblem};
 use super::descriptor::{check_tensor, full_shape, validate_common, ConvDescriptor};
 use super::window::{to_i32, to_i32s};
 use super::{check_dtype, ConvLayout, Rank, SpatialRank};

@@ -1,7 +1,10 @@
 //! The cuDNN core shared by [`ConvPlan`](super::ConvPlan) and
 //! [`ConvTransposePlan`](super::ConvTransposePlan): per direction, one
 //! execution plan of cuDNN's backend (graph) API, plus a legacy-API
-//! algorithm as fallback.
+//! algorithm as fallback. The convolution graph and the engine filters
+//! are in `cudnn_graph.rs`, the per-direction plans and the fallback in
+//! `cudnn_conv.rs`, both on the driver's generic cuDNN layer; this file
+//! decides what to select.
 //!
 //! Selection, per direction:
 //! 1. Backend engine configs from heuristic mode A, then FALLBACK, in rank
@@ -38,14 +41,15 @@ use std::io::Write as _;
 use std::sync::{Arc, Mutex, OnceLock};
 
 use baracuda_driver::{
-    ConvAlgo, ConvApi, ConvDirection, ConvMath, CudnnConv, CudnnConvProblem, CudnnHandle,
-    DeviceBuffer, EngineFilter, Function, LaunchArgs, LaunchConfig, Stream,
+    ConvMath, CudnnHandle, DeviceBuffer, Function, LaunchArgs, LaunchConfig, Stream,
 };
 use baracuda_kernels_types::{
     Autotune, BackendKind, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
     PrecisionGuarantee, Result, Workspace,
 };
 
+use super::cudnn_conv::CudnnConv;
+use super::cudnn_graph::{ConvAlgo, ConvApi, ConvDirection, CudnnConvProblem, EngineFilter};
 use super::descriptor::{check_i32_elems, full_shape_i32};
 use super::{spec_for, BIAS_SOURCE, LAYOUT_SOURCE};
 use crate::gemm::{narrow_fits, LinearKernel, LinearMatmul, NarrowMatmul, PlainMatmul};

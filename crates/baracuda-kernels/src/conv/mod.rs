@@ -28,7 +28,9 @@
 mod adaptive_pool;
 #[allow(clippy::module_inception)] // the file is named after the op, as STYLE.md asks
 mod conv;
+mod cudnn_conv;
 mod cudnn_core;
+mod cudnn_graph;
 mod descriptor;
 mod lp_pool;
 mod pool;
@@ -39,7 +41,9 @@ use baracuda_driver::ModuleSpec;
 use baracuda_kernels_types::{Element, ElementKind, Error, Result};
 
 pub use adaptive_pool::*;
+pub use baracuda_driver::ConvMath;
 pub use conv::*;
+pub use cudnn_graph::{ConvAlgo, ConvApi, ConvDirection, CudnnConvProblem};
 pub use descriptor::*;
 pub use lp_pool::*;
 pub use pool::*;

@@ -16,11 +16,12 @@
 //! `output_padding` must be smaller than the stride (PyTorch also allows
 //! `< dilation`; cuDNN cannot express that case, which is `Unsupported`).
 
-use baracuda_driver::{ConvAlgo, ConvDirection, Stream};
+use baracuda_driver::Stream;
 use baracuda_kernels_types::{Element, Error, Grads, KernelSku, PlanPreference, Result, Workspace};
 
 use super::check_dtype;
 use super::conv::{ConvArgs, ConvBwArgs, ConvPlan, Roles};
+use super::cudnn_graph::{ConvAlgo, ConvDirection};
 use super::descriptor::{invalid, validate_common, ConvDescriptor, ConvTransposeDescriptor};
 use super::{Rank, SpatialRank};
 use crate::{Backward, Plan};

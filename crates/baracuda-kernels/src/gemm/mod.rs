@@ -18,6 +18,7 @@ mod gemm;
 mod grouped;
 mod int_gemm;
 mod linear;
+mod linear_kernel;
 mod matmul;
 mod narrow;
 mod plain;
@@ -28,8 +29,9 @@ pub use gemm::{GemmArgs, GemmDescriptor, GemmPlan};
 pub use grouped::{GroupedGemmArgs, GroupedGemmDescriptor, GroupedGemmPlan};
 pub use int_gemm::{IntGemmArgs, IntGemmDescriptor, IntGemmPlan};
 pub use linear::{LinearArgs, LinearBwArgs, LinearDescriptor, LinearPlan};
+pub(crate) use linear_kernel::LinearKernel;
 pub(crate) use narrow::{narrow_fits, NarrowMatmul};
-pub(crate) use plain::{LinearKernel, LinearMatmul, PlainMatmul};
+pub(crate) use plain::{LinearMatmul, PlainMatmul};
 
 /// Every NVRTC module the GEMM plans can request.
 pub(crate) fn module_specs() -> Vec<baracuda_driver::ModuleSpec> {

@@ -5,15 +5,14 @@
 //! are the layer's `dX` and `dW` matmuls. [`LinearMatmul`] names the three
 //! and builds their descriptors; [`PlainMatmul`] is one of them prepared
 //! (descriptors, layouts and algorithm built once) with `alpha = 1`,
-//! `beta = 0` and no epilogue; [`LinearKernel`] is either it or the
-//! narrow kernel ([`NarrowMatmul`]) for the same role.
+//! `beta = 0` and no epilogue. The narrow kernel (`super::narrow`) takes
+//! the same roles, and `super::linear_kernel` chooses between the two.
 
 use baracuda_driver::{LtCompute, LtEpilogue, Stream};
 use baracuda_kernels_types::{ElementKind, LayoutSku, PlanPreference, Result};
 
 use super::gemm::{compute_for, problem, GemmDescriptor};
 use super::matmul::{scalar, Prepared, Ptrs};
-use super::narrow::NarrowMatmul;
 
 /// One matmul of a linear layer of `tokens` rows, `in` inputs and `out`
 /// outputs, every matrix row-major and packed.
@@ -124,72 +123,5 @@ impl PlainMatmul {
         // SAFETY: forwarded from the caller; beta = 0, so C (= D) is not
         // read.
         unsafe { self.prepared.enqueue(stream, one, zero, ptrs) }
-    }
-}
-
-/// A [`LinearMatmul`] role's matmul as another family runs it: through
-/// cuBLASLt, or through the narrow kernel where it fits.
-pub(crate) enum LinearKernel {
-    /// cuBLASLt.
-    Lt(PlainMatmul),
-    /// `kernels/gemm/narrow_matmul.cu`.
-    Narrow(NarrowMatmul),
-}
-
-impl LinearKernel {
-    /// Workspace bytes (none for the narrow kernel).
-    pub(crate) fn workspace_bytes(&self) -> usize {
-        match self {
-            LinearKernel::Lt(g) => g.workspace_bytes(),
-            LinearKernel::Narrow(_) => 0,
-        }
-    }
-
-    /// Whether results are bitwise reproducible (the narrow kernel sums in
-    /// a fixed order).
-    pub(crate) fn is_deterministic(&self) -> bool {
-        match self {
-            LinearKernel::Lt(g) => g.is_deterministic(),
-            LinearKernel::Narrow(_) => true,
-        }
-    }
-
-    /// Whether the matmul runs TF32 math (the narrow kernel takes 16-bit
-    /// inputs only).
-    pub(crate) fn is_tf32(&self) -> bool {
-        match self {
-            LinearKernel::Lt(g) => g.is_tf32(),
-            LinearKernel::Narrow(_) => false,
-        }
-    }
-
-    /// The SKU fragment.
-    pub(crate) fn describe(&self) -> String {
-        match self {
-            LinearKernel::Lt(g) => g.describe(),
-            LinearKernel::Narrow(n) => n.describe(),
-        }
-    }
-
-    /// Enqueue the role's `D = A B` on `(a, b, d)` with `workspace` (at
-    /// least [`LinearKernel::workspace_bytes`] bytes at that address).
-    ///
-    /// # Safety
-    /// As [`PlainMatmul::enqueue`]: the role's packed row-major matrices,
-    /// 16-byte aligned, `d` disjoint from `a` and `b`, valid until the
-    /// work completes.
-    pub(crate) unsafe fn enqueue(
-        &self,
-        stream: &Stream,
-        abd: (u64, u64, u64),
-        workspace: u64,
-    ) -> Result<()> {
-        match self {
-            // SAFETY: forwarded from the caller.
-            LinearKernel::Lt(g) => unsafe { g.enqueue(stream, abd, workspace) },
-            // SAFETY: forwarded from the caller; the narrow kernel's A, w
-            // and D are the role's A, B and D.
-            LinearKernel::Narrow(n) => unsafe { n.enqueue(stream, abd) },
-        }
     }
 }
