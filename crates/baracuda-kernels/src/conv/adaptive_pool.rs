@@ -13,7 +13,7 @@ use std::marker::PhantomData;
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{Element, ElementKind, KernelSku, PlanPreference, Result, Workspace};
 
-use super::descriptor::invalid;
+use super::window::invalid;
 use super::pool::{
     validate_planes, KernelMode, PoolArgs, PoolAvg, PoolCore, PoolMax, PoolProblem, PoolReduce,
 };

@@ -51,7 +51,7 @@ use baracuda_kernels_types::{
 use super::cudnn_conv::CudnnConv;
 use super::cudnn_graph::{ConvAlgo, ConvApi, ConvDirection, CudnnConvProblem, EngineFilter};
 use super::descriptor::{check_i32_elems, full_shape_i32};
-use super::{spec_for, BIAS_SOURCE, LAYOUT_SOURCE};
+use crate::kernel_sources::{typed_spec, CONV_BIAS, CONV_LAYOUT};
 use crate::gemm::{narrow_fits, LinearKernel, LinearMatmul, NarrowMatmul, PlainMatmul};
 use crate::scratch::{fastest, operand_sets, random_bytes};
 
@@ -458,7 +458,7 @@ fn bias_kernels(
     ctx: &baracuda_driver::Context,
     dtype: ElementKind,
 ) -> std::result::Result<BiasKernels, Error> {
-    spec_for(&BIAS_SOURCE, dtype)
+    typed_spec(&CONV_BIAS, dtype)
         .ok_or_else(|| Error::Unsupported {
             op,
             what: format!("bias kernels for {dtype}"),
@@ -679,7 +679,7 @@ impl ConvCore {
         let shim = match shim_dims {
             None => None,
             Some([x, w, y]) => {
-                let spec = spec_for(&LAYOUT_SOURCE, p.dtype).ok_or_else(|| Error::Unsupported {
+                let spec = typed_spec(&CONV_LAYOUT, p.dtype).ok_or_else(|| Error::Unsupported {
                     op,
                     what: format!("layout copies for {}", p.dtype),
                 })?;

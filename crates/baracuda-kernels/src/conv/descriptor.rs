@@ -5,7 +5,7 @@
 
 use baracuda_kernels_types::{Activation, Element, Error, Result, Shape, TensorRef};
 
-use super::window::Window;
+use super::window::{invalid, Window};
 
 use super::ConvLayout;
 use baracuda_kernels_types::ElementKind;
@@ -208,20 +208,6 @@ impl<const N: usize> ConvTransposeDescriptor<N> {
             *out = grown - cut;
         }
         Ok(o)
-    }
-}
-
-pub(crate) fn invalid(
-    op: &'static str,
-    field: &'static str,
-    value: impl core::fmt::Debug,
-    reason: impl Into<String>,
-) -> Error {
-    Error::InvalidDescriptor {
-        op,
-        field,
-        value: format!("{value:?}"),
-        reason: reason.into(),
     }
 }
 

@@ -11,7 +11,7 @@ use std::marker::PhantomData;
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{Element, ElementKind, KernelSku, PlanPreference, Result, Workspace};
 
-use super::descriptor::invalid;
+use super::window::invalid;
 use super::pool::{validate_window, KernelMode, PoolArgs, PoolCore, PoolProblem};
 use super::window::{window_setters, Window};
 use super::{check_dtype, ConvLayout, Rank, SpatialRank};

@@ -83,10 +83,7 @@ pub enum ConvLayout {
     ChannelsLast,
 }
 
-pub(crate) use crate::kernel_sources::{
-    typed_spec as spec_for, CONV_BIAS as BIAS_SOURCE, CONV_LAYOUT as LAYOUT_SOURCE,
-    POOL as POOL_SOURCE,
-};
+use crate::kernel_sources::{typed_spec, CONV_BIAS, CONV_LAYOUT, POOL};
 
 /// The float kinds the family implements.
 pub(crate) const FLOAT_KINDS: [ElementKind; 4] = [
@@ -100,10 +97,10 @@ pub(crate) const FLOAT_KINDS: [ElementKind; 4] = [
 pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     let mut v = Vec::new();
     for k in FLOAT_KINDS {
-        v.extend(spec_for(&BIAS_SOURCE, k));
-        v.extend(spec_for(&POOL_SOURCE, k));
+        v.extend(typed_spec(&CONV_BIAS, k));
+        v.extend(typed_spec(&POOL, k));
     }
-    v.extend(spec_for(&LAYOUT_SOURCE, ElementKind::F64));
+    v.extend(typed_spec(&CONV_LAYOUT, ElementKind::F64));
     v
 }
 

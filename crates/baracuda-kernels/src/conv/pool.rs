@@ -27,9 +27,10 @@ use baracuda_kernels_types::{
     PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
 };
 
-use super::descriptor::{check_tensor, full_shape, invalid};
-use super::window::{to_i32, to_i32s, window_setters, Window};
-use super::{check_dtype, spec_for, ConvLayout, Rank, SpatialRank, POOL_SOURCE};
+use super::descriptor::{check_tensor, full_shape};
+use super::window::{invalid, to_i32, to_i32s, window_setters, Window};
+use super::{check_dtype, ConvLayout, Rank, SpatialRank};
+use crate::kernel_sources::{typed_spec, POOL};
 use crate::Plan;
 
 /// A max or average pooling of spatial rank `N`; the plan's type says
@@ -345,7 +346,7 @@ impl PoolCore {
             norm_p: pb.norm_p,
             has_indices: 0,
         };
-        let spec = spec_for(&POOL_SOURCE, kind).ok_or_else(|| Error::Unsupported {
+        let spec = typed_spec(&POOL, kind).ok_or_else(|| Error::Unsupported {
             op,
             what: format!("{kind} pooling"),
         })?;

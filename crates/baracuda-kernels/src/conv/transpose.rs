@@ -22,7 +22,8 @@ use baracuda_kernels_types::{Element, Error, Grads, KernelSku, PlanPreference, R
 use super::check_dtype;
 use super::conv::{ConvArgs, ConvBwArgs, ConvPlan, Roles};
 use super::cudnn_graph::{ConvAlgo, ConvDirection};
-use super::descriptor::{invalid, validate_common, ConvDescriptor, ConvTransposeDescriptor};
+use super::descriptor::{validate_common, ConvDescriptor, ConvTransposeDescriptor};
+use super::window::invalid;
 use super::{Rank, SpatialRank};
 use crate::{Backward, Plan};
 

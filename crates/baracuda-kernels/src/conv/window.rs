@@ -13,7 +13,6 @@
 
 use baracuda_kernels_types::{Error, Result};
 
-use super::descriptor::invalid;
 
 /// The sliding window of a convolution or pooling over `N` spatial axes.
 /// Padding is given per side: `padding` before each axis, `padding_end`
@@ -181,6 +180,21 @@ macro_rules! window_setters {
     };
 }
 pub(crate) use window_setters;
+
+/// `InvalidDescriptor` naming `field` of `op`, its value and why.
+pub(crate) fn invalid(
+    op: &'static str,
+    field: &'static str,
+    value: impl core::fmt::Debug,
+    reason: impl Into<String>,
+) -> Error {
+    Error::InvalidDescriptor {
+        op,
+        field,
+        value: format!("{value:?}"),
+        reason: reason.into(),
+    }
+}
 
 /// `v` as the `i32` the CUDA libraries and kernels take, or `Unsupported`
 /// naming the field.
