@@ -1,18 +1,22 @@
-"""Time every case of bench/torch_cases/*.py with PyTorch the way
-baracuda-bench times its own: warm-up, then CUDA events around replays of a
-CUDA graph of the calls, median of many replays. Prints one JSON line per case:
-{"op", "pass", "dtype", "shape", "ms"} (plus "tflops" for the GEMM
-ceiling). Usage: python3 bench/torch_baseline.py [family ...]; with
-`--libs`, print only the cuBLASLt and cuDNN files PyTorch loads, one
-full path per line. With
-BARACUDA_BENCH_ONLY set (comma-separated substrings), only the cases whose
-name contains one of them run, as in baracuda-bench."""
-import importlib.util
+"""Time every case of bench/cases/<family>.json (the case list
+baracuda-bench reads too) with PyTorch, built by bench/torch_cases/<family>.py,
+the way baracuda-bench times its own: warm-up, then CUDA events around
+replays of a CUDA graph of the calls, median of many replays. Prints one
+JSON line per case and pass: {"op", "pass", "dtype", "shape", "ms"} and
+"gbps" or "tflops" from the case's work, as baracuda-bench does (and the
+GEMM ceiling's "tflops"). Usage: python3 bench/torch_baseline.py
+[family ...]; with `--libs`, print only the cuBLASLt and cuDNN files
+PyTorch loads, one full path per line; with `--list [family ...]`, print
+the case rows (name, pass, dtype, shape, work) without importing torch,
+after checking the case list. With BARACUDA_BENCH_ONLY set
+(comma-separated substrings), only the cases whose name contains one of
+them run, as in baracuda-bench; ceilings always run."""
 import json
 import os
-import pathlib
 import sys
 import time
+
+from torch_cases import caselist
 
 WARMUP = 10
 ITERS = 50
@@ -97,15 +101,14 @@ def time_ms(torch, fn):
         return _time_calls(torch, fn, ITERS)
 
 
-def normalize(case):
-    if isinstance(case, dict):
-        return dict(op=case["op"], pass_=case.get("pass_", case.get("pass", "fw")), dtype=case["dtype"],
-                    shape=case["shape"], fn=case["fn"])
-    if len(case) == 6:
-        name, pass_, dtype, _layout, shape, fn = case
-    else:
-        name, pass_, dtype, shape, fn = case
-    return dict(op=name, pass_=pass_, dtype=dtype, shape=shape, fn=fn)
+def result(row, ms):
+    """The result line of case row timed at ms, as baracuda-bench prints it."""
+    out = {"op": row["name"], "pass": row["pass"], "dtype": row["dtype"], "shape": row["shape"], "ms": round(ms, 5)}
+    if "bytes" in row:
+        out["gbps"] = round(row["bytes"] / (ms * 1e-3) / 1e9, 1)
+    if "flops" in row:
+        out["tflops"] = round(row["flops"] / (ms * 1e-3) / 1e12, 2)
+    return out
 
 
 def gemm_ceiling(torch):
@@ -143,36 +146,33 @@ def touch_libs(torch):
 
 
 def main():
+    args = sys.argv[1:]
+    if args[:1] == ["--list"]:
+        caselist.print_rows(args[1:])
+        return
     import torch
-    if sys.argv[1:] == ["--libs"]:
+    if args == ["--libs"]:
         touch_libs(torch)
         for path in loaded_libs().values():
             print(path)
         return
-    wanted = sys.argv[1:]
+    try:
+        families = caselist.families(args)
+    except caselist.CaseError as e:
+        sys.exit(f"case list: {e}")
     only = [p for p in os.environ.get("BARACUDA_BENCH_ONLY", "").split(",") if p]
-    here = pathlib.Path(__file__).parent / "torch_cases"
     touch_libs(torch)
     print(f"torch_baseline: torch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}, "
           f"files {loaded_libs()}", file=sys.stderr)
     print(json.dumps(gemm_ceiling(torch)), flush=True)
-    for path in sorted(here.glob("*.py")):
-        if wanted and path.stem not in wanted:
-            continue
-        spec = importlib.util.spec_from_file_location(path.stem, path)
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        for case in mod.cases():
-            c = normalize(case)
-            if only and not any(p in c["op"] for p in only):
-                continue
+    for family, module, settings, cases in families:
+        for row, fn in module.cases(torch, settings, caselist.selected(cases, only)):
             try:
-                ms = time_ms(torch, c["fn"])
+                ms = time_ms(torch, fn)
             except Exception as e:  # report and go on, as baracuda-bench does
-                print(f"{path.stem} {c['op']}: error: {e}", file=sys.stderr)
+                print(f"{family} {row['name']}: error: {e}", file=sys.stderr)
                 continue
-            print(json.dumps({"op": c["op"], "pass": c["pass_"], "dtype": c["dtype"], "shape": c["shape"],
-                              "ms": round(ms, 5)}), flush=True)
+            print(json.dumps(result(row, ms)), flush=True)
         torch.cuda.empty_cache()
 
 

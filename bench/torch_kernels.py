@@ -3,18 +3,17 @@ takes (torch.profiler, 20 calls after 5 warm-up calls).
 
     python3 bench/torch_kernels.py FAMILY SUBSTRING[,SUBSTRING...]
 
-runs the cases of bench/torch_cases/FAMILY.py whose name contains one of
-the substrings (as BARACUDA_BENCH_ONLY does) and prints, per case and
-pass, every device activity with its count and mean time: the library
-kernel PyTorch chose (a cuBLAS `nvjet_*` or cuDNN engine kernel name),
+runs the cases of bench/cases/FAMILY.json whose name contains one of the
+substrings (as BARACUDA_BENCH_ONLY does; built by bench/torch_cases/FAMILY.py)
+and prints, per case and pass, every device activity with its count and
+mean time: the library kernel PyTorch chose (a cuBLAS `nvjet_*` or cuDNN engine kernel name),
 which is what to compare our autotuner's choice with (`ncu` on
 baracuda-bench names ours)."""
-import importlib.util
 import pathlib
 import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-from torch_baseline import normalize  # noqa: E402
+from torch_cases import caselist  # noqa: E402
 
 
 def main():
@@ -24,15 +23,10 @@ def main():
     from torch.profiler import ProfilerActivity, profile
 
     family, wanted = sys.argv[1], [w for w in sys.argv[2].split(",") if w]
-    path = pathlib.Path(__file__).parent / "torch_cases" / f"{family}.py"
-    spec = importlib.util.spec_from_file_location(family, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    for case in mod.cases():
-        c = normalize(case)
-        if not any(w in c["op"] for w in wanted):
-            continue
-        fns = c["fn"] if isinstance(c["fn"], (list, tuple)) else [c["fn"]]
+    [(_, module, settings, cases)] = caselist.families([family])
+    picked = [c for c in cases if any(w in c["name"] for w in wanted)]
+    for row, fn in module.cases(torch, settings, picked):
+        fns = fn if isinstance(fn, (list, tuple)) else [fn]
         for i in range(5):
             fns[i % len(fns)]()
         torch.cuda.synchronize()
@@ -40,7 +34,7 @@ def main():
             for i in range(20):
                 fns[i % len(fns)]()
             torch.cuda.synchronize()
-        print(f"== {c['op']} {c['pass_']} {c['dtype']} {c['shape']}")
+        print(f"== {row['name']} {row['pass']} {row['dtype']} {row['shape']}")
         for e in prof.key_averages():
             if e.device_type.name != "CUDA":
                 continue

@@ -1,12 +1,12 @@
-"""PyTorch baselines of the elementwise family (same names, shapes and
-dtypes as crates/baracuda-bench/src/elementwise.rs): every unary and
-binary op on 2^28 contiguous elements in bf16 and f32, two backward
-passes, and the device-to-device copy ceiling.
+"""PyTorch baselines of the elementwise family, from bench/cases/
+elementwise.json (which crates/baracuda-bench/src/elementwise.rs reads too):
+unary and binary ops on contiguous tensors, their backward passes, and the
+device-to-device copy ceiling.
 
-Every case, the copy included, rotates over PLACEMENTS buffer sets: its
-inputs are PLACEMENTS separate allocations of random values, and calls
-rotate through them (each case's fn is a list of one callable per set,
-which torch_baseline.time_ms calls in turn, as baracuda-bench's
+Every case, the copy included, rotates over the file's `placements` buffer
+sets: its inputs are that many separate allocations of random values, and
+calls rotate through them (each pass's fn is a list of one callable per
+set, which torch_baseline.time_ms calls in turn, as baracuda-bench's
 time_rotating_ms does). The ops are called in their functional forms, as
 models call them; outputs come from the caching allocator (inside the
 timed CUDA graph, from the graph's pool). A run through the out= forms
@@ -18,88 +18,100 @@ places a memory-bound kernel's buffers moves its time by more than the
 of 2^28 elements on three separate allocations of a, b, y took 0.3798 /
 0.3800 / 0.3779 ms with torch.add and 0.3698 / 0.3693 / 0.3691 ms with
 ours (docs/perf-notes/experiments/binary_hints.cu measures the spread), so each
-side's time is the average over PLACEMENTS placements rather than one
-draw.
+side's time is the average over the placements rather than one draw.
 
-cases() is a generator, in elementwise.rs's order: an op's sets are made
-when its cases come up and dropped when the next op's are, so no more than
-two ops' sets are alive at once (the largest, f32 mul backward, is 5
-tensors of 1 GiB per set, 15 GiB)."""
+cases() is a generator, in file order: a case's sets are made when it
+comes up and dropped when the next case's are, so no more than two cases'
+sets are alive at once (the largest, f32 mul backward of 2^28 elements, is
+5 tensors of 1 GiB per set, 15 GiB with 3 placements)."""
+from . import caselist
+from .caselist import Op
 
-N = 1 << 28
-SHAPE = f"[{N}]"
-# Buffer sets per case (PLACEMENTS in elementwise.rs): separate allocations
-# that calls rotate through, to average over DRAM placements (see above).
-PLACEMENTS = 3
+FLOATS = ("bf16", "f16", "f32", "f64")
+
+# op -> (forward, backward or None), each a function of torch that returns
+# what PyTorch runs, so that the table is known without importing torch.
+# Backward passes as autograd runs them: the aten *_backward kernels.
+UNARY = {
+    "relu": (lambda torch: torch.relu, None),
+    "gelu_erf": (lambda torch: torch.nn.functional.gelu, None),
+    "gelu_tanh": (lambda torch: lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
+                  lambda torch: lambda x, dy: torch.ops.aten.gelu_backward(dy, x, approximate="tanh")),
+    "silu": (lambda torch: torch.nn.functional.silu,
+             lambda torch: lambda x, dy: torch.ops.aten.silu_backward(dy, x)),
+    "sigmoid": (lambda torch: torch.sigmoid, None),
+    "tanh": (lambda torch: torch.tanh, None),
+    "exp": (lambda torch: torch.exp, None),
+    "neg": (lambda torch: torch.neg, None),
+}
+BINARY = {
+    "add": (lambda torch: torch.add, None),
+    "sub": (lambda torch: torch.sub, None),
+    # mul backward: da = dy * b, db = dy * a (two kernels in autograd)
+    "mul": (lambda torch: torch.mul, lambda torch: lambda a, b, dy: (dy * b, dy * a)),
+    "div": (lambda torch: torch.div, None),
+    "maximum": (lambda torch: torch.maximum, None),
+    "minimum": (lambda torch: torch.minimum, None),
+}
+SETTINGS = {"placements": int}
+OPS = {"copy": Op(("fw",), FLOATS, {"len": int})}
+OPS.update({op: Op(("fw", "bw") if bw else ("fw",), FLOATS, {"len": int})
+            for op, (_, bw) in {**UNARY, **BINARY}.items()})
 
 
-def cases():
-    import torch
-    F = torch.nn.functional
-    aten = torch.ops.aten
+def _tensors(op, pass_):
+    """Tensors of len elements a pass reads or writes."""
+    if op == "copy":
+        return 2
+    if op in UNARY:
+        return 2 if pass_ == "fw" else 3
+    return 3 if pass_ == "fw" else 5
+
+
+def rows(case):
+    n, size = case["len"], caselist.SIZE[case["dtype"]]
+    return [caselist.row(case, p, f"[{n}]", bytes=_tensors(case["op"], p) * n * size) for p in case["passes"]]
+
+
+def cases(torch, settings, cases):
     dev = "cuda"
-    unary = {
-        "relu": torch.relu,
-        "gelu_erf": F.gelu,
-        "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"),
-        "silu": F.silu,
-        "sigmoid": torch.sigmoid,
-        "tanh": torch.tanh,
-        "exp": torch.exp,
-        "neg": torch.neg,
-    }
-    # backward passes as autograd runs them: the aten *_backward kernels
-    unary_bw = {
-        "gelu_tanh": lambda x, dy: aten.gelu_backward(dy, x, approximate="tanh"),
-        "silu": lambda x, dy: aten.silu_backward(dy, x),
-    }
-    binary = {
-        "add": torch.add,
-        "sub": torch.sub,
-        "mul": torch.mul,
-        "div": torch.div,
-        "maximum": torch.maximum,
-        "minimum": torch.minimum,
-    }
-    dtypes = [(torch.bfloat16, "bf16"), (torch.float32, "f32")]
+    placements = settings["placements"]
     g = torch.Generator(device=dev).manual_seed(0)
 
-    def rand(lo, hi, dtype):
-        """PLACEMENTS tensors of N uniform values in [lo, hi), each its own
+    def rand(n, lo, hi, dtype):
+        """placements tensors of n uniform values in [lo, hi), each its own
         allocation."""
-        return [(torch.rand(N, device=dev, generator=g) * (hi - lo) + lo).to(dtype) for _ in range(PLACEMENTS)]
+        return [(torch.rand(n, device=dev, generator=g) * (hi - lo) + lo).to(dtype) for _ in range(placements)]
 
-    xs = rand(-4, 4, torch.float32)
-    ys = [torch.empty_like(x) for x in xs]
-    yield dict(op="ceiling_copy", dtype="f32", shape=SHAPE,
-               fn=[(lambda x=x, y=y: y.copy_(x)) for x, y in zip(xs, ys)], bytes=2 * N * 4)
-    del xs, ys
-    for op, f in unary.items():
-        for dtype, name in dtypes:
-            size = torch.finfo(dtype).bits // 8
-            xs = rand(-4, 4, dtype)
-            yield dict(op=op, dtype=name, shape=SHAPE,
-                       fn=[(lambda x=x, f=f: f(x)) for x in xs], bytes=2 * N * size)
-            if op in unary_bw:
-                bw = unary_bw[op]
-                dys = rand(-1, 1, dtype)
-                yield dict(op=op, pass_="bw", dtype=name, shape=SHAPE,
-                           fn=[(lambda x=x, dy=dy, bw=bw: bw(x, dy)) for x, dy in zip(xs, dys)],
-                           bytes=3 * N * size)
+    for case in cases:
+        op, n, dtype = case["op"], case["len"], caselist.torch_dtype(torch, case["dtype"])
+        by_pass = {r["pass"]: r for r in rows(case)}
+        if op == "copy":
+            xs = rand(n, -4, 4, dtype)
+            ys = [torch.empty_like(x) for x in xs]
+            yield by_pass["fw"], [(lambda x=x, y=y: y.copy_(x)) for x, y in zip(xs, ys)]
+            del xs, ys
+        elif op in UNARY:
+            fw, bw = UNARY[op]
+            xs = rand(n, -4, 4, dtype)
+            if "fw" in by_pass:
+                f = fw(torch)
+                yield by_pass["fw"], [(lambda x=x, f=f: f(x)) for x in xs]
+            if "bw" in by_pass:
+                b = bw(torch)
+                dys = rand(n, -1, 1, dtype)
+                yield by_pass["bw"], [(lambda x=x, dy=dy, b=b: b(x, dy)) for x, dy in zip(xs, dys)]
                 del dys
             del xs
-    for op, f in binary.items():
-        for dtype, name in dtypes:
-            size = torch.finfo(dtype).bits // 8
-            as_, bs = rand(-2, 2, dtype), rand(0.5, 2, dtype)
-            yield dict(op=op, dtype=name, shape=SHAPE,
-                       fn=[(lambda a=a, b=b, f=f: f(a, b)) for a, b in zip(as_, bs)],
-                       bytes=3 * N * size)
-            if op == "mul":
-                # mul backward: da = dy * b, db = dy * a (two kernels in autograd)
-                dys = rand(-1, 1, dtype)
-                yield dict(op="mul", pass_="bw", dtype=name, shape=SHAPE,
-                           fn=[(lambda a=a, b=b, dy=dy: (dy * b, dy * a)) for a, b, dy in zip(as_, bs, dys)],
-                           bytes=5 * N * size)
+        else:
+            fw, bw = BINARY[op]
+            as_, bs = rand(n, -2, 2, dtype), rand(n, 0.5, 2, dtype)
+            if "fw" in by_pass:
+                f = fw(torch)
+                yield by_pass["fw"], [(lambda a=a, b=b, f=f: f(a, b)) for a, b in zip(as_, bs)]
+            if "bw" in by_pass:
+                b_ = bw(torch)
+                dys = rand(n, -1, 1, dtype)
+                yield by_pass["bw"], [(lambda a=a, b=b, dy=dy, f=b_: f(a, b, dy)) for a, b, dy in zip(as_, bs, dys)]
                 del dys
             del as_, bs

@@ -1,5 +1,5 @@
-//! GEMM benchmark cases (same names, shapes and dtypes as
-//! `bench/torch_cases/gemm.py`):
+//! GEMM benchmark cases, from `bench/cases/gemm.json` (which
+//! `bench/torch_cases/gemm.py` reads too):
 //!
 //! - square 8192^3: bf16, IEEE f32, TF32 (allowed), fp8 e4m3 -> bf16 and
 //!   s8 -> s32 (TFLOP/s);
@@ -10,32 +10,101 @@
 //!   reads the 117 MB weight once), so it reports GB/s;
 //! - attention-shaped batched GEMMs, batch 128: `Q K^T` (4096 x 4096 x 128)
 //!   and `P V` (4096 x 128 x 4096);
-//! - an MoE expert layer: 64 experts, 16384 tokens split unevenly by a
-//!   fixed seed ([`moe_tokens`]), each `x_e [t_e, 4096] W_e^T -> [t_e, 14336]`.
+//! - an MoE expert layer: 64 experts, 16384 tokens split unevenly (the
+//!   file's `tokens_per_expert`), each `x_e [t_e, 4096] W_e^T -> [t_e,
+//!   14336]`.
 //!
 //! Layouts match what the PyTorch call runs (`a @ b` of row-major tensors is
-//! `Rrr`; `F.linear` and `Q K^T` are `Rcr`). Plans use measured autotuning
+//! `rrr`; `F.linear` and `Q K^T` are `rcr`). Plans use measured autotuning
 //! (cuBLASLt's heuristic candidates timed in `select`), which PyTorch does
 //! not do; the warm-up of `time_ms` keeps `select` out of the numbers.
 
 use baracuda_kernels::*;
 use float8::F8E4M3;
-use half::bf16;
+use half::{bf16, f16};
+use serde::Deserialize;
 
+use crate::cases::{
+    bad_pass, by_dtype, de_dtype, de_layout, CaseFile, Checked, Job, NoSettings, RawCase, Row,
+    RunFn,
+};
 use crate::harness::{
-    case, emit, part, part_mut, random_buffer, rotation, time_ms, time_rotating_ms, Record,
+    emit, part, part_mut, random_buffer, rotation_of, time_ms, time_passes, time_rotating_ms,
 };
 
-/// Side of the square problems.
-const SQ: usize = 8192;
-/// The prefill/decode linear: in and out features.
-const IN: usize = 4096;
-const OUT: usize = 14336;
-/// Prefill tokens.
-const TOKENS: usize = 8192;
-/// MoE: experts and tokens routed in total.
-const EXPERTS: usize = 64;
-const MOE_TOKENS: usize = 16384;
+/// `D [m, n] = A [m, k] B [k, n]`, each stored in `layout`'s order.
+#[derive(Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Gemm {
+    m: usize,
+    n: usize,
+    k: usize,
+    #[serde(deserialize_with = "de_layout")]
+    layout: LayoutSku,
+}
+
+/// A plain GEMM case (`matmul`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Matmul {
+    #[serde(flatten)]
+    gemm: Gemm,
+    /// f32 inputs may run on TF32 tensor cores (default: IEEE f32).
+    #[serde(default)]
+    allow_tf32: bool,
+}
+
+/// A GEMM with a wider output type (`scaled_mm`, `int_mm`).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Widening {
+    #[serde(flatten)]
+    gemm: Gemm,
+    #[serde(deserialize_with = "de_dtype")]
+    out_dtype: ElementKind,
+}
+
+/// `nn.Linear`: `Y [tokens, out] = X [tokens, in] W^T`, W `[out, in]`,
+/// all row-major.
+#[derive(Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Linear {
+    tokens: usize,
+    in_features: usize,
+    out_features: usize,
+    epilogue: Epilogue,
+    /// Reports GB/s instead of TFLOP/s and rotates its operands over
+    /// buffer sets (the decode GEMV, whose weight is about L2-sized).
+    #[serde(default)]
+    memory_bound: bool,
+}
+
+/// The linear epilogues the bench times.
+#[derive(Clone, Copy, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Epilogue {
+    Identity,
+    Bias,
+}
+
+/// Packed batches of `Gemm`s.
+#[derive(Clone, Copy, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Bmm {
+    batch: usize,
+    #[serde(flatten)]
+    gemm: Gemm,
+}
+
+/// One linear layer per expert over its share of the tokens, in one
+/// grouped plan: `y[tokens of e] = x[tokens of e] W_e^T`, W_e `[out, in]`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupedLinear {
+    tokens_per_expert: Vec<usize>,
+    in_features: usize,
+    out_features: usize,
+}
 
 fn pref() -> PlanPreference {
     PlanPreference::default().with_autotune(Autotune::Measured)
@@ -45,33 +114,147 @@ fn workspace(s: &Stream, bytes: usize) -> Result<DeviceBuffer<u8>> {
     DeviceBuffer::zeros(s, bytes.max(1))
 }
 
-fn gemm_flops(batch: usize, m: usize, n: usize, k: usize) -> Option<f64> {
-    Some(2.0 * (batch * m * n) as f64 * k as f64)
+/// The jobs of the gemm case file.
+pub fn jobs(file: &CaseFile) -> Checked<Vec<Job>> {
+    let NoSettings {} = file.settings()?;
+    file.cases.iter().map(job).collect()
 }
 
-fn square_shape() -> String {
-    format!("m{SQ} n{SQ} k{SQ}")
+fn job(c: &RawCase) -> Checked<Job> {
+    let dtype = c.dtype()?;
+    let fw = || c.passes(&["fw"]);
+    let mnk = |g: Gemm| (format!("m{} n{} k{}", g.m, g.n, g.k), 2 * g.m * g.n * g.k);
+    let run: RunFn;
+    let rows: Vec<Row>;
+    match c.op.as_str() {
+        "matmul" => {
+            let Matmul { gemm, allow_tf32 } = c.params()?;
+            let (shape, flops) = mnk(gemm);
+            rows = c.rows(&fw()?, dtype, &shape, |r| r.flops(flops));
+            let pref = pref().with_allow_tf32(allow_tf32);
+            run = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
+                Box::new(move |s: &Stream, rows: &[Row]| matmul::<T>(s, gemm, &pref, rows))
+            });
+        }
+        "scaled_mm" | "int_mm" => {
+            let Widening { gemm, out_dtype } = c.params()?;
+            let (shape, flops) = mnk(gemm);
+            rows = c.rows(&fw()?, dtype, &shape, |r| r.flops(flops));
+            run = match (c.op.as_str(), dtype, out_dtype) {
+                ("scaled_mm", ElementKind::Fp8E4M3, ElementKind::Bf16) => {
+                    Box::new(move |s: &Stream, rows: &[Row]| fp8(s, gemm, rows))
+                }
+                ("int_mm", ElementKind::I8, ElementKind::I32) => {
+                    Box::new(move |s: &Stream, rows: &[Row]| int8(s, gemm, rows))
+                }
+                _ => return Err(c.error(format!("{dtype} -> {out_dtype} is not implemented"))),
+            };
+        }
+        "linear" => {
+            let l: Linear = c.params()?;
+            let (t, i, o) = (l.tokens, l.in_features, l.out_features);
+            let shape = format!("x[{t}, {i}] w[{o}, {i}]");
+            if l.memory_bound {
+                let bytes = (o * i + t * i + t * o) * dtype.size_bytes();
+                rows = c.rows(&fw()?, dtype, &shape, |r| r.bytes(bytes).rotation(bytes));
+            } else {
+                let passes = c.passes(&["fw", "bw_data", "dw"])?;
+                rows = c.rows(&passes, dtype, &shape, |r| r.flops(2 * t * i * o));
+            }
+            run = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32], T => {
+                Box::new(move |s: &Stream, rows: &[Row]| match l.memory_bound {
+                    true => linear_decode::<T>(s, l, rows),
+                    false => linear::<T>(s, l, rows),
+                })
+            });
+        }
+        "bmm" => {
+            let b: Bmm = c.params()?;
+            let Gemm { m, n, k, .. } = b.gemm;
+            let shape = format!("b{} m{m} n{n} k{k}", b.batch);
+            rows = c.rows(&fw()?, dtype, &shape, |r| r.flops(2 * b.batch * m * n * k));
+            run = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32], T => {
+                Box::new(move |s: &Stream, rows: &[Row]| batched::<T>(s, b, rows))
+            });
+        }
+        "grouped_linear" => {
+            let g: GroupedLinear = c.params()?;
+            let (e, t) = (
+                g.tokens_per_expert.len(),
+                g.tokens_per_expert.iter().sum::<usize>(),
+            );
+            let (i, o) = (g.in_features, g.out_features);
+            let shape = format!("e{e} t{t} k{i} n{o}");
+            rows = c.rows(&fw()?, dtype, &shape, |r| r.flops(2 * t * o * i));
+            let g = std::sync::Arc::new(g);
+            run = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32], T => {
+                let g = g.clone();
+                Box::new(move |s: &Stream, rows: &[Row]| grouped::<T>(s, &g, rows))
+            });
+        }
+        _ => return Err(c.unknown_op()),
+    }
+    Ok(c.job(rows, run))
 }
 
-/// `D = A B` with row-major A, B, D (`a @ b` in PyTorch).
-fn square<T: Element>(s: &Stream, op: &str, pref: &PlanPreference) -> Result<()> {
-    let n = SQ;
-    let a = random_buffer::<T>(s, n * n, 11, -1.0, 1.0)?;
-    let b = random_buffer::<T>(s, n * n, 12, -1.0, 1.0)?;
-    let mut d = DeviceBuffer::<T>::uninit(s, n * n)?;
-    let desc = GemmDescriptor::new(n, n, n, LayoutSku::Rrr);
+/// Leading dimension of a `rows x cols` matrix stored in `order`.
+fn ld(rows: usize, cols: usize, order: MatrixOrder) -> usize {
+    match order {
+        MatrixOrder::RowMajor => cols,
+        MatrixOrder::ColMajor => rows,
+    }
+}
+
+/// `A [m, k]` of `g` over `data`.
+fn mat_a<T: Element>(data: DeviceSlice<'_, T>, g: Gemm) -> Result<MatrixRef<'_, T>> {
+    let o = g.layout.a();
+    MatrixRef::new(data, g.m, g.k, ld(g.m, g.k, o), o)
+}
+
+/// `B [k, n]` of `g` over `data`.
+fn mat_b<T: Element>(data: DeviceSlice<'_, T>, g: Gemm) -> Result<MatrixRef<'_, T>> {
+    let o = g.layout.b();
+    MatrixRef::new(data, g.k, g.n, ld(g.k, g.n, o), o)
+}
+
+/// `D [m, n]` of `g` over `data`.
+fn mat_d<T: Element>(data: DeviceSliceMut<'_, T>, g: Gemm) -> Result<MatrixMut<'_, T>> {
+    let o = g.layout.c();
+    MatrixMut::new(data, g.m, g.n, ld(g.m, g.n, o), o)
+}
+
+/// The only pass of a forward-only case: its row, or the error that the
+/// rows ask for another.
+fn fw_row(rows: &[Row]) -> Result<&Row> {
+    match rows {
+        [r] if r.pass == "fw" => Ok(r),
+        _ => Err(bad_pass(
+            rows.iter()
+                .map(|r| r.pass)
+                .find(|&p| p != "fw")
+                .unwrap_or("none"),
+        )),
+    }
+}
+
+/// `D = A B` (`a @ b` in PyTorch).
+fn matmul<T: Element>(s: &Stream, g: Gemm, pref: &PlanPreference, rows: &[Row]) -> Result<()> {
+    let row = fw_row(rows)?;
+    let a = random_buffer::<T>(s, g.m * g.k, 11, -1.0, 1.0)?;
+    let b = random_buffer::<T>(s, g.k * g.n, 12, -1.0, 1.0)?;
+    let mut d = DeviceBuffer::<T>::uninit(s, g.m * g.n)?;
+    let desc = GemmDescriptor::new(g.m, g.n, g.k, g.layout);
     let plan = GemmPlan::<T>::select(s, &desc, pref)?;
     let mut ws = workspace(s, plan.workspace_size())?;
-    let row = MatrixOrder::RowMajor;
     let ms = time_ms(s, || {
         plan.run(
             s,
             Workspace::Borrowed(ws.as_slice_mut()),
             GemmArgs {
-                a: MatrixRef::new(a.as_slice(), n, n, n, row)?,
-                b: MatrixRef::new(b.as_slice(), n, n, n, row)?,
+                a: mat_a(a.as_slice(), g)?,
+                b: mat_b(b.as_slice(), g)?,
                 c: None,
-                d: MatrixMut::new(d.as_slice_mut(), n, n, n, row)?,
+                d: mat_d(d.as_slice_mut(), g)?,
                 bias: None,
                 aux: None,
                 alpha: 1.0,
@@ -79,29 +262,21 @@ fn square<T: Element>(s: &Stream, op: &str, pref: &PlanPreference) -> Result<()>
             },
         )
     })?;
-    emit(&Record {
-        op,
-        pass: "fw",
-        dtype: T::KIND,
-        shape: square_shape(),
-        ms,
-        bytes: None,
-        flops: gemm_flops(1, n, n, n),
-    });
+    emit(row, ms);
     Ok(())
 }
 
-/// e4m3 x e4m3 -> bf16 with unit per-tensor scales, TN (row-major A,
-/// column-major B), as `torch._scaled_mm` takes it.
-fn fp8(s: &Stream) -> Result<()> {
-    let n = SQ;
-    let a = random_buffer::<F8E4M3>(s, n * n, 13, -4.0, 4.0)?;
-    let b = random_buffer::<F8E4M3>(s, n * n, 14, -4.0, 4.0)?;
+/// e4m3 x e4m3 -> bf16 with unit per-tensor scales (`rcr`: row-major A,
+/// column-major B, as `torch._scaled_mm` takes it).
+fn fp8(s: &Stream, g: Gemm, rows: &[Row]) -> Result<()> {
+    let row = fw_row(rows)?;
+    let a = random_buffer::<F8E4M3>(s, g.m * g.k, 13, -4.0, 4.0)?;
+    let b = random_buffer::<F8E4M3>(s, g.k * g.n, 14, -4.0, 4.0)?;
     let scale_a = DeviceBuffer::<f32>::from_host(s, &[1.0])?;
     let scale_b = DeviceBuffer::<f32>::from_host(s, &[1.0])?;
-    let mut d = DeviceBuffer::<bf16>::uninit(s, n * n)?;
+    let mut d = DeviceBuffer::<bf16>::uninit(s, g.m * g.n)?;
     let desc = Fp8GemmDescriptor {
-        gemm: GemmDescriptor::new(n, n, n, LayoutSku::Rcr),
+        gemm: GemmDescriptor::new(g.m, g.n, g.k, g.layout),
         amax: false,
     };
     let plan = Fp8GemmPlan::<F8E4M3, F8E4M3, bf16>::select(s, &desc, &pref())?;
@@ -111,35 +286,27 @@ fn fp8(s: &Stream) -> Result<()> {
             s,
             Workspace::Borrowed(ws.as_slice_mut()),
             Fp8GemmArgs {
-                a: MatrixRef::new(a.as_slice(), n, n, n, MatrixOrder::RowMajor)?,
-                b: MatrixRef::new(b.as_slice(), n, n, n, MatrixOrder::ColMajor)?,
-                d: MatrixMut::new(d.as_slice_mut(), n, n, n, MatrixOrder::RowMajor)?,
+                a: mat_a(a.as_slice(), g)?,
+                b: mat_b(b.as_slice(), g)?,
+                d: mat_d(d.as_slice_mut(), g)?,
                 scale_a: scale_a.as_slice(),
                 scale_b: scale_b.as_slice(),
                 amax: None,
             },
         )
     })?;
-    emit(&Record {
-        op: "gemm_fp8_e4m3_8192",
-        pass: "fw",
-        dtype: ElementKind::Fp8E4M3,
-        shape: square_shape(),
-        ms,
-        bytes: None,
-        flops: gemm_flops(1, n, n, n),
-    });
+    emit(row, ms);
     Ok(())
 }
 
-/// s8 x s8 -> s32, TN, as `torch._int_mm(a, b_t.t())` takes it.
-fn int8(s: &Stream) -> Result<()> {
-    let n = SQ;
-    let a = random_buffer::<i8>(s, n * n, 15, -127.0, 127.0)?;
-    let b = random_buffer::<i8>(s, n * n, 16, -127.0, 127.0)?;
-    let mut d = DeviceBuffer::<i32>::uninit(s, n * n)?;
+/// s8 x s8 -> s32 (`rcr`, as `torch._int_mm(a, b_t.t())` takes it).
+fn int8(s: &Stream, g: Gemm, rows: &[Row]) -> Result<()> {
+    let row = fw_row(rows)?;
+    let a = random_buffer::<i8>(s, g.m * g.k, 15, -127.0, 127.0)?;
+    let b = random_buffer::<i8>(s, g.k * g.n, 16, -127.0, 127.0)?;
+    let mut d = DeviceBuffer::<i32>::uninit(s, g.m * g.n)?;
     let desc = IntGemmDescriptor {
-        gemm: GemmDescriptor::new(n, n, n, LayoutSku::Rcr),
+        gemm: GemmDescriptor::new(g.m, g.n, g.k, g.layout),
     };
     let plan = IntGemmPlan::<i32>::select(s, &desc, &pref())?;
     let mut ws = workspace(s, plan.workspace_size())?;
@@ -148,125 +315,92 @@ fn int8(s: &Stream) -> Result<()> {
             s,
             Workspace::Borrowed(ws.as_slice_mut()),
             IntGemmArgs {
-                a: MatrixRef::new(a.as_slice(), n, n, n, MatrixOrder::RowMajor)?,
-                b: MatrixRef::new(b.as_slice(), n, n, n, MatrixOrder::ColMajor)?,
-                d: MatrixMut::new(d.as_slice_mut(), n, n, n, MatrixOrder::RowMajor)?,
+                a: mat_a(a.as_slice(), g)?,
+                b: mat_b(b.as_slice(), g)?,
+                d: mat_d(d.as_slice_mut(), g)?,
                 scale: 1.0,
             },
         )
     })?;
-    emit(&Record {
-        op: "gemm_int8_8192",
-        pass: "fw",
-        dtype: ElementKind::I8,
-        shape: square_shape(),
-        ms,
-        bytes: None,
-        flops: gemm_flops(1, n, n, n),
-    });
+    emit(row, ms);
     Ok(())
 }
 
-fn linear_shape(tokens: usize) -> String {
-    format!("x[{tokens}, {IN}] w[{OUT}, {IN}]")
-}
-
-/// `Y = X W^T` (no bias, as in an LLM MLP) and its two backward matmuls,
-/// each timed alone (`run_bw` computes only the gradients it is given).
-fn linear_prefill(s: &Stream) -> Result<()> {
-    let (t, i, o) = (TOKENS, IN, OUT);
-    let row = MatrixOrder::RowMajor;
-    let x = random_buffer::<bf16>(s, t * i, 21, -1.0, 1.0)?;
-    let w = random_buffer::<bf16>(s, o * i, 22, -0.05, 0.05)?;
-    let dy = random_buffer::<bf16>(s, t * o, 23, -1.0, 1.0)?;
-    let mut y = DeviceBuffer::<bf16>::uninit(s, t * o)?;
-    let mut dx = DeviceBuffer::<bf16>::uninit(s, t * i)?;
-    let mut dw = DeviceBuffer::<bf16>::uninit(s, o * i)?;
-    let desc = LinearDescriptor {
-        tokens: t,
-        in_features: i,
-        out_features: o,
-        epilogue: EpilogueKind::Identity,
+/// The linear layer of case `l`.
+fn linear_descriptor(l: Linear) -> LinearDescriptor {
+    LinearDescriptor {
+        tokens: l.tokens,
+        in_features: l.in_features,
+        out_features: l.out_features,
+        epilogue: match l.epilogue {
+            Epilogue::Identity => EpilogueKind::Identity,
+            Epilogue::Bias => EpilogueKind::Bias,
+        },
         save_aux: false,
-    };
-    let plan = LinearPlan::<bf16>::select(s, &desc, &pref())?;
-    let mut ws = workspace(s, plan.workspace_size())?;
-    let record = |pass: &'static str, ms: f64| {
-        emit(&Record {
-            op: "linear_prefill_bf16",
-            pass,
-            dtype: ElementKind::Bf16,
-            shape: linear_shape(t),
-            ms,
-            bytes: None,
-            flops: gemm_flops(1, t, o, i),
-        })
-    };
-    let ms = time_ms(s, || {
-        plan.run(
-            s,
-            Workspace::Borrowed(ws.as_slice_mut()),
-            LinearArgs {
-                x: MatrixRef::new(x.as_slice(), t, i, i, row)?,
-                w: MatrixRef::new(w.as_slice(), o, i, i, row)?,
-                bias: None,
-                y: MatrixMut::new(y.as_slice_mut(), t, o, o, row)?,
-                aux: None,
-            },
-        )
-    })?;
-    record("fw", ms);
-    let inputs = (&x, &w, &dy);
-    let ms = time_linear_bw(s, &plan, &mut ws, inputs, (Some(&mut dx), None, None))?;
-    record("bw_data", ms);
-    let ms = time_linear_bw(s, &plan, &mut ws, inputs, (None, Some(&mut dw), None))?;
-    record("dw", ms);
+    }
+}
 
-    // A biased layer's weight gradient: dW and db together (BGRADB fuses
-    // the column sum into the dW matmul where cuBLASLt offers it).
-    let bdesc = LinearDescriptor {
-        epilogue: EpilogueKind::Bias,
-        ..desc
-    };
-    let bplan = LinearPlan::<bf16>::select(s, &bdesc, &pref())?;
-    let mut bws = workspace(s, bplan.workspace_size())?;
-    let mut db = DeviceBuffer::<bf16>::uninit(s, o)?;
-    let grads = (None, Some(&mut dw), Some(&mut db));
-    let ms = time_linear_bw(s, &bplan, &mut bws, inputs, grads)?;
-    emit(&Record {
-        op: "linear_prefill_bias_bf16",
-        pass: "dw",
-        dtype: ElementKind::Bf16,
-        shape: linear_shape(t),
-        ms,
-        bytes: None,
-        flops: gemm_flops(1, t, o, i),
-    });
-    Ok(())
+/// `Y = X W^T` (+ b with the bias epilogue) and its two backward matmuls,
+/// each timed alone (`run_bw` computes only the gradients it is given; a
+/// biased layer's `dw` pass computes `db` with `dW`, which BGRADB fuses
+/// into the dW matmul where cuBLASLt offers it).
+fn linear<T: Element>(s: &Stream, l: Linear, rows: &[Row]) -> Result<()> {
+    let (t, i, o) = (l.tokens, l.in_features, l.out_features);
+    let bias = matches!(l.epilogue, Epilogue::Bias);
+    let row = MatrixOrder::RowMajor;
+    let x = random_buffer::<T>(s, t * i, 21, -1.0, 1.0)?;
+    let w = random_buffer::<T>(s, o * i, 22, -0.05, 0.05)?;
+    let dy = random_buffer::<T>(s, t * o, 23, -1.0, 1.0)?;
+    let b = random_buffer::<T>(s, o, 24, -1.0, 1.0)?;
+    let mut y = DeviceBuffer::<T>::uninit(s, t * o)?;
+    let mut dx = DeviceBuffer::<T>::uninit(s, t * i)?;
+    let mut dw = DeviceBuffer::<T>::uninit(s, o * i)?;
+    let mut db = DeviceBuffer::<T>::uninit(s, o)?;
+    let plan = LinearPlan::<T>::select(s, &linear_descriptor(l), &pref())?;
+    let mut ws = workspace(s, plan.workspace_size())?;
+    let inputs = (&x, &w, &dy);
+    time_passes(rows, |pass| match pass {
+        "fw" => time_ms(s, || {
+            plan.run(
+                s,
+                Workspace::Borrowed(ws.as_slice_mut()),
+                LinearArgs {
+                    x: MatrixRef::new(x.as_slice(), t, i, i, row)?,
+                    w: MatrixRef::new(w.as_slice(), o, i, i, row)?,
+                    bias: bias.then(|| b.as_slice()),
+                    y: MatrixMut::new(y.as_slice_mut(), t, o, o, row)?,
+                    aux: None,
+                },
+            )
+        }),
+        "bw_data" => time_linear_bw(s, &plan, l, &mut ws, inputs, (Some(&mut dx), None, None)),
+        "dw" => {
+            let db = bias.then_some(&mut db);
+            time_linear_bw(s, &plan, l, &mut ws, inputs, (None, Some(&mut dw), db))
+        }
+        p => Err(bad_pass(p)),
+    })
 }
 
 /// The gradient buffers `(dx, dw, db)` a backward pass writes; None: not
 /// computed.
-type GradBuffers<'a> = (
-    Option<&'a mut DeviceBuffer<bf16>>,
-    Option<&'a mut DeviceBuffer<bf16>>,
-    Option<&'a mut DeviceBuffer<bf16>>,
+type GradBuffers<'a, T> = (
+    Option<&'a mut DeviceBuffer<T>>,
+    Option<&'a mut DeviceBuffer<T>>,
+    Option<&'a mut DeviceBuffer<T>>,
 );
 
-/// Device ms of `plan.run_bw` over the prefill's packed row-major
+/// Device ms of `plan.run_bw` over linear `l`'s packed row-major
 /// `(x, w, dy)`, computing the gradients given.
-fn time_linear_bw(
+fn time_linear_bw<T: Element>(
     s: &Stream,
-    plan: &LinearPlan<bf16>,
+    plan: &LinearPlan<T>,
+    l: Linear,
     ws: &mut DeviceBuffer<u8>,
-    (x, w, dy): (
-        &DeviceBuffer<bf16>,
-        &DeviceBuffer<bf16>,
-        &DeviceBuffer<bf16>,
-    ),
-    (mut dx, mut dw, mut db): GradBuffers<'_>,
+    (x, w, dy): (&DeviceBuffer<T>, &DeviceBuffer<T>, &DeviceBuffer<T>),
+    (mut dx, mut dw, mut db): GradBuffers<'_, T>,
 ) -> Result<f64> {
-    let (t, i, o) = (TOKENS, IN, OUT);
+    let (t, i, o) = (l.tokens, l.in_features, l.out_features);
     let row = MatrixOrder::RowMajor;
     time_ms(s, || {
         plan.run_bw(
@@ -291,25 +425,22 @@ fn time_linear_bw(
     })
 }
 
-/// One token through the 4096 -> 14336 projection: a GEMV in disguise,
-/// bound by reading W (14336 * 4096 * 2 B = 117 MB, beyond the 50 MB L2).
-fn linear_decode(s: &Stream) -> Result<()> {
-    let (t, i, o) = (1, IN, OUT);
+/// A memory-bound linear (one token through the 4096 -> 14336 projection:
+/// a GEMV in disguise, bound by reading W, 14336 * 4096 * 2 B = 117 MB,
+/// beyond the 50 MB L2): operands rotate over buffer sets (W is about 2.3
+/// times the H200's L2: two sets keep any of it from staying cached
+/// between calls).
+fn linear_decode<T: Element>(s: &Stream, l: Linear, rows: &[Row]) -> Result<()> {
+    let (t, i, o) = (l.tokens, l.in_features, l.out_features);
     let row = MatrixOrder::RowMajor;
-    // W (117 MB) is about 2.3 times the H200's L2: two sets keep any of it
-    // from staying cached between calls.
-    let sets = rotation(s, (o * i + t * i + t * o) * 2);
-    let x = random_buffer::<bf16>(s, sets * t * i, 31, -1.0, 1.0)?;
-    let w = random_buffer::<bf16>(s, sets * o * i, 32, -0.05, 0.05)?;
-    let mut y = DeviceBuffer::<bf16>::uninit(s, t * o)?;
-    let desc = LinearDescriptor {
-        tokens: t,
-        in_features: i,
-        out_features: o,
-        epilogue: EpilogueKind::Identity,
-        save_aux: false,
-    };
-    let plan = LinearPlan::<bf16>::select(s, &desc, &pref())?;
+    let out = fw_row(rows)?;
+    let sets = rotation_of(s, rows)?;
+    let x = random_buffer::<T>(s, sets * t * i, 31, -1.0, 1.0)?;
+    let w = random_buffer::<T>(s, sets * o * i, 32, -0.05, 0.05)?;
+    let b = random_buffer::<T>(s, o, 33, -1.0, 1.0)?;
+    let bias = matches!(l.epilogue, Epilogue::Bias);
+    let mut y = DeviceBuffer::<T>::uninit(s, t * o)?;
+    let plan = LinearPlan::<T>::select(s, &linear_descriptor(l), &pref())?;
     let mut ws = workspace(s, plan.workspace_size())?;
     let ms = time_rotating_ms(s, sets, |k| {
         plan.run(
@@ -318,37 +449,27 @@ fn linear_decode(s: &Stream) -> Result<()> {
             LinearArgs {
                 x: MatrixRef::new(part(&x, k, t * i)?, t, i, i, row)?,
                 w: MatrixRef::new(part(&w, k, o * i)?, o, i, i, row)?,
-                bias: None,
+                bias: bias.then(|| b.as_slice()),
                 y: MatrixMut::new(part_mut(&mut y, 0, t * o)?, t, o, o, row)?,
                 aux: None,
             },
         )
     })?;
-    emit(&Record {
-        op: "linear_decode_bf16",
-        pass: "fw",
-        dtype: ElementKind::Bf16,
-        shape: linear_shape(t),
-        ms,
-        bytes: Some(((o * i + t * i + t * o) * 2) as f64),
-        flops: None,
-    });
+    emit(out, ms);
     Ok(())
 }
 
-/// A packed batch of row-major `m x k` A and `k x n` B in `layout`'s B
-/// order (`Rcr`: B stored as `[n, k]`, i.e. `K^T`).
-fn batched(
-    s: &Stream,
-    op: &str,
-    (batch, m, n, k): (usize, usize, usize, usize),
-    layout: LayoutSku,
-) -> Result<()> {
-    let a = random_buffer::<bf16>(s, batch * m * k, 41, -1.0, 1.0)?;
-    let b = random_buffer::<bf16>(s, batch * k * n, 42, -1.0, 1.0)?;
-    let mut d = DeviceBuffer::<bf16>::uninit(s, batch * m * n)?;
+/// A packed batch of `b.gemm`s in its layout (`rcr`: B stored as `[n, k]`,
+/// i.e. `K^T`).
+fn batched<T: Element>(s: &Stream, b: Bmm, rows: &[Row]) -> Result<()> {
+    let row = fw_row(rows)?;
+    let Gemm { m, n, k, layout } = b.gemm;
+    let batch = b.batch;
+    let a = random_buffer::<T>(s, batch * m * k, 41, -1.0, 1.0)?;
+    let bb = random_buffer::<T>(s, batch * k * n, 42, -1.0, 1.0)?;
+    let mut d = DeviceBuffer::<T>::uninit(s, batch * m * n)?;
     let desc = BatchedGemmDescriptor::packed(GemmDescriptor::new(m, n, k, layout), batch);
-    let plan = BatchedGemmPlan::<bf16>::select(s, &desc, &pref())?;
+    let plan = BatchedGemmPlan::<T>::select(s, &desc, &pref())?;
     let mut ws = workspace(s, plan.workspace_size())?;
     let ms = time_ms(s, || {
         plan.run(
@@ -356,7 +477,7 @@ fn batched(
             Workspace::Borrowed(ws.as_slice_mut()),
             BatchedGemmArgs {
                 a: a.as_slice(),
-                b: b.as_slice(),
+                b: bb.as_slice(),
                 c: None,
                 d: d.as_slice_mut(),
                 alpha: 1.0,
@@ -364,60 +485,31 @@ fn batched(
             },
         )
     })?;
-    emit(&Record {
-        op,
-        pass: "fw",
-        dtype: ElementKind::Bf16,
-        shape: format!("b{batch} m{m} n{n} k{k}"),
-        ms,
-        bytes: None,
-        flops: gemm_flops(batch, m, n, k),
-    });
+    emit(row, ms);
     Ok(())
-}
-
-/// Tokens per expert: a fixed, uneven split of [`MOE_TOKENS`] over
-/// [`EXPERTS`] (weights `1 + (x >> 33) % 100` from a 64-bit LCG seeded with
-/// 2024, floors, remainder to the first experts). `moe_tokens()` in
-/// `bench/torch_cases/gemm.py` computes the same list: 5 to 554 tokens.
-pub fn moe_tokens() -> Vec<usize> {
-    let mut x: u64 = 2024;
-    let w: Vec<usize> = (0..EXPERTS)
-        .map(|_| {
-            x = x
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            1 + ((x >> 33) % 100) as usize
-        })
-        .collect();
-    let total: usize = w.iter().sum();
-    let mut t: Vec<usize> = w.iter().map(|v| MOE_TOKENS * v / total).collect();
-    let short = MOE_TOKENS - t.iter().sum::<usize>();
-    for v in t.iter_mut().take(short) {
-        *v += 1;
-    }
-    t
 }
 
 /// `y[tokens of e] = x[tokens of e] W_e^T` for every expert, in one
 /// grouped plan (one cuBLASLt matmul per expert, see `GroupedGemmPlan`).
-fn moe(s: &Stream) -> Result<()> {
-    let (k, n) = (IN, OUT);
-    let tokens = moe_tokens();
-    let x = random_buffer::<bf16>(s, MOE_TOKENS * k, 51, -1.0, 1.0)?;
-    let w = random_buffer::<bf16>(s, EXPERTS * n * k, 52, -0.05, 0.05)?;
-    let mut y = DeviceBuffer::<bf16>::uninit(s, MOE_TOKENS * n)?;
+fn grouped<T: Element>(s: &Stream, g: &GroupedLinear, rows: &[Row]) -> Result<()> {
+    let row = fw_row(rows)?;
+    let (k, n) = (g.in_features, g.out_features);
+    let tokens = &g.tokens_per_expert;
+    let (experts, total) = (tokens.len(), tokens.iter().sum::<usize>());
+    let x = random_buffer::<T>(s, total * k, 51, -1.0, 1.0)?;
+    let w = random_buffer::<T>(s, experts * n * k, 52, -0.05, 0.05)?;
+    let mut y = DeviceBuffer::<T>::uninit(s, total * n)?;
     let desc = GroupedGemmDescriptor {
         problems: tokens.iter().map(|&t| (t, n, k)).collect(),
         layout: LayoutSku::Rcr,
     };
-    let plan = GroupedGemmPlan::<bf16>::select(s, &desc, &pref())?;
+    let plan = GroupedGemmPlan::<T>::select(s, &desc, &pref())?;
     let mut ws = workspace(s, plan.workspace_size())?;
     let ms =
         time_ms(s, || {
-            let mut a = Vec::with_capacity(EXPERTS);
-            let mut b = Vec::with_capacity(EXPERTS);
-            let mut d = Vec::with_capacity(EXPERTS);
+            let mut a = Vec::with_capacity(experts);
+            let mut b = Vec::with_capacity(experts);
+            let mut d = Vec::with_capacity(experts);
             let mut rest = y.as_slice_mut();
             let mut start = 0;
             for (e, &t) in tokens.iter().enumerate() {
@@ -458,66 +550,6 @@ fn moe(s: &Stream) -> Result<()> {
                 },
             )
         })?;
-    emit(&Record {
-        op: "moe_grouped_bf16",
-        pass: "fw",
-        dtype: ElementKind::Bf16,
-        shape: format!("e{EXPERTS} t{MOE_TOKENS} k{k} n{n}"),
-        ms,
-        bytes: None,
-        flops: gemm_flops(1, MOE_TOKENS, n, k),
-    });
+    emit(row, ms);
     Ok(())
-}
-
-/// Run every case; errors are reported per case and do not stop the rest.
-pub fn run(s: &Stream) {
-    let ieee = pref();
-    let tf32 = pref().with_allow_tf32(true);
-    case("gemm", "gemm_bf16_8192", || {
-        square::<bf16>(s, "gemm_bf16_8192", &ieee)
-    });
-    case("gemm", "gemm_f32_8192", || {
-        square::<f32>(s, "gemm_f32_8192", &ieee)
-    });
-    case("gemm", "gemm_tf32_8192", || {
-        square::<f32>(s, "gemm_tf32_8192", &tf32)
-    });
-    case("gemm", "gemm_fp8_e4m3_8192", || fp8(s));
-    case("gemm", "gemm_int8_8192", || int8(s));
-    case("gemm", "linear_prefill", || linear_prefill(s));
-    case("gemm", "linear_decode_bf16", || linear_decode(s));
-    case("gemm", "bmm_attn_qk_bf16", || {
-        batched(
-            s,
-            "bmm_attn_qk_bf16",
-            (128, 4096, 4096, 128),
-            LayoutSku::Rcr,
-        )
-    });
-    case("gemm", "bmm_attn_pv_bf16", || {
-        batched(
-            s,
-            "bmm_attn_pv_bf16",
-            (128, 4096, 128, 4096),
-            LayoutSku::Rrr,
-        )
-    });
-    case("gemm", "moe_grouped_bf16", || moe(s));
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn moe_split_matches_the_torch_case() {
-        let t = moe_tokens();
-        assert_eq!(t.len(), EXPERTS);
-        assert_eq!(t.iter().sum::<usize>(), MOE_TOKENS);
-        // The first and last entries `moe_tokens()` in gemm.py prints.
-        assert_eq!(&t[..6], &[17, 150, 194, 532, 548, 72]);
-        assert_eq!(&t[60..], &[331, 16, 221, 149]);
-        assert_eq!((t.iter().min(), t.iter().max()), (Some(&5), Some(&554)));
-    }
 }

@@ -4,24 +4,33 @@
 //! its `run` calls (see [`time_ms`]): warm-up first (module load, handle
 //! creation and autotuning stay out of the numbers), then the median of
 //! many replays. Inputs are seeded random values,
-//! never zeros or constants. One JSON line per case on stdout:
-//! `{"op", "pass", "dtype", "shape", "ms", "gbps"?, "tflops"?}`.
+//! never zeros or constants. One JSON line per case and pass on stdout:
+//! `{"op", "pass", "dtype", "shape", "ms", "gbps"?, "tflops"?}`, the
+//! case's [`Row`] (from the case list) with the time.
 
 use baracuda_kernels::*;
 
-/// Run case `name` of `family` unless `BARACUDA_BENCH_ONLY` (a
-/// comma-separated list of substrings; the same variable filters
-/// `bench/torch_baseline.py`) names none of it. An error goes to stderr and
-/// the run goes on.
-pub fn case(family: &str, name: &str, f: impl FnOnce() -> Result<()>) {
-    if let Ok(only) = std::env::var("BARACUDA_BENCH_ONLY") {
-        if !only.split(',').any(|p| !p.is_empty() && name.contains(p)) {
-            return;
-        }
+use crate::cases::{Job, Row};
+
+/// Run `job` of `family` unless `BARACUDA_BENCH_ONLY` (a comma-separated
+/// list of substrings; the same variable filters `bench/torch_baseline.py`)
+/// names none of its name; a ceiling runs whatever it says. An error goes
+/// to stderr and the run goes on.
+pub fn case(family: &str, job: &Job, s: &Stream) {
+    let only = std::env::var("BARACUDA_BENCH_ONLY").ok();
+    if !selected(&job.name, job.ceiling, only.as_deref()) {
+        return;
     }
-    if let Err(e) = f() {
-        eprintln!("{family} {name}: error: {e}");
+    if let Err(e) = (job.run)(s, &job.rows) {
+        eprintln!("{family} {}: error: {e}", job.name);
     }
+}
+
+/// Whether a case named `name` runs under `BARACUDA_BENCH_ONLY` = `only`
+/// (None: unset): a ceiling always, any case when unset, else a case whose
+/// name contains one of the comma-separated substrings.
+pub fn selected(name: &str, ceiling: bool, only: Option<&str>) -> bool {
+    ceiling || only.is_none_or(|o| o.split(',').any(|p| !p.is_empty() && name.contains(p)))
 }
 
 /// Warm-up runs before timing.
@@ -290,35 +299,61 @@ pub fn random_buffer<T: Element>(
     DeviceBuffer::from_host(s, &host)
 }
 
-/// One result line.
-pub struct Record<'a> {
-    /// Op name, the same in `bench/torch_cases`.
-    pub op: &'a str,
-    /// Pass (`fw`, `bw`, `bw_data`, `dw`).
-    pub pass: &'a str,
-    /// Element type.
-    pub dtype: ElementKind,
-    /// Shape string, the same in `bench/torch_cases`.
-    pub shape: String,
-    /// Median milliseconds.
-    pub ms: f64,
-    /// Minimum bytes moved (each input read once, each output written once).
-    pub bytes: Option<f64>,
-    /// Floating-point operations.
-    pub flops: Option<f64>,
-}
-
-/// Print `r` as one JSON line.
-pub fn emit(r: &Record<'_>) {
+/// Print `row`, timed at `ms`, as one JSON line (its `name` as `op`).
+pub fn emit(row: &Row, ms: f64) {
     let mut line = format!(
         "{{\"op\":\"{}\",\"pass\":\"{}\",\"dtype\":\"{}\",\"shape\":\"{}\",\"ms\":{:.5}",
-        r.op, r.pass, r.dtype, r.shape, r.ms
+        row.name, row.pass, row.dtype, row.shape, ms
     );
-    if let Some(b) = r.bytes {
-        line += &format!(",\"gbps\":{:.1}", b / (r.ms * 1e-3) / 1e9);
+    if let Some(b) = row.bytes {
+        line += &format!(",\"gbps\":{:.1}", b as f64 / (ms * 1e-3) / 1e9);
     }
-    if let Some(f) = r.flops {
-        line += &format!(",\"tflops\":{:.2}", f / (r.ms * 1e-3) / 1e12);
+    if let Some(f) = row.flops {
+        line += &format!(",\"tflops\":{:.2}", f as f64 / (ms * 1e-3) / 1e12);
     }
     println!("{line}}}");
+}
+
+/// Time each of `rows`' passes with `time(pass)`, in order, and print
+/// its row as soon as it is timed.
+///
+/// # Errors
+/// The first error of `time`.
+pub fn time_passes(rows: &[Row], mut time: impl FnMut(&str) -> Result<f64>) -> Result<()> {
+    for r in rows {
+        let ms = time(r.pass)?;
+        emit(r, ms);
+    }
+    Ok(())
+}
+
+/// The buffer sets of a case whose rows carry `rotation_bytes` (see
+/// [`rotation`]).
+///
+/// # Errors
+/// `InvalidArgument` when the rows have none (a bench bug).
+pub fn rotation_of(s: &Stream, rows: &[Row]) -> Result<usize> {
+    match rows.first().and_then(|r| r.rotation_bytes) {
+        Some(b) => Ok(rotation(s, b as usize)),
+        None => Err(Error::InvalidArgument {
+            op: "bench",
+            arg: "rows",
+            reason: "no rotation_bytes".into(),
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::selected;
+
+    #[test]
+    fn only_selects_by_name_substrings_and_keeps_ceilings() {
+        let only = Some("linear_prefill,bmm_");
+        assert!(selected("linear_prefill_bias_bf16", false, only));
+        assert!(selected("bmm_attn_qk_bf16", false, only));
+        assert!(!selected("linear_decode_bf16", false, only));
+        assert!(selected("ceiling_copy", true, only));
+        assert!(selected("anything", false, None));
+    }
 }

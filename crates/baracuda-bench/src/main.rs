@@ -1,16 +1,45 @@
-//! baracuda GPU benchmarks: one JSON line per case (format in `harness`).
-//! `baracuda-bench [family...]` runs the named families (default: all):
-//! `elementwise`, `conv`. The same cases, timed the same way with PyTorch,
-//! are in `bench/torch_cases/`; `scripts/bench-vs-torch.sh` runs both.
+//! baracuda GPU benchmarks: one JSON line per case and pass (format in
+//! `harness`). `baracuda-bench [family...]` runs the named families
+//! (default: all): `elementwise`, `conv`, `gemm`. The cases come from
+//! `bench/cases/<family>.json` (built in; see `cases`), which
+//! `bench/torch_baseline.py` reads to time the same cases with PyTorch;
+//! `scripts/bench-vs-torch.sh` runs both. `baracuda-bench --list
+//! [family...]` prints the case rows (name, pass, dtype, shape, work)
+//! without touching a GPU.
 
+mod cases;
 mod conv;
 mod elementwise;
 mod gemm;
 mod harness;
 
 fn main() {
-    let families: Vec<String> = std::env::args().skip(1).collect();
-    let wants = |f: &str| families.is_empty() || families.iter().any(|a| a == f);
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let list = args.first().is_some_and(|a| a == "--list");
+    if list {
+        args.remove(0);
+    }
+    // A case list that does not check stops the run before any GPU work.
+    let families = match cases::load(&args) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("baracuda-bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    if list {
+        for row in families
+            .iter()
+            .flat_map(|(_, jobs)| jobs)
+            .flat_map(|j| &j.rows)
+        {
+            match serde_json::to_string(row) {
+                Ok(line) => println!("{line}"),
+                Err(e) => eprintln!("baracuda-bench: {e}"),
+            }
+        }
+        return;
+    }
     let stream = baracuda_kernels::Device::get(0)
         .and_then(|d| baracuda_kernels::Context::new(&d))
         .and_then(|c| baracuda_kernels::Stream::new(&c));
@@ -33,13 +62,9 @@ fn main() {
             Err(e) => eprintln!("baracuda-bench: {e}"),
         }
     }
-    if wants("elementwise") {
-        elementwise::run(&stream);
-    }
-    if wants("conv") {
-        conv::run(&stream);
-    }
-    if wants("gemm") {
-        gemm::run(&stream);
+    for (family, jobs) in &families {
+        for job in jobs {
+            harness::case(family, job, &stream);
+        }
     }
 }
