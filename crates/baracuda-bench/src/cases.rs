@@ -378,6 +378,15 @@ mod tests {
         let mut built_in: Vec<String> = FAMILIES.iter().map(|(f, _)| f.to_string()).collect();
         built_in.sort();
         assert_eq!(on_disk, built_in, "bench/cases/*.json against FAMILIES");
+        let mut registered: Vec<String> = baracuda_kernels::FAMILIES
+            .iter()
+            .map(|f| f.name.to_string())
+            .collect();
+        registered.sort();
+        assert_eq!(
+            built_in, registered,
+            "every family registered in baracuda_kernels has a case file, and no other"
+        );
         for (family, text) in FAMILIES {
             let on_disk = std::fs::read_to_string(bench_dir().join(format!("cases/{family}.json")))
                 .expect("case file");

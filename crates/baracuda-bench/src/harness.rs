@@ -40,7 +40,7 @@ pub const WARMUP: usize = 10;
 /// power state. A large GEMM runs into the H200's power limit within
 /// about 50 ms of back-to-back launches (bf16 8192^3: 1.39 ms per call
 /// cold, 1.6 ms after 300 ms of load, back to 1.40 ms after 100-200 ms
-/// idle; `bench/experiments/gemm_sustained.cu recover`), and a plan's
+/// idle; `docs/perf-notes/experiments/gemm_sustained.cu recover`), and a plan's
 /// measured autotuning is a few hundred ms of such load right before its
 /// case. Without the pause that one-time select cost would be charged to
 /// the per-call time.
