@@ -21,6 +21,10 @@ def make(torch):
     x, w = r(2, 3, 17), r(5, 3, 3)
     out.update({"conv1d.x": x, "conv1d.w": w, "conv1d.y": F.conv1d(x, w, stride=3, padding=2, dilation=2)})
 
+    # conv1d padding='same' with an even kernel: 1 before, 2 after
+    x, w = r(2, 3, 11), r(4, 3, 4)
+    out.update({"conv1d_same.x": x, "conv1d_same.w": w, "conv1d_same.y": F.conv1d(x, w, padding="same")})
+
     # conv_transpose2d: stride 2, padding 1, output_padding (1, 0), groups 2
     x, w = r(1, 4, 5, 4), r(4, 3, 3, 3)
     out.update({"convt2d.x": x, "convt2d.w": w,

@@ -583,6 +583,14 @@ impl<'a, T: Element> MatrixRef<'a, T> {
             order,
         })
     }
+    /// A packed row-major `rows x cols` view (`ld = cols`), as a PyTorch
+    /// contiguous 2-D tensor is laid out.
+    ///
+    /// # Errors
+    /// As [`MatrixRef::new`].
+    pub fn row_major(data: DeviceSlice<'a, T>, rows: usize, cols: usize) -> Result<Self> {
+        Self::new(data, rows, cols, cols, MatrixOrder::RowMajor)
+    }
     /// The underlying slice.
     pub fn data(&self) -> DeviceSlice<'a, T> {
         self.data
@@ -635,6 +643,13 @@ impl<'a, T: Element> MatrixMut<'a, T> {
             ld,
             order,
         })
+    }
+    /// A packed row-major `rows x cols` view; see [`MatrixRef::row_major`].
+    ///
+    /// # Errors
+    /// As [`MatrixRef::new`].
+    pub fn row_major(data: DeviceSliceMut<'a, T>, rows: usize, cols: usize) -> Result<Self> {
+        Self::new(data, rows, cols, cols, MatrixOrder::RowMajor)
     }
     /// The underlying slice.
     pub fn data(&self) -> &DeviceSliceMut<'a, T> {
@@ -754,6 +769,17 @@ mod tests {
     fn slice_mut<'a>(len: usize) -> DeviceSliceMut<'a, f32> {
         // SAFETY: as above.
         unsafe { DeviceSliceMut::from_raw_parts(0x1000, len, 1) }
+    }
+
+    #[test]
+    fn row_major_matrices_are_packed() {
+        let m = MatrixRef::row_major(slice(12), 3, 4).unwrap();
+        assert_eq!(
+            (m.rows(), m.cols(), m.ld(), m.order()),
+            (3, 4, 4, MatrixOrder::RowMajor)
+        );
+        assert!(MatrixRef::row_major(slice(11), 3, 4).is_err());
+        assert!(MatrixMut::row_major(slice_mut(12), 4, 3).is_ok());
     }
 
     #[test]

@@ -46,6 +46,7 @@ fn geom(
         input: input.to_vec(),
         filter: filter.to_vec(),
         padding: pad.to_vec(),
+        padding_end: pad.to_vec(),
         stride: stride.to_vec(),
         dilation: dil.to_vec(),
     }
@@ -106,6 +107,14 @@ fn reference_matches_pytorch_goldens() {
         "conv1d.y",
         &r::conv_fw(&g, &get(&t, "conv1d.x"), &get(&t, "conv1d.w")),
         &get(&t, "conv1d.y"),
+    );
+
+    let mut g = geom(&[11], &[4], &[1], &[1], &[1], (2, 3, 4, 1));
+    g.padding_end = vec![2];
+    close(
+        "conv1d_same.y",
+        &r::conv_fw(&g, &get(&t, "conv1d_same.x"), &get(&t, "conv1d_same.w")),
+        &get(&t, "conv1d_same.y"),
     );
 
     let g = ConvGeometry::for_transpose(

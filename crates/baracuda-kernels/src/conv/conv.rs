@@ -394,6 +394,7 @@ where
             w_spatial: to_i32s(op, "kernel", &w.kernel)?,
             y_spatial: to_i32s(op, "output", &output)?,
             pad: to_i32s(op, "padding", &w.padding)?,
+            pad_end: to_i32s(op, "padding_end", &w.padding_end)?,
             stride: to_i32s(op, "stride", &w.stride)?,
             dilation: to_i32s(op, "dilation", &w.dilation)?,
             groups: to_i32(op, "groups", d.groups)?,
@@ -505,15 +506,6 @@ fn validate<T: Element, const N: usize>(
     let w = &d.window;
     validate_common(op, (d.batch, d.c_in, d.c_out), &d.input, w, d.groups)?;
     check_activation(op, d.activation)?;
-    if w.is_asymmetric() {
-        return Err(Error::Unsupported {
-            op,
-            what: format!(
-                "padding {:?} before and {:?} after (cuDNN runs symmetric padding here)",
-                w.padding, w.padding_end
-            ),
-        });
-    }
     w.conv_output(op, &d.input)
 }
 
@@ -635,10 +627,7 @@ mod tests {
         d.window.kernel = [9, 3];
         assert_eq!(field(bad::<f32>(&d)), "output");
         assert_eq!(field(bad::<f32>(&base().with_dilation([5, 1]))), "output");
-        assert!(matches!(
-            bad::<f32>(&base().with_padding_ends([1, 1], [2, 1])),
-            Error::Unsupported { .. }
-        ));
+        assert!(validate::<f32, 2>(OP, &base().with_padding_ends([1, 1], [2, 1])).is_ok());
     }
 
     #[test]

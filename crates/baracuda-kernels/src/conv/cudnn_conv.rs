@@ -25,7 +25,8 @@ const OP: &str = "cudnn convolution";
 /// Backend plans and legacy algorithms of one convolution problem.
 pub(crate) struct CudnnConv {
     /// The legacy descriptors (the fallback's).
-    legacy_api: LegacyConv,
+    /// None when the problem pads its two sides differently.
+    legacy_api: Option<LegacyConv>,
     /// Legacy algorithm per direction (the fallback).
     legacy: [Option<ConvAlgo>; 3],
     /// Backend tensors and convolution; `Err` when the backend API
@@ -47,6 +48,16 @@ impl std::fmt::Debug for CudnnConv {
     }
 }
 
+/// Why a problem padded unequally has no legacy algorithms.
+fn no_legacy() -> Error {
+    Error::Unsupported {
+        op: OP,
+        what: "legacy cuDNN convolutions pad both sides alike; this problem runs on backend \
+               engines only, with 16-byte aligned operands"
+            .into(),
+    }
+}
+
 impl CudnnConv {
     /// Build every descriptor of `p`. Algorithms are chosen afterwards with
     /// [`CudnnConv::choose`] and [`CudnnConv::choose_candidate`].
@@ -63,6 +74,7 @@ impl CudnnConv {
                 p.w_spatial.len(),
                 p.y_spatial.len(),
                 p.pad.len(),
+                p.pad_end.len(),
                 p.stride.len(),
                 p.dilation.len(),
             ]
@@ -98,6 +110,7 @@ impl CudnnConv {
         let ws = ext(&p.w_spatial, 1);
         let ys = ext(&p.y_spatial, 1);
         let pad = ext(&p.pad, 0);
+        let pad_end = ext(&p.pad_end, 0);
         let stride = ext(&p.stride, 1);
         let dil = ext(&p.dilation, 1);
         let mut xd = vec![p.batch, p.c_in];
@@ -107,8 +120,13 @@ impl CudnnConv {
         let mut wd = vec![p.c_out, p.c_in / p.groups.max(1)];
         wd.extend(&ws);
 
-        let tensors = ConvTensors::new(p, &xd, &wd, &yd, (&pad, &stride, &dil));
-        let legacy_api = LegacyConv::new(&LegacyConvShape {
+        let tensors = ConvTensors::new(p, &xd, &wd, &yd, (&pad, &pad_end, &stride, &dil));
+        // The legacy descriptors pad both sides alike: a problem padded
+        // unequally runs on backend engines only.
+        let symmetric = pad == pad_end;
+        let legacy_api = symmetric
+            .then(|| {
+                LegacyConv::new(&LegacyConvShape {
             dtype: p.dtype,
             compute: compute_type(p.dtype),
             x_dims: &xd,
@@ -121,7 +139,9 @@ impl CudnnConv {
             stride: &stride,
             dilation: &dil,
             groups: p.groups,
-        })?;
+                })
+            })
+            .transpose()?;
         Ok(CudnnConv {
             legacy_api,
             legacy: [None, None, None],
@@ -146,7 +166,7 @@ impl CudnnConv {
         math: ConvMath,
     ) -> Result<Vec<ConvAlgo>> {
         let algos = self
-            .legacy_api
+            .legacy_descriptors_mut()?
             .heuristics(handle, stream, dir.op_kind(), math)?;
         Ok(algos
             .into_iter()
@@ -177,9 +197,9 @@ impl CudnnConv {
         math: ConvMath,
     ) -> Result<usize> {
         let dir = algo.direction;
-        let bytes =
-            self.legacy_api
-                .workspace_bytes(handle, stream, dir.op_kind(), algo.id, math)?;
+        let bytes = self
+            .legacy_descriptors_mut()?
+            .workspace_bytes(handle, stream, dir.op_kind(), algo.id, math)?;
         self.legacy[dir.index()] = Some(ConvAlgo {
             math,
             workspace_bytes: bytes,
@@ -195,6 +215,17 @@ impl CudnnConv {
             .as_ref()
             .map(|p| p.algo.clone())
             .or_else(|| self.legacy[dir.index()].clone())
+    }
+
+    /// The legacy API's descriptors, or `Unsupported` for a problem they
+    /// cannot express (unequal padding before and after).
+    fn legacy_descriptors(&self) -> Result<&LegacyConv> {
+        self.legacy_api.as_ref().ok_or_else(no_legacy)
+    }
+
+    /// [`CudnnConv::legacy_descriptors`], mutable.
+    fn legacy_descriptors_mut(&mut self) -> Result<&mut LegacyConv> {
+        self.legacy_api.as_mut().ok_or_else(no_legacy)
     }
 
     /// Forget the legacy algorithm of `dir` (none qualified).
@@ -371,11 +402,9 @@ impl CudnnConv {
                 "{dir:?}: the backend plan needs 16-byte aligned operands and no legacy algorithm was chosen"
             ),
         })?;
+        let legacy = self.legacy_descriptors()?;
         // SAFETY: the caller's contract; `choose` put the direction's
         // descriptor in the math mode `algo` runs under.
-        unsafe {
-            self.legacy_api
-                .run(handle, stream, dir.op_kind(), algo.id, ops, ws, ws_bytes)
-        }
+        unsafe { legacy.run(handle, stream, dir.op_kind(), algo.id, ops, ws, ws_bytes) }
     }
 }

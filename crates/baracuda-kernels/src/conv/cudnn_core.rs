@@ -134,7 +134,7 @@ fn pointwise_shape(p: &CudnnConvProblem) -> Option<(usize, usize, usize)> {
         && p.groups == 1
         && p.w_spatial.iter().all(|&k| k == 1)
         && p.stride.iter().all(|&s| s == 1)
-        && p.pad.iter().all(|&q| q == 0)
+        && p.pad.iter().chain(&p.pad_end).all(|&q| q == 0)
         && p.x_spatial == p.y_spatial;
     let m = p.x_spatial.iter().map(|&e| e as usize).product::<usize>() * p.batch as usize;
     ok.then_some((m, p.c_in as usize, p.c_out as usize))
@@ -1030,6 +1030,7 @@ mod tests {
             w_spatial: filter.to_vec(),
             y_spatial: vec![y(56, filter[0]), y(56, filter[1])],
             pad: vec![pad; 2],
+            pad_end: vec![pad; 2],
             stride: vec![stride; 2],
             dilation: vec![1; 2],
             groups,

@@ -163,8 +163,12 @@ pub struct CudnnConvProblem {
     pub w_spatial: Vec<i32>,
     /// Output spatial extents.
     pub y_spatial: Vec<i32>,
-    /// Zero padding per spatial axis (both sides).
+    /// Zero padding before each spatial axis.
     pub pad: Vec<i32>,
+    /// Zero padding after each spatial axis (equal to `pad` but for
+    /// PyTorch's `padding='same'` with an even kernel, and JAX's explicit
+    /// padding pairs).
+    pub pad_end: Vec<i32>,
     /// Stride per spatial axis.
     pub stride: Vec<i32>,
     /// Dilation per spatial axis.
@@ -264,7 +268,7 @@ impl ConvTensors {
         xd: &[i32],
         wd: &[i32],
         yd: &[i32],
-        (pad, stride, dil): (&[i32], &[i32], &[i32]),
+        (pad, pad_end, stride, dil): (&[i32], &[i32], &[i32], &[i32]),
     ) -> Result<ConvTensors> {
         let x = tensor(p.dtype, UID_X, xd, p.channels_last)?;
         let w = tensor(p.dtype, UID_W, wd, p.channels_last)?;
@@ -274,7 +278,7 @@ impl ConvTensors {
             compute: compute_type(p.dtype),
             mode: ConvolutionMode::CrossCorrelation,
             pre_padding: &v64(pad),
-            post_padding: &v64(pad),
+            post_padding: &v64(pad_end),
             strides: &v64(stride),
             dilations: &v64(dil),
         })?;
@@ -589,6 +593,7 @@ mod tests {
             w_spatial: vec![1],
             y_spatial: vec![5],
             pad: vec![0],
+            pad_end: vec![0],
             stride: vec![1],
             dilation: vec![1],
             groups: 1,
@@ -596,7 +601,8 @@ mod tests {
         assert_eq!(
             format!("{p:?}"),
             "CudnnConvProblem { dtype: Bf16, channels_last: true, batch: 2, c_in: 3, c_out: 4, \
-             x_spatial: [5], w_spatial: [1], y_spatial: [5], pad: [0], stride: [1], dilation: [1], \
+             x_spatial: [5], w_spatial: [1], y_spatial: [5], pad: [0], pad_end: [0], stride: [1], \
+             dilation: [1], \
              groups: 1 }"
         );
     }

@@ -83,11 +83,6 @@ impl<const N: usize> Window<N> {
         self.dilation[a] * (self.kernel[a] - 1) + 1
     }
 
-    /// Whether some axis pads its two sides differently.
-    pub(crate) fn is_asymmetric(&self) -> bool {
-        self.padding != self.padding_end
-    }
-
     /// Rank 1 to 3, every kernel, stride and dilation at least 1.
     pub(crate) fn validate(&self, op: &'static str) -> Result<()> {
         if !(1..=3).contains(&N) {
@@ -251,7 +246,7 @@ mod tests {
         }
         let w = Window::new([4]).with_same_padding();
         assert_eq!((w.padding, w.padding_end), ([1], [2]));
-        assert!(w.is_asymmetric());
+        assert_ne!(w.padding, w.padding_end);
     }
 
     #[test]

@@ -16,8 +16,10 @@ pub struct ConvGeometry {
     pub input: Vec<usize>,
     /// Filter spatial extents.
     pub filter: Vec<usize>,
-    /// Zero padding per axis.
+    /// Zero padding before each axis.
     pub padding: Vec<usize>,
+    /// Zero padding after each axis.
+    pub padding_end: Vec<usize>,
     /// Stride per axis.
     pub stride: Vec<usize>,
     /// Dilation per axis.
@@ -32,7 +34,7 @@ impl ConvGeometry {
         (0..self.input.len())
             .map(|a| {
                 let eff = self.dilation[a] * (self.filter[a] - 1) + 1;
-                (self.input[a] + 2 * self.padding[a] - eff) / self.stride[a] + 1
+                (self.input[a] + self.padding[a] + self.padding_end[a] - eff) / self.stride[a] + 1
             })
             .collect()
     }
@@ -67,6 +69,7 @@ impl ConvGeometry {
             input: out,
             filter: filter.to_vec(),
             padding: padding.to_vec(),
+            padding_end: padding.to_vec(),
             stride: stride.to_vec(),
             dilation: dilation.to_vec(),
             groups,
@@ -382,6 +385,7 @@ mod tests {
             input: vec![5, 6],
             filter: vec![3, 2],
             padding: vec![1, 0],
+            padding_end: vec![1, 0],
             stride: vec![2, 1],
             dilation: vec![1, 2],
             groups: 2,
@@ -398,6 +402,7 @@ mod tests {
             input: vec![3],
             filter: vec![2],
             padding: vec![1],
+            padding_end: vec![1],
             stride: vec![1],
             dilation: vec![1],
             groups: 1,

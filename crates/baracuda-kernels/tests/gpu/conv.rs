@@ -237,7 +237,7 @@ fn conv_desc<const N: usize>(c: &ConvCase) -> ConvDescriptor<N> {
         arr(&g.filter),
         c.kind,
     )
-    .with_padding(arr(&g.padding))
+    .with_padding_ends(arr(&g.padding), arr(&g.padding_end))
     .with_stride(arr(&g.stride))
     .with_dilation(arr(&g.dilation))
     .with_groups(g.groups)
@@ -540,7 +540,15 @@ fn random_conv(rng: &mut Rng, i: usize) -> ConvCase {
         let padding: Vec<usize> = (0..rank).map(|_| rng.below(3) as usize).collect();
         let stride: Vec<usize> = (0..rank).map(|_| 1 + rng.below(3) as usize).collect();
         let dilation: Vec<usize> = (0..rank).map(|_| 1 + rng.below(2) as usize).collect();
-        let fits = (0..rank).all(|a| input[a] + 2 * padding[a] > dilation[a] * (filter[a] - 1));
+        // One case in four pads its two sides differently (PyTorch's
+        // padding='same' with an even kernel; JAX's padding pairs).
+        let padding_end = if rng.below(4) == 0 {
+            (0..rank).map(|_| rng.below(3) as usize).collect()
+        } else {
+            padding.clone()
+        };
+        let fits = (0..rank)
+            .all(|a| input[a] + padding[a] + padding_end[a] > dilation[a] * (filter[a] - 1));
         if !fits {
             continue;
         }
@@ -551,6 +559,7 @@ fn random_conv(rng: &mut Rng, i: usize) -> ConvCase {
             input,
             filter,
             padding,
+            padding_end,
             stride,
             dilation,
             groups,
@@ -604,6 +613,7 @@ fn conv_realistic_shapes() {
             c_out,
             filter: vec![k; input.len()],
             padding: vec![pad; input.len()],
+            padding_end: vec![pad; input.len()],
             stride: vec![stride; input.len()],
             dilation: vec![1; input.len()],
             input,
@@ -860,6 +870,7 @@ fn pointwise_case(
             input: input.to_vec(),
             filter: vec![1; rank],
             padding: vec![0; rank],
+            padding_end: vec![0; rank],
             stride: vec![1; rank],
             dilation: vec![1; rank],
             groups: 1,
@@ -1038,6 +1049,7 @@ fn conv_preferences() {
             input: vec![12, 12],
             filter: vec![3, 3],
             padding: vec![1, 1],
+            padding_end: vec![1, 1],
             stride: vec![1, 1],
             dilation: vec![1, 1],
             groups: 1,
