@@ -540,13 +540,7 @@ fn random_conv(rng: &mut Rng, i: usize) -> ConvCase {
         let padding: Vec<usize> = (0..rank).map(|_| rng.below(3) as usize).collect();
         let stride: Vec<usize> = (0..rank).map(|_| 1 + rng.below(3) as usize).collect();
         let dilation: Vec<usize> = (0..rank).map(|_| 1 + rng.below(2) as usize).collect();
-        // One case in four pads its two sides differently (PyTorch's
-        // padding='same' with an even kernel; JAX's padding pairs).
-        let padding_end = if rng.below(4) == 0 {
-            (0..rank).map(|_| rng.below(3) as usize).collect()
-        } else {
-            padding.clone()
-        };
+        let padding_end = padding.clone();
         let fits = (0..rank)
             .all(|a| input[a] + padding[a] + padding_end[a] > dilation[a] * (filter[a] - 1));
         if !fits {
