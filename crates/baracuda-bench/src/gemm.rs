@@ -480,6 +480,8 @@ fn batched<T: Element>(s: &Stream, b: Bmm, rows: &[Row]) -> Result<()> {
                 b: bb.as_slice(),
                 c: None,
                 d: d.as_slice_mut(),
+                bias: None,
+                aux: None,
                 alpha: 1.0,
                 beta: 0.0,
             },

@@ -428,7 +428,14 @@ impl<T: Element> LinearPlan<T> {
                     reason: "dbias is computed with dw; pass dw too".into(),
                 })
             }
-            Some(db) => check_bias(OP, d.epilogue.has_bias(), Some(db.as_const()), o, ctx)?,
+            Some(db) => check_bias(
+                OP,
+                "dbias",
+                d.epilogue.has_bias(),
+                Some(db.as_const()),
+                o,
+                ctx,
+            )?,
             None => 0,
         };
         let ws = workspace.check(OP, self.workspace_bytes, ctx)?;

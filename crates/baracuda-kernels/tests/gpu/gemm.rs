@@ -342,28 +342,52 @@ enum Broadcast {
 /// reference. `C` is given (with beta != 0) only when it is the broadcast
 /// operand; otherwise the run takes the `c: None` path.
 fn batched_case<T: Element, O: Element>(s: &Stream, layout: LayoutSku, bc: Broadcast) {
-    let (m, n, k, batch) = (33, 20, 17, 5);
-    let g = GemmDescriptor::new(m, n, k, layout);
-    let mut desc = BatchedGemmDescriptor::packed(g.clone(), batch);
+    let mut desc = BatchedGemmDescriptor::packed(GemmDescriptor::new(33, 20, 17, layout), 5);
     match bc {
         Broadcast::A => desc.stride_a = 0,
         Broadcast::B => desc.stride_b = 0,
         Broadcast::C => desc.stride_c = 0,
     }
+    batched_check::<T, O>(s, &desc, bc == Broadcast::C);
+}
+
+/// Run one strided batch (`C` given, with beta != 0, exactly when
+/// `with_c`; bias and aux when the descriptor's epilogue takes them) into
+/// NaN-poisoned outputs and compare every entry's `D` and aux with the
+/// reference. Returns the plan's SKU variant.
+fn batched_check<T: Element, O: Element>(
+    s: &Stream,
+    desc: &BatchedGemmDescriptor,
+    with_c: bool,
+) -> String {
+    let g = &desc.gemm;
+    let (m, n, k, layout, batch) = (g.m, g.n, g.k, g.layout, desc.batch);
+    let e = g.epilogue;
     let what = format!(
-        "batched {}->{} {m}x{n}x{k} x{batch} {layout} {bc:?} broadcast",
+        "batched {}->{} {m}x{n}x{k} x{batch} {layout} {e} strides a{} b{} c{} d{} bias{} aux{} \
+         ldd{}",
         T::KIND,
-        O::KIND
+        O::KIND,
+        desc.stride_a,
+        desc.stride_b,
+        desc.stride_c,
+        desc.stride_d,
+        desc.stride_bias,
+        desc.stride_aux,
+        g.ldd,
     );
-    let plan = BatchedGemmPlan::<T, O>::select(s, &desc, &PlanPreference::default())
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let plan = BatchedGemmPlan::<T, O>::select(s, desc, &PlanPreference::default())
+        .unwrap_or_else(|err| panic!("{what}: {err}"));
+    let what = format!("{what} [{}]", plan.sku().variant);
     let len = |stride: usize, one: usize| (batch - 1) * stride + one;
+    let dspan = span(layout.c(), m, n, g.ldd);
     let (a, ah) = upload::<T>(&rand(1, len(desc.stride_a, span(layout.a(), m, k, g.lda))));
     let (b, bh) = upload::<T>(&rand(2, len(desc.stride_b, span(layout.b(), k, n, g.ldb))));
     let (c, ch) = upload::<O>(&rand(3, len(desc.stride_c, span(layout.c(), m, n, g.ldc))));
-    let mut d = poisoned::<O>(len(desc.stride_d, span(layout.c(), m, n, g.ldd)));
+    let (bias, biash) = upload::<O>(&rand(4, len(desc.stride_bias, n)));
+    let mut d = poisoned::<O>(len(desc.stride_d, dspan));
+    let mut aux = poisoned::<O>(len(desc.stride_aux, dspan));
     let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
-    let with_c = bc == Broadcast::C;
     let (alpha, beta) = if with_c { (1.25, -0.5) } else { (1.0, 0.0) };
     plan.run(
         s,
@@ -373,43 +397,50 @@ fn batched_case<T: Element, O: Element>(s: &Stream, layout: LayoutSku, bc: Broad
             b: b.as_slice(),
             c: with_c.then(|| c.as_slice()),
             d: d.as_slice_mut(),
+            bias: e.has_bias().then(|| bias.as_slice()),
+            aux: g.save_aux.then(|| aux.as_slice_mut()),
             alpha,
             beta,
         },
     )
-    .unwrap_or_else(|e| panic!("{what} [{}]: {e}", plan.sku().variant));
+    .unwrap_or_else(|err| panic!("{what}: {err}"));
     let dh: Vec<f64> = download(&d);
+    let zh: Vec<f64> = download(&aux);
+    let entry = |x: &[f64], stride: usize, i: usize| -> Vec<f64> {
+        (0..m * n)
+            .map(|idx| r::at(&x[i * stride..], g.ldd, layout.c(), idx / n, idx % n))
+            .collect()
+    };
     for i in 0..batch {
-        let (want, _) = r::gemm(
+        let (want_d, want_z) = r::gemm(
             m,
             n,
             k,
             (&ah[i * desc.stride_a..], g.lda, layout.a()),
             (&bh[i * desc.stride_b..], g.ldb, layout.b()),
             with_c.then_some((&ch[i * desc.stride_c..], g.ldc, layout.c())),
-            None,
+            e.has_bias()
+                .then_some(&biash[i * desc.stride_bias..i * desc.stride_bias + n]),
             alpha,
             beta,
-            Activation::Identity,
+            e.activation(),
         );
-        let got: Vec<f64> = (0..m * n)
-            .map(|idx| {
-                r::at(
-                    &dh[i * desc.stride_d..],
-                    g.ldd,
-                    layout.c(),
-                    idx / n,
-                    idx % n,
-                )
-            })
-            .collect();
-        check(
-            &format!("{what} entry {i} [{}]", plan.sku().variant),
-            &got,
-            &want,
-            tol(T::KIND, O::KIND, k, false),
-        );
+        let t = tol(T::KIND, O::KIND, k, false);
+        let at = format!("{what} entry {i}");
+        check(&at, &entry(&dh, desc.stride_d, i), &want_d, t);
+        if g.save_aux {
+            check(
+                &format!("{at} aux"),
+                &entry(&zh, desc.stride_aux, i),
+                &want_z,
+                t,
+            );
+        }
     }
+    if !g.save_aux {
+        assert!(zh.iter().all(|x| x.is_nan()), "{what}: aux written");
+    }
+    plan.sku().variant.clone()
 }
 
 #[test]
@@ -427,6 +458,166 @@ fn batched_every_dtype_with_broadcast() {
             batched_case::<bf16, f32>(s, layout, bc);
         }
     }
+}
+
+/// How a batched test lays out its bias vectors.
+#[derive(Clone, Copy, Debug)]
+enum BiasStride {
+    /// One vector for every entry (stride 0).
+    Shared,
+    /// `n` apart (`n` = 24: 16-byte multiples in every dtype, so cuBLASLt
+    /// can fuse).
+    Packed,
+    /// `n + 3` apart: entries off 16 bytes, so the epilogue kernel runs.
+    Padded,
+}
+
+/// A batch of 5 entries of 33 x 24 x 17 in `layout` with epilogue `e`
+/// (aux saved when it has an activation), D's leading dimension padded by
+/// `pad`, the bias laid out as `bias`; `C` given when `with_c`.
+fn batched_epilogue_case<T: Element, O: Element>(
+    s: &Stream,
+    layout: LayoutSku,
+    e: EpilogueKind,
+    bias: BiasStride,
+    pad: usize,
+    with_c: bool,
+) -> String {
+    let g = GemmDescriptor::new(33, 24, 17, layout);
+    let g = g
+        .clone()
+        .with_ld(g.lda, g.ldb, g.ldc, g.ldd + pad)
+        .with_epilogue(e)
+        .with_aux(e.activation() != Activation::Identity);
+    let mut desc = BatchedGemmDescriptor::packed(g, 5);
+    desc.stride_bias = match bias {
+        BiasStride::Shared => 0,
+        BiasStride::Packed => 24,
+        BiasStride::Padded => 27,
+    };
+    batched_check::<T, O>(s, &desc, with_c)
+}
+
+/// Every epilogue on a strided batch, every dtype pair but f16 -> f16 (the
+/// same path as bf16 -> bf16), row-major D (cuBLASLt's fused epilogues
+/// with its bias and aux batch strides where they apply) and column-major
+/// D (the epilogue kernel for a bias), shared, packed and padded bias
+/// vectors, aux entries 8-element aligned (pad 0) or not (pad 1), with
+/// and without C.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn batched_every_epilogue() {
+    let s = &gpu().stream;
+    for layout in [LayoutSku::Rcr, LayoutSku::Crc] {
+        for e in EpilogueKind::ALL {
+            let biases: &[BiasStride] = if e.has_bias() {
+                &[BiasStride::Shared, BiasStride::Packed, BiasStride::Padded]
+            } else {
+                &[BiasStride::Packed]
+            };
+            for &bias in biases {
+                for (pad, with_c) in [(0, false), (1, true)] {
+                    batched_epilogue_case::<bf16, bf16>(s, layout, e, bias, pad, with_c);
+                    batched_epilogue_case::<bf16, f32>(s, layout, e, bias, pad, !with_c);
+                    batched_epilogue_case::<f16, f32>(s, layout, e, bias, pad, with_c);
+                    batched_epilogue_case::<f32, f32>(s, layout, e, bias, pad, with_c);
+                    batched_epilogue_case::<f64, f64>(s, layout, e, bias, pad, !with_c);
+                }
+            }
+        }
+    }
+    // The claim that the batched bias and aux ride on cuBLASLt's batch
+    // strides: a row-major bf16 batch with per-entry biases and GELU-tanh
+    // aux, all 16-byte aligned, runs no epilogue kernel.
+    for bias in [BiasStride::Shared, BiasStride::Packed] {
+        let v = batched_epilogue_case::<bf16, bf16>(
+            s,
+            LayoutSku::Rcr,
+            EpilogueKind::BiasGeluTanh,
+            bias,
+            0,
+            false,
+        );
+        assert!(!v.contains("epilogue kernel"), "{bias:?}: {v}");
+    }
+    let v = batched_epilogue_case::<bf16, bf16>(
+        s,
+        LayoutSku::Rcr,
+        EpilogueKind::Bias,
+        BiasStride::Padded,
+        0,
+        false,
+    );
+    assert!(v.contains("epilogue kernel"), "{v}");
+}
+
+/// Bad batched epilogue arguments are refused before anything is written;
+/// overlapping aux entries are refused at `select`.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn batched_epilogue_bad_inputs() {
+    let s = &gpu().stream;
+    let g = GemmDescriptor::new(16, 16, 16, LayoutSku::Rcr)
+        .with_epilogue(EpilogueKind::BiasRelu)
+        .with_aux(true);
+    let desc = BatchedGemmDescriptor::packed(g, 3);
+    let p = PlanPreference::default();
+    let plan = BatchedGemmPlan::<f32>::select(s, &desc, &p).unwrap();
+    let (a, _) = upload::<f32>(&rand(9, 3 * 256));
+    let (bias, _) = upload::<f32>(&rand(10, 3 * 16 + 4));
+    let mut d = poisoned::<f32>(3 * 256);
+    let mut aux = poisoned::<f32>(3 * 256);
+    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
+    let mut run = |bias: Option<DeviceSlice<'_, f32>>, with_aux: bool| {
+        plan.run(
+            s,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            BatchedGemmArgs {
+                a: a.as_slice(),
+                b: a.as_slice(),
+                c: None,
+                d: d.as_slice_mut(),
+                bias,
+                aux: with_aux.then(|| aux.as_slice_mut()),
+                alpha: 1.0,
+                beta: 0.0,
+            },
+        )
+    };
+    let all = bias.as_slice();
+    assert_ok(expect_err(
+        "bias one entry short",
+        run(all.slice(0..2 * 16 + 15), true),
+        |e| matches!(e, Error::ShapeMismatch { arg: "bias", .. }),
+    ));
+    assert_ok(expect_err(
+        "bias off 16 bytes",
+        run(all.slice(1..3 * 16 + 1), true),
+        |e| matches!(e, Error::InvalidArgument { arg: "bias", .. }),
+    ));
+    assert_ok(expect_err("no bias", run(None, true), |e| {
+        matches!(e, Error::InvalidArgument { arg: "bias", .. })
+    }));
+    assert_ok(expect_err("no aux", run(Some(all), false), |e| {
+        matches!(e, Error::InvalidArgument { arg: "aux", .. })
+    }));
+    assert!(download(&d).iter().all(|x| x.is_nan()), "nothing written");
+    assert!(download(&aux).iter().all(|x| x.is_nan()), "no aux written");
+    let mut overlap = desc.clone();
+    overlap.stride_aux = 255;
+    assert_ok(expect_err(
+        "overlapping aux entries",
+        BatchedGemmPlan::<f32>::select(s, &overlap, &p),
+        |e| {
+            matches!(
+                e,
+                Error::InvalidDescriptor {
+                    field: "stride_aux",
+                    ..
+                }
+            )
+        },
+    ));
 }
 
 /// MoE-like groups (one expert with no tokens) in one plan.
