@@ -501,10 +501,8 @@ fn grouped<T: Element>(s: &Stream, g: &GroupedLinear, rows: &[Row]) -> Result<()
     let x = random_buffer::<T>(s, total * k, 51, -1.0, 1.0)?;
     let w = random_buffer::<T>(s, experts * n * k, 52, -0.05, 0.05)?;
     let mut y = DeviceBuffer::<T>::uninit(s, total * n)?;
-    let desc = GroupedGemmDescriptor {
-        problems: tokens.iter().map(|&t| (t, n, k)).collect(),
-        layout: LayoutSku::Rcr,
-    };
+    let desc =
+        GroupedGemmDescriptor::new(tokens.iter().map(|&t| (t, n, k)).collect(), LayoutSku::Rcr);
     let plan = GroupedGemmPlan::<T>::select(s, &desc, &pref())?;
     let mut ws = workspace(s, plan.workspace_size())?;
     let ms =
@@ -547,8 +545,12 @@ fn grouped<T: Element>(s: &Stream, g: &GroupedLinear, rows: &[Row]) -> Result<()
                 GroupedGemmArgs {
                     a,
                     b,
+                    c: None,
                     d,
+                    bias: None,
+                    aux: None,
                     alpha: 1.0,
+                    beta: 0.0,
                 },
             )
         })?;

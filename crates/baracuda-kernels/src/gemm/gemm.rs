@@ -291,6 +291,11 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
         &self.desc
     }
 
+    /// Whether the epilogue runs in the epilogue kernel after the matmul.
+    pub(crate) fn has_post(&self) -> bool {
+        self.post.is_some()
+    }
+
     /// The cuBLASLt compute type of the matmul.
     pub(crate) fn compute(&self) -> LtCompute {
         self.compute

@@ -620,78 +620,150 @@ fn batched_epilogue_bad_inputs() {
     ));
 }
 
-/// MoE-like groups (one expert with no tokens) in one plan.
-fn grouped_case<T: Element>(s: &Stream) {
-    let (n, k) = (48, 32);
-    let ms = [5usize, 0, 17, 1, 64];
-    let desc = GroupedGemmDescriptor {
-        problems: ms.iter().map(|&m| (m, n, k)).collect(),
-        layout: LayoutSku::Rcr,
+/// The groups of the grouped tests: MoE-like token counts (one expert with
+/// none) and a different width per group.
+const GROUPS: [(usize, usize, usize); 5] = [
+    (5, 48, 32),
+    (0, 16, 32),
+    (17, 40, 32),
+    (1, 8, 32),
+    (64, 24, 32),
+];
+
+/// Uploaded operands of one group of [`GROUPS`] (`A` row-major, `B`
+/// column-major, `C` row-major, bias), with the values the device holds.
+struct GroupData<T: Element> {
+    a: (DeviceBuffer<T>, Vec<f64>),
+    b: (DeviceBuffer<T>, Vec<f64>),
+    c: (DeviceBuffer<T>, Vec<f64>),
+    bias: (DeviceBuffer<T>, Vec<f64>),
+}
+
+/// `rows x cols` of `b` with leading dimension `ld`, stored in `order`.
+fn mat<T: Element>(
+    b: &DeviceBuffer<T>,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    order: MatrixOrder,
+) -> MatrixRef<'_, T> {
+    MatrixRef::new(b.as_slice(), rows, cols, ld, order).unwrap()
+}
+
+fn group_data<T: Element>(g: usize, (m, n, k): (usize, usize, usize)) -> GroupData<T> {
+    let seed = 10 * g as u64;
+    GroupData {
+        a: upload::<T>(&rand(seed + 1, (m * k).max(1))),
+        b: upload::<T>(&rand(seed + 2, k * n)),
+        c: upload::<T>(&rand(seed + 3, (m * n).max(1))),
+        bias: upload::<T>(&rand(seed + 4, n)),
+    }
+}
+
+/// The argument lists of a run over [`GROUPS`]: `A`, `B` and, when asked,
+/// `C` and the bias from `ins`; `D` in `outs` and aux in `aux`, each
+/// row-major and packed.
+fn group_args<'a, T: Element>(
+    ins: &'a [GroupData<T>],
+    outs: &'a mut [DeviceBuffer<T>],
+    aux: Option<&'a mut [DeviceBuffer<T>]>,
+    (with_c, with_bias): (bool, bool),
+    (alpha, beta): (f64, f64),
+) -> GroupedGemmArgs<'a, T> {
+    let row = MatrixOrder::RowMajor;
+    let outputs = |bufs: &'a mut [DeviceBuffer<T>]| -> Vec<MatrixMut<'a, T>> {
+        bufs.iter_mut()
+            .zip(GROUPS)
+            .map(|(d, (m, n, _))| MatrixMut::new(d.as_slice_mut(), m, n, n, row).unwrap())
+            .collect()
     };
-    let plan = GroupedGemmPlan::<T>::select(s, &desc, &PlanPreference::default())
-        .unwrap_or_else(|e| panic!("grouped {}: {e}", T::KIND));
-    let ins: Vec<_> = ms
-        .iter()
-        .enumerate()
-        .map(|(g, &m)| {
-            (
-                upload::<T>(&rand(10 + g as u64, (m * k).max(1))),
-                upload::<T>(&rand(20 + g as u64, k * n)),
-            )
-        })
-        .collect();
-    let mut outs: Vec<DeviceBuffer<T>> = ms.iter().map(|&m| poisoned((m * n).max(1))).collect();
-    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
-    let args = GroupedGemmArgs {
+    GroupedGemmArgs {
         a: ins
             .iter()
-            .zip(&ms)
-            .map(|(((a, _), _), &m)| {
-                MatrixRef::new(a.as_slice(), m, k, k, MatrixOrder::RowMajor).unwrap()
-            })
+            .zip(GROUPS)
+            .map(|(x, (m, _, k))| mat(&x.a.0, m, k, k, row))
             .collect(),
         b: ins
             .iter()
-            .map(|(_, (b, _))| {
-                MatrixRef::new(b.as_slice(), k, n, k, MatrixOrder::ColMajor).unwrap()
-            })
+            .zip(GROUPS)
+            .map(|(x, (_, n, k))| mat(&x.b.0, k, n, k, MatrixOrder::ColMajor))
             .collect(),
-        d: outs
-            .iter_mut()
-            .zip(&ms)
-            .map(|(d, &m)| {
-                MatrixMut::new(d.as_slice_mut(), m, n, n, MatrixOrder::RowMajor).unwrap()
-            })
-            .collect(),
-        alpha: 1.0,
-    };
+        c: with_c.then(|| {
+            ins.iter()
+                .zip(GROUPS)
+                .map(|(x, (m, n, _))| mat(&x.c.0, m, n, n, row))
+                .collect()
+        }),
+        d: outputs(outs),
+        bias: with_bias.then(|| ins.iter().map(|x| x.bias.0.as_slice()).collect()),
+        aux: aux.map(outputs),
+        alpha,
+        beta,
+    }
+}
+
+/// One grouped run over [`GROUPS`] with epilogue `e` (aux saved when it has
+/// an activation) and, when `with_c`, `C` with beta != 0, into
+/// NaN-poisoned outputs; every group against the reference, the empty
+/// group untouched.
+fn grouped_case<T: Element>(s: &Stream, e: EpilogueKind, with_c: bool) {
+    let row = MatrixOrder::RowMajor;
+    let save_aux = e.activation() != Activation::Identity;
+    let desc = GroupedGemmDescriptor::new(GROUPS.to_vec(), LayoutSku::Rcr)
+        .with_epilogue(e)
+        .with_aux(save_aux);
+    let what = format!("grouped {} {e} c={with_c}", T::KIND);
+    let plan = GroupedGemmPlan::<T>::select(s, &desc, &PlanPreference::default())
+        .unwrap_or_else(|err| panic!("{what}: {err}"));
+    let what = format!("{what} [{}]", plan.sku().variant);
+    let ins: Vec<GroupData<T>> = GROUPS
+        .iter()
+        .enumerate()
+        .map(|(g, &p)| group_data(g, p))
+        .collect();
+    let size = |(m, n, _): (usize, usize, usize)| (m * n).max(1);
+    let mut outs: Vec<DeviceBuffer<T>> = GROUPS.iter().map(|&p| poisoned(size(p))).collect();
+    let mut auxs: Vec<DeviceBuffer<T>> = GROUPS.iter().map(|&p| poisoned(size(p))).collect();
+    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
+    let (alpha, beta) = if with_c { (0.75, 1.5) } else { (1.0, 0.0) };
+    let aux = save_aux.then_some(&mut auxs[..]);
+    let args = group_args(&ins, &mut outs, aux, (with_c, e.has_bias()), (alpha, beta));
     plan.run(s, Workspace::Borrowed(ws.as_slice_mut()), args)
-        .unwrap_or_else(|e| panic!("grouped {}: {e}", T::KIND));
-    for (g, &m) in ms.iter().enumerate() {
+        .unwrap_or_else(|err| panic!("{what}: {err}"));
+    for (g, &(m, n, k)) in GROUPS.iter().enumerate() {
         let got = download(&outs[g]);
+        let got_z = download(&auxs[g]);
+        if m == 0 || !save_aux {
+            assert!(
+                got_z.iter().all(|x| x.is_nan()),
+                "{what}: aux of group {g} written"
+            );
+        }
         if m == 0 {
-            assert!(got.iter().all(|x| x.is_nan()), "empty group {g} written");
+            assert!(
+                got.iter().all(|x| x.is_nan()),
+                "{what}: empty group {g} written"
+            );
             continue;
         }
-        let ((_, ah), (_, bh)) = &ins[g];
-        let (want, _) = r::gemm(
+        let x = &ins[g];
+        let (want, want_z) = r::gemm(
             m,
             n,
             k,
-            (ah, k, MatrixOrder::RowMajor),
-            (bh, k, MatrixOrder::ColMajor),
-            None,
-            None,
-            1.0,
-            0.0,
-            Activation::Identity,
+            (&x.a.1, k, row),
+            (&x.b.1, k, MatrixOrder::ColMajor),
+            with_c.then_some((&x.c.1[..], n, row)),
+            e.has_bias().then_some(&x.bias.1[..]),
+            alpha,
+            beta,
+            e.activation(),
         );
-        check(
-            &format!("grouped {} group {g}", T::KIND),
-            &got,
-            &want,
-            tol(T::KIND, T::KIND, k, false),
-        );
+        let t = tol(T::KIND, T::KIND, k, false);
+        check(&format!("{what} group {g}"), &got, &want, t);
+        if save_aux {
+            check(&format!("{what} group {g} aux"), &got_z, &want_z, t);
+        }
     }
 }
 
@@ -699,10 +771,88 @@ fn grouped_case<T: Element>(s: &Stream) {
 #[ignore = "needs a CUDA GPU"]
 fn grouped_moe_shapes() {
     let s = &gpu().stream;
-    grouped_case::<bf16>(s);
-    grouped_case::<f16>(s);
-    grouped_case::<f32>(s);
-    grouped_case::<f64>(s);
+    grouped_case::<bf16>(s, EpilogueKind::Identity, false);
+    grouped_case::<f16>(s, EpilogueKind::Identity, false);
+    grouped_case::<f32>(s, EpilogueKind::Identity, false);
+    grouped_case::<f64>(s, EpilogueKind::Identity, false);
+}
+
+/// `D = act(alpha A B + beta C + bias)` per group: every epilogue (a bias
+/// per group, aux saved with an activation), with and without C, every
+/// dtype.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn grouped_every_epilogue_with_c() {
+    let s = &gpu().stream;
+    for e in EpilogueKind::ALL {
+        for with_c in [true, false] {
+            grouped_case::<bf16>(s, e, with_c);
+            grouped_case::<f16>(s, e, with_c);
+            grouped_case::<f32>(s, e, !with_c);
+            grouped_case::<f64>(s, e, with_c);
+        }
+    }
+}
+
+/// What [`grouped_bad_inputs`] spoils.
+#[derive(Clone, Copy, Debug)]
+enum Spoil {
+    /// The last group's bias, one element short.
+    LastBias,
+    /// The last group's C, column-major (the plan takes row-major).
+    LastC,
+    /// The C list, one group short.
+    CList,
+}
+
+/// A bad argument in any group (the last one here) is refused before any
+/// group is written.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn grouped_bad_inputs() {
+    let s = &gpu().stream;
+    let desc = GroupedGemmDescriptor::new(GROUPS.to_vec(), LayoutSku::Rcr)
+        .with_epilogue(EpilogueKind::BiasRelu);
+    let plan = GroupedGemmPlan::<f32>::select(s, &desc, &PlanPreference::default()).unwrap();
+    let ins: Vec<GroupData<f32>> = GROUPS
+        .iter()
+        .enumerate()
+        .map(|(g, &p)| group_data(g, p))
+        .collect();
+    let mut outs: Vec<DeviceBuffer<f32>> = GROUPS
+        .iter()
+        .map(|&(m, n, _)| poisoned((m * n).max(1)))
+        .collect();
+    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
+    let last = GROUPS.len() - 1;
+    let (m, n, _) = GROUPS[last];
+    let mut run = |spoil: Spoil| {
+        let mut args = group_args(&ins, &mut outs, None, (true, true), (1.0, 1.0));
+        let (c, bias) = (args.c.as_mut().unwrap(), args.bias.as_mut().unwrap());
+        match spoil {
+            Spoil::LastBias => bias[last] = bias[last].slice(0..n - 1).unwrap(),
+            Spoil::LastC => c[last] = mat(&ins[last].c.0, m, n, m, MatrixOrder::ColMajor),
+            Spoil::CList => {
+                c.pop();
+            }
+        }
+        plan.run(s, Workspace::Borrowed(ws.as_slice_mut()), args)
+    };
+    let cases = [
+        (Spoil::LastBias, "bias", true),
+        (Spoil::LastC, "c", false),
+        (Spoil::CList, "c", true),
+    ];
+    for (spoil, arg, shape) in cases {
+        assert_ok(expect_err(&format!("{spoil:?}"), run(spoil), |e| match e {
+            Error::ShapeMismatch { arg: a, .. } => shape && *a == arg,
+            Error::InvalidArgument { arg: a, .. } => !shape && *a == arg,
+            _ => false,
+        }));
+    }
+    for (g, d) in outs.iter().enumerate() {
+        assert!(download(d).iter().all(|x| x.is_nan()), "group {g} written");
+    }
 }
 
 fn linear_case<T: Element>(s: &Stream, t: usize, i: usize, o: usize, e: EpilogueKind, tl: f64) {
@@ -1273,10 +1423,7 @@ fn gemm_family_unadvertised_dtypes() {
         "batched f64 -> f32",
         BatchedGemmPlan::<f64, f32>::select(s, &b, p),
     );
-    let gr = GroupedGemmDescriptor {
-        problems: vec![(64, 48, 96), (0, 48, 96)],
-        layout: LayoutSku::Rcr,
-    };
+    let gr = GroupedGemmDescriptor::new(vec![(64, 48, 96), (0, 48, 96)], LayoutSku::Rcr);
     unsupported("grouped i8", GroupedGemmPlan::<i8>::select(s, &gr, p));
     unsupported("grouped e4m3", GroupedGemmPlan::<F8E4M3>::select(s, &gr, p));
     let l = LinearDescriptor {
