@@ -328,16 +328,10 @@ fn int8(s: &Stream, g: Gemm, rows: &[Row]) -> Result<()> {
 
 /// The linear layer of case `l`.
 fn linear_descriptor(l: Linear) -> LinearDescriptor {
-    LinearDescriptor {
-        tokens: l.tokens,
-        in_features: l.in_features,
-        out_features: l.out_features,
-        epilogue: match l.epilogue {
-            Epilogue::Identity => EpilogueKind::Identity,
-            Epilogue::Bias => EpilogueKind::Bias,
-        },
-        save_aux: false,
-    }
+    LinearDescriptor::new(l.tokens, l.in_features, l.out_features).with_epilogue(match l.epilogue {
+        Epilogue::Identity => EpilogueKind::Identity,
+        Epilogue::Bias => EpilogueKind::Bias,
+    })
 }
 
 /// `Y = X W^T` (+ b with the bias epilogue) and its two backward matmuls,

@@ -6,7 +6,8 @@ use baracuda_kernels::*;
 use half::{bf16, f16};
 
 use crate::harness::{
-    acc_roundoff, compare, download, expect_err, gpu, poisoned, upload, Rng, Tolerance,
+    acc_roundoff, check_untouched, compare, download, expect_err, gpu, poisoned, upload,
+    view_offsets, Rng, Tolerance,
 };
 
 /// `n` seeded values, uniform in [-1, 1), none zero.
@@ -871,13 +872,43 @@ enum Pick<'a> {
     Skinny,
 }
 
-/// One linear layer forward and backward against the reference, selected
-/// as `pick` says; with `column_sum`, db through the column-sum kernel.
-/// Returns the plan's SKU variant.
+/// One packed linear layer forward and backward against the reference
+/// (see [`linear_check`]); aux saved when `e` has an activation.
 fn linear_case_with<T: Element>(
     s: &Stream,
     (t, i, o): (usize, usize, usize),
     e: EpilogueKind,
+    tl: f64,
+    column_sum: bool,
+    pick: Pick<'_>,
+) -> String {
+    let desc = LinearDescriptor::new(t, i, o)
+        .with_epilogue(e)
+        .with_aux(e.activation() != Activation::Identity);
+    linear_check::<T>(s, &desc, tl, column_sum, pick)
+}
+
+/// Logical `rows x cols` of a row-major matrix with leading dimension
+/// `ld`, and the check that its padding is still NaN.
+fn rows_of(what: &str, buf: &[f64], (rows, cols, ld): (usize, usize, usize)) -> Vec<f64> {
+    let offsets = view_offsets(&[rows, cols], &[ld, 1]);
+    assert_ok(check_untouched(what, buf, &offsets));
+    offsets.into_iter().map(|o| buf[o]).collect()
+}
+
+/// Elements a row-major `rows x cols` matrix with leading dimension `ld`
+/// reaches.
+fn row_span(rows: usize, cols: usize, ld: usize) -> usize {
+    span(MatrixOrder::RowMajor, rows, cols, ld)
+}
+
+/// One linear layer of `desc` (its leading dimensions included) forward and
+/// backward against the reference, into NaN-poisoned outputs whose
+/// padding must stay NaN; selected as `pick` says; with `column_sum`, db
+/// through the column-sum kernel. Returns the plan's SKU variant.
+fn linear_check<T: Element>(
+    s: &Stream,
+    desc: &LinearDescriptor,
     tl: f64,
     column_sum: bool,
     pick: Pick<'_>,
@@ -887,14 +918,13 @@ fn linear_case_with<T: Element>(
         Pick::Pref(p) => p,
         Pick::Skinny => &default,
     };
-    let desc = LinearDescriptor {
-        tokens: t,
-        in_features: i,
-        out_features: o,
-        epilogue: e,
-        save_aux: e.activation() != Activation::Identity,
-    };
-    let mut plan = LinearPlan::<T>::select(s, &desc, pref)
+    let (t, i, o, e) = (
+        desc.tokens,
+        desc.in_features,
+        desc.out_features,
+        desc.epilogue,
+    );
+    let mut plan = LinearPlan::<T>::select(s, desc, pref)
         .unwrap_or_else(|e| panic!("{desc:?} {}: {e}", T::KIND));
     if matches!(pick, Pick::Skinny) {
         plan = plan
@@ -909,25 +939,27 @@ fn linear_case_with<T: Element>(
             plan.sku().variant
         );
     }
-    let (x, xh) = upload::<T>(&rand(5, t * i));
-    let (w, wh) = upload::<T>(&rand(6, o * i));
+    let (ldx, ldw, ldy) = (desc.ldx, desc.ldw, desc.ldy);
+    let (lddx, lddw, lddy) = (desc.lddx, desc.lddw, desc.lddy);
+    let (x, xh) = upload::<T>(&rand(5, row_span(t, i, ldx)));
+    let (w, wh) = upload::<T>(&rand(6, row_span(o, i, ldw)));
     let (b, bh) = upload::<T>(&rand(7, o));
-    let (dy, dyh) = upload::<T>(&rand(8, t * o));
-    let mut y = poisoned::<T>(t * o);
-    let mut z = poisoned::<T>(t * o);
+    let (dy, dyh) = upload::<T>(&rand(8, row_span(t, o, lddy)));
+    let mut y = poisoned::<T>(row_span(t, o, ldy));
+    let mut z = poisoned::<T>(row_span(t, o, ldy));
     let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
     let row = MatrixOrder::RowMajor;
     plan.run(
         s,
         Workspace::Borrowed(ws.as_slice_mut()),
         LinearArgs {
-            x: MatrixRef::new(x.as_slice(), t, i, i, row).unwrap(),
-            w: MatrixRef::new(w.as_slice(), o, i, i, row).unwrap(),
+            x: MatrixRef::new(x.as_slice(), t, i, ldx, row).unwrap(),
+            w: MatrixRef::new(w.as_slice(), o, i, ldw, row).unwrap(),
             bias: e.has_bias().then(|| b.as_slice()),
-            y: MatrixMut::new(y.as_slice_mut(), t, o, o, row).unwrap(),
+            y: MatrixMut::new(y.as_slice_mut(), t, o, ldy, row).unwrap(),
             aux: desc
                 .save_aux
-                .then(|| MatrixMut::new(z.as_slice_mut(), t, o, o, row).unwrap()),
+                .then(|| MatrixMut::new(z.as_slice_mut(), t, o, ldy, row).unwrap()),
         },
     )
     .unwrap();
@@ -935,40 +967,53 @@ fn linear_case_with<T: Element>(
         t,
         o,
         i,
-        (&xh, i, row),
-        (&wh, i, MatrixOrder::ColMajor),
+        (&xh, ldx, row),
+        (&wh, ldw, MatrixOrder::ColMajor),
         None,
         e.has_bias().then_some(&bh[..]),
         1.0,
         0.0,
         e.activation(),
     );
+    let lds = if (ldx, ldw, ldy, lddx, lddw, lddy) == (i, i, o, i, i, o) {
+        String::new()
+    } else {
+        format!(" ld x{ldx} w{ldw} y{ldy} dx{lddx} dw{lddw} dy{lddy}")
+    };
     let what = format!(
-        "linear {} {t}x{i}->{o} {e} [{}]",
+        "linear {} {t}x{i}->{o} {e}{lds} [{}]",
         T::KIND,
         plan.sku().variant
     );
-    check(&format!("{what} y"), &download(&y), &want_y, tl);
+    let y_rows = rows_of(&format!("{what} y"), &download(&y), (t, o, ldy));
+    check(&format!("{what} y"), &y_rows, &want_y, tl);
     // Backward, against the reference built on the GPU's saved Z.
-    let zh: Vec<f64> = if desc.save_aux { download(&z) } else { want_z };
+    let zh: Vec<f64> = if desc.save_aux {
+        rows_of(&format!("{what} aux"), &download(&z), (t, o, ldy))
+    } else {
+        want_z
+    };
     let dz: Vec<f64> = (0..t * o)
-        .map(|p| T::from_f64(dyh[p] * r::act_grad(e.activation(), zh[p])).to_f64())
+        .map(|p| {
+            let g = dyh[(p / o) * lddy + p % o] * r::act_grad(e.activation(), zh[p]);
+            T::from_f64(g).to_f64()
+        })
         .collect();
-    let mut dx = poisoned::<T>(t * i);
-    let mut dw = poisoned::<T>(o * i);
+    let mut dx = poisoned::<T>(row_span(t, i, lddx));
+    let mut dw = poisoned::<T>(row_span(o, i, lddw));
     let mut db = poisoned::<T>(o);
     plan.run_bw(
         s,
         Workspace::Borrowed(ws.as_slice_mut()),
         LinearBwArgs {
-            x: MatrixRef::new(x.as_slice(), t, i, i, row).unwrap(),
-            w: MatrixRef::new(w.as_slice(), o, i, i, row).unwrap(),
-            dy: MatrixRef::new(dy.as_slice(), t, o, o, row).unwrap(),
+            x: MatrixRef::new(x.as_slice(), t, i, ldx, row).unwrap(),
+            w: MatrixRef::new(w.as_slice(), o, i, ldw, row).unwrap(),
+            dy: MatrixRef::new(dy.as_slice(), t, o, lddy, row).unwrap(),
             aux: desc
                 .save_aux
-                .then(|| MatrixRef::new(z.as_slice(), t, o, o, row).unwrap()),
-            dx: Some(MatrixMut::new(dx.as_slice_mut(), t, i, i, row).unwrap()),
-            dw: Some(MatrixMut::new(dw.as_slice_mut(), o, i, i, row).unwrap()),
+                .then(|| MatrixRef::new(z.as_slice(), t, o, ldy, row).unwrap()),
+            dx: Some(MatrixMut::new(dx.as_slice_mut(), t, i, lddx, row).unwrap()),
+            dw: Some(MatrixMut::new(dw.as_slice_mut(), o, i, lddw, row).unwrap()),
             dbias: e.has_bias().then(|| db.as_slice_mut()),
         },
     )
@@ -978,7 +1023,7 @@ fn linear_case_with<T: Element>(
         i,
         o,
         (&dz, o, row),
-        (&wh, i, row),
+        (&wh, ldw, row),
         None,
         None,
         1.0,
@@ -990,7 +1035,7 @@ fn linear_case_with<T: Element>(
         i,
         t,
         (&dz, o, MatrixOrder::ColMajor),
-        (&xh, i, row),
+        (&xh, ldx, row),
         None,
         None,
         1.0,
@@ -998,8 +1043,10 @@ fn linear_case_with<T: Element>(
         Activation::Identity,
     );
     let h = download::<T>;
-    check(&format!("{what} dx"), &h(&dx), &want_dx, tl);
-    check(&format!("{what} dw"), &h(&dw), &want_dw, tl);
+    let dx_rows = rows_of(&format!("{what} dx"), &h(&dx), (t, i, lddx));
+    check(&format!("{what} dx"), &dx_rows, &want_dx, tl);
+    let dw_rows = rows_of(&format!("{what} dw"), &h(&dw), (o, i, lddw));
+    check(&format!("{what} dw"), &dw_rows, &want_dw, tl);
     if e.has_bias() {
         let want_db: Vec<f64> = (0..o)
             .map(|j| (0..t).map(|r| dz[r * o + j]).sum())
@@ -1099,13 +1146,7 @@ fn linear_skinny_forward() {
     assert!(!v.contains("skinny"), "{v}");
     // Five tokens, too few outputs, or K not whole vectors: refused.
     for (t, i, o) in [(5, 296, o), (1, 296, 40), (1, 297, o)] {
-        let desc = LinearDescriptor {
-            tokens: t,
-            in_features: i,
-            out_features: o,
-            epilogue: EpilogueKind::Bias,
-            save_aux: false,
-        };
+        let desc = LinearDescriptor::new(t, i, o).with_epilogue(EpilogueKind::Bias);
         let plan = LinearPlan::<bf16>::select(s, &desc, &heuristic).unwrap();
         match plan.with_skinny_forward(s) {
             Err(Error::Unsupported { op: "linear", .. }) => {}
@@ -1153,6 +1194,178 @@ fn linear_forward_backward() {
         4.0 * ElementKind::F16.unit_roundoff(),
     );
     linear_case::<f64>(s, 300, 16, 18, EpilogueKind::Bias, 1e-12);
+}
+
+/// Leading-dimension paddings of a linear layer: `X`, `W`, `Y`, `dX`, `dW`,
+/// `dY`.
+type Pads = [usize; 6];
+
+/// `desc` with each leading dimension padded as `pads` says.
+fn padded(desc: LinearDescriptor, p: Pads) -> LinearDescriptor {
+    let (i, o) = (desc.in_features, desc.out_features);
+    desc.with_forward_ld(i + p[0], i + p[1], o + p[2])
+        .with_backward_ld(i + p[3], i + p[4], o + p[5])
+}
+
+/// Odd paddings (rows off 16 bytes, aux ld not a multiple of 8: cuBLASLt
+/// without its GELU aux epilogue, the column sum without 16-byte loads)
+/// and paddings of 8 (everything aligned, the fused paths).
+const PADS: [Pads; 2] = [[3, 5, 7, 1, 2, 9], [8, 8, 8, 8, 8, 8]];
+
+/// A linear layer on strided matrices: X, W, Y (and Z), dX, dW and dY
+/// each with its own leading dimension, every epilogue, every dtype, db
+/// both ways; and enough tokens for the column sum to split rows, over a
+/// strided dY read with and without 16-byte loads.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn linear_strided() {
+    let s = &gpu().stream;
+    let p = PlanPreference::default();
+    let u16 = 4.0 * ElementKind::F16.unit_roundoff();
+    for e in [
+        EpilogueKind::Identity,
+        EpilogueKind::Bias,
+        EpilogueKind::BiasGeluTanh,
+        EpilogueKind::BiasRelu,
+        EpilogueKind::BiasGeluErf,
+    ] {
+        let aux = e.activation() != Activation::Identity;
+        for pads in PADS {
+            let d = |t, i, o| {
+                padded(
+                    LinearDescriptor::new(t, i, o)
+                        .with_epilogue(e)
+                        .with_aux(aux),
+                    pads,
+                )
+            };
+            for column_sum in [false, e.has_bias()] {
+                linear_check::<bf16>(s, &d(64, 96, 40), 1e-2, column_sum, Pick::Pref(&p));
+                linear_check::<f32>(s, &d(7, 33, 18), 3e-5, column_sum, Pick::Pref(&p));
+                linear_check::<f16>(s, &d(64, 96, 40), u16, column_sum, Pick::Pref(&p));
+                linear_check::<f64>(s, &d(7, 33, 18), 1e-12, column_sum, Pick::Pref(&p));
+            }
+        }
+    }
+    for pads in PADS {
+        let d = |t, i, o| {
+            padded(
+                LinearDescriptor::new(t, i, o).with_epilogue(EpilogueKind::Bias),
+                pads,
+            )
+        };
+        linear_check::<bf16>(s, &d(1000, 64, 40), 2e-2, true, Pick::Pref(&p));
+        linear_check::<f32>(s, &d(517, 33, 20), 3e-5, true, Pick::Pref(&p));
+        linear_check::<f64>(s, &d(300, 16, 18), 1e-12, true, Pick::Pref(&p));
+    }
+}
+
+/// The skinny forward kernel reads packed X, W and Y only: a strided one
+/// is refused by `with_skinny_forward` and measured autotuning keeps
+/// cuBLASLt (and stays correct); strided backward matrices leave it free
+/// to serve the forward.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn linear_strided_skips_the_skinny_kernel() {
+    let s = &gpu().stream;
+    let sms = s.context().device().sm_count as usize;
+    let o = 8 * sms + 25;
+    let measured = PlanPreference::default().with_autotune(Autotune::Measured);
+    for t in [1, 4] {
+        for e in [EpilogueKind::Bias, EpilogueKind::BiasGeluErf] {
+            let aux = e.activation() != Activation::Identity;
+            let base = LinearDescriptor::new(t, 296, o)
+                .with_epilogue(e)
+                .with_aux(aux);
+            for pads in [[8, 0, 0, 0, 0, 0], [0, 8, 0, 0, 0, 0], [0, 0, 8, 0, 0, 0]] {
+                let desc = padded(base.clone(), pads);
+                let v = linear_check::<bf16>(s, &desc, 1e-2, false, Pick::Pref(&measured));
+                assert!(!v.contains("skinny"), "{desc:?}: {v}");
+                let plan =
+                    LinearPlan::<bf16>::select(s, &desc, &PlanPreference::default()).unwrap();
+                assert_ok(expect_err(
+                    &format!("skinny forward of {desc:?}"),
+                    plan.with_skinny_forward(s),
+                    |e| matches!(e, Error::Unsupported { op: "linear", .. }),
+                ));
+            }
+            let desc = padded(base, [0, 0, 0, 8, 8, 8]);
+            let v = linear_check::<bf16>(s, &desc, 1e-2, false, Pick::Skinny);
+            assert!(v.contains("skinny kernel (forced"), "{desc:?}: {v}");
+        }
+    }
+}
+
+/// Strided linear arguments that differ from the descriptor's leading
+/// dimensions are refused, under the layer's names, before anything is
+/// written; a leading dimension below its row length at `select`.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn linear_strided_bad_inputs() {
+    let s = &gpu().stream;
+    let p = PlanPreference::default();
+    let (t, i, o) = (16, 32, 24);
+    let desc = LinearDescriptor::new(t, i, o)
+        .with_epilogue(EpilogueKind::Bias)
+        .with_forward_ld(40, 32, 24)
+        .with_backward_ld(32, 32, 32);
+    let plan = LinearPlan::<f32>::select(s, &desc, &p).unwrap();
+    let row = MatrixOrder::RowMajor;
+    let (x, _) = upload::<f32>(&rand(1, t * 40));
+    let (w, _) = upload::<f32>(&rand(2, o * i));
+    let (b, _) = upload::<f32>(&rand(3, o));
+    let mut y = poisoned::<f32>(t * o);
+    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
+    assert_ok(expect_err(
+        "x packed, the plan strided",
+        plan.run(
+            s,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            LinearArgs {
+                x: MatrixRef::new(x.as_slice(), t, i, i, row).unwrap(),
+                w: MatrixRef::new(w.as_slice(), o, i, i, row).unwrap(),
+                bias: Some(b.as_slice()),
+                y: MatrixMut::new(y.as_slice_mut(), t, o, o, row).unwrap(),
+                aux: None,
+            },
+        ),
+        |e| matches!(e, Error::InvalidArgument { arg: "x", .. }),
+    ));
+    assert!(download(&y).iter().all(|v| v.is_nan()), "y written");
+    let (dy, _) = upload::<f32>(&rand(4, t * 32));
+    let mut dx = poisoned::<f32>(t * i);
+    let mut dw = poisoned::<f32>(o * i);
+    let mut db = poisoned::<f32>(o);
+    assert_ok(expect_err(
+        "dy packed, the plan strided",
+        plan.run_bw(
+            s,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            LinearBwArgs {
+                x: MatrixRef::new(x.as_slice(), t, i, 40, row).unwrap(),
+                w: MatrixRef::new(w.as_slice(), o, i, i, row).unwrap(),
+                dy: MatrixRef::new(dy.as_slice(), t, o, o, row).unwrap(),
+                aux: None,
+                dx: Some(MatrixMut::new(dx.as_slice_mut(), t, i, i, row).unwrap()),
+                dw: Some(MatrixMut::new(dw.as_slice_mut(), o, i, i, row).unwrap()),
+                dbias: Some(db.as_slice_mut()),
+            },
+        ),
+        |e| matches!(e, Error::InvalidArgument { arg: "dy", .. }),
+    ));
+    for (name, buf) in [("dx", &dx), ("dw", &dw), ("db", &db)] {
+        assert!(download(buf).iter().all(|v| v.is_nan()), "{name} written");
+    }
+    for (d, field) in [
+        (desc.clone().with_forward_ld(40, 31, 24), "ldw"),
+        (desc.clone().with_backward_ld(32, 32, 23), "lddy"),
+    ] {
+        assert_ok(expect_err(
+            field,
+            LinearPlan::<f32>::select(s, &d, &p),
+            |e| matches!(e, Error::InvalidDescriptor { field: f, .. } if *f == field),
+        ));
+    }
 }
 
 /// One s8 x s8 GEMM into `O`, scaled by `scale`, against the reference.
@@ -1426,13 +1639,7 @@ fn gemm_family_unadvertised_dtypes() {
     let gr = GroupedGemmDescriptor::new(vec![(64, 48, 96), (0, 48, 96)], LayoutSku::Rcr);
     unsupported("grouped i8", GroupedGemmPlan::<i8>::select(s, &gr, p));
     unsupported("grouped e4m3", GroupedGemmPlan::<F8E4M3>::select(s, &gr, p));
-    let l = LinearDescriptor {
-        tokens: 64,
-        in_features: 96,
-        out_features: 48,
-        epilogue: EpilogueKind::Bias,
-        save_aux: false,
-    };
+    let l = LinearDescriptor::new(64, 96, 48).with_epilogue(EpilogueKind::Bias);
     unsupported("linear i8", LinearPlan::<i8>::select(s, &l, p));
     let i = IntGemmDescriptor { gemm: g.clone() };
     unsupported("int8 -> f16", IntGemmPlan::<f16>::select(s, &i, p));
