@@ -328,16 +328,10 @@ fn int8(s: &Stream, g: Gemm, rows: &[Row]) -> Result<()> {
 
 /// The linear layer of case `l`.
 fn linear_descriptor(l: Linear) -> LinearDescriptor {
-    LinearDescriptor {
-        tokens: l.tokens,
-        in_features: l.in_features,
-        out_features: l.out_features,
-        epilogue: match l.epilogue {
-            Epilogue::Identity => EpilogueKind::Identity,
-            Epilogue::Bias => EpilogueKind::Bias,
-        },
-        save_aux: false,
-    }
+    LinearDescriptor::new(l.tokens, l.in_features, l.out_features).with_epilogue(match l.epilogue {
+        Epilogue::Identity => EpilogueKind::Identity,
+        Epilogue::Bias => EpilogueKind::Bias,
+    })
 }
 
 /// `Y = X W^T` (+ b with the bias epilogue) and its two backward matmuls,
@@ -480,6 +474,8 @@ fn batched<T: Element>(s: &Stream, b: Bmm, rows: &[Row]) -> Result<()> {
                 b: bb.as_slice(),
                 c: None,
                 d: d.as_slice_mut(),
+                bias: None,
+                aux: None,
                 alpha: 1.0,
                 beta: 0.0,
             },
@@ -499,10 +495,8 @@ fn grouped<T: Element>(s: &Stream, g: &GroupedLinear, rows: &[Row]) -> Result<()
     let x = random_buffer::<T>(s, total * k, 51, -1.0, 1.0)?;
     let w = random_buffer::<T>(s, experts * n * k, 52, -0.05, 0.05)?;
     let mut y = DeviceBuffer::<T>::uninit(s, total * n)?;
-    let desc = GroupedGemmDescriptor {
-        problems: tokens.iter().map(|&t| (t, n, k)).collect(),
-        layout: LayoutSku::Rcr,
-    };
+    let desc =
+        GroupedGemmDescriptor::new(tokens.iter().map(|&t| (t, n, k)).collect(), LayoutSku::Rcr);
     let plan = GroupedGemmPlan::<T>::select(s, &desc, &pref())?;
     let mut ws = workspace(s, plan.workspace_size())?;
     let ms =
@@ -545,8 +539,12 @@ fn grouped<T: Element>(s: &Stream, g: &GroupedLinear, rows: &[Row]) -> Result<()
                 GroupedGemmArgs {
                     a,
                     b,
+                    c: None,
                     d,
+                    bias: None,
+                    aux: None,
                     alpha: 1.0,
+                    beta: 0.0,
                 },
             )
         })?;

@@ -243,6 +243,31 @@ impl LtMatmulDesc {
         )
     }
 
+    /// Elements between the bias vectors (or bias gradients) of
+    /// consecutive entries of a strided batch; 0, the default, gives every
+    /// entry the same vector.
+    ///
+    /// # Errors
+    /// `Cublas` on failure.
+    pub fn set_bias_batch_stride(&mut self, stride: usize) -> Result<()> {
+        self.set(
+            lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+            &(stride as i64),
+        )
+    }
+
+    /// Elements between the aux matrices of consecutive entries of a
+    /// strided batch.
+    ///
+    /// # Errors
+    /// `Cublas` on failure.
+    pub fn set_aux_batch_stride(&mut self, stride: usize) -> Result<()> {
+        self.set(
+            lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE,
+            &(stride as i64),
+        )
+    }
+
     /// Device addresses of the f32 per-tensor scale factors of `A` and `B`
     /// (fp8 matmuls).
     ///

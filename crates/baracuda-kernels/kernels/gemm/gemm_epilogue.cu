@@ -2,7 +2,8 @@
 // cuBLASLt's fused epilogues do not cover.
 //
 // bias_act   z = d[i,j] + bias[j]; aux[i,j] = z (optional); d[i,j] = act(z)
-//            (act: 0 identity, 1 relu, 2 gelu_erf, 3 gelu_tanh)
+//            (act: 0 identity, 1 relu, 2 gelu_erf, 3 gelu_tanh), over every
+//            entry of a strided batch
 // dact       dz[i,j] = dy[i,j] * act'(z[i,j])          (row-major, ld given)
 // col_sum    out[j] = sum_i x[i,j] of a row-major x, f32/f64 accumulation,
 //            in two deterministic passes (col_sum_part, col_sum_fin below)
@@ -60,20 +61,32 @@ __device__ __forceinline__ long long offset(long long i, long long j, long long 
     return row_major ? i * ld + j : j * ld + i;
 }
 
+// Entry b of a strided batch of `batch` matrices starts b * stride_d
+// elements into d (b * stride_bias into bias, 0 sharing one vector;
+// b * stride_aux into aux). Blocks stride over entries along y and over
+// each entry's m*n elements along x, so a single GEMM (batch 1) pays no
+// extra division.
 extern "C" __global__ void bias_act(T* d, long long ldd, int row_major, long long m, long long n,
-                                    const T* bias, int act, T* aux, long long ld_aux) {
+                                    const T* bias, int act, T* aux, long long ld_aux,
+                                    long long batch, long long stride_d, long long stride_bias,
+                                    long long stride_aux) {
     long long total = m * n;
-    for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
-         idx += (long long)gridDim.x * blockDim.x) {
-        // Enumerate along the contiguous axis so neighbouring threads touch
-        // neighbouring addresses.
-        long long i, j;
-        if (row_major) { i = idx / n; j = idx % n; } else { j = idx / m; i = idx % m; }
-        long long o = offset(i, j, ldd, row_major);
-        Acc z = load(d, o);
-        if (bias) z += load(bias, j);
-        if (aux) store(aux, offset(i, j, ld_aux, row_major), z);
-        store(d, o, act_fw(act, z));
+    for (long long b = blockIdx.y; b < batch; b += gridDim.y) {
+        T* db = d + b * stride_d;
+        const T* bb = bias ? bias + b * stride_bias : nullptr;
+        T* ab = aux ? aux + b * stride_aux : nullptr;
+        for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < total;
+             idx += (long long)gridDim.x * blockDim.x) {
+            // Enumerate along the contiguous axis so neighbouring threads
+            // touch neighbouring addresses.
+            long long i, j;
+            if (row_major) { i = idx / n; j = idx % n; } else { j = idx / m; i = idx % m; }
+            long long o = offset(i, j, ldd, row_major);
+            Acc z = load(db, o);
+            if (bb) z += load(bb, j);
+            if (ab) store(ab, offset(i, j, ld_aux, row_major), z);
+            store(db, o, act_fw(act, z));
+        }
     }
 }
 

@@ -1,18 +1,23 @@
-//! Strided batched GEMM: `D[i] = alpha * op(A[i]) op(B[i]) + beta * C[i]`
-//! for `i < batch`, where matrix `i` of an operand starts `i * stride`
-//! elements after the first. A stride of 0 broadcasts one matrix to every
-//! batch entry (for `A`, `B` or `C`; never `D`).
+//! Strided batched GEMM:
+//! `D[i] = act(alpha * op(A[i]) op(B[i]) + beta * C[i] + bias[i])` for
+//! `i < batch`, where matrix `i` of an operand starts `i * stride` elements
+//! after the first. A stride of 0 broadcasts one matrix to every batch
+//! entry (for `A`, `B`, `C` or the bias; never `D` or the aux output).
+//!
+//! The epilogues are [`GemmPlan`]'s: fused into the one cuBLASLt call
+//! where cuBLASLt takes them (its bias and aux batch strides), else one
+//! epilogue-kernel pass over every entry.
 
-use std::marker::PhantomData;
-
-use baracuda_driver::{LtCompute, LtEpilogue, Stream};
+use baracuda_driver::Stream;
 use baracuda_kernels_types::{
-    BackendKind, DeviceSlice, DeviceSliceMut, Element, EpilogueKind, Error, KernelSku, MatrixOrder,
-    PlanPreference, PrecisionGuarantee, Result, Shape, Workspace,
+    DeviceSlice, DeviceSliceMut, Element, Error, KernelSku, MatrixOrder, PlanPreference, Result,
+    Workspace,
 };
 
-use super::gemm::{check_pref, compute_for, problem, GemmDescriptor};
-use super::matmul::{check_aligned, scalar, Prepared, Ptrs};
+use super::gemm::{
+    check_at_least, check_slice, optional_arg, GemmDescriptor, GemmPlan, AUX_WHY, BIAS_WHY,
+};
+use super::matmul::{scalar, Batch, Ptrs};
 use crate::Plan;
 
 const OP: &str = "batched_gemm";
@@ -20,8 +25,7 @@ const OP: &str = "batched_gemm";
 /// A strided batch of equal-shaped GEMMs.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BatchedGemmDescriptor {
-    /// Shape, layout and leading dimensions of one entry. The epilogue must
-    /// be `Identity`.
+    /// Shape, layout, leading dimensions and epilogue of one entry.
     pub gemm: GemmDescriptor,
     /// Number of entries.
     pub batch: usize,
@@ -33,6 +37,12 @@ pub struct BatchedGemmDescriptor {
     pub stride_c: usize,
     /// Elements between consecutive `D` matrices.
     pub stride_d: usize,
+    /// Elements between the bias vectors of consecutive entries (0 gives
+    /// every entry the same bias). Unused without a bias.
+    pub stride_bias: usize,
+    /// Elements between consecutive aux matrices (stored like `D`, with
+    /// `ldd`). Unused without `save_aux`.
+    pub stride_aux: usize,
 }
 
 /// Elements one stored `rows x cols` matrix reaches.
@@ -44,22 +54,46 @@ pub(crate) fn span(order: MatrixOrder, rows: usize, cols: usize, ld: usize) -> u
     (outer - 1) * ld + inner
 }
 
+/// Elements each whole-batch slice must hold.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Extents {
+    a: usize,
+    b: usize,
+    c: usize,
+    d: usize,
+    bias: usize,
+    aux: usize,
+}
+
 impl BatchedGemmDescriptor {
-    /// Packed entries, one after the other.
+    /// Packed entries, one after the other, for every operand: the bias
+    /// vectors `n` apart, the aux matrices as `D`'s.
     pub fn packed(gemm: GemmDescriptor, batch: usize) -> Self {
         let g = &gemm;
         let l = g.layout;
+        let stride_d = span(l.c(), g.m, g.n, g.ldd);
         BatchedGemmDescriptor {
             stride_a: span(l.a(), g.m, g.k, g.lda),
             stride_b: span(l.b(), g.k, g.n, g.ldb),
             stride_c: span(l.c(), g.m, g.n, g.ldc),
-            stride_d: span(l.c(), g.m, g.n, g.ldd),
+            stride_d,
+            stride_bias: g.n,
+            stride_aux: stride_d,
             gemm,
             batch,
         }
     }
 
-    fn validate(&self) -> Result<()> {
+    /// Give every entry the same bias vector (`stride_bias = 0`).
+    #[must_use]
+    pub fn with_shared_bias(mut self) -> Self {
+        self.stride_bias = 0;
+        self
+    }
+
+    /// Check the batch and its strides (the entry's own checks are
+    /// [`GemmDescriptor`]'s).
+    pub(crate) fn validate(&self) -> Result<()> {
         self.gemm.validate(OP)?;
         let g = &self.gemm;
         if self.batch == 0 || self.batch > i32::MAX as usize {
@@ -70,38 +104,101 @@ impl BatchedGemmDescriptor {
                 reason: "must be in 1..2^31".into(),
             });
         }
-        if g.epilogue != EpilogueKind::Identity || g.save_aux {
-            return Err(Error::Unsupported {
-                op: OP,
-                what: format!(
-                    "epilogue {} (batched GEMM has no epilogue; use GemmPlan)",
-                    g.epilogue
-                ),
-            });
-        }
         let dspan = span(g.layout.c(), g.m, g.n, g.ldd);
-        if self.batch > 1 && self.stride_d < dspan {
-            return Err(Error::InvalidDescriptor {
-                op: OP,
-                field: "stride_d",
-                value: self.stride_d.to_string(),
-                reason: format!("output matrices would overlap (each spans {dspan} elements)"),
-            });
+        let outputs = [
+            ("stride_d", self.stride_d, true),
+            ("stride_aux", self.stride_aux, g.save_aux),
+        ];
+        for (field, stride, used) in outputs {
+            if used && self.batch > 1 {
+                check_at_least(OP, field, stride, dspan, || {
+                    format!("the {dspan} elements of one entry: output matrices would overlap")
+                })?;
+            }
         }
         Ok(())
     }
 
-    /// Elements operand `which` (0 A, 1 B, 2 C, 3 D) needs in its slice.
-    fn needed(&self, which: usize) -> usize {
+    /// The batch as the matmul sees it; strides of an unused bias or aux
+    /// are 0, so they change neither the algorithm nor its cache key.
+    fn layout(&self) -> Batch {
+        let g = &self.gemm;
+        Batch {
+            count: self.batch,
+            a: self.stride_a,
+            b: self.stride_b,
+            c: self.stride_c,
+            d: self.stride_d,
+            bias: if g.epilogue.has_bias() {
+                self.stride_bias
+            } else {
+                0
+            },
+            aux: if g.save_aux { self.stride_aux } else { 0 },
+        }
+    }
+
+    fn extents(&self) -> Extents {
         let g = &self.gemm;
         let l = g.layout;
-        let (s, stride) = match which {
-            0 => (span(l.a(), g.m, g.k, g.lda), self.stride_a),
-            1 => (span(l.b(), g.k, g.n, g.ldb), self.stride_b),
-            2 => (span(l.c(), g.m, g.n, g.ldc), self.stride_c),
-            _ => (span(l.c(), g.m, g.n, g.ldd), self.stride_d),
+        let all =
+            |stride: usize, one: usize| (self.batch - 1).saturating_mul(stride).saturating_add(one);
+        let dspan = span(l.c(), g.m, g.n, g.ldd);
+        Extents {
+            a: all(self.stride_a, span(l.a(), g.m, g.k, g.lda)),
+            b: all(self.stride_b, span(l.b(), g.k, g.n, g.ldb)),
+            c: all(self.stride_c, span(l.c(), g.m, g.n, g.ldc)),
+            d: all(self.stride_d, dspan),
+            bias: all(self.stride_bias, g.n),
+            aux: all(self.stride_aux, dspan),
+        }
+    }
+
+    /// Check `args` against the descriptor on context `ctx` (as `run`
+    /// does) and return their addresses, the workspace left empty.
+    fn check_args<T: Element, O: Element>(
+        &self,
+        ctx: usize,
+        args: &BatchedGemmArgs<'_, T, O>,
+    ) -> Result<Ptrs> {
+        let e = self.extents();
+        let g = &self.gemm;
+        let a = check_batch("a", &args.a, e.a, ctx)?;
+        let b = check_batch("b", &args.b, e.b, ctx)?;
+        let d = check_batch("d", &args.d.as_const(), e.d, ctx)?;
+        let c = match &args.c {
+            Some(c) => check_batch("c", c, e.c, ctx)?,
+            None if args.beta != 0.0 => {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    arg: "c",
+                    reason: format!("beta = {} but no C was given", args.beta),
+                })
+            }
+            None => d,
         };
-        (self.batch - 1).saturating_mul(stride).saturating_add(s)
+        let bias = optional_arg(
+            OP,
+            "bias",
+            args.bias.as_ref(),
+            g.epilogue.has_bias(),
+            BIAS_WHY,
+            |s| check_batch("bias", s, e.bias, ctx),
+        )?;
+        let aux = optional_arg(OP, "aux", args.aux.as_ref(), g.save_aux, AUX_WHY, |s| {
+            check_batch("aux", &s.as_const(), e.aux, ctx)
+        })?;
+        Ok(Ptrs {
+            a,
+            b,
+            c,
+            d,
+            workspace: 0,
+            workspace_bytes: 0,
+            bias,
+            aux,
+            scales: None,
+        })
     }
 }
 
@@ -116,6 +213,12 @@ pub struct BatchedGemmArgs<'a, T, O = T> {
     pub c: Option<DeviceSlice<'a, O>>,
     /// All `D` matrices, written.
     pub d: DeviceSliceMut<'a, O>,
+    /// All bias vectors (`n` elements each, `stride_bias` apart), when the
+    /// epilogue has a bias.
+    pub bias: Option<DeviceSlice<'a, O>>,
+    /// All pre-activation matrices (`stride_aux` apart, in `D`'s order and
+    /// `ldd`), written, when the descriptor has `save_aux`.
+    pub aux: Option<DeviceSliceMut<'a, O>>,
     /// Scale of the products.
     pub alpha: f64,
     /// Scale of `C`.
@@ -126,44 +229,37 @@ pub struct BatchedGemmArgs<'a, T, O = T> {
 ///
 /// # Shapes
 /// Entry `i` of `A` is `m x k` at offset `i * stride_a` (orders and leading
-/// dimensions as in [`GemmDescriptor`]); likewise `B`, `C`, `D`.
+/// dimensions as in [`GemmDescriptor`]); likewise `B`, `C`, `D` and the
+/// aux output; entry `i`'s bias is `n` elements at `i * stride_bias`.
 /// # Dtypes
-/// `T -> O`, exactly as [`super::GemmPlan`]: f32 -> f32 (IEEE; TF32 only
-/// with `allow_tf32`), f64 -> f64, f16 -> f16, f16 -> f32, bf16 -> bf16,
-/// bf16 -> f32; `C` is `O`. Others: `Unsupported`.
+/// `T -> O`, exactly as [`GemmPlan`]: f32 -> f32 (IEEE; TF32 only with
+/// `allow_tf32`), f64 -> f64, f16 -> f16, f16 -> f32, bf16 -> bf16,
+/// bf16 -> f32; `C`, bias and aux are `O`. Others: `Unsupported`.
+/// # Epilogues
+/// Every [`GemmPlan`] epilogue. They fuse into cuBLASLt as for
+/// [`GemmPlan`] when, in addition, each entry's bias and aux start on 16
+/// bytes (and aux entries lie a multiple of 8 elements apart); otherwise
+/// one epilogue-kernel pass covers the whole batch (the SKU says which).
 /// # Errors
-/// `InvalidDescriptor` (zero sizes, overlapping `D` entries), `Unsupported`
-/// (an epilogue, a dtype pair); `ShapeMismatch` when a slice is too short,
-/// `InvalidArgument`, `ContextMismatch`, `WorkspaceTooSmall` from `run`.
+/// `InvalidDescriptor` (zero sizes, short leading dimensions, overlapping
+/// `D` or aux entries, aux without activation), `Unsupported` (a dtype
+/// pair); `ShapeMismatch` when a slice is too short, `InvalidArgument`
+/// (alignment, a missing or unexpected `c`, bias or aux),
+/// `ContextMismatch`, `WorkspaceTooSmall` from `run`.
 pub struct BatchedGemmPlan<T: Element, O: Element = T> {
     desc: BatchedGemmDescriptor,
-    compute: LtCompute,
-    prepared: Prepared,
-    sku: KernelSku,
-    _t: PhantomData<fn() -> (T, O)>,
+    gemm: GemmPlan<T, O>,
 }
 
-fn check_slice(
-    op: &'static str,
+/// Check a whole-batch slice: on context `ctx`, at least `need` elements,
+/// 16-byte aligned. Its address.
+fn check_batch<T>(
     arg: &'static str,
-    addr: u64,
-    len: usize,
-    ctx_got: usize,
+    s: &DeviceSlice<'_, T>,
     need: usize,
     ctx: usize,
-) -> Result<()> {
-    if ctx_got != ctx {
-        return Err(Error::ContextMismatch { op, arg });
-    }
-    if len < need {
-        return Err(Error::ShapeMismatch {
-            op,
-            arg,
-            expected: Shape::from([need]),
-            got: Shape::from([len]),
-        });
-    }
-    check_aligned(op, arg, addr)
+) -> Result<u64> {
+    check_slice(OP, arg, s, need, false, ctx)
 }
 
 impl<T: Element, O: Element> Plan for BatchedGemmPlan<T, O> {
@@ -176,62 +272,17 @@ impl<T: Element, O: Element> Plan for BatchedGemmPlan<T, O> {
         pref: &PlanPreference,
     ) -> Result<Self> {
         desc.validate()?;
-        check_pref(OP, pref)?;
-        let (compute, math, acc) = compute_for(OP, T::KIND, O::KIND, pref)?;
-        let mut p = problem(
-            OP,
-            &desc.gemm,
-            (T::KIND, T::KIND),
-            O::KIND,
-            compute,
-            LtEpilogue::Default,
-        );
-        p.batch = desc.batch;
-        p.strides = [desc.stride_a, desc.stride_b, desc.stride_c, desc.stride_d];
-        let prepared = Prepared::new(stream, &p, pref)?.ok_or_else(|| Error::Unsupported {
-            op: OP,
-            what: format!(
-                "cuBLASLt has no algorithm for {desc:?} ({}->{})",
-                T::KIND,
-                O::KIND
-            ),
-        })?;
-        pref.check_workspace(OP, prepared.algo.workspace_bytes)?;
-        let det = prepared.algo.is_deterministic();
-        let g = &desc.gemm;
-        let sku = KernelSku {
-            op: OP.to_string(),
-            element: T::KIND,
-            backend: BackendKind::CublasLt,
-            arch: stream.context().device().arch,
-            variant: format!(
-                "{} x{} {}->{} | {}",
-                g.layout,
-                desc.batch,
-                T::KIND,
-                O::KIND,
-                prepared.describe()
-            ),
-            precision: PrecisionGuarantee {
-                math,
-                accumulator: acc,
-                deterministic: det,
-                bit_stable_on_same_hardware: det,
-            },
-        };
+        let gemm = GemmPlan::select_batched(OP, stream, &desc.gemm, &desc.layout(), pref)?;
         Ok(BatchedGemmPlan {
             desc: desc.clone(),
-            compute,
-            prepared,
-            sku,
-            _t: PhantomData,
+            gemm,
         })
     }
     fn sku(&self) -> &KernelSku {
-        &self.sku
+        self.gemm.sku()
     }
     fn workspace_size(&self) -> usize {
-        self.prepared.algo.workspace_bytes
+        self.gemm.workspace_size()
     }
     fn run(
         &self,
@@ -240,69 +291,20 @@ impl<T: Element, O: Element> Plan for BatchedGemmPlan<T, O> {
         args: BatchedGemmArgs<'_, T, O>,
     ) -> Result<()> {
         let ctx = stream.context().id();
-        let d = &self.desc;
-        check_slice(
-            OP,
-            "a",
-            args.a.addr(),
-            args.a.len(),
-            args.a.ctx_id(),
-            d.needed(0),
-            ctx,
-        )?;
-        check_slice(
-            OP,
-            "b",
-            args.b.addr(),
-            args.b.len(),
-            args.b.ctx_id(),
-            d.needed(1),
-            ctx,
-        )?;
-        check_slice(
-            OP,
-            "d",
-            args.d.addr(),
-            args.d.len(),
-            args.d.ctx_id(),
-            d.needed(3),
-            ctx,
-        )?;
-        let c = match args.c {
-            Some(c) => {
-                check_slice(OP, "c", c.addr(), c.len(), c.ctx_id(), d.needed(2), ctx)?;
-                c.addr()
-            }
-            None if args.beta != 0.0 => {
-                return Err(Error::InvalidArgument {
-                    op: OP,
-                    arg: "c",
-                    reason: format!("beta = {} but no C was given", args.beta),
-                })
-            }
-            None => args.d.addr(),
-        };
-        let ws_bytes = self.prepared.algo.workspace_bytes;
-        let ws = workspace.check(OP, ws_bytes, ctx)?;
-        let ptrs = Ptrs {
-            a: args.a.addr(),
-            b: args.b.addr(),
-            c,
-            d: args.d.addr(),
-            workspace: ws,
-            workspace_bytes: ws_bytes,
-            bias: 0,
-            aux: 0,
-            scales: None,
-        };
-        // SAFETY: check_slice proved every slice holds (batch-1)*stride +
-        // one entry's span elements on this context, 16-byte aligned; the
-        // borrows keep them alive and D exclusive.
+        let mut ptrs = self.desc.check_args(ctx, &args)?;
+        ptrs.workspace_bytes = self.gemm.workspace_size();
+        ptrs.workspace = workspace.check(OP, ptrs.workspace_bytes, ctx)?;
+        let compute = self.gemm.compute();
+        // SAFETY: check_args proved every slice holds (batch-1)*stride +
+        // one entry's span elements on this context, 16-byte aligned (bias
+        // and aux included when the plan uses them), and the workspace the
+        // plan's bytes; the borrows in `args` keep them alive and D and aux
+        // exclusive while the work is enqueued.
         unsafe {
-            self.prepared.enqueue(
+            self.gemm.enqueue_checked(
                 stream,
-                scalar(self.compute, true, args.alpha),
-                scalar(self.compute, true, args.beta),
+                scalar(compute, true, args.alpha),
+                scalar(compute, true, args.beta),
                 ptrs,
             )
         }
@@ -312,23 +314,46 @@ impl<T: Element, O: Element> Plan for BatchedGemmPlan<T, O> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baracuda_kernels_types::LayoutSku;
+    use baracuda_kernels_types::{EpilogueKind, LayoutSku};
+
+    fn desc(e: EpilogueKind, batch: usize) -> BatchedGemmDescriptor {
+        let g = GemmDescriptor::new(4, 5, 3, LayoutSku::Rrr)
+            .with_epilogue(e)
+            .with_aux(e.activation() != baracuda_kernels_types::Activation::Identity);
+        BatchedGemmDescriptor::packed(g, batch)
+    }
 
     #[test]
-    fn packed_strides_and_needs() {
-        let b = BatchedGemmDescriptor::packed(GemmDescriptor::new(4, 5, 3, LayoutSku::Rrr), 6);
+    fn packed_strides_and_extents() {
+        let b = desc(EpilogueKind::BiasRelu, 6);
         assert_eq!((b.stride_a, b.stride_b, b.stride_d), (12, 15, 20));
-        assert_eq!(b.needed(3), 120);
-        let mut bc = b.clone();
+        assert_eq!((b.stride_bias, b.stride_aux), (5, 20));
+        let e = b.extents();
+        assert_eq!((e.d, e.bias, e.aux), (120, 30, 120));
+        let mut bc = b.clone().with_shared_bias();
         bc.stride_b = 0; // broadcast B
         assert!(bc.validate().is_ok());
-        assert_eq!(bc.needed(1), 15);
+        let e = bc.extents();
+        assert_eq!((e.b, e.bias), (15, 5));
+        assert_eq!(bc.layout().bias, 0);
+    }
+
+    #[test]
+    fn unused_strides_stay_out_of_the_matmul() {
+        let mut b = desc(EpilogueKind::Identity, 3);
+        b.stride_bias = 7;
+        b.stride_aux = 1;
+        assert!(b.validate().is_ok(), "unused strides are not checked");
+        let l = b.layout();
+        assert_eq!((l.bias, l.aux), (0, 0));
+        let b = desc(EpilogueKind::BiasGeluErf, 3);
+        let l = b.layout();
+        assert_eq!((l.count, l.bias, l.aux), (3, 5, 20));
     }
 
     #[test]
     fn bad_descriptors() {
-        let g = GemmDescriptor::new(4, 5, 3, LayoutSku::Rrr);
-        let mut b = BatchedGemmDescriptor::packed(g.clone(), 0);
+        let mut b = desc(EpilogueKind::Identity, 0);
         assert!(matches!(
             b.validate(),
             Err(Error::InvalidDescriptor { field: "batch", .. })
@@ -342,24 +367,133 @@ mod tests {
                 ..
             })
         ));
-        let b = BatchedGemmDescriptor::packed(g.with_epilogue(EpilogueKind::Relu), 2);
-        assert!(matches!(b.validate(), Err(Error::Unsupported { .. })));
+        // Every epilogue is accepted; overlapping aux entries are not.
+        for e in EpilogueKind::ALL {
+            assert!(desc(e, 3).validate().is_ok(), "{e}");
+        }
+        let mut b = desc(EpilogueKind::GeluTanh, 2);
+        b.stride_aux = 19;
+        assert!(matches!(
+            b.validate(),
+            Err(Error::InvalidDescriptor {
+                field: "stride_aux",
+                ..
+            })
+        ));
+        // One entry cannot overlap itself.
+        b.batch = 1;
+        assert!(b.validate().is_ok());
+        // The entry's own checks still apply.
+        let mut b = desc(EpilogueKind::Bias, 2);
+        b.gemm.save_aux = true;
+        assert!(matches!(
+            b.validate(),
+            Err(Error::InvalidDescriptor {
+                field: "save_aux",
+                ..
+            })
+        ));
+        let mut b = desc(EpilogueKind::Bias, 2);
+        b.gemm.ldd = 4;
+        assert!(matches!(
+            b.validate(),
+            Err(Error::InvalidDescriptor { field: "ldd", .. })
+        ));
+    }
+
+    /// A fake slice of `len` f32 at `addr` on context 1 (never read).
+    fn fake<'a>(addr: u64, len: usize) -> DeviceSlice<'a, f32> {
+        // SAFETY: host-only inspection of a fake address.
+        unsafe { DeviceSlice::from_raw_parts(addr, len, 1) }
+    }
+    fn fake_mut<'a>(addr: u64, len: usize) -> DeviceSliceMut<'a, f32> {
+        // SAFETY: as above.
+        unsafe { DeviceSliceMut::from_raw_parts(addr, len, 1) }
+    }
+
+    fn args<'a>(
+        d: &BatchedGemmDescriptor,
+        bias: Option<usize>,
+        aux: Option<usize>,
+    ) -> BatchedGemmArgs<'a, f32> {
+        let e = d.extents();
+        BatchedGemmArgs {
+            a: fake(0x10000, e.a),
+            b: fake(0x20000, e.b),
+            c: None,
+            d: fake_mut(0x30000, e.d),
+            bias: bias.map(|n| fake(0x40000, n)),
+            aux: aux.map(|n| fake_mut(0x50000, n)),
+            alpha: 1.0,
+            beta: 0.0,
+        }
+    }
+
+    #[test]
+    fn argument_checks() {
+        let d = desc(EpilogueKind::BiasGeluTanh, 4);
+        let e = d.extents();
+        let p = d
+            .check_args(1, &args(&d, Some(e.bias), Some(e.aux)))
+            .unwrap();
+        assert_eq!((p.c, p.bias, p.aux), (0x30000, 0x40000, 0x50000));
+        let bad = |a: BatchedGemmArgs<'_, f32>| d.check_args(1, &a).unwrap_err();
+        assert!(matches!(
+            bad(args(&d, Some(e.bias - 1), Some(e.aux))),
+            Error::ShapeMismatch { arg: "bias", .. }
+        ));
+        assert!(matches!(
+            bad(args(&d, None, Some(e.aux))),
+            Error::InvalidArgument { arg: "bias", .. }
+        ));
+        assert!(matches!(
+            bad(args(&d, Some(e.bias), Some(e.aux - 1))),
+            Error::ShapeMismatch { arg: "aux", .. }
+        ));
+        assert!(matches!(
+            bad(args(&d, Some(e.bias), None)),
+            Error::InvalidArgument { arg: "aux", .. }
+        ));
+        let mut a = args(&d, Some(e.bias), Some(e.aux));
+        a.beta = 0.5;
+        assert!(matches!(bad(a), Error::InvalidArgument { arg: "c", .. }));
+        let mut a = args(&d, Some(e.bias), Some(e.aux));
+        a.bias = Some(fake(0x40004, e.bias));
+        assert!(matches!(bad(a), Error::InvalidArgument { arg: "bias", .. }));
+        // A shared bias needs one vector.
+        let shared = d.clone().with_shared_bias();
+        assert!(shared
+            .check_args(1, &args(&shared, Some(5), Some(e.aux)))
+            .is_ok());
+        // Neither bias nor aux for an epilogue without them.
+        let plain = desc(EpilogueKind::Identity, 4);
+        let pe = plain.extents();
+        assert!(plain.check_args(1, &args(&plain, None, None)).is_ok());
+        assert!(matches!(
+            plain.check_args(1, &args(&plain, Some(pe.bias), None)),
+            Err(Error::InvalidArgument { arg: "bias", .. })
+        ));
+        assert!(matches!(
+            plain.check_args(1, &args(&plain, None, Some(pe.aux))),
+            Err(Error::InvalidArgument { arg: "aux", .. })
+        ));
     }
 
     #[test]
     fn slice_checks() {
         assert!(matches!(
-            check_slice(OP, "a", 0x100, 10, 1, 11, 1),
+            check_batch("a", &fake(0x100, 10), 11, 1),
             Err(Error::ShapeMismatch { arg: "a", .. })
         ));
         assert!(matches!(
-            check_slice(OP, "a", 0x100, 10, 2, 10, 1),
+            check_batch("a", &fake(0x100, 10), 10, 2),
             Err(Error::ContextMismatch { .. })
         ));
         assert!(matches!(
-            check_slice(OP, "a", 0x104, 10, 1, 10, 1),
+            check_batch("a", &fake(0x104, 10), 10, 1),
             Err(Error::InvalidArgument { .. })
         ));
-        assert!(check_slice(OP, "a", 0x100, 10, 1, 10, 1).is_ok());
+        // Longer is fine for a batch (a bias must match exactly).
+        assert_eq!(check_batch("a", &fake(0x100, 12), 10, 1).unwrap(), 0x100);
     }
 }

@@ -4,9 +4,10 @@
 //! GEMM scaling, amax).
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
+use baracuda_kernels_types::{Activation, ElementKind, Error, MatrixOrder, Result};
 
+use super::matmul::Batch;
 use crate::kernel_sources::{typed_spec, GEMM_EPILOGUE};
-use baracuda_kernels_types::{Activation, ElementKind, Error, Result};
 
 /// The module spec for outputs of `kind`.
 pub(crate) fn spec(kind: ElementKind) -> Result<ModuleSpec> {
@@ -46,7 +47,7 @@ pub(crate) fn act_code(a: Activation) -> i32 {
 /// The epilogue kernels for one output dtype, loaded in `select`.
 #[derive(Clone, Debug)]
 pub(crate) struct EpilogueKernels {
-    pub bias_act: Function,
+    bias_act: Function,
     pub dact: Function,
     col_sum_part_vec: Function,
     col_sum_part_1: Function,
@@ -135,6 +136,47 @@ impl EpilogueKernels {
             .div_ceil(256)
             .clamp(1, (self.sm_count.max(1) * 8) as usize);
         LaunchConfig::linear(blocks as u32, 256)
+    }
+
+    /// `Z = D + bias` (bias `n` values along the columns), `aux = Z` when
+    /// `aux` is not 0, `D = act(Z)`, in place over every entry of `batch`
+    /// (its `d`, `bias` and `aux` strides; the aux matrices share `D`'s
+    /// order and leading dimension). `bias` may be 0 (none).
+    ///
+    /// # Safety
+    /// Every entry's `D` and aux must hold the `m x n` elements that `ldd`
+    /// and `order` reach, and its bias `n` elements, of the kernels'
+    /// kind; aux must not overlap `D`.
+    pub(crate) unsafe fn bias_act(
+        &self,
+        stream: &Stream,
+        (m, n, ldd, order): (usize, usize, usize, MatrixOrder),
+        batch: &Batch,
+        (d, bias, aux): (u64, u64, u64),
+        act: Activation,
+    ) -> Result<()> {
+        let (x, y) = batch_grid(self.sm_count, m * n, batch.count);
+        let cfg = LaunchConfig {
+            grid: (x, y, 1),
+            block: (256, 1, 1),
+            smem_bytes: 0,
+        };
+        let row = i32::from(order == MatrixOrder::RowMajor);
+        let mut a = kernel_args(|a| {
+            a.push(d)?.push(ldd as i64)?.push(row)?;
+            a.push(m as i64)?.push(n as i64)?;
+            a.push(bias)?
+                .push(act_code(act))?
+                .push(aux)?
+                .push(ldd as i64)?;
+            a.push(batch.count as i64)?.push(batch.d as i64)?;
+            a.push(batch.bias as i64)?.push(batch.aux as i64)?;
+            Ok(())
+        })?;
+        // SAFETY: the parameters match bias_act's signature; the caller
+        // guarantees every entry the grid reaches (entries below
+        // batch.count, m x n elements each) lies in its buffers.
+        unsafe { self.bias_act.launch(stream, cfg, &mut a) }
     }
 
     /// The split of a column sum over a row-major `[rows, cols]` matrix with
@@ -280,6 +322,18 @@ fn col_sum_split(
     }
 }
 
+/// The grid of a pass over `count` entries of `elems` elements each: x
+/// blocks of 256 over one entry (as [`EpilogueKernels::cfg`]: at most 8
+/// per SM) times y entries at a time, together about 8 blocks per SM. On
+/// 132 SMs, 64 entries of 33 x 40: 6 x 64 blocks; one entry of
+/// 8192 x 14336: 1056 x 1.
+fn batch_grid(sm_count: u32, elems: usize, count: usize) -> (u32, u32) {
+    let target = (sm_count.max(1) * 8) as usize;
+    let x = elems.div_ceil(256).clamp(1, target);
+    let y = (target / x).clamp(1, count.clamp(1, 65535));
+    (x as u32, y as u32)
+}
+
 /// Push a list of kernel parameters.
 pub(crate) fn kernel_args(push: impl FnOnce(&mut LaunchArgs) -> Result<()>) -> Result<LaunchArgs> {
     let mut a = LaunchArgs::new();
@@ -315,6 +369,15 @@ mod tests {
         // The prefill dY: 56 column tiles of 256 bf16, 19 chunks of 432 rows.
         let sp = col_sum_split(ElementKind::Bf16, 132, 8192, 14336, 14336);
         assert_eq!((sp.chunk, sp.chunks, sp.vec), (432, 19, 8));
+    }
+
+    #[test]
+    fn batch_grid_fills_the_gpu_once() {
+        assert_eq!(batch_grid(132, 33 * 40, 64), (6, 64));
+        assert_eq!(batch_grid(132, 8192 * 14336, 1), (1056, 1));
+        assert_eq!(batch_grid(132, 1, 1 << 20), (1, 1056));
+        assert_eq!(batch_grid(132, 1, 3), (1, 3));
+        assert_eq!(batch_grid(0, 0, 0), (1, 1));
     }
 
     #[test]

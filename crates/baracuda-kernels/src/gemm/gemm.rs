@@ -14,8 +14,8 @@ use baracuda_kernels_types::{
     PrecisionGuarantee, Result, Shape, Workspace,
 };
 
-use super::epilogue::{act_code, kernel_args, EpilogueKernels};
-use super::matmul::{check_aligned, scalar, Prepared, Problem, Ptrs};
+use super::epilogue::EpilogueKernels;
+use super::matmul::{check_aligned, scalar, Batch, Prepared, Problem, Ptrs};
 use crate::Plan;
 
 const OP: &str = "gemm";
@@ -70,19 +70,10 @@ impl GemmDescriptor {
             save_aux: false,
         }
     }
-    /// Set the epilogue.
-    pub fn with_epilogue(mut self, epilogue: EpilogueKind) -> Self {
-        self.epilogue = epilogue;
-        self
-    }
+    epilogue_builders!();
     /// Set the leading dimensions.
     pub fn with_ld(mut self, lda: usize, ldb: usize, ldc: usize, ldd: usize) -> Self {
         (self.lda, self.ldb, self.ldc, self.ldd) = (lda, ldb, ldc, ldd);
-        self
-    }
-    /// Store the pre-activation in `aux`.
-    pub fn with_aux(mut self, save_aux: bool) -> Self {
-        self.save_aux = save_aux;
         self
     }
 
@@ -114,16 +105,9 @@ impl GemmDescriptor {
             ("ldd", self.ldd, l.c(), self.m, self.n),
         ] {
             let need = packed_ld(order, r, c);
-            if ld < need {
-                return Err(Error::InvalidDescriptor {
-                    op,
-                    field,
-                    value: ld.to_string(),
-                    reason: format!(
-                        "smaller than the contiguous extent {need} ({order:?} {r}x{c})"
-                    ),
-                });
-            }
+            check_at_least(op, field, ld, need, || {
+                format!("the contiguous extent {need} ({order:?} {r}x{c})")
+            })?;
         }
         if self.save_aux && self.epilogue.activation() == Activation::Identity {
             return Err(Error::InvalidDescriptor {
@@ -222,18 +206,20 @@ pub(crate) fn problem(
         epilogue,
         bias_kind: if epilogue.uses_bias() { Some(o) } else { None },
         aux_ld: desc.ldd,
-        batch: 1,
-        strides: [0; 4],
+        batch: Batch::ONE,
         fp8_scales: false,
     }
 }
 
-/// The fused cuBLASLt epilogue for `desc` with output `o`, or `None` when
-/// the epilogue kernel must do the work (GELU-erf; a bias along a
-/// column-major `D`; the pre-activation of ReLU, which cuBLASLt stores only
-/// as a bit mask; GELU-tanh into f64, which cuBLASLt evaluates to ~3e-10
-/// relative error where the kernel's f64 `tanh` keeps f64 accuracy).
-fn fused_epilogue(desc: &GemmDescriptor, o: ElementKind) -> Option<LtEpilogue> {
+/// The fused cuBLASLt epilogue for `desc` with output `o` over `batch`, or
+/// `None` when the epilogue kernel must do the work (GELU-erf; a bias along
+/// a column-major `D`; the pre-activation of ReLU, which cuBLASLt stores
+/// only as a bit mask; GELU-tanh into f64, which cuBLASLt evaluates to
+/// ~3e-10 relative error where the kernel's f64 `tanh` keeps f64 accuracy;
+/// in a batch, bias or aux entries that do not start on 16 bytes, as the
+/// first entry's pointer does, since cuBLASLt's alignment rules for
+/// epilogue batch strides are undocumented).
+fn fused_epilogue(desc: &GemmDescriptor, o: ElementKind, batch: &Batch) -> Option<LtEpilogue> {
     let row = desc.layout.c() == MatrixOrder::RowMajor;
     let bias = desc.epilogue.has_bias();
     if bias && !row {
@@ -241,6 +227,14 @@ fn fused_epilogue(desc: &GemmDescriptor, o: ElementKind) -> Option<LtEpilogue> {
     }
     if o == ElementKind::F64 && desc.epilogue.activation() == Activation::GeluTanh {
         return None;
+    }
+    if batch.count > 1 {
+        let aligned = |stride: usize| (stride * o.size_bytes()) % 16 == 0;
+        // The aux stride also keeps the aux ld's multiple of 8 (below).
+        let aux_ok = aligned(batch.aux) && batch.aux % 8 == 0;
+        if (bias && !aligned(batch.bias)) || (desc.save_aux && !aux_ok) {
+            return None;
+        }
     }
     match (desc.epilogue.activation(), bias, desc.save_aux) {
         (Activation::Identity, false, _) => Some(LtEpilogue::Default),
@@ -282,6 +276,8 @@ fn fused_epilogue(desc: &GemmDescriptor, o: ElementKind) -> Option<LtEpilogue> {
 /// missing `c`/bias/aux), `ContextMismatch`, `WorkspaceTooSmall` from `run`.
 pub struct GemmPlan<T: Element, O: Element = T> {
     desc: GemmDescriptor,
+    /// [`Batch::ONE`], or the strided batch of a `BatchedGemmPlan`.
+    batch: Batch,
     compute: LtCompute,
     prepared: Prepared,
     post: Option<EpilogueKernels>,
@@ -295,6 +291,11 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
         &self.desc
     }
 
+    /// Whether the epilogue runs in the epilogue kernel after the matmul.
+    pub(crate) fn has_post(&self) -> bool {
+        self.post.is_some()
+    }
+
     /// The cuBLASLt compute type of the matmul.
     pub(crate) fn compute(&self) -> LtCompute {
         self.compute
@@ -306,25 +307,35 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
         desc: &GemmDescriptor,
         pref: &PlanPreference,
     ) -> Result<Self> {
+        Self::select_batched(op, stream, desc, &Batch::ONE, pref)
+    }
+
+    /// Select for every entry of `batch` (whose strides the caller checked
+    /// against `desc`).
+    pub(crate) fn select_batched(
+        op: &'static str,
+        stream: &Stream,
+        desc: &GemmDescriptor,
+        batch: &Batch,
+        pref: &PlanPreference,
+    ) -> Result<Self> {
         desc.validate(op)?;
         check_pref(op, pref)?;
         let (compute, math, acc) = compute_for(op, T::KIND, O::KIND, pref)?;
         let ab = (T::KIND, T::KIND);
+        let batched = |e| Problem {
+            batch: *batch,
+            ..problem(op, desc, ab, O::KIND, compute, e)
+        };
         let mut chosen = None;
-        if let Some(e) = fused_epilogue(desc, O::KIND) {
-            if let Some(p) =
-                Prepared::new(stream, &problem(op, desc, ab, O::KIND, compute, e), pref)?
-            {
+        if let Some(e) = fused_epilogue(desc, O::KIND, batch) {
+            if let Some(p) = Prepared::new(stream, &batched(e), pref)? {
                 chosen = Some((p, None));
             }
         }
         if chosen.is_none() {
-            let p = Prepared::new(
-                stream,
-                &problem(op, desc, ab, O::KIND, compute, LtEpilogue::Default),
-                pref,
-            )?
-            .ok_or_else(|| no_algo(op, desc, T::KIND, O::KIND))?;
+            let p = Prepared::new(stream, &batched(LtEpilogue::Default), pref)?
+                .ok_or_else(|| no_algo(op, desc, T::KIND, O::KIND))?;
             chosen = Some((p, Some(EpilogueKernels::load(stream, O::KIND)?)));
         }
         let Some((prepared, post)) = chosen else {
@@ -338,8 +349,13 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
             backend: BackendKind::CublasLt,
             arch: stream.context().device().arch,
             variant: format!(
-                "{} {} {}->{} | {}{}",
+                "{}{} {} {}->{} | {}{}",
                 desc.layout,
+                if batch.count > 1 {
+                    format!(" x{}", batch.count)
+                } else {
+                    String::new()
+                },
                 desc.epilogue,
                 T::KIND,
                 O::KIND,
@@ -359,6 +375,7 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
         };
         Ok(GemmPlan {
             desc: desc.clone(),
+            batch: *batch,
             compute,
             prepared,
             post,
@@ -412,24 +429,11 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
             }
             None => args.d.data().addr(),
         };
-        let bias_addr = check_bias(op, d.epilogue.has_bias(), args.bias, d.n, ctx)?;
-        let aux_addr = match (&args.aux, d.save_aux) {
-            (Some(a), true) => {
-                check_mat(op, "aux", mat_mut(a), (d.m, d.n, l.c(), d.ldd), ctx)?;
-                a.data().addr()
-            }
-            (None, false) => 0,
-            (Some(_), false) => {
-                return Err(unexpected(op, "aux", "the descriptor has save_aux = false"))
-            }
-            (None, true) => {
-                return Err(unexpected(
-                    op,
-                    "aux",
-                    "missing: the descriptor has save_aux = true",
-                ))
-            }
-        };
+        let bias_addr = check_bias(op, "bias", d.epilogue.has_bias(), args.bias, d.n, ctx)?;
+        let aux_addr = optional_arg(op, "aux", args.aux.as_ref(), d.save_aux, AUX_WHY, |a| {
+            check_mat(op, "aux", mat_mut(a), (d.m, d.n, l.c(), d.ldd), ctx)?;
+            Ok(a.data().addr())
+        })?;
         let ws_bytes = self.prepared.algo.workspace_bytes;
         let ws = workspace.check(op, ws_bytes, ctx)?;
         let ptrs = Ptrs {
@@ -464,25 +468,30 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
         // SAFETY: forwarded from the caller.
         unsafe { self.prepared.enqueue(stream, alpha, beta, ptrs) }?;
         if let Some(k) = &self.post {
-            self.launch_post(stream, k, ptrs)?;
+            // SAFETY: forwarded from the caller.
+            unsafe { self.launch_post(stream, k, ptrs) }?;
         }
         Ok(())
     }
 
-    fn launch_post(&self, stream: &Stream, k: &EpilogueKernels, p: Ptrs) -> Result<()> {
+    /// The epilogue kernel's pass over `D` (and aux).
+    ///
+    /// # Safety
+    /// As [`GemmPlan::enqueue_checked`]: `p` covers every entry's `D` and
+    /// aux (`m x n` at `ldd` in `D`'s order) and bias (`n`, or 0 = none).
+    unsafe fn launch_post(&self, stream: &Stream, k: &EpilogueKernels, p: Ptrs) -> Result<()> {
         let d = &self.desc;
-        let row = i32::from(d.layout.c() == MatrixOrder::RowMajor);
-        let act = act_code(d.epilogue.activation());
-        let (m, n, ldd) = (d.m as i64, d.n as i64, d.ldd as i64);
-        let mut a = kernel_args(|a| {
-            a.push(p.d)?.push(ldd)?.push(row)?.push(m)?.push(n)?;
-            a.push(p.bias)?.push(act)?.push(p.aux)?.push(ldd)?;
-            Ok(())
-        })?;
-        // SAFETY: the parameters match bias_act's signature; D and aux were
-        // checked in `run_as` to hold m x n elements at ldd in D's order, the
-        // bias n elements (or 0 = none).
-        unsafe { k.bias_act.launch(stream, k.cfg(d.m * d.n), &mut a) }
+        let shape = (d.m, d.n, d.ldd, d.layout.c());
+        // SAFETY: forwarded from the caller.
+        unsafe {
+            k.bias_act(
+                stream,
+                shape,
+                &self.batch,
+                (p.d, p.bias, p.aux),
+                d.epilogue.activation(),
+            )
+        }
     }
 }
 
@@ -578,33 +587,91 @@ pub(crate) fn check_mat(
     check_aligned(op, arg, got.addr)
 }
 
-/// Check the bias against the plan; its address, or 0 when none.
+/// Check a bias (or, as `arg`, a bias gradient) against the plan: `n`
+/// elements, 16-byte aligned, on context `ctx`, given exactly when
+/// `wanted`. Its address, or 0 when none.
 pub(crate) fn check_bias<O: Element>(
     op: &'static str,
+    arg: &'static str,
     wanted: bool,
     bias: Option<DeviceSlice<'_, O>>,
     n: usize,
     ctx: usize,
 ) -> Result<u64> {
-    match (bias, wanted) {
-        (Some(b), true) => {
-            if b.ctx_id() != ctx {
-                return Err(Error::ContextMismatch { op, arg: "bias" });
-            }
-            if b.len() != n {
-                return Err(Error::ShapeMismatch {
-                    op,
-                    arg: "bias",
-                    expected: Shape::from([n]),
-                    got: Shape::from([b.len()]),
-                });
-            }
-            check_aligned(op, "bias", b.addr())?;
-            Ok(b.addr())
-        }
+    optional_arg(op, arg, bias, wanted, BIAS_WHY, |b| {
+        check_slice(op, arg, &b, n, true, ctx)
+    })
+}
+
+/// Check a slice argument: on context `ctx`, holding `need` elements
+/// (exactly, or at least when not `exact`), 16-byte aligned. Its address.
+pub(crate) fn check_slice<T>(
+    op: &'static str,
+    arg: &'static str,
+    s: &DeviceSlice<'_, T>,
+    need: usize,
+    exact: bool,
+    ctx: usize,
+) -> Result<u64> {
+    if s.ctx_id() != ctx {
+        return Err(Error::ContextMismatch { op, arg });
+    }
+    if s.len() < need || (exact && s.len() != need) {
+        return Err(Error::ShapeMismatch {
+            op,
+            arg,
+            expected: Shape::from([need]),
+            got: Shape::from([s.len()]),
+        });
+    }
+    check_aligned(op, arg, s.addr())?;
+    Ok(s.addr())
+}
+
+/// `InvalidDescriptor` naming `field` unless `value >= min`; `why` says
+/// what `min` is (`"the row length 96"`).
+pub(crate) fn check_at_least(
+    op: &'static str,
+    field: &'static str,
+    value: usize,
+    min: usize,
+    why: impl FnOnce() -> String,
+) -> Result<()> {
+    if value >= min {
+        return Ok(());
+    }
+    Err(Error::InvalidDescriptor {
+        op,
+        field,
+        value: value.to_string(),
+        reason: format!("smaller than {}", why()),
+    })
+}
+
+/// Why a bias is unexpected, and why it is needed (for [`optional_arg`]).
+pub(crate) const BIAS_WHY: (&str, &str) = ("the epilogue has no bias", "the epilogue adds a bias");
+/// Likewise for the aux output.
+pub(crate) const AUX_WHY: (&str, &str) = (
+    "the descriptor has save_aux = false",
+    "the descriptor has save_aux = true",
+);
+
+/// The address of an argument the plan takes exactly when `wanted`:
+/// `check(given)` when both, 0 when neither, else `InvalidArgument` with
+/// `why.0` (given but not wanted) or `why.1` (wanted but missing).
+pub(crate) fn optional_arg<A>(
+    op: &'static str,
+    arg: &'static str,
+    given: Option<A>,
+    wanted: bool,
+    why: (&str, &str),
+    check: impl FnOnce(A) -> Result<u64>,
+) -> Result<u64> {
+    match (given, wanted) {
+        (Some(a), true) => check(a),
         (None, false) => Ok(0),
-        (Some(_), false) => Err(unexpected(op, "bias", "the epilogue has no bias")),
-        (None, true) => Err(unexpected(op, "bias", "missing: the epilogue adds a bias")),
+        (Some(_), false) => Err(unexpected(op, arg, why.0)),
+        (None, true) => Err(unexpected(op, arg, &format!("missing: {}", why.1))),
     }
 }
 
@@ -760,8 +827,9 @@ mod tests {
     fn fused_epilogue_choice() {
         let row = GemmDescriptor::new(8, 8, 8, LayoutSku::Rcr);
         let col = GemmDescriptor::new(8, 8, 8, LayoutSku::Rcc);
-        let f =
-            |d: &GemmDescriptor, e| fused_epilogue(&d.clone().with_epilogue(e), ElementKind::Bf16);
+        let f = |d: &GemmDescriptor, e| {
+            fused_epilogue(&d.clone().with_epilogue(e), ElementKind::Bf16, &Batch::ONE)
+        };
         assert_eq!(
             f(&row, EpilogueKind::BiasGeluTanh),
             Some(LtEpilogue::GeluBias)
@@ -775,12 +843,43 @@ mod tests {
             .with_epilogue(EpilogueKind::BiasGeluTanh)
             .with_aux(true);
         assert_eq!(
-            fused_epilogue(&aux, ElementKind::Bf16),
+            fused_epilogue(&aux, ElementKind::Bf16, &Batch::ONE),
             Some(LtEpilogue::GeluAuxBias)
         );
-        assert_eq!(fused_epilogue(&aux, ElementKind::F64), None);
+        assert_eq!(fused_epilogue(&aux, ElementKind::F64, &Batch::ONE), None);
         let aux = row.with_epilogue(EpilogueKind::Relu).with_aux(true);
-        assert_eq!(fused_epilogue(&aux, ElementKind::Bf16), None);
+        assert_eq!(fused_epilogue(&aux, ElementKind::Bf16, &Batch::ONE), None);
+    }
+
+    #[test]
+    fn fused_epilogue_in_a_batch() {
+        let d = GemmDescriptor::new(8, 8, 8, LayoutSku::Rcr)
+            .with_epilogue(EpilogueKind::BiasGeluTanh)
+            .with_aux(true);
+        let batch = |bias, aux| Batch {
+            count: 3,
+            bias,
+            aux,
+            ..Batch::ONE
+        };
+        let f = |b: Batch, o| fused_epilogue(&d, o, &b);
+        use ElementKind::{Bf16, F32};
+        // Shared bias (stride 0) and entries 16 bytes apart fuse.
+        assert_eq!(f(batch(0, 64), Bf16), Some(LtEpilogue::GeluAuxBias));
+        assert_eq!(f(batch(8, 64), Bf16), Some(LtEpilogue::GeluAuxBias));
+        assert_eq!(f(batch(4, 64), F32), Some(LtEpilogue::GeluAuxBias));
+        // A bias entry off 16 bytes, or aux entries not a multiple of 8
+        // elements, fall back to the kernel.
+        assert_eq!(f(batch(9, 64), Bf16), None);
+        assert_eq!(f(batch(0, 68), Bf16), None);
+        assert_eq!(f(batch(0, 68), F32), None);
+        // A single entry ignores the strides.
+        let one = Batch {
+            bias: 9,
+            aux: 3,
+            ..Batch::ONE
+        };
+        assert_eq!(f(one, Bf16), Some(LtEpilogue::GeluAuxBias));
     }
 
     #[test]
@@ -819,17 +918,20 @@ mod tests {
             Err(Error::InvalidArgument { .. })
         ));
         assert!(matches!(
-            check_bias(OP, true, Some(s), 8, 7),
+            check_bias(OP, "bias", true, Some(s), 8, 7),
             Err(Error::ShapeMismatch { arg: "bias", .. })
         ));
         assert!(matches!(
-            check_bias::<f32>(OP, true, None, 8, 7),
+            check_bias::<f32>(OP, "bias", true, None, 8, 7),
             Err(Error::InvalidArgument { arg: "bias", .. })
         ));
         assert!(matches!(
-            check_bias(OP, false, Some(s), 64, 7),
+            check_bias(OP, "bias", false, Some(s), 64, 7),
             Err(Error::InvalidArgument { arg: "bias", .. })
         ));
-        assert_eq!(check_bias(OP, true, Some(s), 64, 7).unwrap(), 0x1000);
+        assert_eq!(
+            check_bias(OP, "bias", true, Some(s), 64, 7).unwrap(),
+            0x1000
+        );
     }
 }

@@ -1,6 +1,7 @@
 //! Grouped GEMM: many independent problems of different shapes in one
-//! call, `D[g] = alpha * op(A[g]) op(B[g])` (MoE experts: `A[g]` holds the
-//! tokens routed to expert `g`, `B[g]` its weight).
+//! call, `D[g] = act(alpha * op(A[g]) op(B[g]) + beta * C[g] + bias[g])`
+//! (MoE experts: `A[g]` holds the tokens routed to expert `g`, `B[g]` its
+//! weight, `bias[g]` its bias).
 //!
 //! The cuBLASLt 13.0 API this crate binds has no grouped matmul. cuBLAS's
 //! classic API has `cublasGemmGroupedBatchedEx` (since 12.5), whose
@@ -10,57 +11,227 @@
 //! back on the stream; on H200 the MoE case of `bench/RESULTS.md` (64
 //! experts of 5 to 554 tokens, 4096 -> 14336, bf16) runs 1.22 to 1.26x
 //! faster than `torch._grouped_mm`. Groups with `m == 0` (an expert that
-//! got no tokens) are skipped.
+//! got no tokens) are skipped. Each group's plan is a [`GemmPlan`], so
+//! `C`, the bias and the activation take the same path as there (fused
+//! into cuBLASLt, or one epilogue-kernel pass after the group's matmul).
 
-use baracuda_driver::Stream;
+use baracuda_driver::{LtScalar, Stream};
 use baracuda_kernels_types::{
-    BackendKind, Element, Error, KernelSku, LayoutSku, MatrixMut, MatrixRef, PlanPreference,
-    Result, Shape, Workspace,
+    BackendKind, DeviceSlice, Element, EpilogueKind, Error, KernelSku, LayoutSku, MatrixMut,
+    MatrixRef, PlanPreference, PrecisionGuarantee, Result, Shape, Workspace,
 };
 
-use super::gemm::{GemmArgs, GemmDescriptor, GemmPlan};
+use super::gemm::{
+    compute_for, optional_arg, GemmArgs, GemmDescriptor, GemmPlan, AUX_WHY, BIAS_WHY,
+};
+use super::matmul::Ptrs;
 use crate::Plan;
 
 const OP: &str = "grouped_gemm";
 
-/// Shapes of the groups, all with one layout and packed operands.
+/// Shapes of the groups, all with one layout, one epilogue and packed
+/// operands.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct GroupedGemmDescriptor {
     /// `(m, n, k)` of each group; `m` may be 0.
     pub problems: Vec<(usize, usize, usize)>,
     /// Storage orders, shared by every group.
     pub layout: LayoutSku,
+    /// Bias and activation of every group (group `g`'s bias has `n_g`
+    /// elements).
+    pub epilogue: EpilogueKind,
+    /// Also store each group's pre-activation in `GroupedGemmArgs::aux`.
+    /// Needs an activation.
+    pub save_aux: bool,
 }
 
-/// Tensors of one grouped run, one entry per group (empty groups included).
+impl GroupedGemmDescriptor {
+    /// Groups of these shapes with no epilogue.
+    pub fn new(problems: Vec<(usize, usize, usize)>, layout: LayoutSku) -> Self {
+        GroupedGemmDescriptor {
+            problems,
+            layout,
+            epilogue: EpilogueKind::Identity,
+            save_aux: false,
+        }
+    }
+    epilogue_builders!();
+
+    /// The GEMM of one group (packed operands).
+    fn group(&self, (m, n, k): (usize, usize, usize)) -> GemmDescriptor {
+        GemmDescriptor::new(m, n, k, self.layout)
+            .with_epilogue(self.epilogue)
+            .with_aux(self.save_aux)
+    }
+
+    /// At least one group, and every group a valid GEMM once its `m` is
+    /// taken as at least 1.
+    fn validate(&self) -> Result<()> {
+        if self.problems.is_empty() {
+            return Err(Error::InvalidDescriptor {
+                op: OP,
+                field: "problems",
+                value: "[]".into(),
+                reason: "needs at least one group".into(),
+            });
+        }
+        for &(m, n, k) in &self.problems {
+            self.group((m.max(1), n, k)).validate(OP)?;
+        }
+        Ok(())
+    }
+
+    /// Check the argument lists against the groups: one entry per group
+    /// in each list given, `c` when `beta != 0`, the bias and aux lists
+    /// exactly when the epilogue takes them, and the shapes of empty
+    /// groups (the others are their plans' to check).
+    fn check_lists<T: Element>(&self, args: &GroupedGemmArgs<'_, T>) -> Result<()> {
+        let groups = self.problems.len();
+        let lens = [
+            ("a", Some(args.a.len())),
+            ("b", Some(args.b.len())),
+            ("c", args.c.as_ref().map(Vec::len)),
+            ("d", Some(args.d.len())),
+            ("bias", args.bias.as_ref().map(Vec::len)),
+            ("aux", args.aux.as_ref().map(Vec::len)),
+        ];
+        for (arg, len) in lens {
+            match len {
+                Some(len) if len != groups => {
+                    return Err(Error::ShapeMismatch {
+                        op: OP,
+                        arg,
+                        expected: Shape::from([groups]),
+                        got: Shape::from([len]),
+                    })
+                }
+                _ => {}
+            }
+        }
+        if args.c.is_none() && args.beta != 0.0 {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                arg: "c",
+                reason: format!("beta = {} but no C was given", args.beta),
+            });
+        }
+        let e = self.epilogue;
+        optional_arg(
+            OP,
+            "bias",
+            args.bias.as_ref(),
+            e.has_bias(),
+            BIAS_WHY,
+            |_| Ok(0),
+        )?;
+        optional_arg(OP, "aux", args.aux.as_ref(), self.save_aux, AUX_WHY, |_| {
+            Ok(0)
+        })?;
+        for (g, &(m, n, k)) in self.problems.iter().enumerate() {
+            if m > 0 {
+                continue;
+            }
+            let shape = |arg, got: (usize, usize), want: (usize, usize)| {
+                if got == want {
+                    Ok(())
+                } else {
+                    Err(Error::ShapeMismatch {
+                        op: OP,
+                        arg,
+                        expected: Shape::from([want.0, want.1]),
+                        got: Shape::from([got.0, got.1]),
+                    })
+                }
+            };
+            let dims = |r: usize, c: usize| (r, c);
+            shape("a", dims(args.a[g].rows(), args.a[g].cols()), (0, k))?;
+            shape("b", dims(args.b[g].rows(), args.b[g].cols()), (k, n))?;
+            shape("d", dims(args.d[g].rows(), args.d[g].cols()), (0, n))?;
+            if let Some(c) = &args.c {
+                shape("c", dims(c[g].rows(), c[g].cols()), (0, n))?;
+            }
+            if let Some(z) = &args.aux {
+                shape("aux", dims(z[g].rows(), z[g].cols()), (0, n))?;
+            }
+            if let Some(b) = &args.bias {
+                shape("bias", dims(1, b[g].len()), (1, n))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Tensors of one grouped run, one entry per group (empty groups included)
+/// in each list.
 #[derive(Debug)]
 pub struct GroupedGemmArgs<'a, T> {
     /// `A[g]`, `m_g x k_g`.
     pub a: Vec<MatrixRef<'a, T>>,
     /// `B[g]`, `k_g x n_g`.
     pub b: Vec<MatrixRef<'a, T>>,
+    /// `C[g]`, `m_g x n_g` in `D`'s order (may be `None` when
+    /// `beta == 0`).
+    pub c: Option<Vec<MatrixRef<'a, T>>>,
     /// `D[g]`, `m_g x n_g`, written.
     pub d: Vec<MatrixMut<'a, T>>,
+    /// `bias[g]`, `n_g` elements, when the epilogue has a bias.
+    pub bias: Option<Vec<DeviceSlice<'a, T>>>,
+    /// `Z[g]`, `m_g x n_g` in `D`'s order, written, when the descriptor has
+    /// `save_aux`.
+    pub aux: Option<Vec<MatrixMut<'a, T>>>,
     /// Scale of every product.
     pub alpha: f64,
+    /// Scale of every `C`.
+    pub beta: f64,
 }
 
 /// Many GEMMs of different shapes in one call.
 ///
 /// # Shapes
-/// Group `g`: `A` `m_g x k_g`, `B` `k_g x n_g`, `D` `m_g x n_g`, packed, in
-/// the descriptor's layout.
+/// Group `g`: `A` `m_g x k_g`, `B` `k_g x n_g`, `C`, `D` and aux
+/// `m_g x n_g`, packed, in the descriptor's layout; bias `n_g`.
 /// # Dtypes
 /// `T` = f32 (IEEE; TF32 only with `allow_tf32`), f64, f16 or bf16, with
-/// `D` in `T` too (f32 accumulation; f64 for f64). Others: `Unsupported`.
+/// `C`, `D`, bias and aux in `T` too (f32 accumulation; f64 for f64).
+/// Others: `Unsupported`.
+/// # Epilogues
+/// Every [`GemmPlan`] epilogue, per group as there.
 /// # Errors
-/// `InvalidDescriptor` (no groups, `n` or `k` of 0), `Unsupported`;
-/// `ShapeMismatch` when the argument lists differ from the group count,
-/// and every check of [`GemmPlan`] per group.
+/// `InvalidDescriptor` (no groups, `n` or `k` of 0, aux without
+/// activation), `Unsupported`; `ShapeMismatch` when an argument list
+/// differs from the group count or an empty group's operand from its
+/// shape, `InvalidArgument` for a missing or unexpected `c`, bias or aux
+/// list, and every check of [`GemmPlan`] per group. Every group is checked
+/// before any is enqueued, so a bad argument writes nothing.
 pub struct GroupedGemmPlan<T: Element> {
+    desc: GroupedGemmDescriptor,
     plans: Vec<Option<GemmPlan<T>>>,
     sku: KernelSku,
     workspace_bytes: usize,
+}
+
+/// One group, checked and ready to enqueue.
+struct Checked<'p, 'a, T: Element> {
+    plan: &'p GemmPlan<T>,
+    /// Holds the group's borrows until it is enqueued.
+    _args: GemmArgs<'a, T>,
+    ptrs: Ptrs,
+    alpha: LtScalar,
+    beta: LtScalar,
+}
+
+/// A second borrow of `w` (for one group's checks).
+fn reborrow<'w>(w: &'w mut Workspace<'_>) -> Workspace<'w> {
+    match w {
+        Workspace::None => Workspace::None,
+        Workspace::Borrowed(s) => Workspace::Borrowed(s.reborrow()),
+    }
+}
+
+/// The `g`-th entry of an optional list (already checked to have one per
+/// group), taken out.
+fn take<A>(list: &mut Option<std::vec::IntoIter<A>>) -> Option<A> {
+    list.as_mut().and_then(Iterator::next)
 }
 
 impl<T: Element> Plan for GroupedGemmPlan<T> {
@@ -72,27 +243,18 @@ impl<T: Element> Plan for GroupedGemmPlan<T> {
         desc: &GroupedGemmDescriptor,
         pref: &PlanPreference,
     ) -> Result<Self> {
-        if desc.problems.is_empty() {
-            return Err(Error::InvalidDescriptor {
-                op: OP,
-                field: "problems",
-                value: "[]".into(),
-                reason: "needs at least one group".into(),
-            });
-        }
+        desc.validate()?;
         let mut plans = Vec::with_capacity(desc.problems.len());
-        let mut cache: Vec<((usize, usize, usize), GemmDescriptor)> = Vec::new();
-        for &(m, n, k) in &desc.problems {
-            if m == 0 {
-                // n and k must still be valid
-                GemmDescriptor::new(1, n, k, desc.layout).validate(OP)?;
+        let mut shapes: Vec<(usize, usize, usize)> = Vec::new();
+        for &shape in &desc.problems {
+            if shape.0 == 0 {
                 plans.push(None);
                 continue;
             }
-            let g = GemmDescriptor::new(m, n, k, desc.layout);
-            if !cache.iter().any(|(s, _)| *s == (m, n, k)) {
-                cache.push(((m, n, k), g.clone()));
+            if !shapes.contains(&shape) {
+                shapes.push(shape);
             }
+            let g = desc.group(shape);
             plans.push(Some(GemmPlan::<T>::select_as(OP, stream, &g, pref)?));
         }
         let workspace_bytes = plans
@@ -105,39 +267,45 @@ impl<T: Element> Plan for GroupedGemmPlan<T> {
         let first = plans.iter().flatten().next().map(|p| p.sku().clone());
         let precision = match &first {
             Some(s) => s.precision,
-            None => {
-                super::gemm::compute_for(OP, T::KIND, T::KIND, pref).map(|(_, math, acc)| {
-                    baracuda_kernels_types::PrecisionGuarantee {
-                        math,
-                        accumulator: acc,
-                        deterministic: true,
-                        bit_stable_on_same_hardware: true,
-                    }
-                })?
-            }
+            None => compute_for(OP, T::KIND, T::KIND, pref).map(|(_, math, acc)| {
+                PrecisionGuarantee {
+                    math,
+                    accumulator: acc,
+                    deterministic: true,
+                    bit_stable_on_same_hardware: true,
+                }
+            })?,
         };
         let deterministic = plans
             .iter()
             .flatten()
             .all(|p| p.sku().precision.deterministic);
+        let post = plans.iter().flatten().filter(|p| p.has_post()).count();
         let sku = KernelSku {
             op: OP.to_string(),
             element: T::KIND,
             backend: BackendKind::CublasLt,
             arch: stream.context().device().arch,
             variant: format!(
-                "{} groups ({} distinct shapes), one cuBLASLt matmul per group, {}",
+                "{} groups ({} distinct shapes), one cuBLASLt matmul per group, {} {}{}",
                 desc.problems.len(),
-                cache.len(),
-                desc.layout
+                shapes.len(),
+                desc.layout,
+                desc.epilogue,
+                if post > 0 {
+                    format!(" + epilogue kernel in {post} groups")
+                } else {
+                    String::new()
+                }
             ),
-            precision: baracuda_kernels_types::PrecisionGuarantee {
+            precision: PrecisionGuarantee {
                 deterministic,
                 bit_stable_on_same_hardware: deterministic,
                 ..precision
             },
         };
         Ok(GroupedGemmPlan {
+            desc: desc.clone(),
             plans,
             sku,
             workspace_bytes,
@@ -155,72 +323,47 @@ impl<T: Element> Plan for GroupedGemmPlan<T> {
         mut workspace: Workspace<'_>,
         args: GroupedGemmArgs<'_, T>,
     ) -> Result<()> {
-        let groups = self.plans.len();
-        for (arg, len) in [
-            ("a", args.a.len()),
-            ("b", args.b.len()),
-            ("d", args.d.len()),
-        ] {
-            if len != groups {
-                return Err(Error::ShapeMismatch {
-                    op: OP,
-                    arg,
-                    expected: Shape::from([groups]),
-                    got: Shape::from([len]),
-                });
-            }
-        }
+        self.desc.check_lists(&args)?;
         workspace.check(OP, self.workspace_bytes, stream.context().id())?;
+        let (alpha, beta) = (args.alpha, args.beta);
+        let mut c = args.c.map(Vec::into_iter);
+        let mut bias = args.bias.map(Vec::into_iter);
+        let mut aux = args.aux.map(Vec::into_iter);
         // Check every group before enqueueing any, so a bad argument
-        // writes nothing.
-        for (g, plan) in self.plans.iter().enumerate() {
-            let want = match plan {
-                Some(p) => (p.descriptor().m, p.descriptor().k, p.descriptor().n),
-                None => (0, args.a[g].cols(), args.b[g].cols()),
+        // writes nothing. `checked` holds each group's borrows until the
+        // enqueues below.
+        let mut checked: Vec<Checked<'_, '_, T>> = Vec::with_capacity(self.plans.len());
+        let groups = args.a.into_iter().zip(args.b).zip(args.d);
+        for (plan, ((a, b), d)) in self.plans.iter().zip(groups) {
+            let group = GemmArgs {
+                a,
+                b,
+                c: take(&mut c),
+                d,
+                bias: take(&mut bias),
+                aux: take(&mut aux),
+                alpha,
+                beta,
             };
-            if (args.a[g].rows(), args.a[g].cols()) != (want.0, want.1) {
-                return Err(Error::ShapeMismatch {
-                    op: OP,
-                    arg: "a",
-                    expected: Shape::from([want.0, want.1]),
-                    got: Shape::from([args.a[g].rows(), args.a[g].cols()]),
-                });
-            }
-            if (args.d[g].rows(), args.d[g].cols()) != (want.0, want.2) {
-                return Err(Error::ShapeMismatch {
-                    op: OP,
-                    arg: "d",
-                    expected: Shape::from([want.0, want.2]),
-                    got: Shape::from([args.d[g].rows(), args.d[g].cols()]),
-                });
-            }
-        }
-        for ((plan, (a, b)), d) in self
-            .plans
-            .iter()
-            .zip(args.a.into_iter().zip(args.b))
-            .zip(args.d)
-        {
+            // Empty groups were checked by `check_lists`.
             let Some(plan) = plan else { continue };
-            let ws = match &mut workspace {
-                Workspace::None => Workspace::None,
-                Workspace::Borrowed(s) => Workspace::Borrowed(s.reborrow()),
-            };
-            plan.run_as(
-                OP,
-                stream,
-                ws,
-                GemmArgs {
-                    a,
-                    b,
-                    c: None,
-                    d,
-                    bias: None,
-                    aux: None,
-                    alpha: args.alpha,
-                    beta: 0.0,
-                },
-            )?;
+            let (ptrs, alpha, beta) = plan.checked(OP, stream, reborrow(&mut workspace), &group)?;
+            checked.push(Checked {
+                plan,
+                _args: group,
+                ptrs,
+                alpha,
+                beta,
+            });
+        }
+        for g in &checked {
+            // SAFETY: `checked` proved this group's operands hold the
+            // extents their layouts reach on this context, 16-byte aligned,
+            // and the workspace the largest group's bytes; `_args` keeps
+            // the borrows (D and aux exclusive) alive while the work is
+            // enqueued. Groups run one after another on the stream, so they
+            // share the workspace safely.
+            unsafe { g.plan.enqueue_checked(stream, g.alpha, g.beta, g.ptrs) }?;
         }
         Ok(())
     }
@@ -229,19 +372,174 @@ impl<T: Element> Plan for GroupedGemmPlan<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use baracuda_kernels_types::{DeviceSliceMut, MatrixOrder};
+
+    fn moe(e: EpilogueKind) -> GroupedGemmDescriptor {
+        GroupedGemmDescriptor::new(vec![(5, 8, 4), (0, 8, 4), (3, 6, 4)], LayoutSku::Rcr)
+            .with_epilogue(e)
+    }
 
     #[test]
-    fn empty_descriptor_is_rejected() {
-        // select validates before touching the GPU only for the empty case;
-        // the per-group checks are GemmDescriptor::validate's.
-        let d = GroupedGemmDescriptor {
-            problems: vec![],
-            layout: LayoutSku::Rcr,
-        };
-        assert!(d.problems.is_empty());
-        let e = GemmDescriptor::new(1, 0, 4, LayoutSku::Rcr)
-            .validate(OP)
+    fn bad_descriptors() {
+        let e = GroupedGemmDescriptor::new(vec![], LayoutSku::Rcr)
+            .validate()
             .unwrap_err();
-        assert!(matches!(e, Error::InvalidDescriptor { field: "n", .. }));
+        assert!(matches!(
+            e,
+            Error::InvalidDescriptor {
+                field: "problems",
+                ..
+            }
+        ));
+        for (shape, field) in [((4, 0, 4), "n"), ((0, 4, 0), "k"), ((0, 0, 4), "n")] {
+            let d = GroupedGemmDescriptor::new(vec![(4, 4, 4), shape], LayoutSku::Rcr);
+            let e = d.validate().unwrap_err();
+            assert!(
+                matches!(e, Error::InvalidDescriptor { field: f, .. } if f == field),
+                "{shape:?}: {e}"
+            );
+        }
+        let e = moe(EpilogueKind::Bias)
+            .with_aux(true)
+            .validate()
+            .unwrap_err();
+        assert!(matches!(
+            e,
+            Error::InvalidDescriptor {
+                field: "save_aux",
+                ..
+            }
+        ));
+        for e in EpilogueKind::ALL {
+            let d = moe(e).with_aux(e.activation() != baracuda_kernels_types::Activation::Identity);
+            assert!(d.validate().is_ok(), "{e}");
+            assert_eq!(d.group((5, 8, 4)).epilogue, e);
+        }
+    }
+
+    fn fake<'a>(addr: u64, len: usize) -> DeviceSlice<'a, f32> {
+        // SAFETY: host-only inspection of a fake address.
+        unsafe { DeviceSlice::from_raw_parts(addr, len, 1) }
+    }
+    fn fake_mut<'a>(addr: u64, len: usize) -> DeviceSliceMut<'a, f32> {
+        // SAFETY: as above; each fake slice has its own address.
+        unsafe { DeviceSliceMut::from_raw_parts(addr, len, 1) }
+    }
+
+    /// Argument lists for `d`'s groups (packed, row-major D); the bias of
+    /// group `g` has `n_g + bias_extra[g]` elements.
+    fn lists<'a>(d: &GroupedGemmDescriptor, bias_extra: [usize; 3]) -> GroupedGemmArgs<'a, f32> {
+        let row = MatrixOrder::RowMajor;
+        let col = MatrixOrder::ColMajor;
+        let mut addr = 0x10000u64;
+        let mut next = || {
+            addr += 0x10000;
+            addr
+        };
+        let p = &d.problems;
+        GroupedGemmArgs {
+            a: p.iter()
+                .map(|&(m, _, k)| MatrixRef::new(fake(next(), m * k), m, k, k, row).unwrap())
+                .collect(),
+            b: p.iter()
+                .map(|&(_, n, k)| MatrixRef::new(fake(next(), k * n), k, n, k, col).unwrap())
+                .collect(),
+            c: Some(
+                p.iter()
+                    .map(|&(m, n, _)| MatrixRef::new(fake(next(), m * n), m, n, n, row).unwrap())
+                    .collect(),
+            ),
+            d: p.iter()
+                .map(|&(m, n, _)| MatrixMut::new(fake_mut(next(), m * n), m, n, n, row).unwrap())
+                .collect(),
+            bias: d.epilogue.has_bias().then(|| {
+                p.iter()
+                    .zip(bias_extra)
+                    .map(|(&(_, n, _), x)| fake(next(), n + x))
+                    .collect()
+            }),
+            aux: None,
+            alpha: 1.0,
+            beta: 0.5,
+        }
+    }
+
+    #[test]
+    fn list_checks() {
+        let d = moe(EpilogueKind::Bias);
+        assert!(d.check_lists(&lists(&d, [0; 3])).is_ok());
+        // A wrong bias on the empty group is still caught.
+        assert!(matches!(
+            d.check_lists(&lists(&d, [0, 1, 0])),
+            Err(Error::ShapeMismatch { arg: "bias", .. })
+        ));
+        let mut a = lists(&d, [0; 3]);
+        a.bias.as_mut().unwrap().pop();
+        assert!(matches!(
+            d.check_lists(&a),
+            Err(Error::ShapeMismatch { arg: "bias", .. })
+        ));
+        let mut a = lists(&d, [0; 3]);
+        a.bias = None;
+        assert!(matches!(
+            d.check_lists(&a),
+            Err(Error::InvalidArgument { arg: "bias", .. })
+        ));
+        let mut a = lists(&d, [0; 3]);
+        a.c = None;
+        assert!(matches!(
+            d.check_lists(&a),
+            Err(Error::InvalidArgument { arg: "c", .. })
+        ));
+        a.beta = 0.0;
+        assert!(d.check_lists(&a).is_ok());
+        let mut a = lists(&d, [0; 3]);
+        a.c.as_mut().unwrap().truncate(1);
+        assert!(matches!(
+            d.check_lists(&a),
+            Err(Error::ShapeMismatch { arg: "c", .. })
+        ));
+        // An aux list without save_aux, one of the wrong length with it,
+        // and an empty group's A of the wrong width.
+        let aux = |d: &GroupedGemmDescriptor| -> Vec<MatrixMut<'static, f32>> {
+            d.problems
+                .iter()
+                .enumerate()
+                .map(|(g, &(m, n, _))| {
+                    let s = fake_mut(0x900000 + 0x10000 * g as u64, m * n);
+                    MatrixMut::new(s, m, n, n, MatrixOrder::RowMajor).unwrap()
+                })
+                .collect()
+        };
+        let mut a = lists(&d, [0; 3]);
+        a.aux = Some(aux(&d));
+        assert!(matches!(
+            d.check_lists(&a),
+            Err(Error::InvalidArgument { arg: "aux", .. })
+        ));
+        let da = moe(EpilogueKind::BiasGeluErf).with_aux(true);
+        let mut a = lists(&da, [0; 3]);
+        assert!(matches!(
+            da.check_lists(&a),
+            Err(Error::InvalidArgument { arg: "aux", .. })
+        ));
+        a.aux = Some(aux(&da));
+        assert!(da.check_lists(&a).is_ok());
+        a.aux.as_mut().unwrap().pop();
+        assert!(matches!(
+            da.check_lists(&a),
+            Err(Error::ShapeMismatch { arg: "aux", .. })
+        ));
+        let mut a = lists(&d, [0; 3]);
+        a.a[1] = MatrixRef::new(fake(0x100, 0), 0, 3, 3, MatrixOrder::RowMajor).unwrap();
+        assert!(matches!(
+            d.check_lists(&a),
+            Err(Error::ShapeMismatch { arg: "a", .. })
+        ));
+        let plain = moe(EpilogueKind::Relu);
+        assert!(matches!(
+            plain.check_lists(&lists(&moe(EpilogueKind::Bias), [0; 3])),
+            Err(Error::InvalidArgument { arg: "bias", .. })
+        ));
     }
 }

@@ -1,7 +1,8 @@
 //! A fully connected layer, PyTorch's `F.linear` with a fused activation:
 //!
 //! FW  `Z = X W^T + b`, `Y = act(Z)`               (X: `[tokens, in]`,
-//!     W: `[out, in]`, b: `[out]`, Y and Z: `[tokens, out]`, row-major)
+//!     W: `[out, in]`, b: `[out]`, Y and Z: `[tokens, out]`, row-major,
+//!     each with its own row stride: see [`LinearDescriptor`])
 //! BW  `dZ = dY * act'(Z)` (skipped for no activation)
 //!     `dX = dZ W`, `dW = dZ^T X`, `db = sum_tokens dZ`
 //!
@@ -14,35 +15,34 @@
 //! it exists; measured autotuning times both and keeps the faster.
 //! `act'` runs in the epilogue kernel (cuBLASLt's DGELU/DRELU epilogues
 //! apply the derivative to a matmul *output*, which is the previous layer's
-//! `dX`, not this layer's `dY`).
+//! `dX`, not this layer's `dY`). The measured choices live in `tuning.rs`.
 
 use baracuda_driver::{LtCompute, LtEpilogue, Stream};
 use baracuda_kernels_types::{
-    Activation, DeviceSlice, DeviceSliceMut, Element, EpilogueKind, Error, Grad, Grads, KernelSku,
-    MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result, Workspace,
+    Activation, Autotune, DeviceSlice, DeviceSliceMut, Element, EpilogueKind, Error, Grad, Grads,
+    KernelSku, MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result, Workspace,
 };
-
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
 
 use super::epilogue::{
     act_code, kernel_args, skinny_fits, ColSumSplit, EpilogueKernels, SKINNY_MAX_TOKENS,
 };
 use super::gemm::{
-    check_bias, check_mat, compute_for, mat_mut, mat_ref, problem, GemmArgs, GemmDescriptor,
-    GemmPlan,
+    check_at_least, check_bias, check_mat, compute_for, mat_mut, mat_ref, problem, GemmArgs,
+    GemmDescriptor, GemmPlan,
 };
 use super::matmul::{scalar, Prepared, Ptrs};
 use super::plain::LinearMatmul;
 use crate::plan::check_grads;
-use crate::scratch::{fastest, operand_sets, random_bytes};
 use crate::{Backward, Plan};
-use baracuda_driver::DeviceBuffer;
-use baracuda_kernels_types::{Autotune, ElementKind};
+
+mod tuning;
+use tuning::{fused_db_is_faster, skinny_is_faster};
 
 const OP: &str = "linear";
 
-/// A linear layer.
+/// A linear layer. Every matrix is row-major; its leading dimension (the
+/// elements between consecutive rows) may exceed its row length, as for a
+/// slice of a wider tensor (a fused QKV projection's output, say).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct LinearDescriptor {
     /// Rows of `X` and `Y`.
@@ -56,9 +56,224 @@ pub struct LinearDescriptor {
     /// Store `Z` in the forward (needed by the backward when there is an
     /// activation).
     pub save_aux: bool,
+    /// Leading dimension of `X` (forward and backward), at least
+    /// `in_features`.
+    pub ldx: usize,
+    /// Leading dimension of `W` (forward and backward), at least
+    /// `in_features`.
+    pub ldw: usize,
+    /// Leading dimension of `Y` and of the saved `Z`, at least
+    /// `out_features`.
+    pub ldy: usize,
+    /// Leading dimension of `dX`, at least `in_features`.
+    pub lddx: usize,
+    /// Leading dimension of `dW`, at least `in_features`.
+    pub lddw: usize,
+    /// Leading dimension of `dY`, at least `out_features`.
+    pub lddy: usize,
 }
 
-/// Forward tensors (row-major, packed).
+impl LinearDescriptor {
+    /// A layer with packed matrices and no epilogue.
+    pub fn new(tokens: usize, in_features: usize, out_features: usize) -> Self {
+        LinearDescriptor {
+            tokens,
+            in_features,
+            out_features,
+            epilogue: EpilogueKind::Identity,
+            save_aux: false,
+            ldx: in_features,
+            ldw: in_features,
+            ldy: out_features,
+            lddx: in_features,
+            lddw: in_features,
+            lddy: out_features,
+        }
+    }
+    epilogue_builders!();
+    /// Set the leading dimensions of `X`, `W` and `Y` (and `Z`).
+    #[must_use]
+    pub fn with_forward_ld(mut self, ldx: usize, ldw: usize, ldy: usize) -> Self {
+        (self.ldx, self.ldw, self.ldy) = (ldx, ldw, ldy);
+        self
+    }
+    /// Set the leading dimensions of `dX`, `dW` and `dY`.
+    #[must_use]
+    pub fn with_backward_ld(mut self, lddx: usize, lddw: usize, lddy: usize) -> Self {
+        (self.lddx, self.lddw, self.lddy) = (lddx, lddw, lddy);
+        self
+    }
+
+    /// Check sizes and leading dimensions, naming the layer's fields (the
+    /// matmuls' own checks follow in `select`).
+    fn validate(&self) -> Result<()> {
+        let (t, i, o) = (self.tokens, self.in_features, self.out_features);
+        for (field, v) in [("tokens", t), ("in_features", i), ("out_features", o)] {
+            if v == 0 {
+                return Err(Error::InvalidDescriptor {
+                    op: OP,
+                    field,
+                    value: "0".into(),
+                    reason: "must be at least 1".into(),
+                });
+            }
+        }
+        for (field, ld, row) in [
+            ("ldx", self.ldx, i),
+            ("ldw", self.ldw, i),
+            ("ldy", self.ldy, o),
+            ("lddx", self.lddx, i),
+            ("lddw", self.lddw, i),
+            ("lddy", self.lddy, o),
+        ] {
+            check_at_least(OP, field, ld, row, || format!("the row length {row}"))?;
+        }
+        Ok(())
+    }
+
+    /// Whether `X`, `W`, `Y` (and `Z`) are packed, as the skinny forward
+    /// kernel assumes.
+    fn packed_forward(&self) -> bool {
+        self.ldx == self.in_features
+            && self.ldw == self.in_features
+            && self.ldy == self.out_features
+    }
+
+    /// Leading dimension of `dZ` in the backward: `dY`'s when there is no
+    /// activation (`dZ` is `dY`), else packed (the epilogue kernel writes
+    /// it into the workspace).
+    fn dz_ld(&self) -> usize {
+        if self.epilogue.activation() == Activation::Identity {
+            self.lddy
+        } else {
+            self.out_features
+        }
+    }
+
+    fn shape(&self) -> (usize, usize, usize) {
+        (self.tokens, self.in_features, self.out_features)
+    }
+
+    /// The forward GEMM: `Y [t, o] = X [t, i] W^T`, W read column-major.
+    fn fw_desc(&self) -> GemmDescriptor {
+        LinearMatmul::Forward
+            .desc(self.shape())
+            .with_ld(self.ldx, self.ldw, self.ldy, self.ldy)
+            .with_epilogue(self.epilogue)
+            .with_aux(self.save_aux)
+    }
+
+    /// `dX [t, i] = dZ [t, o] W [o, i]`.
+    fn dx_desc(&self) -> GemmDescriptor {
+        let dz = self.dz_ld();
+        LinearMatmul::DataGrad
+            .desc(self.shape())
+            .with_ld(dz, self.ldw, self.lddx, self.lddx)
+    }
+
+    /// `dW [o, i] = dZ^T [o, t] X [t, i]`: dZ row-major read as
+    /// column-major.
+    fn dw_desc(&self) -> GemmDescriptor {
+        let dz = self.dz_ld();
+        LinearMatmul::WeightGrad
+            .desc(self.shape())
+            .with_ld(dz, self.ldx, self.lddw, self.lddw)
+    }
+
+    /// Check the forward's `x`, `w`, `y` and `aux` on context `ctx` against
+    /// the descriptor, under the layer's names (the forward GEMM's checks,
+    /// bias included, follow in `run`).
+    fn check_fw<T: Element>(&self, ctx: usize, args: &LinearArgs<'_, T>) -> Result<()> {
+        let (t, i, o) = self.shape();
+        let row = MatrixOrder::RowMajor;
+        check_mat(OP, "x", mat_ref(&args.x), (t, i, row, self.ldx), ctx)?;
+        check_mat(OP, "w", mat_ref(&args.w), (o, i, row, self.ldw), ctx)?;
+        check_mat(OP, "y", mat_mut(&args.y), (t, o, row, self.ldy), ctx)?;
+        if let Some(z) = &args.aux {
+            check_mat(OP, "aux", mat_mut(z), (t, o, row, self.ldy), ctx)?;
+        }
+        Ok(())
+    }
+
+    /// Check backward `args` on context `ctx` against the descriptor (as
+    /// `run_bw` does) and return their addresses (0 for those not given).
+    fn check_bw<T: Element>(&self, ctx: usize, args: &LinearBwArgs<'_, T>) -> Result<BwAddrs> {
+        let (t, i, o) = self.shape();
+        let row = MatrixOrder::RowMajor;
+        check_mat(OP, "x", mat_ref(&args.x), (t, i, row, self.ldx), ctx)?;
+        check_mat(OP, "w", mat_ref(&args.w), (o, i, row, self.ldw), ctx)?;
+        check_mat(OP, "dy", mat_ref(&args.dy), (t, o, row, self.lddy), ctx)?;
+        let act = self.epilogue.activation();
+        let z = match (&args.aux, act) {
+            (_, Activation::Identity) => 0,
+            (Some(z), _) => {
+                check_mat(OP, "aux", mat_ref(z), (t, o, row, self.ldy), ctx)?;
+                z.data().addr()
+            }
+            (None, _) => {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    arg: "aux",
+                    reason: format!(
+                        "the backward through {} needs the saved pre-activation",
+                        act.name()
+                    ),
+                })
+            }
+        };
+        let dx = match &args.dx {
+            Some(dx) => {
+                check_mat(OP, "dx", mat_mut(dx), (t, i, row, self.lddx), ctx)?;
+                dx.data().addr()
+            }
+            None => 0,
+        };
+        let dw = match &args.dw {
+            Some(dw) => {
+                check_mat(OP, "dw", mat_mut(dw), (o, i, row, self.lddw), ctx)?;
+                dw.data().addr()
+            }
+            None => 0,
+        };
+        let db = match &args.dbias {
+            Some(_) if args.dw.is_none() => {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    arg: "dbias",
+                    reason: "dbias is computed with dw; pass dw too".into(),
+                })
+            }
+            Some(db) => {
+                let has_bias = self.epilogue.has_bias();
+                check_bias(OP, "dbias", has_bias, Some(db.as_const()), o, ctx)?
+            }
+            None => 0,
+        };
+        Ok(BwAddrs {
+            x: args.x.data().addr(),
+            w: args.w.data().addr(),
+            dy: args.dy.data().addr(),
+            z,
+            dx,
+            dw,
+            db,
+        })
+    }
+}
+
+/// Device addresses of a checked backward (0: not given).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct BwAddrs {
+    x: u64,
+    w: u64,
+    dy: u64,
+    z: u64,
+    dx: u64,
+    dw: u64,
+    db: u64,
+}
+
+/// Forward tensors (row-major, leading dimensions as the descriptor's).
 #[derive(Debug)]
 pub struct LinearArgs<'a, T> {
     /// `X`, `[tokens, in]`.
@@ -95,14 +310,22 @@ pub struct LinearBwArgs<'a, T> {
 /// `Y = act(X W^T + b)` and its backward.
 ///
 /// # Shapes
-/// See the module doc; every matrix row-major and packed.
+/// See the module doc.
+/// # Layout
+/// Every matrix row-major, with the descriptor's leading dimension (any
+/// at least its row length). The skinny forward kernel serves only packed
+/// `X`, `W` and `Y`; other layouts run cuBLASLt.
 /// # Dtypes
 /// `T` = f32 (IEEE unless `allow_tf32`), f64, f16 or bf16, every tensor of
 /// forward and backward in `T` (f32 accumulation; f64 for f64). Others:
 /// `Unsupported`.
 /// # Errors
-/// As [`GemmPlan`]; `InvalidArgument` when `aux` is missing for a backward
-/// through an activation or `db` is asked without `dw` or without a bias.
+/// `InvalidDescriptor` (a zero size, a leading dimension below its row
+/// length) from `select`; as [`GemmPlan`], with the layer's argument names
+/// (`x`, `w`, `y`, `aux`, `dy`, `dx`, `dw`, `dbias`) for a matrix of the wrong
+/// shape or leading dimension; `InvalidArgument` when `aux` is missing for
+/// a backward through an activation or `db` is asked without `dw` or
+/// without a bias.
 pub struct LinearPlan<T: Element> {
     desc: LinearDescriptor,
     fw: GemmPlan<T>,
@@ -127,205 +350,15 @@ fn round_up(x: usize) -> usize {
     x.div_ceil(256) * 256
 }
 
-/// A measured either/or choice of a linear layer's plan (`which` names
-/// it), computed by `time` once per device, descriptor, dtype and
-/// preference for the process and cached.
-fn cached_choice<T: Element>(
-    which: &str,
-    stream: &Stream,
-    desc: &LinearDescriptor,
-    pref: &PlanPreference,
-    time: impl FnOnce() -> Result<bool>,
-) -> Result<bool> {
-    static CACHE: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
-    let key = format!(
-        "{which}:{}:{desc:?}:{:?}:{}:{}",
-        stream.context().device().ordinal,
-        T::KIND,
-        pref.deterministic,
-        pref.allow_tf32
-    );
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(&f) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Ok(f);
-    }
-    let f = time()?;
-    cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key, f);
-    Ok(f)
-}
-
-/// Whether `dW` with `db` runs faster through the BGRADB epilogue (`fused`)
-/// than as the plain `dW` matmul followed by the column sum, timed on
-/// random scratch operands; cached per device, descriptor, dtype and
-/// preference for the process.
-fn fused_db_is_faster<T: Element>(
-    stream: &Stream,
-    desc: &LinearDescriptor,
-    pref: &PlanPreference,
-    compute: LtCompute,
-    (plain, fused): (&Prepared, &Prepared),
-    kernels: &EpilogueKernels,
-    split: ColSumSplit,
-) -> Result<bool> {
-    cached_choice::<T>("db", stream, desc, pref, || {
-        let (t, i, o) = (desc.tokens, desc.in_features, desc.out_features);
-        let size = T::KIND.size_bytes();
-        let dz = random_bytes(stream, T::KIND, t * o * size, 3)?;
-        let x = random_bytes(stream, T::KIND, t * i * size, 4)?;
-        let mut dw = DeviceBuffer::<u8>::zeros(stream, o * i * size)?;
-        let mut db =
-            DeviceBuffer::<u8>::zeros(stream, o * size.max(ElementKind::F64.size_bytes()))?;
-        let lt_ws = plain.algo.workspace_bytes.max(fused.algo.workspace_bytes);
-        let cs_off = round_up(lt_ws);
-        let mut ws = DeviceBuffer::<u8>::zeros(
-            stream,
-            (cs_off + kernels.col_sum_workspace(split, o)).max(1),
-        )?;
-        let ws_addr = ws.as_slice_mut().addr();
-        let db_addr = db.as_slice_mut().addr();
-        let dw_addr = dw.as_slice_mut().addr();
-        let one = scalar(compute, true, 1.0);
-        let zero = scalar(compute, true, 0.0);
-        let ptrs = |p: &Prepared| Ptrs {
-            a: dz.as_slice().addr(),
-            b: x.as_slice().addr(),
-            c: dw_addr,
-            d: dw_addr,
-            workspace: ws_addr,
-            workspace_bytes: p.algo.workspace_bytes,
-            bias: db_addr,
-            aux: 0,
-            scales: None,
-        };
-        let timing = fastest(stream, 2, |c| {
-            // SAFETY: dz, x, dw and db are scratch buffers of the shapes the
-            // matmuls and the column sum reach; ws covers the larger matmul
-            // workspace and the column-sum partials at cs_off. `fastest`
-            // synchronizes before they drop.
-            unsafe {
-                if c == 0 {
-                    fused.enqueue(stream, one, zero, ptrs(fused))
-                } else {
-                    plain.enqueue(stream, one, zero, ptrs(plain))?;
-                    kernels.col_sum(
-                        stream,
-                        dz.as_slice().addr(),
-                        (t, o, o),
-                        split,
-                        db_addr,
-                        ws_addr + cs_off as u64,
-                    )
-                }
-            }
-        })?;
-        timing.log(&format!("linear dW + db {desc:?} {:?}", T::KIND), |c| {
-            if c == 0 {
-                format!("BGRADB epilogue: {}", fused.describe())
-            } else {
-                format!("plain dW + column sum: {}", plain.describe())
-            }
-        });
-        Ok(match (timing.best, timing.first_error) {
-            (Some((c, _)), _) => c == 0,
-            (None, Some(e)) => return Err(e),
-            (None, None) => true,
-        })
-    })
-}
-
-/// Whether the forward runs faster through the skinny kernel than through
-/// the cuBLASLt plan `fw`, timed on random scratch operands rotated over
-/// [`operand_sets`] sets; cached per device, descriptor, dtype and
-/// preference for the process.
-fn skinny_is_faster<T: Element>(
-    stream: &Stream,
-    desc: &LinearDescriptor,
-    pref: &PlanPreference,
-    fw: &GemmPlan<T>,
-    kernels: &EpilogueKernels,
-) -> Result<bool> {
-    cached_choice::<T>("skinny", stream, desc, pref, || {
-        let (t, i, o) = (desc.tokens, desc.in_features, desc.out_features);
-        let size = T::KIND.size_bytes();
-        let has_bias = desc.epilogue.has_bias();
-        let set_bytes = (t * i + o * i + 2 * t * o + o) * size;
-        let n_sets = operand_sets(stream, set_bytes);
-        let mut sets = Vec::with_capacity(n_sets);
-        for s in 0..n_sets as u64 {
-            sets.push((
-                random_bytes(stream, T::KIND, t * i * size, 3 * s + 1)?,
-                random_bytes(stream, T::KIND, o * i * size, 3 * s + 2)?,
-                random_bytes(stream, T::KIND, o * size, 3 * s + 3)?,
-                DeviceBuffer::<u8>::zeros(stream, t * o * size)?,
-                DeviceBuffer::<u8>::zeros(stream, t * o * size)?,
-            ));
-        }
-        let mut ws = DeviceBuffer::<u8>::zeros(stream, fw.workspace_size().max(1))?;
-        let ws_addr = ws.as_slice_mut().addr();
-        let ptrs: Vec<Ptrs> = sets
-            .iter_mut()
-            .map(|(x, w, b, y, z)| Ptrs {
-                a: x.as_slice().addr(),
-                b: w.as_slice().addr(),
-                c: y.as_slice_mut().addr(),
-                d: y.as_slice_mut().addr(),
-                workspace: ws_addr,
-                workspace_bytes: fw.workspace_size(),
-                bias: if has_bias { b.as_slice().addr() } else { 0 },
-                aux: if desc.save_aux {
-                    z.as_slice_mut().addr()
-                } else {
-                    0
-                },
-                scales: None,
-            })
-            .collect();
-        let one = scalar(fw.compute(), true, 1.0);
-        let zero = scalar(fw.compute(), true, 0.0);
-        let act = act_code(desc.epilogue.activation());
-        let mut launches = 0usize;
-        let timing = fastest(stream, 2, |c| {
-            let p = ptrs[launches % ptrs.len()];
-            launches += 1;
-            // SAFETY: every scratch buffer holds the elements of its operand
-            // (x [t, i], w [o, i], bias [o], y and aux [t, o]), device
-            // allocations are 256-byte aligned, `skinny_fits` held for the
-            // shape (the caller checked), and ws covers fw's workspace;
-            // `fastest` synchronizes before they drop.
-            unsafe {
-                if c == 0 {
-                    kernels.skinny(stream, (t, i, o), (p.a, p.b, p.bias), (p.d, p.aux), act)
-                } else {
-                    fw.enqueue_checked(stream, one, zero, p)
-                }
-            }
-        })?;
-        timing.log(&format!("linear forward {desc:?} {:?}", T::KIND), |c| {
-            if c == 0 {
-                "skinny kernel".to_string()
-            } else {
-                format!("cuBLASLt: {}", fw.sku().variant)
-            }
-        });
-        Ok(match (timing.best, timing.first_error) {
-            (Some((c, _)), _) => c == 0,
-            (None, Some(e)) => return Err(e),
-            (None, None) => false,
-        })
-    })
+/// Whether the skinny kernel can run the forward of `desc` on a GPU of
+/// `sm_count` SMs: its shape rules ([`skinny_fits`]) and packed `X`, `W`
+/// and `Y` (it indexes rows by `in_features` and `out_features`).
+fn skinny_suits<T: Element>(desc: &LinearDescriptor, sm_count: u32) -> bool {
+    let (t, i, o) = desc.shape();
+    desc.packed_forward() && skinny_fits(T::KIND, sm_count, t, i, o)
 }
 
 impl<T: Element> LinearPlan<T> {
-    fn fw_desc(d: &LinearDescriptor) -> GemmDescriptor {
-        LinearMatmul::Forward
-            .desc((d.tokens, d.in_features, d.out_features))
-            .with_epilogue(d.epilogue)
-            .with_aux(d.save_aux)
-    }
-
     /// Compute `db` with the column-sum kernel even where the BGRADB
     /// epilogue was chosen: a fixed summation order for a given shape and
     /// device, the same for every dtype. Changes neither the workspace
@@ -347,18 +380,20 @@ impl<T: Element> LinearPlan<T> {
     /// a fixed order) whatever the selection chose.
     ///
     /// # Errors
-    /// `Unsupported` when the shape does not suit it: more than 4 tokens,
-    /// `in_features` not a whole number of 16-byte vectors, or too few
-    /// `out_features` to give each SM 4 warps.
+    /// `Unsupported` when the layer does not suit it: more than 4 tokens,
+    /// `in_features` not a whole number of 16-byte vectors, too few
+    /// `out_features` to give each SM 4 warps, or `X`, `W` or `Y` not
+    /// packed.
     pub fn with_skinny_forward(mut self, stream: &Stream) -> Result<Self> {
         let d = &self.desc;
         let sms = stream.context().device().sm_count;
-        if !skinny_fits(T::KIND, sms, d.tokens, d.in_features, d.out_features) {
+        if !skinny_suits::<T>(d, sms) {
             return Err(Error::Unsupported {
                 op: OP,
                 what: format!(
                     "the skinny forward takes 1 to {SKINNY_MAX_TOKENS} tokens, in_features a \
-                     multiple of {} and at least {} out_features on this GPU; got {d:?}",
+                     multiple of {} and at least {} out_features on this GPU, with X, W and Y \
+                     packed; got {d:?}",
                     16 / T::KIND.size_bytes(),
                     (8 * sms).saturating_sub(1)
                 ),
@@ -391,69 +426,34 @@ impl<T: Element> LinearPlan<T> {
         check_grads(OP, wants, self.grads())?;
         let d = &self.desc;
         let ctx = stream.context().id();
-        let (t, i, o) = (d.tokens, d.in_features, d.out_features);
-        let row = MatrixOrder::RowMajor;
-        check_mat(OP, "x", mat_ref(&args.x), (t, i, row, i), ctx)?;
-        check_mat(OP, "w", mat_ref(&args.w), (o, i, row, i), ctx)?;
-        check_mat(OP, "dy", mat_ref(&args.dy), (t, o, row, o), ctx)?;
+        let (t, o) = (d.tokens, d.out_features);
         let act = d.epilogue.activation();
-        let z = match (&args.aux, act) {
-            (_, Activation::Identity) => 0,
-            (Some(z), _) => {
-                check_mat(OP, "aux", mat_ref(z), (t, o, row, o), ctx)?;
-                z.data().addr()
-            }
-            (None, _) => {
-                return Err(Error::InvalidArgument {
-                    op: OP,
-                    arg: "aux",
-                    reason: format!(
-                        "the backward through {} needs the saved pre-activation",
-                        act.name()
-                    ),
-                })
-            }
-        };
-        if let Some(dx) = &args.dx {
-            check_mat(OP, "dx", mat_mut(dx), (t, i, row, i), ctx)?;
-        }
-        if let Some(dw) = &args.dw {
-            check_mat(OP, "dw", mat_mut(dw), (o, i, row, i), ctx)?;
-        }
-        let db = match &args.dbias {
-            Some(_) if args.dw.is_none() => {
-                return Err(Error::InvalidArgument {
-                    op: OP,
-                    arg: "dbias",
-                    reason: "dbias is computed with dw; pass dw too".into(),
-                })
-            }
-            Some(db) => check_bias(OP, d.epilogue.has_bias(), Some(db.as_const()), o, ctx)?,
-            None => 0,
-        };
+        let p = d.check_bw(ctx, &args)?;
         let ws = workspace.check(OP, self.workspace_bytes, ctx)?;
         let one = scalar(self.compute, true, 1.0);
         let zero = scalar(self.compute, true, 0.0);
-        // dZ: the epilogue kernel writes it into the workspace, or it is dY.
+        // dZ (leading dimension `dz_ld`): the epilogue kernel writes it
+        // packed into the workspace, or it is dY.
+        let dz_ld = d.dz_ld();
         let dz = if act == Activation::Identity {
-            args.dy.data().addr()
+            p.dy
         } else {
             let dz = ws + self.dz_offset as u64;
             let mut a = kernel_args(|a| {
-                a.push(args.dy.data().addr())?
-                    .push(o as i64)?
-                    .push(z)?
-                    .push(o as i64)?;
+                a.push(p.dy)?
+                    .push(d.lddy as i64)?
+                    .push(p.z)?
+                    .push(d.ldy as i64)?;
                 a.push(dz)?
-                    .push(o as i64)?
+                    .push(dz_ld as i64)?
                     .push(t as i64)?
                     .push(o as i64)?
                     .push(act_code(act))?;
                 Ok(())
             })?;
-            // SAFETY: dy and z were checked to hold tokens x out packed
-            // elements; dz lies in the workspace at dz_offset, which
-            // `select` sized for tokens x out elements.
+            // SAFETY: dy and z were checked to hold tokens x out elements at
+            // lddy and ldy; dz lies in the workspace at dz_offset, which
+            // `select` sized for tokens x out packed elements (dz_ld = out).
             unsafe {
                 self.kernels
                     .dact
@@ -461,48 +461,43 @@ impl<T: Element> LinearPlan<T> {
             }?;
             dz
         };
-        if let Some(dx) = &args.dx {
-            let p = Ptrs {
-                a: dz,
-                b: args.w.data().addr(),
-                c: dx.data().addr(),
-                d: dx.data().addr(),
-                workspace: ws,
-                workspace_bytes: self.dx.algo.workspace_bytes,
-                bias: 0,
-                aux: 0,
-                scales: None,
-            };
-            // SAFETY: dz holds tokens x out (dy, checked, or the workspace),
-            // w and dx were checked above; the workspace's first
-            // dz_offset bytes cover every algorithm's workspace.
-            unsafe { self.dx.enqueue(stream, one, zero, p) }?;
+        // Each matmul writes its output only (C = D, beta = 0).
+        let ptrs = |plan: &Prepared, (a, b, d, bias): (u64, u64, u64, u64)| Ptrs {
+            a,
+            b,
+            c: d,
+            d,
+            workspace: ws,
+            workspace_bytes: plan.algo.workspace_bytes,
+            bias,
+            aux: 0,
+            scales: None,
+        };
+        if p.dx != 0 {
+            let dx = ptrs(&self.dx, (dz, p.w, p.dx, 0));
+            // SAFETY: dz holds tokens x out at dz_ld (dy, checked, or the
+            // workspace), w and dx were checked at their leading
+            // dimensions, which `select` built the matmul for; the
+            // workspace's first dz_offset bytes cover every algorithm's
+            // workspace.
+            unsafe { self.dx.enqueue(stream, one, zero, dx) }?;
         }
-        if let Some(dw) = &args.dw {
-            let fused = db != 0 && self.db_fused;
+        if p.dw != 0 {
+            let fused = p.db != 0 && self.db_fused;
             let plan = match (&self.dw_bgrad, fused) {
-                (Some(p), true) => p,
+                (Some(f), true) => f,
                 _ => &self.dw,
             };
-            let p = Ptrs {
-                a: dz,
-                b: args.x.data().addr(),
-                c: dw.data().addr(),
-                d: dw.data().addr(),
-                workspace: ws,
-                workspace_bytes: plan.algo.workspace_bytes,
-                bias: db,
-                aux: 0,
-                scales: None,
-            };
-            // SAFETY: as above; dw was checked, db holds `out` elements.
-            unsafe { plan.enqueue(stream, one, zero, p) }?;
-            if let (true, false, Some((split, off))) = (db != 0, fused, self.col_sum) {
-                // SAFETY: dz holds tokens x out packed elements, db `out`;
+            let dw = ptrs(plan, (dz, p.x, p.dw, p.db));
+            // SAFETY: as above; x and dw were checked, db holds `out`
+            // elements.
+            unsafe { plan.enqueue(stream, one, zero, dw) }?;
+            if let (true, false, Some((split, off))) = (p.db != 0, fused, self.col_sum) {
+                // SAFETY: dz holds tokens x out elements at dz_ld, db `out`;
                 // `select` sized the workspace past `off` for this split.
                 unsafe {
                     self.kernels
-                        .col_sum(stream, dz, (t, o, o), split, db, ws + off as u64)
+                        .col_sum(stream, dz, (t, o, dz_ld), split, p.db, ws + off as u64)
                 }?;
             }
         }
@@ -543,57 +538,28 @@ impl<T: Element> Plan for LinearPlan<T> {
     type Args<'a> = LinearArgs<'a, T>;
 
     fn select(stream: &Stream, desc: &LinearDescriptor, pref: &PlanPreference) -> Result<Self> {
-        let fwd = Self::fw_desc(desc);
-        let fw = GemmPlan::<T>::select_as(OP, stream, &fwd, pref)?;
+        desc.validate()?;
+        let fw = GemmPlan::<T>::select_as(OP, stream, &desc.fw_desc(), pref)?;
         let (compute, _, _) = compute_for(OP, T::KIND, T::KIND, pref)?;
-        let (t, i, o) = (desc.tokens, desc.in_features, desc.out_features);
+        let (t, o) = (desc.tokens, desc.out_features);
         let no_algo = |what: &str| Error::Unsupported {
             op: OP,
             what: format!("cuBLASLt has no algorithm for the {what} of {desc:?}"),
         };
-        // dX [t, i] = dZ [t, o] W [o, i]
-        let dxd = LinearMatmul::DataGrad.desc((t, i, o));
-        let dx = Prepared::new(
-            stream,
-            &problem(
-                OP,
-                &dxd,
-                (T::KIND, T::KIND),
-                T::KIND,
-                compute,
-                LtEpilogue::Default,
-            ),
-            pref,
-        )?
-        .ok_or_else(|| no_algo("dX matmul"))?;
-        // dW [o, i] = dZ^T [o, t] X [t, i]: dZ row-major read as column-major.
-        let dwd = LinearMatmul::WeightGrad.desc((t, i, o));
-        let dw = Prepared::new(
-            stream,
-            &problem(
-                OP,
-                &dwd,
-                (T::KIND, T::KIND),
-                T::KIND,
-                compute,
-                LtEpilogue::Default,
-            ),
-            pref,
-        )?
-        .ok_or_else(|| no_algo("dW matmul"))?;
-        let dw_bgrad = if desc.epilogue.has_bias() {
+        let kind = T::KIND;
+        let prepare = |g: &GemmDescriptor, e| {
             Prepared::new(
                 stream,
-                &problem(
-                    OP,
-                    &dwd,
-                    (T::KIND, T::KIND),
-                    T::KIND,
-                    compute,
-                    LtEpilogue::BgradB,
-                ),
+                &problem(OP, g, (kind, kind), kind, compute, e),
                 pref,
-            )?
+            )
+        };
+        let dx =
+            prepare(&desc.dx_desc(), LtEpilogue::Default)?.ok_or_else(|| no_algo("dX matmul"))?;
+        let dwd = desc.dw_desc();
+        let dw = prepare(&dwd, LtEpilogue::Default)?.ok_or_else(|| no_algo("dW matmul"))?;
+        let dw_bgrad = if desc.epilogue.has_bias() {
+            prepare(&dwd, LtEpilogue::BgradB)?
         } else {
             None
         };
@@ -603,12 +569,12 @@ impl<T: Element> Plan for LinearPlan<T> {
         // streams the decode weight (bf16 4096 -> 14336) at 0.0346 ms
         // against cuBLASLt's 0.0324, so it is a candidate, not a default.
         let skinny = pref.autotune == Autotune::Measured
-            && skinny_fits(T::KIND, sm_count, t, i, o)
+            && skinny_suits::<T>(desc, sm_count)
             && skinny_is_faster::<T>(stream, desc, pref, &fw, &kernels)?;
         let split = desc
             .epilogue
             .has_bias()
-            .then(|| kernels.col_sum_split(t, o, o));
+            .then(|| kernels.col_sum_split(t, o, desc.dz_ld()));
         let lt_ws = [
             fw.workspace_size(),
             dx.algo.workspace_bytes,
@@ -696,20 +662,13 @@ impl<T: Element> Plan for LinearPlan<T> {
         args: LinearArgs<'_, T>,
     ) -> Result<()> {
         let d = &self.desc;
-        let row = MatrixOrder::RowMajor;
-        check_mat(
-            OP,
-            "w",
-            mat_ref(&args.w),
-            (d.out_features, d.in_features, row, d.in_features),
-            stream.context().id(),
-        )?;
-        // W [out, in] row-major is W^T [in, out] column-major with ld = in.
+        d.check_fw(stream.context().id(), &args)?;
+        // W [out, in] row-major is W^T [in, out] column-major, same ld.
         let wt = MatrixRef::new(
             args.w.data(),
             d.in_features,
             d.out_features,
-            d.in_features,
+            d.ldw,
             MatrixOrder::ColMajor,
         )?;
         let gemm_args = GemmArgs {
@@ -727,10 +686,11 @@ impl<T: Element> Plan for LinearPlan<T> {
             let act = act_code(d.epilogue.activation());
             let shape = (d.tokens, d.in_features, d.out_features);
             // SAFETY: `checked` proved x [tokens, in], W [out, in], y and
-            // aux [tokens, out] packed row-major, 16-byte aligned, on this
-            // context, and the bias `out` elements; `select` chose the
-            // skinny kernel only where `skinny_fits` holds; y and aux are
-            // exclusive borrows, disjoint from the inputs.
+            // aux [tokens, out] row-major at the descriptor's leading
+            // dimensions, 16-byte aligned, on this context, and the bias
+            // `out` elements; `select` chose the skinny kernel only where
+            // `skinny_suits` holds, so those matrices are packed; y and aux
+            // are exclusive borrows, disjoint from the inputs.
             unsafe {
                 self.kernels
                     .skinny(stream, shape, (p.a, p.b, p.bias), (p.d, p.aux), act)
@@ -746,28 +706,186 @@ impl<T: Element> Plan for LinearPlan<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baracuda_kernels_types::LayoutSku;
+    use baracuda_kernels_types::{DeviceSlice, LayoutSku};
 
     #[test]
     fn forward_is_an_rcr_gemm() {
-        let d = LinearDescriptor {
-            tokens: 8192,
-            in_features: 4096,
-            out_features: 14336,
-            epilogue: EpilogueKind::BiasGeluTanh,
-            save_aux: true,
-        };
-        let g = LinearPlan::<f32>::fw_desc(&d);
+        let d = LinearDescriptor::new(8192, 4096, 14336)
+            .with_epilogue(EpilogueKind::BiasGeluTanh)
+            .with_aux(true);
+        let g = d.fw_desc();
         assert_eq!(
             (g.m, g.n, g.k, g.layout),
             (8192, 14336, 4096, LayoutSku::Rcr)
         );
         assert_eq!((g.lda, g.ldb, g.ldd), (4096, 4096, 14336));
         assert!(g.validate(OP).is_ok());
-        let bad = LinearDescriptor { tokens: 0, ..d };
+        assert!(d.validate().is_ok());
+        assert!(d.packed_forward());
+    }
+
+    #[test]
+    fn bad_descriptors_name_the_field() {
+        let d = LinearDescriptor::new(8, 16, 24);
+        let bad = [
+            (
+                LinearDescriptor {
+                    tokens: 0,
+                    ..d.clone()
+                },
+                "tokens",
+            ),
+            (LinearDescriptor::new(8, 0, 24), "in_features"),
+            (LinearDescriptor::new(8, 16, 0), "out_features"),
+            (d.clone().with_forward_ld(15, 16, 24), "ldx"),
+            (d.clone().with_forward_ld(16, 15, 24), "ldw"),
+            (d.clone().with_forward_ld(16, 16, 23), "ldy"),
+            (d.clone().with_backward_ld(15, 16, 24), "lddx"),
+            (d.clone().with_backward_ld(16, 15, 24), "lddw"),
+            (d.clone().with_backward_ld(16, 16, 23), "lddy"),
+        ];
+        for (desc, field) in bad {
+            let e = desc.validate().unwrap_err();
+            assert!(
+                matches!(e, Error::InvalidDescriptor { field: f, .. } if f == field),
+                "{field}: {e}"
+            );
+        }
+        // Wider is fine, even on one token.
+        let wide = LinearDescriptor::new(1, 16, 24)
+            .with_forward_ld(17, 100, 25)
+            .with_backward_ld(16, 33, 1000);
+        assert!(wide.validate().is_ok());
+    }
+
+    #[test]
+    fn strided_matmuls_take_the_layer_leading_dimensions() {
+        let d = LinearDescriptor::new(8, 16, 24)
+            .with_forward_ld(20, 18, 32)
+            .with_backward_ld(17, 40, 30);
+        assert!(!d.packed_forward());
+        let f = d.fw_desc();
+        assert_eq!((f.lda, f.ldb, f.ldc, f.ldd), (20, 18, 32, 32));
+        // No activation: dZ is dY, at dY's leading dimension.
+        assert_eq!(d.dz_ld(), 30);
+        let x = d.dx_desc();
+        assert_eq!((x.m, x.n, x.k), (8, 16, 24));
+        assert_eq!((x.lda, x.ldb, x.ldd), (30, 18, 17));
+        let w = d.dw_desc();
+        assert_eq!((w.m, w.n, w.k, w.layout), (24, 16, 8, LayoutSku::Crr));
+        assert_eq!((w.lda, w.ldb, w.ldd), (30, 20, 40));
+        // Through an activation dZ is packed in the workspace.
+        let a = d.with_epilogue(EpilogueKind::BiasRelu).with_aux(true);
+        assert_eq!(a.dz_ld(), 24);
+        assert_eq!((a.dx_desc().lda, a.dw_desc().lda), (24, 24));
+        for g in [a.fw_desc(), a.dx_desc(), a.dw_desc()] {
+            assert!(g.validate(OP).is_ok(), "{g:?}");
+        }
+        // Only X, W and Y decide the skinny kernel's layout.
+        let bw_only = LinearDescriptor::new(1, 4096, 14336).with_backward_ld(4100, 4100, 14340);
+        assert!(bw_only.packed_forward());
+        assert!(skinny_suits::<half::bf16>(&bw_only, 132));
+        let fw_padded = LinearDescriptor::new(1, 4096, 14336).with_forward_ld(4104, 4096, 14336);
+        assert!(!skinny_suits::<half::bf16>(&fw_padded, 132));
+    }
+
+    fn fake<'a>(addr: u64, len: usize) -> DeviceSlice<'a, f32> {
+        // SAFETY: host-only inspection of a fake address.
+        unsafe { DeviceSlice::from_raw_parts(addr, len, 1) }
+    }
+    fn fake_mut<'a>(addr: u64, len: usize) -> DeviceSliceMut<'a, f32> {
+        // SAFETY: as above; each fake slice has its own address.
+        unsafe { DeviceSliceMut::from_raw_parts(addr, len, 1) }
+    }
+    fn mat<'a>(addr: u64, (r, c, ld): (usize, usize, usize)) -> MatrixRef<'a, f32> {
+        let s = fake(addr, (r - 1) * ld + c);
+        MatrixRef::new(s, r, c, ld, MatrixOrder::RowMajor).unwrap()
+    }
+    fn mat_mut_<'a>(addr: u64, (r, c, ld): (usize, usize, usize)) -> MatrixMut<'a, f32> {
+        let s = fake_mut(addr, (r - 1) * ld + c);
+        MatrixMut::new(s, r, c, ld, MatrixOrder::RowMajor).unwrap()
+    }
+
+    #[test]
+    fn argument_checks_use_the_layer_names() {
+        let d = LinearDescriptor::new(8, 16, 24)
+            .with_epilogue(EpilogueKind::BiasGeluErf)
+            .with_aux(true)
+            .with_forward_ld(20, 18, 32)
+            .with_backward_ld(17, 40, 30);
+        let fw = |x, w, y, z| LinearArgs {
+            x: mat(0x10000, x),
+            w: mat(0x20000, w),
+            bias: Some(fake(0x30000, 24)),
+            y: mat_mut_(0x40000, y),
+            aux: Some(mat_mut_(0x50000, z)),
+        };
+        let (x, w, y) = ((8, 16, 20), (24, 16, 18), (8, 24, 32));
+        assert!(d.check_fw(1, &fw(x, w, y, y)).is_ok());
+        let e = |r: Result<()>| r.unwrap_err();
         assert!(matches!(
-            LinearPlan::<f32>::fw_desc(&bad).validate(OP),
-            Err(Error::InvalidDescriptor { field: "m", .. })
+            e(d.check_fw(1, &fw((8, 16, 16), w, y, y))),
+            Error::InvalidArgument { arg: "x", .. }
+        ));
+        assert!(matches!(
+            e(d.check_fw(1, &fw(x, (24, 16, 16), y, y))),
+            Error::InvalidArgument { arg: "w", .. }
+        ));
+        assert!(matches!(
+            e(d.check_fw(1, &fw(x, w, (8, 23, 32), y))),
+            Error::ShapeMismatch { arg: "y", .. }
+        ));
+        assert!(matches!(
+            e(d.check_fw(1, &fw(x, w, y, (8, 24, 24)))),
+            Error::InvalidArgument { arg: "aux", .. }
+        ));
+        assert!(matches!(
+            e(d.check_fw(2, &fw(x, w, y, y))),
+            Error::ContextMismatch { arg: "x", .. }
+        ));
+
+        let dy = (8, 24, 30);
+        let bw = |dy, z: Option<_>, dx, dw: Option<_>, db: Option<usize>| LinearBwArgs {
+            x: mat(0x10000, x),
+            w: mat(0x20000, w),
+            dy: mat(0x60000, dy),
+            aux: z.map(|z| mat(0x50000, z)),
+            dx: Some(mat_mut_(0x70000, dx)),
+            dw: dw.map(|dw| mat_mut_(0x80000, dw)),
+            dbias: db.map(|n| fake_mut(0x90000, n)),
+        };
+        let (dx, dw) = ((8, 16, 17), (24, 16, 40));
+        let p = d
+            .check_bw(1, &bw(dy, Some(y), dx, Some(dw), Some(24)))
+            .unwrap();
+        assert_eq!(
+            (p.dy, p.z, p.dx, p.dw, p.db),
+            (0x60000, 0x50000, 0x70000, 0x80000, 0x90000)
+        );
+        let e = |r: Result<BwAddrs>| r.unwrap_err();
+        assert!(matches!(
+            e(d.check_bw(1, &bw((8, 24, 24), Some(y), dx, Some(dw), None))),
+            Error::InvalidArgument { arg: "dy", .. }
+        ));
+        assert!(matches!(
+            e(d.check_bw(1, &bw(dy, None, dx, Some(dw), None))),
+            Error::InvalidArgument { arg: "aux", .. }
+        ));
+        assert!(matches!(
+            e(d.check_bw(1, &bw(dy, Some(y), (8, 16, 16), Some(dw), None))),
+            Error::InvalidArgument { arg: "dx", .. }
+        ));
+        assert!(matches!(
+            e(d.check_bw(1, &bw(dy, Some(y), dx, Some((24, 16, 16)), None))),
+            Error::InvalidArgument { arg: "dw", .. }
+        ));
+        assert!(matches!(
+            e(d.check_bw(1, &bw(dy, Some(y), dx, None, Some(24)))),
+            Error::InvalidArgument { arg: "dbias", .. }
+        ));
+        assert!(matches!(
+            e(d.check_bw(1, &bw(dy, Some(y), dx, Some(dw), Some(23)))),
+            Error::ShapeMismatch { arg: "dbias", .. }
         ));
     }
 

@@ -47,11 +47,37 @@ pub(crate) struct Problem {
     pub epilogue: LtEpilogue,
     pub bias_kind: Option<ElementKind>,
     pub aux_ld: usize,
-    /// Batch count and element strides of A, B, C, D (1 and zeros when not
-    /// batched).
-    pub batch: usize,
-    pub strides: [usize; 4],
+    pub batch: Batch,
     pub fp8_scales: bool,
+}
+
+/// How a strided batch lays out its entries: their count, and the elements
+/// between the matrices (or vectors) of consecutive entries of each
+/// operand; a stride of 0 repeats one. [`Batch::ONE`] when not batched.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Batch {
+    pub count: usize,
+    pub a: usize,
+    pub b: usize,
+    pub c: usize,
+    pub d: usize,
+    /// Between bias vectors (the epilogue's `n` values per entry).
+    pub bias: usize,
+    /// Between aux matrices (the epilogue's saved pre-activation).
+    pub aux: usize,
+}
+
+impl Batch {
+    /// A single GEMM.
+    pub const ONE: Batch = Batch {
+        count: 1,
+        a: 0,
+        b: 0,
+        c: 0,
+        d: 0,
+        bias: 0,
+        aux: 0,
+    };
 }
 
 impl Problem {
@@ -114,16 +140,13 @@ impl Prepared {
         let mut lb = LtLayout::new(ub.4, br, bc, ub.3)?;
         let mut lc = LtLayout::new(p.c_kind, mc, nc, p.ldc)?;
         let mut ld = LtLayout::new(p.d_kind, mc, nc, p.ldd)?;
-        if p.batch > 1 {
-            let (sa, sb) = if swap {
-                (p.strides[1], p.strides[0])
-            } else {
-                (p.strides[0], p.strides[1])
-            };
-            la.set_batch(p.batch, sa)?;
-            lb.set_batch(p.batch, sb)?;
-            lc.set_batch(p.batch, p.strides[2])?;
-            ld.set_batch(p.batch, p.strides[3])?;
+        let bt = p.batch;
+        if bt.count > 1 {
+            let (sa, sb) = if swap { (bt.b, bt.a) } else { (bt.a, bt.b) };
+            la.set_batch(bt.count, sa)?;
+            lb.set_batch(bt.count, sb)?;
+            lc.set_batch(bt.count, bt.c)?;
+            ld.set_batch(bt.count, bt.d)?;
         }
         let mut desc = LtMatmulDesc::new(p.compute, p.float_scale)?;
         desc.set_transposes(ua.0 != d_order, ub.0 != d_order)?;
@@ -135,9 +158,15 @@ impl Prepared {
         // it aligned placeholders, replaced by the real ones in `enqueue`.
         if p.epilogue.uses_bias() {
             desc.set_bias_pointer(256)?;
+            if bt.count > 1 {
+                desc.set_bias_batch_stride(bt.bias)?;
+            }
         }
         if p.epilogue.uses_aux() {
             desc.set_aux(256, p.aux_ld)?;
+            if bt.count > 1 {
+                desc.set_aux_batch_stride(bt.aux)?;
+            }
         }
         if p.fp8_scales {
             desc.set_scale_pointers(256, 256)?;
@@ -209,23 +238,26 @@ impl Prepared {
     /// synchronize; run may not) and return the fastest; the first error
     /// when none of them runs.
     fn time_candidates(&self, stream: &Stream, p: &Problem, algos: &[LtAlgo]) -> Result<LtAlgo> {
+        let bt = p.batch;
         let span = |rows: usize, cols: usize, ld: usize, order: MatrixOrder, stride: usize| {
             let (outer, inner) = match order {
                 MatrixOrder::RowMajor => (rows, cols),
                 MatrixOrder::ColMajor => (cols, rows),
             };
-            ((outer - 1) * ld + inner + (p.batch - 1) * stride).max(1)
+            ((outer - 1) * ld + inner + (bt.count - 1) * stride).max(1)
         };
         let bytes = |k: ElementKind, n: usize| n * k.size_bytes() + 256;
-        let a_bytes = bytes(p.a_kind, span(p.m, p.k, p.lda, p.layout.a(), p.strides[0]));
-        let b_bytes = bytes(p.b_kind, span(p.k, p.n, p.ldb, p.layout.b(), p.strides[1]));
+        let a_bytes = bytes(p.a_kind, span(p.m, p.k, p.lda, p.layout.a(), bt.a));
+        let b_bytes = bytes(p.b_kind, span(p.k, p.n, p.ldb, p.layout.b(), bt.b));
         let dn = span(
             p.m,
             p.n,
             p.ldd.max(p.ldc).max(p.aux_ld),
             p.layout.c(),
-            p.strides[2].max(p.strides[3]),
+            bt.c.max(bt.d).max(bt.aux),
         );
+        // The bias (or bias gradient) of every entry, in the widest type.
+        let bias_n = p.m.max(p.n) + (bt.count - 1) * bt.bias;
         // Operand sets that successive launches rotate through (A, B and
         // D; C, bias and aux are shared), and seeded random values:
         // tensor-core power, and so the ranking, depends on the bits.
@@ -240,8 +272,7 @@ impl Prepared {
         }
         let c = DeviceBuffer::<u8>::zeros(stream, bytes(p.c_kind, dn))?;
         let mut aux = DeviceBuffer::<u8>::zeros(stream, bytes(p.d_kind, dn))?;
-        let mut bias =
-            DeviceBuffer::<u8>::zeros(stream, bytes(ElementKind::F64, p.m.max(p.n)) + 256)?;
+        let mut bias = DeviceBuffer::<u8>::zeros(stream, bytes(ElementKind::F64, bias_n) + 256)?;
         let ws_bytes = algos.iter().map(|a| a.workspace_bytes).max().unwrap_or(0);
         let mut ws = DeviceBuffer::<u8>::zeros(stream, ws_bytes.max(1))?;
         // Two scales 256 bytes apart: fp8 kernels want each 16-byte aligned.

@@ -10,6 +10,26 @@
 //! synchronizing. Elementwise work cuBLASLt cannot fuse runs in
 //! `kernels/gemm/gemm_epilogue.cu`.
 
+/// `with_epilogue` and `with_aux`, the builders of a descriptor with
+/// `epilogue` and `save_aux` fields.
+macro_rules! epilogue_builders {
+    () => {
+        /// Set the epilogue.
+        #[must_use]
+        pub fn with_epilogue(mut self, epilogue: baracuda_kernels_types::EpilogueKind) -> Self {
+            self.epilogue = epilogue;
+            self
+        }
+        /// Also store the pre-activation `Z` (what the activation backward
+        /// needs) in the aux output.
+        #[must_use]
+        pub fn with_aux(mut self, save_aux: bool) -> Self {
+            self.save_aux = save_aux;
+            self
+        }
+    };
+}
+
 mod batched;
 mod epilogue;
 mod fp8_gemm;

@@ -6,7 +6,8 @@ use baracuda_kernels::*;
 use half::{bf16, f16};
 
 use crate::harness::{
-    acc_roundoff, compare, download, expect_err, gpu, poisoned, upload, Rng, Tolerance,
+    acc_roundoff, check_untouched, compare, download, expect_err, gpu, poisoned, upload,
+    view_offsets, Rng, Tolerance,
 };
 
 /// `n` seeded values, uniform in [-1, 1), none zero.
@@ -342,28 +343,52 @@ enum Broadcast {
 /// reference. `C` is given (with beta != 0) only when it is the broadcast
 /// operand; otherwise the run takes the `c: None` path.
 fn batched_case<T: Element, O: Element>(s: &Stream, layout: LayoutSku, bc: Broadcast) {
-    let (m, n, k, batch) = (33, 20, 17, 5);
-    let g = GemmDescriptor::new(m, n, k, layout);
-    let mut desc = BatchedGemmDescriptor::packed(g.clone(), batch);
+    let mut desc = BatchedGemmDescriptor::packed(GemmDescriptor::new(33, 20, 17, layout), 5);
     match bc {
         Broadcast::A => desc.stride_a = 0,
         Broadcast::B => desc.stride_b = 0,
         Broadcast::C => desc.stride_c = 0,
     }
+    batched_check::<T, O>(s, &desc, bc == Broadcast::C);
+}
+
+/// Run one strided batch (`C` given, with beta != 0, exactly when
+/// `with_c`; bias and aux when the descriptor's epilogue takes them) into
+/// NaN-poisoned outputs and compare every entry's `D` and aux with the
+/// reference. Returns the plan's SKU variant.
+fn batched_check<T: Element, O: Element>(
+    s: &Stream,
+    desc: &BatchedGemmDescriptor,
+    with_c: bool,
+) -> String {
+    let g = &desc.gemm;
+    let (m, n, k, layout, batch) = (g.m, g.n, g.k, g.layout, desc.batch);
+    let e = g.epilogue;
     let what = format!(
-        "batched {}->{} {m}x{n}x{k} x{batch} {layout} {bc:?} broadcast",
+        "batched {}->{} {m}x{n}x{k} x{batch} {layout} {e} strides a{} b{} c{} d{} bias{} aux{} \
+         ldd{}",
         T::KIND,
-        O::KIND
+        O::KIND,
+        desc.stride_a,
+        desc.stride_b,
+        desc.stride_c,
+        desc.stride_d,
+        desc.stride_bias,
+        desc.stride_aux,
+        g.ldd,
     );
-    let plan = BatchedGemmPlan::<T, O>::select(s, &desc, &PlanPreference::default())
-        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    let plan = BatchedGemmPlan::<T, O>::select(s, desc, &PlanPreference::default())
+        .unwrap_or_else(|err| panic!("{what}: {err}"));
+    let what = format!("{what} [{}]", plan.sku().variant);
     let len = |stride: usize, one: usize| (batch - 1) * stride + one;
+    let dspan = span(layout.c(), m, n, g.ldd);
     let (a, ah) = upload::<T>(&rand(1, len(desc.stride_a, span(layout.a(), m, k, g.lda))));
     let (b, bh) = upload::<T>(&rand(2, len(desc.stride_b, span(layout.b(), k, n, g.ldb))));
     let (c, ch) = upload::<O>(&rand(3, len(desc.stride_c, span(layout.c(), m, n, g.ldc))));
-    let mut d = poisoned::<O>(len(desc.stride_d, span(layout.c(), m, n, g.ldd)));
+    let (bias, biash) = upload::<O>(&rand(4, len(desc.stride_bias, n)));
+    let mut d = poisoned::<O>(len(desc.stride_d, dspan));
+    let mut aux = poisoned::<O>(len(desc.stride_aux, dspan));
     let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
-    let with_c = bc == Broadcast::C;
     let (alpha, beta) = if with_c { (1.25, -0.5) } else { (1.0, 0.0) };
     plan.run(
         s,
@@ -373,43 +398,50 @@ fn batched_case<T: Element, O: Element>(s: &Stream, layout: LayoutSku, bc: Broad
             b: b.as_slice(),
             c: with_c.then(|| c.as_slice()),
             d: d.as_slice_mut(),
+            bias: e.has_bias().then(|| bias.as_slice()),
+            aux: g.save_aux.then(|| aux.as_slice_mut()),
             alpha,
             beta,
         },
     )
-    .unwrap_or_else(|e| panic!("{what} [{}]: {e}", plan.sku().variant));
+    .unwrap_or_else(|err| panic!("{what}: {err}"));
     let dh: Vec<f64> = download(&d);
+    let zh: Vec<f64> = download(&aux);
+    let entry = |x: &[f64], stride: usize, i: usize| -> Vec<f64> {
+        (0..m * n)
+            .map(|idx| r::at(&x[i * stride..], g.ldd, layout.c(), idx / n, idx % n))
+            .collect()
+    };
     for i in 0..batch {
-        let (want, _) = r::gemm(
+        let (want_d, want_z) = r::gemm(
             m,
             n,
             k,
             (&ah[i * desc.stride_a..], g.lda, layout.a()),
             (&bh[i * desc.stride_b..], g.ldb, layout.b()),
             with_c.then_some((&ch[i * desc.stride_c..], g.ldc, layout.c())),
-            None,
+            e.has_bias()
+                .then_some(&biash[i * desc.stride_bias..i * desc.stride_bias + n]),
             alpha,
             beta,
-            Activation::Identity,
+            e.activation(),
         );
-        let got: Vec<f64> = (0..m * n)
-            .map(|idx| {
-                r::at(
-                    &dh[i * desc.stride_d..],
-                    g.ldd,
-                    layout.c(),
-                    idx / n,
-                    idx % n,
-                )
-            })
-            .collect();
-        check(
-            &format!("{what} entry {i} [{}]", plan.sku().variant),
-            &got,
-            &want,
-            tol(T::KIND, O::KIND, k, false),
-        );
+        let t = tol(T::KIND, O::KIND, k, false);
+        let at = format!("{what} entry {i}");
+        check(&at, &entry(&dh, desc.stride_d, i), &want_d, t);
+        if g.save_aux {
+            check(
+                &format!("{at} aux"),
+                &entry(&zh, desc.stride_aux, i),
+                &want_z,
+                t,
+            );
+        }
     }
+    if !g.save_aux {
+        assert!(zh.iter().all(|x| x.is_nan()), "{what}: aux written");
+    }
+    plan.sku().variant.clone()
 }
 
 #[test]
@@ -429,78 +461,310 @@ fn batched_every_dtype_with_broadcast() {
     }
 }
 
-/// MoE-like groups (one expert with no tokens) in one plan.
-fn grouped_case<T: Element>(s: &Stream) {
-    let (n, k) = (48, 32);
-    let ms = [5usize, 0, 17, 1, 64];
-    let desc = GroupedGemmDescriptor {
-        problems: ms.iter().map(|&m| (m, n, k)).collect(),
-        layout: LayoutSku::Rcr,
+/// How a batched test lays out its bias vectors.
+#[derive(Clone, Copy, Debug)]
+enum BiasStride {
+    /// One vector for every entry (stride 0).
+    Shared,
+    /// `n` apart (`n` = 24: 16-byte multiples in every dtype, so cuBLASLt
+    /// can fuse).
+    Packed,
+    /// `n + 3` apart: entries off 16 bytes, so the epilogue kernel runs.
+    Padded,
+}
+
+/// A batch of 5 entries of 33 x 24 x 17 in `layout` with epilogue `e`
+/// (aux saved when it has an activation), D's leading dimension padded by
+/// `pad`, the bias laid out as `bias`; `C` given when `with_c`.
+fn batched_epilogue_case<T: Element, O: Element>(
+    s: &Stream,
+    layout: LayoutSku,
+    e: EpilogueKind,
+    bias: BiasStride,
+    pad: usize,
+    with_c: bool,
+) -> String {
+    let g = GemmDescriptor::new(33, 24, 17, layout);
+    let g = g
+        .clone()
+        .with_ld(g.lda, g.ldb, g.ldc, g.ldd + pad)
+        .with_epilogue(e)
+        .with_aux(e.activation() != Activation::Identity);
+    let mut desc = BatchedGemmDescriptor::packed(g, 5);
+    desc.stride_bias = match bias {
+        BiasStride::Shared => 0,
+        BiasStride::Packed => 24,
+        BiasStride::Padded => 27,
     };
-    let plan = GroupedGemmPlan::<T>::select(s, &desc, &PlanPreference::default())
-        .unwrap_or_else(|e| panic!("grouped {}: {e}", T::KIND));
-    let ins: Vec<_> = ms
-        .iter()
-        .enumerate()
-        .map(|(g, &m)| {
-            (
-                upload::<T>(&rand(10 + g as u64, (m * k).max(1))),
-                upload::<T>(&rand(20 + g as u64, k * n)),
-            )
-        })
-        .collect();
-    let mut outs: Vec<DeviceBuffer<T>> = ms.iter().map(|&m| poisoned((m * n).max(1))).collect();
+    batched_check::<T, O>(s, &desc, with_c)
+}
+
+/// Every epilogue on a strided batch, every dtype pair but f16 -> f16 (the
+/// same path as bf16 -> bf16), row-major D (cuBLASLt's fused epilogues
+/// with its bias and aux batch strides where they apply) and column-major
+/// D (the epilogue kernel for a bias), shared, packed and padded bias
+/// vectors, aux entries 8-element aligned (pad 0) or not (pad 1), with
+/// and without C.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn batched_every_epilogue() {
+    let s = &gpu().stream;
+    for layout in [LayoutSku::Rcr, LayoutSku::Crc] {
+        for e in EpilogueKind::ALL {
+            let biases: &[BiasStride] = if e.has_bias() {
+                &[BiasStride::Shared, BiasStride::Packed, BiasStride::Padded]
+            } else {
+                &[BiasStride::Packed]
+            };
+            for &bias in biases {
+                for (pad, with_c) in [(0, false), (1, true)] {
+                    batched_epilogue_case::<bf16, bf16>(s, layout, e, bias, pad, with_c);
+                    batched_epilogue_case::<bf16, f32>(s, layout, e, bias, pad, !with_c);
+                    batched_epilogue_case::<f16, f32>(s, layout, e, bias, pad, with_c);
+                    batched_epilogue_case::<f32, f32>(s, layout, e, bias, pad, with_c);
+                    batched_epilogue_case::<f64, f64>(s, layout, e, bias, pad, !with_c);
+                }
+            }
+        }
+    }
+    // The claim that the batched bias and aux ride on cuBLASLt's batch
+    // strides: a row-major bf16 batch with per-entry biases and GELU-tanh
+    // aux, all 16-byte aligned, runs no epilogue kernel.
+    for bias in [BiasStride::Shared, BiasStride::Packed] {
+        let v = batched_epilogue_case::<bf16, bf16>(
+            s,
+            LayoutSku::Rcr,
+            EpilogueKind::BiasGeluTanh,
+            bias,
+            0,
+            false,
+        );
+        assert!(!v.contains("epilogue kernel"), "{bias:?}: {v}");
+    }
+    let v = batched_epilogue_case::<bf16, bf16>(
+        s,
+        LayoutSku::Rcr,
+        EpilogueKind::Bias,
+        BiasStride::Padded,
+        0,
+        false,
+    );
+    assert!(v.contains("epilogue kernel"), "{v}");
+}
+
+/// Bad batched epilogue arguments are refused before anything is written;
+/// overlapping aux entries are refused at `select`.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn batched_epilogue_bad_inputs() {
+    let s = &gpu().stream;
+    let g = GemmDescriptor::new(16, 16, 16, LayoutSku::Rcr)
+        .with_epilogue(EpilogueKind::BiasRelu)
+        .with_aux(true);
+    let desc = BatchedGemmDescriptor::packed(g, 3);
+    let p = PlanPreference::default();
+    let plan = BatchedGemmPlan::<f32>::select(s, &desc, &p).unwrap();
+    let (a, _) = upload::<f32>(&rand(9, 3 * 256));
+    let (bias, _) = upload::<f32>(&rand(10, 3 * 16 + 4));
+    let mut d = poisoned::<f32>(3 * 256);
+    let mut aux = poisoned::<f32>(3 * 256);
     let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
-    let args = GroupedGemmArgs {
+    let mut run = |bias: Option<DeviceSlice<'_, f32>>, with_aux: bool| {
+        plan.run(
+            s,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            BatchedGemmArgs {
+                a: a.as_slice(),
+                b: a.as_slice(),
+                c: None,
+                d: d.as_slice_mut(),
+                bias,
+                aux: with_aux.then(|| aux.as_slice_mut()),
+                alpha: 1.0,
+                beta: 0.0,
+            },
+        )
+    };
+    let all = bias.as_slice();
+    assert_ok(expect_err(
+        "bias one entry short",
+        run(all.slice(0..2 * 16 + 15), true),
+        |e| matches!(e, Error::ShapeMismatch { arg: "bias", .. }),
+    ));
+    assert_ok(expect_err(
+        "bias off 16 bytes",
+        run(all.slice(1..3 * 16 + 1), true),
+        |e| matches!(e, Error::InvalidArgument { arg: "bias", .. }),
+    ));
+    assert_ok(expect_err("no bias", run(None, true), |e| {
+        matches!(e, Error::InvalidArgument { arg: "bias", .. })
+    }));
+    assert_ok(expect_err("no aux", run(Some(all), false), |e| {
+        matches!(e, Error::InvalidArgument { arg: "aux", .. })
+    }));
+    assert!(download(&d).iter().all(|x| x.is_nan()), "nothing written");
+    assert!(download(&aux).iter().all(|x| x.is_nan()), "no aux written");
+    let mut overlap = desc.clone();
+    overlap.stride_aux = 255;
+    assert_ok(expect_err(
+        "overlapping aux entries",
+        BatchedGemmPlan::<f32>::select(s, &overlap, &p),
+        |e| {
+            matches!(
+                e,
+                Error::InvalidDescriptor {
+                    field: "stride_aux",
+                    ..
+                }
+            )
+        },
+    ));
+}
+
+/// The groups of the grouped tests: MoE-like token counts (one expert with
+/// none) and a different width per group.
+const GROUPS: [(usize, usize, usize); 5] = [
+    (5, 48, 32),
+    (0, 16, 32),
+    (17, 40, 32),
+    (1, 8, 32),
+    (64, 24, 32),
+];
+
+/// Uploaded operands of one group of [`GROUPS`] (`A` row-major, `B`
+/// column-major, `C` row-major, bias), with the values the device holds.
+struct GroupData<T: Element> {
+    a: (DeviceBuffer<T>, Vec<f64>),
+    b: (DeviceBuffer<T>, Vec<f64>),
+    c: (DeviceBuffer<T>, Vec<f64>),
+    bias: (DeviceBuffer<T>, Vec<f64>),
+}
+
+/// `rows x cols` of `b` with leading dimension `ld`, stored in `order`.
+fn mat<T: Element>(
+    b: &DeviceBuffer<T>,
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    order: MatrixOrder,
+) -> MatrixRef<'_, T> {
+    MatrixRef::new(b.as_slice(), rows, cols, ld, order).unwrap()
+}
+
+fn group_data<T: Element>(g: usize, (m, n, k): (usize, usize, usize)) -> GroupData<T> {
+    let seed = 10 * g as u64;
+    GroupData {
+        a: upload::<T>(&rand(seed + 1, (m * k).max(1))),
+        b: upload::<T>(&rand(seed + 2, k * n)),
+        c: upload::<T>(&rand(seed + 3, (m * n).max(1))),
+        bias: upload::<T>(&rand(seed + 4, n)),
+    }
+}
+
+/// The argument lists of a run over [`GROUPS`]: `A`, `B` and, when asked,
+/// `C` and the bias from `ins`; `D` in `outs` and aux in `aux`, each
+/// row-major and packed.
+fn group_args<'a, T: Element>(
+    ins: &'a [GroupData<T>],
+    outs: &'a mut [DeviceBuffer<T>],
+    aux: Option<&'a mut [DeviceBuffer<T>]>,
+    (with_c, with_bias): (bool, bool),
+    (alpha, beta): (f64, f64),
+) -> GroupedGemmArgs<'a, T> {
+    let row = MatrixOrder::RowMajor;
+    let outputs = |bufs: &'a mut [DeviceBuffer<T>]| -> Vec<MatrixMut<'a, T>> {
+        bufs.iter_mut()
+            .zip(GROUPS)
+            .map(|(d, (m, n, _))| MatrixMut::new(d.as_slice_mut(), m, n, n, row).unwrap())
+            .collect()
+    };
+    GroupedGemmArgs {
         a: ins
             .iter()
-            .zip(&ms)
-            .map(|(((a, _), _), &m)| {
-                MatrixRef::new(a.as_slice(), m, k, k, MatrixOrder::RowMajor).unwrap()
-            })
+            .zip(GROUPS)
+            .map(|(x, (m, _, k))| mat(&x.a.0, m, k, k, row))
             .collect(),
         b: ins
             .iter()
-            .map(|(_, (b, _))| {
-                MatrixRef::new(b.as_slice(), k, n, k, MatrixOrder::ColMajor).unwrap()
-            })
+            .zip(GROUPS)
+            .map(|(x, (_, n, k))| mat(&x.b.0, k, n, k, MatrixOrder::ColMajor))
             .collect(),
-        d: outs
-            .iter_mut()
-            .zip(&ms)
-            .map(|(d, &m)| {
-                MatrixMut::new(d.as_slice_mut(), m, n, n, MatrixOrder::RowMajor).unwrap()
-            })
-            .collect(),
-        alpha: 1.0,
-    };
+        c: with_c.then(|| {
+            ins.iter()
+                .zip(GROUPS)
+                .map(|(x, (m, n, _))| mat(&x.c.0, m, n, n, row))
+                .collect()
+        }),
+        d: outputs(outs),
+        bias: with_bias.then(|| ins.iter().map(|x| x.bias.0.as_slice()).collect()),
+        aux: aux.map(outputs),
+        alpha,
+        beta,
+    }
+}
+
+/// One grouped run over [`GROUPS`] with epilogue `e` (aux saved when it has
+/// an activation) and, when `with_c`, `C` with beta != 0, into
+/// NaN-poisoned outputs; every group against the reference, the empty
+/// group untouched.
+fn grouped_case<T: Element>(s: &Stream, e: EpilogueKind, with_c: bool) {
+    let row = MatrixOrder::RowMajor;
+    let save_aux = e.activation() != Activation::Identity;
+    let desc = GroupedGemmDescriptor::new(GROUPS.to_vec(), LayoutSku::Rcr)
+        .with_epilogue(e)
+        .with_aux(save_aux);
+    let what = format!("grouped {} {e} c={with_c}", T::KIND);
+    let plan = GroupedGemmPlan::<T>::select(s, &desc, &PlanPreference::default())
+        .unwrap_or_else(|err| panic!("{what}: {err}"));
+    let what = format!("{what} [{}]", plan.sku().variant);
+    let ins: Vec<GroupData<T>> = GROUPS
+        .iter()
+        .enumerate()
+        .map(|(g, &p)| group_data(g, p))
+        .collect();
+    let size = |(m, n, _): (usize, usize, usize)| (m * n).max(1);
+    let mut outs: Vec<DeviceBuffer<T>> = GROUPS.iter().map(|&p| poisoned(size(p))).collect();
+    let mut auxs: Vec<DeviceBuffer<T>> = GROUPS.iter().map(|&p| poisoned(size(p))).collect();
+    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
+    let (alpha, beta) = if with_c { (0.75, 1.5) } else { (1.0, 0.0) };
+    let aux = save_aux.then_some(&mut auxs[..]);
+    let args = group_args(&ins, &mut outs, aux, (with_c, e.has_bias()), (alpha, beta));
     plan.run(s, Workspace::Borrowed(ws.as_slice_mut()), args)
-        .unwrap_or_else(|e| panic!("grouped {}: {e}", T::KIND));
-    for (g, &m) in ms.iter().enumerate() {
+        .unwrap_or_else(|err| panic!("{what}: {err}"));
+    for (g, &(m, n, k)) in GROUPS.iter().enumerate() {
         let got = download(&outs[g]);
+        let got_z = download(&auxs[g]);
+        if m == 0 || !save_aux {
+            assert!(
+                got_z.iter().all(|x| x.is_nan()),
+                "{what}: aux of group {g} written"
+            );
+        }
         if m == 0 {
-            assert!(got.iter().all(|x| x.is_nan()), "empty group {g} written");
+            assert!(
+                got.iter().all(|x| x.is_nan()),
+                "{what}: empty group {g} written"
+            );
             continue;
         }
-        let ((_, ah), (_, bh)) = &ins[g];
-        let (want, _) = r::gemm(
+        let x = &ins[g];
+        let (want, want_z) = r::gemm(
             m,
             n,
             k,
-            (ah, k, MatrixOrder::RowMajor),
-            (bh, k, MatrixOrder::ColMajor),
-            None,
-            None,
-            1.0,
-            0.0,
-            Activation::Identity,
+            (&x.a.1, k, row),
+            (&x.b.1, k, MatrixOrder::ColMajor),
+            with_c.then_some((&x.c.1[..], n, row)),
+            e.has_bias().then_some(&x.bias.1[..]),
+            alpha,
+            beta,
+            e.activation(),
         );
-        check(
-            &format!("grouped {} group {g}", T::KIND),
-            &got,
-            &want,
-            tol(T::KIND, T::KIND, k, false),
-        );
+        let t = tol(T::KIND, T::KIND, k, false);
+        check(&format!("{what} group {g}"), &got, &want, t);
+        if save_aux {
+            check(&format!("{what} group {g} aux"), &got_z, &want_z, t);
+        }
     }
 }
 
@@ -508,10 +772,88 @@ fn grouped_case<T: Element>(s: &Stream) {
 #[ignore = "needs a CUDA GPU"]
 fn grouped_moe_shapes() {
     let s = &gpu().stream;
-    grouped_case::<bf16>(s);
-    grouped_case::<f16>(s);
-    grouped_case::<f32>(s);
-    grouped_case::<f64>(s);
+    grouped_case::<bf16>(s, EpilogueKind::Identity, false);
+    grouped_case::<f16>(s, EpilogueKind::Identity, false);
+    grouped_case::<f32>(s, EpilogueKind::Identity, false);
+    grouped_case::<f64>(s, EpilogueKind::Identity, false);
+}
+
+/// `D = act(alpha A B + beta C + bias)` per group: every epilogue (a bias
+/// per group, aux saved with an activation), with and without C, every
+/// dtype.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn grouped_every_epilogue_with_c() {
+    let s = &gpu().stream;
+    for e in EpilogueKind::ALL {
+        for with_c in [true, false] {
+            grouped_case::<bf16>(s, e, with_c);
+            grouped_case::<f16>(s, e, with_c);
+            grouped_case::<f32>(s, e, !with_c);
+            grouped_case::<f64>(s, e, with_c);
+        }
+    }
+}
+
+/// What [`grouped_bad_inputs`] spoils.
+#[derive(Clone, Copy, Debug)]
+enum Spoil {
+    /// The last group's bias, one element short.
+    LastBias,
+    /// The last group's C, column-major (the plan takes row-major).
+    LastC,
+    /// The C list, one group short.
+    CList,
+}
+
+/// A bad argument in any group (the last one here) is refused before any
+/// group is written.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn grouped_bad_inputs() {
+    let s = &gpu().stream;
+    let desc = GroupedGemmDescriptor::new(GROUPS.to_vec(), LayoutSku::Rcr)
+        .with_epilogue(EpilogueKind::BiasRelu);
+    let plan = GroupedGemmPlan::<f32>::select(s, &desc, &PlanPreference::default()).unwrap();
+    let ins: Vec<GroupData<f32>> = GROUPS
+        .iter()
+        .enumerate()
+        .map(|(g, &p)| group_data(g, p))
+        .collect();
+    let mut outs: Vec<DeviceBuffer<f32>> = GROUPS
+        .iter()
+        .map(|&(m, n, _)| poisoned((m * n).max(1)))
+        .collect();
+    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
+    let last = GROUPS.len() - 1;
+    let (m, n, _) = GROUPS[last];
+    let mut run = |spoil: Spoil| {
+        let mut args = group_args(&ins, &mut outs, None, (true, true), (1.0, 1.0));
+        let (c, bias) = (args.c.as_mut().unwrap(), args.bias.as_mut().unwrap());
+        match spoil {
+            Spoil::LastBias => bias[last] = bias[last].slice(0..n - 1).unwrap(),
+            Spoil::LastC => c[last] = mat(&ins[last].c.0, m, n, m, MatrixOrder::ColMajor),
+            Spoil::CList => {
+                c.pop();
+            }
+        }
+        plan.run(s, Workspace::Borrowed(ws.as_slice_mut()), args)
+    };
+    let cases = [
+        (Spoil::LastBias, "bias", true),
+        (Spoil::LastC, "c", false),
+        (Spoil::CList, "c", true),
+    ];
+    for (spoil, arg, shape) in cases {
+        assert_ok(expect_err(&format!("{spoil:?}"), run(spoil), |e| match e {
+            Error::ShapeMismatch { arg: a, .. } => shape && *a == arg,
+            Error::InvalidArgument { arg: a, .. } => !shape && *a == arg,
+            _ => false,
+        }));
+    }
+    for (g, d) in outs.iter().enumerate() {
+        assert!(download(d).iter().all(|x| x.is_nan()), "group {g} written");
+    }
 }
 
 fn linear_case<T: Element>(s: &Stream, t: usize, i: usize, o: usize, e: EpilogueKind, tl: f64) {
@@ -530,13 +872,43 @@ enum Pick<'a> {
     Skinny,
 }
 
-/// One linear layer forward and backward against the reference, selected
-/// as `pick` says; with `column_sum`, db through the column-sum kernel.
-/// Returns the plan's SKU variant.
+/// One packed linear layer forward and backward against the reference
+/// (see [`linear_check`]); aux saved when `e` has an activation.
 fn linear_case_with<T: Element>(
     s: &Stream,
     (t, i, o): (usize, usize, usize),
     e: EpilogueKind,
+    tl: f64,
+    column_sum: bool,
+    pick: Pick<'_>,
+) -> String {
+    let desc = LinearDescriptor::new(t, i, o)
+        .with_epilogue(e)
+        .with_aux(e.activation() != Activation::Identity);
+    linear_check::<T>(s, &desc, tl, column_sum, pick)
+}
+
+/// Logical `rows x cols` of a row-major matrix with leading dimension
+/// `ld`, and the check that its padding is still NaN.
+fn rows_of(what: &str, buf: &[f64], (rows, cols, ld): (usize, usize, usize)) -> Vec<f64> {
+    let offsets = view_offsets(&[rows, cols], &[ld, 1]);
+    assert_ok(check_untouched(what, buf, &offsets));
+    offsets.into_iter().map(|o| buf[o]).collect()
+}
+
+/// Elements a row-major `rows x cols` matrix with leading dimension `ld`
+/// reaches.
+fn row_span(rows: usize, cols: usize, ld: usize) -> usize {
+    span(MatrixOrder::RowMajor, rows, cols, ld)
+}
+
+/// One linear layer of `desc` (its leading dimensions included) forward and
+/// backward against the reference, into NaN-poisoned outputs whose
+/// padding must stay NaN; selected as `pick` says; with `column_sum`, db
+/// through the column-sum kernel. Returns the plan's SKU variant.
+fn linear_check<T: Element>(
+    s: &Stream,
+    desc: &LinearDescriptor,
     tl: f64,
     column_sum: bool,
     pick: Pick<'_>,
@@ -546,14 +918,13 @@ fn linear_case_with<T: Element>(
         Pick::Pref(p) => p,
         Pick::Skinny => &default,
     };
-    let desc = LinearDescriptor {
-        tokens: t,
-        in_features: i,
-        out_features: o,
-        epilogue: e,
-        save_aux: e.activation() != Activation::Identity,
-    };
-    let mut plan = LinearPlan::<T>::select(s, &desc, pref)
+    let (t, i, o, e) = (
+        desc.tokens,
+        desc.in_features,
+        desc.out_features,
+        desc.epilogue,
+    );
+    let mut plan = LinearPlan::<T>::select(s, desc, pref)
         .unwrap_or_else(|e| panic!("{desc:?} {}: {e}", T::KIND));
     if matches!(pick, Pick::Skinny) {
         plan = plan
@@ -568,25 +939,27 @@ fn linear_case_with<T: Element>(
             plan.sku().variant
         );
     }
-    let (x, xh) = upload::<T>(&rand(5, t * i));
-    let (w, wh) = upload::<T>(&rand(6, o * i));
+    let (ldx, ldw, ldy) = (desc.ldx, desc.ldw, desc.ldy);
+    let (lddx, lddw, lddy) = (desc.lddx, desc.lddw, desc.lddy);
+    let (x, xh) = upload::<T>(&rand(5, row_span(t, i, ldx)));
+    let (w, wh) = upload::<T>(&rand(6, row_span(o, i, ldw)));
     let (b, bh) = upload::<T>(&rand(7, o));
-    let (dy, dyh) = upload::<T>(&rand(8, t * o));
-    let mut y = poisoned::<T>(t * o);
-    let mut z = poisoned::<T>(t * o);
+    let (dy, dyh) = upload::<T>(&rand(8, row_span(t, o, lddy)));
+    let mut y = poisoned::<T>(row_span(t, o, ldy));
+    let mut z = poisoned::<T>(row_span(t, o, ldy));
     let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
     let row = MatrixOrder::RowMajor;
     plan.run(
         s,
         Workspace::Borrowed(ws.as_slice_mut()),
         LinearArgs {
-            x: MatrixRef::new(x.as_slice(), t, i, i, row).unwrap(),
-            w: MatrixRef::new(w.as_slice(), o, i, i, row).unwrap(),
+            x: MatrixRef::new(x.as_slice(), t, i, ldx, row).unwrap(),
+            w: MatrixRef::new(w.as_slice(), o, i, ldw, row).unwrap(),
             bias: e.has_bias().then(|| b.as_slice()),
-            y: MatrixMut::new(y.as_slice_mut(), t, o, o, row).unwrap(),
+            y: MatrixMut::new(y.as_slice_mut(), t, o, ldy, row).unwrap(),
             aux: desc
                 .save_aux
-                .then(|| MatrixMut::new(z.as_slice_mut(), t, o, o, row).unwrap()),
+                .then(|| MatrixMut::new(z.as_slice_mut(), t, o, ldy, row).unwrap()),
         },
     )
     .unwrap();
@@ -594,40 +967,53 @@ fn linear_case_with<T: Element>(
         t,
         o,
         i,
-        (&xh, i, row),
-        (&wh, i, MatrixOrder::ColMajor),
+        (&xh, ldx, row),
+        (&wh, ldw, MatrixOrder::ColMajor),
         None,
         e.has_bias().then_some(&bh[..]),
         1.0,
         0.0,
         e.activation(),
     );
+    let lds = if (ldx, ldw, ldy, lddx, lddw, lddy) == (i, i, o, i, i, o) {
+        String::new()
+    } else {
+        format!(" ld x{ldx} w{ldw} y{ldy} dx{lddx} dw{lddw} dy{lddy}")
+    };
     let what = format!(
-        "linear {} {t}x{i}->{o} {e} [{}]",
+        "linear {} {t}x{i}->{o} {e}{lds} [{}]",
         T::KIND,
         plan.sku().variant
     );
-    check(&format!("{what} y"), &download(&y), &want_y, tl);
+    let y_rows = rows_of(&format!("{what} y"), &download(&y), (t, o, ldy));
+    check(&format!("{what} y"), &y_rows, &want_y, tl);
     // Backward, against the reference built on the GPU's saved Z.
-    let zh: Vec<f64> = if desc.save_aux { download(&z) } else { want_z };
+    let zh: Vec<f64> = if desc.save_aux {
+        rows_of(&format!("{what} aux"), &download(&z), (t, o, ldy))
+    } else {
+        want_z
+    };
     let dz: Vec<f64> = (0..t * o)
-        .map(|p| T::from_f64(dyh[p] * r::act_grad(e.activation(), zh[p])).to_f64())
+        .map(|p| {
+            let g = dyh[(p / o) * lddy + p % o] * r::act_grad(e.activation(), zh[p]);
+            T::from_f64(g).to_f64()
+        })
         .collect();
-    let mut dx = poisoned::<T>(t * i);
-    let mut dw = poisoned::<T>(o * i);
+    let mut dx = poisoned::<T>(row_span(t, i, lddx));
+    let mut dw = poisoned::<T>(row_span(o, i, lddw));
     let mut db = poisoned::<T>(o);
     plan.run_bw(
         s,
         Workspace::Borrowed(ws.as_slice_mut()),
         LinearBwArgs {
-            x: MatrixRef::new(x.as_slice(), t, i, i, row).unwrap(),
-            w: MatrixRef::new(w.as_slice(), o, i, i, row).unwrap(),
-            dy: MatrixRef::new(dy.as_slice(), t, o, o, row).unwrap(),
+            x: MatrixRef::new(x.as_slice(), t, i, ldx, row).unwrap(),
+            w: MatrixRef::new(w.as_slice(), o, i, ldw, row).unwrap(),
+            dy: MatrixRef::new(dy.as_slice(), t, o, lddy, row).unwrap(),
             aux: desc
                 .save_aux
-                .then(|| MatrixRef::new(z.as_slice(), t, o, o, row).unwrap()),
-            dx: Some(MatrixMut::new(dx.as_slice_mut(), t, i, i, row).unwrap()),
-            dw: Some(MatrixMut::new(dw.as_slice_mut(), o, i, i, row).unwrap()),
+                .then(|| MatrixRef::new(z.as_slice(), t, o, ldy, row).unwrap()),
+            dx: Some(MatrixMut::new(dx.as_slice_mut(), t, i, lddx, row).unwrap()),
+            dw: Some(MatrixMut::new(dw.as_slice_mut(), o, i, lddw, row).unwrap()),
             dbias: e.has_bias().then(|| db.as_slice_mut()),
         },
     )
@@ -637,7 +1023,7 @@ fn linear_case_with<T: Element>(
         i,
         o,
         (&dz, o, row),
-        (&wh, i, row),
+        (&wh, ldw, row),
         None,
         None,
         1.0,
@@ -649,7 +1035,7 @@ fn linear_case_with<T: Element>(
         i,
         t,
         (&dz, o, MatrixOrder::ColMajor),
-        (&xh, i, row),
+        (&xh, ldx, row),
         None,
         None,
         1.0,
@@ -657,8 +1043,10 @@ fn linear_case_with<T: Element>(
         Activation::Identity,
     );
     let h = download::<T>;
-    check(&format!("{what} dx"), &h(&dx), &want_dx, tl);
-    check(&format!("{what} dw"), &h(&dw), &want_dw, tl);
+    let dx_rows = rows_of(&format!("{what} dx"), &h(&dx), (t, i, lddx));
+    check(&format!("{what} dx"), &dx_rows, &want_dx, tl);
+    let dw_rows = rows_of(&format!("{what} dw"), &h(&dw), (o, i, lddw));
+    check(&format!("{what} dw"), &dw_rows, &want_dw, tl);
     if e.has_bias() {
         let want_db: Vec<f64> = (0..o)
             .map(|j| (0..t).map(|r| dz[r * o + j]).sum())
@@ -758,13 +1146,7 @@ fn linear_skinny_forward() {
     assert!(!v.contains("skinny"), "{v}");
     // Five tokens, too few outputs, or K not whole vectors: refused.
     for (t, i, o) in [(5, 296, o), (1, 296, 40), (1, 297, o)] {
-        let desc = LinearDescriptor {
-            tokens: t,
-            in_features: i,
-            out_features: o,
-            epilogue: EpilogueKind::Bias,
-            save_aux: false,
-        };
+        let desc = LinearDescriptor::new(t, i, o).with_epilogue(EpilogueKind::Bias);
         let plan = LinearPlan::<bf16>::select(s, &desc, &heuristic).unwrap();
         match plan.with_skinny_forward(s) {
             Err(Error::Unsupported { op: "linear", .. }) => {}
@@ -812,6 +1194,178 @@ fn linear_forward_backward() {
         4.0 * ElementKind::F16.unit_roundoff(),
     );
     linear_case::<f64>(s, 300, 16, 18, EpilogueKind::Bias, 1e-12);
+}
+
+/// Leading-dimension paddings of a linear layer: `X`, `W`, `Y`, `dX`, `dW`,
+/// `dY`.
+type Pads = [usize; 6];
+
+/// `desc` with each leading dimension padded as `pads` says.
+fn padded(desc: LinearDescriptor, p: Pads) -> LinearDescriptor {
+    let (i, o) = (desc.in_features, desc.out_features);
+    desc.with_forward_ld(i + p[0], i + p[1], o + p[2])
+        .with_backward_ld(i + p[3], i + p[4], o + p[5])
+}
+
+/// Odd paddings (rows off 16 bytes, aux ld not a multiple of 8: cuBLASLt
+/// without its GELU aux epilogue, the column sum without 16-byte loads)
+/// and paddings of 8 (everything aligned, the fused paths).
+const PADS: [Pads; 2] = [[3, 5, 7, 1, 2, 9], [8, 8, 8, 8, 8, 8]];
+
+/// A linear layer on strided matrices: X, W, Y (and Z), dX, dW and dY
+/// each with its own leading dimension, every epilogue, every dtype, db
+/// both ways; and enough tokens for the column sum to split rows, over a
+/// strided dY read with and without 16-byte loads.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn linear_strided() {
+    let s = &gpu().stream;
+    let p = PlanPreference::default();
+    let u16 = 4.0 * ElementKind::F16.unit_roundoff();
+    for e in [
+        EpilogueKind::Identity,
+        EpilogueKind::Bias,
+        EpilogueKind::BiasGeluTanh,
+        EpilogueKind::BiasRelu,
+        EpilogueKind::BiasGeluErf,
+    ] {
+        let aux = e.activation() != Activation::Identity;
+        for pads in PADS {
+            let d = |t, i, o| {
+                padded(
+                    LinearDescriptor::new(t, i, o)
+                        .with_epilogue(e)
+                        .with_aux(aux),
+                    pads,
+                )
+            };
+            for column_sum in [false, e.has_bias()] {
+                linear_check::<bf16>(s, &d(64, 96, 40), 1e-2, column_sum, Pick::Pref(&p));
+                linear_check::<f32>(s, &d(7, 33, 18), 3e-5, column_sum, Pick::Pref(&p));
+                linear_check::<f16>(s, &d(64, 96, 40), u16, column_sum, Pick::Pref(&p));
+                linear_check::<f64>(s, &d(7, 33, 18), 1e-12, column_sum, Pick::Pref(&p));
+            }
+        }
+    }
+    for pads in PADS {
+        let d = |t, i, o| {
+            padded(
+                LinearDescriptor::new(t, i, o).with_epilogue(EpilogueKind::Bias),
+                pads,
+            )
+        };
+        linear_check::<bf16>(s, &d(1000, 64, 40), 2e-2, true, Pick::Pref(&p));
+        linear_check::<f32>(s, &d(517, 33, 20), 3e-5, true, Pick::Pref(&p));
+        linear_check::<f64>(s, &d(300, 16, 18), 1e-12, true, Pick::Pref(&p));
+    }
+}
+
+/// The skinny forward kernel reads packed X, W and Y only: a strided one
+/// is refused by `with_skinny_forward` and measured autotuning keeps
+/// cuBLASLt (and stays correct); strided backward matrices leave it free
+/// to serve the forward.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn linear_strided_skips_the_skinny_kernel() {
+    let s = &gpu().stream;
+    let sms = s.context().device().sm_count as usize;
+    let o = 8 * sms + 25;
+    let measured = PlanPreference::default().with_autotune(Autotune::Measured);
+    for t in [1, 4] {
+        for e in [EpilogueKind::Bias, EpilogueKind::BiasGeluErf] {
+            let aux = e.activation() != Activation::Identity;
+            let base = LinearDescriptor::new(t, 296, o)
+                .with_epilogue(e)
+                .with_aux(aux);
+            for pads in [[8, 0, 0, 0, 0, 0], [0, 8, 0, 0, 0, 0], [0, 0, 8, 0, 0, 0]] {
+                let desc = padded(base.clone(), pads);
+                let v = linear_check::<bf16>(s, &desc, 1e-2, false, Pick::Pref(&measured));
+                assert!(!v.contains("skinny"), "{desc:?}: {v}");
+                let plan =
+                    LinearPlan::<bf16>::select(s, &desc, &PlanPreference::default()).unwrap();
+                assert_ok(expect_err(
+                    &format!("skinny forward of {desc:?}"),
+                    plan.with_skinny_forward(s),
+                    |e| matches!(e, Error::Unsupported { op: "linear", .. }),
+                ));
+            }
+            let desc = padded(base, [0, 0, 0, 8, 8, 8]);
+            let v = linear_check::<bf16>(s, &desc, 1e-2, false, Pick::Skinny);
+            assert!(v.contains("skinny kernel (forced"), "{desc:?}: {v}");
+        }
+    }
+}
+
+/// Strided linear arguments that differ from the descriptor's leading
+/// dimensions are refused, under the layer's names, before anything is
+/// written; a leading dimension below its row length at `select`.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn linear_strided_bad_inputs() {
+    let s = &gpu().stream;
+    let p = PlanPreference::default();
+    let (t, i, o) = (16, 32, 24);
+    let desc = LinearDescriptor::new(t, i, o)
+        .with_epilogue(EpilogueKind::Bias)
+        .with_forward_ld(40, 32, 24)
+        .with_backward_ld(32, 32, 32);
+    let plan = LinearPlan::<f32>::select(s, &desc, &p).unwrap();
+    let row = MatrixOrder::RowMajor;
+    let (x, _) = upload::<f32>(&rand(1, t * 40));
+    let (w, _) = upload::<f32>(&rand(2, o * i));
+    let (b, _) = upload::<f32>(&rand(3, o));
+    let mut y = poisoned::<f32>(t * o);
+    let mut ws = DeviceBuffer::<u8>::zeros(s, plan.workspace_size().max(1)).unwrap();
+    assert_ok(expect_err(
+        "x packed, the plan strided",
+        plan.run(
+            s,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            LinearArgs {
+                x: MatrixRef::new(x.as_slice(), t, i, i, row).unwrap(),
+                w: MatrixRef::new(w.as_slice(), o, i, i, row).unwrap(),
+                bias: Some(b.as_slice()),
+                y: MatrixMut::new(y.as_slice_mut(), t, o, o, row).unwrap(),
+                aux: None,
+            },
+        ),
+        |e| matches!(e, Error::InvalidArgument { arg: "x", .. }),
+    ));
+    assert!(download(&y).iter().all(|v| v.is_nan()), "y written");
+    let (dy, _) = upload::<f32>(&rand(4, t * 32));
+    let mut dx = poisoned::<f32>(t * i);
+    let mut dw = poisoned::<f32>(o * i);
+    let mut db = poisoned::<f32>(o);
+    assert_ok(expect_err(
+        "dy packed, the plan strided",
+        plan.run_bw(
+            s,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            LinearBwArgs {
+                x: MatrixRef::new(x.as_slice(), t, i, 40, row).unwrap(),
+                w: MatrixRef::new(w.as_slice(), o, i, i, row).unwrap(),
+                dy: MatrixRef::new(dy.as_slice(), t, o, o, row).unwrap(),
+                aux: None,
+                dx: Some(MatrixMut::new(dx.as_slice_mut(), t, i, i, row).unwrap()),
+                dw: Some(MatrixMut::new(dw.as_slice_mut(), o, i, i, row).unwrap()),
+                dbias: Some(db.as_slice_mut()),
+            },
+        ),
+        |e| matches!(e, Error::InvalidArgument { arg: "dy", .. }),
+    ));
+    for (name, buf) in [("dx", &dx), ("dw", &dw), ("db", &db)] {
+        assert!(download(buf).iter().all(|v| v.is_nan()), "{name} written");
+    }
+    for (d, field) in [
+        (desc.clone().with_forward_ld(40, 31, 24), "ldw"),
+        (desc.clone().with_backward_ld(32, 32, 23), "lddy"),
+    ] {
+        assert_ok(expect_err(
+            field,
+            LinearPlan::<f32>::select(s, &d, &p),
+            |e| matches!(e, Error::InvalidDescriptor { field: f, .. } if *f == field),
+        ));
+    }
 }
 
 /// One s8 x s8 GEMM into `O`, scaled by `scale`, against the reference.
@@ -1082,19 +1636,10 @@ fn gemm_family_unadvertised_dtypes() {
         "batched f64 -> f32",
         BatchedGemmPlan::<f64, f32>::select(s, &b, p),
     );
-    let gr = GroupedGemmDescriptor {
-        problems: vec![(64, 48, 96), (0, 48, 96)],
-        layout: LayoutSku::Rcr,
-    };
+    let gr = GroupedGemmDescriptor::new(vec![(64, 48, 96), (0, 48, 96)], LayoutSku::Rcr);
     unsupported("grouped i8", GroupedGemmPlan::<i8>::select(s, &gr, p));
     unsupported("grouped e4m3", GroupedGemmPlan::<F8E4M3>::select(s, &gr, p));
-    let l = LinearDescriptor {
-        tokens: 64,
-        in_features: 96,
-        out_features: 48,
-        epilogue: EpilogueKind::Bias,
-        save_aux: false,
-    };
+    let l = LinearDescriptor::new(64, 96, 48).with_epilogue(EpilogueKind::Bias);
     unsupported("linear i8", LinearPlan::<i8>::select(s, &l, p));
     let i = IntGemmDescriptor { gemm: g.clone() };
     unsupported("int8 -> f16", IntGemmPlan::<f16>::select(s, &i, p));
