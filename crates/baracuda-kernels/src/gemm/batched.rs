@@ -175,7 +175,10 @@ impl BatchedGemmDescriptor {
                     reason: format!("beta = {} but no C was given", args.beta),
                 })
             }
-            None => d,
+            // Null, not D: cuBLASLt refuses C == D unless their layouts
+            // match (ldc and stride_c may differ from D's), and reads no C
+            // when beta is 0 (as the fp8 plan passes it).
+            None => 0,
         };
         let bias = optional_arg(
             OP,
@@ -436,7 +439,8 @@ mod tests {
         let p = d
             .check_args(1, &args(&d, Some(e.bias), Some(e.aux)))
             .unwrap();
-        assert_eq!((p.c, p.bias, p.aux), (0x30000, 0x40000, 0x50000));
+        // No C with beta 0: a null C, which cuBLASLt does not read.
+        assert_eq!((p.c, p.bias, p.aux), (0, 0x40000, 0x50000));
         let bad = |a: BatchedGemmArgs<'_, f32>| d.check_args(1, &a).unwrap_err();
         assert!(matches!(
             bad(args(&d, Some(e.bias - 1), Some(e.aux))),

@@ -427,7 +427,9 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
                     reason: format!("beta = {} but no C was given", args.beta),
                 })
             }
-            None => args.d.data().addr(),
+            // Null, not D: cuBLASLt refuses C == D unless their layouts
+            // match (ldc may differ from ldd), and reads no C when beta is 0.
+            None => 0,
         };
         let bias_addr = check_bias(op, "bias", d.epilogue.has_bias(), args.bias, d.n, ctx)?;
         let aux_addr = optional_arg(op, "aux", args.aux.as_ref(), d.save_aux, AUX_WHY, |a| {
