@@ -5,14 +5,6 @@ use baracuda_kernels::*;
 
 use crate::harness::*;
 
-/// The float dtypes every elementwise op claims.
-pub const FLOATS: &[ElementKind] = &[
-    ElementKind::F32,
-    ElementKind::F64,
-    ElementKind::F16,
-    ElementKind::Bf16,
-];
-
 fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
     let mut a = [0usize; N];
     a.copy_from_slice(v);
@@ -251,13 +243,14 @@ pub fn check_unary<T: Element>(op: UnaryOp) -> Result<usize, String> {
     Ok(n + 2)
 }
 
+/// Select a unary op with `kind`, which it does not claim: `Unsupported`.
 pub fn unary_unsupported(kind: ElementKind) -> Result<(), String> {
-    let g = gpu();
-    crate::with_element!(kind, T => {
-        let desc = UnaryDescriptor { op: UnaryOp::Relu, element: kind, shape: [4] };
-        expect_err(&format!("unary {kind}"), UnaryPlan::<T, 1>::select(&g.stream, &desc, &PlanPreference::default()),
-            |e| matches!(e, Error::Unsupported { .. }))
-    })
+    let desc = UnaryDescriptor {
+        op: UnaryOp::Relu,
+        element: kind,
+        shape: [4],
+    };
+    crate::with_element!(kind, T => expect_unsupported::<UnaryPlan<T, 1>>("unary", &desc))
 }
 
 /// Bad inputs of the unary plans: each returns its error and writes nothing.
@@ -617,13 +610,15 @@ pub fn check_binary<T: Element>(op: BinaryOp) -> Result<usize, String> {
     Ok(n + 1)
 }
 
+/// Select a binary op with `kind`, which it does not claim: `Unsupported`.
 pub fn binary_unsupported(kind: ElementKind) -> Result<(), String> {
-    let g = gpu();
-    crate::with_element!(kind, T => {
-        let desc = BinaryDescriptor { op: BinaryOp::Add, element: kind, a_shape: [4], b_shape: [4] };
-        expect_err(&format!("binary {kind}"), BinaryPlan::<T, 1>::select(&g.stream, &desc, &PlanPreference::default()),
-            |e| matches!(e, Error::Unsupported { .. }))
-    })
+    let desc = BinaryDescriptor {
+        op: BinaryOp::Add,
+        element: kind,
+        a_shape: [4],
+        b_shape: [4],
+    };
+    crate::with_element!(kind, T => expect_unsupported::<BinaryPlan<T, 1>>("binary", &desc))
 }
 
 pub fn binary_bad_inputs() -> Result<usize, String> {

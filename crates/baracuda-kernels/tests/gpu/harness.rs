@@ -1,12 +1,22 @@
 //! Shared machinery of the GPU tests: the device, seeded random inputs,
-//! NaN-poisoned outputs, strided host views, dtype tolerances, the
-//! comparison that names the first bad element, and the op table runner.
+//! NaN-poisoned outputs (with guard regions), strided host views, dtype
+//! tolerances, and the comparison that names the first bad element. The op
+//! table and its runner are in `table.rs`.
 
 #![allow(dead_code)] // each family uses part of the harness
 
+use std::ops::Range;
 use std::sync::OnceLock;
 
 use baracuda_kernels::*;
+
+/// The float dtypes most families claim.
+pub const FLOATS: &[ElementKind] = &[
+    ElementKind::F32,
+    ElementKind::F64,
+    ElementKind::F16,
+    ElementKind::Bf16,
+];
 
 /// The device, one context and one stream shared by every test.
 pub struct Gpu {
@@ -44,6 +54,10 @@ impl Rng {
         z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
         z ^ (z >> 31)
     }
+    /// Uniform in `0..n` (`n > 0`).
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
     /// Uniform in `[lo, hi)`.
     pub fn uniform(&mut self, lo: f64, hi: f64) -> f64 {
         lo + (hi - lo) * ((self.next_u64() >> 11) as f64 / (1u64 << 53) as f64)
@@ -69,6 +83,12 @@ pub fn round<T: Element>(v: &[f64]) -> (Vec<T>, Vec<f64>) {
     (t, back)
 }
 
+/// `v` rounded to `kind` and widened back: what a device buffer of `kind`
+/// holds.
+pub fn round_to(kind: ElementKind, v: &[f64]) -> Vec<f64> {
+    crate::with_element!(kind, T => round::<T>(v).1)
+}
+
 /// Upload rounded values; returns the buffer and the values the device holds.
 pub fn upload<T: Element>(v: &[f64]) -> (DeviceBuffer<T>, Vec<f64>) {
     let (t, back) = round::<T>(v);
@@ -81,6 +101,25 @@ pub fn upload<T: Element>(v: &[f64]) -> (DeviceBuffer<T>, Vec<f64>) {
 /// A buffer whose every byte is 0xFF: NaN in every float dtype.
 pub fn poisoned<T: Element>(n: usize) -> DeviceBuffer<T> {
     DeviceBuffer::filled_bytes(&gpu().stream, n, 0xFF).expect("poisoned buffer")
+}
+
+/// A poisoned device buffer of `bytes` bytes (at least one) to borrow as a
+/// workspace.
+pub fn workspace(bytes: usize) -> DeviceBuffer<u8> {
+    poisoned::<u8>(bytes.max(1))
+}
+
+/// Whether `v`, an element of a [`poisoned`] buffer of `T` read back as
+/// f64, is still the poison: NaN in the float dtypes, all ones in the
+/// integers (-1 signed, the maximum unsigned). Not for `bool`, which has no
+/// 0xFF value.
+pub fn is_poison<T: Element>(v: f64) -> bool {
+    match T::KIND {
+        k if k.is_float() => v.is_nan(),
+        ElementKind::U8 => v == f64::from(u8::MAX),
+        ElementKind::U32 => v == f64::from(u32::MAX),
+        _ => v == -1.0,
+    }
 }
 
 /// Download as f64.
@@ -125,6 +164,107 @@ pub fn gather(buf: &[f64], offset: usize, shape: &[usize], strides: &[usize]) ->
         .collect()
 }
 
+/// The strided view's logical values written into a buffer of `len`
+/// elements at their offsets (the inverse of [`gather`]); elements outside
+/// the view are 0.
+pub fn scatter(logical: &[f64], shape: &[usize], strides: &[usize], len: usize) -> Vec<f64> {
+    let mut buf = vec![0.0; len];
+    for (&o, &v) in view_offsets(shape, strides).iter().zip(logical) {
+        buf[o] = v;
+    }
+    buf
+}
+
+/// Poisoned elements on each side of a [`Guarded`] output, in bytes: a
+/// multiple of 256, so the view keeps the allocation's alignment and the
+/// op takes the same (vectorised, aligned) paths it takes on a buffer of
+/// its own.
+pub const GUARD_BYTES: usize = 256;
+
+/// A NaN-poisoned output of `len` elements with [`GUARD_BYTES`] of poison
+/// before and after it: an op that writes past either end of its view is
+/// caught by [`Guarded::result`].
+pub struct Guarded<T: Element> {
+    buf: DeviceBuffer<T>,
+    guard: usize,
+    len: usize,
+}
+
+impl<T: Element> Guarded<T> {
+    /// A poisoned output of `len` elements between two poisoned guards.
+    pub fn new(len: usize) -> Self {
+        let guard = GUARD_BYTES / std::mem::size_of::<T>().max(1);
+        Guarded {
+            buf: poisoned::<T>(len + 2 * guard),
+            guard,
+            len,
+        }
+    }
+    /// Elements of the output (guards excluded).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the output has no element.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    fn region(&self) -> Range<usize> {
+        self.guard..self.guard + self.len
+    }
+    /// The output's elements, to view as an input of a later call.
+    pub fn slice(&self) -> DeviceSlice<'_, T> {
+        self.buf
+            .as_slice()
+            .slice(self.region())
+            .expect("region in buffer")
+    }
+    /// The output's elements, to view as an output.
+    pub fn slice_mut(&mut self) -> DeviceSliceMut<'_, T> {
+        let (guard, len) = (self.guard, self.len);
+        let (_, rest) = self
+            .buf
+            .as_slice_mut()
+            .split_at(guard)
+            .expect("guard in buffer");
+        rest.split_at(len).expect("region in buffer").0
+    }
+    /// The output's values in buffer order; an error names the first guard
+    /// element that was written.
+    pub fn result(&self, what: &str) -> Result<Vec<f64>, String> {
+        let all = download(&self.buf);
+        self.check_poison(what, &all, self.region())?;
+        Ok(all[self.region()].to_vec())
+    }
+    fn check_poison(&self, what: &str, all: &[f64], skip: Range<usize>) -> Result<(), String> {
+        let bad = (0..all.len()).find(|i| !skip.contains(i) && !is_poison::<T>(all[*i]));
+        match bad {
+            None => Ok(()),
+            Some(i) => {
+                let place = if i < self.guard {
+                    format!("{} before the output view", self.guard - i)
+                } else if i >= self.guard + self.len {
+                    format!("{} after the output view", i + 1 - self.guard - self.len)
+                } else {
+                    format!("{} of the output view", i - self.guard)
+                };
+                Err(format!("{what}: element {place} was written ({})", all[i]))
+            }
+        }
+    }
+}
+
+/// An output that a call which must write nothing was given.
+pub trait Poisoned {
+    /// `Ok` when every element, guards included, is still poison.
+    fn untouched(&self, what: &str) -> Result<(), String>;
+}
+
+impl<T: Element> Poisoned for Guarded<T> {
+    fn untouched(&self, what: &str) -> Result<(), String> {
+        self.check_poison(what, &download(&self.buf), 0..0)
+    }
+}
+
 /// Error bound of a comparison: `|got - want| <= rtol * |want| + atol +
 /// sum_scale * extra[i]`, plus a relative-L2 bound of `rtol`.
 #[derive(Copy, Clone, Debug)]
@@ -135,27 +275,34 @@ pub struct Tolerance {
     pub atol: f64,
 }
 
+impl Tolerance {
+    /// Exact equality: indices and other integers.
+    pub const EXACT: Tolerance = Tolerance {
+        rtol: 0.0,
+        atol: 0.0,
+    };
+    /// `rtol` relative, plus `max_frac` of the largest `|want|` absolute:
+    /// the bound of sums whose rounding error follows their largest terms
+    /// rather than each result (small results of cancelling terms).
+    pub fn of_max(rtol: f64, max_frac: f64, want: &[f64]) -> Tolerance {
+        let scale = want.iter().fold(0.0f64, |m, v| m.max(v.abs()));
+        Tolerance {
+            rtol,
+            atol: max_frac * scale,
+        }
+    }
+}
+
 /// Tolerance of a pointwise op whose f32 (f64) math rounds once to `kind`.
 pub fn pointwise_tol(kind: ElementKind) -> Tolerance {
-    match kind {
-        ElementKind::F64 => Tolerance {
-            rtol: 1e-13,
-            atol: 1e-13,
-        },
-        ElementKind::F32 => Tolerance {
-            rtol: 4e-6,
-            atol: 2e-6,
-        },
-        ElementKind::F16 => Tolerance {
-            rtol: 2e-3,
-            atol: 1e-3,
-        },
-        ElementKind::Bf16 => Tolerance {
-            rtol: 1e-2,
-            atol: 2e-3,
-        },
+    let (rtol, atol) = match kind {
+        ElementKind::F64 => (1e-13, 1e-13),
+        ElementKind::F32 => (4e-6, 2e-6),
+        ElementKind::F16 => (2e-3, 1e-3),
+        ElementKind::Bf16 => (1e-2, 2e-3),
         other => panic!("no float tolerance for {other}"),
-    }
+    };
+    Tolerance { rtol, atol }
 }
 
 /// Unit roundoff of the accumulator used for `kind` (f64 for f64, else f32).
@@ -223,113 +370,56 @@ pub fn check_untouched(what: &str, buf: &[f64], covered: &[usize]) -> Result<(),
     Ok(())
 }
 
-/// Run `f` with `T` bound to the Rust type of `$kind`.
+/// `$body` with `$t` bound to the Rust type of `$kind`, for the kinds
+/// listed as `Kind => type`; after a `;`, the arm for every other kind.
 #[macro_export]
-macro_rules! with_element {
-    ($kind:expr, $t:ident => $body:expr) => {{
+macro_rules! with_kinds {
+    ($kind:expr, $t:ident => $body:expr; $($k:ident => $ty:ty),* $(; $other:pat => $else:expr)?) => {{
         use baracuda_kernels::ElementKind as K;
         match $kind {
-            K::F32 => {
-                type $t = f32;
+            $(K::$k => {
+                type $t = $ty;
                 $body
-            }
-            K::F64 => {
-                type $t = f64;
-                $body
-            }
-            K::F16 => {
-                type $t = half::f16;
-                $body
-            }
-            K::Bf16 => {
-                type $t = half::bf16;
-                $body
-            }
-            K::I8 => {
-                type $t = i8;
-                $body
-            }
-            K::U8 => {
-                type $t = u8;
-                $body
-            }
-            K::I16 => {
-                type $t = i16;
-                $body
-            }
-            K::I32 => {
-                type $t = i32;
-                $body
-            }
-            K::I64 => {
-                type $t = i64;
-                $body
-            }
-            K::U32 => {
-                type $t = u32;
-                $body
-            }
-            K::Bool => {
-                type $t = bool;
-                $body
-            }
-            K::Fp8E4M3 => {
-                type $t = float8::F8E4M3;
-                $body
-            }
-            K::Fp8E5M2 => {
-                type $t = float8::F8E5M2;
-                $body
-            }
+            })*
+            $($other => $else,)?
         }
     }};
 }
 
-/// One row of the op table: the op, the dtypes it claims, and the checks
-/// the generic runner applies.
-pub struct OpCase {
-    /// Test name (also the `#[test]` function's name).
-    pub name: &'static str,
-    /// Dtypes the op claims; every other dtype must be `Unsupported`.
-    pub dtypes: &'static [ElementKind],
-    /// Forward and backward over every sample for one dtype; returns the
-    /// number of samples checked.
-    pub check: fn(ElementKind) -> Result<usize, String>,
-    /// Bad inputs, each asserting its `Error` variant and that nothing was
-    /// written; returns how many were checked.
-    pub bad_inputs: fn() -> Result<usize, String>,
-    /// Select with a dtype outside `dtypes`; must return `Unsupported`.
-    pub unsupported: fn(ElementKind) -> Result<(), String>,
+/// Run `$body` with `T` bound to the Rust type of `$kind`.
+#[macro_export]
+macro_rules! with_element {
+    ($kind:expr, $t:ident => $body:expr) => {
+        $crate::with_kinds!($kind, $t => $body;
+            F32 => f32, F64 => f64, F16 => half::f16, Bf16 => half::bf16,
+            I8 => i8, U8 => u8, I16 => i16, I32 => i32, I64 => i64, U32 => u32, Bool => bool,
+            Fp8E4M3 => float8::F8E4M3, Fp8E5M2 => float8::F8E5M2)
+    };
 }
 
-/// Run one table row: every listed dtype, every other dtype's rejection,
-/// and the bad inputs. Panics with every failure.
-pub fn run_case(case: &OpCase) {
-    let mut failures = Vec::new();
-    let mut checked = 0;
-    for kind in ElementKind::ALL {
-        if case.dtypes.contains(&kind) {
-            match (case.check)(kind) {
-                Ok(n) if n > 0 => checked += n,
-                Ok(_) => failures.push(format!("{} {kind}: no sample was checked", case.name)),
-                Err(e) => failures.push(format!("{} {kind}: {e}", case.name)),
-            }
-        } else if let Err(e) = (case.unsupported)(kind) {
-            failures.push(format!("{} {kind}: {e}", case.name));
-        }
-    }
-    match (case.bad_inputs)() {
-        Ok(n) if n > 0 => {}
-        Ok(_) => failures.push(format!("{}: no bad input was checked", case.name)),
-        Err(e) => failures.push(format!("{} bad inputs: {e}", case.name)),
-    }
-    assert!(
-        failures.is_empty(),
-        "{} failure(s):\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
-    eprintln!("{}: {checked} samples checked", case.name);
+/// Run `$body` with `T` bound to the Rust type of `$kind`, one of the four
+/// float dtypes ([`FLOATS`]); for any other kind, an `Err` naming it
+/// (`$body` is a `Result<_, String>`). Instantiates `$body` four times
+/// where [`with_element!`] would thirteen.
+#[macro_export]
+macro_rules! with_float {
+    ($kind:expr, $t:ident => $body:expr) => {
+        $crate::with_kinds!($kind, $t => $body;
+            F32 => f32, F64 => f64, F16 => half::f16, Bf16 => half::bf16;
+            other => Err(format!("{other} is not a float dtype")))
+    };
+}
+
+/// `P::select` on the shared stream, its error as a message.
+pub fn select<P: Plan>(desc: &P::Descriptor, pref: &PlanPreference) -> Result<P, String> {
+    P::select(&gpu().stream, desc, pref).map_err(|e| format!("select: {e}"))
+}
+
+/// `Ok` when selecting `P` for `desc` returns `Error::Unsupported` (a dtype
+/// the op does not claim).
+pub fn expect_unsupported<P: Plan>(what: &str, desc: &P::Descriptor) -> Result<(), String> {
+    let r = P::select(&gpu().stream, desc, &PlanPreference::default());
+    expect_err(what, r, unsupported)
 }
 
 /// `Ok` when `r` is an error matching `pred`, else a message.
@@ -343,4 +433,39 @@ pub fn expect_err<T>(
         Err(e) => Err(format!("{what}: wrong error: {e}")),
         Ok(_) => Err(format!("{what}: expected an error, got Ok")),
     }
+}
+
+/// Matches `InvalidDescriptor` naming `field`.
+pub fn invalid_descriptor(field: &'static str) -> impl Fn(&Error) -> bool {
+    move |e| matches!(e, Error::InvalidDescriptor { field: f, .. } if *f == field)
+}
+
+/// Matches `ShapeMismatch` naming argument `arg`.
+pub fn shape_mismatch(arg: &'static str) -> impl Fn(&Error) -> bool {
+    move |e| matches!(e, Error::ShapeMismatch { arg: a, .. } if *a == arg)
+}
+
+/// Matches `InvalidArgument` naming argument `arg`.
+pub fn invalid_argument(arg: &'static str) -> impl Fn(&Error) -> bool {
+    move |e| matches!(e, Error::InvalidArgument { arg: a, .. } if *a == arg)
+}
+
+/// Matches `PreferenceRejected` naming preference field `field`.
+pub fn preference_rejected(field: &'static str) -> impl Fn(&Error) -> bool {
+    move |e| matches!(e, Error::PreferenceRejected { field: f, .. } if *f == field)
+}
+
+/// Matches `Unsupported`.
+pub fn unsupported(e: &Error) -> bool {
+    matches!(e, Error::Unsupported { .. })
+}
+
+/// Matches `DtypeMismatch`.
+pub fn dtype_mismatch(e: &Error) -> bool {
+    matches!(e, Error::DtypeMismatch { .. })
+}
+
+/// Matches `WorkspaceTooSmall`.
+pub fn workspace_too_small(e: &Error) -> bool {
+    matches!(e, Error::WorkspaceTooSmall { .. })
 }

@@ -2,46 +2,58 @@
 //!
 //! Every test is `#[ignore = "needs a CUDA GPU"]`; `scripts/gpu-test.sh`
 //! builds this binary in release mode and runs it with `--ignored` on a GPU
-//! machine. The elementwise family is driven by the op table below: each
+//! machine. The op families are driven by the op table (`table.rs`): each
 //! row becomes one test that checks every claimed dtype over every sample
 //! (forward and backward against the f64 reference), that every other
-//! dtype is `Unsupported`, and the row's bad inputs.
+//! dtype is `Unsupported`, and the row's bad inputs. The elementwise rows
+//! are below; the conv family's (convolution and pooling) are in
+//! `conv.rs`.
 
 mod conv;
 mod driver;
 mod elementwise;
 mod gemm;
 mod harness;
+mod table;
 
 use baracuda_kernels::{BinaryOp, UnaryOp};
-use harness::{run_case, OpCase};
+use harness::FLOATS;
+use table::{CheckCase, Row};
+
+/// An elementwise row: the check, bad inputs and dtype check of
+/// `elementwise.rs` it runs, and the op.
+macro_rules! elementwise_row {
+    ($name:literal, $check:ident, $bad:ident, $unsupported:ident, $op:expr) => {
+        &CheckCase {
+            name: $name,
+            dtypes: FLOATS,
+            check: |k| with_element!(k, T => elementwise::$check::<T>($op)),
+            bad_inputs: elementwise::$bad,
+            unsupported: elementwise::$unsupported,
+        }
+    };
+}
 
 macro_rules! unary_row {
     ($name:literal, $op:expr) => {
-        OpCase {
-            name: $name,
-            dtypes: elementwise::FLOATS,
-            check: |k| with_element!(k, T => elementwise::check_unary::<T>($op)),
-            bad_inputs: elementwise::unary_bad_inputs,
-            unsupported: elementwise::unary_unsupported,
-        }
+        elementwise_row!($name, check_unary, unary_bad_inputs, unary_unsupported, $op)
     };
 }
 
 macro_rules! binary_row {
     ($name:literal, $op:expr) => {
-        OpCase {
-            name: $name,
-            dtypes: elementwise::FLOATS,
-            check: |k| with_element!(k, T => elementwise::check_binary::<T>($op)),
-            bad_inputs: elementwise::binary_bad_inputs,
-            unsupported: elementwise::binary_unsupported,
-        }
+        elementwise_row!(
+            $name,
+            check_binary,
+            binary_bad_inputs,
+            binary_unsupported,
+            $op
+        )
     };
 }
 
-/// The op table: one row per plan family member.
-static TABLE: &[OpCase] = &[
+/// The elementwise rows of the op table: one per op.
+static TABLE: &[&dyn Row] = &[
     unary_row!("unary_relu", UnaryOp::Relu),
     unary_row!("unary_gelu_erf", UnaryOp::GeluErf),
     unary_row!("unary_gelu_tanh", UnaryOp::GeluTanh),
@@ -58,35 +70,8 @@ static TABLE: &[OpCase] = &[
     binary_row!("binary_minimum", BinaryOp::Minimum),
 ];
 
-fn row(name: &str) -> &'static OpCase {
-    TABLE
-        .iter()
-        .find(|c| c.name == name)
-        .expect("a table row of that name")
-}
-
-macro_rules! table_tests {
-    ($($name:ident),* $(,)?) => {
-        $(
-            #[test]
-            #[ignore = "needs a CUDA GPU"]
-            fn $name() {
-                run_case(row(stringify!($name)));
-            }
-        )*
-
-        #[test]
-        fn every_table_row_has_a_test() {
-            let names = [$(stringify!($name)),*];
-            for case in TABLE {
-                assert!(names.contains(&case.name), "row {} has no test", case.name);
-            }
-            assert_eq!(names.len(), TABLE.len());
-        }
-    };
-}
-
-table_tests!(
+crate::table_tests!(
+    TABLE;
     unary_relu,
     unary_gelu_erf,
     unary_gelu_tanh,
