@@ -11,15 +11,14 @@
 use std::marker::PhantomData;
 
 use baracuda_driver::Stream;
-use baracuda_kernels_types::{Element, ElementKind, KernelSku, PlanPreference, Result, Workspace};
+use baracuda_kernels_types::{Element, ElementKind, PlanPreference, Result, Workspace};
 
 use super::window::invalid;
 use super::pool::{
-    validate_planes, KernelMode, PoolArgs, PoolAvg, PoolCore, PoolMax, PoolProblem, PoolReduce,
+    validate_planes, KernelMode, PoolAvg, PoolCore, PoolMax, PoolProblem, PoolReduce,
 };
 use super::window::Window;
 use super::{check_dtype, ConvLayout, Rank, SpatialRank};
-use crate::Plan;
 
 /// An adaptive pooling of spatial rank `N`: in and out extents only.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -114,19 +113,11 @@ pub(crate) fn validate_adaptive<const N: usize>(d: &AdaptivePoolDescriptor<N>) -
     Ok(())
 }
 
-impl<T: Element, M: PoolReduce, const N: usize, const R: usize> Plan
-    for AdaptivePoolPlan<T, M, N, R>
+impl<T: Element, M: PoolReduce, const N: usize, const R: usize> AdaptivePoolPlan<T, M, N, R>
 where
     Rank<N, R>: SpatialRank,
 {
-    type Descriptor = AdaptivePoolDescriptor<N>;
-    type Args<'a> = PoolArgs<'a, T, R>;
-
-    fn select(
-        stream: &Stream,
-        d: &AdaptivePoolDescriptor<N>,
-        pref: &PlanPreference,
-    ) -> Result<Self> {
+    fn core(stream: &Stream, d: &AdaptivePoolDescriptor<N>, pref: &PlanPreference) -> Result<PoolCore> {
         check_dtype::<T>(OP, d.element)?;
         validate_adaptive(d)?;
         let mode = if M::MAX {
@@ -134,7 +125,7 @@ where
         } else {
             KernelMode::AdaptiveAvg
         };
-        let core = PoolCore::new(
+        PoolCore::new(
             stream,
             T::KIND,
             pref,
@@ -152,34 +143,11 @@ where
                 divisor_override: 0,
                 norm_p: 1.0,
             },
-        )?;
-        Ok(AdaptivePoolPlan {
-            core,
-            _t: PhantomData,
-        })
-    }
-
-    fn sku(&self) -> &KernelSku {
-        self.core.sku()
-    }
-
-    fn workspace_size(&self) -> usize {
-        0
-    }
-
-    fn run(
-        &self,
-        stream: &Stream,
-        _workspace: Workspace<'_>,
-        args: PoolArgs<'_, T, R>,
-    ) -> Result<()> {
-        self.core.run_fw(stream, args)
+        )
     }
 }
 
-super::pool::pool_backward!(
-    [T: Element, M: PoolReduce, const N: usize, const R: usize] AdaptivePoolPlan<T, M, N, R>
-);
+super::pool::pool_plan!([T: Element, M: PoolReduce, const N: usize, const R: usize] AdaptivePoolPlan<T, M, N, R>, AdaptivePoolDescriptor<N>);
 
 #[cfg(test)]
 mod tests {

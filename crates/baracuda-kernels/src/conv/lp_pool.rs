@@ -9,13 +9,12 @@
 use std::marker::PhantomData;
 
 use baracuda_driver::Stream;
-use baracuda_kernels_types::{Element, ElementKind, KernelSku, PlanPreference, Result, Workspace};
+use baracuda_kernels_types::{Element, ElementKind, PlanPreference, Result, Workspace};
 
 use super::window::invalid;
-use super::pool::{validate_window, KernelMode, PoolArgs, PoolCore, PoolProblem};
+use super::pool::{validate_window, KernelMode, PoolCore, PoolProblem};
 use super::window::{window_setters, Window};
 use super::{check_dtype, ConvLayout, Rank, SpatialRank};
-use crate::Plan;
 
 /// An Lp pooling of spatial rank `N`. Defaults: stride = kernel, no
 /// padding or dilation (PyTorch's `LPPool` has neither), ceil_mode false,
@@ -129,17 +128,14 @@ pub(crate) fn validate_lp<const N: usize>(d: &LpPoolDescriptor<N>) -> Result<[us
     validate_window(OP, (d.batch, d.channels), &d.input, w, d.ceil_mode)
 }
 
-impl<T: Element, const N: usize, const R: usize> Plan for LpPoolPlan<T, N, R>
+impl<T: Element, const N: usize, const R: usize> LpPoolPlan<T, N, R>
 where
     Rank<N, R>: SpatialRank,
 {
-    type Descriptor = LpPoolDescriptor<N>;
-    type Args<'a> = PoolArgs<'a, T, R>;
-
-    fn select(stream: &Stream, d: &LpPoolDescriptor<N>, pref: &PlanPreference) -> Result<Self> {
+    fn core(stream: &Stream, d: &LpPoolDescriptor<N>, pref: &PlanPreference) -> Result<PoolCore> {
         check_dtype::<T>(OP, d.element)?;
         let output = validate_lp(d)?;
-        let core = PoolCore::new(
+        PoolCore::new(
             stream,
             T::KIND,
             pref,
@@ -157,32 +153,11 @@ where
                 divisor_override: 0,
                 norm_p: d.p as f32,
             },
-        )?;
-        Ok(LpPoolPlan {
-            core,
-            _t: PhantomData,
-        })
-    }
-
-    fn sku(&self) -> &KernelSku {
-        self.core.sku()
-    }
-
-    fn workspace_size(&self) -> usize {
-        0
-    }
-
-    fn run(
-        &self,
-        stream: &Stream,
-        _workspace: Workspace<'_>,
-        args: PoolArgs<'_, T, R>,
-    ) -> Result<()> {
-        self.core.run_fw(stream, args)
+        )
     }
 }
 
-super::pool::pool_backward!([T: Element, const N: usize, const R: usize] LpPoolPlan<T, N, R>);
+super::pool::pool_plan!([T: Element, const N: usize, const R: usize] LpPoolPlan<T, N, R>, LpPoolDescriptor<N>);
 
 #[cfg(test)]
 mod tests {

@@ -31,7 +31,6 @@ use super::descriptor::{check_tensor, full_shape};
 use super::window::{invalid, to_i32, to_i32s, window_setters, Window};
 use super::{check_dtype, ConvLayout, Rank, SpatialRank};
 use crate::kernel_sources::{typed_spec, POOL};
-use crate::Plan;
 
 /// A max or average pooling of spatial rank `N`; the plan's type says
 /// which ([`MaxPool2dPlan`], [`AvgPool2dPlan`], ...).
@@ -707,14 +706,11 @@ pub(crate) fn validate_pool<const N: usize>(
     Ok(out)
 }
 
-impl<T: Element, M: PoolReduce, const N: usize, const R: usize> Plan for PoolPlan<T, M, N, R>
+impl<T: Element, M: PoolReduce, const N: usize, const R: usize> PoolPlan<T, M, N, R>
 where
     Rank<N, R>: SpatialRank,
 {
-    type Descriptor = PoolDescriptor<N>;
-    type Args<'a> = PoolArgs<'a, T, R>;
-
-    fn select(stream: &Stream, d: &PoolDescriptor<N>, pref: &PlanPreference) -> Result<Self> {
+    fn core(stream: &Stream, d: &PoolDescriptor<N>, pref: &PlanPreference) -> Result<PoolCore> {
         check_dtype::<T>(OP, d.element)?;
         let output = validate_pool(d, M::MAX)?;
         let mode = if M::MAX {
@@ -722,7 +718,7 @@ where
         } else {
             KernelMode::Avg
         };
-        let core = PoolCore::new(
+        PoolCore::new(
             stream,
             T::KIND,
             pref,
@@ -740,37 +736,54 @@ where
                 divisor_override: d.divisor_override.unwrap_or(0),
                 norm_p: 1.0,
             },
-        )?;
-        Ok(PoolPlan {
-            core,
-            _t: PhantomData,
-        })
-    }
-
-    fn sku(&self) -> &KernelSku {
-        &self.core.sku
-    }
-
-    fn workspace_size(&self) -> usize {
-        0
-    }
-
-    fn run(
-        &self,
-        stream: &Stream,
-        _workspace: Workspace<'_>,
-        args: PoolArgs<'_, T, R>,
-    ) -> Result<()> {
-        self.core.run_fw(stream, args)
+        )
     }
 }
 
-/// What every pooling plan `$plan` (generic over `$gen`, which names `T`,
-/// `N` and `R`) has through its `core`: `output_dims`, and [`Backward`]:
-/// `dx` from `dy` (and `indices` for max, `x` and `y` for Lp), no
-/// workspace, a deterministic gather.
-macro_rules! pool_backward {
-    ([$($gen:tt)*] $plan:ty) => {
+/// The [`Plan`](crate::Plan) and [`Backward`](crate::Backward) of a pooling plan `$plan` (generic over
+/// `$gen`, which names `T`, `N` and `R`; fields `core` and `_t`) on
+/// descriptor `$desc`, whose inherent `core(stream, desc, pref)` builds its
+/// [`PoolCore`]: `run` and `run_bw` through the core (`dx` from `dy`, and
+/// `indices` for max, `x` and `y` for Lp), no workspace, a deterministic
+/// gather; and `output_dims`.
+macro_rules! pool_plan {
+    ([$($gen:tt)*] $plan:ty, $desc:ty) => {
+        impl<$($gen)*> $crate::Plan for $plan
+        where
+            $crate::conv::Rank<N, R>: $crate::conv::SpatialRank,
+        {
+            type Descriptor = $desc;
+            type Args<'a> = $crate::conv::PoolArgs<'a, T, R>;
+
+            fn select(
+                stream: &Stream,
+                d: &$desc,
+                pref: &baracuda_kernels_types::PlanPreference,
+            ) -> Result<Self> {
+                Ok(Self {
+                    core: Self::core(stream, d, pref)?,
+                    _t: std::marker::PhantomData,
+                })
+            }
+
+            fn sku(&self) -> &baracuda_kernels_types::KernelSku {
+                self.core.sku()
+            }
+
+            fn workspace_size(&self) -> usize {
+                0
+            }
+
+            fn run(
+                &self,
+                stream: &Stream,
+                _workspace: Workspace<'_>,
+                args: Self::Args<'_>,
+            ) -> Result<()> {
+                self.core.run_fw(stream, args)
+            }
+        }
+
         impl<$($gen)*> $plan
         where
             $crate::conv::Rank<N, R>: $crate::conv::SpatialRank,
@@ -806,9 +819,9 @@ macro_rules! pool_backward {
         }
     };
 }
-pub(crate) use pool_backward;
+pub(crate) use pool_plan;
 
-pool_backward!([T: Element, M: PoolReduce, const N: usize, const R: usize] PoolPlan<T, M, N, R>);
+pool_plan!([T: Element, M: PoolReduce, const N: usize, const R: usize] PoolPlan<T, M, N, R>, PoolDescriptor<N>);
 
 #[cfg(test)]
 mod tests {
