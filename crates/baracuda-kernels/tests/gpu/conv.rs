@@ -55,7 +55,7 @@ use crate::harness::*;
 use crate::table::{InputsFn, OpCase, ReferenceFn, Row, RunFn};
 
 /// The conv family's rows of the op table.
-static ROWS: &[&dyn Row] = &[
+pub(crate) static ROWS: &[&dyn Row] = &[
     &convolution::conv_row::<1, 3>("conv1d"),
     &convolution::conv_row::<2, 4>("conv2d"),
     &convolution::conv_row::<3, 5>("conv3d"),
