@@ -8,6 +8,7 @@
 //! Families live one per module; [`mod@reference`] holds the f64 CPU oracles
 //! the GPU tests compare against.
 
+mod autotune;
 mod kernel_sources;
 mod plan;
 pub mod reference;

@@ -16,8 +16,9 @@
 //!    first plan that finalizes. `Autotune::Measured` times up to
 //!    [`measured_candidates`] on the select stream (as
 //!    `cudnn.benchmark=True` does) and keeps the fastest; the winner
-//!    (engine index + knobs) is cached per problem, filter and device for
-//!    the process and in `BARACUDA_CONV_AUTOTUNE_FILE` when set.
+//!    (engine index + knobs) is cached per problem, filter, device model
+//!    and cuDNN version in the crate's autotune cache (`crate::autotune`),
+//!    and in `BARACUDA_AUTOTUNE_FILE` when set.
 //! 2. A legacy algorithm (`_v7` heuristics, IEEE `CUDNN_FMA_MATH` for f32
 //!    unless `allow_tf32`), within the backend plan's workspace. It runs
 //!    when an operand is not 16-byte aligned (the backend tensors are
@@ -36,12 +37,10 @@
 //!    forces it for those two (the weight gradient, a reduction over the
 //!    positions, stays with cuDNN). Otherwise cuDNN runs.
 
-use std::collections::HashMap;
-use std::io::Write as _;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 use baracuda_driver::{
-    ConvMath, CudnnHandle, DeviceBuffer, Function, LaunchArgs, LaunchConfig, Stream,
+    ConvMath, CudaLib, CudnnHandle, DeviceBuffer, Function, LaunchArgs, LaunchConfig, Stream,
 };
 use baracuda_kernels_types::{
     Autotune, BackendKind, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
@@ -51,6 +50,7 @@ use baracuda_kernels_types::{
 use super::cudnn_conv::CudnnConv;
 use super::cudnn_graph::{ConvAlgo, ConvApi, ConvDirection, CudnnConvProblem, EngineFilter};
 use super::descriptor::{check_i32_elems, full_shape_i32};
+use crate::autotune::{self, Choice};
 use crate::kernel_sources::{typed_spec, CONV_BIAS, CONV_LAYOUT};
 use crate::gemm::{narrow_fits, LinearKernel, LinearMatmul, NarrowMatmul, PlainMatmul};
 use crate::scratch::{fastest, operand_sets, random_bytes};
@@ -330,73 +330,36 @@ fn math_policy(kind: ElementKind, allow_tf32: bool) -> MathPolicy {
 /// A cached backend engine config: engine global index and knob choices.
 type CacheEntry = [(u32, Vec<(u32, i64)>); 3];
 
-fn autotune_cache() -> &'static Mutex<HashMap<String, CacheEntry>> {
-    static CACHE: OnceLock<Mutex<HashMap<String, CacheEntry>>> = OnceLock::new();
-    CACHE.get_or_init(|| {
-        let mut m = HashMap::new();
-        if let Ok(path) = std::env::var("BARACUDA_CONV_AUTOTUNE_FILE") {
-            if let Ok(text) = std::fs::read_to_string(&path) {
-                for line in text.lines() {
-                    if let Some((k, v)) = parse_cache_line(line) {
-                        m.insert(k, v);
-                    }
-                }
-            }
-        }
-        Mutex::new(m)
-    })
-}
-
-/// `key \t engine:knob=value,knob=value \t ... \t ...` (one field per
-/// direction, fw, bw_data, dw). Lines of other formats (the legacy
-/// `id:math` entries) do not parse and are ignored.
-fn parse_cache_line(line: &str) -> Option<(String, CacheEntry)> {
-    let mut parts = line.split('\t');
-    let key = parts.next()?.to_string();
-    let mut e: CacheEntry = Default::default();
-    for slot in e.iter_mut() {
-        let (id, knobs) = parts.next()?.split_once(':')?;
-        let knobs = knobs
-            .split(',')
-            .filter(|k| !k.is_empty())
-            .map(|k| {
-                let (t, v) = k.split_once('=')?;
-                Some((t.parse().ok()?, v.parse().ok()?))
-            })
-            .collect::<Option<Vec<_>>>()?;
-        *slot = (id.parse().ok()?, knobs);
-    }
-    if parts.next().is_some() {
-        return None;
-    }
-    Some((key, e))
-}
-
-fn cache_line(key: &str, e: &CacheEntry) -> String {
-    let mut line = key.to_string();
-    for (id, knobs) in e {
-        let k = knobs
+/// A measured configuration persists as `engine:knob=value,...` per
+/// direction (fw, bw_data, dw), joined by `|`.
+impl Choice for CacheEntry {
+    fn encode(&self) -> Option<String> {
+        let dirs: Vec<String> = self
             .iter()
-            .map(|(t, v)| format!("{t}={v}"))
-            .collect::<Vec<_>>()
-            .join(",");
-        line += &format!("\t{id}:{k}");
+            .map(|(id, knobs)| {
+                let k: Vec<String> = knobs.iter().map(|(t, v)| format!("{t}={v}")).collect();
+                format!("{id}:{}", k.join(","))
+            })
+            .collect();
+        Some(dirs.join("|"))
     }
-    line.push('\n');
-    line
-}
 
-fn append_cache_line(key: &str, e: &CacheEntry) {
-    let Ok(path) = std::env::var("BARACUDA_CONV_AUTOTUNE_FILE") else {
-        return;
-    };
-    // One short append per problem; a failure only costs a re-tune later.
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-    {
-        let _ = f.write_all(cache_line(key, e).as_bytes());
+    fn decode(text: &str) -> Option<CacheEntry> {
+        let mut parts = text.split('|');
+        let mut e: CacheEntry = Default::default();
+        for slot in e.iter_mut() {
+            let (id, knobs) = parts.next()?.split_once(':')?;
+            let knobs = knobs
+                .split(',')
+                .filter(|k| !k.is_empty())
+                .map(|k| {
+                    let (t, v) = k.split_once('=')?;
+                    Some((t.parse().ok()?, v.parse().ok()?))
+                })
+                .collect::<Option<Vec<_>>>()?;
+            *slot = (id.parse().ok()?, knobs);
+        }
+        parts.next().is_none().then_some(e)
     }
 }
 
@@ -539,19 +502,18 @@ impl ConvCore {
         // The user's layout too: an f64 channels-last problem runs cuDNN on
         // the channels-first one (`p` above), but only it may take the
         // pointwise matmul.
-        let key = format!(
-            "backend|{p:?}|{filter:?}|{}#{}|pointwise={}|forced={:?}",
-            dev.name,
-            dev.ordinal,
+        let problem = format!(
+            "{p:?}|{filter:?}|pointwise={}|forced={:?}",
             pointwise.is_some(),
             pref.backend
         );
-        let cached = if measured {
-            autotune_cache()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&key)
-                .cloned()
+        let key = autotune::Key {
+            family: "conv",
+            library: Some(CudaLib::Cudnn),
+            problem: &problem,
+        };
+        let cached: Option<CacheEntry> = if measured {
+            autotune::lookup(stream, key)
         } else {
             None
         };
@@ -666,11 +628,7 @@ impl ConvCore {
             };
         }
         if measured && all_backend && cached.is_none() {
-            autotune_cache()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(key.clone(), entry.clone());
-            append_cache_line(&key, &entry);
+            autotune::insert(stream, key, entry.clone());
         }
         let mut sku = Self::sku(&cudnn, &gemm, &p, pref, sku_op, dev.arch);
         if forced_narrow {
@@ -1093,23 +1051,19 @@ mod tests {
     }
 
     #[test]
-    fn cache_lines_round_trip() {
+    fn cached_configs_round_trip() {
         let e: CacheEntry = [
             (12, vec![(0, 1), (3, -2)]),
             (7, vec![]),
             (3, vec![(41, 128)]),
         ];
-        let line = cache_line("k", &e);
-        assert_eq!(line, "k\t12:0=1,3=-2\t7:\t3:41=128\n");
-        assert_eq!(
-            parse_cache_line(line.trim_end()),
-            Some(("k".to_string(), e))
-        );
-        // legacy-format lines are ignored
-        assert_eq!(
-            parse_cache_line("k\t1:tensor_op_math\t0:fma_math\t3:default_math"),
-            None
-        );
+        let text = e.encode().unwrap();
+        assert_eq!(text, "12:0=1,3=-2|7:|3:41=128");
+        assert_eq!(CacheEntry::decode(&text), Some(e));
+        // other forms (the legacy id:math entries, a missing direction) do
+        // not decode
+        assert_eq!(CacheEntry::decode("1:tensor_op_math|0:fma_math|3:default_math"), None);
+        assert_eq!(CacheEntry::decode("12:0=1|7:"), None);
     }
 
     #[test]

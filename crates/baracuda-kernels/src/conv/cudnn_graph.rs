@@ -572,8 +572,8 @@ mod tests {
 
     #[test]
     fn autotune_keys_keep_their_spelling() {
-        // `cudnn_core.rs` keys its autotune cache (and the
-        // BARACUDA_CONV_AUTOTUNE_FILE lines) on these Debug forms.
+        // `cudnn_core.rs` keys its autotune cache entries (and the
+        // BARACUDA_AUTOTUNE_FILE lines) on these Debug forms.
         let f = EngineFilter {
             deterministic: true,
             allow_tf32: false,

@@ -9,11 +9,12 @@
 //! per *column* of a row-major `D`, the PyTorch convention, so the fused
 //! bias epilogue is used only for a row-major `D`.
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 
+use crate::autotune::{self, Choice};
 use crate::scratch::{fastest, operand_sets, random_bytes};
 use baracuda_driver::{
+    CudaLib,
     lt_heuristic, lt_matmul, DeviceBuffer, LtAlgo, LtCompute, LtEpilogue, LtLayout, LtLayouts,
     LtMatmulDesc, LtPointers, LtPreference, LtScalar, Stream,
 };
@@ -110,10 +111,9 @@ pub(crate) struct Prepared {
     pub measured: bool,
 }
 
-fn cache() -> &'static Mutex<HashMap<String, LtAlgo>> {
-    static C: OnceLock<Mutex<HashMap<String, LtAlgo>>> = OnceLock::new();
-    C.get_or_init(|| Mutex::new(HashMap::new()))
-}
+/// A measured cuBLASLt algorithm stays in the process's autotune cache
+/// (its opaque configuration is not written to the autotune file).
+impl Choice for LtAlgo {}
 
 impl Prepared {
     /// Build descriptors and ask the heuristic; `Ok(None)` when cuBLASLt
@@ -207,28 +207,15 @@ impl Prepared {
             measured: false,
         };
         if pref.autotune == Autotune::Measured && algos.len() > 1 {
-            let key = format!(
-                "{}:{:?}:{}",
-                stream.context().device().ordinal,
-                p,
-                pref.deterministic
-            );
-            let cached = cache()
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&key)
-                .copied();
-            prepared.algo = match cached {
-                Some(a) => a,
-                None => {
-                    let best = prepared.time_candidates(stream, p, &algos)?;
-                    cache()
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(key, best);
-                    best
-                }
+            let problem = format!("{p:?}:{}", pref.deterministic);
+            let key = autotune::Key {
+                family: "gemm",
+                library: Some(CudaLib::CublasLt),
+                problem: &problem,
             };
+            prepared.algo = autotune::get_or_measure(stream, key, || {
+                prepared.time_candidates(stream, p, &algos)
+            })?;
             prepared.measured = true;
         }
         Ok(Some(prepared))

@@ -1,19 +1,17 @@
 //! The measured choices of a [`super::LinearPlan`]: whether `db` comes
 //! out of the `dW` matmul's BGRADB epilogue or the column-sum kernel, and
 //! whether the skinny kernel or cuBLASLt runs the forward. Each is timed
-//! on random scratch operands once per device, descriptor, dtype and
-//! preference, and cached for the process.
+//! on random scratch operands once per device model, descriptor, dtype and
+//! preference, and kept in the crate's autotune cache (`crate::autotune`).
 
-use std::collections::HashMap;
-use std::sync::{Mutex, OnceLock};
-
-use baracuda_driver::{DeviceBuffer, LtCompute, Stream};
+use baracuda_driver::{CudaLib, DeviceBuffer, LtCompute, Stream};
 use baracuda_kernels_types::{Element, ElementKind, PlanPreference, Result};
 
 use super::{round_up, LinearDescriptor};
 use crate::gemm::epilogue::{act_code, ColSumSplit, EpilogueKernels};
 use crate::gemm::gemm::GemmPlan;
 use crate::gemm::matmul::{scalar, Prepared, Ptrs};
+use crate::autotune;
 use crate::scratch::{fastest, operand_sets, random_bytes};
 use crate::Plan;
 
@@ -27,24 +25,18 @@ fn cached_choice<T: Element>(
     pref: &PlanPreference,
     time: impl FnOnce() -> Result<bool>,
 ) -> Result<bool> {
-    static CACHE: OnceLock<Mutex<HashMap<String, bool>>> = OnceLock::new();
-    let key = format!(
-        "{which}:{}:{desc:?}:{:?}:{}:{}",
-        stream.context().device().ordinal,
+    let problem = format!(
+        "{which}:{desc:?}:{:?}:{}:{}",
         T::KIND,
         pref.deterministic,
         pref.allow_tf32
     );
-    let cache = CACHE.get_or_init(|| Mutex::new(HashMap::new()));
-    if let Some(&f) = cache.lock().unwrap_or_else(|e| e.into_inner()).get(&key) {
-        return Ok(f);
-    }
-    let f = time()?;
-    cache
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(key, f);
-    Ok(f)
+    let key = autotune::Key {
+        family: "linear",
+        library: Some(CudaLib::CublasLt),
+        problem: &problem,
+    };
+    autotune::get_or_measure(stream, key, time)
 }
 
 /// Whether `dW` with `db` runs faster through the BGRADB epilogue (`fused`)
