@@ -9,6 +9,7 @@
 //! the GPU tests compare against.
 
 mod autotune;
+mod checks;
 mod kernel_sources;
 mod plan;
 pub mod reference;

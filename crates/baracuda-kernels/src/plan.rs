@@ -32,7 +32,7 @@
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{
-    Error, Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result, Workspace,
+    Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result, Workspace,
 };
 
 /// A selected implementation of one op for one problem.
@@ -97,17 +97,4 @@ pub trait Backward: Plan {
         workspace: Workspace<'_>,
         args: Self::BwArgs<'_>,
     ) -> Result<()>;
-}
-
-/// Reject gradients `wants` holds that the plan (computing `offered`) does
-/// not.
-pub(crate) fn check_grads(op: &'static str, wants: Grads, offered: Grads) -> Result<()> {
-    match wants.iter().find(|&g| !offered.contains(g)) {
-        Some(g) => Err(Error::InvalidArgument {
-            op,
-            arg: g.arg(),
-            reason: format!("{op} computes only {offered:?}"),
-        }),
-        None => Ok(()),
-    }
 }

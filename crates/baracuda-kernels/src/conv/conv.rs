@@ -19,10 +19,11 @@ use baracuda_kernels_types::{
 
 use super::cudnn_core::ConvCore;
 use super::cudnn_graph::{ConvAlgo, ConvDirection, CudnnConvProblem};
-use super::descriptor::{check_tensor, full_shape, validate_common, ConvDescriptor};
+use super::descriptor::{full_shape, validate_common, ConvDescriptor};
 use super::window::{to_i32, to_i32s};
 use super::{check_dtype, ConvLayout, Rank, SpatialRank};
 use crate::{Backward, Plan};
+use crate::checks::check_tensor;
 
 /// Forward operands of a convolution or transposed convolution:
 /// `y = act(op(x, w) + bias)`.

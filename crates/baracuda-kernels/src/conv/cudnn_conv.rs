@@ -15,10 +15,7 @@ use baracuda_driver::{
 };
 use baracuda_kernels_types::{ElementKind, Error, Result};
 
-use super::cudnn_graph::{
-    aligned, compute_type, layout_strides, ConvAlgo, ConvApi, ConvDirection, ConvGraph,
-    ConvTensors, CudnnConvProblem, EngineFilter, ExecPlan,
-};
+use super::cudnn_graph::{aligned, compute_type, layout_strides, ConvAlgo, ConvApi, ConvDirection, ConvGraph, ConvTensors, CudnnConvProblem, EngineFilter, ExecPlan};
 
 const OP: &str = "cudnn convolution";
 

@@ -49,11 +49,12 @@ use baracuda_kernels_types::{
 
 use super::cudnn_conv::CudnnConv;
 use super::cudnn_graph::{ConvAlgo, ConvApi, ConvDirection, CudnnConvProblem, EngineFilter};
-use super::descriptor::{check_i32_elems, full_shape_i32};
+use super::descriptor::{full_shape_i32};
 use crate::autotune::{self, Choice};
 use crate::kernel_sources::{typed_spec, CONV_BIAS, CONV_LAYOUT};
 use crate::gemm::{narrow_fits, LinearKernel, LinearMatmul, NarrowMatmul, PlainMatmul};
 use crate::scratch::{fastest, operand_sets, random_bytes};
+use crate::checks::check_i32_elems;
 
 /// Backend plans timed per direction by `Autotune::Measured`, taken in
 /// heuristic rank order, unless `BARACUDA_CONV_CANDIDATES` says otherwise.

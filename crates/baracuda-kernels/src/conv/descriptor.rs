@@ -3,12 +3,11 @@
 //! axis, is [`Window`](super::Window)'s formula; a transposed conv's is
 //! `(in-1)*stride - padding - padding_end + dilation*(k-1) + output_padding + 1`.
 
-use baracuda_kernels_types::{Activation, Element, Error, Result, Shape, TensorRef};
+use baracuda_kernels_types::{Activation, ElementKind, Result};
 
 use super::window::{invalid, Window};
 
 use super::ConvLayout;
-use baracuda_kernels_types::ElementKind;
 
 /// A convolution of spatial rank `N` (1, 2 or 3), PyTorch `nn.ConvNd`
 /// semantics: cross-correlation, zero padding, dilation, groups.
@@ -245,68 +244,7 @@ pub(crate) fn validate_common<const N: usize>(
     Ok(())
 }
 
-/// Dense element strides of a logical `[n, c, spatial...]` shape.
-pub(crate) fn layout_strides(shape: &[usize], layout: ConvLayout) -> Vec<usize> {
-    let r = shape.len();
-    let mut st = vec![0usize; r];
-    let mut acc = 1usize;
-    match layout {
-        ConvLayout::ChannelsFirst => {
-            for i in (0..r).rev() {
-                st[i] = acc;
-                acc = acc.saturating_mul(shape[i]);
-            }
-        }
-        ConvLayout::ChannelsLast => {
-            st[1] = 1;
-            acc = shape[1];
-            for i in (2..r).rev() {
-                st[i] = acc;
-                acc = acc.saturating_mul(shape[i]);
-            }
-            st[0] = acc;
-        }
-    }
-    st
-}
 
-/// A tensor operand of `run`: its address after checking shape, dense
-/// layout strides and context. Writable operands are checked through
-/// `as_const()`.
-pub(crate) fn check_tensor<T: Element, const R: usize>(
-    op: &'static str,
-    arg: &'static str,
-    view: &TensorRef<'_, T, R>,
-    expected: &[usize],
-    layout: ConvLayout,
-    ctx: usize,
-) -> Result<u64> {
-    let (data, shape, strides) = (view.data(), &view.shape()[..], &view.strides()[..]);
-    if shape != expected {
-        return Err(Error::ShapeMismatch {
-            op,
-            arg,
-            expected: Shape::from(expected),
-            got: Shape::from(shape),
-        });
-    }
-    let want = layout_strides(expected, layout);
-    let ok = shape
-        .iter()
-        .zip(strides.iter().zip(&want))
-        .all(|(&e, (&s, &w))| e == 1 || s == w);
-    if !ok {
-        return Err(Error::InvalidArgument {
-            op,
-            arg,
-            reason: format!("strides {strides:?} are not the dense {layout:?} strides {want:?}"),
-        });
-    }
-    if data.ctx_id() != ctx {
-        return Err(Error::ContextMismatch { op, arg });
-    }
-    Ok(data.addr())
-}
 
 /// `[n, c, spatial...]`.
 pub(crate) fn full_shape(n: usize, c: usize, spatial: &[usize]) -> Vec<usize> {
@@ -322,21 +260,6 @@ pub(crate) fn full_shape_i32(n: i32, c: i32, spatial: &[i32]) -> Vec<usize> {
     full_shape(u(n), u(c), &sp)
 }
 
-/// `Unsupported` when a tensor of `shape` has more elements than cuDNN's
-/// 32-bit legacy descriptors can index.
-pub(crate) fn check_i32_elems(op: &'static str, arg: &str, shape: &[usize]) -> Result<()> {
-    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-    match n {
-        Some(n) if n <= i32::MAX as usize => Ok(()),
-        _ => Err(Error::Unsupported {
-            op,
-            what: format!(
-                "{arg} of shape {} has more than 2^31-1 elements",
-                Shape::from(shape)
-            ),
-        }),
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -357,17 +280,5 @@ mod tests {
         assert_eq!(t.output().unwrap(), [10, 9]);
         let same = Conv1dDescriptor::new(1, 1, 1, [9], [4], ElementKind::F32).with_same_padding();
         assert_eq!(same.output().unwrap(), [9]);
-    }
-
-    #[test]
-    fn strides() {
-        assert_eq!(
-            layout_strides(&[2, 3, 4, 5], ConvLayout::ChannelsLast),
-            vec![60, 1, 15, 3]
-        );
-        assert_eq!(
-            layout_strides(&[2, 3, 4], ConvLayout::ChannelsFirst),
-            vec![12, 4, 1]
-        );
     }
 }

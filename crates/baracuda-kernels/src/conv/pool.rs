@@ -27,10 +27,11 @@ use baracuda_kernels_types::{
     PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
 };
 
-use super::descriptor::{check_tensor, full_shape};
+use super::descriptor::{full_shape};
 use super::window::{invalid, to_i32, to_i32s, window_setters, Window};
 use super::{check_dtype, ConvLayout, Rank, SpatialRank};
 use crate::kernel_sources::{typed_spec, POOL};
+use crate::checks::check_tensor;
 
 /// A max or average pooling of spatial rank `N`; the plan's type says
 /// which ([`MaxPool2dPlan`], [`AvgPool2dPlan`], ...).

@@ -13,12 +13,10 @@ use baracuda_kernels_types::{
     Shape, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
-use super::layout::{
-    binary_fw_shape, binary_spec, check_no_partial_overlap, contig_shape, dtype_id, MapKernels,
-    THREADS,
-};
-use super::unary::{check_ctx, check_shape, pointwise_precision};
+use super::layout::{binary_fw_shape, binary_spec, contig_shape, dtype_id, MapKernels, THREADS};
+use super::unary::{pointwise_precision};
 use crate::{Backward, Plan};
+use crate::checks::{check_ctx, check_no_partial_overlap, check_shape};
 
 /// A pointwise binary function.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

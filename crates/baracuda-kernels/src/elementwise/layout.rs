@@ -327,41 +327,6 @@ impl MapKernels {
     }
 }
 
-/// Bytes a view of `shape`/`strides` spans from its first element.
-fn span_bytes<T>(shape: &[usize], strides: &[usize]) -> usize {
-    if shape.contains(&0) {
-        return 0;
-    }
-    let last: usize = shape.iter().zip(strides).map(|(&d, &s)| (d - 1) * s).sum();
-    (last + 1) * std::mem::size_of::<T>()
-}
-
-/// Reject an output that partly overlaps an input. Exact aliasing (same
-/// address and strides, i.e. in place) is allowed: each element is read and
-/// written by the same thread.
-pub(crate) fn check_no_partial_overlap<T>(
-    op: &'static str,
-    out_arg: &'static str,
-    out: (u64, &[usize], &[usize]),
-    inputs: &[(&'static str, u64, &[usize], &[usize])],
-) -> Result<()> {
-    let (oa, oshape, ostr) = out;
-    let oend = oa + span_bytes::<T>(oshape, ostr) as u64;
-    for &(name, ia, ishape, istr) in inputs {
-        let iend = ia + span_bytes::<T>(ishape, istr) as u64;
-        let disjoint = oend <= ia || iend <= oa || oa == oend || ia == iend;
-        let same = oa == ia && ostr == istr && oshape == ishape;
-        if !disjoint && !same {
-            return Err(Error::InvalidArgument {
-                op,
-                arg: out_arg,
-                reason: format!("overlaps input {name} without being the same view (in place)"),
-            });
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -393,32 +358,5 @@ mod tests {
     fn params_layout_matches_cuda() {
         // 8 + 4 + 4 + 64 + 320 + 40
         assert_eq!(std::mem::size_of::<StridedArgs>(), 440);
-    }
-
-    #[test]
-    fn overlap_rules() {
-        let sh = [4usize];
-        let st = [1usize];
-        assert!(check_no_partial_overlap::<f32>(
-            "t",
-            "y",
-            (0x1000, &sh, &st),
-            &[("x", 0x1000, &sh, &st)]
-        )
-        .is_ok());
-        assert!(check_no_partial_overlap::<f32>(
-            "t",
-            "y",
-            (0x1004, &sh, &st),
-            &[("x", 0x1000, &sh, &st)]
-        )
-        .is_err());
-        assert!(check_no_partial_overlap::<f32>(
-            "t",
-            "y",
-            (0x1010, &sh, &st),
-            &[("x", 0x1000, &sh, &st)]
-        )
-        .is_ok());
     }
 }

@@ -8,12 +8,13 @@ use core::marker::PhantomData;
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{
     BackendKind, Element, Error, Grad, Grads, KernelSku, MathPrecision, PlanPreference,
-    PrecisionGuarantee, Result, Shape, TensorMut, TensorRef, Workspace,
+    PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
 };
 
-use super::layout::{check_no_partial_overlap, contig_shape, dtype_id, spec, MapKernels};
+use super::layout::{contig_shape, dtype_id, spec, MapKernels};
 use crate::kernel_sources;
 use crate::{Backward, Plan};
+use crate::checks::{check_ctx, check_no_partial_overlap, check_shape};
 
 /// A pointwise unary function.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -153,34 +154,7 @@ pub(crate) fn pointwise_precision<T: Element>() -> PrecisionGuarantee {
     }
 }
 
-pub(crate) fn check_shape<const N: usize>(
-    op: &'static str,
-    arg: &'static str,
-    expected: &[usize; N],
-    got: &[usize; N],
-) -> Result<()> {
-    if expected != got {
-        return Err(Error::ShapeMismatch {
-            op,
-            arg,
-            expected: Shape::from(&expected[..]),
-            got: Shape::from(&got[..]),
-        });
-    }
-    Ok(())
-}
 
-pub(crate) fn check_ctx(
-    op: &'static str,
-    arg: &'static str,
-    stream: &Stream,
-    ctx: usize,
-) -> Result<()> {
-    if stream.context().id() != ctx {
-        return Err(Error::ContextMismatch { op, arg });
-    }
-    Ok(())
-}
 
 impl<T: Element, const N: usize> Plan for UnaryPlan<T, N> {
     type Descriptor = UnaryDescriptor<N>;

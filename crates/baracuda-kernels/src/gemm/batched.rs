@@ -14,11 +14,10 @@ use baracuda_kernels_types::{
     Workspace,
 };
 
-use super::gemm::{
-    check_at_least, check_slice, optional_arg, GemmDescriptor, GemmPlan, AUX_WHY, BIAS_WHY,
-};
+use super::gemm::{GemmDescriptor, GemmPlan};
 use super::matmul::{scalar, Batch, Ptrs};
 use crate::Plan;
+use crate::checks::{AUX_WHY, BIAS_WHY, check_at_least, check_slice, optional_arg};
 
 const OP: &str = "batched_gemm";
 

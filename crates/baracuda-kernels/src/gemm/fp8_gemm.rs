@@ -31,10 +31,11 @@ use baracuda_kernels_types::{
 };
 
 use super::epilogue::{kernel_args, EpilogueKernels};
-use super::gemm::{check_mat, check_pref, mat_mut, mat_ref, problem, GemmDescriptor};
+use super::gemm::{check_pref, problem, GemmDescriptor};
 use super::int_gemm::check_tn;
-use super::matmul::{Prepared, Ptrs, ALIGN_BYTES};
+use super::matmul::{Prepared, Ptrs};
 use crate::Plan;
+use crate::checks::{ALIGN_BYTES, check_mat, mat_mut, mat_ref};
 
 const OP: &str = "fp8_gemm";
 

@@ -11,12 +11,13 @@ use baracuda_driver::{LtCompute, LtEpilogue, LtScalar, Stream};
 use baracuda_kernels_types::{
     Activation, BackendKind, DeviceSlice, Element, ElementKind, EpilogueKind, Error, KernelSku,
     LayoutSku, MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference,
-    PrecisionGuarantee, Result, Shape, Workspace,
+    PrecisionGuarantee, Result, Workspace,
 };
 
 use super::epilogue::EpilogueKernels;
-use super::matmul::{check_aligned, scalar, Batch, Prepared, Problem, Ptrs};
+use super::matmul::{scalar, Batch, Prepared, Problem, Ptrs};
 use crate::Plan;
+use crate::checks::{AUX_WHY, check_at_least, check_bias, check_mat, mat_mut, mat_ref, optional_arg};
 
 const OP: &str = "gemm";
 
@@ -504,176 +505,6 @@ fn no_algo(op: &'static str, d: &GemmDescriptor, t: ElementKind, o: ElementKind)
             "cuBLASLt has no algorithm for {t}->{o} {}x{}x{} layout {} (lda {}, ldb {}, ldd {})",
             d.m, d.n, d.k, d.layout, d.lda, d.ldb, d.ldd
         ),
-    }
-}
-
-fn unexpected(op: &'static str, arg: &'static str, why: &str) -> Error {
-    Error::InvalidArgument {
-        op,
-        arg,
-        reason: why.to_string(),
-    }
-}
-
-/// What `run` checks of a matrix argument.
-pub(crate) struct MatInfo {
-    pub rows: usize,
-    pub cols: usize,
-    pub order: MatrixOrder,
-    pub ld: usize,
-    pub addr: u64,
-    pub ctx: usize,
-}
-
-pub(crate) fn mat_ref<T: Element>(m: &MatrixRef<'_, T>) -> MatInfo {
-    MatInfo {
-        rows: m.rows(),
-        cols: m.cols(),
-        order: m.order(),
-        ld: m.ld(),
-        addr: m.data().addr(),
-        ctx: m.data().ctx_id(),
-    }
-}
-
-pub(crate) fn mat_mut<T: Element>(m: &MatrixMut<'_, T>) -> MatInfo {
-    MatInfo {
-        rows: m.rows(),
-        cols: m.cols(),
-        order: m.order(),
-        ld: m.ld(),
-        addr: m.data().addr(),
-        ctx: m.data().ctx_id(),
-    }
-}
-
-/// Check a matrix argument against `(rows, cols, order, ld)` of the plan.
-pub(crate) fn check_mat(
-    op: &'static str,
-    arg: &'static str,
-    got: MatInfo,
-    want: (usize, usize, MatrixOrder, usize),
-    ctx: usize,
-) -> Result<()> {
-    if got.ctx != ctx {
-        return Err(Error::ContextMismatch { op, arg });
-    }
-    if (got.rows, got.cols) != (want.0, want.1) {
-        return Err(Error::ShapeMismatch {
-            op,
-            arg,
-            expected: Shape::from([want.0, want.1]),
-            got: Shape::from([got.rows, got.cols]),
-        });
-    }
-    if got.order != want.2 {
-        return Err(Error::InvalidArgument {
-            op,
-            arg,
-            reason: format!(
-                "stored {:?}, the plan was selected for {:?}",
-                got.order, want.2
-            ),
-        });
-    }
-    if got.ld != want.3 {
-        return Err(Error::InvalidArgument {
-            op,
-            arg,
-            reason: format!(
-                "leading dimension {}, the plan was selected for {}",
-                got.ld, want.3
-            ),
-        });
-    }
-    check_aligned(op, arg, got.addr)
-}
-
-/// Check a bias (or, as `arg`, a bias gradient) against the plan: `n`
-/// elements, 16-byte aligned, on context `ctx`, given exactly when
-/// `wanted`. Its address, or 0 when none.
-pub(crate) fn check_bias<O: Element>(
-    op: &'static str,
-    arg: &'static str,
-    wanted: bool,
-    bias: Option<DeviceSlice<'_, O>>,
-    n: usize,
-    ctx: usize,
-) -> Result<u64> {
-    optional_arg(op, arg, bias, wanted, BIAS_WHY, |b| {
-        check_slice(op, arg, &b, n, true, ctx)
-    })
-}
-
-/// Check a slice argument: on context `ctx`, holding `need` elements
-/// (exactly, or at least when not `exact`), 16-byte aligned. Its address.
-pub(crate) fn check_slice<T>(
-    op: &'static str,
-    arg: &'static str,
-    s: &DeviceSlice<'_, T>,
-    need: usize,
-    exact: bool,
-    ctx: usize,
-) -> Result<u64> {
-    if s.ctx_id() != ctx {
-        return Err(Error::ContextMismatch { op, arg });
-    }
-    if s.len() < need || (exact && s.len() != need) {
-        return Err(Error::ShapeMismatch {
-            op,
-            arg,
-            expected: Shape::from([need]),
-            got: Shape::from([s.len()]),
-        });
-    }
-    check_aligned(op, arg, s.addr())?;
-    Ok(s.addr())
-}
-
-/// `InvalidDescriptor` naming `field` unless `value >= min`; `why` says
-/// what `min` is (`"the row length 96"`).
-pub(crate) fn check_at_least(
-    op: &'static str,
-    field: &'static str,
-    value: usize,
-    min: usize,
-    why: impl FnOnce() -> String,
-) -> Result<()> {
-    if value >= min {
-        return Ok(());
-    }
-    Err(Error::InvalidDescriptor {
-        op,
-        field,
-        value: value.to_string(),
-        reason: format!("smaller than {}", why()),
-    })
-}
-
-/// Why a bias is unexpected, and why it is needed (for [`optional_arg`]).
-pub(crate) const BIAS_WHY: (&str, &str) = ("the epilogue has no bias", "the epilogue adds a bias");
-/// Likewise for the aux output.
-pub(crate) const AUX_WHY: (&str, &str) = (
-    "the descriptor has save_aux = false",
-    "the descriptor has save_aux = true",
-);
-
-/// The address of an argument the plan takes exactly when `wanted`:
-/// `check(given)` when both, 0 when neither, else `InvalidArgument` with
-/// `why.0` (given but not wanted) or `why.1` (wanted but missing).
-pub(crate) fn optional_arg<A>(
-    op: &'static str,
-    arg: &'static str,
-    given: Option<A>,
-    wanted: bool,
-    why: (&str, &str),
-    check: impl FnOnce(A) -> Result<u64>,
-) -> Result<u64> {
-    match (given, wanted) {
-        (Some(a), true) => check(a),
-        (None, false) => Ok(0),
-        (Some(_), false) => Err(unexpected(op, arg, why.0)),
-        (None, true) => Err(unexpected(op, arg, &format!("missing: {}", why.1))),
     }
 }
 

@@ -21,11 +21,10 @@ use baracuda_kernels_types::{
     MatrixRef, PlanPreference, PrecisionGuarantee, Result, Shape, Workspace,
 };
 
-use super::gemm::{
-    compute_for, optional_arg, GemmArgs, GemmDescriptor, GemmPlan, AUX_WHY, BIAS_WHY,
-};
+use super::gemm::{compute_for, GemmArgs, GemmDescriptor, GemmPlan};
 use super::matmul::Ptrs;
 use crate::Plan;
+use crate::checks::{AUX_WHY, BIAS_WHY, optional_arg};
 
 const OP: &str = "grouped_gemm";
 

@@ -12,9 +12,10 @@ use baracuda_kernels_types::{
 
 use super::batched::span;
 use super::epilogue::{kernel_args, EpilogueKernels};
-use super::gemm::{check_mat, check_pref, mat_mut, mat_ref, problem, GemmDescriptor};
+use super::gemm::{check_pref, problem, GemmDescriptor};
 use super::matmul::{Prepared, Ptrs};
 use crate::Plan;
+use crate::checks::{check_mat, mat_mut, mat_ref};
 
 const OP: &str = "int_gemm";
 

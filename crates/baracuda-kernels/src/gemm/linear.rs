@@ -26,17 +26,15 @@ use baracuda_kernels_types::{
 use super::epilogue::{
     act_code, kernel_args, skinny_fits, ColSumSplit, EpilogueKernels, SKINNY_MAX_TOKENS,
 };
-use super::gemm::{
-    check_at_least, check_bias, check_mat, compute_for, mat_mut, mat_ref, problem, GemmArgs,
-    GemmDescriptor, GemmPlan,
-};
+use super::gemm::{compute_for, problem, GemmArgs, GemmDescriptor, GemmPlan};
 use super::matmul::{scalar, Prepared, Ptrs};
 use super::plain::LinearMatmul;
-use crate::plan::check_grads;
+
 use crate::{Backward, Plan};
 
 mod tuning;
 use tuning::{fused_db_is_faster, skinny_is_faster};
+use crate::checks::{check_at_least, check_bias, check_grads, check_mat, mat_mut, mat_ref};
 
 const OP: &str = "linear";
 

@@ -19,13 +19,12 @@ use baracuda_driver::{
     LtMatmulDesc, LtPointers, LtPreference, LtScalar, Stream,
 };
 use baracuda_kernels_types::{
-    Autotune, ElementKind, Error, LayoutSku, MatrixOrder, PlanPreference, Result,
+    Autotune, ElementKind, LayoutSku, MatrixOrder, PlanPreference, Result,
 };
+use crate::checks::ALIGN_BYTES;
 
 /// Default workspace cap: 32 MiB, what PyTorch gives cuBLASLt on Hopper.
 pub(crate) const DEFAULT_MAX_WORKSPACE: usize = 32 << 20;
-/// Pointer alignment the selected algorithms may assume; `run` checks it.
-pub(crate) const ALIGN_BYTES: u64 = 16;
 
 /// A GEMM problem in user terms: `D (m x n) = op(A) (m x k) op(B) (k x n)`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -413,20 +412,6 @@ pub(crate) struct Ptrs {
     pub scales: Option<(u64, u64)>,
 }
 
-/// `InvalidArgument` unless `addr` is aligned to [`ALIGN_BYTES`].
-pub(crate) fn check_aligned(op: &'static str, arg: &'static str, addr: u64) -> Result<()> {
-    if addr % ALIGN_BYTES != 0 {
-        return Err(Error::InvalidArgument {
-            op,
-            arg,
-            reason: format!(
-                "device address {addr:#x} is not {ALIGN_BYTES}-byte aligned (the selected \
-                 cuBLASLt algorithm assumes it)"
-            ),
-        });
-    }
-    Ok(())
-}
 
 /// The host scalar for `v` in the scale type of `compute`.
 pub(crate) fn scalar(compute: LtCompute, float_scale: bool, v: f64) -> LtScalar {

@@ -1,0 +1,406 @@
+//! The argument checks every family's `select` and `run` share: shapes,
+//! contexts, dense layouts, matrix views, alignment, partial overlap,
+//! optional arguments and requested gradients. Each returns the named
+//! `Error` variant, never panics, and runs before anything is enqueued, so a
+//! failed check writes nothing.
+
+use baracuda_driver::Stream;
+use baracuda_kernels_types::{
+    DeviceSlice, Element, Error, Grads, MatrixMut, MatrixOrder, MatrixRef, Result, Shape, TensorRef,
+};
+
+use crate::conv::ConvLayout;
+
+/// Pointer alignment the selected library algorithms may assume (cuBLASLt's
+/// vectorised kernels: 16 bytes); `run` checks it with [`check_aligned`].
+pub(crate) const ALIGN_BYTES: u64 = 16;
+
+/// What `run` checks of a matrix argument.
+pub(crate) struct MatInfo {
+    pub rows: usize,
+    pub cols: usize,
+    pub order: MatrixOrder,
+    pub ld: usize,
+    pub addr: u64,
+    pub ctx: usize,
+}
+
+/// Bytes a view of `shape`/`strides` spans from its first element.
+fn span_bytes<T>(shape: &[usize], strides: &[usize]) -> usize {
+    if shape.contains(&0) {
+        return 0;
+    }
+    let last: usize = shape.iter().zip(strides).map(|(&d, &s)| (d - 1) * s).sum();
+    (last + 1) * std::mem::size_of::<T>()
+}
+
+/// `ShapeMismatch` naming `arg` unless `got` is `expected`.
+pub(crate) fn check_shape<const N: usize>(
+    op: &'static str,
+    arg: &'static str,
+    expected: &[usize; N],
+    got: &[usize; N],
+) -> Result<()> {
+    if expected != got {
+        return Err(Error::ShapeMismatch {
+            op,
+            arg,
+            expected: Shape::from(&expected[..]),
+            got: Shape::from(&got[..]),
+        });
+    }
+    Ok(())
+}
+
+/// `ContextMismatch` naming `arg` unless context `ctx` is `stream`'s.
+pub(crate) fn check_ctx(
+    op: &'static str,
+    arg: &'static str,
+    stream: &Stream,
+    ctx: usize,
+) -> Result<()> {
+    if stream.context().id() != ctx {
+        return Err(Error::ContextMismatch { op, arg });
+    }
+    Ok(())
+}
+
+/// Reject an output that partly overlaps an input. Exact aliasing (same
+/// address and strides, i.e. in place) is allowed: each element is read and
+/// written by the same thread.
+pub(crate) fn check_no_partial_overlap<T>(
+    op: &'static str,
+    out_arg: &'static str,
+    out: (u64, &[usize], &[usize]),
+    inputs: &[(&'static str, u64, &[usize], &[usize])],
+) -> Result<()> {
+    let (oa, oshape, ostr) = out;
+    let oend = oa + span_bytes::<T>(oshape, ostr) as u64;
+    for &(name, ia, ishape, istr) in inputs {
+        let iend = ia + span_bytes::<T>(ishape, istr) as u64;
+        let disjoint = oend <= ia || iend <= oa || oa == oend || ia == iend;
+        let same = oa == ia && ostr == istr && oshape == ishape;
+        if !disjoint && !same {
+            return Err(Error::InvalidArgument {
+                op,
+                arg: out_arg,
+                reason: format!("overlaps input {name} without being the same view (in place)"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Dense element strides of a logical `[n, c, spatial...]` shape.
+pub(crate) fn layout_strides(shape: &[usize], layout: ConvLayout) -> Vec<usize> {
+    let r = shape.len();
+    let mut st = vec![0usize; r];
+    let mut acc = 1usize;
+    match layout {
+        ConvLayout::ChannelsFirst => {
+            for i in (0..r).rev() {
+                st[i] = acc;
+                acc = acc.saturating_mul(shape[i]);
+            }
+        }
+        ConvLayout::ChannelsLast => {
+            st[1] = 1;
+            acc = shape[1];
+            for i in (2..r).rev() {
+                st[i] = acc;
+                acc = acc.saturating_mul(shape[i]);
+            }
+            st[0] = acc;
+        }
+    }
+    st
+}
+
+/// A tensor operand of `run`: its address after checking shape, dense
+/// layout strides and context. Writable operands are checked through
+/// `as_const()`.
+pub(crate) fn check_tensor<T: Element, const R: usize>(
+    op: &'static str,
+    arg: &'static str,
+    view: &TensorRef<'_, T, R>,
+    expected: &[usize],
+    layout: ConvLayout,
+    ctx: usize,
+) -> Result<u64> {
+    let (data, shape, strides) = (view.data(), &view.shape()[..], &view.strides()[..]);
+    if shape != expected {
+        return Err(Error::ShapeMismatch {
+            op,
+            arg,
+            expected: Shape::from(expected),
+            got: Shape::from(shape),
+        });
+    }
+    let want = layout_strides(expected, layout);
+    let ok = shape
+        .iter()
+        .zip(strides.iter().zip(&want))
+        .all(|(&e, (&s, &w))| e == 1 || s == w);
+    if !ok {
+        return Err(Error::InvalidArgument {
+            op,
+            arg,
+            reason: format!("strides {strides:?} are not the dense {layout:?} strides {want:?}"),
+        });
+    }
+    if data.ctx_id() != ctx {
+        return Err(Error::ContextMismatch { op, arg });
+    }
+    Ok(data.addr())
+}
+
+/// `Unsupported` when a tensor of `shape` has more elements than cuDNN's
+/// 32-bit legacy descriptors can index.
+pub(crate) fn check_i32_elems(op: &'static str, arg: &str, shape: &[usize]) -> Result<()> {
+    let n = shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+    match n {
+        Some(n) if n <= i32::MAX as usize => Ok(()),
+        _ => Err(Error::Unsupported {
+            op,
+            what: format!(
+                "{arg} of shape {} has more than 2^31-1 elements",
+                Shape::from(shape)
+            ),
+        }),
+    }
+}
+
+/// What [`check_mat`] reads of a matrix view.
+pub(crate) fn mat_ref<T: Element>(m: &MatrixRef<'_, T>) -> MatInfo {
+    MatInfo {
+        rows: m.rows(),
+        cols: m.cols(),
+        order: m.order(),
+        ld: m.ld(),
+        addr: m.data().addr(),
+        ctx: m.data().ctx_id(),
+    }
+}
+
+/// [`mat_ref`] of a writable view.
+pub(crate) fn mat_mut<T: Element>(m: &MatrixMut<'_, T>) -> MatInfo {
+    MatInfo {
+        rows: m.rows(),
+        cols: m.cols(),
+        order: m.order(),
+        ld: m.ld(),
+        addr: m.data().addr(),
+        ctx: m.data().ctx_id(),
+    }
+}
+
+/// Check a matrix argument against `(rows, cols, order, ld)` of the plan.
+pub(crate) fn check_mat(
+    op: &'static str,
+    arg: &'static str,
+    got: MatInfo,
+    want: (usize, usize, MatrixOrder, usize),
+    ctx: usize,
+) -> Result<()> {
+    if got.ctx != ctx {
+        return Err(Error::ContextMismatch { op, arg });
+    }
+    if (got.rows, got.cols) != (want.0, want.1) {
+        return Err(Error::ShapeMismatch {
+            op,
+            arg,
+            expected: Shape::from([want.0, want.1]),
+            got: Shape::from([got.rows, got.cols]),
+        });
+    }
+    if got.order != want.2 {
+        return Err(Error::InvalidArgument {
+            op,
+            arg,
+            reason: format!(
+                "stored {:?}, the plan was selected for {:?}",
+                got.order, want.2
+            ),
+        });
+    }
+    if got.ld != want.3 {
+        return Err(Error::InvalidArgument {
+            op,
+            arg,
+            reason: format!(
+                "leading dimension {}, the plan was selected for {}",
+                got.ld, want.3
+            ),
+        });
+    }
+    check_aligned(op, arg, got.addr)
+}
+
+/// Check a bias (or, as `arg`, a bias gradient) against the plan: `n`
+/// elements, 16-byte aligned, on context `ctx`, given exactly when
+/// `wanted`. Its address, or 0 when none.
+pub(crate) fn check_bias<O: Element>(
+    op: &'static str,
+    arg: &'static str,
+    wanted: bool,
+    bias: Option<DeviceSlice<'_, O>>,
+    n: usize,
+    ctx: usize,
+) -> Result<u64> {
+    optional_arg(op, arg, bias, wanted, BIAS_WHY, |b| {
+        check_slice(op, arg, &b, n, true, ctx)
+    })
+}
+
+/// Check a slice argument: on context `ctx`, holding `need` elements
+/// (exactly, or at least when not `exact`), 16-byte aligned. Its address.
+pub(crate) fn check_slice<T>(
+    op: &'static str,
+    arg: &'static str,
+    s: &DeviceSlice<'_, T>,
+    need: usize,
+    exact: bool,
+    ctx: usize,
+) -> Result<u64> {
+    if s.ctx_id() != ctx {
+        return Err(Error::ContextMismatch { op, arg });
+    }
+    if s.len() < need || (exact && s.len() != need) {
+        return Err(Error::ShapeMismatch {
+            op,
+            arg,
+            expected: Shape::from([need]),
+            got: Shape::from([s.len()]),
+        });
+    }
+    check_aligned(op, arg, s.addr())?;
+    Ok(s.addr())
+}
+
+/// `InvalidDescriptor` naming `field` unless `value >= min`; `why` says
+/// what `min` is (`"the row length 96"`).
+pub(crate) fn check_at_least(
+    op: &'static str,
+    field: &'static str,
+    value: usize,
+    min: usize,
+    why: impl FnOnce() -> String,
+) -> Result<()> {
+    if value >= min {
+        return Ok(());
+    }
+    Err(Error::InvalidDescriptor {
+        op,
+        field,
+        value: value.to_string(),
+        reason: format!("smaller than {}", why()),
+    })
+}
+
+/// The address of an argument the plan takes exactly when `wanted`:
+/// `check(given)` when both, 0 when neither, else `InvalidArgument` with
+/// `why.0` (given but not wanted) or `why.1` (wanted but missing).
+pub(crate) fn optional_arg<A>(
+    op: &'static str,
+    arg: &'static str,
+    given: Option<A>,
+    wanted: bool,
+    why: (&str, &str),
+    check: impl FnOnce(A) -> Result<u64>,
+) -> Result<u64> {
+    match (given, wanted) {
+        (Some(a), true) => check(a),
+        (None, false) => Ok(0),
+        (Some(_), false) => Err(unexpected(op, arg, why.0)),
+        (None, true) => Err(unexpected(op, arg, &format!("missing: {}", why.1))),
+    }
+}
+
+/// `InvalidArgument` unless `addr` is aligned to [`ALIGN_BYTES`].
+pub(crate) fn check_aligned(op: &'static str, arg: &'static str, addr: u64) -> Result<()> {
+    if addr % ALIGN_BYTES != 0 {
+        return Err(Error::InvalidArgument {
+            op,
+            arg,
+            reason: format!(
+                "device address {addr:#x} is not {ALIGN_BYTES}-byte aligned (the selected \
+                 cuBLASLt algorithm assumes it)"
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Reject gradients `wants` holds that the plan (computing `offered`) does
+/// not.
+pub(crate) fn check_grads(op: &'static str, wants: Grads, offered: Grads) -> Result<()> {
+    match wants.iter().find(|&g| !offered.contains(g)) {
+        Some(g) => Err(Error::InvalidArgument {
+            op,
+            arg: g.arg(),
+            reason: format!("{op} computes only {offered:?}"),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// `InvalidArgument` naming `arg`, saying `why`.
+fn unexpected(op: &'static str, arg: &'static str, why: &str) -> Error {
+    Error::InvalidArgument {
+        op,
+        arg,
+        reason: why.to_string(),
+    }
+}
+
+/// Why a bias is unexpected, and why it is needed (for [`optional_arg`]).
+pub(crate) const BIAS_WHY: (&str, &str) = ("the epilogue has no bias", "the epilogue adds a bias");
+/// Likewise for the aux output.
+pub(crate) const AUX_WHY: (&str, &str) = (
+    "the descriptor has save_aux = false",
+    "the descriptor has save_aux = true",
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlap_rules() {
+        let sh = [4usize];
+        let st = [1usize];
+        assert!(check_no_partial_overlap::<f32>(
+            "t",
+            "y",
+            (0x1000, &sh, &st),
+            &[("x", 0x1000, &sh, &st)]
+        )
+        .is_ok());
+        assert!(check_no_partial_overlap::<f32>(
+            "t",
+            "y",
+            (0x1004, &sh, &st),
+            &[("x", 0x1000, &sh, &st)]
+        )
+        .is_err());
+        assert!(check_no_partial_overlap::<f32>(
+            "t",
+            "y",
+            (0x1010, &sh, &st),
+            &[("x", 0x1000, &sh, &st)]
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn strides() {
+        assert_eq!(
+            layout_strides(&[2, 3, 4, 5], ConvLayout::ChannelsLast),
+            vec![60, 1, 15, 3]
+        );
+        assert_eq!(
+            layout_strides(&[2, 3, 4], ConvLayout::ChannelsFirst),
+            vec![12, 4, 1]
+        );
+    }
+}
