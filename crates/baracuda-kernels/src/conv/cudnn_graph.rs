@@ -14,6 +14,7 @@
 //! `allow_tf32` takes no `TENSOR_CORE` engine (those run TF32); plans
 //! above the workspace cap are dropped.
 
+use super::ConvLayout;
 use baracuda_driver::cudnn::graph::{
     BehaviorNote, ConvolutionMode, ConvolutionParams, Engine, EngineConfig, ExecutionPlan,
     HeurMode, KnobChoice, NumericalNote, OpKind, OpParams, Operation, OperationGraph, Port, Scalar,
@@ -189,26 +190,17 @@ pub(crate) fn compute_type(dtype: ElementKind) -> ElementKind {
 /// Dense strides (in elements) of `dims` = `[n, c, s0, s1, ...]` for the
 /// given layout.
 pub(crate) fn layout_strides(dims: &[i32], channels_last: bool) -> Vec<i32> {
-    let r = dims.len();
-    let mut st = vec![0i32; r];
-    if channels_last {
-        // physical order n, s0, s1, ..., c
-        let mut acc = 1i32;
-        st[1] = 1;
-        acc *= dims[1];
-        for i in (2..r).rev() {
-            st[i] = acc;
-            acc *= dims[i];
-        }
-        st[0] = acc;
+    let layout = if channels_last {
+        ConvLayout::ChannelsLast
     } else {
-        let mut acc = 1i32;
-        for i in (0..r).rev() {
-            st[i] = acc;
-            acc *= dims[i];
-        }
-    }
-    st
+        ConvLayout::ChannelsFirst
+    };
+    let dims: Vec<usize> = dims.iter().map(|&d| d.max(0) as usize).collect();
+    // The problem's extents were checked to fit cuDNN's i32 descriptors.
+    crate::checks::layout_strides(&dims, layout)
+        .into_iter()
+        .map(|s| s as i32)
+        .collect()
 }
 
 /// Byte alignment declared for every operand: the vectorised engines want
