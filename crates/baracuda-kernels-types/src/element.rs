@@ -37,6 +37,16 @@ pub enum ElementKind {
 }
 
 impl ElementKind {
+    /// The type float math on this kind accumulates in: f64 for f64, f32
+    /// for every narrower float (f32, f16, bf16, fp8).
+    pub fn float_accumulator(self) -> ElementKind {
+        if self == ElementKind::F64 {
+            ElementKind::F64
+        } else {
+            ElementKind::F32
+        }
+    }
+
     /// Every element kind, in declaration order.
     pub const ALL: [ElementKind; 13] = [
         ElementKind::F32,

@@ -149,6 +149,25 @@ pub struct PrecisionGuarantee {
     pub bit_stable_on_same_hardware: bool,
 }
 
+impl PrecisionGuarantee {
+    /// Our own kernels' guarantee on float `kind`: IEEE math and
+    /// accumulation in [`ElementKind::float_accumulator`], results that do
+    /// not depend on the launch shape, deterministic as stated.
+    pub fn float(kind: ElementKind, deterministic: bool) -> PrecisionGuarantee {
+        let accumulator = kind.float_accumulator();
+        PrecisionGuarantee {
+            math: if accumulator == ElementKind::F64 {
+                MathPrecision::F64
+            } else {
+                MathPrecision::F32
+            },
+            accumulator,
+            deterministic,
+            bit_stable_on_same_hardware: deterministic,
+        }
+    }
+}
+
 /// The identity of what a plan selected: op, dtype, backend, arch, the
 /// kernel or algorithm chosen, and its precision guarantee.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]

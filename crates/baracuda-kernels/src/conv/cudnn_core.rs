@@ -787,11 +787,7 @@ impl ConvCore {
             variant: format!("{layout}; cudnn backend API; {}", parts.join("; ")),
             precision: PrecisionGuarantee {
                 math,
-                accumulator: if p.dtype == ElementKind::F64 {
-                    ElementKind::F64
-                } else {
-                    ElementKind::F32
-                },
+                accumulator: p.dtype.float_accumulator(),
                 deterministic,
                 bit_stable_on_same_hardware: deterministic && pref.autotune == Autotune::Heuristic,
             },

@@ -180,11 +180,7 @@ pub struct CudnnConvProblem {
 
 /// The accumulation type of a problem in `dtype`: f64 for f64, else f32.
 pub(crate) fn compute_type(dtype: ElementKind) -> ElementKind {
-    if dtype == ElementKind::F64 {
-        ElementKind::F64
-    } else {
-        ElementKind::F32
-    }
+    dtype.float_accumulator()
 }
 
 /// Dense strides (in elements) of `dims` = `[n, c, s0, s1, ...]` for the

@@ -23,7 +23,7 @@ use std::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
 use baracuda_kernels_types::{
-    ArchSku, BackendKind, Element, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
+    ArchSku, BackendKind, Element, ElementKind, Error, KernelSku, PlanPreference,
     PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
 };
 
@@ -361,20 +361,7 @@ impl PoolCore {
                 "pool.cu pool_fw/pool_bw (32-bit channels-last and global-average fast paths) {:?} {:?}",
                 pb.mode, pb.layout
             ),
-            precision: PrecisionGuarantee {
-                math: if kind == ElementKind::F64 {
-                    MathPrecision::F64
-                } else {
-                    MathPrecision::F32
-                },
-                accumulator: if kind == ElementKind::F64 {
-                    ElementKind::F64
-                } else {
-                    ElementKind::F32
-                },
-                deterministic: true,
-                bit_stable_on_same_hardware: true,
-            },
+            precision: PrecisionGuarantee::float(kind, true),
         };
         Ok(PoolCore {
             op,

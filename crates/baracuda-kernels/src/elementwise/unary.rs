@@ -7,7 +7,7 @@ use core::marker::PhantomData;
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{
-    BackendKind, Element, Error, Grad, Grads, KernelSku, MathPrecision, PlanPreference,
+    BackendKind, Element, Error, Grad, Grads, KernelSku, PlanPreference,
     PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
 };
 
@@ -137,21 +137,7 @@ const OP: &str = "unary";
 /// Pointwise ops compute in f32 (f64 for f64), round once, and do not
 /// depend on the launch shape.
 pub(crate) fn pointwise_precision<T: Element>() -> PrecisionGuarantee {
-    let f64 = T::KIND == baracuda_kernels_types::ElementKind::F64;
-    PrecisionGuarantee {
-        math: if f64 {
-            MathPrecision::F64
-        } else {
-            MathPrecision::F32
-        },
-        accumulator: if f64 {
-            baracuda_kernels_types::ElementKind::F64
-        } else {
-            baracuda_kernels_types::ElementKind::F32
-        },
-        deterministic: true,
-        bit_stable_on_same_hardware: true,
-    }
+    PrecisionGuarantee::float(T::KIND, true)
 }
 
 
