@@ -2,8 +2,9 @@
 //!
 //! `y[n, k, o] = sum_{c in group(k), r} x[n, c, o*stride - pad + r*dilation] * w[k, c, r]`
 //! (cross-correlation; out-of-range x reads as 0). Backward:
-//! `dx = conv_transpose(dy, w)`, `dw[k, c, r] = sum_{n, o} dy[n, k, o] * x[n, c, ...]`,
-//! `db[k] = sum_{n, o} dy[n, k, o]`.
+//! `dx = conv_transpose(dz, w)`, `dw[k, c, r] = sum_{n, o} dz[n, k, o] * x[n, c, ...]`,
+//! `dbias[k] = sum_{n, o} dz[n, k, o]`, where `dz = dy` (or `dy` where the
+//! output is > 0, when the descriptor's activation is ReLU).
 //!
 //! Engine choice, per direction, happens in `select`, on cuDNN's backend
 //! (graph) API: see `cudnn_core.rs` for the heuristics, filters,

@@ -9,10 +9,13 @@
 //! - bw data:  `dx = C.forward(x = dy, w)`
 //! - bw filter:`dw = C.backward_filter(x = dy, dy = x)`
 //!
-//! The plan is a [`ConvPlan`] of `C` whose errors and SKU speak of the
-//! transposed conv's own arguments.
+//! The plan is a [`ConvPlan`] of `C` (with `Roles::transposed`, which maps
+//! the plan's forward and gradients onto `C`'s directions as above), whose
+//! errors and SKU speak of the transposed conv's own arguments; the bias,
+//! ReLU and their gradients apply to `y` as for a convolution.
 //!
-//! `out = (in-1)*stride - 2*pad + dilation*(k-1) + output_padding + 1`;
+//! `out = (in-1)*stride - padding - padding_end + dilation*(k-1) +
+//! output_padding + 1`;
 //! `output_padding` must be smaller than the stride (PyTorch also allows
 //! `< dilation`; cuDNN cannot express that case, which is `Unsupported`).
 
