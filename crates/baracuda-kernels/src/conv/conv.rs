@@ -303,21 +303,15 @@ where
         workspace.check(op, self.bw_workspace_size(wants), ctx)?;
         let (head, rest) = workspace.split_at(op, mask)?;
 
-        // dz: dy, or dy masked by y > 0 in the head of the workspace.
-        let dz_addr = if mask > 0 {
-            let dz = head.check(op, mask, ctx)?;
-            let f = &bias_fns.as_ref().map(|f| &f.2);
-            launch_relu_bw(
-                stream,
-                f.expect("loaded above"),
-                dz,
-                dy_addr,
-                y_addr,
-                dy.n_elems(),
-            )?;
-            dz
-        } else {
-            dy_addr
+        // dz: dy, or dy masked by y > 0 in the head of the workspace (the
+        // kernels are loaded whenever there is a mask).
+        let dz_addr = match (mask, &bias_fns) {
+            (1.., Some(f)) => {
+                let dz = head.check(op, mask, ctx)?;
+                launch_relu_bw(stream, &f.2, dz, dy_addr, y_addr, dy.n_elems())?;
+                dz
+            }
+            _ => dy_addr,
         };
         if let Some(g) = &dx {
             self.run_pass(
