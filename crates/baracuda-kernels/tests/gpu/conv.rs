@@ -84,7 +84,7 @@ const fn family_row<S: 'static>(
         inputs,
         run,
         reference,
-        tolerance,
+        tolerance: tolerance::<S>,
         bad_inputs: || Ok(0),
         unsupported: |_| Err("the row checks no other dtype".into()),
     }
@@ -238,7 +238,7 @@ fn borrowed(buf: &mut DeviceBuffer<u8>) -> Workspace<'_> {
 /// |error| at most `rtol |want| + max_frac max|want|` (f32: Winograd and
 /// FFT algorithms, IEEE with FMA, reach ~4e-6 relative L2 over reductions
 /// of thousands of terms, measured on H200). Argmax indices are exact.
-fn tolerance(kind: ElementKind, tensor: &str, want: &[f64]) -> Tolerance {
+fn tolerance<S>(kind: ElementKind, _: &S, tensor: &str, want: &[f64]) -> Tolerance {
     if tensor == "indices" {
         return Tolerance::EXACT;
     }

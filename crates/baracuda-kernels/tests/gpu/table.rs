@@ -36,8 +36,10 @@ pub trait Row: Sync {
     fn unsupported(&self, kind: ElementKind) -> Result<(), String>;
 }
 
-/// Host tensors by name, each in logical (row-major) order: the inputs of
-/// one sample, or the outputs of one run, or their references.
+/// Host tensors by name, each in logical (row-major) order unless its row
+/// says otherwise (the GEMM family's operands are stored buffers, leading
+/// dimensions and all): the inputs of one sample, or the outputs of one
+/// run, or their references.
 #[derive(Clone, Default)]
 pub struct Tensors(Vec<(String, Vec<f64>)>);
 
@@ -58,6 +60,14 @@ impl Tensors {
         self.find(name)
             .unwrap_or_else(|| panic!("no tensor named {name}"))
     }
+    /// The first output of tensor `name`: named `name` alone, or followed
+    /// by a space and how it was computed (`"y"`, `"y by <sku>"`). What a
+    /// reference reads of the run's outputs.
+    pub fn output(&self, name: &str) -> Option<&[f64]> {
+        self.iter()
+            .find(|(n, _)| n.split(' ').next() == Some(name))
+            .map(|(_, v)| v)
+    }
     /// Every tensor, in the order they were added.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[f64])> {
         self.0.iter().map(|(n, v)| (n.as_str(), v.as_slice()))
@@ -72,6 +82,10 @@ pub type RunFn<S> = fn(ElementKind, &S, &Tensors, bool) -> Result<Tensors, Strin
 /// The f64 reference of every output: `(dtype, sample, inputs, the run's
 /// outputs)`.
 pub type ReferenceFn<S> = fn(ElementKind, &S, &Tensors, &Tensors) -> Tensors;
+
+/// The bound of an output tensor: `(dtype, sample, tensor name, its
+/// reference)`.
+pub type ToleranceFn<S> = fn(ElementKind, &S, &str, &[f64]) -> Tolerance;
 
 /// A row described as data. For every claimed dtype and every sample of
 /// that dtype the runner: draws the inputs (seeded, never zero), rounds
@@ -103,8 +117,9 @@ pub struct OpCase<S: 'static> {
     /// run's outputs)` (the dtype for roundings the op makes on purpose,
     /// the outputs for what a gradient depends on, such as the ReLU mask).
     pub reference: ReferenceFn<S>,
-    /// The bound of output tensor `name` in a dtype, given its reference.
-    pub tolerance: fn(ElementKind, &str, &[f64]) -> Tolerance,
+    /// The bound of output tensor `name` of a sample in a dtype, given its
+    /// reference.
+    pub tolerance: ToleranceFn<S>,
     /// The bad inputs, each checked with [`BadInputs::expect`]; how many.
     pub bad_inputs: fn() -> Result<usize, String>,
     /// Select with a dtype outside `dtypes`; must return `Unsupported`.
@@ -124,7 +139,8 @@ impl<S: Debug + 'static> OpCase<S> {
             let w = want
                 .find(tensor)
                 .ok_or_else(|| format!("{name}: no reference"))?;
-            compare(name, values, w, (self.tolerance)(kind, tensor, w), None)?;
+            let tol = (self.tolerance)(kind, sample, tensor, w);
+            compare(name, values, w, tol, None)?;
         }
         if self.backward {
             for (name, _) in want.iter() {
