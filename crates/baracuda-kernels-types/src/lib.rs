@@ -12,6 +12,7 @@ mod error;
 mod gemm;
 mod grad;
 mod preference;
+mod ptr;
 mod shape;
 mod sku;
 mod tensor;
@@ -21,6 +22,7 @@ pub use error::{Error, LibraryStatus, Result};
 pub use gemm::*;
 pub use grad::{Grad, Grads};
 pub use preference::{Autotune, PlanPreference};
+pub use ptr::{DevPtr, DevPtrMut};
 pub use shape::{broadcast_shapes, Shape};
 pub use sku::{ArchSku, BackendKind, KernelSku, MathPrecision, PrecisionGuarantee};
 pub use tensor::{

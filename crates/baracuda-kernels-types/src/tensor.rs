@@ -12,7 +12,7 @@
 use core::marker::PhantomData;
 use core::ops::Range;
 
-use crate::{Element, Error, Result, Shape};
+use crate::{DevPtr, DevPtrMut, Element, Error, Result, Shape};
 
 /// Largest tensor rank the strided kernels take.
 pub const MAX_RANK: usize = 8;
@@ -53,6 +53,10 @@ impl<'a, T> DeviceSlice<'a, T> {
     /// Device address of the first element.
     pub fn addr(&self) -> u64 {
         self.addr
+    }
+    /// Typed address of the first element, for reading.
+    pub fn ptr(&self) -> DevPtr<T> {
+        DevPtr::from_addr(self.addr)
     }
     /// Number of elements.
     pub fn len(&self) -> usize {
@@ -107,6 +111,10 @@ impl<'a, T> DeviceSliceMut<'a, T> {
     /// Device address of the first element.
     pub fn addr(&self) -> u64 {
         self.addr
+    }
+    /// Typed address of the first element, for writing.
+    pub fn ptr(&self) -> DevPtrMut<T> {
+        DevPtrMut::from_addr(self.addr)
     }
     /// Number of elements.
     pub fn len(&self) -> usize {
@@ -754,6 +762,15 @@ impl<'a> Workspace<'a> {
                 Ok(s.addr())
             }
         }
+    }
+
+    /// [`Workspace::check`], returning the typed address (null when nothing
+    /// is needed and none was given).
+    ///
+    /// # Errors
+    /// As [`Workspace::check`].
+    pub fn check_ptr(&self, op: &'static str, needed: usize, ctx: usize) -> Result<DevPtrMut<u8>> {
+        self.check(op, needed, ctx).map(DevPtrMut::from_addr)
     }
 }
 
