@@ -43,6 +43,7 @@ fn geom(
         c_in: c.1,
         c_out: c.2,
         groups: c.3,
+        output_padding: Vec::new(),
         input: input.to_vec(),
         filter: filter.to_vec(),
         padding: pad.to_vec(),

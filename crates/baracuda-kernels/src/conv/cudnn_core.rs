@@ -43,7 +43,7 @@ use baracuda_driver::{
     ConvMath, CudaLib, CudnnHandle, DeviceBuffer, Function, LaunchArgs, LaunchConfig, Stream,
 };
 use baracuda_kernels_types::{
-    Autotune, BackendKind, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
+    Autotune, BackendKind, DevPtr, DevPtrMut, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
     PrecisionGuarantee, Result, Workspace,
 };
 
@@ -162,15 +162,26 @@ fn gemm_operands(dir: ConvDirection, (a, b, c): (u64, u64, u64)) -> (u64, u64, u
     }
 }
 
-/// `bias_act_fw`, `bias_bw` and `relu_bw` of `kernels/conv/bias.cu`.
-pub(crate) type BiasKernels = (Function, Function, Function);
+/// The elementwise kernels of `kernels/conv/bias.cu`.
+#[derive(Clone, Debug)]
+pub(crate) struct Epilogue {
+    pub bias_act: Function,
+    pub bias_bw: Function,
+    pub relu_bw: Function,
+    pub pad: Function,
+}
+
+/// The operands of one direction in the order cuDNN takes them (see
+/// `CudnnConv::run`): two inputs, then the output; untyped, as the
+/// element type is the problem's.
+pub(crate) type Operands = (DevPtr<u8>, DevPtr<u8>, DevPtrMut<u8>);
 
 /// Backend plans, legacy fallbacks and their workspaces.
 pub(crate) struct ConvCore {
     pub(crate) cudnn: CudnnConv,
     pub(crate) workspace: [usize; 3],
     pub(crate) sku: KernelSku,
-    pub(crate) bias: std::result::Result<BiasKernels, Error>,
+    pub(crate) kernels: std::result::Result<Epilogue, Error>,
     /// f64 channels-last problems: cuDNN runs channels-first on copies.
     shim: Option<LayoutShim>,
     /// Directions a matmul runs (pointwise convolutions): cuBLASLt's or
@@ -414,14 +425,13 @@ impl Scratch {
     }
 }
 
-/// The bias epilogue, bias gradient and ReLU gradient kernels of `dtype`
-/// (an error kept for the passes that need them to report when they cannot
-/// be built).
-fn bias_kernels(
+/// The elementwise kernels of `dtype` (an error kept for the passes that
+/// need them to report when they cannot be built).
+fn epilogue(
     op: &'static str,
     ctx: &baracuda_driver::Context,
     dtype: ElementKind,
-) -> std::result::Result<BiasKernels, Error> {
+) -> std::result::Result<Epilogue, Error> {
     typed_spec(&CONV_BIAS, dtype)
         .ok_or_else(|| Error::Unsupported {
             op,
@@ -429,11 +439,12 @@ fn bias_kernels(
         })
         .and_then(|spec| ctx.module(&spec))
         .and_then(|m| {
-            Ok((
-                m.function("bias_act_fw")?,
-                m.function("bias_bw")?,
-                m.function("relu_bw")?,
-            ))
+            Ok(Epilogue {
+                bias_act: m.function("bias_act_fw")?,
+                bias_bw: m.function("bias_bw")?,
+                relu_bw: m.function("relu_bw")?,
+                pad: m.function("pad_copy")?,
+            })
         })
 }
 
@@ -665,7 +676,7 @@ impl ConvCore {
             cudnn,
             workspace,
             sku,
-            bias: bias_kernels(op, ctx, p.dtype),
+            kernels: epilogue(op, ctx, p.dtype),
             shim,
             gemm,
             gemm_only: false,
@@ -710,7 +721,7 @@ impl ConvCore {
             cudnn,
             workspace,
             sku,
-            bias: bias_kernels(op, ctx, p.dtype),
+            kernels: epilogue(op, ctx, p.dtype),
             shim: None,
             gemm,
             gemm_only: true,
@@ -838,9 +849,10 @@ impl ConvCore {
         op: &'static str,
         stream: &Stream,
         dir: ConvDirection,
-        ops: (u64, u64, u64),
+        ops: Operands,
         workspace: &Workspace<'_>,
     ) -> Result<()> {
+        let ops = (ops.0.addr(), ops.1.addr(), ops.2.addr());
         let needed = self.workspace[dir.index()];
         let ws = workspace.check(op, needed, stream.context().id())?;
         if let Some(g) = &self.gemm[dir.index()] {

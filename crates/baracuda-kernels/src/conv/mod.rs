@@ -34,6 +34,7 @@ mod cudnn_graph;
 mod descriptor;
 mod lp_pool;
 mod pool;
+mod staging;
 mod transpose;
 mod window;
 
