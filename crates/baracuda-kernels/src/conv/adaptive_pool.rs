@@ -76,6 +76,9 @@ impl<const N: usize> AdaptivePoolDescriptor<N> {
 /// output...]`.
 /// # Layout
 /// Dense channels-first or channels-last.
+/// # Aliasing
+/// None, as [`PoolPlan`](super::PoolPlan): an output overlapping an input
+/// or the other output is `InvalidArgument` naming it.
 /// # Dtypes
 /// f32, f64, f16, bf16; indices i64.
 /// # Errors

@@ -83,6 +83,9 @@ impl<const N: usize> LpPoolDescriptor<N> {
 /// `x`: `[batch, channels, input...]`; `y`: `[batch, channels, output...]`.
 /// # Layout
 /// Dense channels-first or channels-last.
+/// # Aliasing
+/// None, as [`PoolPlan`](super::PoolPlan): an output overlapping an input
+/// or the other output is `InvalidArgument` naming it.
 /// # Dtypes
 /// f32, f64, f16, bf16 (f32 accumulation).
 /// # Errors

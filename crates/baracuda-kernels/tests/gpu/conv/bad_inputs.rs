@@ -492,6 +492,32 @@ where
         let r = plan.run_bw(st, Workspace::None, args);
         bad.expect("backward without y", r, invalid_argument("y"), &[&dx])?;
     }
+
+    // Outputs over inputs or each other, through views of one buffer.
+    let (nx, ny) = (n_elems(&XS), n_elems(&YS));
+    let sh = Shared::new(nx + 3 * ny);
+    let args = PoolArgs {
+        x: sh.at(0, &XS),
+        y: sh.at_mut(nx - 1, &YS),
+        indices: None,
+    };
+    let r = plan.run(st, Workspace::None, args);
+    bad.expect("y over the end of x", r, invalid_argument("y"), &[&sh])?;
+    if max {
+        let args = PoolArgs {
+            x: o.x.view(),
+            y: sh.at_mut(0, &YS),
+            indices: Some(sh.at_mut(ny / 2, &YS)),
+        };
+        let r = plan.run(st, Workspace::None, args);
+        bad.expect("indices over y", r, invalid_argument("y"), &[&sh])?;
+    }
+    let args = PoolBwArgs {
+        dy: sh.at(0, &YS),
+        ..o.bw(sh.at_mut(1, &XS))
+    };
+    let r = plan.run_bw(st, Workspace::None, args);
+    bad.expect("dx over dy", r, invalid_argument("dx"), &[&sh])?;
     bad.done()
 }
 
@@ -633,12 +659,17 @@ impl Shared {
         )
     }
 
-    /// A writable view of `shape` from element `start` on, over the same
-    /// memory as every other view of the buffer.
-    fn at_mut<const R: usize>(&self, start: usize, shape: &[usize]) -> TensorMut<'_, f32, R> {
+    /// A writable view of `U` elements of `shape` from (f32) element
+    /// `start` on, over the same memory as every other view of the buffer.
+    fn at_mut<U: Element, const R: usize>(
+        &self,
+        start: usize,
+        shape: &[usize],
+    ) -> TensorMut<'_, U, R> {
         let s = self.buf.buf.as_slice();
         let n = n_elems(shape);
-        assert!(start + n <= s.len(), "inside the shared buffer");
+        let bytes = n * std::mem::size_of::<U>();
+        assert!(start * 4 + bytes <= s.len() * 4, "inside the shared buffer");
         // SAFETY: the range lies inside the buffer (asserted); the view is
         // handed only to a `run` that must reject the overlap before it
         // enqueues anything, so nothing writes through it.
