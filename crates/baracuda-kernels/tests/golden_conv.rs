@@ -207,3 +207,68 @@ fn reference_matches_pytorch_goldens() {
         &get(&t, "lppool1d.y"),
     );
 }
+
+/// The cases whose plans run through a padded copy (`conv/staging.rs`):
+/// `padding='same'` with even kernels in 2-D, forward and gradients, and a
+/// transposed conv with `output_padding` past its stride. Skipped like the
+/// test above when the file has not been generated, and when it was
+/// generated before these cases were added to `scripts/goldens/conv.py`.
+#[test]
+fn padded_copy_cases_match_pytorch_goldens() {
+    let Some(bytes) = load() else {
+        eprintln!("skipping: tests/golden/conv.safetensors not generated");
+        return;
+    };
+    let t = SafeTensors::deserialize(&bytes).expect("safetensors");
+    if t.tensor("conv2d_same.y").is_err() {
+        eprintln!("skipping: conv.safetensors predates conv2d_same; rerun scripts/make_goldens.py");
+        return;
+    }
+
+    let mut g = geom(&[9, 10], &[4, 2], &[1, 1], &[1, 1], &[1, 3], (2, 3, 4, 1));
+    g.padding_end = vec![2, 2];
+    let (x, w, dy) = (
+        get(&t, "conv2d_same.x"),
+        get(&t, "conv2d_same.w"),
+        get(&t, "conv2d_same.dy"),
+    );
+    close(
+        "conv2d_same.y",
+        &r::conv_fw(&g, &x, &w),
+        &get(&t, "conv2d_same.y"),
+    );
+    close(
+        "conv2d_same.dx",
+        &r::conv_bw_data(&g, &w, &dy),
+        &get(&t, "conv2d_same.dx"),
+    );
+    close(
+        "conv2d_same.dw",
+        &r::conv_bw_filter(&g, &x, &dy),
+        &get(&t, "conv2d_same.dw"),
+    );
+
+    // The transposed conv is the data gradient of `c`; its gradients are
+    // c's forward and filter gradient.
+    let c = ConvGeometry::for_transpose(1, 2, 3, &[5], &[3], &[1], &[1], &[3], &[2], 1);
+    let (x, w, dy) = (
+        get(&t, "convt1d_op.x"),
+        get(&t, "convt1d_op.w"),
+        get(&t, "convt1d_op.dy"),
+    );
+    close(
+        "convt1d_op.y",
+        &r::conv_bw_data(&c, &w, &x),
+        &get(&t, "convt1d_op.y"),
+    );
+    close(
+        "convt1d_op.dx",
+        &r::conv_fw(&c, &dy, &w),
+        &get(&t, "convt1d_op.dx"),
+    );
+    close(
+        "convt1d_op.dw",
+        &r::conv_bw_filter(&c, &dy, &x),
+        &get(&t, "convt1d_op.dw"),
+    );
+}
