@@ -240,20 +240,24 @@ mod tests {
             .collect()
     }
 
-    fn geometry(input: &[usize], k: &[usize], s: &[usize], d: &[usize], pb: &[usize], pe: &[usize]) -> ConvGeometry {
-        ConvGeometry {
-            batch: 1,
-            c_in: 1,
-            c_out: 1,
-            input: input.to_vec(),
-            filter: k.to_vec(),
-            padding: pb.to_vec(),
-            padding_end: pe.to_vec(),
-            stride: s.to_vec(),
-            dilation: d.to_vec(),
-            groups: 1,
+    /// `g` (1-D; the conv of a transposed conv with `output_padding` `q`)
+    /// as cuDNN runs it: the symmetric geometry over the padded extent,
+    /// which must give `g`'s output; that extent and the input's offset.
+    fn staged(g: &ConvGeometry, q: usize) -> (ConvGeometry, usize, i64) {
+        let window = Window::new([g.filter[0]])
+            .with_stride([g.stride[0]])
+            .with_dilation([g.dilation[0]])
+            .with_padding_ends([g.padding[0]], [g.padding_end[0]]);
+        let cp = CudnnPadding::of(&window, &[g.input[0]], &[q]);
+        let staged = ConvGeometry {
+            input: cp.padded.to_vec(),
+            padding: cp.pad.to_vec(),
+            padding_end: cp.pad.to_vec(),
             output_padding: Vec::new(),
-        }
+            ..g.clone()
+        };
+        assert_eq!(staged.output(), g.output(), "{g:?} {cp:?}");
+        (staged, cp.padded[0], cp.offset[0] as i64)
     }
 
     /// Unequal padding as a padded copy and a symmetric convolution gives
@@ -267,21 +271,25 @@ mod tests {
             (7, 2, 1, 3, 2, 0),
             (6, 5, 3, 1, 4, 1),
         ] {
-            let g = geometry(&[input], &[k], &[s], &[d], &[pb], &[pe]);
-            let window = Window::new([k])
-                .with_stride([s])
-                .with_dilation([d])
-                .with_padding_ends([pb], [pe]);
-            let cp = CudnnPadding::of(&window, &[input], &[0]);
-            let staged = geometry(&cp.padded, &[k], &[s], &[d], &cp.pad, &cp.pad);
-            assert_eq!(staged.output(), g.output(), "{g:?}");
-            let off = [cp.offset[0] as i64];
+            let g = ConvGeometry {
+                batch: 1,
+                c_in: 1,
+                c_out: 1,
+                input: vec![input],
+                filter: vec![k],
+                padding: vec![pb],
+                padding_end: vec![pe],
+                stride: vec![s],
+                dilation: vec![d],
+                groups: 1,
+                output_padding: Vec::new(),
+            };
+            let (staged, padded, off) = staged(&g, 0);
             let (x, w) = (values(input, 1), values(k, 2));
-            let xp = copy(&x, &[input], &cp.padded, &off);
+            let xp = copy(&x, &[input], &[padded], &[off]);
             let dy = values(g.output()[0], 3);
             assert!(close(&conv_fw(&staged, &xp, &w), &conv_fw(&g, &x, &w)));
-            let dxp = conv_bw_data(&staged, &w, &dy);
-            let dx = copy(&dxp, &cp.padded, &[input], &[-off[0]]);
+            let dx = copy(&conv_bw_data(&staged, &w, &dy), &[padded], &[input], &[-off]);
             assert!(close(&dx, &conv_bw_data(&g, &w, &dy)), "{g:?}");
             assert!(close(
                 &conv_bw_filter(&staged, &xp, &dy),
@@ -304,21 +312,14 @@ mod tests {
             let c = ConvGeometry::for_transpose(1, 1, 1, &[inp], &[k], &[p], &[s], &[d], &[q], 1);
             assert_eq!(c.output(), vec![inp]);
             let out = c.input[0];
-            let window = Window::new([k])
-                .with_stride([s])
-                .with_dilation([d])
-                .with_padding([p]);
-            let cp = CudnnPadding::of(&window, &[out], &[q]);
-            let staged = geometry(&cp.padded, &[k], &[s], &[d], &cp.pad, &cp.pad);
-            assert_eq!(staged.output(), vec![inp], "{c:?} {cp:?}");
-            let off = [cp.offset[0] as i64];
+            let (staged, padded, off) = staged(&c, q);
             let (x, w) = (values(inp, 1), values(k, 2));
             // forward: the data gradient into the padded buffer, cropped
-            let y = copy(&conv_bw_data(&staged, &w, &x), &cp.padded, &[out], &[-off[0]]);
+            let y = copy(&conv_bw_data(&staged, &w, &x), &[padded], &[out], &[-off]);
             assert!(close(&y, &conv_bw_data(&c, &w, &x)), "{c:?}");
             // backward: dy padded, then C's forward and filter gradient
             let dy = values(out, 3);
-            let dyp = copy(&dy, &[out], &cp.padded, &off);
+            let dyp = copy(&dy, &[out], &[padded], &[off]);
             assert!(close(&conv_fw(&staged, &dyp, &w), &conv_fw(&c, &dy, &w)));
             assert!(close(
                 &conv_bw_filter(&staged, &dyp, &x),

@@ -738,83 +738,96 @@ where
     let mut dw = Out::<f32>::new(ws, cf);
     let channels = [ys[1]];
 
-    let fw = |x, w, bias, y| ConvArgs { x, w, bias, y };
-    let r = plan.run(
-        st,
-        borrowed(&mut wsb),
-        fw(sh.at(0, xs), w.view(), None, sh.at_mut(nx - 1, ys)),
+    // One `run` or `run_bw` on the given operands, which must fail naming
+    // `$arg` and leave `$outs` as they were; a macro, as each call borrows
+    // the outputs only for the call.
+    macro_rules! fw {
+        ($what:expr, $arg:expr, $x:expr, $w:expr, $bias:expr, $y:expr) => {{
+            let args = ConvArgs {
+                x: $x,
+                w: $w,
+                bias: $bias,
+                y: $y,
+            };
+            let r = plan.run(st, borrowed(&mut wsb), args);
+            bad.expect($what, r, invalid_argument($arg), &[&sh])?;
+        }};
+    }
+    macro_rules! bw {
+        ($what:expr, $arg:expr, $outs:expr, $($op:expr),+) => {{
+            let r = plan.run_bw(st, borrowed(&mut wsb), bw($($op),+));
+            bad.expect($what, r, invalid_argument($arg), $outs)?;
+        }};
+    }
+    let bias = || Some(sh.at(ny - channels[0], &channels));
+    fw!(
+        "y over the end of x",
+        "y",
+        sh.at(0, xs),
+        w.view(),
+        None,
+        sh.at_mut(nx - 1, ys)
     );
-    bad.expect("y over the end of x", r, invalid_argument("y"), &[&sh])?;
-    let r = plan.run(
-        st,
-        borrowed(&mut wsb),
-        fw(x.view(), sh.at(0, ws), None, sh.at_mut(1, ys)),
+    fw!(
+        "y over w",
+        "y",
+        x.view(),
+        sh.at(0, ws),
+        None,
+        sh.at_mut(1, ys)
     );
-    bad.expect("y over w", r, invalid_argument("y"), &[&sh])?;
-    let bias = Some(sh.at(ny - channels[0], &channels));
-    let r = plan.run(
-        st,
-        borrowed(&mut wsb),
-        fw(x.view(), w.view(), bias, sh.at_mut(0, ys)),
+    fw!(
+        "y over the bias",
+        "y",
+        x.view(),
+        w.view(),
+        bias(),
+        sh.at_mut(0, ys)
     );
-    bad.expect("y over the bias", r, invalid_argument("y"), &[&sh])?;
-
-    let r = plan.run_bw(
-        st,
-        borrowed(&mut wsb),
-        bw(
-            sh.at(0, xs),
-            w.view(),
-            dy.view(),
-            Some(sh.at_mut(0, xs)),
-            Some(dw.view_mut()),
-            None,
-        ),
+    let (dx_at, dw_at) = (|k| Some(sh.at_mut(k, xs)), |k| Some(sh.at_mut(k, ws)));
+    bw!(
+        "dx in place of x",
+        "dx",
+        &[&sh, &dw],
+        sh.at(0, xs),
+        w.view(),
+        dy.view(),
+        dx_at(0),
+        Some(dw.view_mut()),
+        None
     );
-    bad.expect("dx in place of x", r, invalid_argument("dx"), &[&sh, &dw])?;
-    let r = plan.run_bw(
-        st,
-        borrowed(&mut wsb),
-        bw(
-            x.view(),
-            w.view(),
-            sh.at(0, ys),
-            Some(sh.at_mut(ny / 2, xs)),
-            None,
-            None,
-        ),
-    );
-    bad.expect("dx over dy", r, invalid_argument("dx"), &[&sh])?;
-    let r = plan.run_bw(
-        st,
-        borrowed(&mut wsb),
-        bw(
-            x.view(),
-            sh.at(0, ws),
-            dy.view(),
-            Some(dx.view_mut()),
-            Some(sh.at_mut(0, ws)),
-            None,
-        ),
-    );
-    bad.expect("dw in place of w", r, invalid_argument("dw"), &[&sh, &dx])?;
-    let r = plan.run_bw(
-        st,
-        borrowed(&mut wsb),
-        bw(
-            x.view(),
-            w.view(),
-            dy.view(),
-            Some(sh.at_mut(0, xs)),
-            None,
-            Some(sh.at_mut(nx - 1, &channels)),
-        ),
-    );
-    bad.expect(
-        "dbias over the end of dx",
-        r,
-        invalid_argument("dx"),
+    bw!(
+        "dx over dy",
+        "dx",
         &[&sh],
-    )?;
+        x.view(),
+        w.view(),
+        sh.at(0, ys),
+        dx_at(ny / 2),
+        None,
+        None
+    );
+    bw!(
+        "dw in place of w",
+        "dw",
+        &[&sh, &dx],
+        x.view(),
+        sh.at(0, ws),
+        dy.view(),
+        Some(dx.view_mut()),
+        dw_at(0),
+        None
+    );
+    bw!(
+        "dbias over the end of dx",
+        "dx",
+        &[&sh],
+        x.view(),
+        w.view(),
+        dy.view(),
+        dx_at(0),
+        None,
+        Some(sh.at_mut(nx - 1, &channels))
+    );
     Ok(())
 }
