@@ -65,18 +65,8 @@ pub struct ConvBwArgs<'a, T, const R: usize> {
     pub dbias: Option<TensorMut<'a, T, 1>>,
 }
 
-/// Conv1d forward args (`[N, C, L]`).
-pub type Conv1dArgs<'a, T> = ConvArgs<'a, T, 3>;
-/// Conv2d forward args.
-pub type Conv2dArgs<'a, T> = ConvArgs<'a, T, 4>;
-/// Conv3d forward args.
-pub type Conv3dArgs<'a, T> = ConvArgs<'a, T, 5>;
-/// Conv1d backward args.
-pub type Conv1dBwArgs<'a, T> = ConvBwArgs<'a, T, 3>;
-/// Conv2d backward args.
-pub type Conv2dBwArgs<'a, T> = ConvBwArgs<'a, T, 4>;
-/// Conv3d backward args.
-pub type Conv3dBwArgs<'a, T> = ConvBwArgs<'a, T, 5>;
+rank_aliases!("convolution forward args", ConvArgs<'a, T> => Conv1dArgs, Conv2dArgs, Conv3dArgs);
+rank_aliases!("convolution backward args", ConvBwArgs<'a, T> => Conv1dBwArgs, Conv2dBwArgs, Conv3dBwArgs);
 
 /// A convolution of spatial rank `N` on rank-`R = N + 2` tensors, through
 /// cuDNN, with its algorithm for each direction chosen in `select`.
@@ -149,12 +139,7 @@ const CONV_ROLES: Roles = Roles {
     transposed: false,
 };
 
-/// 1-D convolution plan.
-pub type Conv1dPlan<T> = ConvPlan<T, 1, 3>;
-/// 2-D convolution plan.
-pub type Conv2dPlan<T> = ConvPlan<T, 2, 4>;
-/// 3-D convolution plan.
-pub type Conv3dPlan<T> = ConvPlan<T, 3, 5>;
+rank_aliases!("nn.Conv", ConvPlan<T> => Conv1dPlan, Conv2dPlan, Conv3dPlan);
 
 #[cfg(test)]
 const OP: &str = CONV_ROLES.op;

@@ -19,7 +19,6 @@
 //! lacks indices, ceil_mode, divisor_override and adaptive windows, so it
 //! is not used.
 
-use std::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
 use baracuda_kernels_types::{
@@ -70,12 +69,7 @@ pub struct PoolDescriptor<const N: usize> {
     pub layout: ConvLayout,
 }
 
-/// 1-D pooling descriptor.
-pub type Pool1dDescriptor = PoolDescriptor<1>;
-/// 2-D pooling descriptor.
-pub type Pool2dDescriptor = PoolDescriptor<2>;
-/// 3-D pooling descriptor.
-pub type Pool3dDescriptor = PoolDescriptor<3>;
+rank_aliases!("pooling descriptor", PoolDescriptor<N> => Pool1dDescriptor, Pool2dDescriptor, Pool3dDescriptor);
 
 window_setters!(PoolDescriptor);
 
@@ -652,48 +646,35 @@ impl PoolReduce for PoolAvg {
     const MAX: bool = false;
 }
 
-/// Max or average pooling (`M`) of spatial rank `N` on rank-`R = N + 2`
-/// tensors.
-///
-/// # Shapes
-/// `x`: `[batch, channels, input...]`; `y` and `indices`: `[batch,
-/// channels, output...]` (see [`PoolDescriptor::output`]).
-/// # Layout
-/// Dense channels-first or channels-last (descriptor's `layout`).
-/// # Aliasing
-/// None: `y` and `indices` (forward) and `dx` (backward) are indexed
-/// unlike every input, so an output overlapping an input or the other
-/// output is `InvalidArgument` naming it, and nothing is written.
-/// # Dtypes
-/// f32, f64, f16, bf16 (f32 accumulation; f64 in f64); indices i64.
-/// # Errors
-/// `InvalidDescriptor` (zero extents, padding above half the kernel,
-/// empty output, a divisor override on max), `DtypeMismatch`,
-/// `Unsupported`, `PreferenceRejected` for a backend other than baracuda;
-/// from `run`: `ShapeMismatch`, `InvalidArgument` (strides, indices on
-/// avg, missing indices in max backward, overlapping outputs),
-/// `ContextMismatch`.
-#[derive(Debug)]
-pub struct PoolPlan<T: Element, M: PoolReduce, const N: usize, const R: usize>
-where
-    Rank<N, R>: SpatialRank,
-{
-    core: PoolCore,
-    _t: PhantomData<(T, M)>,
-}
+pool_plan!(
+    /// Max or average pooling (`M`) of spatial rank `N` on rank-`R = N + 2`
+    /// tensors.
+    ///
+    /// # Shapes
+    /// `x`: `[batch, channels, input...]`; `y` and `indices`: `[batch,
+    /// channels, output...]` (see [`PoolDescriptor::output`]).
+    /// # Layout
+    /// Dense channels-first or channels-last (descriptor's `layout`).
+    /// # Aliasing
+    /// None: `y` and `indices` (forward) and `dx` (backward) are indexed
+    /// unlike every input, so an output overlapping an input or the other
+    /// output is `InvalidArgument` naming it, and nothing is written.
+    /// # Dtypes
+    /// f32, f64, f16, bf16 (f32 accumulation; f64 in f64); indices i64.
+    /// # Errors
+    /// `InvalidDescriptor` (zero extents, padding above half the kernel,
+    /// empty output, a divisor override on max), `DtypeMismatch`,
+    /// `Unsupported`, `PreferenceRejected` for a backend other than baracuda;
+    /// from `run`: `ShapeMismatch`, `InvalidArgument` (strides, indices on
+    /// avg, missing indices in max backward, overlapping outputs),
+    /// `ContextMismatch`.
+    [T: Element, M: PoolReduce, const N: usize, const R: usize] PoolPlan<T, M, N, R>,
+    (T, M),
+    PoolDescriptor<N>
+);
 
-/// `nn.MaxPool1d`.
-pub type MaxPool1dPlan<T> = PoolPlan<T, PoolMax, 1, 3>;
-/// `nn.MaxPool2d`.
-pub type MaxPool2dPlan<T> = PoolPlan<T, PoolMax, 2, 4>;
-/// `nn.MaxPool3d`.
-pub type MaxPool3dPlan<T> = PoolPlan<T, PoolMax, 3, 5>;
-/// `nn.AvgPool1d`.
-pub type AvgPool1dPlan<T> = PoolPlan<T, PoolAvg, 1, 3>;
-/// `nn.AvgPool2d`.
-pub type AvgPool2dPlan<T> = PoolPlan<T, PoolAvg, 2, 4>;
-/// `nn.AvgPool3d`.
-pub type AvgPool3dPlan<T> = PoolPlan<T, PoolAvg, 3, 5>;
+rank_aliases!("nn.MaxPool", PoolPlan<T, PoolMax> => MaxPool1dPlan, MaxPool2dPlan, MaxPool3dPlan);
+rank_aliases!("nn.AvgPool", PoolPlan<T, PoolAvg> => AvgPool1dPlan, AvgPool2dPlan, AvgPool3dPlan);
 
 const OP: &str = "pool";
 
@@ -752,14 +733,28 @@ where
     }
 }
 
-/// The [`Plan`](crate::Plan) and [`Backward`](crate::Backward) of a pooling plan `$plan` (generic over
-/// `$gen`, which names `T`, `N` and `R`; fields `core` and `_t`) on
-/// descriptor `$desc`, whose inherent `core(stream, desc, pref)` builds its
-/// [`PoolCore`]: `run` and `run_bw` through the core (`dx` from `dy`, and
-/// `indices` for max, `x` and `y` for Lp), no workspace, a deterministic
-/// gather; and `output_dims`.
+/// A pooling plan: the struct `$plan` (generic over `$gen`, which names
+/// `T`, `N` and `R`; `$phantom` holds the type parameters without a
+/// field), its [`Plan`](crate::Plan) and [`Backward`](crate::Backward) on
+/// descriptor `$desc`, and `output_dims`. The plan's inherent
+/// `core(stream, desc, pref)` builds its [`PoolCore`]; `run` and `run_bw`
+/// go through the core (`dx` from `dy`, and `indices` for max, `x` and `y`
+/// for Lp), with no workspace and a deterministic gather.
 macro_rules! pool_plan {
-    ([$($gen:tt)*] $plan:ty, $desc:ty) => {
+    ($(#[$doc:meta])* [$($gen:tt)*] $name:ident<$($arg:tt),*>, $phantom:ty, $desc:ty) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name<$($gen)*>
+        where
+            $crate::conv::Rank<N, R>: $crate::conv::SpatialRank,
+        {
+            core: $crate::conv::pool::PoolCore,
+            _t: std::marker::PhantomData<$phantom>,
+        }
+
+        $crate::conv::pool::pool_plan!(@impls [$($gen)*] $name<$($arg),*>, $desc);
+    };
+    (@impls [$($gen:tt)*] $plan:ty, $desc:ty) => {
         impl<$($gen)*> $crate::Plan for $plan
         where
             $crate::conv::Rank<N, R>: $crate::conv::SpatialRank,
@@ -833,7 +828,6 @@ macro_rules! pool_plan {
 }
 pub(crate) use pool_plan;
 
-pool_plan!([T: Element, M: PoolReduce, const N: usize, const R: usize] PoolPlan<T, M, N, R>, PoolDescriptor<N>);
 
 #[cfg(test)]
 mod tests {

@@ -62,12 +62,7 @@ where
     conv: ConvPlan<T, N, R>,
 }
 
-/// 1-D transposed convolution plan.
-pub type ConvTranspose1dPlan<T> = ConvTransposePlan<T, 1, 3>;
-/// 2-D transposed convolution plan.
-pub type ConvTranspose2dPlan<T> = ConvTransposePlan<T, 2, 4>;
-/// 3-D transposed convolution plan.
-pub type ConvTranspose3dPlan<T> = ConvTransposePlan<T, 3, 5>;
+rank_aliases!("nn.ConvTranspose", ConvTransposePlan<T> => ConvTranspose1dPlan, ConvTranspose2dPlan, ConvTranspose3dPlan);
 
 const OP: &str = "conv_transpose";
 
