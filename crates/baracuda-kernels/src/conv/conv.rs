@@ -419,6 +419,12 @@ where
             d.layout,
             || Ok(core.kernels.as_ref().map_err(Clone::clone)?.pad.clone()),
         )?;
+        // The padded copy counts against the workspace cap, with each
+        // direction's own bytes.
+        let stage = staging.as_ref().map_or(0, Staging::bytes::<T>);
+        for bytes in core.workspace {
+            pref.check_workspace(op, stage + bytes)?;
+        }
         Ok(ConvPlan {
             desc: *desc,
             output,
