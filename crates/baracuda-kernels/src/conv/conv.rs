@@ -320,7 +320,7 @@ where
             (Some(y), Some(k)) => {
                 let dz = head.check_ptr(op, mask, ctx)?.cast::<T>();
                 let (dy, y) = (dy.data().ptr(), y.data().ptr());
-                launch_relu_bw(stream, &k.relu_bw, dz, dy, y, dy_elems(&ys))?;
+                launch_relu_bw(stream, &k.relu_bw, dz, dy, y, n_elems(&ys))?;
                 dz.as_const()
             }
             _ => dy.data().ptr(),
@@ -352,7 +352,7 @@ where
 }
 
 /// Elements of a tensor of `shape`.
-fn dy_elems(shape: &[usize]) -> usize {
+fn n_elems(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 

@@ -74,7 +74,8 @@ impl<const N: usize> CudnnPadding<N> {
             let m = pb.min(pe).max(0);
             r.pad[a] = m as usize;
             r.offset[a] = (pb - m) as usize;
-            // Never below the window span: C's output is at least 1.
+            // At least the window span for every valid descriptor (C's
+            // output is at least 1); the floor keeps 0 from cuDNN.
             r.padded[a] = (input[a] as i64 + pb + pe - 2 * m).max(1) as usize;
         }
         r
