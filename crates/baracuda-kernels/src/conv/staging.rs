@@ -241,6 +241,15 @@ mod tests {
             .collect()
     }
 
+    #[test]
+    fn pad_geometry_layout_is_c_compatible() {
+        // bias.cu: 11 long longs and an int, padded to 96 bytes for the
+        // 8-byte alignment, as nvcc lays the struct out.
+        assert_eq!(std::mem::size_of::<PadGeometry>(), 96);
+        assert_eq!(std::mem::align_of::<PadGeometry>(), 8);
+        assert_eq!(three(&[4, 5], 1), [1, 4, 5]);
+    }
+
     /// `g` (1-D; the conv of a transposed conv with `output_padding` `q`)
     /// as cuDNN runs it: the symmetric geometry over the padded extent,
     /// which must give `g`'s output; that extent and the input's offset.
