@@ -411,6 +411,8 @@ impl Scratch {
     fn ops(&self, dir: ConvDirection, k: usize) -> Operands {
         let [x, y, w] = &self.sets[k % self.sets.len()];
         let (x, y, w) = (x.as_slice().ptr(), y.as_slice().ptr(), w.as_slice().ptr());
+        // The timed runs write the direction's output into its set's
+        // buffer: scratch that nothing reads, owned by this struct.
         match dir {
             ConvDirection::Forward => (x, w, DevPtrMut::from_addr(y.addr())),
             ConvDirection::BackwardData => (w, y, DevPtrMut::from_addr(x.addr())),
