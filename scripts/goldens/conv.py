@@ -55,4 +55,23 @@ def make(torch):
     # lp_pool1d p=2, k 3, stride 2, ceil_mode
     x = r(1, 2, 10).abs() + 0.1
     out.update({"lppool1d.x": x, "lppool1d.y": F.lp_pool1d(x, 2.0, 3, 2, ceil_mode=True)})
+
+    # Cases added after the ones above (the generator's sequence keeps
+    # their tensors unchanged).
+    # conv2d padding='same' with even kernels (4, 2), dilation (1, 3):
+    # (1, 1) before, (2, 2) after; with gradients
+    x, w = r(2, 3, 9, 10).requires_grad_(), r(4, 3, 4, 2).requires_grad_()
+    y = F.conv2d(x, w, padding="same", dilation=(1, 3))
+    dy = r(*y.shape)
+    dx, dw = torch.autograd.grad(y, (x, w), dy)
+    out.update({"conv2d_same.x": x, "conv2d_same.w": w, "conv2d_same.y": y, "conv2d_same.dy": dy,
+                "conv2d_same.dx": dx, "conv2d_same.dw": dw})
+
+    # conv_transpose1d: output_padding 2 >= stride 1 (allowed below dilation 3), padding 1
+    x, w = r(1, 2, 5).requires_grad_(), r(2, 3, 3).requires_grad_()
+    y = F.conv_transpose1d(x, w, stride=1, padding=1, output_padding=2, dilation=3)
+    dy = r(*y.shape)
+    dx, dw = torch.autograd.grad(y, (x, w), dy)
+    out.update({"convt1d_op.x": x, "convt1d_op.w": w, "convt1d_op.y": y, "convt1d_op.dy": dy,
+                "convt1d_op.dx": dx, "convt1d_op.dw": dw})
     return {k: v.detach().contiguous() for k, v in out.items()}

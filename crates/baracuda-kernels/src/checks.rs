@@ -404,3 +404,60 @@ mod tests {
         );
     }
 }
+
+/// An operand's name and the device bytes it spans: `(arg, first byte,
+/// byte count)`, for [`check_disjoint`].
+pub(crate) type Extent = (&'static str, u64, usize);
+
+/// The [`Extent`] of a tensor view `arg` (empty views span no bytes).
+pub(crate) fn extent<T: Element, const R: usize>(
+    arg: &'static str,
+    view: &TensorRef<'_, T, R>,
+) -> Extent {
+    let bytes = span_bytes::<T>(&view.shape()[..], &view.strides()[..]);
+    (arg, view.data().addr(), bytes)
+}
+
+/// For a plan whose outputs may alias nothing: `InvalidArgument` naming
+/// the output when its bytes meet those of an input or of another output
+/// (the first such output, in order).
+pub(crate) fn check_disjoint(
+    op: &'static str,
+    outputs: &[Extent],
+    inputs: &[Extent],
+) -> Result<()> {
+    let meet = |a: &Extent, b: &Extent| {
+        let (a0, b0) = (a.1, b.1);
+        a.2 > 0 && b.2 > 0 && a0 < b0 + b.2 as u64 && b0 < a0 + a.2 as u64
+    };
+    for (i, out) in outputs.iter().enumerate() {
+        let other = inputs.iter().chain(&outputs[..i]).chain(&outputs[i + 1..]);
+        if let Some(hit) = other.into_iter().find(|e| meet(out, e)) {
+            return Err(Error::InvalidArgument {
+                op,
+                arg: out.0,
+                reason: format!(
+                    "overlaps {} in memory; {op} writes no output in place",
+                    hit.0
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod disjoint_tests {
+    use super::*;
+
+    #[test]
+    fn disjoint_rules() {
+        let x: Extent = ("x", 0x1000, 64);
+        assert!(check_disjoint("t", &[("y", 0x1040, 16)], &[x]).is_ok());
+        assert!(check_disjoint("t", &[("y", 0x1000, 0)], &[x]).is_ok());
+        let e = check_disjoint("t", &[("dw", 0x2000, 8), ("dx", 0x103c, 8)], &[x]);
+        assert!(matches!(e, Err(Error::InvalidArgument { arg: "dx", .. })));
+        let e = check_disjoint("t", &[("dx", 0x2000, 8), ("dw", 0x2004, 8)], &[x]);
+        assert!(matches!(e, Err(Error::InvalidArgument { arg: "dx", .. })));
+    }
+}

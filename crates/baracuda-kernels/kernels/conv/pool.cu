@@ -102,9 +102,18 @@ static __device__ __forceinline__ int taps(const PoolParams& P, int a, int lo, i
     return hi > lo ? (hi - lo + P.dl[a] - 1) / P.dl[a] : 0;
 }
 
-// Decompose a physical index into (n, c, spatial flat) for extents ext.
-static __device__ __forceinline__ void decompose(const PoolParams& P, long long i, long long sp_n,
-                                                 long long& n, int& c, long long& sp) {
+// The coordinates `at` of flat spatial index sp over extents ext.
+static __device__ __forceinline__ void coords(long long sp, const int ext[3], int at[3]) {
+    at[0] = (int)(sp / ((long long)ext[1] * ext[2]));
+    at[1] = (int)((sp / ext[2]) % ext[1]);
+    at[2] = (int)(sp % ext[2]);
+}
+
+// Decompose physical index i of a tensor with spatial extents ext into
+// (n, c, flat spatial sp, its coordinates at).
+static __device__ __forceinline__ void decompose(const PoolParams& P, long long i, const int ext[3],
+                                                 long long& n, int& c, long long& sp, int at[3]) {
+    const long long sp_n = (long long)ext[0] * ext[1] * ext[2];
     if (P.channels_last) {
         c = (int)(i % P.channels);
         long long t = i / P.channels;
@@ -116,6 +125,7 @@ static __device__ __forceinline__ void decompose(const PoolParams& P, long long 
         c = (int)(t % P.channels);
         n = t / P.channels;
     }
+    coords(sp, ext, at);
 }
 
 static __device__ __forceinline__ long long address(const PoolParams& P, long long n, int c,
@@ -136,15 +146,12 @@ static __device__ __forceinline__ ACC divisor(const PoolParams& P, const int lo[
 extern "C" __global__ void pool_fw(PoolParams P, const T* __restrict__ x, T* __restrict__ y,
                                    long long* __restrict__ idx) {
     const long long in_sp = (long long)P.in[0] * P.in[1] * P.in[2];
-    const long long out_sp = (long long)P.out[0] * P.out[1] * P.out[2];
     const ACC k_prod = (ACC)P.k[0] * (ACC)P.k[1] * (ACC)P.k[2];
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < P.n_out;
          i += (long long)gridDim.x * blockDim.x) {
         long long n, osp;
-        int c;
-        decompose(P, i, out_sp, n, c, osp);
-        int o[3] = {(int)(osp / ((long long)P.out[1] * P.out[2])),
-                    (int)((osp / P.out[2]) % P.out[1]), (int)(osp % P.out[2])};
+        int c, o[3];
+        decompose(P, i, P.out, n, c, osp, o);
         int lo[3], hi[3], padded[3];
         for (int a = 0; a < 3; ++a) window(P, a, o[a], lo[a], hi[a], padded[a]);
         const T* xp = x + (P.channels_last ? n * in_sp * P.channels + c : (n * P.channels + c) * in_sp);
@@ -185,16 +192,13 @@ extern "C" __global__ void pool_fw(PoolParams P, const T* __restrict__ x, T* __r
 extern "C" __global__ void pool_bw(PoolParams P, const T* __restrict__ dy,
                                    const long long* __restrict__ idx, const T* __restrict__ x,
                                    const T* __restrict__ y, T* __restrict__ dx) {
-    const long long in_sp = (long long)P.in[0] * P.in[1] * P.in[2];
     const long long out_sp = (long long)P.out[0] * P.out[1] * P.out[2];
     const ACC k_prod = (ACC)P.k[0] * (ACC)P.k[1] * (ACC)P.k[2];
     for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < P.n_in;
          i += (long long)gridDim.x * blockDim.x) {
         long long n, isp;
-        int c;
-        decompose(P, i, in_sp, n, c, isp);
-        int ii[3] = {(int)(isp / ((long long)P.in[1] * P.in[2])), (int)((isp / P.in[2]) % P.in[1]),
-                     (int)(isp % P.in[2])};
+        int c, ii[3];
+        decompose(P, i, P.in, n, c, isp, ii);
         // Candidate output ranges per axis; membership is re-checked below.
         int olo[3], ohi[3];
         for (int a = 0; a < 3; ++a) {
@@ -251,21 +255,36 @@ struct alignas(sizeof(T) * V) Pack {
     T v[V];
 };
 
+// Where item t of a channels-last fast path sits: channel vector ci of
+// cv, row r = n * prod(ext) + sp over the spatial extents `ext`, and sp's
+// coordinates.
+struct ClItem {
+    int ci, r, sp, n;
+    int at[3];
+};
+
+static __device__ __forceinline__ ClItem cl_item(int t, int cv, const int ext[3]) {
+    ClItem it;
+    const int sp_count = ext[0] * ext[1] * ext[2];
+    it.ci = t % cv;
+    it.r = t / cv;
+    it.sp = it.r % sp_count;
+    it.n = it.r / sp_count;
+    coords(it.sp, ext, it.at);
+    return it;
+}
+
 template <int V>
 static __device__ __forceinline__ void pool_fw_cl(const PoolParams& P, const T* __restrict__ x,
                                                   T* __restrict__ y, long long* __restrict__ idx) {
     const int C = P.channels;
-    const int cv = C / V;
     const int in_sp = P.in[0] * P.in[1] * P.in[2];
-    const int out_sp = P.out[0] * P.out[1] * P.out[2];
-    const int total = P.batch * out_sp * cv;
+    const int total = P.batch * (P.out[0] * P.out[1] * P.out[2]) * (C / V);
     const bool is_max = P.mode == MODE_MAX;
     for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
-        const int ci = t % cv;
-        const int r = t / cv;
-        const int osp = r % out_sp;
-        const int n = r / out_sp;
-        const int o[3] = {osp / (P.out[1] * P.out[2]), (osp / P.out[2]) % P.out[1], osp % P.out[2]};
+        const ClItem it = cl_item(t, C / V, P.out);
+        const int ci = it.ci, r = it.r, n = it.n;
+        const int* o = it.at;
         int lo[3], hi[3], padded[3];
         for (int a = 0; a < 3; ++a) window(P, a, o[a], lo[a], hi[a], padded[a]);
         const T* xp = x + n * in_sp * C + ci * V;
@@ -311,17 +330,13 @@ template <int V>
 static __device__ __forceinline__ void pool_bw_cl(const PoolParams& P, const T* __restrict__ dy,
                                                   const long long* __restrict__ idx, T* __restrict__ dx) {
     const int C = P.channels;
-    const int cv = C / V;
-    const int in_sp = P.in[0] * P.in[1] * P.in[2];
     const int out_sp = P.out[0] * P.out[1] * P.out[2];
-    const int total = P.batch * in_sp * cv;
+    const int total = P.batch * (P.in[0] * P.in[1] * P.in[2]) * (C / V);
     const bool is_max = P.mode == MODE_MAX;
     for (int t = blockIdx.x * blockDim.x + threadIdx.x; t < total; t += gridDim.x * blockDim.x) {
-        const int ci = t % cv;
-        const int r = t / cv;
-        const int isp = r % in_sp;
-        const int n = r / in_sp;
-        const int ii[3] = {isp / (P.in[1] * P.in[2]), (isp / P.in[2]) % P.in[1], isp % P.in[2]};
+        const ClItem it = cl_item(t, C / V, P.in);
+        const int ci = it.ci, r = it.r, isp = it.sp, n = it.n;
+        const int* ii = it.at;
         int olo[3], ohi[3];
         for (int a = 0; a < 3; ++a) {
             const int q = ii[a] + P.p[a];

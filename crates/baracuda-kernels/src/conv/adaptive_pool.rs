@@ -8,7 +8,6 @@
 //! adaptive average to an all-1 output (global average pooling) takes
 //! their deterministic global-average reduction and broadcast kernels.
 
-use std::marker::PhantomData;
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{Element, ElementKind, PlanPreference, Result, Workspace};
@@ -37,12 +36,7 @@ pub struct AdaptivePoolDescriptor<const N: usize> {
     pub layout: ConvLayout,
 }
 
-/// 1-D adaptive pooling descriptor.
-pub type AdaptivePool1dDescriptor = AdaptivePoolDescriptor<1>;
-/// 2-D adaptive pooling descriptor.
-pub type AdaptivePool2dDescriptor = AdaptivePoolDescriptor<2>;
-/// 3-D adaptive pooling descriptor.
-pub type AdaptivePool3dDescriptor = AdaptivePoolDescriptor<3>;
+rank_aliases!("adaptive pooling descriptor", AdaptivePoolDescriptor<N> => AdaptivePool1dDescriptor, AdaptivePool2dDescriptor, AdaptivePool3dDescriptor);
 
 impl<const N: usize> AdaptivePoolDescriptor<N> {
     /// An adaptive pooling of `input` down (or up) to `output`.
@@ -69,39 +63,29 @@ impl<const N: usize> AdaptivePoolDescriptor<N> {
     }
 }
 
-/// Adaptive pooling of spatial rank `N` on rank-`R = N + 2` tensors.
-///
-/// # Shapes
-/// `x`: `[batch, channels, input...]`; `y`, `indices`: `[batch, channels,
-/// output...]`.
-/// # Layout
-/// Dense channels-first or channels-last.
-/// # Dtypes
-/// f32, f64, f16, bf16; indices i64.
-/// # Errors
-/// `InvalidDescriptor` for non-positive extents; otherwise as
-/// [`PoolPlan`](super::PoolPlan).
-#[derive(Debug)]
-pub struct AdaptivePoolPlan<T: Element, M: PoolReduce, const N: usize, const R: usize>
-where
-    Rank<N, R>: SpatialRank,
-{
-    core: PoolCore,
-    _t: PhantomData<(T, M)>,
-}
+super::pool::pool_plan!(
+    /// Adaptive pooling of spatial rank `N` on rank-`R = N + 2` tensors.
+    ///
+    /// # Shapes
+    /// `x`: `[batch, channels, input...]`; `y`, `indices`: `[batch, channels,
+    /// output...]`.
+    /// # Layout
+    /// Dense channels-first or channels-last.
+    /// # Aliasing
+    /// None, as [`PoolPlan`](super::PoolPlan): an output overlapping an input
+    /// or the other output is `InvalidArgument` naming it.
+    /// # Dtypes
+    /// f32, f64, f16, bf16; indices i64.
+    /// # Errors
+    /// `InvalidDescriptor` for non-positive extents; otherwise as
+    /// [`PoolPlan`](super::PoolPlan).
+    [T: Element, M: PoolReduce, const N: usize, const R: usize] AdaptivePoolPlan<T, M, N, R>,
+    (T, M),
+    AdaptivePoolDescriptor<N>
+);
 
-/// `nn.AdaptiveAvgPool1d`.
-pub type AdaptiveAvgPool1dPlan<T> = AdaptivePoolPlan<T, PoolAvg, 1, 3>;
-/// `nn.AdaptiveAvgPool2d`.
-pub type AdaptiveAvgPool2dPlan<T> = AdaptivePoolPlan<T, PoolAvg, 2, 4>;
-/// `nn.AdaptiveAvgPool3d`.
-pub type AdaptiveAvgPool3dPlan<T> = AdaptivePoolPlan<T, PoolAvg, 3, 5>;
-/// `nn.AdaptiveMaxPool1d`.
-pub type AdaptiveMaxPool1dPlan<T> = AdaptivePoolPlan<T, PoolMax, 1, 3>;
-/// `nn.AdaptiveMaxPool2d`.
-pub type AdaptiveMaxPool2dPlan<T> = AdaptivePoolPlan<T, PoolMax, 2, 4>;
-/// `nn.AdaptiveMaxPool3d`.
-pub type AdaptiveMaxPool3dPlan<T> = AdaptivePoolPlan<T, PoolMax, 3, 5>;
+rank_aliases!("nn.AdaptiveAvgPool", AdaptivePoolPlan<T, PoolAvg> => AdaptiveAvgPool1dPlan, AdaptiveAvgPool2dPlan, AdaptiveAvgPool3dPlan);
+rank_aliases!("nn.AdaptiveMaxPool", AdaptivePoolPlan<T, PoolMax> => AdaptiveMaxPool1dPlan, AdaptiveMaxPool2dPlan, AdaptiveMaxPool3dPlan);
 
 const OP: &str = "adaptive_pool";
 
@@ -147,7 +131,6 @@ where
     }
 }
 
-super::pool::pool_plan!([T: Element, M: PoolReduce, const N: usize, const R: usize] AdaptivePoolPlan<T, M, N, R>, AdaptivePoolDescriptor<N>);
 
 #[cfg(test)]
 mod tests {

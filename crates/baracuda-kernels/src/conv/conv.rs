@@ -8,23 +8,26 @@
 //!
 //! Engine choice, per direction, happens in `select`, on cuDNN's backend
 //! (graph) API: see `cudnn_core.rs` for the heuristics, filters,
-//! measured autotuning and the legacy fallback.
+//! measured autotuning and the legacy fallback. Padding that differs
+//! before and after an axis runs through a zero-padded copy in the
+//! workspace (`staging.rs`).
 
 use std::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
 use baracuda_kernels_types::{
-    Activation, Element, Error, Grad, Grads, KernelSku, PlanPreference, Result, TensorMut,
-    TensorRef, Workspace,
+    Activation, DevPtr, DevPtrMut, Element, Error, Grad, Grads, KernelSku, PlanPreference, Result,
+    TensorMut, TensorRef, Workspace,
 };
 
-use super::cudnn_core::ConvCore;
+use super::cudnn_core::{ConvCore, Epilogue};
 use super::cudnn_graph::{ConvAlgo, ConvDirection, CudnnConvProblem};
 use super::descriptor::{full_shape, validate_common, ConvDescriptor};
+use super::staging::{CudnnPadding, Staging};
 use super::window::{to_i32, to_i32s};
 use super::{check_dtype, ConvLayout, Rank, SpatialRank};
+use crate::checks::{check_disjoint, check_tensor, extent};
 use crate::{Backward, Plan};
-use crate::checks::check_tensor;
 
 /// Forward operands of a convolution or transposed convolution:
 /// `y = act(op(x, w) + bias)`.
@@ -62,18 +65,8 @@ pub struct ConvBwArgs<'a, T, const R: usize> {
     pub dbias: Option<TensorMut<'a, T, 1>>,
 }
 
-/// Conv1d forward args (`[N, C, L]`).
-pub type Conv1dArgs<'a, T> = ConvArgs<'a, T, 3>;
-/// Conv2d forward args.
-pub type Conv2dArgs<'a, T> = ConvArgs<'a, T, 4>;
-/// Conv3d forward args.
-pub type Conv3dArgs<'a, T> = ConvArgs<'a, T, 5>;
-/// Conv1d backward args.
-pub type Conv1dBwArgs<'a, T> = ConvBwArgs<'a, T, 3>;
-/// Conv2d backward args.
-pub type Conv2dBwArgs<'a, T> = ConvBwArgs<'a, T, 4>;
-/// Conv3d backward args.
-pub type Conv3dBwArgs<'a, T> = ConvBwArgs<'a, T, 5>;
+rank_aliases!("convolution forward args", ConvArgs<'a, T> => Conv1dArgs, Conv2dArgs, Conv3dArgs);
+rank_aliases!("convolution backward args", ConvBwArgs<'a, T> => Conv1dBwArgs, Conv2dBwArgs, Conv3dBwArgs);
 
 /// A convolution of spatial rank `N` on rank-`R = N + 2` tensors, through
 /// cuDNN, with its algorithm for each direction chosen in `select`.
@@ -85,6 +78,12 @@ pub type Conv3dBwArgs<'a, T> = ConvBwArgs<'a, T, 5>;
 /// `dx = conv_transpose(dz, w)`, `dw = corr(x, dz)`, `dbias = sum dz` over
 /// batch and positions, each when asked.
 ///
+/// Padding may differ before and after an axis (PyTorch's
+/// `padding='same'` with an even kernel): cuDNN then runs the smaller
+/// padding on both sides of a copy of `x` padded by the difference in the
+/// workspace, and `dx` is cropped from a gradient computed there; the
+/// workspace sizes count that copy.
+///
 /// # Shapes
 /// `x`: `[batch, c_in, input...]`, `w`: `[c_out, c_in/groups, filter...]`,
 /// `y`: `[batch, c_out, output...]` (see [`ConvDescriptor::output`]);
@@ -92,6 +91,11 @@ pub type Conv3dBwArgs<'a, T> = ConvBwArgs<'a, T, 5>;
 /// # Layout
 /// Dense in the descriptor's [`ConvLayout`] (NCHW-style or NHWC-style;
 /// filters in the matching order). Shapes are always given as `[N, C, ...]`.
+/// # Aliasing
+/// None: every output (`y`; `dx`, `dw`, `dbias`) differs in shape and
+/// indexing from every input, so an output that overlaps an input (`x`,
+/// `w`, `bias`; `x`, `w`, `y`, `dy`) or another output is
+/// `InvalidArgument` naming it, and nothing is written.
 /// # Dtypes
 /// f32 (IEEE unless `allow_tf32`), f64, f16 and bf16 (f32 accumulation).
 /// Others: `Unsupported`.
@@ -100,8 +104,9 @@ pub type Conv3dBwArgs<'a, T> = ConvBwArgs<'a, T, 5>;
 /// `Unsupported` (also for activations other than identity and ReLU),
 /// `PreferenceRejected` (no algorithm within `max_workspace_bytes` or
 /// deterministic), `Cudnn`. `run`, `run_bw`: `ShapeMismatch`,
-/// `InvalidArgument` (strides; `y` missing under ReLU), `ContextMismatch`,
-/// `WorkspaceTooSmall`. Both only enqueue: no allocation, no sync.
+/// `InvalidArgument` (strides; `y` missing under ReLU; overlapping
+/// outputs), `ContextMismatch`, `WorkspaceTooSmall`. Both only enqueue:
+/// no allocation, no sync.
 #[derive(Debug)]
 pub struct ConvPlan<T: Element, const N: usize, const R: usize>
 where
@@ -111,6 +116,9 @@ where
     output: [usize; N],
     core: ConvCore,
     roles: Roles,
+    /// `C`'s input through a padded copy, when cuDNN cannot run its
+    /// padding as given.
+    staging: Option<Staging<N>>,
     _t: PhantomData<T>,
 }
 
@@ -131,15 +139,14 @@ const CONV_ROLES: Roles = Roles {
     transposed: false,
 };
 
-/// 1-D convolution plan.
-pub type Conv1dPlan<T> = ConvPlan<T, 1, 3>;
-/// 2-D convolution plan.
-pub type Conv2dPlan<T> = ConvPlan<T, 2, 4>;
-/// 3-D convolution plan.
-pub type Conv3dPlan<T> = ConvPlan<T, 3, 5>;
+rank_aliases!("nn.Conv", ConvPlan<T> => Conv1dPlan, Conv2dPlan, Conv3dPlan);
 
 #[cfg(test)]
 const OP: &str = CONV_ROLES.op;
+
+/// The operands of one pass in the plan's own order: forward `(x, w, y)`,
+/// backward data `(w, dz, dx)`, backward filter `(x, dz, dw)`.
+type PassOperands<T> = (DevPtr<T>, DevPtr<T>, DevPtrMut<T>);
 
 impl<T: Element, const N: usize, const R: usize> Plan for ConvPlan<T, N, R>
 where
@@ -149,7 +156,7 @@ where
     type Args<'a> = ConvArgs<'a, T, R>;
 
     fn select(stream: &Stream, desc: &ConvDescriptor<N>, pref: &PlanPreference) -> Result<Self> {
-        Self::select_as(CONV_ROLES, &format!("conv{N}d"), stream, desc, pref)
+        Self::select_as(CONV_ROLES, &format!("conv{N}d"), stream, desc, [0; N], pref)
     }
 
     fn sku(&self) -> &KernelSku {
@@ -157,7 +164,7 @@ where
     }
 
     fn workspace_size(&self) -> usize {
-        self.core.workspace[self.dir(Pass::Forward).index()]
+        self.stage_bytes() + self.core.workspace[self.dir(Pass::Forward).index()]
     }
 
     fn run(
@@ -170,43 +177,38 @@ where
         let ctx = stream.context().id();
         let (op, layout) = (self.roles.op, self.desc.layout);
         let (channels, dims) = self.out_geometry();
-        let b = match &bias {
-            Some(b) => {
-                let shape = [channels];
-                check_tensor(op, "bias", b, &shape, ConvLayout::ChannelsFirst, ctx)?
-            }
-            None => 0,
-        };
-        let epilogue = b != 0 || self.desc.activation == Activation::Relu;
-        let bias_fns = if epilogue {
-            Some(self.core.bias.as_ref().map_err(Clone::clone)?)
+        if let Some(b) = &bias {
+            check_tensor(op, "bias", b, &[channels], ConvLayout::ChannelsFirst, ctx)?;
+        }
+        let (xs, ws, ys) = self.plan_shapes();
+        check_tensor(op, "x", &x, &xs, layout, ctx)?;
+        check_tensor(op, "w", &w, &ws, layout, ctx)?;
+        check_tensor(op, "y", &y.as_const(), &ys, layout, ctx)?;
+        let mut inputs = vec![extent("x", &x), extent("w", &w)];
+        inputs.extend(bias.as_ref().map(|b| extent("bias", b)));
+        check_disjoint(op, &[extent("y", &y.as_const())], &inputs)?;
+        let relu = self.desc.activation == Activation::Relu;
+        let kernels = if bias.is_some() || relu || self.staging.is_some() {
+            Some(self.kernels()?)
         } else {
             None
         };
-        let (xs, ws, ys) = self.plan_shapes();
-        let mut addr = [0u64; 3];
-        let operands = [(&x, &xs), (&w, &ws), (&y.as_const(), &ys)];
-        for ((a, (t, shape)), name) in addr.iter_mut().zip(operands).zip(Pass::Forward.names()) {
-            *a = check_tensor(op, name, t, shape, layout, ctx)?;
-        }
-        self.run_pass(
-            stream,
-            &workspace,
-            Pass::Forward,
-            (addr[0], addr[1], addr[2]),
-        )?;
-        let y_addr = addr[2];
-        match bias_fns {
-            Some(f) => launch_bias_act(
+        workspace.check(op, self.workspace_size(), ctx)?;
+        let (stage, rest) = self.split_stage(workspace, ctx)?;
+        let y_ptr = y.data().ptr();
+        let ops = (x.data().ptr(), w.data().ptr(), y_ptr);
+        self.run_pass(stream, (stage, &rest), Pass::Forward, ops)?;
+        match kernels {
+            Some(k) if bias.is_some() || relu => launch_bias_act(
                 stream,
-                &f.0,
-                y_addr,
-                b,
+                &k.bias_act,
+                y_ptr,
+                bias.as_ref().map_or(DevPtr::NULL, |b| b.data().ptr()),
                 (self.desc.batch, channels, &dims),
                 layout,
-                self.desc.activation == Activation::Relu,
+                relu,
             ),
-            None => Ok(()),
+            _ => Ok(()),
         }
     }
 }
@@ -230,8 +232,13 @@ where
                 0
             }
         };
-        self.mask_bytes(wants)
-            + pass(Grad::X, Pass::BackwardData).max(pass(Grad::Weight, Pass::BackwardFilter))
+        let passes = pass(Grad::X, Pass::BackwardData).max(pass(Grad::Weight, Pass::BackwardFilter));
+        let stage = if wants.contains(Grad::X) || wants.contains(Grad::Weight) {
+            self.stage_bytes()
+        } else {
+            0
+        };
+        self.mask_bytes(wants) + stage + passes
     }
 
     fn run_bw(
@@ -262,31 +269,24 @@ where
         // nothing.
         check_tensor(op, "x", &x, &xs, layout, ctx)?;
         check_tensor(op, "w", &w, &ws, layout, ctx)?;
-        let dy_addr = check_tensor(op, "dy", &dy, &ys, layout, ctx)?;
+        check_tensor(op, "dy", &dy, &ys, layout, ctx)?;
         if let Some(g) = &dx {
             check_tensor(op, "dx", &g.as_const(), &xs, layout, ctx)?;
         }
         if let Some(g) = &dw {
             check_tensor(op, "dw", &g.as_const(), &ws, layout, ctx)?;
         }
-        let db_addr = match &dbias {
-            Some(g) => {
-                let shape = [channels];
-                check_tensor(
-                    op,
-                    "dbias",
-                    &g.as_const(),
-                    &shape,
-                    ConvLayout::ChannelsFirst,
-                    ctx,
-                )?
-            }
-            None => 0,
-        };
+        if let Some(g) = &dbias {
+            let cf = ConvLayout::ChannelsFirst;
+            check_tensor(op, "dbias", &g.as_const(), &[channels], cf, ctx)?;
+        }
         let mask = self.mask_bytes(wants);
-        let y_addr = match (&y, mask) {
-            (_, 0) => 0,
-            (Some(y), _) => check_tensor(op, "y", y, &ys, layout, ctx)?,
+        let y = match (y, mask) {
+            (_, 0) => None,
+            (Some(y), _) => {
+                check_tensor(op, "y", &y, &ys, layout, ctx)?;
+                Some(y)
+            }
             (None, _) => {
                 return Err(Error::InvalidArgument {
                     op,
@@ -295,8 +295,19 @@ where
                 })
             }
         };
-        let bias_fns = if mask > 0 || dbias.is_some() {
-            Some(self.core.bias.as_ref().map_err(Clone::clone)?)
+        let mut inputs = vec![extent("x", &x), extent("w", &w), extent("dy", &dy)];
+        inputs.extend(y.as_ref().map(|y| extent("y", y)));
+        let outputs: Vec<_> = [
+            dx.as_ref().map(|g| extent("dx", &g.as_const())),
+            dw.as_ref().map(|g| extent("dw", &g.as_const())),
+            dbias.as_ref().map(|g| extent("dbias", &g.as_const())),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        check_disjoint(op, &outputs, &inputs)?;
+        let kernels = if mask > 0 || dbias.is_some() || self.staging.is_some() {
+            Some(self.kernels()?)
         } else {
             None
         };
@@ -305,42 +316,44 @@ where
 
         // dz: dy, or dy masked by y > 0 in the head of the workspace (the
         // kernels are loaded whenever there is a mask).
-        let dz_addr = match (mask, &bias_fns) {
-            (1.., Some(f)) => {
-                let dz = head.check(op, mask, ctx)?;
-                launch_relu_bw(stream, &f.2, dz, dy_addr, y_addr, dy.n_elems())?;
-                dz
+        let dz = match (&y, &kernels) {
+            (Some(y), Some(k)) => {
+                let dz = head.check_ptr(op, mask, ctx)?.cast::<T>();
+                let (dy, y) = (dy.data().ptr(), y.data().ptr());
+                launch_relu_bw(stream, &k.relu_bw, dz, dy, y, n_elems(&ys))?;
+                dz.as_const()
             }
-            _ => dy_addr,
+            _ => dy.data().ptr(),
         };
-        if let Some(g) = &dx {
-            self.run_pass(
-                stream,
-                &rest,
-                Pass::BackwardData,
-                (w.data().addr(), dz_addr, g.data().addr()),
-            )?;
+        if dx.is_some() || dw.is_some() {
+            // Stream order keeps the passes' uses of the staged copy apart.
+            let (stage, rest) = self.split_stage(rest, ctx)?;
+            if let Some(g) = &dx {
+                let ops = (w.data().ptr(), dz, g.data().ptr());
+                self.run_pass(stream, (stage, &rest), Pass::BackwardData, ops)?;
+            }
+            if let Some(g) = &dw {
+                let ops = (x.data().ptr(), dz, g.data().ptr());
+                self.run_pass(stream, (stage, &rest), Pass::BackwardFilter, ops)?;
+            }
         }
-        if let Some(g) = &dw {
-            self.run_pass(
-                stream,
-                &rest,
-                Pass::BackwardFilter,
-                (x.data().addr(), dz_addr, g.data().addr()),
-            )?;
-        }
-        if let (Some(f), true) = (&bias_fns, db_addr != 0) {
+        if let (Some(k), Some(g)) = (&kernels, &dbias) {
             launch_bias_bw(
                 stream,
-                &f.1,
-                dz_addr,
-                db_addr,
+                &k.bias_bw,
+                dz,
+                g.data().ptr(),
                 (self.desc.batch, channels, &dims),
                 layout,
             )?;
         }
         Ok(())
     }
+}
+
+/// Elements of a tensor of `shape`.
+fn n_elems(shape: &[usize]) -> usize {
+    shape.iter().product()
 }
 
 /// A pass of the plan (not of `C`): its forward and two gradients.
@@ -351,16 +364,14 @@ enum Pass {
     BackwardFilter,
 }
 
-impl Pass {
-    /// What errors call the operands of the pass, in the order it takes
-    /// them.
-    fn names(self) -> [&'static str; 3] {
-        match self {
-            Pass::Forward => ["x", "w", "y"],
-            Pass::BackwardData => ["w", "dy", "dx"],
-            Pass::BackwardFilter => ["x", "dy", "dw"],
-        }
-    }
+/// Which operand of a pass (in the plan's order) is `C`'s input, and
+/// whether the pass reads or writes it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum CInput {
+    /// Input operand 0 or 1.
+    Read(usize),
+    /// The output.
+    Written,
 }
 
 impl<T: Element, const N: usize, const R: usize> ConvPlan<T, N, R>
@@ -368,25 +379,30 @@ where
     Rank<N, R>: SpatialRank,
 {
     /// `select` with the errors, passes and SKU (`sku_name`) of another
-    /// plan built on this one.
+    /// plan built on this one; `output_padding` is a transposed plan's
+    /// (zeros for a convolution), see `staging.rs`.
     pub(crate) fn select_as(
         roles: Roles,
         sku_name: &str,
         stream: &Stream,
         desc: &ConvDescriptor<N>,
+        output_padding: [usize; N],
         pref: &PlanPreference,
     ) -> Result<Self> {
         let op = roles.op;
         let d = desc;
-        let w = &d.window;
-        let output = validate::<T, N>(op, d)?;
+        validate::<T, N>(op, d)?;
+        let padding = CudnnPadding::of(&d.window, &d.input, &output_padding);
+        // The window cuDNN runs, over the extents it sees.
+        let w = padding.window(&d.window);
+        let output = w.conv_output(op, &padding.padded)?;
         let problem = CudnnConvProblem {
             dtype: T::KIND,
             channels_last: d.layout == ConvLayout::ChannelsLast,
             batch: to_i32(op, "batch", d.batch)?,
             c_in: to_i32(op, "c_in", d.c_in)?,
             c_out: to_i32(op, "c_out", d.c_out)?,
-            x_spatial: to_i32s(op, "input", &d.input)?,
+            x_spatial: to_i32s(op, "input", &padding.padded)?,
             w_spatial: to_i32s(op, "kernel", &w.kernel)?,
             y_spatial: to_i32s(op, "output", &output)?,
             pad: to_i32s(op, "padding", &w.padding)?,
@@ -396,11 +412,25 @@ where
             groups: to_i32(op, "groups", d.groups)?,
         };
         let core = ConvCore::select(op, stream, problem, pref, sku_name)?;
+        let staging = Staging::new(
+            (d.batch, d.c_in),
+            &d.input,
+            &padding,
+            d.layout,
+            || Ok(core.kernels.as_ref().map_err(Clone::clone)?.pad.clone()),
+        )?;
+        // The padded copy counts against the workspace cap, with each
+        // direction's own bytes.
+        let stage = staging.as_ref().map_or(0, Staging::bytes::<T>);
+        for bytes in core.workspace {
+            pref.check_workspace(op, stage + bytes)?;
+        }
         Ok(ConvPlan {
             desc: *desc,
             output,
             core,
             roles,
+            staging,
             _t: PhantomData,
         })
     }
@@ -410,6 +440,10 @@ where
     pub fn output_dims(&self) -> [usize; N] {
         self.out_geometry().1
     }
+    /// Output spatial extents of `C`.
+    pub(crate) fn c_output(&self) -> [usize; N] {
+        self.output
+    }
     /// The cuDNN algorithm chosen for `dir` of `C`. Where cuBLASLt runs the
     /// direction (a pointwise convolution, see the SKU), this is the one
     /// operands that are not 16-byte aligned fall back on, or None when
@@ -418,12 +452,28 @@ where
         self.core.cudnn.chosen(dir)
     }
 
+    /// The elementwise kernels, or the error that kept them from loading.
+    fn kernels(&self) -> Result<&Epilogue> {
+        self.core.kernels.as_ref().map_err(Clone::clone)
+    }
+
     /// `C`'s direction that runs pass `p` of the plan.
     fn dir(&self, p: Pass) -> ConvDirection {
         match (p, self.roles.transposed) {
             (Pass::Forward, false) | (Pass::BackwardData, true) => ConvDirection::Forward,
             (Pass::BackwardData, false) | (Pass::Forward, true) => ConvDirection::BackwardData,
             (Pass::BackwardFilter, _) => ConvDirection::BackwardFilter,
+        }
+    }
+
+    /// Where `C`'s input is among pass `p`'s operands (the plan's order):
+    /// a convolution's `x` (read) or `dx` (written); a transposed one's
+    /// `y` (written) or `dz` (read).
+    fn c_input(&self, p: Pass) -> CInput {
+        match (p, self.roles.transposed) {
+            (Pass::Forward, false) | (Pass::BackwardFilter, false) => CInput::Read(0),
+            (Pass::BackwardData, false) | (Pass::Forward, true) => CInput::Written,
+            (Pass::BackwardData, true) | (Pass::BackwardFilter, true) => CInput::Read(1),
         }
     }
 
@@ -467,28 +517,66 @@ where
         (n * std::mem::size_of::<T>()).next_multiple_of(256)
     }
 
-    /// Enqueue pass `p` on operands already checked, given in the plan's
-    /// own order: forward `(x, w, y)`, backward data `(w, dz, dx)`,
-    /// backward filter `(x, dz, dw)`.
+    /// Workspace bytes of the padded copy of `C`'s input (0 when cuDNN
+    /// runs the padding as given).
+    fn stage_bytes(&self) -> usize {
+        self.staging.as_ref().map_or(0, Staging::bytes::<T>)
+    }
+
+    /// Split the head of `workspace` off for the padded copy of `C`'s
+    /// input: its address (null when nothing is staged) and the rest.
+    fn split_stage<'w>(
+        &self,
+        workspace: Workspace<'w>,
+        ctx: usize,
+    ) -> Result<(DevPtrMut<T>, Workspace<'w>)> {
+        let op = self.roles.op;
+        let bytes = self.stage_bytes();
+        let (head, rest) = workspace.split_at(op, bytes)?;
+        Ok((head.check_ptr(op, bytes, ctx)?.cast::<T>(), rest))
+    }
+
+    /// Enqueue pass `p` on checked operands in the plan's own order (see
+    /// [`PassOperands`]); when the plan stages `C`'s input, through
+    /// `stage` (from [`ConvPlan::split_stage`]). `rest` is the workspace
+    /// of `C`'s direction.
     fn run_pass(
         &self,
         stream: &Stream,
-        workspace: &Workspace<'_>,
+        (stage, rest): (DevPtrMut<T>, &Workspace<'_>),
         p: Pass,
-        ops: (u64, u64, u64),
+        ops: PassOperands<T>,
     ) -> Result<()> {
+        let (mut a, mut b, mut out) = ops;
+        let mut crop = None;
+        if let Some(s) = &self.staging {
+            match self.c_input(p) {
+                CInput::Read(k) => {
+                    let src = if k == 0 { &mut a } else { &mut b };
+                    s.pad(stream, *src, stage)?;
+                    *src = stage.as_const();
+                }
+                CInput::Written => {
+                    crop = Some((s, out));
+                    out = stage;
+                }
+            }
+        }
         // C's operand order per direction: forward (x, w, y), backward data
         // (w, dy, dx), backward filter (x, dy, dw). The transposed plan's
         // forward (x, w, y) is C's backward data (w, x, y); its backward
         // data (w, dz, dx) is C's forward (dz, w, dx); its backward filter
         // (x, dz, dw) is C's (dz, x, dw): the first two swap in each.
-        let ops = if self.roles.transposed {
-            (ops.1, ops.0, ops.2)
-        } else {
-            ops
-        };
+        if self.roles.transposed {
+            std::mem::swap(&mut a, &mut b);
+        }
+        let untyped = (a.cast::<u8>(), b.cast::<u8>(), out.cast::<u8>());
         self.core
-            .run(self.roles.op, stream, self.dir(p), ops, workspace)
+            .run(self.roles.op, stream, self.dir(p), untyped, rest)?;
+        match crop {
+            Some((s, user)) => s.crop(stream, stage.as_const(), user),
+            None => Ok(()),
+        }
     }
 }
 
@@ -502,19 +590,6 @@ fn validate<T: Element, const N: usize>(
     let w = &d.window;
     validate_common(op, (d.batch, d.c_in, d.c_out), &d.input, w, d.groups)?;
     check_activation(op, d.activation)?;
-    if w.padding != w.padding_end {
-        // cuDNN 9.14 takes pre/post paddings in the graph API, but some of
-        // its precompiled engines divide by zero (SIGFPE in
-        // EngineInterface::isSupported, during the heuristic query) on
-        // unequal ones, which no error check can catch.
-        return Err(Error::Unsupported {
-            op,
-            what: format!(
-                "padding {:?} before and {:?} after: unequal padding is not run through cuDNN",
-                w.padding, w.padding_end
-            ),
-        });
-    }
     w.conv_output(op, &d.input)
 }
 
@@ -529,19 +604,19 @@ fn check_activation(op: &'static str, a: Activation) -> Result<()> {
     }
 }
 
-/// Grid of the elementwise epilogue kernels (grid-stride loops).
-fn elementwise_grid(n: u64) -> LaunchConfig {
+/// Grid of the elementwise kernels of `bias.cu` (grid-stride loops).
+pub(crate) fn elementwise_grid(n: u64) -> LaunchConfig {
     let threads = 256u32;
     LaunchConfig::linear(n.div_ceil(threads as u64).min(65535 * 8) as u32, threads)
 }
 
 /// `y = act(y + b)` in place over `(batch, channels, dims)` in `layout`;
-/// `b` 0 adds no bias.
-fn launch_bias_act(
+/// a null `b` adds no bias.
+fn launch_bias_act<T: Element>(
     stream: &Stream,
     f: &Function,
-    y: u64,
-    b: u64,
+    y: DevPtrMut<T>,
+    b: DevPtr<T>,
     (batch, channels, dims): (usize, usize, &[usize]),
     layout: ConvLayout,
     relu: bool,
@@ -560,13 +635,20 @@ fn launch_bias_act(
         .push(spatial)?;
     a.push((layout == ConvLayout::ChannelsLast) as i32)?
         .push(relu as i32)?;
-    // SAFETY: y holds n elements and b (when not 0) `channels` (checked by
-    // the caller); the argument list matches bias_act_fw's signature.
+    // SAFETY: y holds n elements and b (when not null) `channels` (checked
+    // by the caller); the argument list matches bias_act_fw's signature.
     unsafe { f.launch(stream, elementwise_grid(n as u64), &mut a) }
 }
 
 /// `dz = y > 0 ? dy : 0` over `n` elements of one dense layout.
-fn launch_relu_bw(stream: &Stream, f: &Function, dz: u64, dy: u64, y: u64, n: usize) -> Result<()> {
+fn launch_relu_bw<T: Element>(
+    stream: &Stream,
+    f: &Function,
+    dz: DevPtrMut<T>,
+    dy: DevPtr<T>,
+    y: DevPtr<T>,
+    n: usize,
+) -> Result<()> {
     if n == 0 {
         return Ok(());
     }
@@ -579,11 +661,11 @@ fn launch_relu_bw(stream: &Stream, f: &Function, dz: u64, dy: u64, y: u64, n: us
 }
 
 /// `db[c] = sum of dy[n, c, ...]` over `(batch, channels, dims)`.
-fn launch_bias_bw(
+fn launch_bias_bw<T: Element>(
     stream: &Stream,
     f: &Function,
-    dy: u64,
-    db: u64,
+    dy: DevPtr<T>,
+    db: DevPtrMut<T>,
     (batch, channels, dims): (usize, usize, &[usize]),
     layout: ConvLayout,
 ) -> Result<()> {
@@ -607,9 +689,13 @@ mod tests {
     use crate::conv::Conv2dDescriptor;
     use baracuda_kernels_types::{ElementKind, Error};
 
-    fn bad<T: Element>(d: &ConvDescriptor<2>) -> Error {
+    fn check<T: Element>(d: &ConvDescriptor<2>) -> Result<[usize; 2]> {
         // Validation runs before any CUDA call, so no device is needed.
-        validate::<T, 2>(OP, d).unwrap_err()
+        validate::<T, 2>(OP, d)
+    }
+
+    fn bad<T: Element>(d: &ConvDescriptor<2>) -> Error {
+        check::<T>(d).unwrap_err()
     }
 
     fn base() -> Conv2dDescriptor {
@@ -636,10 +722,7 @@ mod tests {
         d.window.kernel = [9, 3];
         assert_eq!(field(bad::<f32>(&d)), "output");
         assert_eq!(field(bad::<f32>(&base().with_dilation([5, 1]))), "output");
-        assert!(matches!(
-            bad::<f32>(&base().with_padding_ends([1, 1], [2, 1])),
-            Error::Unsupported { .. }
-        ));
+        assert!(check::<f32>(&base().with_padding_ends([1, 1], [2, 1])).is_ok());
     }
 
     #[test]

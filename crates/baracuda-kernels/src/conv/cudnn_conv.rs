@@ -13,9 +13,12 @@
 use baracuda_driver::{
     ensure_loaded, ConvMath, CudaLib, CudnnHandle, LegacyConv, LegacyConvShape, Stream,
 };
-use baracuda_kernels_types::{ElementKind, Error, Result};
+use baracuda_kernels_types::{DevPtrMut, ElementKind, Error, Result};
 
-use super::cudnn_graph::{aligned, compute_type, layout_strides, ConvAlgo, ConvApi, ConvDirection, ConvGraph, ConvTensors, CudnnConvProblem, EngineFilter, ExecPlan};
+use super::cudnn_graph::{
+    aligned, compute_type, layout_strides, ConvAlgo, ConvApi, ConvDirection, ConvGraph,
+    ConvTensors, CudnnConvProblem, EngineFilter, ExecPlan, Operands,
+};
 
 const OP: &str = "cudnn convolution";
 
@@ -343,8 +346,8 @@ impl CudnnConv {
         stream: &Stream,
         dir: ConvDirection,
         i: usize,
-        ops: (u64, u64, u64),
-        ws: u64,
+        ops: Operands,
+        ws: DevPtrMut<u8>,
     ) -> Result<()> {
         let plan = self.candidates[dir.index()]
             .get(i)
@@ -383,8 +386,8 @@ impl CudnnConv {
         handle: &CudnnHandle,
         stream: &Stream,
         dir: ConvDirection,
-        ops: (u64, u64, u64),
-        ws: u64,
+        ops: Operands,
+        ws: DevPtrMut<u8>,
         ws_bytes: usize,
     ) -> Result<()> {
         if let Some(plan) = &self.plans[dir.index()] {
@@ -400,8 +403,19 @@ impl CudnnConv {
             ),
         })?;
         let legacy = self.legacy_descriptors()?;
+        let ops = (ops.0.addr(), ops.1.addr(), ops.2.addr());
         // SAFETY: the caller's contract; `choose` put the direction's
         // descriptor in the math mode `algo` runs under.
-        unsafe { legacy.run(handle, stream, dir.op_kind(), algo.id, ops, ws, ws_bytes) }
+        unsafe {
+            legacy.run(
+                handle,
+                stream,
+                dir.op_kind(),
+                algo.id,
+                ops,
+                ws.addr(),
+                ws_bytes,
+            )
+        }
     }
 }

@@ -43,12 +43,14 @@ use baracuda_driver::{
     ConvMath, CudaLib, CudnnHandle, DeviceBuffer, Function, LaunchArgs, LaunchConfig, Stream,
 };
 use baracuda_kernels_types::{
-    Autotune, BackendKind, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
+    Autotune, BackendKind, DevPtr, DevPtrMut, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
     PrecisionGuarantee, Result, Workspace,
 };
 
 use super::cudnn_conv::CudnnConv;
-use super::cudnn_graph::{ConvAlgo, ConvApi, ConvDirection, CudnnConvProblem, EngineFilter};
+use super::cudnn_graph::{
+    ConvAlgo, ConvApi, ConvDirection, CudnnConvProblem, EngineFilter, Operands,
+};
 use super::descriptor::{full_shape_i32};
 use crate::autotune::{self, Choice};
 use crate::kernel_sources::{typed_spec, CONV_BIAS, CONV_LAYOUT};
@@ -154,7 +156,7 @@ fn linear_role(dir: ConvDirection) -> LinearMatmul {
 /// cuDNN takes them: forward `(x, w, y)` gives `(x, w, y)`, backward data
 /// `(w, dy, dx)` gives `(dy, w, dx)`, backward filter `(x, dy, dw)` gives
 /// `(dy, x, dw)`.
-fn gemm_operands(dir: ConvDirection, (a, b, c): (u64, u64, u64)) -> (u64, u64, u64) {
+fn gemm_operands(dir: ConvDirection, (a, b, c): Operands) -> Operands {
     match dir {
         ConvDirection::Forward => (a, b, c),
         ConvDirection::BackwardData => (b, a, c),
@@ -162,15 +164,21 @@ fn gemm_operands(dir: ConvDirection, (a, b, c): (u64, u64, u64)) -> (u64, u64, u
     }
 }
 
-/// `bias_act_fw`, `bias_bw` and `relu_bw` of `kernels/conv/bias.cu`.
-pub(crate) type BiasKernels = (Function, Function, Function);
+/// The elementwise kernels of `kernels/conv/bias.cu`.
+#[derive(Clone, Debug)]
+pub(crate) struct Epilogue {
+    pub bias_act: Function,
+    pub bias_bw: Function,
+    pub relu_bw: Function,
+    pub pad: Function,
+}
 
 /// Backend plans, legacy fallbacks and their workspaces.
 pub(crate) struct ConvCore {
     pub(crate) cudnn: CudnnConv,
     pub(crate) workspace: [usize; 3],
     pub(crate) sku: KernelSku,
-    pub(crate) bias: std::result::Result<BiasKernels, Error>,
+    pub(crate) kernels: std::result::Result<Epilogue, Error>,
     /// f64 channels-last problems: cuDNN runs channels-first on copies.
     shim: Option<LayoutShim>,
     /// Directions a matmul runs (pointwise convolutions): cuBLASLt's or
@@ -218,8 +226,8 @@ impl LayoutShim {
     fn transpose(
         &self,
         stream: &Stream,
-        from: u64,
-        to: u64,
+        from: DevPtr<f64>,
+        to: DevPtrMut<f64>,
         (batch, rows, cols): (usize, usize, usize),
     ) -> Result<()> {
         let tiles = rows.div_ceil(32) * cols.div_ceil(32);
@@ -255,41 +263,42 @@ impl LayoutShim {
         handle: &CudnnHandle,
         stream: &Stream,
         dir: ConvDirection,
-        ops: (u64, u64, u64),
-        ws: u64,
+        ops: Operands,
+        ws: DevPtrMut<u8>,
     ) -> Result<()> {
         let i = dir.index();
-        let xs = ws + self.cudnn_ws[i].next_multiple_of(SLOT_ALIGN) as u64;
-        let wsl = xs + slot_bytes(self.x) as u64;
-        let ys = wsl + slot_bytes(self.w) as u64;
+        let xs = ws.byte_add(self.cudnn_ws[i].next_multiple_of(SLOT_ALIGN));
+        let wsl = xs.byte_add(slot_bytes(self.x));
+        let ys = wsl.byte_add(slot_bytes(self.w));
         // (user address, slot, dims) of x, w, y; which one is the output.
+        let (a, b, out) = (ops.0, ops.1, ops.2.as_const());
         let (x, w, y) = match dir {
-            ConvDirection::Forward => (ops.0, ops.1, ops.2),
-            ConvDirection::BackwardData => (ops.2, ops.0, ops.1),
-            ConvDirection::BackwardFilter => (ops.0, ops.2, ops.1),
+            ConvDirection::Forward => (a, b, out),
+            ConvDirection::BackwardData => (out, a, b),
+            ConvDirection::BackwardFilter => (a, out, b),
         };
         let roles = [(x, xs, self.x), (w, wsl, self.w), (y, ys, self.y)];
-        let out = match dir {
+        let written = match dir {
             ConvDirection::Forward => 2,
             ConvDirection::BackwardData => 0,
             ConvDirection::BackwardFilter => 1,
         };
         for (k, &(user, slot, [o, sp, c])) in roles.iter().enumerate() {
-            if k != out {
-                self.transpose(stream, user, slot, (o, sp, c))?;
+            if k != written {
+                self.transpose(stream, user.cast(), slot.cast(), (o, sp, c))?;
             }
         }
         let slots = match dir {
-            ConvDirection::Forward => (xs, wsl, ys),
-            ConvDirection::BackwardData => (wsl, ys, xs),
-            ConvDirection::BackwardFilter => (xs, ys, wsl),
+            ConvDirection::Forward => (xs.as_const(), wsl.as_const(), ys),
+            ConvDirection::BackwardData => (wsl.as_const(), ys.as_const(), xs),
+            ConvDirection::BackwardFilter => (xs.as_const(), ys.as_const(), wsl),
         };
         // SAFETY: the slots hold channels-first copies of this problem's
         // operands (sized by `slot_bytes`, 256-byte aligned in a workspace
         // the caller checked), cuDNN's part of the workspace comes first.
         unsafe { cudnn.run(handle, stream, dir, slots, ws, self.cudnn_ws[i]) }?;
-        let (user, slot, [o, sp, c]) = roles[out];
-        self.transpose(stream, slot, user, (o, c, sp))
+        let (_, slot, [o, sp, c]) = roles[written];
+        self.transpose(stream, slot.as_const().cast(), ops.2.cast(), (o, c, sp))
     }
 }
 
@@ -399,29 +408,26 @@ impl Scratch {
 
     /// The operands of `dir` in set `k % sets` (the order
     /// `CudnnConv::run_candidate` takes them in).
-    fn ops(&self, dir: ConvDirection, k: usize) -> (u64, u64, u64) {
+    fn ops(&self, dir: ConvDirection, k: usize) -> Operands {
         let [x, y, w] = &self.sets[k % self.sets.len()];
-        let (x, y, w) = (
-            x.as_slice().addr(),
-            y.as_slice().addr(),
-            w.as_slice().addr(),
-        );
+        let (x, y, w) = (x.as_slice().ptr(), y.as_slice().ptr(), w.as_slice().ptr());
+        // The timed runs write the direction's output into its set's
+        // buffer: scratch that nothing reads, owned by this struct.
         match dir {
-            ConvDirection::Forward => (x, w, y),
-            ConvDirection::BackwardData => (w, y, x),
-            ConvDirection::BackwardFilter => (x, y, w),
+            ConvDirection::Forward => (x, w, DevPtrMut::from_addr(y.addr())),
+            ConvDirection::BackwardData => (w, y, DevPtrMut::from_addr(x.addr())),
+            ConvDirection::BackwardFilter => (x, y, DevPtrMut::from_addr(w.addr())),
         }
     }
 }
 
-/// The bias epilogue, bias gradient and ReLU gradient kernels of `dtype`
-/// (an error kept for the passes that need them to report when they cannot
-/// be built).
-fn bias_kernels(
+/// The elementwise kernels of `dtype` (an error kept for the passes that
+/// need them to report when they cannot be built).
+fn epilogue(
     op: &'static str,
     ctx: &baracuda_driver::Context,
     dtype: ElementKind,
-) -> std::result::Result<BiasKernels, Error> {
+) -> std::result::Result<Epilogue, Error> {
     typed_spec(&CONV_BIAS, dtype)
         .ok_or_else(|| Error::Unsupported {
             op,
@@ -429,11 +435,12 @@ fn bias_kernels(
         })
         .and_then(|spec| ctx.module(&spec))
         .and_then(|m| {
-            Ok((
-                m.function("bias_act_fw")?,
-                m.function("bias_bw")?,
-                m.function("relu_bw")?,
-            ))
+            Ok(Epilogue {
+                bias_act: m.function("bias_act_fw")?,
+                bias_bw: m.function("bias_bw")?,
+                relu_bw: m.function("relu_bw")?,
+                pad: m.function("pad_copy")?,
+            })
         })
 }
 
@@ -665,7 +672,7 @@ impl ConvCore {
             cudnn,
             workspace,
             sku,
-            bias: bias_kernels(op, ctx, p.dtype),
+            kernels: epilogue(op, ctx, p.dtype),
             shim,
             gemm,
             gemm_only: false,
@@ -710,7 +717,7 @@ impl ConvCore {
             cudnn,
             workspace,
             sku,
-            bias: bias_kernels(op, ctx, p.dtype),
+            kernels: epilogue(op, ctx, p.dtype),
             shim: None,
             gemm,
             gemm_only: true,
@@ -838,21 +845,23 @@ impl ConvCore {
         op: &'static str,
         stream: &Stream,
         dir: ConvDirection,
-        ops: (u64, u64, u64),
+        ops: Operands,
         workspace: &Workspace<'_>,
     ) -> Result<()> {
         let needed = self.workspace[dir.index()];
-        let ws = workspace.check(op, needed, stream.context().id())?;
+        let ws = workspace.check_ptr(op, needed, stream.context().id())?;
         if let Some(g) = &self.gemm[dir.index()] {
-            let abd = gemm_operands(dir, ops);
+            let (a, b, d) = gemm_operands(dir, ops);
+            let abd = (a.addr(), b.addr(), d.addr());
             let aligned = [abd.0, abd.1, abd.2].iter().all(|a| a % 16 == 0);
             if aligned {
                 // SAFETY: the caller checked every operand's shape, dense
                 // layout and context against this problem, which is the
                 // matmul's (pointwise_shape); all three are 16-byte
-                // aligned; the output is a TensorMut, disjoint from the
-                // inputs; the workspace holds the matmul's bytes.
-                return unsafe { g.enqueue(stream, abd, ws) };
+                // aligned; the output overlaps no input (the plan's
+                // check_disjoint, or a workspace copy); the workspace holds
+                // the matmul's bytes.
+                return unsafe { g.enqueue(stream, abd, ws.addr()) };
             }
             if self.gemm_only {
                 return Err(Error::InvalidArgument {
@@ -868,9 +877,10 @@ impl ConvCore {
             return shim.run(&self.cudnn, &handle, stream, dir, ops, ws);
         }
         // SAFETY: the caller checked every operand's shape, dense layout
-        // and context against this problem (check_tensor), the output is a
-        // TensorMut (exclusive, so disjoint from the inputs) and the
-        // workspace holds at least the chosen plan's and algorithm's bytes.
+        // and context against this problem (check_tensor), the output
+        // overlaps no input (the plan's check_disjoint, or a workspace
+        // copy) and the workspace holds at least the chosen plan's and
+        // algorithm's bytes.
         unsafe {
             self.cudnn
                 .run(&handle, stream, dir, ops, ws, workspace.bytes())
@@ -904,8 +914,8 @@ fn time_candidates(
         .chain(extra.iter().map(LinearKernel::workspace_bytes))
         .max()
         .unwrap_or(0);
-    let ws = DeviceBuffer::<u8>::uninit(stream, ws_bytes.max(1))?;
-    let wsa = ws.as_slice().addr();
+    let mut ws = DeviceBuffer::<u8>::uninit(stream, ws_bytes.max(1))?;
+    let wsa = ws.as_slice_mut().ptr();
     let mut launches = 0usize;
     let n = cands.len() + extra.len();
     let timing = fastest(stream, n, |i| {
@@ -919,7 +929,10 @@ fn time_candidates(
         // synchronizes before they drop.
         unsafe {
             match i.checked_sub(cands.len()).and_then(|j| extra.get(j)) {
-                Some(g) => g.enqueue(stream, gemm_operands(dir, ops), wsa),
+                Some(g) => {
+                    let (a, b, d) = gemm_operands(dir, ops);
+                    g.enqueue(stream, (a.addr(), b.addr(), d.addr()), wsa.addr())
+                }
                 None => cudnn.run_candidate(handle, stream, dir, i, ops, wsa),
             }
         }
@@ -1027,15 +1040,16 @@ mod tests {
     fn gemm_operands_follow_the_linear_roles() {
         // cuDNN orders: fw (x, w, y), bw_data (w, dy, dx), dw (x, dy, dw).
         // Linear roles: fw A = x, B = w; dX A = dy, B = w; dW A = dy, B = x.
-        assert_eq!(gemm_operands(ConvDirection::Forward, (1, 2, 3)), (1, 2, 3));
-        assert_eq!(
-            gemm_operands(ConvDirection::BackwardData, (1, 2, 3)),
-            (2, 1, 3)
+        let addrs = |(a, b, d): Operands| (a.addr(), b.addr(), d.addr());
+        let ops = (
+            DevPtr::from_addr(1),
+            DevPtr::from_addr(2),
+            DevPtrMut::from_addr(3),
         );
-        assert_eq!(
-            gemm_operands(ConvDirection::BackwardFilter, (1, 2, 3)),
-            (2, 1, 3)
-        );
+        let abd = |dir| addrs(gemm_operands(dir, ops));
+        assert_eq!(abd(ConvDirection::Forward), (1, 2, 3));
+        assert_eq!(abd(ConvDirection::BackwardData), (2, 1, 3));
+        assert_eq!(abd(ConvDirection::BackwardFilter), (2, 1, 3));
         assert_eq!(linear_role(ConvDirection::Forward), LinearMatmul::Forward);
         assert_eq!(
             linear_role(ConvDirection::BackwardData),

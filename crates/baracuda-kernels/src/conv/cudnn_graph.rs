@@ -21,7 +21,7 @@ use baracuda_driver::cudnn::graph::{
     Tensor, VariantPack,
 };
 use baracuda_driver::{legacy_algo_name, ConvMath, CudnnHandle, Stream};
-use baracuda_kernels_types::{ElementKind, Error, Result};
+use baracuda_kernels_types::{DevPtr, DevPtrMut, ElementKind, Error, Result};
 
 const OP: &str = "cudnn convolution";
 
@@ -207,10 +207,17 @@ const UID_X: i64 = 1;
 const UID_W: i64 = 2;
 const UID_Y: i64 = 3;
 
+/// The operands of one direction in the order cuDNN takes them (see
+/// `CudnnConv::run`): two inputs, then the output; untyped, as the
+/// element type is the problem's.
+pub(crate) type Operands = (DevPtr<u8>, DevPtr<u8>, DevPtrMut<u8>);
+
 /// Every operand (and the workspace, when there is one) on the backend
 /// plans' declared alignment.
-pub(crate) fn aligned((a, b, out): (u64, u64, u64), ws: u64) -> bool {
-    [a, b, out, ws].iter().all(|&p| p % ALIGNMENT == 0)
+pub(crate) fn aligned((a, b, out): Operands, ws: DevPtrMut<u8>) -> bool {
+    [a, b, out.as_const(), ws.as_const()]
+        .iter()
+        .all(|p| p.addr() % ALIGNMENT == 0)
 }
 
 /// Which engine configs a selection may use.
@@ -330,11 +337,12 @@ impl ExecPlan {
         &self,
         handle: &CudnnHandle,
         stream: &Stream,
-        (a, b, out): (u64, u64, u64),
-        ws: u64,
+        (a, b, out): Operands,
+        ws: DevPtrMut<u8>,
     ) -> Result<()> {
         let [ua, ub, uo] = self.algo.direction.operand_uids();
-        let pack = VariantPack::new(&[(ua, a), (ub, b), (uo, out)], ws)?;
+        let bound = [(ua, a.addr()), (ub, b.addr()), (uo, out.addr())];
+        let pack = VariantPack::new(&bound, ws.addr())?;
         // SAFETY: the caller's contract: the three uids are bound to this
         // problem's operands and the workspace holds the plan's bytes.
         unsafe { self.plan.execute(handle, stream, &pack) }
@@ -553,8 +561,15 @@ mod tests {
             ..a
         };
         assert_eq!(b.name(), "eng12{k0=1,k3=2}");
-        assert!(aligned((256, 512, 1024), 0));
-        assert!(!aligned((256, 514, 1024), 0));
+        let ops = |b| {
+            (
+                DevPtr::from_addr(256),
+                DevPtr::from_addr(b),
+                DevPtrMut::from_addr(1024),
+            )
+        };
+        assert!(aligned(ops(512), DevPtrMut::NULL));
+        assert!(!aligned(ops(514), DevPtrMut::NULL));
         assert_eq!(ConvMath::from_name("fma_math"), Some(ConvMath::Fma));
     }
 

@@ -83,18 +83,8 @@ pub struct ConvTransposeDescriptor<const N: usize> {
     pub activation: Activation,
 }
 
-/// 1-D convolution descriptor (`[N, C, L]`).
-pub type Conv1dDescriptor = ConvDescriptor<1>;
-/// 2-D convolution descriptor (`[N, C, H, W]`).
-pub type Conv2dDescriptor = ConvDescriptor<2>;
-/// 3-D convolution descriptor (`[N, C, D, H, W]`).
-pub type Conv3dDescriptor = ConvDescriptor<3>;
-/// 1-D transposed convolution descriptor.
-pub type ConvTranspose1dDescriptor = ConvTransposeDescriptor<1>;
-/// 2-D transposed convolution descriptor.
-pub type ConvTranspose2dDescriptor = ConvTransposeDescriptor<2>;
-/// 3-D transposed convolution descriptor.
-pub type ConvTranspose3dDescriptor = ConvTransposeDescriptor<3>;
+rank_aliases!("convolution descriptor", ConvDescriptor<N> => Conv1dDescriptor, Conv2dDescriptor, Conv3dDescriptor);
+rank_aliases!("transposed convolution descriptor", ConvTransposeDescriptor<N> => ConvTranspose1dDescriptor, ConvTranspose2dDescriptor, ConvTranspose3dDescriptor);
 
 /// The setters the two convolution descriptors add to the window's.
 macro_rules! conv_setters {

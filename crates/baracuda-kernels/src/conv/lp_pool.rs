@@ -6,7 +6,6 @@
 //! `dx = sum_o dy[o] * (window_prod/pool(o)) * x^(p-1) * y[o]^(1-p)`.
 //! Runs on the generic pooling kernels.
 
-use std::marker::PhantomData;
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{Element, ElementKind, PlanPreference, Result, Workspace};
@@ -39,12 +38,7 @@ pub struct LpPoolDescriptor<const N: usize> {
     pub layout: ConvLayout,
 }
 
-/// 1-D Lp pooling descriptor.
-pub type LpPool1dDescriptor = LpPoolDescriptor<1>;
-/// 2-D Lp pooling descriptor.
-pub type LpPool2dDescriptor = LpPoolDescriptor<2>;
-/// 3-D Lp pooling descriptor.
-pub type LpPool3dDescriptor = LpPoolDescriptor<3>;
+rank_aliases!("Lp pooling descriptor", LpPoolDescriptor<N> => LpPool1dDescriptor, LpPool2dDescriptor, LpPool3dDescriptor);
 
 window_setters!(LpPoolDescriptor);
 
@@ -77,32 +71,27 @@ impl<const N: usize> LpPoolDescriptor<N> {
     }
 }
 
-/// Lp pooling of spatial rank `N` on rank-`R = N + 2` tensors.
-///
-/// # Shapes
-/// `x`: `[batch, channels, input...]`; `y`: `[batch, channels, output...]`.
-/// # Layout
-/// Dense channels-first or channels-last.
-/// # Dtypes
-/// f32, f64, f16, bf16 (f32 accumulation).
-/// # Errors
-/// `InvalidDescriptor` for `p` not finite and > 0 and the windowed-pool
-/// checks; `run_bw` needs `x` and `y` (`InvalidArgument` otherwise).
-#[derive(Debug)]
-pub struct LpPoolPlan<T: Element, const N: usize, const R: usize>
-where
-    Rank<N, R>: SpatialRank,
-{
-    core: PoolCore,
-    _t: PhantomData<T>,
-}
+super::pool::pool_plan!(
+    /// Lp pooling of spatial rank `N` on rank-`R = N + 2` tensors.
+    ///
+    /// # Shapes
+    /// `x`: `[batch, channels, input...]`; `y`: `[batch, channels, output...]`.
+    /// # Layout
+    /// Dense channels-first or channels-last.
+    /// # Aliasing
+    /// None, as [`PoolPlan`](super::PoolPlan): an output overlapping an input
+    /// or the other output is `InvalidArgument` naming it.
+    /// # Dtypes
+    /// f32, f64, f16, bf16 (f32 accumulation).
+    /// # Errors
+    /// `InvalidDescriptor` for `p` not finite and > 0 and the windowed-pool
+    /// checks; `run_bw` needs `x` and `y` (`InvalidArgument` otherwise).
+    [T: Element, const N: usize, const R: usize] LpPoolPlan<T, N, R>,
+    T,
+    LpPoolDescriptor<N>
+);
 
-/// `nn.LPPool1d`.
-pub type LpPool1dPlan<T> = LpPoolPlan<T, 1, 3>;
-/// `nn.LPPool2d`.
-pub type LpPool2dPlan<T> = LpPoolPlan<T, 2, 4>;
-/// `nn.LPPool3d`.
-pub type LpPool3dPlan<T> = LpPoolPlan<T, 3, 5>;
+rank_aliases!("nn.LPPool", LpPoolPlan<T> => LpPool1dPlan, LpPool2dPlan, LpPool3dPlan);
 
 const OP: &str = "lp_pool";
 
@@ -157,7 +146,6 @@ where
     }
 }
 
-super::pool::pool_plan!([T: Element, const N: usize, const R: usize] LpPoolPlan<T, N, R>, LpPoolDescriptor<N>);
 
 #[cfg(test)]
 mod tests {

@@ -25,6 +25,36 @@
 //! dilation). Plans are generic over the spatial rank `N` and the tensor
 //! rank `R = N + 2`, and only the valid pairs type-check ([`Rank`]).
 
+/// The spatial rank 1, 2 and 3 aliases of a family type: descriptors
+/// (`$ty<N>`), plans (`$ty<T, ..., N, R>`) and args (`$ty<'a, T, R>`),
+/// with `$what` in their docs.
+macro_rules! rank_aliases {
+    ($what:literal, $ty:ident<N> => $a1:ident, $a2:ident, $a3:ident) => {
+        #[doc = concat!("1-D ", $what, ".")]
+        pub type $a1 = $ty<1>;
+        #[doc = concat!("2-D ", $what, ".")]
+        pub type $a2 = $ty<2>;
+        #[doc = concat!("3-D ", $what, ".")]
+        pub type $a3 = $ty<3>;
+    };
+    ($what:literal, $ty:ident<T $(, $p:ty)*> => $a1:ident, $a2:ident, $a3:ident) => {
+        #[doc = concat!("`", $what, "1d`.")]
+        pub type $a1<T> = $ty<T $(, $p)*, 1, 3>;
+        #[doc = concat!("`", $what, "2d`.")]
+        pub type $a2<T> = $ty<T $(, $p)*, 2, 4>;
+        #[doc = concat!("`", $what, "3d`.")]
+        pub type $a3<T> = $ty<T $(, $p)*, 3, 5>;
+    };
+    ($what:literal, $ty:ident<'a, T> => $a1:ident, $a2:ident, $a3:ident) => {
+        #[doc = concat!("1-D ", $what, " (`[N, C, L]`).")]
+        pub type $a1<'a, T> = $ty<'a, T, 3>;
+        #[doc = concat!("2-D ", $what, " (`[N, C, H, W]`).")]
+        pub type $a2<'a, T> = $ty<'a, T, 4>;
+        #[doc = concat!("3-D ", $what, " (`[N, C, D, H, W]`).")]
+        pub type $a3<'a, T> = $ty<'a, T, 5>;
+    };
+}
+
 mod adaptive_pool;
 #[allow(clippy::module_inception)] // the file is named after the op, as STYLE.md asks
 mod conv;
@@ -34,6 +64,7 @@ mod cudnn_graph;
 mod descriptor;
 mod lp_pool;
 mod pool;
+mod staging;
 mod transpose;
 mod window;
 

@@ -19,19 +19,18 @@
 //! lacks indices, ceil_mode, divisor_override and adaptive windows, so it
 //! is not used.
 
-use std::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
 use baracuda_kernels_types::{
-    ArchSku, BackendKind, Element, ElementKind, Error, KernelSku, PlanPreference,
-    PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
+    ArchSku, BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, KernelSku,
+    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
 };
 
-use super::descriptor::{full_shape};
+use super::descriptor::full_shape;
 use super::window::{invalid, to_i32, to_i32s, window_setters, Window};
 use super::{check_dtype, ConvLayout, Rank, SpatialRank};
 use crate::kernel_sources::{typed_spec, POOL};
-use crate::checks::check_tensor;
+use crate::checks::{check_disjoint, check_tensor, extent};
 
 /// A max or average pooling of spatial rank `N`; the plan's type says
 /// which ([`MaxPool2dPlan`], [`AvgPool2dPlan`], ...).
@@ -70,12 +69,7 @@ pub struct PoolDescriptor<const N: usize> {
     pub layout: ConvLayout,
 }
 
-/// 1-D pooling descriptor.
-pub type Pool1dDescriptor = PoolDescriptor<1>;
-/// 2-D pooling descriptor.
-pub type Pool2dDescriptor = PoolDescriptor<2>;
-/// 3-D pooling descriptor.
-pub type Pool3dDescriptor = PoolDescriptor<3>;
+rank_aliases!("pooling descriptor", PoolDescriptor<N> => Pool1dDescriptor, Pool2dDescriptor, Pool3dDescriptor);
 
 window_setters!(PoolDescriptor);
 
@@ -293,8 +287,9 @@ fn vec_choice(vec: usize, vec_ok: bool, n: i64) -> (usize, i64) {
     }
 }
 
-fn aligned16(addrs: &[u64]) -> bool {
-    addrs.iter().all(|a| a % 16 == 0)
+/// Every pointer 16-byte aligned (the vN kernels' vector accesses).
+fn aligned16<T>(ptrs: &[DevPtr<T>]) -> bool {
+    ptrs.iter().all(|p| p.addr() % 16 == 0)
 }
 
 /// `v` as i32, padded in front with `fill` to 3 axes.
@@ -446,13 +441,16 @@ impl PoolCore {
         args: PoolArgs<'_, T, R>,
     ) -> Result<()> {
         let (op, l, ctx) = (self.op, self.layout, stream.context().id());
-        let x = check_tensor(op, "x", &args.x, &self.x_shape, l, ctx)?;
-        let y = check_tensor(op, "y", &args.y.as_const(), &self.y_shape, l, ctx)?;
+        check_tensor(op, "x", &args.x, &self.x_shape, l, ctx)?;
+        check_tensor(op, "y", &args.y.as_const(), &self.y_shape, l, ctx)?;
         let mut params = self.params;
+        let mut outputs = vec![extent("y", &args.y.as_const())];
         let idx = match &args.indices {
             Some(i) if self.is_max() => {
                 params.has_indices = 1;
-                check_tensor(op, "indices", &i.as_const(), &self.y_shape, l, ctx)?
+                check_tensor(op, "indices", &i.as_const(), &self.y_shape, l, ctx)?;
+                outputs.push(extent("indices", &i.as_const()));
+                i.data().ptr()
             }
             Some(_) => {
                 return Err(Error::InvalidArgument {
@@ -461,8 +459,10 @@ impl PoolCore {
                     reason: "only max pooling writes indices".into(),
                 })
             }
-            None => 0,
+            None => DevPtrMut::NULL,
         };
+        check_disjoint(op, &outputs, &[extent("x", &args.x)])?;
+        let (x, y) = (args.x.data().ptr(), args.y.data().ptr());
         if params.n_out == 0 {
             return Ok(());
         }
@@ -472,14 +472,16 @@ impl PoolCore {
         let mut a = LaunchArgs::new();
         a.push(params)?.push(x)?.push(y)?.push(idx)?;
         let (f, threads) = if self.window_cl() {
-            let ok = self.params.channels as usize % self.vec == 0 && aligned16(&[x, y]);
+            let ok = self.params.channels as usize % self.vec == 0
+                && aligned16(&[x, y.as_const()]);
             let (v, t) = vec_choice(self.vec, ok, params.n_out);
             (&self.fw_cl[v], t)
         } else {
             (&self.fw, params.n_out)
         };
         // SAFETY: x, y and indices were checked against the problem's
-        // shapes, dense layout and context above; the kernel reads only
+        // shapes, dense layout and context above, and the outputs overlap
+        // nothing; the kernel reads only
         // in-window x elements and writes n_out outputs (and indices only
         // when has_indices). The vN kernel runs only when channels are a
         // multiple of its width and x, y are 16-byte aligned; the 32-bit
@@ -494,7 +496,8 @@ impl PoolCore {
         args: PoolBwArgs<'_, T, R>,
     ) -> Result<()> {
         let (op, l, ctx) = (self.op, self.layout, stream.context().id());
-        let dy = check_tensor(op, "dy", &args.dy, &self.y_shape, l, ctx)?;
+        check_tensor(op, "dy", &args.dy, &self.y_shape, l, ctx)?;
+        let mut inputs = vec![extent("dy", &args.dy)];
         let missing = |arg: &'static str| Error::InvalidArgument {
             op,
             arg,
@@ -502,21 +505,26 @@ impl PoolCore {
         };
         let idx = if self.is_max() {
             let i = args.indices.as_ref().ok_or_else(|| missing("indices"))?;
-            check_tensor(op, "indices", i, &self.y_shape, l, ctx)?
+            check_tensor(op, "indices", i, &self.y_shape, l, ctx)?;
+            inputs.push(extent("indices", i));
+            i.data().ptr()
         } else {
-            0
+            DevPtr::NULL
         };
         let (x, y) = if self.mode == KernelMode::Lp {
             let x = args.x.as_ref().ok_or_else(|| missing("x"))?;
             let y = args.y.as_ref().ok_or_else(|| missing("y"))?;
-            (
-                check_tensor(op, "x", x, &self.x_shape, l, ctx)?,
-                check_tensor(op, "y", y, &self.y_shape, l, ctx)?,
-            )
+            check_tensor(op, "x", x, &self.x_shape, l, ctx)?;
+            check_tensor(op, "y", y, &self.y_shape, l, ctx)?;
+            inputs.extend([extent("x", x), extent("y", y)]);
+            (x.data().ptr(), y.data().ptr())
         } else {
-            (0, 0)
+            (DevPtr::NULL, DevPtr::NULL)
         };
-        let dx = check_tensor(op, "dx", &args.dx.as_const(), &self.x_shape, l, ctx)?;
+        let dx_view = args.dx.as_const();
+        check_tensor(op, "dx", &dx_view, &self.x_shape, l, ctx)?;
+        check_disjoint(op, &[extent("dx", &dx_view)], &inputs)?;
+        let (dy, dx) = (args.dy.data().ptr(), args.dx.data().ptr());
         if self.params.n_in == 0 {
             return Ok(());
         }
@@ -535,7 +543,7 @@ impl PoolCore {
             } else {
                 in_sp % self.vec == 0
             };
-            let ok = contiguous && n_in as usize % self.vec == 0 && aligned16(&[dx]);
+            let ok = contiguous && n_in as usize % self.vec == 0 && aligned16(&[dx.as_const()]);
             let mut b = LaunchArgs::new();
             b.push(self.params)?.push(dy)?.push(dx)?;
             let (v, t) = vec_choice(self.vec, ok, n_in);
@@ -548,15 +556,17 @@ impl PoolCore {
                 self.bw_global_avg[v].launch(stream, self.launch_cfg(stream, t), &mut b)
             };
         } else if self.window_cl() {
-            let ok = self.params.channels as usize % self.vec == 0 && aligned16(&[dy, dx]);
+            let ok = self.params.channels as usize % self.vec == 0
+                && aligned16(&[dy, dx.as_const()]);
             let (v, t) = vec_choice(self.vec, ok, n_in);
             (&self.bw_cl[v], t)
         } else {
             (&self.bw, n_in)
         };
         // SAFETY: every operand the mode reads was checked above against
-        // the problem's shapes, layout and context (the unused ones are 0
-        // and never dereferenced for this mode); dx receives n_in writes.
+        // the problem's shapes, layout and context (the unused ones are
+        // null and never dereferenced for this mode), and dx overlaps none
+        // of them; dx receives n_in writes.
         // The fast kernels share pool_bw's signature (they ignore x and y),
         // run only when counts fit in i32, and the vN one only with
         // channels a multiple of its width and 16-byte aligned dy, dx.
@@ -564,13 +574,16 @@ impl PoolCore {
     }
 
     /// Global-average forward (see `global_avg`) on checked addresses.
-    fn run_fw_global_avg(&self, stream: &Stream, x: u64, y: u64) -> Result<()> {
+    fn run_fw_global_avg<T>(&self, stream: &Stream, x: DevPtr<T>, y: DevPtrMut<T>) -> Result<()>
+    where
+        T: Copy + 'static,
+    {
         let p = &self.params;
         let in_sp = p.input.iter().product::<i32>() as usize;
         let channels = p.channels as usize;
         let channels_last = self.layout == ConvLayout::ChannelsLast;
         let ok = if channels_last {
-            channels % self.vec == 0 && aligned16(&[x, y])
+            channels % self.vec == 0 && aligned16(&[x, y.as_const()])
         } else {
             in_sp % self.vec == 0 && aligned16(&[x])
         };
@@ -633,43 +646,35 @@ impl PoolReduce for PoolAvg {
     const MAX: bool = false;
 }
 
-/// Max or average pooling (`M`) of spatial rank `N` on rank-`R = N + 2`
-/// tensors.
-///
-/// # Shapes
-/// `x`: `[batch, channels, input...]`; `y` and `indices`: `[batch,
-/// channels, output...]` (see [`PoolDescriptor::output`]).
-/// # Layout
-/// Dense channels-first or channels-last (descriptor's `layout`).
-/// # Dtypes
-/// f32, f64, f16, bf16 (f32 accumulation; f64 in f64); indices i64.
-/// # Errors
-/// `InvalidDescriptor` (zero extents, padding above half the kernel,
-/// empty output, a divisor override on max), `DtypeMismatch`,
-/// `Unsupported`, `PreferenceRejected` for a backend other than baracuda;
-/// from `run`: `ShapeMismatch`, `InvalidArgument` (strides, indices on
-/// avg, missing indices in max backward), `ContextMismatch`.
-#[derive(Debug)]
-pub struct PoolPlan<T: Element, M: PoolReduce, const N: usize, const R: usize>
-where
-    Rank<N, R>: SpatialRank,
-{
-    core: PoolCore,
-    _t: PhantomData<(T, M)>,
-}
+pool_plan!(
+    /// Max or average pooling (`M`) of spatial rank `N` on rank-`R = N + 2`
+    /// tensors.
+    ///
+    /// # Shapes
+    /// `x`: `[batch, channels, input...]`; `y` and `indices`: `[batch,
+    /// channels, output...]` (see [`PoolDescriptor::output`]).
+    /// # Layout
+    /// Dense channels-first or channels-last (descriptor's `layout`).
+    /// # Aliasing
+    /// None: `y` and `indices` (forward) and `dx` (backward) are indexed
+    /// unlike every input, so an output overlapping an input or the other
+    /// output is `InvalidArgument` naming it, and nothing is written.
+    /// # Dtypes
+    /// f32, f64, f16, bf16 (f32 accumulation; f64 in f64); indices i64.
+    /// # Errors
+    /// `InvalidDescriptor` (zero extents, padding above half the kernel,
+    /// empty output, a divisor override on max), `DtypeMismatch`,
+    /// `Unsupported`, `PreferenceRejected` for a backend other than baracuda;
+    /// from `run`: `ShapeMismatch`, `InvalidArgument` (strides, indices on
+    /// avg, missing indices in max backward, overlapping outputs),
+    /// `ContextMismatch`.
+    [T: Element, M: PoolReduce, const N: usize, const R: usize] PoolPlan<T, M, N, R>,
+    (T, M),
+    PoolDescriptor<N>
+);
 
-/// `nn.MaxPool1d`.
-pub type MaxPool1dPlan<T> = PoolPlan<T, PoolMax, 1, 3>;
-/// `nn.MaxPool2d`.
-pub type MaxPool2dPlan<T> = PoolPlan<T, PoolMax, 2, 4>;
-/// `nn.MaxPool3d`.
-pub type MaxPool3dPlan<T> = PoolPlan<T, PoolMax, 3, 5>;
-/// `nn.AvgPool1d`.
-pub type AvgPool1dPlan<T> = PoolPlan<T, PoolAvg, 1, 3>;
-/// `nn.AvgPool2d`.
-pub type AvgPool2dPlan<T> = PoolPlan<T, PoolAvg, 2, 4>;
-/// `nn.AvgPool3d`.
-pub type AvgPool3dPlan<T> = PoolPlan<T, PoolAvg, 3, 5>;
+rank_aliases!("nn.MaxPool", PoolPlan<T, PoolMax> => MaxPool1dPlan, MaxPool2dPlan, MaxPool3dPlan);
+rank_aliases!("nn.AvgPool", PoolPlan<T, PoolAvg> => AvgPool1dPlan, AvgPool2dPlan, AvgPool3dPlan);
 
 const OP: &str = "pool";
 
@@ -728,14 +733,28 @@ where
     }
 }
 
-/// The [`Plan`](crate::Plan) and [`Backward`](crate::Backward) of a pooling plan `$plan` (generic over
-/// `$gen`, which names `T`, `N` and `R`; fields `core` and `_t`) on
-/// descriptor `$desc`, whose inherent `core(stream, desc, pref)` builds its
-/// [`PoolCore`]: `run` and `run_bw` through the core (`dx` from `dy`, and
-/// `indices` for max, `x` and `y` for Lp), no workspace, a deterministic
-/// gather; and `output_dims`.
+/// A pooling plan: the struct `$plan` (generic over `$gen`, which names
+/// `T`, `N` and `R`; `$phantom` holds the type parameters without a
+/// field), its [`Plan`](crate::Plan) and [`Backward`](crate::Backward) on
+/// descriptor `$desc`, and `output_dims`. The plan's inherent
+/// `core(stream, desc, pref)` builds its [`PoolCore`]; `run` and `run_bw`
+/// go through the core (`dx` from `dy`, and `indices` for max, `x` and `y`
+/// for Lp), with no workspace and a deterministic gather.
 macro_rules! pool_plan {
-    ([$($gen:tt)*] $plan:ty, $desc:ty) => {
+    ($(#[$doc:meta])* [$($gen:tt)*] $name:ident<$($arg:tt),*>, $phantom:ty, $desc:ty) => {
+        $(#[$doc])*
+        #[derive(Debug)]
+        pub struct $name<$($gen)*>
+        where
+            $crate::conv::Rank<N, R>: $crate::conv::SpatialRank,
+        {
+            core: $crate::conv::pool::PoolCore,
+            _t: std::marker::PhantomData<$phantom>,
+        }
+
+        $crate::conv::pool::pool_plan!(@impls [$($gen)*] $name<$($arg),*>, $desc);
+    };
+    (@impls [$($gen:tt)*] $plan:ty, $desc:ty) => {
         impl<$($gen)*> $crate::Plan for $plan
         where
             $crate::conv::Rank<N, R>: $crate::conv::SpatialRank,
@@ -809,7 +828,6 @@ macro_rules! pool_plan {
 }
 pub(crate) use pool_plan;
 
-pool_plan!([T: Element, M: PoolReduce, const N: usize, const R: usize] PoolPlan<T, M, N, R>, PoolDescriptor<N>);
 
 #[cfg(test)]
 mod tests {

@@ -16,8 +16,11 @@
 //!
 //! `out = (in-1)*stride - padding - padding_end + dilation*(k-1) +
 //! output_padding + 1`;
-//! `output_padding` must be smaller than the stride (PyTorch also allows
-//! `< dilation`; cuDNN cannot express that case, which is `Unsupported`).
+//! `output_padding` must be smaller than the stride or the dilation
+//! (PyTorch's rule). From the stride up, and wherever the two paddings
+//! differ, `C`'s input (our `y`, `dy`) runs through a padded copy in the
+//! workspace (`staging.rs`): the last output elements that no window
+//! reaches receive only the bias.
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{Element, Error, Grads, KernelSku, PlanPreference, Result, Workspace};
@@ -43,10 +46,12 @@ use crate::{Backward, Plan};
 /// `[N, C, ...]` order.
 /// # Dtypes
 /// f32 (IEEE unless `allow_tf32`), f64, f16, bf16.
+/// # Aliasing
+/// None, as [`ConvPlan`]: an output overlapping an input or another
+/// output is `InvalidArgument` naming it.
 /// # Errors
 /// As [`ConvPlan`], plus `InvalidDescriptor` for `output_padding` out of
-/// `0..max(stride, dilation)` and `Unsupported` for
-/// `stride <= output_padding < dilation`.
+/// `0..max(stride, dilation)`.
 #[derive(Debug)]
 pub struct ConvTransposePlan<T: Element, const N: usize, const R: usize>
 where
@@ -57,12 +62,7 @@ where
     conv: ConvPlan<T, N, R>,
 }
 
-/// 1-D transposed convolution plan.
-pub type ConvTranspose1dPlan<T> = ConvTransposePlan<T, 1, 3>;
-/// 2-D transposed convolution plan.
-pub type ConvTranspose2dPlan<T> = ConvTransposePlan<T, 2, 4>;
-/// 3-D transposed convolution plan.
-pub type ConvTranspose3dPlan<T> = ConvTransposePlan<T, 3, 5>;
+rank_aliases!("nn.ConvTranspose", ConvTransposePlan<T> => ConvTranspose1dPlan, ConvTranspose2dPlan, ConvTranspose3dPlan);
 
 const OP: &str = "conv_transpose";
 
@@ -88,16 +88,6 @@ pub(crate) fn validate_transpose<const N: usize>(
                     w.stride, w.dilation
                 ),
             ));
-        }
-        if op_ >= w.stride[a] {
-            return Err(Error::Unsupported {
-                op: OP,
-                what: format!(
-                    "output_padding {:?} >= stride {:?} (allowed by PyTorch when smaller than the dilation, \
-                     but cuDNN cannot express it)",
-                    d.output_padding, w.stride
-                ),
-            });
         }
     }
     d.output()
@@ -131,10 +121,12 @@ where
             layout: d.layout,
             activation: d.activation,
         };
-        // Holds for every output_padding < stride (tested below); checked
-        // so that a descriptor outside that rule can never run C on
-        // shapes other than ours.
-        if c.output().ok() != Some(d.input) {
+        let (sku, op_) = (format!("conv_transpose{N}d"), d.output_padding);
+        let conv = ConvPlan::select_as(ROLES, &sku, stream, &c, op_, pref)?;
+        // Holds for every valid descriptor (tested in `staging.rs`);
+        // checked so that no descriptor can run C on shapes other than
+        // ours.
+        if conv.c_output() != d.input {
             return Err(Error::Unsupported {
                 op: OP,
                 what: format!(
@@ -143,7 +135,6 @@ where
                 ),
             });
         }
-        let conv = ConvPlan::select_as(ROLES, &format!("conv_transpose{N}d"), stream, &c, pref)?;
         Ok(ConvTransposePlan { conv })
     }
 
@@ -254,14 +245,16 @@ mod tests {
                 ..
             })
         ));
-        assert!(matches!(
+        // PyTorch allows output_padding below the dilation too.
+        assert_eq!(
             validate_transpose(
                 &d().with_stride([1, 1])
                     .with_dilation([3, 1])
-                    .with_output_padding([1, 0])
-            ),
-            Err(Error::Unsupported { .. })
-        ));
+                    .with_output_padding([2, 0])
+            )
+            .unwrap(),
+            [13, 7]
+        );
         assert!(matches!(
             validate_transpose(&d().with_groups(4)),
             Err(Error::InvalidDescriptor {

@@ -26,6 +26,12 @@ pub struct ConvGeometry {
     pub dilation: Vec<usize>,
     /// Groups.
     pub groups: usize,
+    /// For the conv a transposed conv is the data gradient of
+    /// ([`ConvGeometry::for_transpose`]): the transposed conv's
+    /// `output_padding`, the last input elements per axis that the output
+    /// extent does not count (PyTorch allows up to `max(stride, dilation) -
+    /// 1`, so they may lie outside every window). Empty means zeros.
+    pub output_padding: Vec<usize>,
 }
 
 impl ConvGeometry {
@@ -34,7 +40,9 @@ impl ConvGeometry {
         (0..self.input.len())
             .map(|a| {
                 let eff = self.dilation[a] * (self.filter[a] - 1) + 1;
-                (self.input[a] + self.padding[a] + self.padding_end[a] - eff) / self.stride[a] + 1
+                let q = self.output_padding.get(a).copied().unwrap_or(0);
+                (self.input[a] - q + self.padding[a] + self.padding_end[a] - eff) / self.stride[a]
+                    + 1
             })
             .collect()
     }
@@ -73,6 +81,7 @@ impl ConvGeometry {
             stride: stride.to_vec(),
             dilation: dilation.to_vec(),
             groups,
+            output_padding: output_padding.to_vec(),
         }
     }
 }
@@ -389,6 +398,7 @@ mod tests {
             stride: vec![2, 1],
             dilation: vec![1, 2],
             groups: 2,
+            output_padding: Vec::new(),
         }
     }
 
@@ -406,6 +416,7 @@ mod tests {
             stride: vec![1],
             dilation: vec![1],
             groups: 1,
+            output_padding: Vec::new(),
         };
         assert_eq!(
             conv_fw(&g, &[1.0, 2.0, 3.0], &[1.0, -1.0]),

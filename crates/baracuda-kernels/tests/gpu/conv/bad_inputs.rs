@@ -67,10 +67,10 @@ fn bw_inputs<'a, const R: usize>(
 }
 
 /// The rank-`N` convolution's bad inputs: descriptors (groups, an empty
-/// batch, a window longer than the input, the dtype, asymmetric padding,
-/// an activation without an epilogue), backends that cannot run the
-/// problem, and the arguments of `run` and `run_bw`, none of which may
-/// write.
+/// batch, a window longer than the input, the dtype, an activation without
+/// an epilogue), backends that cannot run the problem, and the arguments
+/// of `run` and `run_bw` (outputs overlapping inputs or each other
+/// included), none of which may write.
 #[allow(clippy::too_many_lines)] // one list of cases
 pub(super) fn conv_bad_inputs<const N: usize, const R: usize>() -> Result<usize, String>
 where
@@ -107,13 +107,6 @@ where
     )?;
     let r = ConvPlan::<f64, N, R>::select(st, &d, &pref);
     bad.expect("f64 plan of an f32 descriptor", r, dtype_mismatch, &[])?;
-    let asymmetric = d.with_padding_ends([1; N], [0; N]);
-    bad.expect(
-        "asymmetric padding",
-        f32_plan(&asymmetric, &pref),
-        unsupported,
-        &[],
-    )?;
     let gelu = d.with_activation(Activation::GeluErf);
     bad.expect("GELU epilogue", f32_plan(&gelu, &pref), unsupported, &[])?;
 
@@ -263,13 +256,15 @@ where
     };
     let r = relu.run_bw(st, borrowed(&mut wsb), args);
     bad.expect("ReLU backward without y", r, invalid_argument("y"), &[&dx])?;
+    alias_bad_inputs(&mut bad, &plan, (&xs, &ws, &ys))?;
     bad.done()
 }
 
 /// The transposed convolution's bad inputs: output_padding against stride
-/// and dilation, the dtype, an empty batch; and errors that name the
+/// and dilation, the dtype, an empty batch; errors that name the
 /// transposed convolution's own arguments (it runs the equivalent conv's
-/// passes with the roles swapped), writing nothing.
+/// passes with the roles swapped); outputs overlapping inputs or each
+/// other; none writing anything.
 pub(super) fn transpose_bad_inputs() -> Result<usize, String> {
     let st = &gpu().stream;
     let pref = PlanPreference::default();
@@ -282,16 +277,6 @@ pub(super) fn transpose_bad_inputs() -> Result<usize, String> {
         "output_padding >= stride and dilation",
         r,
         invalid_descriptor("output_padding"),
-        &[],
-    )?;
-    let under_dilation = t
-        .with_stride([1, 1])
-        .with_dilation([2, 2])
-        .with_output_padding([1, 0]);
-    bad.expect(
-        "output_padding >= stride only",
-        plan_of(&under_dilation),
-        unsupported,
         &[],
     )?;
     let r = ConvTranspose2dPlan::<f64>::select(st, &t, &pref);
@@ -349,6 +334,7 @@ pub(super) fn transpose_bad_inputs() -> Result<usize, String> {
     };
     let r = plan.run_bw(st, borrowed(&mut wsb), args);
     bad.expect("dw shape", r, own("dw"), &[&dw])?;
+    alias_bad_inputs(&mut bad, &plan, (&xs, &ws, &ys))?;
     bad.done()
 }
 
@@ -506,6 +492,32 @@ where
         let r = plan.run_bw(st, Workspace::None, args);
         bad.expect("backward without y", r, invalid_argument("y"), &[&dx])?;
     }
+
+    // Outputs over inputs or each other, through views of one buffer.
+    let (nx, ny) = (n_elems(&XS), n_elems(&YS));
+    let sh = Shared::new(nx + 3 * ny);
+    let args = PoolArgs {
+        x: sh.at(0, &XS),
+        y: sh.at_mut(nx - 1, &YS),
+        indices: None,
+    };
+    let r = plan.run(st, Workspace::None, args);
+    bad.expect("y over the end of x", r, invalid_argument("y"), &[&sh])?;
+    if max {
+        let args = PoolArgs {
+            x: o.x.view(),
+            y: sh.at_mut(0, &YS),
+            indices: Some(sh.at_mut(ny / 2, &YS)),
+        };
+        let r = plan.run(st, Workspace::None, args);
+        bad.expect("indices over y", r, invalid_argument("y"), &[&sh])?;
+    }
+    let args = PoolBwArgs {
+        dy: sh.at(0, &YS),
+        ..o.bw(sh.at_mut(1, &XS))
+    };
+    let r = plan.run_bw(st, Workspace::None, args);
+    bad.expect("dx over dy", r, invalid_argument("dx"), &[&sh])?;
     bad.done()
 }
 
@@ -616,4 +628,206 @@ pub(super) fn lp_pool_bad_inputs() -> Result<usize, String> {
     let r = plan_of(&lp.with_dilation([2, 2]));
     bad.expect("dilation", r, invalid_descriptor("dilation"), &[])?;
     pool_plan_bad_inputs::<LpPool2dPlan<f32>, LpPool2dPlan<f64>>(bad, &lp, PoolKind::Lp(2.0))
+}
+
+// ---------------------------------------------------------------------------
+// Aliasing
+// ---------------------------------------------------------------------------
+
+/// One device buffer of seeded values that views of several operands are
+/// cut from, so that they overlap as a caller holding raw pointers could
+/// make them; untouched while it still holds those values.
+struct Shared {
+    buf: Dense<f32>,
+    before: Vec<f64>,
+}
+
+impl Shared {
+    fn new(len: usize) -> Self {
+        let buf = filled(&[len]);
+        let before = download(&buf.buf);
+        Shared { buf, before }
+    }
+
+    /// A dense channels-first view of `shape` from element `start` on.
+    fn at<const R: usize>(&self, start: usize, shape: &[usize]) -> TensorRef<'_, f32, R> {
+        let part = self.buf.buf.as_slice().slice(start..start + n_elems(shape));
+        dense_view(
+            part.expect("inside the shared buffer"),
+            shape,
+            ConvLayout::ChannelsFirst,
+        )
+    }
+
+    /// A writable view of `U` elements of `shape` from (f32) element
+    /// `start` on, over the same memory as every other view of the buffer.
+    fn at_mut<U: Element, const R: usize>(
+        &self,
+        start: usize,
+        shape: &[usize],
+    ) -> TensorMut<'_, U, R> {
+        let s = self.buf.buf.as_slice();
+        let n = n_elems(shape);
+        let bytes = n * std::mem::size_of::<U>();
+        assert!(start * 4 + bytes <= s.len() * 4, "inside the shared buffer");
+        // SAFETY: the range lies inside the buffer (asserted); the view is
+        // handed only to a `run` that must reject the overlap before it
+        // enqueues anything, so nothing writes through it.
+        let data =
+            unsafe { DeviceSliceMut::from_raw_parts(s.ptr().add(start).addr(), n, s.ctx_id()) };
+        TensorMut::new(
+            data,
+            std::array::from_fn(|a| shape[a]),
+            std::array::from_fn(|a| contiguous(shape)[a]),
+        )
+        .expect("dense view")
+    }
+}
+
+impl Poisoned for Shared {
+    fn untouched(&self, what: &str) -> Result<(), String> {
+        if download(&self.buf.buf) != self.before {
+            return Err(format!("{what}: the shared buffer was written"));
+        }
+        Ok(())
+    }
+}
+
+/// Backward args without `y` (no ReLU).
+fn bw<'a, const R: usize>(
+    x: TensorRef<'a, f32, R>,
+    w: TensorRef<'a, f32, R>,
+    dy: TensorRef<'a, f32, R>,
+    dx: Option<TensorMut<'a, f32, R>>,
+    dw: Option<TensorMut<'a, f32, R>>,
+    dbias: Option<TensorMut<'a, f32, 1>>,
+) -> ConvBwArgs<'a, f32, R> {
+    ConvBwArgs {
+        x,
+        w,
+        y: None,
+        dy,
+        dx,
+        dw,
+        dbias,
+    }
+}
+
+/// Each output of a convolution plan (`y`; `dx`, `dw`, `dbias`) placed
+/// over an input's memory or another output's: `InvalidArgument` naming
+/// the output, nothing written (the shared buffer and the real outputs
+/// keep their values). `shapes` are the plan's `x`, `w`, `y`
+/// (channels-first).
+fn alias_bad_inputs<P, const R: usize>(
+    bad: &mut BadInputs,
+    plan: &P,
+    (xs, ws, ys): (&[usize], &[usize], &[usize]),
+) -> Result<(), String>
+where
+    P: for<'a> Plan<Args<'a> = ConvArgs<'a, f32, R>>
+        + for<'a> Backward<BwArgs<'a> = ConvBwArgs<'a, f32, R>>,
+{
+    let st = &gpu().stream;
+    let cf = ConvLayout::ChannelsFirst;
+    let (nx, nw, ny) = (n_elems(xs), n_elems(ws), n_elems(ys));
+    let sh = Shared::new(nx + nw + ny);
+    let (x, w, dy) = (filled(xs), filled(ws), filled(ys));
+    let all = Grad::X | Grad::Weight | Grad::Bias;
+    let mut wsb = workspace(plan.workspace_size().max(plan.bw_workspace_size(all)));
+    let mut dx = Out::<f32>::new(xs, cf);
+    let mut dw = Out::<f32>::new(ws, cf);
+    let channels = [ys[1]];
+
+    // One `run` or `run_bw` on the given operands, which must fail naming
+    // `$arg` and leave `$outs` as they were; a macro, as each call borrows
+    // the outputs only for the call.
+    macro_rules! fw {
+        ($what:expr, $arg:expr, $x:expr, $w:expr, $bias:expr, $y:expr) => {{
+            let args = ConvArgs {
+                x: $x,
+                w: $w,
+                bias: $bias,
+                y: $y,
+            };
+            let r = plan.run(st, borrowed(&mut wsb), args);
+            bad.expect($what, r, invalid_argument($arg), &[&sh])?;
+        }};
+    }
+    macro_rules! bw {
+        ($what:expr, $arg:expr, $outs:expr, $($op:expr),+) => {{
+            let r = plan.run_bw(st, borrowed(&mut wsb), bw($($op),+));
+            bad.expect($what, r, invalid_argument($arg), $outs)?;
+        }};
+    }
+    let bias = || Some(sh.at(ny - channels[0], &channels));
+    fw!(
+        "y over the end of x",
+        "y",
+        sh.at(0, xs),
+        w.view(),
+        None,
+        sh.at_mut(nx - 1, ys)
+    );
+    fw!(
+        "y over w",
+        "y",
+        x.view(),
+        sh.at(0, ws),
+        None,
+        sh.at_mut(1, ys)
+    );
+    fw!(
+        "y over the bias",
+        "y",
+        x.view(),
+        w.view(),
+        bias(),
+        sh.at_mut(0, ys)
+    );
+    let (dx_at, dw_at) = (|k| Some(sh.at_mut(k, xs)), |k| Some(sh.at_mut(k, ws)));
+    bw!(
+        "dx in place of x",
+        "dx",
+        &[&sh, &dw],
+        sh.at(0, xs),
+        w.view(),
+        dy.view(),
+        dx_at(0),
+        Some(dw.view_mut()),
+        None
+    );
+    bw!(
+        "dx over dy",
+        "dx",
+        &[&sh],
+        x.view(),
+        w.view(),
+        sh.at(0, ys),
+        dx_at(ny / 2),
+        None,
+        None
+    );
+    bw!(
+        "dw in place of w",
+        "dw",
+        &[&sh, &dx],
+        x.view(),
+        sh.at(0, ws),
+        dy.view(),
+        Some(dx.view_mut()),
+        dw_at(0),
+        None
+    );
+    bw!(
+        "dbias over the end of dx",
+        "dx",
+        &[&sh],
+        x.view(),
+        w.view(),
+        dy.view(),
+        dx_at(0),
+        None,
+        Some(sh.at_mut(nx - 1, &channels))
+    );
+    Ok(())
 }

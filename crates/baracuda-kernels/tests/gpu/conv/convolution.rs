@@ -3,14 +3,18 @@
 //!
 //! - `conv1d`, `conv2d`, `conv3d`: a random sweep of 72 geometries per rank
 //!   (stride, padding, dilation, groups with depthwise, both layouts, a
-//!   bias with ReLU on one in five); realistic shapes; size 1; pointwise
+//!   bias with ReLU on one in five); realistic shapes; size 1; padding
+//!   that differs before and after (`padding='same'` with even kernels,
+//!   per-side padding with a stride), which runs through a padded copy;
+//!   pointwise
 //!   convolutions forced through cuBLASLt and under measured autotuning,
 //!   and in f16 / bf16 the narrow kernel forced and measured; `conv2d` adds
 //!   a zero workspace cap (f32) and a deterministic selection (bf16) whose
 //!   gradients must come out bit-identical three times. Every f32 plan must
 //!   run IEEE math (no TF32 without `allow_tf32`).
 //! - `conv_transpose`: a random sweep over ranks with output_padding,
-//!   groups, ReLU and bias; a decoder-sized shape; size 1.
+//!   groups, ReLU and bias; a decoder-sized shape; size 1; output_padding
+//!   at or past the stride (below the dilation) in every rank.
 //!
 //! Every sample checks the forward, all gradients in one `run_bw`, and
 //! `dx` and `dw` each alone in a workspace sized for it alone (the other
@@ -210,7 +214,24 @@ fn square(
         stride: vec![stride; rank],
         dilation: vec![1; rank],
         groups: 1,
+        output_padding: Vec::new(),
     }
+}
+
+/// PyTorch's `padding='same'` (stride 1): `dilation * (k - 1)` split with
+/// the odd element after, so an even `k` pads one more after than before.
+fn same(
+    channels: (usize, usize, usize),
+    input: &[usize],
+    k: usize,
+    dilation: usize,
+) -> ConvGeometry {
+    let mut g = square(channels, input, k, 1, 0);
+    let total = dilation * (k - 1);
+    g.dilation = vec![dilation; input.len()];
+    g.padding = vec![total / 2; input.len()];
+    g.padding_end = vec![total - total / 2; input.len()];
+    g
 }
 
 /// A random geometry of `rank`: dense, grouped, depthwise or odd channel
@@ -246,6 +267,7 @@ fn random_geometry(rng: &mut Rng, rank: usize) -> ConvGeometry {
                 stride,
                 dilation,
                 groups,
+                output_padding: Vec::new(),
             };
         }
     }
@@ -304,6 +326,21 @@ fn conv_samples<const N: usize>(kind: ElementKind) -> Vec<ConvSample> {
             false,
         ));
     }
+    // Unequal padding before and after (a padded copy in the workspace):
+    // 'same' with even kernels (one dilated by 3: 1 before, 2 after), one
+    // with a bias and ReLU; and
+    // padding set per side with a stride.
+    let (extents, k) = match N {
+        1 => (vec![13], 4),
+        2 => (vec![9, 10], 4),
+        _ => (vec![5, 6, 4], 2),
+    };
+    v.push(ConvSample::conv(same((2, 3, 5), &extents, k, 1), cf, true));
+    v.push(ConvSample::conv(same((1, 4, 6), &extents, 2, 3), cl, false));
+    let mut per_side = square((2, 2, 3), &extents, 3, 2, 0);
+    per_side.padding = (0..N).map(|a| a % 2).collect();
+    per_side.padding_end = (0..N).map(|a| 2 - a % 2).collect();
+    v.push(ConvSample::conv(per_side, LAYOUTS[N % 2], false));
     // Pointwise: cuBLASLt forced and measured autotuning, every dtype.
     let input = [&[37][..], &[9, 11], &[3, 5, 7]][N - 1];
     for pref in [Pref::CublasLt, Pref::Measured] {
@@ -347,7 +384,9 @@ fn conv_samples<const N: usize>(kind: ElementKind) -> Vec<ConvSample> {
 /// The transposed-convolution samples: 48 random ones over rank, layout
 /// and groups, with output_padding = stride - 1, padding 1 where the
 /// kernel is wider than 1, ReLU on half and a bias on two in three; a
-/// decoder's 4x4/2 upsampling; size 1.
+/// decoder's 4x4/2 upsampling; size 1; output_padding from the stride up
+/// to the dilation (PyTorch's `output_padding < max(stride, dilation)`)
+/// in every rank, where the last outputs may lie outside every window.
 fn transpose_samples(_: ElementKind) -> Vec<ConvSample> {
     let mut rng = Rng::new(99);
     let mut v = Vec::new();
@@ -372,6 +411,27 @@ fn transpose_samples(_: ElementKind) -> Vec<ConvSample> {
             layout: LAYOUTS[(i / 3) % 2],
             bias,
             relu,
+            pref: Pref::Default,
+        });
+    }
+    // (channels, input, k, stride, padding, dilation, output_padding).
+    let past_stride = [
+        ((1, 2, 3), vec![5], 3, 1, 0, 3, vec![2]),
+        ((2, 4, 4), vec![4, 5], 2, 2, 1, 3, vec![2, 1]),
+        ((1, 3, 2), vec![3, 4, 3], 3, 1, 1, 2, vec![1, 1, 0]),
+    ];
+    for (i, (channels, input, k, stride, pad, dilation, opad)) in
+        past_stride.into_iter().enumerate()
+    {
+        let mut g = square(channels, &input, k, stride, pad);
+        g.dilation = vec![dilation; input.len()];
+        g.groups = 1 + usize::from(i == 1);
+        v.push(ConvSample {
+            g,
+            output_padding: Some(opad),
+            layout: LAYOUTS[i % 2],
+            bias: i != 2,
+            relu: i == 1,
             pref: Pref::Default,
         });
     }
