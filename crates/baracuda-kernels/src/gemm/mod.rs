@@ -30,6 +30,7 @@ macro_rules! epilogue_builders {
     };
 }
 
+mod args;
 mod batched;
 mod epilogue;
 mod fp8_gemm;
@@ -43,6 +44,7 @@ mod matmul;
 mod narrow;
 mod plain;
 
+pub use args::GemmC;
 pub use batched::{BatchedGemmArgs, BatchedGemmDescriptor, BatchedGemmPlan};
 pub use fp8_gemm::{Fp8GemmArgs, Fp8GemmDescriptor, Fp8GemmPlan};
 pub use gemm::{GemmArgs, GemmDescriptor, GemmPlan};

@@ -9,7 +9,7 @@
 //! the same roles, and `super::linear_kernel` chooses between the two.
 
 use baracuda_driver::{LtCompute, LtEpilogue, Stream};
-use baracuda_kernels_types::{ElementKind, LayoutSku, PlanPreference, Result};
+use baracuda_kernels_types::{DevPtr, DevPtrMut, ElementKind, LayoutSku, PlanPreference, Result};
 
 use super::gemm::{compute_for, problem, GemmDescriptor};
 use super::matmul::{scalar, Prepared, Ptrs};
@@ -94,7 +94,9 @@ impl PlainMatmul {
     }
 
     /// Enqueue `D = A B` on `(a, b, d)` with `workspace` (at least
-    /// [`PlainMatmul::workspace_bytes`] bytes at that address).
+    /// [`PlainMatmul::workspace_bytes`] bytes at that address). The
+    /// addresses are raw: this is the boundary with the convolution
+    /// family, which hands its operands over untyped.
     ///
     /// # Safety
     /// `a`, `b` and `d` must hold the matrices of the role's descriptor
@@ -109,17 +111,12 @@ impl PlainMatmul {
     ) -> Result<()> {
         let one = scalar(self.compute, true, 1.0);
         let zero = scalar(self.compute, true, 0.0);
-        let ptrs = Ptrs {
-            a,
-            b,
-            c: d,
-            d,
-            workspace,
-            workspace_bytes: self.workspace_bytes(),
-            bias: 0,
-            aux: 0,
-            scales: None,
-        };
+        let ptrs = Ptrs::matmul(
+            DevPtr::from_addr(a),
+            DevPtr::from_addr(b),
+            DevPtrMut::from_addr(d),
+        )
+        .with_workspace(DevPtrMut::from_addr(workspace), self.workspace_bytes());
         // SAFETY: forwarded from the caller; beta = 0, so C (= D) is not
         // read.
         unsafe { self.prepared.enqueue(stream, one, zero, ptrs) }
