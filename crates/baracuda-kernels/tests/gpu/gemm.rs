@@ -307,6 +307,27 @@ impl Outputs {
     }
 }
 
+/// The whole of `s` as a vector view (a bias).
+pub(crate) fn vector<T: Element>(s: DeviceSlice<'_, T>) -> TensorRef<'_, T, 1> {
+    TensorRef::contiguous(s, [s.len()]).expect("a slice is a contiguous vector")
+}
+
+/// The whole of `s` as a writable vector view (a bias gradient).
+pub(crate) fn vector_mut<T: Element>(s: DeviceSliceMut<'_, T>) -> TensorMut<'_, T, 1> {
+    let n = s.len();
+    TensorMut::contiguous(s, [n]).expect("a slice is a contiguous vector")
+}
+
+/// The bias vectors of batch `d` in `s`: `[batch, n]` at
+/// `[stride_bias, 1]` (stride 0 broadcasts a shared bias).
+pub(crate) fn batch_bias<'a, T: Element>(
+    d: &BatchedGemmDescriptor,
+    s: DeviceSlice<'a, T>,
+) -> TensorRef<'a, T, 2> {
+    TensorRef::new(s, [d.batch, d.gemm.n], [d.stride_bias, 1])
+        .expect("the sample's bias buffer holds every entry's vector")
+}
+
 /// `buf` as a workspace.
 fn borrowed(buf: &mut DeviceBuffer<u8>) -> Workspace<'_> {
     Workspace::Borrowed(buf.as_slice_mut())
