@@ -10,6 +10,8 @@
 //!   ways, the skinny forward forced, refused and autotuned);
 //! - `gemm/bad_inputs.rs`: every row's bad inputs and its check that the
 //!   dtypes it does not claim are `Unsupported`;
+//! - `gemm/aliasing.rs`: the in-place forms (`C = D`) against separate
+//!   runs, and every other overlap of an output refused;
 //!
 //! and here, what they share: stored matrices, outputs between poisoned
 //! guards, and the family's error bound.
@@ -51,6 +53,7 @@ macro_rules! with_pair {
     }};
 }
 
+mod aliasing;
 mod bad_inputs;
 mod general;
 mod grouped;
