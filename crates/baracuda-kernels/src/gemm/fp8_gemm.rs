@@ -25,8 +25,8 @@ use std::marker::PhantomData;
 
 use baracuda_driver::{LtCompute, LtScalar, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtr, Element, ElementKind, Error, KernelSku, MathPrecision, MatrixMut,
-    MatrixOrder, MatrixRef, PlanPreference, PrecisionGuarantee, Result, Shape, TensorMut,
+    DevPtr, Element, ElementKind, Error, KernelSku, MathPrecision, MatrixMut,
+    MatrixOrder, MatrixRef, PlanPreference, Result, Shape, TensorMut,
     TensorRef, Workspace,
 };
 
@@ -34,7 +34,7 @@ use super::args::{check_disjoint, check_operands, Region};
 use super::epilogue::{kernel_args, EpilogueKernels};
 use super::gemm::GemmDescriptor;
 use super::int_gemm::{check_tn, prepare_tn};
-use super::matmul::{Prepared, Ptrs};
+use super::matmul::{lt_sku, Prepared, Ptrs};
 use crate::checks::ALIGN_BYTES;
 use crate::Plan;
 
@@ -207,12 +207,11 @@ impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
             None
         };
         let det = prepared.algo.is_deterministic();
-        let sku = KernelSku {
-            op: OP.to_string(),
-            element: A::KIND,
-            backend: BackendKind::CublasLt,
-            arch: stream.context().device().arch,
-            variant: format!(
+        let sku = lt_sku(
+            OP,
+            stream,
+            A::KIND,
+            format!(
                 "{} {}x{}->{} | {}{}",
                 g.layout,
                 A::KIND,
@@ -221,13 +220,8 @@ impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
                 prepared.describe(),
                 if desc.amax { " + amax kernel" } else { "" }
             ),
-            precision: PrecisionGuarantee {
-                math: MathPrecision::Fp8,
-                accumulator: ElementKind::F32,
-                deterministic: det,
-                bit_stable_on_same_hardware: det,
-            },
-        };
+            (MathPrecision::Fp8, ElementKind::F32, det),
+        );
         Ok(Fp8GemmPlan {
             desc: desc.clone(),
             prepared,

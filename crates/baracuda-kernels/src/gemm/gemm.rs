@@ -10,13 +10,12 @@ use std::marker::PhantomData;
 use baracuda_driver::{LtCompute, LtEpilogue, LtPointers, LtScalar, Stream};
 use baracuda_kernels_types::{
     Activation, BackendKind, DevPtrMut, Element, ElementKind, EpilogueKind, Error,
-    KernelSku, LayoutSku, MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference,
-    PrecisionGuarantee, Result, TensorRef, Workspace,
+    KernelSku, LayoutSku, MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result, TensorRef, Workspace,
 };
 
 use super::args::{check_bias, check_disjoint, check_operands, GemmC, Region};
 use super::epilogue::EpilogueKernels;
-use super::matmul::{scalar, Batch, Prepared, Problem, Ptrs};
+use super::matmul::{lt_sku, scalar, Batch, Prepared, Problem, Ptrs};
 use crate::checks::{check_at_least, check_mat, mat_mut, mat_ref, optional_arg, AUX_WHY};
 use crate::Plan;
 
@@ -353,12 +352,11 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
         };
         pref.check_workspace(op, prepared.algo.workspace_bytes)?;
         let deterministic = prepared.algo.is_deterministic();
-        let sku = KernelSku {
-            op: op.to_string(),
-            element: T::KIND,
-            backend: BackendKind::CublasLt,
-            arch: stream.context().device().arch,
-            variant: format!(
+        let sku = lt_sku(
+            op,
+            stream,
+            T::KIND,
+            format!(
                 "{}{} {} {}->{} | {}{}",
                 desc.layout,
                 if batch.count > 1 {
@@ -376,13 +374,8 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
                     ""
                 }
             ),
-            precision: PrecisionGuarantee {
-                math,
-                accumulator: acc,
-                deterministic,
-                bit_stable_on_same_hardware: deterministic,
-            },
-        };
+            (math, acc, deterministic),
+        );
         Ok(GemmPlan {
             desc: desc.clone(),
             batch: *batch,

@@ -17,13 +17,13 @@
 
 use baracuda_driver::{LtScalar, Stream};
 use baracuda_kernels_types::{
-    BackendKind, Element, EpilogueKind, Error, KernelSku, LayoutSku, MatrixMut, MatrixRef,
+    Element, EpilogueKind, Error, KernelSku, LayoutSku, MatrixMut, MatrixRef,
     PlanPreference, PrecisionGuarantee, Result, Shape, TensorRef, Workspace,
 };
 
 use super::args::{check_disjoint, GemmC, Region};
 use super::gemm::{compute_for, GemmArgs, GemmDescriptor, GemmPlan};
-use super::matmul::Ptrs;
+use super::matmul::{lt_sku, Ptrs};
 use crate::checks::{optional_arg, AUX_WHY, BIAS_WHY};
 use crate::Plan;
 
@@ -291,12 +291,11 @@ impl<T: Element> Plan for GroupedGemmPlan<T> {
             .flatten()
             .all(|p| p.sku().precision.deterministic);
         let post = plans.iter().flatten().filter(|p| p.has_post()).count();
-        let sku = KernelSku {
-            op: OP.to_string(),
-            element: T::KIND,
-            backend: BackendKind::CublasLt,
-            arch: stream.context().device().arch,
-            variant: format!(
+        let sku = lt_sku(
+            OP,
+            stream,
+            T::KIND,
+            format!(
                 "{} groups ({} distinct shapes), one cuBLASLt matmul per group, {} {}{}",
                 desc.problems.len(),
                 shapes.len(),
@@ -308,12 +307,8 @@ impl<T: Element> Plan for GroupedGemmPlan<T> {
                     String::new()
                 }
             ),
-            precision: PrecisionGuarantee {
-                deterministic,
-                bit_stable_on_same_hardware: deterministic,
-                ..precision
-            },
-        };
+            (precision.math, precision.accumulator, deterministic),
+        );
         Ok(GroupedGemmPlan {
             desc: desc.clone(),
             plans,

@@ -6,8 +6,8 @@ use std::marker::PhantomData;
 
 use baracuda_driver::{LtCompute, LtEpilogue, LtScalar, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtrMut, Element, ElementKind, EpilogueKind, Error, KernelSku, LayoutSku,
-    MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference, PrecisionGuarantee, Result,
+    DevPtrMut, Element, ElementKind, EpilogueKind, Error, KernelSku, LayoutSku,
+    MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result,
     Workspace,
 };
 
@@ -15,7 +15,7 @@ use super::args::check_operands;
 use super::batched::span;
 use super::epilogue::{kernel_args, EpilogueKernels};
 use super::gemm::{check_pref, problem, GemmDescriptor};
-use super::matmul::{Prepared, Problem, Ptrs};
+use super::matmul::{lt_sku, Prepared, Problem, Ptrs};
 use crate::Plan;
 
 const OP: &str = "int_gemm";
@@ -153,12 +153,11 @@ impl<O: Element> Plan for IntGemmPlan<O> {
             )
         };
         pref.check_workspace(OP, workspace_bytes)?;
-        let sku = KernelSku {
-            op: OP.to_string(),
-            element: ElementKind::I8,
-            backend: BackendKind::CublasLt,
-            arch: stream.context().device().arch,
-            variant: format!(
+        let sku = lt_sku(
+            OP,
+            stream,
+            ElementKind::I8,
+            format!(
                 "{} s8->{} | {}{}",
                 g.layout,
                 O::KIND,
@@ -169,13 +168,8 @@ impl<O: Element> Plan for IntGemmPlan<O> {
                     ""
                 }
             ),
-            precision: PrecisionGuarantee {
-                math: MathPrecision::Integer,
-                accumulator: ElementKind::I32,
-                deterministic: true,
-                bit_stable_on_same_hardware: true,
-            },
-        };
+            (MathPrecision::Integer, ElementKind::I32, true),
+        );
         Ok(IntGemmPlan {
             desc: desc.clone(),
             prepared,

@@ -19,7 +19,8 @@ use baracuda_driver::{
     LtLayouts, LtMatmulDesc, LtPointers, LtPreference, LtScalar, Stream,
 };
 use baracuda_kernels_types::{
-    Autotune, DevPtr, DevPtrMut, ElementKind, LayoutSku, MatrixOrder, PlanPreference, Result,
+    Autotune, BackendKind, DevPtr, DevPtrMut, ElementKind, KernelSku, LayoutSku, MathPrecision,
+    MatrixOrder, PlanPreference, PrecisionGuarantee, Result,
 };
 
 /// Default workspace cap: 32 MiB, what PyTorch gives cuBLASLt on Hopper.
@@ -205,7 +206,9 @@ impl Prepared {
             measured: false,
         };
         if pref.autotune == Autotune::Measured && algos.len() > 1 {
-            let problem = format!("{p:?}:{}", pref.deterministic);
+            // The workspace cap decides which candidates the heuristic
+            // offers, so it is part of the problem.
+            let problem = format!("{p:?}:{}:{max_ws}", pref.deterministic);
             let key = autotune::Key {
                 family: "gemm",
                 library: Some(CudaLib::CublasLt),
@@ -420,6 +423,32 @@ impl Ptrs {
         self.mat.workspace = ws;
         self.mat.workspace_bytes = bytes;
         self
+    }
+}
+
+/// The SKU of a cuBLASLt-backed plan: `op` on `stream`'s device with
+/// operands `element`, what ran (`variant`), its math and accumulator, and
+/// whether it sums in a fixed order (then also bit-stable on the same
+/// hardware).
+pub(crate) fn lt_sku(
+    op: &'static str,
+    stream: &Stream,
+    element: ElementKind,
+    variant: String,
+    (math, accumulator, deterministic): (MathPrecision, ElementKind, bool),
+) -> KernelSku {
+    KernelSku {
+        op: op.to_string(),
+        element,
+        backend: BackendKind::CublasLt,
+        arch: stream.context().device().arch,
+        variant,
+        precision: PrecisionGuarantee {
+            math,
+            accumulator,
+            deterministic,
+            bit_stable_on_same_hardware: deterministic,
+        },
     }
 }
 

@@ -17,7 +17,8 @@ use crate::Plan;
 
 /// A measured either/or choice of a linear layer's plan (`which` names
 /// it), computed by `time` once per device, descriptor, dtype and
-/// preference for the process and cached.
+/// preference (determinism, TF32, workspace cap) for the process and
+/// cached.
 fn cached_choice<T: Element>(
     which: &str,
     stream: &Stream,
@@ -26,10 +27,11 @@ fn cached_choice<T: Element>(
     time: impl FnOnce() -> Result<bool>,
 ) -> Result<bool> {
     let problem = format!(
-        "{which}:{desc:?}:{:?}:{}:{}",
+        "{which}:{desc:?}:{:?}:{}:{}:{:?}",
         T::KIND,
         pref.deterministic,
-        pref.allow_tf32
+        pref.allow_tf32,
+        pref.max_workspace_bytes
     );
     let key = autotune::Key {
         family: "linear",

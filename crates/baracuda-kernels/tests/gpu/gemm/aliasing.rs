@@ -381,6 +381,20 @@ impl Poisoned for Shared {
     }
 }
 
+/// `plan.run(args)` must return `InvalidArgument` naming `arg` and leave
+/// `sh` as it was.
+fn refused<P: Plan>(
+    bad: &mut BadInputs,
+    sh: &Shared,
+    what: &str,
+    (plan, args): (&P, P::Args<'_>),
+    arg: &'static str,
+) -> Result<(), String> {
+    let mut ws = workspace(plan.workspace_size());
+    let r = plan.run(&gpu().stream, borrowed(&mut ws), args);
+    bad.expect(what, r, invalid_argument(arg), &[sh])
+}
+
 /// Every plan of the family, fed outputs that overlap an input or another
 /// output: `InvalidArgument` naming the output, nothing written.
 fn refused_overlaps() -> Result<(), String> {
@@ -397,13 +411,11 @@ fn refused_overlaps() -> Result<(), String> {
 /// A 0, B 256, C 512 (1536 where D covers the bias), bias 768, D 1024,
 /// aux 1280; each case moves one output onto an input or the other output.
 fn gemm_overlaps(bad: &mut BadInputs) -> Result<(), String> {
-    let st = &gpu().stream;
     let pref = PlanPreference::default();
     let g = GemmDescriptor::new(16, 16, 16, LayoutSku::Rrr)
         .with_epilogue(EpilogueKind::BiasRelu)
         .with_aux(true);
     let plan = select::<GemmPlan<f32>>(&g, &pref)?;
-    let mut ws = workspace(plan.workspace_size());
     let sh = Shared::new(2048);
     // (case, D at, aux at, C at, the output named)
     let cases: [(&str, usize, usize, usize, &'static str); 7] = [
@@ -426,13 +438,12 @@ fn gemm_overlaps(bad: &mut BadInputs) -> Result<(), String> {
             alpha: 1.0,
             beta: 1.0,
         };
-        let r = plan.run(st, borrowed(&mut ws), args);
-        bad.expect(&format!("gemm: {what}"), r, invalid_argument(arg), &[&sh])?;
+        let what = format!("gemm: {what}");
+        refused(bad, &sh, &what, (&plan, args), arg)?;
     }
     // C = D needs ldc == ldd.
     let wide_c = GemmDescriptor::new(16, 16, 16, LayoutSku::Rrr).with_ld(16, 16, 20, 16);
     let plan = select::<GemmPlan<f32>>(&wide_c, &pref)?;
-    let mut ws = workspace(plan.workspace_size());
     let args = GemmArgs {
         a: sh.mat(0, 16, 16),
         b: sh.mat(256, 16, 16),
@@ -443,21 +454,18 @@ fn gemm_overlaps(bad: &mut BadInputs) -> Result<(), String> {
         alpha: 1.0,
         beta: 1.0,
     };
-    let r = plan.run(st, borrowed(&mut ws), args);
     let what = "gemm: C = D with ldc 20, ldd 16";
-    bad.expect(what, r, invalid_argument("c"), &[&sh])
+    refused(bad, &sh, what, (&plan, args), "c")
 }
 
 /// `batched_gemm`, 2 packed entries of 16 x 16 x 16 with bias, ReLU and
 /// aux. Offsets: A 0, B 512, bias 1024 (2 x 16), D 1536, aux 2048.
 fn batched_overlaps(bad: &mut BadInputs) -> Result<(), String> {
-    let st = &gpu().stream;
     let g = GemmDescriptor::new(16, 16, 16, LayoutSku::Rrr)
         .with_epilogue(EpilogueKind::BiasRelu)
         .with_aux(true);
     let desc = BatchedGemmDescriptor::packed(g, 2);
     let plan = select::<BatchedGemmPlan<f32>>(&desc, &PlanPreference::default())?;
-    let mut ws = workspace(plan.workspace_size());
     let sh = Shared::new(4096);
     let bias = |at| TensorRef::new(sh.view(at, 32), [2, 16], [16, 1]).expect("fits");
     // (case, D at, bias at, aux at, the output named)
@@ -478,16 +486,14 @@ fn batched_overlaps(bad: &mut BadInputs) -> Result<(), String> {
             alpha: 1.0,
             beta: 0.0,
         };
-        let r = plan.run(st, borrowed(&mut ws), args);
         let what = format!("batched_gemm: {what}");
-        bad.expect(&what, r, invalid_argument(arg), &[&sh])?;
+        refused(bad, &sh, &what, (&plan, args), arg)?;
     }
     // C = D needs stride_c == stride_d.
     let mut strided_c =
         BatchedGemmDescriptor::packed(GemmDescriptor::new(16, 16, 16, LayoutSku::Rrr), 2);
     strided_c.stride_c = 512;
     let plan = select::<BatchedGemmPlan<f32>>(&strided_c, &PlanPreference::default())?;
-    let mut ws = workspace(plan.workspace_size());
     let args = BatchedGemmArgs {
         a: sh.view(0, 512),
         b: sh.view(512, 512),
@@ -498,19 +504,16 @@ fn batched_overlaps(bad: &mut BadInputs) -> Result<(), String> {
         alpha: 1.0,
         beta: 1.0,
     };
-    let r = plan.run(st, borrowed(&mut ws), args);
     let what = "batched_gemm: C = D with stride_c 512, stride_d 256";
-    bad.expect(what, r, invalid_argument("c"), &[&sh])
+    refused(bad, &sh, what, (&plan, args), "c")
 }
 
 /// `grouped_gemm`, two 16 x 16 x 16 groups: group 1's D over group 0's A
 /// (each group alone is fine: the plans check across groups), and group
 /// 1's D over group 0's D.
 fn grouped_overlaps(bad: &mut BadInputs) -> Result<(), String> {
-    let st = &gpu().stream;
     let desc = GroupedGemmDescriptor::new(vec![(16, 16, 16); 2], LayoutSku::Rcr);
     let plan = select::<GroupedGemmPlan<f32>>(&desc, &PlanPreference::default())?;
-    let mut ws = workspace(plan.workspace_size());
     let sh = Shared::new(4096);
     // Group g: A at 512 g, B at 1024 + 512 g, D at 2048 + 512 g.
     for (what, d1_at) in [
@@ -527,9 +530,8 @@ fn grouped_overlaps(bad: &mut BadInputs) -> Result<(), String> {
             alpha: 1.0,
             beta: 0.0,
         };
-        let r = plan.run(st, borrowed(&mut ws), args);
         let what = format!("grouped_gemm: {what}");
-        bad.expect(&what, r, invalid_argument("d"), &[&sh])?;
+        refused(bad, &sh, &what, (&plan, args), "d")?;
     }
     Ok(())
 }
@@ -537,29 +539,25 @@ fn grouped_overlaps(bad: &mut BadInputs) -> Result<(), String> {
 /// `int_gemm` (s8 -> s32) with D over A, and `fp8_gemm` (e4m3 -> bf16,
 /// amax) with D over B and amax on a scale.
 fn quantized_overlaps(bad: &mut BadInputs) -> Result<(), String> {
-    let st = &gpu().stream;
     let pref = PlanPreference::default();
     let sh = Shared::new(8192);
     let (m, n, k) = (64, 48, 96);
     let g = GemmDescriptor::new(m, n, k, LayoutSku::Rcr);
     // s8 A at 0 (m k bytes = 1536 f32), B at 2048, s32 D at 4096.
     let plan = select::<IntGemmPlan<i32>>(&IntGemmDescriptor { gemm: g.clone() }, &pref)?;
-    let mut ws = workspace(plan.workspace_size());
     let args = IntGemmArgs {
         a: sh.mat::<i8>(0, m, k),
         b: sh.col::<i8>(2048, k, n),
         d: sh.mat_mut::<i32>(512, m, n),
         scale: 1.0,
     };
-    let r = plan.run(st, borrowed(&mut ws), args);
-    bad.expect("int_gemm: D over A", r, invalid_argument("d"), &[&sh])?;
+    refused(bad, &sh, "int_gemm: D over A", (&plan, args), "d")?;
 
     let desc = Fp8GemmDescriptor {
         gemm: g,
         amax: true,
     };
     let plan = select::<Fp8GemmPlan<F8E4M3, F8E4M3, bf16>>(&desc, &pref)?;
-    let mut ws = workspace(plan.workspace_size());
     // e4m3 A at 0, B at 2048, scales at 6144 and 6148, bf16 D at 4096,
     // amax at 6152.
     let cases: [(&str, usize, usize, &'static str); 2] = [
@@ -575,9 +573,8 @@ fn quantized_overlaps(bad: &mut BadInputs) -> Result<(), String> {
             scale_b: sh.vec(6148, 1),
             amax: Some(sh.vec_mut(amax_at, 1)),
         };
-        let r = plan.run(st, borrowed(&mut ws), args);
         let what = format!("fp8_gemm: {what}");
-        bad.expect(&what, r, invalid_argument(arg), &[&sh])?;
+        refused(bad, &sh, &what, (&plan, args), arg)?;
     }
     Ok(())
 }
@@ -608,9 +605,8 @@ fn linear_overlaps(bad: &mut BadInputs) -> Result<(), String> {
             y: sh.mat_mut(y_at, t, o),
             aux: Some(sh.mat_mut(z_at, t, o)),
         };
-        let r = plan.run(st, borrowed(&mut ws), args);
         let what = format!("linear forward: {what}");
-        bad.expect(&what, r, invalid_argument(arg), &[&sh])?;
+        refused(bad, &sh, &what, (&plan, args), arg)?;
     }
     let backward: [(&str, [usize; 3], &'static str); 6] = [
         ("dx on dy", [1536, 4096, 5120], "dx"),
