@@ -165,22 +165,22 @@ impl BatchedGemmDescriptor {
         let g = &self.gemm;
         let a = check_batch("a", &args.a, e.a, ctx)?;
         let b = check_batch("b", &args.b, e.b, ctx)?;
-        let d: DevPtrMut<O> = DevPtrMut::from_addr(check_batch("d", &args.d.as_const(), e.d, ctx)?);
+        let d = DevPtrMut::<O>::from_addr(check_batch("d", &args.d.as_const(), e.d, ctx)?.addr());
         let out = Region::flat::<O>(d.addr(), e.d);
         let mut inputs = vec![
-            ("a", Region::flat::<T>(a, e.a)),
-            ("b", Region::flat::<T>(b, e.b)),
+            ("a", Region::flat::<T>(a.addr(), e.a)),
+            ("b", Region::flat::<T>(b.addr(), e.b)),
         ];
         check_disjoint(OP, ("d", out), &inputs)?;
         let same_layout = g.ldc == g.ldd && (self.stride_c == self.stride_d || self.batch == 1);
         let c = args.c.resolve(OP, args.beta, (d.cast(), same_layout), |c| {
-            let addr = check_batch("c", c, e.c, ctx)?;
-            let rc = Region::flat::<O>(addr, e.c);
-            if !(addr == d.addr() && same_layout) {
+            let p = check_batch("c", c, e.c, ctx)?;
+            let rc = Region::flat::<O>(p.addr(), e.c);
+            if !(p == d.as_const() && same_layout) {
                 check_disjoint(OP, ("d", out), &[("c", rc)])?;
                 inputs.push(("c", rc));
             }
-            Ok(DevPtr::from_addr(addr))
+            Ok(p.cast())
         })?;
         let bias = optional_arg(
             OP,
@@ -188,22 +188,22 @@ impl BatchedGemmDescriptor {
             args.bias.as_ref(),
             g.epilogue.has_bias(),
             BIAS_WHY,
-            |v| self.check_bias(v, ctx),
+            |v| self.check_bias(v, ctx).map(DevPtr::addr),
         )?;
         if bias != 0 {
             inputs.push(("bias", Region::flat::<O>(bias, e.bias)));
             check_disjoint(OP, ("d", out), &inputs[inputs.len() - 1..])?;
         }
         let aux = optional_arg(OP, "aux", args.aux.as_ref(), g.save_aux, AUX_WHY, |s| {
-            let addr = check_batch("aux", &s.as_const(), e.aux, ctx)?;
+            let p = check_batch("aux", &s.as_const(), e.aux, ctx)?;
             inputs.push(("d", out));
-            check_disjoint(OP, ("aux", Region::flat::<O>(addr, e.aux)), &inputs)?;
-            Ok(addr)
+            check_disjoint(OP, ("aux", Region::flat::<O>(p.addr(), e.aux)), &inputs)?;
+            Ok(p.addr())
         })?;
         Ok(Ptrs {
             mat: LtPointers {
-                a: DevPtr::from_addr(a),
-                b: DevPtr::from_addr(b),
+                a: a.cast(),
+                b: b.cast(),
                 c,
                 d: d.cast(),
                 ..LtPointers::default()
@@ -217,7 +217,7 @@ impl BatchedGemmDescriptor {
     /// Check the bias view `[batch, n]`: on context `ctx`, 16-byte
     /// aligned, unit stride along `n` (unless `n` is 1) and `stride_bias`
     /// between entries (unless there is one). Its address.
-    fn check_bias<O: Element>(&self, v: &TensorRef<'_, O, 2>, ctx: usize) -> Result<u64> {
+    fn check_bias<O: Element>(&self, v: &TensorRef<'_, O, 2>, ctx: usize) -> Result<DevPtr<O>> {
         let n = self.gemm.n;
         if v.data().ctx_id() != ctx {
             return Err(Error::ContextMismatch { op: OP, arg: "bias" });
@@ -243,7 +243,7 @@ impl BatchedGemmDescriptor {
             });
         }
         check_aligned(OP, "bias", v.data().addr())?;
-        Ok(v.data().addr())
+        Ok(v.data().ptr())
     }
 }
 
@@ -311,8 +311,9 @@ fn check_batch<T>(
     s: &DeviceSlice<'_, T>,
     need: usize,
     ctx: usize,
-) -> Result<u64> {
-    check_slice(OP, arg, s, need, false, ctx)
+) -> Result<DevPtr<T>> {
+    check_slice(OP, arg, s, need, false, ctx)?;
+    Ok(s.ptr())
 }
 
 impl<T: Element, O: Element> Plan for BatchedGemmPlan<T, O> {
@@ -587,6 +588,7 @@ mod tests {
             Err(Error::InvalidArgument { .. })
         ));
         // Longer is fine for a batch (a bias must match exactly).
-        assert_eq!(check_batch("a", &fake(0x100, 12), 10, 1).unwrap(), 0x100);
+        let p = check_batch("a", &fake(0x100, 12), 10, 1).unwrap();
+        assert_eq!(p.addr(), 0x100);
     }
 }
