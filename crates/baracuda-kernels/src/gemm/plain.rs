@@ -94,9 +94,7 @@ impl PlainMatmul {
     }
 
     /// Enqueue `D = A B` on `(a, b, d)` with `workspace` (at least
-    /// [`PlainMatmul::workspace_bytes`] bytes at that address). The
-    /// addresses are raw: this is the boundary with the convolution
-    /// family, which hands its operands over untyped.
+    /// [`PlainMatmul::workspace_bytes`] bytes at that address).
     ///
     /// # Safety
     /// `a`, `b` and `d` must hold the matrices of the role's descriptor
@@ -106,17 +104,12 @@ impl PlainMatmul {
     pub(crate) unsafe fn enqueue(
         &self,
         stream: &Stream,
-        (a, b, d): (u64, u64, u64),
-        workspace: u64,
+        (a, b, d): (DevPtr<u8>, DevPtr<u8>, DevPtrMut<u8>),
+        workspace: DevPtrMut<u8>,
     ) -> Result<()> {
         let one = scalar(self.compute, true, 1.0);
         let zero = scalar(self.compute, true, 0.0);
-        let ptrs = Ptrs::matmul(
-            DevPtr::from_addr(a),
-            DevPtr::from_addr(b),
-            DevPtrMut::from_addr(d),
-        )
-        .with_workspace(DevPtrMut::from_addr(workspace), self.workspace_bytes());
+        let ptrs = Ptrs::matmul(a, b, d).with_workspace(workspace, self.workspace_bytes());
         // SAFETY: forwarded from the caller; beta = 0, so C (= D) is not
         // read.
         unsafe { self.prepared.enqueue(stream, one, zero, ptrs) }
