@@ -253,7 +253,7 @@ fn matmul<T: Element>(s: &Stream, g: Gemm, pref: &PlanPreference, rows: &[Row]) 
             GemmArgs {
                 a: mat_a(a.as_slice(), g)?,
                 b: mat_b(b.as_slice(), g)?,
-                c: None,
+                c: GemmC::None,
                 d: mat_d(d.as_slice_mut(), g)?,
                 bias: None,
                 aux: None,
@@ -289,8 +289,8 @@ fn fp8(s: &Stream, g: Gemm, rows: &[Row]) -> Result<()> {
                 a: mat_a(a.as_slice(), g)?,
                 b: mat_b(b.as_slice(), g)?,
                 d: mat_d(d.as_slice_mut(), g)?,
-                scale_a: scale_a.as_slice(),
-                scale_b: scale_b.as_slice(),
+                scale_a: TensorRef::contiguous(scale_a.as_slice(), [1])?,
+                scale_b: TensorRef::contiguous(scale_b.as_slice(), [1])?,
                 amax: None,
             },
         )
@@ -361,7 +361,11 @@ fn linear<T: Element>(s: &Stream, l: Linear, rows: &[Row]) -> Result<()> {
                 LinearArgs {
                     x: MatrixRef::new(x.as_slice(), t, i, i, row)?,
                     w: MatrixRef::new(w.as_slice(), o, i, i, row)?,
-                    bias: bias.then(|| b.as_slice()),
+                    bias: if bias {
+                        Some(TensorRef::contiguous(b.as_slice(), [o])?)
+                    } else {
+                        None
+                    },
                     y: MatrixMut::new(y.as_slice_mut(), t, o, o, row)?,
                     aux: None,
                 },
@@ -413,7 +417,10 @@ fn time_linear_bw<T: Element>(
                     Some(b) => Some(MatrixMut::new(b.as_slice_mut(), o, i, i, row)?),
                     None => None,
                 },
-                dbias: db.as_deref_mut().map(|b| b.as_slice_mut()),
+                dbias: match db.as_deref_mut() {
+                    Some(b) => Some(TensorMut::contiguous(b.as_slice_mut(), [o])?),
+                    None => None,
+                },
             },
         )
     })
@@ -443,7 +450,11 @@ fn linear_decode<T: Element>(s: &Stream, l: Linear, rows: &[Row]) -> Result<()> 
             LinearArgs {
                 x: MatrixRef::new(part(&x, k, t * i)?, t, i, i, row)?,
                 w: MatrixRef::new(part(&w, k, o * i)?, o, i, i, row)?,
-                bias: bias.then(|| b.as_slice()),
+                bias: if bias {
+                    Some(TensorRef::contiguous(b.as_slice(), [o])?)
+                } else {
+                    None
+                },
                 y: MatrixMut::new(part_mut(&mut y, 0, t * o)?, t, o, o, row)?,
                 aux: None,
             },
@@ -472,7 +483,7 @@ fn batched<T: Element>(s: &Stream, b: Bmm, rows: &[Row]) -> Result<()> {
             BatchedGemmArgs {
                 a: a.as_slice(),
                 b: bb.as_slice(),
-                c: None,
+                c: GemmC::None,
                 d: d.as_slice_mut(),
                 bias: None,
                 aux: None,
@@ -539,7 +550,7 @@ fn grouped<T: Element>(s: &Stream, g: &GroupedLinear, rows: &[Row]) -> Result<()
                 GroupedGemmArgs {
                     a,
                     b,
-                    c: None,
+                    c: GemmC::None,
                     d,
                     bias: None,
                     aux: None,

@@ -8,7 +8,7 @@
 
 use std::ffi::c_void;
 
-use baracuda_kernels_types::{ElementKind, Error, Result};
+use baracuda_kernels_types::{DevPtr, DevPtrMut, ElementKind, Error, Result};
 use cudarc::cublaslt::result as r;
 use cudarc::cublaslt::sys as lt;
 
@@ -211,24 +211,33 @@ impl LtMatmulDesc {
         )
     }
 
-    /// Device address of the bias vector (read, or written by `BgradB`).
+    /// Device address of the bias vector the bias epilogues read.
     ///
     /// # Errors
     /// `Cublas` on failure.
-    pub fn set_bias_pointer(&mut self, addr: u64) -> Result<()> {
+    pub fn set_bias_pointer(&mut self, bias: DevPtr<u8>) -> Result<()> {
         self.set(
             lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-            &addr,
+            &bias.addr(),
         )
+    }
+
+    /// Device address of the bias gradient `BgradB` writes (the same
+    /// attribute as [`Self::set_bias_pointer`]).
+    ///
+    /// # Errors
+    /// `Cublas` on failure.
+    pub fn set_bias_grad_pointer(&mut self, dbias: DevPtrMut<u8>) -> Result<()> {
+        self.set_bias_pointer(dbias.as_const())
     }
 
     /// Device address and leading dimension (elements) of the aux buffer.
     ///
     /// # Errors
     /// `Cublas` on failure.
-    pub fn set_aux(&mut self, addr: u64, ld: usize) -> Result<()> {
+    pub fn set_aux(&mut self, aux: DevPtrMut<u8>, ld: usize) -> Result<()> {
         use lt::cublasLtMatmulDescAttributes_t as A;
-        self.set(A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &addr)?;
+        self.set_aux_pointer(aux)?;
         self.set(A::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &(ld as i64))
     }
 
@@ -236,10 +245,10 @@ impl LtMatmulDesc {
     ///
     /// # Errors
     /// `Cublas` on failure.
-    pub fn set_aux_pointer(&mut self, addr: u64) -> Result<()> {
+    pub fn set_aux_pointer(&mut self, aux: DevPtrMut<u8>) -> Result<()> {
         self.set(
             lt::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
-            &addr,
+            &aux.addr(),
         )
     }
 
@@ -273,10 +282,10 @@ impl LtMatmulDesc {
     ///
     /// # Errors
     /// `Cublas` on failure.
-    pub fn set_scale_pointers(&mut self, a: u64, b: u64) -> Result<()> {
+    pub fn set_scale_pointers(&mut self, a: DevPtr<f32>, b: DevPtr<f32>) -> Result<()> {
         use lt::cublasLtMatmulDescAttributes_t as A;
-        self.set(A::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a)?;
-        self.set(A::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b)
+        self.set(A::CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a.addr())?;
+        self.set(A::CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b.addr())
     }
 }
 
@@ -546,19 +555,21 @@ pub fn lt_heuristic(
         .collect())
 }
 
-/// Device addresses of one matmul's operands.
-#[derive(Copy, Clone, Debug)]
+/// Device addresses of one matmul's operands, untyped: the layouts carry
+/// the element types.
+#[derive(Copy, Clone, Debug, Default)]
 pub struct LtPointers {
     /// `A`.
-    pub a: u64,
+    pub a: DevPtr<u8>,
     /// `B`.
-    pub b: u64,
-    /// `C` (may equal `d`; not read when `beta` is 0).
-    pub c: u64,
+    pub b: DevPtr<u8>,
+    /// `C` (may equal `d` when their layouts match; null and unread when
+    /// `beta` is 0).
+    pub c: DevPtr<u8>,
     /// `D`.
-    pub d: u64,
-    /// Workspace (0 when `workspace_bytes` is 0).
-    pub workspace: u64,
+    pub d: DevPtrMut<u8>,
+    /// Workspace (null when `workspace_bytes` is 0).
+    pub workspace: DevPtrMut<u8>,
     /// Workspace size in bytes.
     pub workspace_bytes: usize,
 }
@@ -594,16 +605,16 @@ pub unsafe fn lt_matmul(
             desc.raw,
             alpha.ptr(),
             beta.ptr(),
-            ptrs.a as *const c_void,
+            ptrs.a.addr() as *const c_void,
             layouts.a.raw,
-            ptrs.b as *const c_void,
+            ptrs.b.addr() as *const c_void,
             layouts.b.raw,
-            ptrs.c as *const c_void,
+            ptrs.c.addr() as *const c_void,
             layouts.c.raw,
-            ptrs.d as *mut c_void,
+            ptrs.d.addr() as *mut c_void,
             layouts.d.raw,
             &algo.raw,
-            ptrs.workspace as *mut c_void,
+            ptrs.workspace.addr() as *mut c_void,
             ptrs.workspace_bytes,
             stream.raw() as lt::cudaStream_t,
         )

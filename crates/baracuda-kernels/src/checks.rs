@@ -236,22 +236,6 @@ pub(crate) fn check_mat(
     check_aligned(op, arg, got.addr)
 }
 
-/// Check a bias (or, as `arg`, a bias gradient) against the plan: `n`
-/// elements, 16-byte aligned, on context `ctx`, given exactly when
-/// `wanted`. Its address, or 0 when none.
-pub(crate) fn check_bias<O: Element>(
-    op: &'static str,
-    arg: &'static str,
-    wanted: bool,
-    bias: Option<DeviceSlice<'_, O>>,
-    n: usize,
-    ctx: usize,
-) -> Result<u64> {
-    optional_arg(op, arg, bias, wanted, BIAS_WHY, |b| {
-        check_slice(op, arg, &b, n, true, ctx)
-    })
-}
-
 /// Check a slice argument: on context `ctx`, holding `need` elements
 /// (exactly, or at least when not `exact`), 16-byte aligned. Its address.
 pub(crate) fn check_slice<T>(

@@ -8,16 +8,17 @@
 //! where cuBLASLt takes them (its bias and aux batch strides), else one
 //! epilogue-kernel pass over every entry.
 
-use baracuda_driver::Stream;
+use baracuda_driver::{LtPointers, Stream};
 use baracuda_kernels_types::{
-    DeviceSlice, DeviceSliceMut, Element, Error, KernelSku, MatrixOrder, PlanPreference, Result,
-    Workspace,
+    DevPtr, DevPtrMut, DeviceSlice, DeviceSliceMut, Element, Error, KernelSku, MatrixOrder,
+    PlanPreference, Result, Shape, TensorRef, Workspace,
 };
 
+use super::args::{check_disjoint, GemmC, Region};
 use super::gemm::{GemmDescriptor, GemmPlan};
 use super::matmul::{scalar, Batch, Ptrs};
+use crate::checks::{check_aligned, check_at_least, check_slice, optional_arg, AUX_WHY, BIAS_WHY};
 use crate::Plan;
-use crate::checks::{AUX_WHY, BIAS_WHY, check_at_least, check_slice, optional_arg};
 
 const OP: &str = "batched_gemm";
 
@@ -164,43 +165,85 @@ impl BatchedGemmDescriptor {
         let g = &self.gemm;
         let a = check_batch("a", &args.a, e.a, ctx)?;
         let b = check_batch("b", &args.b, e.b, ctx)?;
-        let d = check_batch("d", &args.d.as_const(), e.d, ctx)?;
-        let c = match &args.c {
-            Some(c) => check_batch("c", c, e.c, ctx)?,
-            None if args.beta != 0.0 => {
-                return Err(Error::InvalidArgument {
-                    op: OP,
-                    arg: "c",
-                    reason: format!("beta = {} but no C was given", args.beta),
-                })
+        let d = DevPtrMut::<O>::from_addr(check_batch("d", &args.d.as_const(), e.d, ctx)?.addr());
+        let out = Region::flat::<O>(d.addr(), e.d);
+        let mut inputs = vec![
+            ("a", Region::flat::<T>(a.addr(), e.a)),
+            ("b", Region::flat::<T>(b.addr(), e.b)),
+        ];
+        check_disjoint(OP, ("d", out), &inputs)?;
+        let same_layout = g.ldc == g.ldd && (self.stride_c == self.stride_d || self.batch == 1);
+        let c = args.c.resolve(OP, args.beta, (d.cast(), same_layout), |c| {
+            let p = check_batch("c", c, e.c, ctx)?;
+            let rc = Region::flat::<O>(p.addr(), e.c);
+            if !(p == d.as_const() && same_layout) {
+                check_disjoint(OP, ("d", out), &[("c", rc)])?;
+                inputs.push(("c", rc));
             }
-            // Null, not D: cuBLASLt refuses C == D unless their layouts
-            // match (ldc and stride_c may differ from D's), and reads no C
-            // when beta is 0 (as the fp8 plan passes it).
-            None => 0,
-        };
+            Ok(p.cast())
+        })?;
         let bias = optional_arg(
             OP,
             "bias",
             args.bias.as_ref(),
             g.epilogue.has_bias(),
             BIAS_WHY,
-            |s| check_batch("bias", s, e.bias, ctx),
+            |v| self.check_bias(v, ctx).map(DevPtr::addr),
         )?;
+        if bias != 0 {
+            inputs.push(("bias", Region::flat::<O>(bias, e.bias)));
+            check_disjoint(OP, ("d", out), &inputs[inputs.len() - 1..])?;
+        }
         let aux = optional_arg(OP, "aux", args.aux.as_ref(), g.save_aux, AUX_WHY, |s| {
-            check_batch("aux", &s.as_const(), e.aux, ctx)
+            let p = check_batch("aux", &s.as_const(), e.aux, ctx)?;
+            inputs.push(("d", out));
+            check_disjoint(OP, ("aux", Region::flat::<O>(p.addr(), e.aux)), &inputs)?;
+            Ok(p.addr())
         })?;
         Ok(Ptrs {
-            a,
-            b,
-            c,
-            d,
-            workspace: 0,
-            workspace_bytes: 0,
-            bias,
-            aux,
-            scales: None,
+            mat: LtPointers {
+                a: a.cast(),
+                b: b.cast(),
+                c,
+                d: d.cast(),
+                ..LtPointers::default()
+            },
+            bias: DevPtr::from_addr(bias),
+            aux: DevPtrMut::from_addr(aux),
+            ..Ptrs::default()
         })
+    }
+
+    /// Check the bias view `[batch, n]`: on context `ctx`, 16-byte
+    /// aligned, unit stride along `n` (unless `n` is 1) and `stride_bias`
+    /// between entries (unless there is one). Its address.
+    fn check_bias<O: Element>(&self, v: &TensorRef<'_, O, 2>, ctx: usize) -> Result<DevPtr<O>> {
+        let n = self.gemm.n;
+        if v.data().ctx_id() != ctx {
+            return Err(Error::ContextMismatch { op: OP, arg: "bias" });
+        }
+        if v.shape() != &[self.batch, n] {
+            return Err(Error::ShapeMismatch {
+                op: OP,
+                arg: "bias",
+                expected: Shape::from([self.batch, n]),
+                got: Shape::from(&v.shape()[..]),
+            });
+        }
+        let [entry, elem] = *v.strides();
+        if (n > 1 && elem != 1) || (self.batch > 1 && entry != self.stride_bias) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                arg: "bias",
+                reason: format!(
+                    "strides {:?}: the plan reads [stride_bias, 1] = [{}, 1]",
+                    v.strides(),
+                    self.stride_bias
+                ),
+            });
+        }
+        check_aligned(OP, "bias", v.data().addr())?;
+        Ok(v.data().ptr())
     }
 }
 
@@ -211,13 +254,15 @@ pub struct BatchedGemmArgs<'a, T, O = T> {
     pub a: DeviceSlice<'a, T>,
     /// All `B` matrices.
     pub b: DeviceSlice<'a, T>,
-    /// All `C` matrices (may be `None` when `beta == 0`).
-    pub c: Option<DeviceSlice<'a, O>>,
+    /// All `C` matrices: their own slice, `D` itself (in place), or none
+    /// when `beta == 0`.
+    pub c: GemmC<DeviceSlice<'a, O>>,
     /// All `D` matrices, written.
     pub d: DeviceSliceMut<'a, O>,
-    /// All bias vectors (`n` elements each, `stride_bias` apart), when the
-    /// epilogue has a bias.
-    pub bias: Option<DeviceSlice<'a, O>>,
+    /// The bias vectors, `[batch, n]` with strides `[stride_bias, 1]` (a
+    /// shared bias is a broadcast view, stride 0), when the epilogue has a
+    /// bias.
+    pub bias: Option<TensorRef<'a, O, 2>>,
     /// All pre-activation matrices (`stride_aux` apart, in `D`'s order and
     /// `ldd`), written, when the descriptor has `save_aux`.
     pub aux: Option<DeviceSliceMut<'a, O>>,
@@ -248,6 +293,12 @@ pub struct BatchedGemmArgs<'a, T, O = T> {
 /// pair); `ShapeMismatch` when a slice is too short, `InvalidArgument`
 /// (alignment, a missing or unexpected `c`, bias or aux),
 /// `ContextMismatch`, `WorkspaceTooSmall` from `run`.
+/// # Aliasing
+/// `D` may be `C` ([`GemmC::Output`], or a `C` slice at `D`'s address)
+/// when `ldc == ldd` and `stride_c == stride_d`: every entry accumulates
+/// in place. Otherwise the byte ranges the whole-batch `D` and aux reach
+/// overlap neither each other nor `A`, `B`, `C` or the bias:
+/// `InvalidArgument` naming the output.
 pub struct BatchedGemmPlan<T: Element, O: Element = T> {
     desc: BatchedGemmDescriptor,
     gemm: GemmPlan<T, O>,
@@ -260,8 +311,9 @@ fn check_batch<T>(
     s: &DeviceSlice<'_, T>,
     need: usize,
     ctx: usize,
-) -> Result<u64> {
-    check_slice(OP, arg, s, need, false, ctx)
+) -> Result<DevPtr<T>> {
+    check_slice(OP, arg, s, need, false, ctx)?;
+    Ok(s.ptr())
 }
 
 impl<T: Element, O: Element> Plan for BatchedGemmPlan<T, O> {
@@ -293,9 +345,9 @@ impl<T: Element, O: Element> Plan for BatchedGemmPlan<T, O> {
         args: BatchedGemmArgs<'_, T, O>,
     ) -> Result<()> {
         let ctx = stream.context().id();
-        let mut ptrs = self.desc.check_args(ctx, &args)?;
-        ptrs.workspace_bytes = self.gemm.workspace_size();
-        ptrs.workspace = workspace.check(OP, ptrs.workspace_bytes, ctx)?;
+        let bytes = self.gemm.workspace_size();
+        let ws = workspace.check_ptr(OP, bytes, ctx)?;
+        let ptrs = self.desc.check_args(ctx, &args)?.with_workspace(ws, bytes);
         let compute = self.gemm.compute();
         // SAFETY: check_args proved every slice holds (batch-1)*stride +
         // one entry's span elements on this context, 16-byte aligned (bias
@@ -413,18 +465,26 @@ mod tests {
         unsafe { DeviceSliceMut::from_raw_parts(addr, len, 1) }
     }
 
+    /// A `[rows, cols]` bias view with `strides` at `addr`.
+    fn bias_view<'a>(addr: u64, shape: [usize; 2], strides: [usize; 2]) -> TensorRef<'a, f32, 2> {
+        TensorRef::new(fake(addr, 1000), shape, strides).unwrap()
+    }
+
+    /// Arguments of `d` with no C; the bias `[batch, n]` at the
+    /// descriptor's strides and the aux slice of `aux` elements when given.
     fn args<'a>(
         d: &BatchedGemmDescriptor,
-        bias: Option<usize>,
+        bias: bool,
         aux: Option<usize>,
     ) -> BatchedGemmArgs<'a, f32> {
         let e = d.extents();
+        let n = d.gemm.n;
         BatchedGemmArgs {
             a: fake(0x10000, e.a),
             b: fake(0x20000, e.b),
-            c: None,
+            c: GemmC::None,
             d: fake_mut(0x30000, e.d),
-            bias: bias.map(|n| fake(0x40000, n)),
+            bias: bias.then(|| bias_view(0x40000, [d.batch, n], [d.stride_bias, 1])),
             aux: aux.map(|n| fake_mut(0x50000, n)),
             alpha: 1.0,
             beta: 0.0,
@@ -435,51 +495,82 @@ mod tests {
     fn argument_checks() {
         let d = desc(EpilogueKind::BiasGeluTanh, 4);
         let e = d.extents();
-        let p = d
-            .check_args(1, &args(&d, Some(e.bias), Some(e.aux)))
-            .unwrap();
+        let p = d.check_args(1, &args(&d, true, Some(e.aux))).unwrap();
         // No C with beta 0: a null C, which cuBLASLt does not read.
-        assert_eq!((p.c, p.bias, p.aux), (0, 0x40000, 0x50000));
+        let addrs = (p.mat.c.addr(), p.bias.addr(), p.aux.addr());
+        assert_eq!(addrs, (0, 0x40000, 0x50000));
         let bad = |a: BatchedGemmArgs<'_, f32>| d.check_args(1, &a).unwrap_err();
+        let mut a = args(&d, true, Some(e.aux));
+        a.bias = Some(bias_view(0x40000, [3, 5], [5, 1]));
+        assert!(matches!(bad(a), Error::ShapeMismatch { arg: "bias", .. }));
+        for strides in [[6, 1], [10, 2]] {
+            let mut a = args(&d, true, Some(e.aux));
+            a.bias = Some(bias_view(0x40000, [4, 5], strides));
+            assert!(matches!(bad(a), Error::InvalidArgument { arg: "bias", .. }));
+        }
         assert!(matches!(
-            bad(args(&d, Some(e.bias - 1), Some(e.aux))),
-            Error::ShapeMismatch { arg: "bias", .. }
-        ));
-        assert!(matches!(
-            bad(args(&d, None, Some(e.aux))),
+            bad(args(&d, false, Some(e.aux))),
             Error::InvalidArgument { arg: "bias", .. }
         ));
         assert!(matches!(
-            bad(args(&d, Some(e.bias), Some(e.aux - 1))),
+            bad(args(&d, true, Some(e.aux - 1))),
             Error::ShapeMismatch { arg: "aux", .. }
         ));
         assert!(matches!(
-            bad(args(&d, Some(e.bias), None)),
+            bad(args(&d, true, None)),
             Error::InvalidArgument { arg: "aux", .. }
         ));
-        let mut a = args(&d, Some(e.bias), Some(e.aux));
+        let mut a = args(&d, true, Some(e.aux));
         a.beta = 0.5;
         assert!(matches!(bad(a), Error::InvalidArgument { arg: "c", .. }));
-        let mut a = args(&d, Some(e.bias), Some(e.aux));
-        a.bias = Some(fake(0x40004, e.bias));
+        let mut a = args(&d, true, Some(e.aux));
+        a.bias = Some(bias_view(0x40004, [4, 5], [5, 1]));
         assert!(matches!(bad(a), Error::InvalidArgument { arg: "bias", .. }));
-        // A shared bias needs one vector.
+        // A shared bias is a broadcast view.
         let shared = d.clone().with_shared_bias();
-        assert!(shared
-            .check_args(1, &args(&shared, Some(5), Some(e.aux)))
-            .is_ok());
+        assert!(shared.check_args(1, &args(&shared, true, Some(e.aux))).is_ok());
         // Neither bias nor aux for an epilogue without them.
         let plain = desc(EpilogueKind::Identity, 4);
         let pe = plain.extents();
-        assert!(plain.check_args(1, &args(&plain, None, None)).is_ok());
+        assert!(plain.check_args(1, &args(&plain, false, None)).is_ok());
         assert!(matches!(
-            plain.check_args(1, &args(&plain, Some(pe.bias), None)),
+            plain.check_args(1, &args(&plain, true, None)),
             Err(Error::InvalidArgument { arg: "bias", .. })
         ));
         assert!(matches!(
-            plain.check_args(1, &args(&plain, None, Some(pe.aux))),
+            plain.check_args(1, &args(&plain, false, Some(pe.aux))),
             Err(Error::InvalidArgument { arg: "aux", .. })
         ));
+    }
+
+    #[test]
+    fn aliasing() {
+        let d = desc(EpilogueKind::BiasGeluTanh, 4);
+        let e = d.extents();
+        // C as D itself: the same layout, so D's address.
+        let mut a = args(&d, true, Some(e.aux));
+        (a.c, a.beta) = (GemmC::Output, 1.0);
+        assert_eq!(d.check_args(1, &a).unwrap().mat.c.addr(), 0x30000);
+        // ... and not when stride_c differs from stride_d.
+        let mut other = d.clone();
+        other.stride_c += 4;
+        let mut a = args(&other, true, Some(e.aux));
+        (a.c, a.beta) = (GemmC::Output, 1.0);
+        let err = other.check_args(1, &a).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { arg: "c", .. }));
+        // D over A, the bias over D, aux over D: refused.
+        let mut a = args(&d, true, Some(e.aux));
+        a.a = fake(0x30000 + 16, e.a);
+        let err = d.check_args(1, &a).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { arg: "d", .. }));
+        let mut a = args(&d, true, Some(e.aux));
+        a.bias = Some(bias_view(0x30000, [4, 5], [5, 1]));
+        let err = d.check_args(1, &a).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { arg: "d", .. }));
+        let mut a = args(&d, true, Some(e.aux));
+        a.aux = Some(fake_mut(0x30000 + 64, e.aux));
+        let err = d.check_args(1, &a).unwrap_err();
+        assert!(matches!(err, Error::InvalidArgument { arg: "aux", .. }));
     }
 
     #[test]
@@ -497,6 +588,7 @@ mod tests {
             Err(Error::InvalidArgument { .. })
         ));
         // Longer is fine for a batch (a bias must match exactly).
-        assert_eq!(check_batch("a", &fake(0x100, 12), 10, 1).unwrap(), 0x100);
+        let p = check_batch("a", &fake(0x100, 12), 10, 1).unwrap();
+        assert_eq!(p.addr(), 0x100);
     }
 }

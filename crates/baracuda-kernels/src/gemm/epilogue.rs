@@ -4,7 +4,9 @@
 //! GEMM scaling, amax).
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
-use baracuda_kernels_types::{Activation, ElementKind, Error, MatrixOrder, Result};
+use baracuda_kernels_types::{
+    Activation, DevPtr, DevPtrMut, ElementKind, Error, MatrixOrder, Result,
+};
 
 use super::matmul::Batch;
 use crate::kernel_sources::{typed_spec, GEMM_EPILOGUE};
@@ -141,7 +143,8 @@ impl EpilogueKernels {
     /// `Z = D + bias` (bias `n` values along the columns), `aux = Z` when
     /// `aux` is not 0, `D = act(Z)`, in place over every entry of `batch`
     /// (its `d`, `bias` and `aux` strides; the aux matrices share `D`'s
-    /// order and leading dimension). `bias` may be 0 (none).
+    /// order and leading dimension). `bias` and `aux` may be null (none).
+    /// The addresses are untyped: the elements are the kernels' kind.
     ///
     /// # Safety
     /// Every entry's `D` and aux must hold the `m x n` elements that `ldd`
@@ -152,7 +155,7 @@ impl EpilogueKernels {
         stream: &Stream,
         (m, n, ldd, order): (usize, usize, usize, MatrixOrder),
         batch: &Batch,
-        (d, bias, aux): (u64, u64, u64),
+        (d, bias, aux): (DevPtrMut<u8>, DevPtr<u8>, DevPtrMut<u8>),
         act: Activation,
     ) -> Result<()> {
         let (x, y) = batch_grid(self.sm_count, m * n, batch.count);
@@ -207,14 +210,14 @@ impl EpilogueKernels {
     pub(crate) unsafe fn col_sum(
         &self,
         stream: &Stream,
-        x: u64,
+        x: DevPtr<u8>,
         (rows, cols, ld): (usize, usize, usize),
         split: ColSumSplit,
-        out: u64,
-        ws: u64,
+        out: DevPtrMut<u8>,
+        ws: DevPtrMut<u8>,
     ) -> Result<()> {
         // 16-byte loads also need a 16-byte aligned base.
-        let vec = if x % 16 == 0 { split.vec } else { 1 };
+        let vec = if x.addr() % 16 == 0 { split.vec } else { 1 };
         let (f, tile) = if vec > 1 {
             (&self.col_sum_part_vec, 32 * vec)
         } else {
@@ -258,8 +261,8 @@ impl EpilogueKernels {
 impl EpilogueKernels {
     /// The linear forward `Y = act(X W^T + b)` (and `aux = X W^T + b`) of
     /// `tokens` rows through the skinny kernel: `x` `[tokens, k]`, `w`
-    /// `[n, k]`, `y` and `aux` `[tokens, n]`, all row-major and packed;
-    /// `bias` (`n`) and `aux` may be 0 (none).
+    /// `[n, k]`, `y` and `aux` `[tokens, n]`, all row-major and packed and
+    /// of the kernels' kind; `bias` (`n`) and `aux` may be null (none).
     ///
     /// # Safety
     /// [`skinny_fits`] must hold for the shape; `x` and `w` must be 16-byte
@@ -269,8 +272,8 @@ impl EpilogueKernels {
         &self,
         stream: &Stream,
         (tokens, k, n): (usize, usize, usize),
-        (x, w, bias): (u64, u64, u64),
-        (y, aux): (u64, u64),
+        (x, w, bias): (DevPtr<u8>, DevPtr<u8>, DevPtr<u8>),
+        (y, aux): (DevPtrMut<u8>, DevPtrMut<u8>),
         act: i32,
     ) -> Result<()> {
         let f = self

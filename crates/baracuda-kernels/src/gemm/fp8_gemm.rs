@@ -23,19 +23,20 @@
 
 use std::marker::PhantomData;
 
-use baracuda_driver::{LtCompute, LtEpilogue, LtScalar, Stream};
+use baracuda_driver::{LtCompute, LtScalar, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DeviceSlice, DeviceSliceMut, Element, ElementKind, Error, KernelSku,
-    MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference, PrecisionGuarantee, Result,
-    Shape, Workspace,
+    DevPtr, Element, ElementKind, Error, KernelSku, MathPrecision, MatrixMut,
+    MatrixOrder, MatrixRef, PlanPreference, Result, Shape, TensorMut,
+    TensorRef, Workspace,
 };
 
+use super::args::{check_disjoint, check_operands, Region};
 use super::epilogue::{kernel_args, EpilogueKernels};
-use super::gemm::{check_pref, problem, GemmDescriptor};
-use super::int_gemm::check_tn;
-use super::matmul::{Prepared, Ptrs};
+use super::gemm::GemmDescriptor;
+use super::int_gemm::{check_tn, prepare_tn};
+use super::matmul::{lt_sku, Prepared, Ptrs};
+use crate::checks::ALIGN_BYTES;
 use crate::Plan;
-use crate::checks::{ALIGN_BYTES, check_mat, mat_mut, mat_ref};
 
 const OP: &str = "fp8_gemm";
 
@@ -59,12 +60,12 @@ pub struct Fp8GemmArgs<'a, A, B, O> {
     pub b: MatrixRef<'a, B>,
     /// `D`, `m x n`, written.
     pub d: MatrixMut<'a, O>,
-    /// Dequantisation scale of `A` (one f32, 16-byte aligned).
-    pub scale_a: DeviceSlice<'a, f32>,
-    /// Dequantisation scale of `B` (one f32, 16-byte aligned).
-    pub scale_b: DeviceSlice<'a, f32>,
-    /// `max |D|` (one f32), when the descriptor asks for it.
-    pub amax: Option<DeviceSliceMut<'a, f32>>,
+    /// Dequantisation scale of `A`: `[1]`, 16-byte aligned.
+    pub scale_a: TensorRef<'a, f32, 1>,
+    /// Dequantisation scale of `B`: `[1]`, 16-byte aligned.
+    pub scale_b: TensorRef<'a, f32, 1>,
+    /// `max |D|`, `[1]`, when the descriptor asks for it.
+    pub amax: Option<TensorMut<'a, f32, 1>>,
 }
 
 /// The operand and output types a plan is for (a `fn` type keeps the plan
@@ -80,8 +81,11 @@ type Operands<A, B, O> = fn() -> (A, B, O);
 /// # Errors
 /// `Unsupported` (dtypes, layout, epilogue, sizes outside the fp8 rules of
 /// the module doc, or no fp8 algorithm on this GPU), `InvalidDescriptor`;
-/// from `run` as [`super::GemmPlan`], `ShapeMismatch` for an empty scale
-/// or amax slice, `InvalidArgument` for a scale not 16-byte aligned.
+/// from `run` as [`super::GemmPlan`], `ShapeMismatch` for a scale or amax
+/// other than `[1]`, `InvalidArgument` for a scale not 16-byte aligned.
+/// # Aliasing
+/// `D` and amax overlap neither each other nor `A`, `B` or the scales
+/// (`InvalidArgument` naming the output).
 pub struct Fp8GemmPlan<A: Element, B: Element, O: Element> {
     desc: Fp8GemmDescriptor,
     prepared: Prepared,
@@ -138,23 +142,26 @@ pub(crate) fn check_fp8_shape(g: &GemmDescriptor, out: ElementKind) -> Result<()
     Ok(())
 }
 
-fn one_f32(arg: &'static str, len: usize, ctx_got: usize, ctx: usize) -> Result<()> {
-    if ctx_got != ctx {
+/// Check a one-element tensor (a scale or amax): shape `[1]`, on context
+/// `ctx`. Its address.
+fn one_f32(arg: &'static str, v: &TensorRef<'_, f32, 1>, ctx: usize) -> Result<DevPtr<f32>> {
+    if v.data().ctx_id() != ctx {
         return Err(Error::ContextMismatch { op: OP, arg });
     }
-    if len < 1 {
+    if v.shape() != &[1] {
         return Err(Error::ShapeMismatch {
             op: OP,
             arg,
             expected: Shape::from([1]),
-            got: Shape::from([len]),
+            got: Shape::from(&v.shape()[..]),
         });
     }
-    Ok(())
+    Ok(v.data().ptr())
 }
 
 /// A scale or amax pointer must be 16-byte aligned (module doc).
-fn check_scale_aligned(arg: &'static str, addr: u64) -> Result<()> {
+fn check_scale_aligned(arg: &'static str, p: DevPtr<f32>) -> Result<()> {
+    let addr = p.addr();
     if addr % ALIGN_BYTES != 0 {
         return Err(Error::InvalidArgument {
             op: OP,
@@ -178,23 +185,21 @@ impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
         check_fp8_dtypes(A::KIND, B::KIND, O::KIND)?;
         check_tn(OP, g)?;
         check_fp8_shape(g, O::KIND)?;
-        check_pref(OP, pref)?;
-        let mut p = problem(
+        let fp8 = ((A::KIND, B::KIND), O::KIND, LtCompute::F32);
+        let prepared = prepare_tn(
             OP,
+            stream,
             g,
-            (A::KIND, B::KIND),
-            O::KIND,
-            LtCompute::F32,
-            LtEpilogue::Default,
-        );
-        p.fp8_scales = true;
-        let prepared = Prepared::new(stream, &p, pref)?.ok_or_else(|| Error::Unsupported {
-            op: OP,
-            what: format!(
-                "cuBLASLt has no fp8 algorithm for {g:?} on {} (fp8 needs sm_89 or newer)",
-                stream.context().device().arch
-            ),
-        })?;
+            fp8,
+            |p| p.fp8_scales = true,
+            pref,
+            || {
+                format!(
+                    "cuBLASLt has no fp8 algorithm for {g:?} on {} (fp8 needs sm_89 or newer)",
+                    stream.context().device().arch
+                )
+            },
+        )?;
         pref.check_workspace(OP, prepared.algo.workspace_bytes)?;
         let kernels = if desc.amax {
             Some(EpilogueKernels::load(stream, O::KIND)?)
@@ -202,12 +207,11 @@ impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
             None
         };
         let det = prepared.algo.is_deterministic();
-        let sku = KernelSku {
-            op: OP.to_string(),
-            element: A::KIND,
-            backend: BackendKind::CublasLt,
-            arch: stream.context().device().arch,
-            variant: format!(
+        let sku = lt_sku(
+            OP,
+            stream,
+            A::KIND,
+            format!(
                 "{} {}x{}->{} | {}{}",
                 g.layout,
                 A::KIND,
@@ -216,13 +220,8 @@ impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
                 prepared.describe(),
                 if desc.amax { " + amax kernel" } else { "" }
             ),
-            precision: PrecisionGuarantee {
-                math: MathPrecision::Fp8,
-                accumulator: ElementKind::F32,
-                deterministic: det,
-                bit_stable_on_same_hardware: det,
-            },
-        };
+            (MathPrecision::Fp8, ElementKind::F32, det),
+        );
         Ok(Fp8GemmPlan {
             desc: desc.clone(),
             prepared,
@@ -245,20 +244,27 @@ impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
     ) -> Result<()> {
         let g = &self.desc.gemm;
         let ctx = stream.context().id();
-        let l = g.layout;
-        check_mat(OP, "a", mat_ref(&args.a), (g.m, g.k, l.a(), g.lda), ctx)?;
-        check_mat(OP, "b", mat_ref(&args.b), (g.k, g.n, l.b(), g.ldb), ctx)?;
-        check_mat(OP, "d", mat_mut(&args.d), (g.m, g.n, l.c(), g.ldd), ctx)?;
-        one_f32("scale_a", args.scale_a.len(), args.scale_a.ctx_id(), ctx)?;
-        one_f32("scale_b", args.scale_b.len(), args.scale_b.ctx_id(), ctx)?;
-        check_scale_aligned("scale_a", args.scale_a.addr())?;
-        check_scale_aligned("scale_b", args.scale_b.addr())?;
+        let (a, b, d) = check_operands(OP, g, (&args.a, &args.b, &args.d), ctx)?;
+        let scale_a = one_f32("scale_a", &args.scale_a, ctx)?;
+        let scale_b = one_f32("scale_b", &args.scale_b, ctx)?;
+        check_scale_aligned("scale_a", scale_a)?;
+        check_scale_aligned("scale_b", scale_b)?;
+        let out = Region::matrix_mut(&args.d);
+        let mut inputs = vec![
+            ("a", Region::matrix(&args.a)),
+            ("b", Region::matrix(&args.b)),
+            ("scale_a", Region::flat::<f32>(scale_a.addr(), 1)),
+            ("scale_b", Region::flat::<f32>(scale_b.addr(), 1)),
+        ];
+        check_disjoint(OP, ("d", out), &inputs[2..])?;
         let amax = match (&args.amax, self.desc.amax) {
-            (Some(a), true) => {
-                one_f32("amax", a.len(), a.ctx_id(), ctx)?;
-                a.addr()
+            (Some(m), true) => {
+                let p = one_f32("amax", &m.as_const(), ctx)?;
+                inputs.push(("d", out));
+                check_disjoint(OP, ("amax", Region::flat::<f32>(p.addr(), 1)), &inputs)?;
+                m.data().ptr()
             }
-            (None, false) => 0,
+            (None, false) => Default::default(),
             (Some(_), false) => {
                 return Err(Error::InvalidArgument {
                     op: OP,
@@ -275,20 +281,11 @@ impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
             }
         };
         let ws_bytes = self.prepared.algo.workspace_bytes;
-        let ws = workspace.check(OP, ws_bytes, ctx)?;
-        let d = args.d.data().addr();
-        let ptrs = Ptrs {
-            a: args.a.data().addr(),
-            b: args.b.data().addr(),
-            // beta is 0, so C is not read; null, as `_scaled_mm` passes it.
-            c: 0,
-            d,
-            workspace: ws,
-            workspace_bytes: ws_bytes,
-            bias: 0,
-            aux: 0,
-            scales: Some((args.scale_a.addr(), args.scale_b.addr())),
-        };
+        let ws = workspace.check_ptr(OP, ws_bytes, ctx)?;
+        let mut ptrs = Ptrs::matmul(a.cast(), b.cast(), d.cast()).with_workspace(ws, ws_bytes);
+        // beta is 0, so C is not read; null, as `_scaled_mm` passes it.
+        ptrs.mat.c = DevPtr::NULL;
+        ptrs.scales = Some((scale_a, scale_b));
         // SAFETY: A, B, D checked above; the scales hold one f32 each on
         // this context, 16-byte aligned; C is null and unread (beta 0); the
         // workspace covers the algorithm.
@@ -309,7 +306,7 @@ impl<A: Element, B: Element, O: Element> Plan for Fp8GemmPlan<A, B, O> {
                     &mut init,
                 )
             }?;
-            let row = i32::from(l.c() == MatrixOrder::RowMajor);
+            let row = i32::from(g.layout.c() == MatrixOrder::RowMajor);
             let mut a = kernel_args(|a| {
                 a.push(d)?
                     .push(g.ldd as i64)?
@@ -375,21 +372,29 @@ mod tests {
 
     #[test]
     fn scale_alignment() {
-        assert!(check_scale_aligned("scale_a", 0x1000).is_ok());
+        assert!(check_scale_aligned("scale_a", DevPtr::from_addr(0x1000)).is_ok());
         assert!(matches!(
-            check_scale_aligned("scale_b", 0x1004),
+            check_scale_aligned("scale_b", DevPtr::from_addr(0x1004)),
             Err(Error::InvalidArgument { arg: "scale_b", .. })
         ));
     }
 
     #[test]
     fn scale_slices() {
+        // SAFETY: host-only inspection of a fake address.
+        let s = unsafe { baracuda_kernels_types::DeviceSlice::from_raw_parts(0x1000, 2, 1) };
+        let v = |n| TensorRef::new(s, [n], [1]).unwrap();
+        assert_eq!(one_f32("scale_a", &v(1), 1).unwrap().addr(), 0x1000);
         assert!(matches!(
-            one_f32("scale_a", 0, 1, 1),
+            one_f32("scale_a", &v(0), 1),
             Err(Error::ShapeMismatch { arg: "scale_a", .. })
         ));
         assert!(matches!(
-            one_f32("scale_a", 1, 2, 1),
+            one_f32("scale_a", &v(2), 1),
+            Err(Error::ShapeMismatch { arg: "scale_a", .. })
+        ));
+        assert!(matches!(
+            one_f32("scale_a", &v(1), 2),
             Err(Error::ContextMismatch { .. })
         ));
     }

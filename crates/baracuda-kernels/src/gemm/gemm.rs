@@ -7,17 +7,17 @@
 
 use std::marker::PhantomData;
 
-use baracuda_driver::{LtCompute, LtEpilogue, LtScalar, Stream};
+use baracuda_driver::{LtCompute, LtEpilogue, LtPointers, LtScalar, Stream};
 use baracuda_kernels_types::{
-    Activation, BackendKind, DeviceSlice, Element, ElementKind, EpilogueKind, Error, KernelSku,
-    LayoutSku, MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference,
-    PrecisionGuarantee, Result, Workspace,
+    Activation, BackendKind, DevPtrMut, Element, ElementKind, EpilogueKind, Error,
+    KernelSku, LayoutSku, MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result, TensorRef, Workspace,
 };
 
+use super::args::{check_bias, check_disjoint, check_operands, GemmC, Region};
 use super::epilogue::EpilogueKernels;
-use super::matmul::{scalar, Batch, Prepared, Problem, Ptrs};
+use super::matmul::{lt_sku, scalar, Batch, Prepared, Problem, Ptrs};
+use crate::checks::{check_at_least, check_mat, mat_mut, mat_ref, optional_arg, AUX_WHY};
 use crate::Plan;
-use crate::checks::{AUX_WHY, check_at_least, check_bias, check_mat, mat_mut, mat_ref, optional_arg};
 
 const OP: &str = "gemm";
 
@@ -132,12 +132,13 @@ pub struct GemmArgs<'a, T, O = T> {
     pub a: MatrixRef<'a, T>,
     /// `B`, `k x n`.
     pub b: MatrixRef<'a, T>,
-    /// `C`, `m x n` (may be `None` when `beta == 0`).
-    pub c: Option<MatrixRef<'a, O>>,
+    /// `C`, `m x n` with `ldc`: its own tensor, `D` itself (in place), or
+    /// none when `beta == 0`.
+    pub c: GemmC<MatrixRef<'a, O>>,
     /// `D`, `m x n`, written.
     pub d: MatrixMut<'a, O>,
-    /// Bias of length `n`, when the epilogue has one.
-    pub bias: Option<DeviceSlice<'a, O>>,
+    /// Bias `[n]` (unit stride), when the epilogue has one.
+    pub bias: Option<TensorRef<'a, O, 1>>,
     /// Pre-activation output, `m x n` with `D`'s order and `ldd`, when the
     /// descriptor has `save_aux`.
     pub aux: Option<MatrixMut<'a, O>>,
@@ -274,7 +275,14 @@ fn fused_epilogue(desc: &GemmDescriptor, o: ElementKind, batch: &Batch) -> Optio
 /// `InvalidDescriptor` (zero sizes, short leading dimensions, aux without
 /// activation), `Unsupported`, `PreferenceRejected` from `select`;
 /// `ShapeMismatch`, `InvalidArgument` (order, ld, alignment to 16 bytes,
-/// missing `c`/bias/aux), `ContextMismatch`, `WorkspaceTooSmall` from `run`.
+/// a bias of stride other than 1, missing `c`/bias/aux, an overlap the
+/// aliasing rules refuse), `ContextMismatch`, `WorkspaceTooSmall` from
+/// `run`.
+/// # Aliasing
+/// `D` may be `C`: [`GemmC::Output`] (or a `C` view of exactly `D`'s
+/// elements) accumulates in place, `D = act(alpha op(A) op(B) + beta D +
+/// bias)`, when `ldc == ldd`. `D` and aux overlap nothing else (`A`, `B`,
+/// `C`, the bias, each other): `InvalidArgument` naming the output.
 pub struct GemmPlan<T: Element, O: Element = T> {
     desc: GemmDescriptor,
     /// [`Batch::ONE`], or the strided batch of a `BatchedGemmPlan`.
@@ -344,12 +352,11 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
         };
         pref.check_workspace(op, prepared.algo.workspace_bytes)?;
         let deterministic = prepared.algo.is_deterministic();
-        let sku = KernelSku {
-            op: op.to_string(),
-            element: T::KIND,
-            backend: BackendKind::CublasLt,
-            arch: stream.context().device().arch,
-            variant: format!(
+        let sku = lt_sku(
+            op,
+            stream,
+            T::KIND,
+            format!(
                 "{}{} {} {}->{} | {}{}",
                 desc.layout,
                 if batch.count > 1 {
@@ -367,13 +374,8 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
                     ""
                 }
             ),
-            precision: PrecisionGuarantee {
-                math,
-                accumulator: acc,
-                deterministic,
-                bit_stable_on_same_hardware: deterministic,
-            },
-        };
+            (math, acc, deterministic),
+        );
         Ok(GemmPlan {
             desc: desc.clone(),
             batch: *batch,
@@ -413,42 +415,46 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
         let ctx = stream.context().id();
         let d = &self.desc;
         let l = d.layout;
-        check_mat(op, "a", mat_ref(&args.a), (d.m, d.k, l.a(), d.lda), ctx)?;
-        check_mat(op, "b", mat_ref(&args.b), (d.k, d.n, l.b(), d.ldb), ctx)?;
-        check_mat(op, "d", mat_mut(&args.d), (d.m, d.n, l.c(), d.ldd), ctx)?;
-        let c_addr = match &args.c {
-            Some(c) => {
+        let (a, b, dp) = check_operands(op, d, (&args.a, &args.b, &args.d), ctx)?;
+        let out = Region::matrix_mut(&args.d);
+        let mut inputs = vec![("a", Region::matrix(&args.a)), ("b", Region::matrix(&args.b))];
+        let c = args
+            .c
+            .resolve(op, args.beta, (dp.cast(), d.ldc == d.ldd), |c| {
                 check_mat(op, "c", mat_ref(c), (d.m, d.n, l.c(), d.ldc), ctx)?;
-                c.data().addr()
-            }
-            None if args.beta != 0.0 => {
-                return Err(Error::InvalidArgument {
-                    op,
-                    arg: "c",
-                    reason: format!("beta = {} but no C was given", args.beta),
-                })
-            }
-            // Null, not D: cuBLASLt refuses C == D unless their layouts
-            // match (ldc may differ from ldd), and reads no C when beta is 0.
-            None => 0,
-        };
-        let bias_addr = check_bias(op, "bias", d.epilogue.has_bias(), args.bias, d.n, ctx)?;
-        let aux_addr = optional_arg(op, "aux", args.aux.as_ref(), d.save_aux, AUX_WHY, |a| {
-            check_mat(op, "aux", mat_mut(a), (d.m, d.n, l.c(), d.ldd), ctx)?;
-            Ok(a.data().addr())
+                let rc = Region::matrix(c);
+                if rc != out {
+                    check_disjoint(op, ("d", out), &[("c", rc)])?;
+                    inputs.push(("c", rc));
+                }
+                Ok(c.data().ptr().cast())
+            })?;
+        let has_bias = d.epilogue.has_bias();
+        let bias = check_bias(op, "bias", has_bias, args.bias.as_ref(), d.n, ctx)?;
+        if let Some(b) = &args.bias {
+            inputs.push(("bias", Region::vector(b)));
+            check_disjoint(op, ("d", out), &inputs[inputs.len() - 1..])?;
+        }
+        let aux = optional_arg(op, "aux", args.aux.as_ref(), d.save_aux, AUX_WHY, |z| {
+            check_mat(op, "aux", mat_mut(z), (d.m, d.n, l.c(), d.ldd), ctx)?;
+            inputs.push(("d", out));
+            check_disjoint(op, ("aux", Region::matrix_mut(z)), &inputs)?;
+            Ok(z.data().addr())
         })?;
         let ws_bytes = self.prepared.algo.workspace_bytes;
-        let ws = workspace.check(op, ws_bytes, ctx)?;
+        let ws = workspace.check_ptr(op, ws_bytes, ctx)?;
         let ptrs = Ptrs {
-            a: args.a.data().addr(),
-            b: args.b.data().addr(),
-            c: c_addr,
-            d: args.d.data().addr(),
-            workspace: ws,
-            workspace_bytes: ws_bytes,
-            bias: bias_addr,
-            aux: aux_addr,
-            scales: None,
+            mat: LtPointers {
+                a: a.cast(),
+                b: b.cast(),
+                c,
+                d: dp.cast(),
+                workspace: ws,
+                workspace_bytes: ws_bytes,
+            },
+            bias: bias.cast(),
+            aux: DevPtrMut::from_addr(aux),
+            ..Ptrs::default()
         };
         let alpha = scalar(self.compute, true, args.alpha);
         let beta = scalar(self.compute, true, args.beta);
@@ -491,7 +497,7 @@ impl<T: Element, O: Element> GemmPlan<T, O> {
                 stream,
                 shape,
                 &self.batch,
-                (p.d, p.bias, p.aux),
+                (p.mat.d, p.bias, p.aux),
                 d.epilogue.activation(),
             )
         }
@@ -534,7 +540,7 @@ impl<T: Element, O: Element> Plan for GemmPlan<T, O> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baracuda_kernels_types::Autotune;
+    use baracuda_kernels_types::{Autotune, DeviceSlice};
 
     fn desc() -> GemmDescriptor {
         GemmDescriptor::new(64, 48, 32, LayoutSku::Rcr)
@@ -750,21 +756,5 @@ mod tests {
             check_mat(OP, "a", mat_ref(&mis), want, 7),
             Err(Error::InvalidArgument { .. })
         ));
-        assert!(matches!(
-            check_bias(OP, "bias", true, Some(s), 8, 7),
-            Err(Error::ShapeMismatch { arg: "bias", .. })
-        ));
-        assert!(matches!(
-            check_bias::<f32>(OP, "bias", true, None, 8, 7),
-            Err(Error::InvalidArgument { arg: "bias", .. })
-        ));
-        assert!(matches!(
-            check_bias(OP, "bias", false, Some(s), 64, 7),
-            Err(Error::InvalidArgument { arg: "bias", .. })
-        ));
-        assert_eq!(
-            check_bias(OP, "bias", true, Some(s), 64, 7).unwrap(),
-            0x1000
-        );
     }
 }

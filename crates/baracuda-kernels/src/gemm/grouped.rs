@@ -17,14 +17,15 @@
 
 use baracuda_driver::{LtScalar, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DeviceSlice, Element, EpilogueKind, Error, KernelSku, LayoutSku, MatrixMut,
-    MatrixRef, PlanPreference, PrecisionGuarantee, Result, Shape, Workspace,
+    Element, EpilogueKind, Error, KernelSku, LayoutSku, MatrixMut, MatrixRef,
+    PlanPreference, PrecisionGuarantee, Result, Shape, TensorRef, Workspace,
 };
 
+use super::args::{check_disjoint, GemmC, Region};
 use super::gemm::{compute_for, GemmArgs, GemmDescriptor, GemmPlan};
-use super::matmul::Ptrs;
+use super::matmul::{lt_sku, Ptrs};
+use crate::checks::{optional_arg, AUX_WHY, BIAS_WHY};
 use crate::Plan;
-use crate::checks::{AUX_WHY, BIAS_WHY, optional_arg};
 
 const OP: &str = "grouped_gemm";
 
@@ -89,7 +90,13 @@ impl GroupedGemmDescriptor {
         let lens = [
             ("a", Some(args.a.len())),
             ("b", Some(args.b.len())),
-            ("c", args.c.as_ref().map(Vec::len)),
+            (
+                "c",
+                match &args.c {
+                    GemmC::Tensor(c) => Some(c.len()),
+                    _ => None,
+                },
+            ),
             ("d", Some(args.d.len())),
             ("bias", args.bias.as_ref().map(Vec::len)),
             ("aux", args.aux.as_ref().map(Vec::len)),
@@ -107,7 +114,7 @@ impl GroupedGemmDescriptor {
                 _ => {}
             }
         }
-        if args.c.is_none() && args.beta != 0.0 {
+        if matches!(args.c, GemmC::None) && args.beta != 0.0 {
             return Err(Error::InvalidArgument {
                 op: OP,
                 arg: "c",
@@ -146,14 +153,14 @@ impl GroupedGemmDescriptor {
             shape("a", dims(args.a[g].rows(), args.a[g].cols()), (0, k))?;
             shape("b", dims(args.b[g].rows(), args.b[g].cols()), (k, n))?;
             shape("d", dims(args.d[g].rows(), args.d[g].cols()), (0, n))?;
-            if let Some(c) = &args.c {
+            if let GemmC::Tensor(c) = &args.c {
                 shape("c", dims(c[g].rows(), c[g].cols()), (0, n))?;
             }
             if let Some(z) = &args.aux {
                 shape("aux", dims(z[g].rows(), z[g].cols()), (0, n))?;
             }
             if let Some(b) = &args.bias {
-                shape("bias", dims(1, b[g].len()), (1, n))?;
+                shape("bias", dims(1, b[g].shape()[0]), (1, n))?;
             }
         }
         Ok(())
@@ -168,13 +175,13 @@ pub struct GroupedGemmArgs<'a, T> {
     pub a: Vec<MatrixRef<'a, T>>,
     /// `B[g]`, `k_g x n_g`.
     pub b: Vec<MatrixRef<'a, T>>,
-    /// `C[g]`, `m_g x n_g` in `D`'s order (may be `None` when
-    /// `beta == 0`).
-    pub c: Option<Vec<MatrixRef<'a, T>>>,
+    /// `C[g]`, `m_g x n_g` in `D`'s order: one per group, every `D`
+    /// itself (in place), or none when `beta == 0`.
+    pub c: GemmC<Vec<MatrixRef<'a, T>>>,
     /// `D[g]`, `m_g x n_g`, written.
     pub d: Vec<MatrixMut<'a, T>>,
-    /// `bias[g]`, `n_g` elements, when the epilogue has a bias.
-    pub bias: Option<Vec<DeviceSlice<'a, T>>>,
+    /// `bias[g]`, `[n_g]` with unit stride, when the epilogue has a bias.
+    pub bias: Option<Vec<TensorRef<'a, T, 1>>>,
     /// `Z[g]`, `m_g x n_g` in `D`'s order, written, when the descriptor has
     /// `save_aux`.
     pub aux: Option<Vec<MatrixMut<'a, T>>>,
@@ -202,6 +209,10 @@ pub struct GroupedGemmArgs<'a, T> {
 /// shape, `InvalidArgument` for a missing or unexpected `c`, bias or aux
 /// list, and every check of [`GemmPlan`] per group. Every group is checked
 /// before any is enqueued, so a bad argument writes nothing.
+/// # Aliasing
+/// Each group's `D` may be its `C` ([`GemmC::Output`]: every group
+/// accumulates in place). No other output (`D`, aux) overlaps an input or
+/// another output of any group: `InvalidArgument` naming the output.
 pub struct GroupedGemmPlan<T: Element> {
     desc: GroupedGemmDescriptor,
     plans: Vec<Option<GemmPlan<T>>>,
@@ -213,7 +224,7 @@ pub struct GroupedGemmPlan<T: Element> {
 struct Checked<'p, 'a, T: Element> {
     plan: &'p GemmPlan<T>,
     /// Holds the group's borrows until it is enqueued.
-    _args: GemmArgs<'a, T>,
+    args: GemmArgs<'a, T>,
     ptrs: Ptrs,
     alpha: LtScalar,
     beta: LtScalar,
@@ -280,12 +291,11 @@ impl<T: Element> Plan for GroupedGemmPlan<T> {
             .flatten()
             .all(|p| p.sku().precision.deterministic);
         let post = plans.iter().flatten().filter(|p| p.has_post()).count();
-        let sku = KernelSku {
-            op: OP.to_string(),
-            element: T::KIND,
-            backend: BackendKind::CublasLt,
-            arch: stream.context().device().arch,
-            variant: format!(
+        let sku = lt_sku(
+            OP,
+            stream,
+            T::KIND,
+            format!(
                 "{} groups ({} distinct shapes), one cuBLASLt matmul per group, {} {}{}",
                 desc.problems.len(),
                 shapes.len(),
@@ -297,12 +307,8 @@ impl<T: Element> Plan for GroupedGemmPlan<T> {
                     String::new()
                 }
             ),
-            precision: PrecisionGuarantee {
-                deterministic,
-                bit_stable_on_same_hardware: deterministic,
-                ..precision
-            },
-        };
+            (precision.math, precision.accumulator, deterministic),
+        );
         Ok(GroupedGemmPlan {
             desc: desc.clone(),
             plans,
@@ -325,7 +331,11 @@ impl<T: Element> Plan for GroupedGemmPlan<T> {
         self.desc.check_lists(&args)?;
         workspace.check(OP, self.workspace_bytes, stream.context().id())?;
         let (alpha, beta) = (args.alpha, args.beta);
-        let mut c = args.c.map(Vec::into_iter);
+        let c_is_d = matches!(args.c, GemmC::Output);
+        let mut c = match args.c {
+            GemmC::Tensor(c) => Some(c.into_iter()),
+            _ => None,
+        };
         let mut bias = args.bias.map(Vec::into_iter);
         let mut aux = args.aux.map(Vec::into_iter);
         // Check every group before enqueueing any, so a bad argument
@@ -337,7 +347,11 @@ impl<T: Element> Plan for GroupedGemmPlan<T> {
             let group = GemmArgs {
                 a,
                 b,
-                c: take(&mut c),
+                c: match take(&mut c) {
+                    Some(c) => GemmC::Tensor(c),
+                    None if c_is_d => GemmC::Output,
+                    None => GemmC::None,
+                },
                 d,
                 bias: take(&mut bias),
                 aux: take(&mut aux),
@@ -349,16 +363,17 @@ impl<T: Element> Plan for GroupedGemmPlan<T> {
             let (ptrs, alpha, beta) = plan.checked(OP, stream, reborrow(&mut workspace), &group)?;
             checked.push(Checked {
                 plan,
-                _args: group,
+                args: group,
                 ptrs,
                 alpha,
                 beta,
             });
         }
+        check_across_groups(&checked)?;
         for g in &checked {
             // SAFETY: `checked` proved this group's operands hold the
             // extents their layouts reach on this context, 16-byte aligned,
-            // and the workspace the largest group's bytes; `_args` keeps
+            // and the workspace the largest group's bytes; `args` keeps
             // the borrows (D and aux exclusive) alive while the work is
             // enqueued. Groups run one after another on the stream, so they
             // share the workspace safely.
@@ -368,10 +383,47 @@ impl<T: Element> Plan for GroupedGemmPlan<T> {
     }
 }
 
+/// What a group's run reads (`C` only when it is not `D` itself) and
+/// writes.
+type Regions = (Vec<(&'static str, Region)>, Vec<(&'static str, Region)>);
+
+fn regions<T: Element>(g: &GemmArgs<'_, T>) -> Regions {
+    let d = Region::matrix_mut(&g.d);
+    let mut reads = vec![("a", Region::matrix(&g.a)), ("b", Region::matrix(&g.b))];
+    if let GemmC::Tensor(c) = &g.c {
+        let rc = Region::matrix(c);
+        if rc != d {
+            reads.push(("c", rc));
+        }
+    }
+    reads.extend(g.bias.as_ref().map(|b| ("bias", Region::vector(b))));
+    let mut writes = vec![("d", d)];
+    writes.extend(g.aux.as_ref().map(|z| ("aux", Region::matrix_mut(z))));
+    (reads, writes)
+}
+
+/// Every output of a group against the inputs and outputs of every other
+/// group (each group's plan checked its own).
+fn check_across_groups<T: Element>(checked: &[Checked<'_, '_, T>]) -> Result<()> {
+    let all: Vec<Regions> = checked.iter().map(|g| regions(&g.args)).collect();
+    for (i, (_, writes)) in all.iter().enumerate() {
+        let others: Vec<(&'static str, Region)> = all
+            .iter()
+            .enumerate()
+            .filter(|&(j, _)| j != i)
+            .flat_map(|(_, (r, w))| r.iter().chain(w).copied())
+            .collect();
+        for &out in writes {
+            check_disjoint(OP, out, &others)?;
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baracuda_kernels_types::{DeviceSliceMut, MatrixOrder};
+    use baracuda_kernels_types::{DeviceSlice, DeviceSliceMut, MatrixOrder};
 
     fn moe(e: EpilogueKind) -> GroupedGemmDescriptor {
         GroupedGemmDescriptor::new(vec![(5, 8, 4), (0, 8, 4), (3, 6, 4)], LayoutSku::Rcr)
@@ -443,7 +495,7 @@ mod tests {
             b: p.iter()
                 .map(|&(_, n, k)| MatrixRef::new(fake(next(), k * n), k, n, k, col).unwrap())
                 .collect(),
-            c: Some(
+            c: GemmC::Tensor(
                 p.iter()
                     .map(|&(m, n, _)| MatrixRef::new(fake(next(), m * n), m, n, n, row).unwrap())
                     .collect(),
@@ -454,7 +506,7 @@ mod tests {
             bias: d.epilogue.has_bias().then(|| {
                 p.iter()
                     .zip(bias_extra)
-                    .map(|(&(_, n, _), x)| fake(next(), n + x))
+                    .map(|(&(_, n, _), x)| TensorRef::new(fake(next(), n + x), [n + x], [1]).unwrap())
                     .collect()
             }),
             aux: None,
@@ -485,7 +537,7 @@ mod tests {
             Err(Error::InvalidArgument { arg: "bias", .. })
         ));
         let mut a = lists(&d, [0; 3]);
-        a.c = None;
+        a.c = GemmC::None;
         assert!(matches!(
             d.check_lists(&a),
             Err(Error::InvalidArgument { arg: "c", .. })
@@ -493,7 +545,9 @@ mod tests {
         a.beta = 0.0;
         assert!(d.check_lists(&a).is_ok());
         let mut a = lists(&d, [0; 3]);
-        a.c.as_mut().unwrap().truncate(1);
+        if let GemmC::Tensor(c) = &mut a.c {
+            c.truncate(1);
+        }
         assert!(matches!(
             d.check_lists(&a),
             Err(Error::ShapeMismatch { arg: "c", .. })

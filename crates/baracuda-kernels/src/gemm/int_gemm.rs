@@ -6,16 +6,17 @@ use std::marker::PhantomData;
 
 use baracuda_driver::{LtCompute, LtEpilogue, LtScalar, Stream};
 use baracuda_kernels_types::{
-    BackendKind, Element, ElementKind, EpilogueKind, Error, KernelSku, LayoutSku, MathPrecision,
-    MatrixMut, MatrixOrder, MatrixRef, PlanPreference, PrecisionGuarantee, Result, Workspace,
+    DevPtrMut, Element, ElementKind, EpilogueKind, Error, KernelSku, LayoutSku,
+    MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result,
+    Workspace,
 };
 
+use super::args::check_operands;
 use super::batched::span;
 use super::epilogue::{kernel_args, EpilogueKernels};
 use super::gemm::{check_pref, problem, GemmDescriptor};
-use super::matmul::{Prepared, Ptrs};
+use super::matmul::{lt_sku, Prepared, Problem, Ptrs};
 use crate::Plan;
-use crate::checks::{check_mat, mat_mut, mat_ref};
 
 const OP: &str = "int_gemm";
 
@@ -72,6 +73,25 @@ pub(crate) fn check_tn(op: &'static str, g: &GemmDescriptor) -> Result<()> {
     Ok(())
 }
 
+/// The matmul of an int8 or fp8 plan (operands `ab`, output `o`, no `C`,
+/// identity epilogue) after [`check_tn`] and the preference check;
+/// `Unsupported` saying `what` when cuBLASLt has no algorithm for it.
+pub(crate) fn prepare_tn(
+    op: &'static str,
+    stream: &Stream,
+    g: &GemmDescriptor,
+    (ab, o, compute): ((ElementKind, ElementKind), ElementKind, LtCompute),
+    adjust: impl FnOnce(&mut Problem),
+    pref: &PlanPreference,
+    what: impl FnOnce() -> String,
+) -> Result<Prepared> {
+    check_tn(op, g)?;
+    check_pref(op, pref)?;
+    let mut p = problem(op, g, ab, o, compute, LtEpilogue::Default);
+    adjust(&mut p);
+    Prepared::new(stream, &p, pref)?.ok_or_else(|| Error::Unsupported { op, what: what() })
+}
+
 /// s8 x s8 -> s32 / f32 / bf16 GEMM through cuBLASLt.
 ///
 /// # Shapes
@@ -84,6 +104,8 @@ pub(crate) fn check_tn(op: &'static str, g: &GemmDescriptor) -> Result<()> {
 /// (sizes, leading dimensions not multiples of 16); from `run` as
 /// [`super::GemmPlan`], and `InvalidArgument` for `scale != 1` with s32
 /// output.
+/// # Aliasing
+/// `D` overlaps neither `A` nor `B` (`InvalidArgument` naming `d`).
 pub struct IntGemmPlan<O: Element> {
     desc: IntGemmDescriptor,
     prepared: Prepared,
@@ -100,8 +122,6 @@ impl<O: Element> Plan for IntGemmPlan<O> {
 
     fn select(stream: &Stream, desc: &IntGemmDescriptor, pref: &PlanPreference) -> Result<Self> {
         let g = &desc.gemm;
-        check_tn(OP, g)?;
-        check_pref(OP, pref)?;
         if !matches!(
             O::KIND,
             ElementKind::I32 | ElementKind::F32 | ElementKind::Bf16
@@ -111,19 +131,16 @@ impl<O: Element> Plan for IntGemmPlan<O> {
                 what: format!("{} output (i32, f32, bf16)", O::KIND),
             });
         }
-        let mut p = problem(
+        let int = ((ElementKind::I8, ElementKind::I8), ElementKind::I32, LtCompute::I32);
+        let prepared = prepare_tn(
             OP,
+            stream,
             g,
-            (ElementKind::I8, ElementKind::I8),
-            ElementKind::I32,
-            LtCompute::I32,
-            LtEpilogue::Default,
-        );
-        p.float_scale = false;
-        let prepared = Prepared::new(stream, &p, pref)?.ok_or_else(|| Error::Unsupported {
-            op: OP,
-            what: format!("cuBLASLt has no int8 algorithm for {g:?}"),
-        })?;
+            int,
+            |p| p.float_scale = false,
+            pref,
+            || format!("cuBLASLt has no int8 algorithm for {g:?}"),
+        )?;
         let lt_ws = prepared.algo.workspace_bytes;
         let (post, acc_offset, workspace_bytes) = if O::KIND == ElementKind::I32 {
             (None, 0, lt_ws)
@@ -136,12 +153,11 @@ impl<O: Element> Plan for IntGemmPlan<O> {
             )
         };
         pref.check_workspace(OP, workspace_bytes)?;
-        let sku = KernelSku {
-            op: OP.to_string(),
-            element: ElementKind::I8,
-            backend: BackendKind::CublasLt,
-            arch: stream.context().device().arch,
-            variant: format!(
+        let sku = lt_sku(
+            OP,
+            stream,
+            ElementKind::I8,
+            format!(
                 "{} s8->{} | {}{}",
                 g.layout,
                 O::KIND,
@@ -152,13 +168,8 @@ impl<O: Element> Plan for IntGemmPlan<O> {
                     ""
                 }
             ),
-            precision: PrecisionGuarantee {
-                math: MathPrecision::Integer,
-                accumulator: ElementKind::I32,
-                deterministic: true,
-                bit_stable_on_same_hardware: true,
-            },
-        };
+            (MathPrecision::Integer, ElementKind::I32, true),
+        );
         Ok(IntGemmPlan {
             desc: desc.clone(),
             prepared,
@@ -183,10 +194,7 @@ impl<O: Element> Plan for IntGemmPlan<O> {
     ) -> Result<()> {
         let g = &self.desc.gemm;
         let ctx = stream.context().id();
-        let l = g.layout;
-        check_mat(OP, "a", mat_ref(&args.a), (g.m, g.k, l.a(), g.lda), ctx)?;
-        check_mat(OP, "b", mat_ref(&args.b), (g.k, g.n, l.b(), g.ldb), ctx)?;
-        check_mat(OP, "d", mat_mut(&args.d), (g.m, g.n, l.c(), g.ldd), ctx)?;
+        let (a, b, d) = check_operands(OP, g, (&args.a, &args.b, &args.d), ctx)?;
         if self.post.is_none() && args.scale != 1.0 {
             return Err(Error::InvalidArgument {
                 op: OP,
@@ -197,23 +205,14 @@ impl<O: Element> Plan for IntGemmPlan<O> {
                 ),
             });
         }
-        let ws = workspace.check(OP, self.workspace_bytes, ctx)?;
-        let out = if self.post.is_some() {
-            ws + self.acc_offset as u64
+        let ws = workspace.check_ptr(OP, self.workspace_bytes, ctx)?;
+        let out: DevPtrMut<i32> = if self.post.is_some() {
+            ws.byte_add(self.acc_offset).cast()
         } else {
-            args.d.data().addr()
+            d.cast()
         };
-        let ptrs = Ptrs {
-            a: args.a.data().addr(),
-            b: args.b.data().addr(),
-            c: out,
-            d: out,
-            workspace: ws,
-            workspace_bytes: self.prepared.algo.workspace_bytes,
-            bias: 0,
-            aux: 0,
-            scales: None,
-        };
+        let ptrs = Ptrs::matmul(a.cast(), b.cast(), out.cast())
+            .with_workspace(ws, self.prepared.algo.workspace_bytes);
         // SAFETY: A, B, D checked above; the s32 accumulator lies in the
         // workspace at acc_offset, sized in select for D's span.
         unsafe {
@@ -221,12 +220,12 @@ impl<O: Element> Plan for IntGemmPlan<O> {
                 .enqueue(stream, LtScalar::I32(1), LtScalar::I32(0), ptrs)
         }?;
         if let Some(k) = &self.post {
-            let row = i32::from(l.c() == MatrixOrder::RowMajor);
+            let row = i32::from(g.layout.c() == MatrixOrder::RowMajor);
             let ld = g.ldd as i64;
             let mut a = kernel_args(|a| {
-                a.push(out)?
+                a.push(out.as_const())?
                     .push(ld)?
-                    .push(args.d.data().addr())?
+                    .push(d)?
                     .push(ld)?
                     .push(row)?;
                 a.push(g.m as i64)?.push(g.n as i64)?.push(args.scale)?;

@@ -19,22 +19,22 @@
 
 use baracuda_driver::{LtCompute, LtEpilogue, Stream};
 use baracuda_kernels_types::{
-    Activation, Autotune, DeviceSlice, DeviceSliceMut, Element, EpilogueKind, Error, Grad, Grads,
-    KernelSku, MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result, Workspace,
+    Activation, Autotune, DevPtr, DevPtrMut, Element, EpilogueKind, Error, Grad, Grads, KernelSku,
+    MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result, TensorMut, TensorRef, Workspace,
 };
 
+use super::args::{check_bias_mut, check_disjoint, GemmC, Region};
 use super::epilogue::{
     act_code, kernel_args, skinny_fits, ColSumSplit, EpilogueKernels, SKINNY_MAX_TOKENS,
 };
 use super::gemm::{compute_for, problem, GemmArgs, GemmDescriptor, GemmPlan};
 use super::matmul::{scalar, Prepared, Ptrs};
 use super::plain::LinearMatmul;
-
+use crate::checks::{check_at_least, check_grads, check_mat, mat_mut, mat_ref};
 use crate::{Backward, Plan};
 
 mod tuning;
 use tuning::{fused_db_is_faster, skinny_is_faster};
-use crate::checks::{check_at_least, check_bias, check_grads, check_mat, mat_mut, mat_ref};
 
 const OP: &str = "linear";
 
@@ -179,34 +179,49 @@ impl LinearDescriptor {
     }
 
     /// Check the forward's `x`, `w`, `y` and `aux` on context `ctx` against
-    /// the descriptor, under the layer's names (the forward GEMM's checks,
-    /// bias included, follow in `run`).
+    /// the descriptor, and that `y` and `aux` overlap no input and not each
+    /// other, under the layer's names (the forward GEMM's checks, bias
+    /// included, follow in `run`).
     fn check_fw<T: Element>(&self, ctx: usize, args: &LinearArgs<'_, T>) -> Result<()> {
         let (t, i, o) = self.shape();
         let row = MatrixOrder::RowMajor;
         check_mat(OP, "x", mat_ref(&args.x), (t, i, row, self.ldx), ctx)?;
         check_mat(OP, "w", mat_ref(&args.w), (o, i, row, self.ldw), ctx)?;
         check_mat(OP, "y", mat_mut(&args.y), (t, o, row, self.ldy), ctx)?;
+        let mut inputs = vec![("x", Region::matrix(&args.x)), ("w", Region::matrix(&args.w))];
+        inputs.extend(args.bias.as_ref().map(|b| ("bias", Region::vector(b))));
+        let y = Region::matrix_mut(&args.y);
+        check_disjoint(OP, ("y", y), &inputs)?;
         if let Some(z) = &args.aux {
             check_mat(OP, "aux", mat_mut(z), (t, o, row, self.ldy), ctx)?;
+            inputs.push(("y", y));
+            check_disjoint(OP, ("aux", Region::matrix_mut(z)), &inputs)?;
         }
         Ok(())
     }
 
     /// Check backward `args` on context `ctx` against the descriptor (as
-    /// `run_bw` does) and return their addresses (0 for those not given).
-    fn check_bw<T: Element>(&self, ctx: usize, args: &LinearBwArgs<'_, T>) -> Result<BwAddrs> {
+    /// `run_bw` does), including that no gradient overlaps an input or
+    /// another gradient, and return their addresses (null for those not
+    /// given).
+    fn check_bw<T: Element>(&self, ctx: usize, args: &LinearBwArgs<'_, T>) -> Result<BwAddrs<T>> {
         let (t, i, o) = self.shape();
         let row = MatrixOrder::RowMajor;
         check_mat(OP, "x", mat_ref(&args.x), (t, i, row, self.ldx), ctx)?;
         check_mat(OP, "w", mat_ref(&args.w), (o, i, row, self.ldw), ctx)?;
         check_mat(OP, "dy", mat_ref(&args.dy), (t, o, row, self.lddy), ctx)?;
+        let mut reads = vec![
+            ("x", Region::matrix(&args.x)),
+            ("w", Region::matrix(&args.w)),
+            ("dy", Region::matrix(&args.dy)),
+        ];
         let act = self.epilogue.activation();
         let z = match (&args.aux, act) {
-            (_, Activation::Identity) => 0,
+            (_, Activation::Identity) => DevPtr::NULL,
             (Some(z), _) => {
                 check_mat(OP, "aux", mat_ref(z), (t, o, row, self.ldy), ctx)?;
-                z.data().addr()
+                reads.push(("aux", Region::matrix(z)));
+                z.data().ptr()
             }
             (None, _) => {
                 return Err(Error::InvalidArgument {
@@ -219,38 +234,47 @@ impl LinearDescriptor {
                 })
             }
         };
+        let mut writes = Vec::new();
         let dx = match &args.dx {
             Some(dx) => {
                 check_mat(OP, "dx", mat_mut(dx), (t, i, row, self.lddx), ctx)?;
-                dx.data().addr()
+                writes.push(("dx", Region::matrix_mut(dx)));
+                dx.data().ptr()
             }
-            None => 0,
+            None => DevPtrMut::NULL,
         };
         let dw = match &args.dw {
             Some(dw) => {
                 check_mat(OP, "dw", mat_mut(dw), (o, i, row, self.lddw), ctx)?;
-                dw.data().addr()
+                writes.push(("dw", Region::matrix_mut(dw)));
+                dw.data().ptr()
             }
-            None => 0,
+            None => DevPtrMut::NULL,
         };
-        let db = match &args.dbias {
-            Some(_) if args.dw.is_none() => {
-                return Err(Error::InvalidArgument {
-                    op: OP,
-                    arg: "dbias",
-                    reason: "dbias is computed with dw; pass dw too".into(),
-                })
-            }
-            Some(db) => {
-                let has_bias = self.epilogue.has_bias();
-                check_bias(OP, "dbias", has_bias, Some(db.as_const()), o, ctx)?
-            }
-            None => 0,
-        };
+        if args.dbias.is_some() && args.dw.is_none() {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                arg: "dbias",
+                reason: "dbias is computed with dw; pass dw too".into(),
+            });
+        }
+        let has_bias = self.epilogue.has_bias() && args.dbias.is_some();
+        let db = check_bias_mut(OP, "dbias", has_bias, args.dbias.as_ref(), o, ctx)?;
+        if let Some(v) = &args.dbias {
+            writes.push(("dbias", Region::vector(&v.as_const())));
+        }
+        // dX is written before dW and db are computed from dY and X (and
+        // each gradient before the next), so no gradient may share a byte
+        // with an input or another gradient.
+        for (k, &out) in writes.iter().enumerate() {
+            reads.extend(writes[..k].iter().copied());
+            check_disjoint(OP, out, &reads)?;
+            reads.truncate(reads.len() - k);
+        }
         Ok(BwAddrs {
-            x: args.x.data().addr(),
-            w: args.w.data().addr(),
-            dy: args.dy.data().addr(),
+            x: args.x.data().ptr(),
+            w: args.w.data().ptr(),
+            dy: args.dy.data().ptr(),
             z,
             dx,
             dw,
@@ -259,16 +283,16 @@ impl LinearDescriptor {
     }
 }
 
-/// Device addresses of a checked backward (0: not given).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-struct BwAddrs {
-    x: u64,
-    w: u64,
-    dy: u64,
-    z: u64,
-    dx: u64,
-    dw: u64,
-    db: u64,
+/// Device addresses of a checked backward (null: not given).
+#[derive(Debug)]
+struct BwAddrs<T> {
+    x: DevPtr<T>,
+    w: DevPtr<T>,
+    dy: DevPtr<T>,
+    z: DevPtr<T>,
+    dx: DevPtrMut<T>,
+    dw: DevPtrMut<T>,
+    db: DevPtrMut<T>,
 }
 
 /// Forward tensors (row-major, leading dimensions as the descriptor's).
@@ -278,8 +302,8 @@ pub struct LinearArgs<'a, T> {
     pub x: MatrixRef<'a, T>,
     /// `W`, `[out, in]`.
     pub w: MatrixRef<'a, T>,
-    /// `b`, `[out]`, when the epilogue has a bias.
-    pub bias: Option<DeviceSlice<'a, T>>,
+    /// `b`, `[out]` with unit stride, when the epilogue has a bias.
+    pub bias: Option<TensorRef<'a, T, 1>>,
     /// `Y`, `[tokens, out]`, written.
     pub y: MatrixMut<'a, T>,
     /// `Z`, `[tokens, out]`, written when `save_aux`.
@@ -301,8 +325,9 @@ pub struct LinearBwArgs<'a, T> {
     pub dx: Option<MatrixMut<'a, T>>,
     /// `dW`, `[out, in]`, written.
     pub dw: Option<MatrixMut<'a, T>>,
-    /// `dbias`, `[out]`, written (needs `dw`, and a bias in the epilogue).
-    pub dbias: Option<DeviceSliceMut<'a, T>>,
+    /// `dbias`, `[out]` with unit stride, written (needs `dw`, and a bias
+    /// in the epilogue).
+    pub dbias: Option<TensorMut<'a, T, 1>>,
 }
 
 /// `Y = act(X W^T + b)` and its backward.
@@ -323,7 +348,13 @@ pub struct LinearBwArgs<'a, T> {
 /// (`x`, `w`, `y`, `aux`, `dy`, `dx`, `dw`, `dbias`) for a matrix of the wrong
 /// shape or leading dimension; `InvalidArgument` when `aux` is missing for
 /// a backward through an activation or `db` is asked without `dw` or
-/// without a bias.
+/// without a bias, or a bias or `dbias` has a stride other than 1.
+/// # Aliasing
+/// No output may overlap an input or another output: in the forward `y`
+/// and `aux` against `x`, `w`, the bias and each other; in the backward
+/// `dx`, `dw` and `dbias` against `x`, `w`, `dy`, `aux` and each other
+/// (`run_bw` writes `dX` before it reads `dY` and `X` for `dW` and `db`).
+/// Each is `InvalidArgument` naming the output, before anything runs.
 pub struct LinearPlan<T: Element> {
     desc: LinearDescriptor,
     fw: GemmPlan<T>,
@@ -427,16 +458,16 @@ impl<T: Element> LinearPlan<T> {
         let (t, o) = (d.tokens, d.out_features);
         let act = d.epilogue.activation();
         let p = d.check_bw(ctx, &args)?;
-        let ws = workspace.check(OP, self.workspace_bytes, ctx)?;
+        let ws = workspace.check_ptr(OP, self.workspace_bytes, ctx)?;
         let one = scalar(self.compute, true, 1.0);
         let zero = scalar(self.compute, true, 0.0);
         // dZ (leading dimension `dz_ld`): the epilogue kernel writes it
         // packed into the workspace, or it is dY.
         let dz_ld = d.dz_ld();
-        let dz = if act == Activation::Identity {
+        let dz: DevPtr<T> = if act == Activation::Identity {
             p.dy
         } else {
-            let dz = ws + self.dz_offset as u64;
+            let dz: DevPtrMut<T> = ws.byte_add(self.dz_offset).cast();
             let mut a = kernel_args(|a| {
                 a.push(p.dy)?
                     .push(d.lddy as i64)?
@@ -457,22 +488,14 @@ impl<T: Element> LinearPlan<T> {
                     .dact
                     .launch(stream, self.kernels.cfg(t * o), &mut a)
             }?;
-            dz
+            dz.as_const()
         };
         // Each matmul writes its output only (C = D, beta = 0).
-        let ptrs = |plan: &Prepared, (a, b, d, bias): (u64, u64, u64, u64)| Ptrs {
-            a,
-            b,
-            c: d,
-            d,
-            workspace: ws,
-            workspace_bytes: plan.algo.workspace_bytes,
-            bias,
-            aux: 0,
-            scales: None,
+        let ptrs = |plan: &Prepared, (a, b, d): (DevPtr<T>, DevPtr<T>, DevPtrMut<T>)| {
+            Ptrs::matmul(a.cast(), b.cast(), d.cast()).with_workspace(ws, plan.algo.workspace_bytes)
         };
-        if p.dx != 0 {
-            let dx = ptrs(&self.dx, (dz, p.w, p.dx, 0));
+        if !p.dx.is_null() {
+            let dx = ptrs(&self.dx, (dz, p.w, p.dx));
             // SAFETY: dz holds tokens x out at dz_ld (dy, checked, or the
             // workspace), w and dx were checked at their leading
             // dimensions, which `select` built the matmul for; the
@@ -480,22 +503,30 @@ impl<T: Element> LinearPlan<T> {
             // workspace.
             unsafe { self.dx.enqueue(stream, one, zero, dx) }?;
         }
-        if p.dw != 0 {
-            let fused = p.db != 0 && self.db_fused;
+        if !p.dw.is_null() {
+            let fused = !p.db.is_null() && self.db_fused;
             let plan = match (&self.dw_bgrad, fused) {
                 (Some(f), true) => f,
                 _ => &self.dw,
             };
-            let dw = ptrs(plan, (dz, p.x, p.dw, p.db));
+            let mut dw = ptrs(plan, (dz, p.x, p.dw));
+            dw.dbias = p.db.cast();
             // SAFETY: as above; x and dw were checked, db holds `out`
             // elements.
             unsafe { plan.enqueue(stream, one, zero, dw) }?;
-            if let (true, false, Some((split, off))) = (p.db != 0, fused, self.col_sum) {
+            if let (false, false, Some((split, off))) = (p.db.is_null(), fused, self.col_sum) {
+                let partials = ws.byte_add(off);
                 // SAFETY: dz holds tokens x out elements at dz_ld, db `out`;
                 // `select` sized the workspace past `off` for this split.
                 unsafe {
-                    self.kernels
-                        .col_sum(stream, dz, (t, o, dz_ld), split, p.db, ws + off as u64)
+                    self.kernels.col_sum(
+                        stream,
+                        dz.cast(),
+                        (t, o, dz_ld),
+                        split,
+                        p.db.cast(),
+                        partials,
+                    )
                 }?;
             }
         }
@@ -672,7 +703,7 @@ impl<T: Element> Plan for LinearPlan<T> {
         let gemm_args = GemmArgs {
             a: args.x,
             b: wt,
-            c: None,
+            c: GemmC::None,
             d: args.y,
             bias: args.bias,
             aux: args.aux,
@@ -690,8 +721,9 @@ impl<T: Element> Plan for LinearPlan<T> {
             // `skinny_suits` holds, so those matrices are packed; y and aux
             // are exclusive borrows, disjoint from the inputs.
             unsafe {
+                let m = p.mat;
                 self.kernels
-                    .skinny(stream, shape, (p.a, p.b, p.bias), (p.d, p.aux), act)
+                    .skinny(stream, shape, (m.a, m.b, p.bias), (m.d, p.aux), act)
             }
         } else {
             // SAFETY: the addresses come from `checked` of this plan; the
@@ -704,7 +736,7 @@ impl<T: Element> Plan for LinearPlan<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use baracuda_kernels_types::{DeviceSlice, LayoutSku};
+    use baracuda_kernels_types::{DeviceSlice, DeviceSliceMut, LayoutSku};
 
     #[test]
     fn forward_is_an_rcr_gemm() {
@@ -814,7 +846,7 @@ mod tests {
         let fw = |x, w, y, z| LinearArgs {
             x: mat(0x10000, x),
             w: mat(0x20000, w),
-            bias: Some(fake(0x30000, 24)),
+            bias: Some(TensorRef::new(fake(0x30000, 24), [24], [1]).unwrap()),
             y: mat_mut_(0x40000, y),
             aux: Some(mat_mut_(0x50000, z)),
         };
@@ -850,17 +882,17 @@ mod tests {
             aux: z.map(|z| mat(0x50000, z)),
             dx: Some(mat_mut_(0x70000, dx)),
             dw: dw.map(|dw| mat_mut_(0x80000, dw)),
-            dbias: db.map(|n| fake_mut(0x90000, n)),
+            dbias: db.map(|n| TensorMut::new(fake_mut(0x90000, n), [n], [1]).unwrap()),
         };
         let (dx, dw) = ((8, 16, 17), (24, 16, 40));
         let p = d
             .check_bw(1, &bw(dy, Some(y), dx, Some(dw), Some(24)))
             .unwrap();
         assert_eq!(
-            (p.dy, p.z, p.dx, p.dw, p.db),
+            (p.dy.addr(), p.z.addr(), p.dx.addr(), p.dw.addr(), p.db.addr()),
             (0x60000, 0x50000, 0x70000, 0x80000, 0x90000)
         );
-        let e = |r: Result<BwAddrs>| r.unwrap_err();
+        let e = |r: Result<BwAddrs<f32>>| r.unwrap_err();
         assert!(matches!(
             e(d.check_bw(1, &bw((8, 24, 24), Some(y), dx, Some(dw), None))),
             Error::InvalidArgument { arg: "dy", .. }
@@ -885,6 +917,59 @@ mod tests {
             e(d.check_bw(1, &bw(dy, Some(y), dx, Some(dw), Some(23)))),
             Error::ShapeMismatch { arg: "dbias", .. }
         ));
+    }
+
+    #[test]
+    fn outputs_alias_nothing() {
+        let d = LinearDescriptor::new(8, 16, 24)
+            .with_epilogue(EpilogueKind::BiasGeluErf)
+            .with_aux(true);
+        let (x, w, y) = ((8, 16, 16), (24, 16, 16), (8, 24, 24));
+        let fw = |y_at, z_at| LinearArgs {
+            x: mat(0x10000, x),
+            w: mat(0x20000, w),
+            bias: Some(TensorRef::new(fake(0x30000, 24), [24], [1]).unwrap()),
+            y: mat_mut_(y_at, y),
+            aux: Some(mat_mut_(z_at, y)),
+        };
+        assert!(d.check_fw(1, &fw(0x40000, 0x50000)).is_ok());
+        for (y_at, z_at, arg) in [
+            (0x10000, 0x50000, "y"),
+            (0x20000 + 64, 0x50000, "y"),
+            (0x30000 - 16, 0x50000, "y"),
+            (0x40000, 0x40000 + 32, "aux"),
+            (0x40000, 0x10000, "aux"),
+        ] {
+            let e = d.check_fw(1, &fw(y_at, z_at)).unwrap_err();
+            assert!(
+                matches!(e, Error::InvalidArgument { arg: a, .. } if a == arg),
+                "{y_at:#x} {z_at:#x}: {e}"
+            );
+        }
+        let bw = |dx_at, dw_at, db_at| LinearBwArgs {
+            x: mat(0x10000, x),
+            w: mat(0x20000, w),
+            dy: mat(0x60000, y),
+            aux: Some(mat(0x50000, y)),
+            dx: Some(mat_mut_(dx_at, x)),
+            dw: Some(mat_mut_(dw_at, w)),
+            dbias: Some(TensorMut::new(fake_mut(db_at, 24), [24], [1]).unwrap()),
+        };
+        assert!(d.check_bw(1, &bw(0x70000, 0x80000, 0x90000)).is_ok());
+        for (at, arg) in [
+            ((0x60000, 0x80000, 0x90000), "dx"),
+            ((0x10000, 0x80000, 0x90000), "dx"),
+            ((0x70000, 0x50000, 0x90000), "dw"),
+            ((0x70000, 0x70000 + 64, 0x90000), "dw"),
+            ((0x70000, 0x80000, 0x80000 + 32), "dbias"),
+            ((0x70000, 0x80000, 0x20000), "dbias"),
+        ] {
+            let e = d.check_bw(1, &bw(at.0, at.1, at.2)).unwrap_err();
+            assert!(
+                matches!(e, Error::InvalidArgument { arg: a, .. } if a == arg),
+                "{at:x?}: {e}"
+            );
+        }
     }
 
     #[test]

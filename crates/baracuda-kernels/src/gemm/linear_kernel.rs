@@ -5,7 +5,7 @@
 //! the other.
 
 use baracuda_driver::Stream;
-use baracuda_kernels_types::Result;
+use baracuda_kernels_types::{DevPtr, DevPtrMut, Result};
 
 use super::narrow::NarrowMatmul;
 use super::plain::PlainMatmul;
@@ -56,7 +56,9 @@ impl LinearKernel {
     }
 
     /// Enqueue the role's `D = A B` on `(a, b, d)` with `workspace` (at
-    /// least [`LinearKernel::workspace_bytes`] bytes at that address).
+    /// least [`LinearKernel::workspace_bytes`] bytes at that address). The
+    /// addresses are raw because the convolution family hands its operands
+    /// over as such; they become typed (untyped-byte) device pointers here.
     ///
     /// # Safety
     /// As [`PlainMatmul::enqueue`]: the role's packed row-major matrices,
@@ -65,9 +67,15 @@ impl LinearKernel {
     pub(crate) unsafe fn enqueue(
         &self,
         stream: &Stream,
-        abd: (u64, u64, u64),
+        (a, b, d): (u64, u64, u64),
         workspace: u64,
     ) -> Result<()> {
+        let abd = (
+            DevPtr::from_addr(a),
+            DevPtr::from_addr(b),
+            DevPtrMut::from_addr(d),
+        );
+        let workspace = DevPtrMut::from_addr(workspace);
         match self {
             // SAFETY: forwarded from the caller.
             LinearKernel::Lt(g) => unsafe { g.enqueue(stream, abd, workspace) },

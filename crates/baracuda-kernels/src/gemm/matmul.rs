@@ -12,16 +12,16 @@
 use std::sync::Mutex;
 
 use crate::autotune::{self, Choice};
+use crate::checks::ALIGN_BYTES;
 use crate::scratch::{fastest, operand_sets, random_bytes};
 use baracuda_driver::{
-    CudaLib,
-    lt_heuristic, lt_matmul, DeviceBuffer, LtAlgo, LtCompute, LtEpilogue, LtLayout, LtLayouts,
-    LtMatmulDesc, LtPointers, LtPreference, LtScalar, Stream,
+    lt_heuristic, lt_matmul, CudaLib, DeviceBuffer, LtAlgo, LtCompute, LtEpilogue, LtLayout,
+    LtLayouts, LtMatmulDesc, LtPointers, LtPreference, LtScalar, Stream,
 };
 use baracuda_kernels_types::{
-    Autotune, ElementKind, LayoutSku, MatrixOrder, PlanPreference, Result,
+    Autotune, BackendKind, DevPtr, DevPtrMut, ElementKind, KernelSku, LayoutSku, MathPrecision,
+    MatrixOrder, PlanPreference, PrecisionGuarantee, Result,
 };
-use crate::checks::ALIGN_BYTES;
 
 /// Default workspace cap: 32 MiB, what PyTorch gives cuBLASLt on Hopper.
 pub(crate) const DEFAULT_MAX_WORKSPACE: usize = 32 << 20;
@@ -156,19 +156,19 @@ impl Prepared {
         // The heuristic may inspect the epilogue pointers' alignment; give
         // it aligned placeholders, replaced by the real ones in `enqueue`.
         if p.epilogue.uses_bias() {
-            desc.set_bias_pointer(256)?;
+            desc.set_bias_pointer(DevPtr::from_addr(256))?;
             if bt.count > 1 {
                 desc.set_bias_batch_stride(bt.bias)?;
             }
         }
         if p.epilogue.uses_aux() {
-            desc.set_aux(256, p.aux_ld)?;
+            desc.set_aux(DevPtrMut::from_addr(256), p.aux_ld)?;
             if bt.count > 1 {
                 desc.set_aux_batch_stride(bt.aux)?;
             }
         }
         if p.fp8_scales {
-            desc.set_scale_pointers(256, 256)?;
+            desc.set_scale_pointers(DevPtr::from_addr(256), DevPtr::from_addr(256))?;
         }
         let max_ws = pref.max_workspace_bytes.unwrap_or(DEFAULT_MAX_WORKSPACE);
         let mut lpref = LtPreference::new(max_ws, ALIGN_BYTES as u32)?;
@@ -206,7 +206,9 @@ impl Prepared {
             measured: false,
         };
         if pref.autotune == Autotune::Measured && algos.len() > 1 {
-            let problem = format!("{p:?}:{}", pref.deterministic);
+            // The workspace cap decides which candidates the heuristic
+            // offers, so it is part of the problem.
+            let problem = format!("{p:?}:{}:{max_ws}", pref.deterministic);
             let key = autotune::Key {
                 family: "gemm",
                 library: Some(CudaLib::CublasLt),
@@ -266,38 +268,30 @@ impl Prepared {
         ones[0] = 1.0;
         ones[64] = 1.0;
         let scales = DeviceBuffer::<f32>::from_host(stream, &ones)?;
-        let one = if p.compute == LtCompute::F64 {
-            LtScalar::F64(1.0)
-        } else {
-            LtScalar::F32(1.0)
-        };
-        let zero = if p.compute == LtCompute::F64 {
-            LtScalar::F64(0.0)
-        } else {
-            LtScalar::F32(0.0)
-        };
-        let (one, zero) = if p.compute == LtCompute::I32 && !p.float_scale {
-            (LtScalar::I32(1), LtScalar::I32(0))
-        } else {
-            (one, zero)
-        };
+        let one = scalar(p.compute, p.float_scale, 1.0);
+        let zero = scalar(p.compute, p.float_scale, 0.0);
+        let (bias_ptr, aux_ptr) = (bias.as_slice_mut().ptr(), aux.as_slice_mut().ptr());
         let shared = Ptrs {
-            a: 0,
-            b: 0,
-            c: c.as_slice().addr(),
-            d: 0,
-            workspace: ws.as_slice_mut().addr(),
-            workspace_bytes: ws_bytes,
-            bias: bias.as_slice_mut().addr(),
-            aux: aux.as_slice_mut().addr(),
-            scales: Some((scales.as_slice().addr(), scales.as_slice().addr() + 256)),
+            mat: LtPointers {
+                c: c.as_slice().ptr(),
+                workspace: ws.as_slice_mut().ptr(),
+                workspace_bytes: ws_bytes,
+                ..LtPointers::default()
+            },
+            bias: bias_ptr.as_const(),
+            dbias: bias_ptr,
+            aux: aux_ptr,
+            scales: Some((scales.as_slice().ptr(), scales.as_slice().ptr().add(64))),
         };
         let ptrs: Vec<Ptrs> = sets
             .iter_mut()
             .map(|(a, b, d)| Ptrs {
-                a: a.as_slice().addr(),
-                b: b.as_slice().addr(),
-                d: d.as_slice_mut().addr(),
+                mat: LtPointers {
+                    a: a.as_slice().ptr(),
+                    b: b.as_slice().ptr(),
+                    d: d.as_slice_mut().ptr(),
+                    ..shared.mat
+                },
                 ..shared
             })
             .collect();
@@ -361,8 +355,10 @@ impl Prepared {
         // concurrent runs of one plan from mixing them. cuBLASLt reads the
         // descriptor while enqueueing, so the lock is held only for that.
         let mut desc = self.desc.lock().unwrap_or_else(|e| e.into_inner());
-        if self.epilogue.uses_bias() {
-            desc.set_bias_pointer(ptrs.bias)?;
+        match self.epilogue {
+            LtEpilogue::BgradB => desc.set_bias_grad_pointer(ptrs.dbias)?,
+            e if e.uses_bias() => desc.set_bias_pointer(ptrs.bias)?,
+            _ => {}
         }
         if self.epilogue.uses_aux() {
             desc.set_aux_pointer(ptrs.aux)?;
@@ -374,44 +370,87 @@ impl Prepared {
                 desc.set_scale_pointers(x, y)?;
             }
         }
-        let (a, b) = if self.swap {
-            (ptrs.b, ptrs.a)
-        } else {
-            (ptrs.a, ptrs.b)
-        };
+        let mut lp = ptrs.mat;
+        if self.swap {
+            (lp.a, lp.b) = (lp.b, lp.a);
+        }
         let layouts = LtLayouts {
             a: &self.la,
             b: &self.lb,
             c: &self.lc,
             d: &self.ld,
         };
-        let lp = LtPointers {
-            a,
-            b,
-            c: ptrs.c,
-            d: ptrs.d,
-            workspace: ptrs.workspace,
-            workspace_bytes: ptrs.workspace_bytes,
-        };
         // SAFETY: forwarded from the caller.
         unsafe { lt_matmul(stream, &desc, &layouts, algo, alpha, beta, lp) }
     }
 }
 
-/// Device addresses for one enqueue, in user terms (A, B not swapped).
-#[derive(Copy, Clone, Debug)]
+/// Device addresses for one enqueue, untyped (the layouts carry the
+/// element types): `A`, `B`, `C`, `D` and the workspace in user terms
+/// (`A` and `B` not swapped), and the epilogue's vectors, null where the
+/// epilogue takes none.
+#[derive(Copy, Clone, Debug, Default)]
 pub(crate) struct Ptrs {
-    pub a: u64,
-    pub b: u64,
-    pub c: u64,
-    pub d: u64,
-    pub workspace: u64,
-    pub workspace_bytes: usize,
-    pub bias: u64,
-    pub aux: u64,
-    pub scales: Option<(u64, u64)>,
+    pub mat: LtPointers,
+    /// The bias the bias epilogues read.
+    pub bias: DevPtr<u8>,
+    /// The bias gradient `BgradB` writes.
+    pub dbias: DevPtrMut<u8>,
+    /// The pre-activation the aux epilogues write.
+    pub aux: DevPtrMut<u8>,
+    /// The f32 scales of `A` and `B` (fp8).
+    pub scales: Option<(DevPtr<f32>, DevPtr<f32>)>,
 }
 
+impl Ptrs {
+    /// `D = A B` for `beta = 0`, with `C = D` (unread; the layouts of a
+    /// plain matmul's `C` and `D` match) and no epilogue vectors.
+    pub fn matmul(a: DevPtr<u8>, b: DevPtr<u8>, d: DevPtrMut<u8>) -> Ptrs {
+        Ptrs {
+            mat: LtPointers {
+                a,
+                b,
+                c: d.as_const(),
+                d,
+                ..LtPointers::default()
+            },
+            ..Ptrs::default()
+        }
+    }
+
+    /// The same addresses with `bytes` of workspace at `ws`.
+    pub fn with_workspace(mut self, ws: DevPtrMut<u8>, bytes: usize) -> Ptrs {
+        self.mat.workspace = ws;
+        self.mat.workspace_bytes = bytes;
+        self
+    }
+}
+
+/// The SKU of a cuBLASLt-backed plan: `op` on `stream`'s device with
+/// operands `element`, what ran (`variant`), its math and accumulator, and
+/// whether it sums in a fixed order (then also bit-stable on the same
+/// hardware).
+pub(crate) fn lt_sku(
+    op: &'static str,
+    stream: &Stream,
+    element: ElementKind,
+    variant: String,
+    (math, accumulator, deterministic): (MathPrecision, ElementKind, bool),
+) -> KernelSku {
+    KernelSku {
+        op: op.to_string(),
+        element,
+        backend: BackendKind::CublasLt,
+        arch: stream.context().device().arch,
+        variant,
+        precision: PrecisionGuarantee {
+            math,
+            accumulator,
+            deterministic,
+            bit_stable_on_same_hardware: deterministic,
+        },
+    }
+}
 
 /// The host scalar for `v` in the scale type of `compute`.
 pub(crate) fn scalar(compute: LtCompute, float_scale: bool, v: f64) -> LtScalar {

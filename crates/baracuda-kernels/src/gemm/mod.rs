@@ -9,6 +9,14 @@
 //! `select`; `run` checks arguments and enqueues, never allocating or
 //! synchronizing. Elementwise work cuBLASLt cannot fuse runs in
 //! `kernels/gemm/gemm_epilogue.cu`.
+//!
+//! Tensors are views: matrices as [`MatrixRef`] / [`MatrixMut`], a bias
+//! (or bias gradient) as a unit-stride `[n]` tensor view, a batch's biases
+//! as a `[batch, n]` view. Aliasing: the one in-place form is `C = D`
+//! ([`GemmC::Output`]: `D = alpha op(A) op(B) + beta D`) in `GemmPlan`,
+//! `BatchedGemmPlan` and `GroupedGemmPlan`; every other overlap of an
+//! output with an input or another output is `InvalidArgument` naming the
+//! output, refused before anything runs (each plan's doc says which).
 
 /// `with_epilogue` and `with_aux`, the builders of a descriptor with
 /// `epilogue` and `save_aux` fields.
@@ -30,6 +38,7 @@ macro_rules! epilogue_builders {
     };
 }
 
+mod args;
 mod batched;
 mod epilogue;
 mod fp8_gemm;
@@ -43,6 +52,7 @@ mod matmul;
 mod narrow;
 mod plain;
 
+pub use args::GemmC;
 pub use batched::{BatchedGemmArgs, BatchedGemmDescriptor, BatchedGemmPlan};
 pub use fp8_gemm::{Fp8GemmArgs, Fp8GemmDescriptor, Fp8GemmPlan};
 pub use gemm::{GemmArgs, GemmDescriptor, GemmPlan};

@@ -10,7 +10,7 @@
 //! engines and cuBLASLt's matmul.
 
 use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
-use baracuda_kernels_types::{ElementKind, Error, Result};
+use baracuda_kernels_types::{DevPtr, DevPtrMut, ElementKind, Error, Result};
 
 use super::epilogue::kernel_args;
 use crate::kernel_sources::{typed_spec, NARROW_MATMUL};
@@ -160,7 +160,11 @@ impl NarrowMatmul {
     /// `k x n` weights, all of the kind the kernel was loaded for, packed
     /// row-major, 16-byte aligned and valid until the work completes; `d`
     /// must not overlap `a` or `b`.
-    pub(crate) unsafe fn enqueue(&self, stream: &Stream, (a, b, d): (u64, u64, u64)) -> Result<()> {
+    pub(crate) unsafe fn enqueue(
+        &self,
+        stream: &Stream,
+        (a, b, d): (DevPtr<u8>, DevPtr<u8>, DevPtrMut<u8>),
+    ) -> Result<()> {
         let cfg = LaunchConfig::linear(self.blocks, THREADS);
         let mut args = kernel_args(|p| {
             p.push(a)?.push(b)?.push(d)?.push(self.rows as i64)?;

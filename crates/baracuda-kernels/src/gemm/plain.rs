@@ -9,7 +9,7 @@
 //! the same roles, and `super::linear_kernel` chooses between the two.
 
 use baracuda_driver::{LtCompute, LtEpilogue, Stream};
-use baracuda_kernels_types::{ElementKind, LayoutSku, PlanPreference, Result};
+use baracuda_kernels_types::{DevPtr, DevPtrMut, ElementKind, LayoutSku, PlanPreference, Result};
 
 use super::gemm::{compute_for, problem, GemmDescriptor};
 use super::matmul::{scalar, Prepared, Ptrs};
@@ -104,22 +104,12 @@ impl PlainMatmul {
     pub(crate) unsafe fn enqueue(
         &self,
         stream: &Stream,
-        (a, b, d): (u64, u64, u64),
-        workspace: u64,
+        (a, b, d): (DevPtr<u8>, DevPtr<u8>, DevPtrMut<u8>),
+        workspace: DevPtrMut<u8>,
     ) -> Result<()> {
         let one = scalar(self.compute, true, 1.0);
         let zero = scalar(self.compute, true, 0.0);
-        let ptrs = Ptrs {
-            a,
-            b,
-            c: d,
-            d,
-            workspace,
-            workspace_bytes: self.workspace_bytes(),
-            bias: 0,
-            aux: 0,
-            scales: None,
-        };
+        let ptrs = Ptrs::matmul(a, b, d).with_workspace(workspace, self.workspace_bytes());
         // SAFETY: forwarded from the caller; beta = 0, so C (= D) is not
         // read.
         unsafe { self.prepared.enqueue(stream, one, zero, ptrs) }

@@ -10,6 +10,8 @@
 //!   ways, the skinny forward forced, refused and autotuned);
 //! - `gemm/bad_inputs.rs`: every row's bad inputs and its check that the
 //!   dtypes it does not claim are `Unsupported`;
+//! - `gemm/aliasing.rs`: the in-place forms (`C = D`) against separate
+//!   runs, and every other overlap of an output refused;
 //!
 //! and here, what they share: stored matrices, outputs between poisoned
 //! guards, and the family's error bound.
@@ -51,6 +53,7 @@ macro_rules! with_pair {
     }};
 }
 
+mod aliasing;
 mod bad_inputs;
 mod general;
 mod grouped;
@@ -305,6 +308,27 @@ impl Outputs {
     fn tensors(self) -> Tensors {
         self.tensors
     }
+}
+
+/// The whole of `s` as a vector view (a bias).
+pub(crate) fn vector<T: Element>(s: DeviceSlice<'_, T>) -> TensorRef<'_, T, 1> {
+    TensorRef::contiguous(s, [s.len()]).expect("a slice is a contiguous vector")
+}
+
+/// The whole of `s` as a writable vector view (a bias gradient).
+pub(crate) fn vector_mut<T: Element>(s: DeviceSliceMut<'_, T>) -> TensorMut<'_, T, 1> {
+    let n = s.len();
+    TensorMut::contiguous(s, [n]).expect("a slice is a contiguous vector")
+}
+
+/// The bias vectors of batch `d` in `s`: `[batch, n]` at
+/// `[stride_bias, 1]` (stride 0 broadcasts a shared bias).
+pub(crate) fn batch_bias<'a, T: Element>(
+    d: &BatchedGemmDescriptor,
+    s: DeviceSlice<'a, T>,
+) -> TensorRef<'a, T, 2> {
+    TensorRef::new(s, [d.batch, d.gemm.n], [d.stride_bias, 1])
+        .expect("the sample's bias buffer holds every entry's vector")
 }
 
 /// `buf` as a workspace.

@@ -17,7 +17,8 @@ use crate::Plan;
 
 /// A measured either/or choice of a linear layer's plan (`which` names
 /// it), computed by `time` once per device, descriptor, dtype and
-/// preference for the process and cached.
+/// preference (determinism, TF32, workspace cap) for the process and
+/// cached.
 fn cached_choice<T: Element>(
     which: &str,
     stream: &Stream,
@@ -26,10 +27,11 @@ fn cached_choice<T: Element>(
     time: impl FnOnce() -> Result<bool>,
 ) -> Result<bool> {
     let problem = format!(
-        "{which}:{desc:?}:{:?}:{}:{}",
+        "{which}:{desc:?}:{:?}:{}:{}:{:?}",
         T::KIND,
         pref.deterministic,
-        pref.allow_tf32
+        pref.allow_tf32,
+        pref.max_workspace_bytes
     );
     let key = autotune::Key {
         family: "linear",
@@ -69,21 +71,16 @@ pub(super) fn fused_db_is_faster<T: Element>(
             stream,
             (cs_off + kernels.col_sum_workspace(split, o)).max(1),
         )?;
-        let ws_addr = ws.as_slice_mut().addr();
-        let db_addr = db.as_slice_mut().addr();
-        let dw_addr = dw.as_slice_mut().addr();
+        let ws_ptr = ws.as_slice_mut().ptr();
+        let db_ptr = db.as_slice_mut().ptr();
+        let dw_ptr = dw.as_slice_mut().ptr();
+        let dz_ptr = dz.as_slice().ptr();
         let one = scalar(compute, true, 1.0);
         let zero = scalar(compute, true, 0.0);
         let ptrs = |p: &Prepared| Ptrs {
-            a: dz.as_slice().addr(),
-            b: x.as_slice().addr(),
-            c: dw_addr,
-            d: dw_addr,
-            workspace: ws_addr,
-            workspace_bytes: p.algo.workspace_bytes,
-            bias: db_addr,
-            aux: 0,
-            scales: None,
+            dbias: db_ptr,
+            ..Ptrs::matmul(dz_ptr, x.as_slice().ptr(), dw_ptr)
+                .with_workspace(ws_ptr, p.algo.workspace_bytes)
         };
         let timing = fastest(stream, 2, |c| {
             // SAFETY: dz, x, dw and db are scratch buffers of the extents the
@@ -97,11 +94,11 @@ pub(super) fn fused_db_is_faster<T: Element>(
                     plain.enqueue(stream, one, zero, ptrs(plain))?;
                     kernels.col_sum(
                         stream,
-                        dz.as_slice().addr(),
+                        dz_ptr,
                         (t, o, dz_ld),
                         split,
-                        db_addr,
-                        ws_addr + cs_off as u64,
+                        db_ptr,
+                        ws_ptr.byte_add(cs_off),
                     )
                 }
             }
@@ -150,23 +147,19 @@ pub(super) fn skinny_is_faster<T: Element>(
             ));
         }
         let mut ws = DeviceBuffer::<u8>::zeros(stream, fw.workspace_size().max(1))?;
-        let ws_addr = ws.as_slice_mut().addr();
+        let ws_ptr = ws.as_slice_mut().ptr();
         let ptrs: Vec<Ptrs> = sets
             .iter_mut()
-            .map(|(x, w, b, y, z)| Ptrs {
-                a: x.as_slice().addr(),
-                b: w.as_slice().addr(),
-                c: y.as_slice_mut().addr(),
-                d: y.as_slice_mut().addr(),
-                workspace: ws_addr,
-                workspace_bytes: fw.workspace_size(),
-                bias: if has_bias { b.as_slice().addr() } else { 0 },
-                aux: if desc.save_aux {
-                    z.as_slice_mut().addr()
-                } else {
-                    0
-                },
-                scales: None,
+            .map(|(x, w, b, y, z)| {
+                let mut p = Ptrs::matmul(x.as_slice().ptr(), w.as_slice().ptr(), y.as_slice_mut().ptr())
+                    .with_workspace(ws_ptr, fw.workspace_size());
+                if has_bias {
+                    p.bias = b.as_slice().ptr();
+                }
+                if desc.save_aux {
+                    p.aux = z.as_slice_mut().ptr();
+                }
+                p
             })
             .collect();
         let one = scalar(fw.compute(), true, 1.0);
@@ -183,7 +176,8 @@ pub(super) fn skinny_is_faster<T: Element>(
             // `fastest` synchronizes before they drop.
             unsafe {
                 if c == 0 {
-                    kernels.skinny(stream, (t, i, o), (p.a, p.b, p.bias), (p.d, p.aux), act)
+                    let m = p.mat;
+                    kernels.skinny(stream, (t, i, o), (m.a, m.b, p.bias), (m.d, p.aux), act)
                 } else {
                     fw.enqueue_checked(stream, one, zero, p)
                 }

@@ -8,7 +8,7 @@ use half::{bf16, f16};
 
 use super::grouped::GROUPS;
 use super::linear::{padded, skinny_outputs, Pads};
-use super::{borrowed, Mat, MatOut};
+use super::{batch_bias, borrowed, vector, vector_mut, Mat, MatOut};
 use crate::harness::*;
 use crate::table::BadInputs;
 
@@ -182,7 +182,7 @@ pub(super) fn gemm_bad_inputs() -> Result<usize, String> {
         let mut args = GemmArgs {
             a: view(m, 0),
             b: view(m, 0),
-            c: None,
+            c: GemmC::None,
             d,
             bias: None,
             aux: None,
@@ -195,9 +195,9 @@ pub(super) fn gemm_bad_inputs() -> Result<usize, String> {
             GemmSpoil::ColumnMajorA => args.a = view(Mat::packed(16, 16, col), 0),
             GemmSpoil::BetaWithoutC => args.beta = 1.0,
             GemmSpoil::WideC => {
-                (args.c, args.beta) = (Some(view(Mat::row_major(16, 16, 17), 0)), 1.0)
+                (args.c, args.beta) = (GemmC::Tensor(view(Mat::row_major(16, 16, 17), 0)), 1.0)
             }
-            GemmSpoil::UnexpectedBias => args.bias = Some(buf.as_slice()),
+            GemmSpoil::UnexpectedBias => args.bias = Some(vector(buf.as_slice())),
             GemmSpoil::UnexpectedAux => args.aux = Some(aux.view_mut()),
             GemmSpoil::NarrowD => {}
         }
@@ -208,12 +208,13 @@ pub(super) fn gemm_bad_inputs() -> Result<usize, String> {
 }
 
 /// What [`batched_bad_inputs`] spoils of good arguments: the bias one
-/// entry short, 4 bytes into its buffer, or missing; aux missing; `a` one
-/// entry short; `beta` 1 without `c`.
+/// element short per entry, 4 bytes into its buffer, strided along `n`,
+/// or missing; aux missing; `a` one entry short; `beta` 1 without `c`.
 #[derive(Copy, Clone, Debug)]
 enum BatchedSpoil {
     ShortBias,
     MisalignedBias,
+    StridedBias,
     NoBias,
     NoAux,
     ShortA,
@@ -222,8 +223,8 @@ enum BatchedSpoil {
 
 /// Descriptors (an empty batch, overlapping `D` or aux entries), dtype
 /// pairs; then the arguments of a batch of 3 with bias, ReLU and aux: `a`
-/// and the bias one entry short, the bias off 16 bytes, no bias, no aux,
-/// `beta` without `c`.
+/// one entry short, the bias of the wrong shape, off 16 bytes or strided,
+/// no bias, no aux, `beta` without `c`.
 pub(super) fn batched_bad_inputs() -> Result<usize, String> {
     let (st, pref, mut bad) = start();
     let g = GemmDescriptor::new(16, 16, 16, LayoutSku::Rcr)
@@ -258,10 +259,14 @@ pub(super) fn batched_bad_inputs() -> Result<usize, String> {
         MatOut::<f32>::batch(m, 3, 256),
         MatOut::<f32>::batch(m, 3, 256),
     );
-    let part = |r: std::ops::Range<usize>| biases.slice(r).expect("in the buffer");
+    let part = |from: usize, shape: [usize; 2], strides: [usize; 2]| {
+        let s = biases.slice(from..3 * 16 + 4).expect("in the buffer");
+        TensorRef::new(s, shape, strides).expect("in the buffer")
+    };
     let cases = [
         (BatchedSpoil::ShortBias, Want::Shape("bias")),
         (BatchedSpoil::MisalignedBias, Want::Invalid("bias")),
+        (BatchedSpoil::StridedBias, Want::Invalid("bias")),
         (BatchedSpoil::NoBias, Want::Invalid("bias")),
         (BatchedSpoil::NoAux, Want::Invalid("aux")),
         (BatchedSpoil::ShortA, Want::Shape("a")),
@@ -271,16 +276,17 @@ pub(super) fn batched_bad_inputs() -> Result<usize, String> {
         let mut args = BatchedGemmArgs {
             a: all,
             b: all,
-            c: None,
+            c: GemmC::None,
             d: d.slice_mut(),
-            bias: Some(biases),
+            bias: Some(batch_bias(&desc, biases)),
             aux: Some(aux.slice_mut()),
             alpha: 1.0,
             beta: 0.0,
         };
         match spoil {
-            BatchedSpoil::ShortBias => args.bias = Some(part(0..2 * 16 + 15)),
-            BatchedSpoil::MisalignedBias => args.bias = Some(part(1..3 * 16 + 1)),
+            BatchedSpoil::ShortBias => args.bias = Some(part(0, [3, 15], [16, 1])),
+            BatchedSpoil::MisalignedBias => args.bias = Some(part(1, [3, 16], [16, 1])),
+            BatchedSpoil::StridedBias => args.bias = Some(part(0, [3, 16], [8, 2])),
             BatchedSpoil::NoBias => args.bias = None,
             BatchedSpoil::NoAux => args.aux = None,
             BatchedSpoil::ShortA => args.a = all.slice(0..2 * 256).expect("in the buffer"),
@@ -310,9 +316,9 @@ fn grouped_args<'a>(ins: &'a [GroupIn], outs: &'a mut [MatOut<f32>]) -> GroupedG
     GroupedGemmArgs {
         a: ins.iter().map(|g| g.mats[0].view(g.a.as_slice())).collect(),
         b: ins.iter().map(|g| g.mats[1].view(g.b.as_slice())).collect(),
-        c: Some(ins.iter().map(|g| g.mats[2].view(g.c.as_slice())).collect()),
+        c: GemmC::Tensor(ins.iter().map(|g| g.mats[2].view(g.c.as_slice())).collect()),
         d: outs.iter_mut().map(MatOut::view_mut).collect(),
-        bias: Some(ins.iter().map(|g| g.bias.as_slice()).collect()),
+        bias: Some(ins.iter().map(|g| vector(g.bias.as_slice())).collect()),
         aux: None,
         alpha: 1.0,
         beta: 1.0,
@@ -390,14 +396,23 @@ pub(super) fn grouped_bad_inputs() -> Result<usize, String> {
         match spoil {
             GroupedSpoil::LastBias => {
                 let bias = args.bias.as_mut().expect("a bias list");
-                bias[last] = bias[last].slice(0..n - 1).expect("in the bias");
+                let short = ins[last]
+                    .bias
+                    .as_slice()
+                    .slice(0..n - 1)
+                    .expect("in the bias");
+                bias[last] = vector(short);
             }
             GroupedSpoil::LastC => {
                 let c = Mat::packed(m, n, MatrixOrder::ColMajor).view(ins[last].c.as_slice());
-                args.c.as_mut().expect("a C list")[last] = c;
+                if let GemmC::Tensor(list) = &mut args.c {
+                    list[last] = c;
+                }
             }
             GroupedSpoil::CList => {
-                args.c.as_mut().expect("a C list").pop();
+                if let GemmC::Tensor(list) = &mut args.c {
+                    list.pop();
+                }
             }
             GroupedSpoil::NoBias => args.bias = None,
             GroupedSpoil::EmptyD => args.d[empty] = spare.view_mut(),
@@ -466,14 +481,15 @@ pub(super) fn linear_bad_inputs() -> Result<usize, String> {
     let (x, w, b, dy) = (
         filled::<f32>(t * 40),
         filled(o * i),
-        filled(o),
+        filled(2 * o),
         filled(t * 32),
     );
+    let bias = vector(b.as_slice().slice(0..o).expect("in the buffer"));
     let mut y = MatOut::<f32>::new(Mat::row_major(t, o, o));
     let args = LinearArgs {
         x: rows(&x, t, i, i),
         w: rows(&w, o, i, i),
-        bias: Some(b.as_slice()),
+        bias: Some(bias),
         y: y.view_mut(),
         aux: None,
     };
@@ -484,6 +500,16 @@ pub(super) fn linear_bad_inputs() -> Result<usize, String> {
         invalid_argument("x"),
         &[&y],
     )?;
+    let strided = TensorRef::new(b.as_slice(), [o], [2]).expect("in the buffer");
+    let args = LinearArgs {
+        x: rows(&x, t, i, 40),
+        w: rows(&w, o, i, i),
+        bias: Some(strided),
+        y: y.view_mut(),
+        aux: None,
+    };
+    let r = plan.run(st, borrowed(&mut ws), args);
+    bad.expect("bias of stride 2", r, invalid_argument("bias"), &[&y])?;
     let mut dx = MatOut::<f32>::new(Mat::row_major(t, i, 32));
     let mut dw = MatOut::<f32>::new(Mat::row_major(o, i, 32));
     let mut db = Guarded::<f32>::new(o);
@@ -491,7 +517,7 @@ pub(super) fn linear_bad_inputs() -> Result<usize, String> {
     let args = LinearBwArgs {
         dx: Some(dx.view_mut()),
         dw: Some(dw.view_mut()),
-        dbias: Some(db.slice_mut()),
+        dbias: Some(vector_mut(db.slice_mut())),
         ..bw_args(x_strided, w_packed, rows(&dy, t, o, o))
     };
     let r = plan.run_bw(st, borrowed(&mut ws), args);
@@ -504,12 +530,22 @@ pub(super) fn linear_bad_inputs() -> Result<usize, String> {
     )?;
     let args = LinearBwArgs {
         dx: Some(dx.view_mut()),
-        dbias: Some(db.slice_mut()),
+        dbias: Some(vector_mut(db.slice_mut())),
         ..bw_args(x_strided, w_packed, rows(&dy, t, o, 32))
     };
     let r = plan.run_bw(st, borrowed(&mut ws), args);
     let grads: [&dyn Poisoned; 3] = [&dx, &dw, &db];
     bad.expect("db without dw", r, invalid_argument("dbias"), &grads)?;
+    let mut db2 = Guarded::<f32>::new(2 * o);
+    let args = LinearBwArgs {
+        dx: Some(dx.view_mut()),
+        dw: Some(dw.view_mut()),
+        dbias: Some(TensorMut::new(db2.slice_mut(), [o], [2]).expect("in the buffer")),
+        ..bw_args(x_strided, w_packed, rows(&dy, t, o, 32))
+    };
+    let r = plan.run_bw(st, borrowed(&mut ws), args);
+    let grads: [&dyn Poisoned; 3] = [&dx, &dw, &db2];
+    bad.expect("dbias of stride 2", r, invalid_argument("dbias"), &grads)?;
 
     // A backward through ReLU without the saved pre-activation.
     let relu = LinearDescriptor::new(t, i, o)
@@ -632,14 +668,15 @@ pub(super) fn fp8_bad_inputs() -> Result<usize, String> {
     let mut amax = Guarded::<f32>::new(1);
     // Two scales in one buffer: the second 4 bytes in.
     let shared = DeviceBuffer::<f32>::from_host(st, &[0.25, 0.125]).expect("scales");
-    let scale = |r: std::ops::Range<usize>| shared.as_slice().slice(r).expect("in the buffer");
+    let scale =
+        |r: std::ops::Range<usize>| vector(shared.as_slice().slice(r).expect("in the buffer"));
     let args = Fp8GemmArgs {
         a,
         b,
         d: out.view_mut(),
         scale_a: scale(0..1),
         scale_b: scale(1..2),
-        amax: Some(amax.slice_mut()),
+        amax: Some(vector_mut(amax.slice_mut())),
     };
     let r = plan.run(st, borrowed(&mut ws), args);
     let what = "scale_b 4 bytes into a buffer";
@@ -650,7 +687,7 @@ pub(super) fn fp8_bad_inputs() -> Result<usize, String> {
         b,
         d: out.view_mut(),
         scale_a: scale(0..1),
-        scale_b: own.as_slice(),
+        scale_b: vector(own.as_slice()),
         amax: None,
     };
     let r = plan.run(st, borrowed(&mut ws), args);

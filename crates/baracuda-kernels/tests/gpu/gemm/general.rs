@@ -23,8 +23,8 @@ use baracuda_kernels::*;
 
 use super::bad_inputs::{batched_bad_inputs, batched_unsupported};
 use super::bad_inputs::{gemm_bad_inputs, gemm_unsupported};
+use super::{batch_bias, vector, Mat, MatOut, Outputs};
 use super::{borrowed, bound, entries, entry, same_bits, scalars, tol, upload_operand};
-use super::{Mat, MatOut, Outputs};
 use crate::harness::*;
 use crate::table::{OpCase, Tensors};
 
@@ -418,15 +418,16 @@ fn run_general<T: Element, O: Element>(
     let ops = Operands::<T, O>::upload(inputs);
     let (alpha, beta) = scalars(s.with_c);
     if batched {
-        let plan = select::<BatchedGemmPlan<T, O>>(&s.batched(), &pref)?;
+        let desc = s.batched();
+        let plan = select::<BatchedGemmPlan<T, O>>(&desc, &pref)?;
         let mut ws = workspace(plan.workspace_size());
         return collect(s, &plan, |d, aux| {
             let args = BatchedGemmArgs {
                 a: ops.a.as_slice(),
                 b: ops.b.as_slice(),
-                c: ops.c.as_ref().map(DeviceBuffer::as_slice),
+                c: ops.c.as_ref().map(DeviceBuffer::as_slice).into(),
                 d: d.slice_mut(),
-                bias: ops.bias.as_ref().map(DeviceBuffer::as_slice),
+                bias: ops.bias.as_ref().map(|b| batch_bias(&desc, b.as_slice())),
                 aux: aux.map(MatOut::slice_mut),
                 alpha,
                 beta,
@@ -441,9 +442,9 @@ fn run_general<T: Element, O: Element>(
         let args = GemmArgs {
             a: a.view(ops.a.as_slice()),
             b: b.view(ops.b.as_slice()),
-            c: ops.c.as_ref().map(|buf| c.view(buf.as_slice())),
+            c: ops.c.as_ref().map(|buf| c.view(buf.as_slice())).into(),
             d: d.view_mut(),
-            bias: ops.bias.as_ref().map(DeviceBuffer::as_slice),
+            bias: ops.bias.as_ref().map(|b| vector(b.as_slice())),
             aux: aux.map(MatOut::view_mut),
             alpha,
             beta,

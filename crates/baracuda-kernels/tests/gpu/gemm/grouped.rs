@@ -12,7 +12,7 @@ use baracuda_kernels::*;
 
 use super::bad_inputs::{grouped_bad_inputs, grouped_unsupported};
 use super::{borrowed, bound, entries, entry, scalars, tol, upload_operand};
-use super::{Mat, MatOut, Outputs};
+use super::{vector, Mat, MatOut, Outputs};
 use crate::harness::*;
 use crate::table::{OpCase, Tensors};
 
@@ -184,12 +184,12 @@ fn run_grouped_plan<T: Element>(s: &GroupedSample, inputs: &Tensors) -> Result<T
     let args = GroupedGemmArgs {
         a: views(&a, &mats, 0),
         b: views(&b, &mats, 1),
-        c: s.with_c.then(|| views(&c, &mats, 2)),
+        c: s.with_c.then(|| views(&c, &mats, 2)).into(),
         d: d.iter_mut().map(MatOut::view_mut).collect(),
         bias: desc
             .epilogue
             .has_bias()
-            .then(|| bias.iter().map(|b| b.as_slice()).collect()),
+            .then(|| bias.iter().map(|b| vector(b.as_slice())).collect()),
         aux: desc
             .save_aux
             .then(|| aux.iter_mut().map(MatOut::view_mut).collect()),

@@ -30,7 +30,9 @@
 use baracuda_kernels::*;
 
 use super::bad_inputs::{linear_bad_inputs, linear_unsupported};
-use super::{borrowed, bound, product, r, upload_operand, Mat, MatOut, Outputs};
+use super::{
+    borrowed, bound, product, r, upload_operand, vector, vector_mut, Mat, MatOut, Outputs,
+};
 use crate::harness::*;
 use crate::table::{OpCase, Tensors};
 
@@ -303,7 +305,7 @@ fn run_linear_plan<T: Element>(
     let args = LinearArgs {
         x: xm.view(x.as_slice()),
         w: wm.view(w.as_slice()),
-        bias: bias.as_ref().map(DeviceBuffer::as_slice),
+        bias: bias.as_ref().map(|b| vector(b.as_slice())),
         y: y.view_mut(),
         aux: desc.save_aux.then(|| z.view_mut()),
     };
@@ -322,7 +324,7 @@ fn run_linear_plan<T: Element>(
                 aux: desc.save_aux.then(|| z.view()),
                 dx: dx.map(MatOut::view_mut),
                 dw: dw.map(MatOut::view_mut),
-                dbias: db.map(Guarded::slice_mut),
+                dbias: db.map(|g| vector_mut(g.slice_mut())),
             };
             plan.run_bw(st, borrowed(&mut ws), args)
                 .map_err(|e| format!("run_bw: {e}"))

@@ -15,7 +15,9 @@
 use baracuda_kernels::*;
 
 use super::bad_inputs::{fp8_bad_inputs, fp8_unsupported, int_bad_inputs, int_unsupported};
-use super::{borrowed, bound, product, tol, upload_operand, Mat, MatOut, Outputs};
+use super::{
+    borrowed, bound, product, tol, upload_operand, vector, vector_mut, Mat, MatOut, Outputs,
+};
 use crate::harness::*;
 use crate::table::{OpCase, Tensors};
 
@@ -279,9 +281,9 @@ fn run_fp8_plan<A: Element, B: Element, O: Element>(
         a: am.view(a.as_slice()),
         b: bm.view(b.as_slice()),
         d: d.view_mut(),
-        scale_a: scale_a.as_slice(),
-        scale_b: scale_b.as_slice(),
-        amax: s.amax.then(|| amax.slice_mut()),
+        scale_a: vector(scale_a.as_slice()),
+        scale_b: vector(scale_b.as_slice()),
+        amax: s.amax.then(|| vector_mut(amax.slice_mut())),
     };
     let mut out = Outputs::of(&plan, plan.run(st, borrowed(&mut ws), args))?;
     out.take("d", true, &d)?;
