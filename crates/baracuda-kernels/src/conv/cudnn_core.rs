@@ -851,9 +851,10 @@ impl ConvCore {
         let needed = self.workspace[dir.index()];
         let ws = workspace.check_ptr(op, needed, stream.context().id())?;
         if let Some(g) = &self.gemm[dir.index()] {
-            let (a, b, d) = gemm_operands(dir, ops);
-            let abd = (a.addr(), b.addr(), d.addr());
-            let aligned = [abd.0, abd.1, abd.2].iter().all(|a| a % 16 == 0);
+            let abd = gemm_operands(dir, ops);
+            let aligned = [abd.0.addr(), abd.1.addr(), abd.2.addr()]
+                .iter()
+                .all(|a| a % 16 == 0);
             if aligned {
                 // SAFETY: the caller checked every operand's shape, dense
                 // layout and context against this problem, which is the
@@ -861,7 +862,7 @@ impl ConvCore {
                 // aligned; the output overlaps no input (the plan's
                 // check_disjoint, or a workspace copy); the workspace holds
                 // the matmul's bytes.
-                return unsafe { g.enqueue(stream, abd, ws.addr()) };
+                return unsafe { g.enqueue(stream, abd, ws) };
             }
             if self.gemm_only {
                 return Err(Error::InvalidArgument {
@@ -929,10 +930,7 @@ fn time_candidates(
         // synchronizes before they drop.
         unsafe {
             match i.checked_sub(cands.len()).and_then(|j| extra.get(j)) {
-                Some(g) => {
-                    let (a, b, d) = gemm_operands(dir, ops);
-                    g.enqueue(stream, (a.addr(), b.addr(), d.addr()), wsa.addr())
-                }
+                Some(g) => g.enqueue(stream, gemm_operands(dir, ops), wsa),
                 None => cudnn.run_candidate(handle, stream, dir, i, ops, wsa),
             }
         }

@@ -56,9 +56,7 @@ impl LinearKernel {
     }
 
     /// Enqueue the role's `D = A B` on `(a, b, d)` with `workspace` (at
-    /// least [`LinearKernel::workspace_bytes`] bytes at that address). The
-    /// addresses are raw because the convolution family hands its operands
-    /// over as such; they become typed (untyped-byte) device pointers here.
+    /// least [`LinearKernel::workspace_bytes`] bytes at that address).
     ///
     /// # Safety
     /// As [`PlainMatmul::enqueue`]: the role's packed row-major matrices,
@@ -67,15 +65,9 @@ impl LinearKernel {
     pub(crate) unsafe fn enqueue(
         &self,
         stream: &Stream,
-        (a, b, d): (u64, u64, u64),
-        workspace: u64,
+        abd: (DevPtr<u8>, DevPtr<u8>, DevPtrMut<u8>),
+        workspace: DevPtrMut<u8>,
     ) -> Result<()> {
-        let abd = (
-            DevPtr::from_addr(a),
-            DevPtr::from_addr(b),
-            DevPtrMut::from_addr(d),
-        );
-        let workspace = DevPtrMut::from_addr(workspace);
         match self {
             // SAFETY: forwarded from the caller.
             LinearKernel::Lt(g) => unsafe { g.enqueue(stream, abd, workspace) },
