@@ -16,6 +16,16 @@ pub fn cuda_error(call: &'static str, e: DriverError) -> Error {
     }
 }
 
+/// A failed allocation of `bytes` bytes: [`Error::OutOfMemory`] when the
+/// driver reports `CUDA_ERROR_OUT_OF_MEMORY`, else as [`cuda_error`].
+pub fn alloc_error(call: &'static str, bytes: usize, e: DriverError) -> Error {
+    if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        Error::OutOfMemory { op: call, bytes }
+    } else {
+        cuda_error(call, e)
+    }
+}
+
 /// A cuBLAS / cuBLASLt status as an [`Error::Cublas`].
 pub fn cublas_error(call: &'static str, e: cudarc::cublaslt::result::CublasError) -> Error {
     let name = format!("{:?}", e.0);
