@@ -181,7 +181,9 @@ impl Stream {
     }
 
     /// Start capturing the work enqueued on this stream into a graph,
-    /// instead of running it.
+    /// instead of running it. Thread-local mode: a synchronizing or
+    /// allocating call from the calling thread fails the capture, while
+    /// other threads go on as usual.
     ///
     /// # Errors
     /// `Cuda` on failure.

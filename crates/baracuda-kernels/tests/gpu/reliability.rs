@@ -283,15 +283,18 @@ fn plans_shared_by_sixteen_threads() {
     });
 }
 
-/// Each family's plans captured into one CUDA graph (thread-local capture
-/// mode: a synchronizing or allocating call inside `run` fails the
-/// capture) and replayed [`REPLAYS`] times, the outputs poisoned before
-/// each replay; every replay gives the bits of the eager run.
+/// Each family's plans captured into one CUDA graph and replayed
+/// [`REPLAYS`] times, the outputs poisoned before each replay; every replay
+/// gives the bits of the eager run. The capture is in thread-local mode: a
+/// synchronizing or allocating call inside `run` fails it (global mode
+/// would also fail the tests that allocate on other threads meanwhile).
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn graph_capture_replays_every_family() {
+    // A stream of its own: work another test enqueued on a capturing
+    // stream would join the capture.
+    let s = &Stream::new(&gpu().ctx).unwrap();
     each_exercise(|_, ex| {
-        let s = &streams()[0].stream;
         let want = eager(ex, s)?;
         let mut out = Outs::new(s, ex).map_err(msg)?;
         s.synchronize().map_err(msg)?;
