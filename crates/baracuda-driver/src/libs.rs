@@ -324,6 +324,24 @@ pub fn loaded_library(lib: CudaLib) -> Result<(String, Option<PathBuf>)> {
 mod tests {
     use super::*;
 
+    /// A `BARACUDA_<LIB>_LIBRARY` file that does not load is
+    /// `LibraryNotFound` naming it and the variable, and nothing else is
+    /// tried.
+    #[test]
+    fn override_that_does_not_load_is_not_found() {
+        let path = Path::new("/nonexistent/baracuda/libcudnn.so.9");
+        match load_override(CudaLib::Cudnn, path) {
+            Err(Error::LibraryNotFound { lib, searched, .. }) => {
+                assert_eq!(lib, "cudnn");
+                assert_eq!(
+                    searched,
+                    vec![format!("{} (from BARACUDA_CUDNN_LIBRARY)", path.display())]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     /// NVRTC is installed wherever the kernels are compiled (under CI
     /// always): the report names the file the process mapped.
     #[test]

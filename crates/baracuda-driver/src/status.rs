@@ -60,3 +60,43 @@ impl<T> CudaResultExt<T> for Result<T, DriverError> {
         self.map_err(|e| cuda_error(call, e))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cudarc::driver::sys::CUresult;
+
+    /// An allocation the device cannot hold is `OutOfMemory` with its size;
+    /// any other failed allocation keeps the driver's status.
+    #[test]
+    fn allocation_failures_map_to_out_of_memory() {
+        let oom = alloc_error(
+            "cuMemAlloc",
+            1 << 40,
+            DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+        );
+        assert_eq!(
+            oom,
+            Error::OutOfMemory {
+                op: "cuMemAlloc",
+                bytes: 1 << 40
+            }
+        );
+        assert_eq!(
+            oom.to_string(),
+            "cuMemAlloc: out of memory allocating 1099511627776 bytes"
+        );
+        let other = alloc_error(
+            "cuMemAlloc",
+            8,
+            DriverError(CUresult::CUDA_ERROR_INVALID_VALUE),
+        );
+        assert!(matches!(
+            other,
+            Error::Cuda {
+                call: "cuMemAlloc",
+                ..
+            }
+        ));
+    }
+}
