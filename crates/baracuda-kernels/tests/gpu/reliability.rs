@@ -578,8 +578,9 @@ impl Exercise for LinearExercise {
 // Tensors past 2^31 elements
 // ---------------------------------------------------------------------------
 
-/// Elements of the large tensors: 3 * 2^30, 6.4 GB each in bf16.
-const LARGE: usize = 3 << 30;
+/// Elements of the large tensors: 5 * 2^30 (past 2^31 and 2^32), 10.7 GB
+/// each in bf16.
+const LARGE: usize = 5 << 30;
 
 /// Positions around every 32-bit boundary of a [`LARGE`] tensor, where
 /// the large-tensor test writes distinct values and reads results back.
@@ -590,6 +591,17 @@ fn large_marks() -> Vec<usize> {
     }
     v.extend([(1 << 31) + 12_345, (1 << 32) + 777_777]);
     v
+}
+
+/// The marks are distinct positions inside the large tensors, around
+/// both 32-bit boundaries.
+#[test]
+fn large_marks_lie_inside() {
+    let marks = large_marks();
+    let distinct: std::collections::HashSet<_> = marks.iter().collect();
+    assert_eq!(distinct.len(), marks.len());
+    assert!(marks.iter().all(|&m| m < LARGE));
+    assert!(marks.contains(&(1 << 31)) && marks.contains(&(1 << 32)));
 }
 
 /// `buf` filled with the bf16 whose two bytes are 0x3F (0.74609375), and
@@ -613,10 +625,10 @@ fn large_input(
 /// The fill value of [`large_input`].
 const FILL: f64 = 0.746_093_75;
 
-/// An elementwise sum with a broadcast scalar over 3 * 2^30 bf16 elements
+/// An elementwise sum with a broadcast scalar over 5 * 2^30 bf16 elements
 /// (linear indices past 2^31 and 2^32): the forward at every mark and at
 /// seeded random positions; the backward's `da` (a copy of `dy`) at the
-/// same places, and its `db`, a reduction of all 3 * 2^30 elements of
+/// same places, and its `db`, a reduction of all 5 * 2^30 elements of
 /// `dy`, against the exact sum.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -677,7 +689,7 @@ fn binary_past_2_31_elements() {
     }
     let sum = (LARGE - marks.len()) as f64 * FILL + dy_marks.iter().sum::<f64>();
     compare(
-        "db, the sum of 3 * 2^30 elements",
+        "db, the sum of 5 * 2^30 elements",
         &[read(&db, 0)],
         &[sum],
         Tolerance {
