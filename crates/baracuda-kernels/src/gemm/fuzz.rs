@@ -1,6 +1,7 @@
-//! Property tests of the GEMM family's host-side validation: random
-//! sizes, layouts, epilogues, leading dimensions, batches and strides go
-//! through the checks `select` runs before it touches the GPU: nothing
+//! Property tests of the GEMM family's host-side validation (GEMM,
+//! batched, grouped, linear): random sizes, layouts, epilogues, leading
+//! dimensions, batches and strides go through the checks `select` runs
+//! before it touches the GPU: nothing
 //! panics, every answer is `Ok` or a typed `Error`, and an accepted
 //! descriptor's matrices fit their leading dimensions and its batched
 //! outputs do not overlap.
@@ -8,7 +9,7 @@
 use baracuda_kernels_types::{EpilogueKind, LayoutSku, MatrixOrder};
 use proptest::prelude::*;
 
-use super::{BatchedGemmDescriptor, GemmDescriptor};
+use super::{BatchedGemmDescriptor, GemmDescriptor, GroupedGemmDescriptor, LinearDescriptor};
 use crate::fuzz::{config, size, typed};
 
 fn gemm() -> impl Strategy<Value = GemmDescriptor> {
@@ -75,6 +76,53 @@ proptest! {
                 }
             }
             Err(e) => typed("gemm", &e)?,
+        }
+    }
+
+    #[test]
+    fn linear_descriptors(
+        (tokens, in_features, out_features) in (size(), size(), size()),
+        lds in proptest::array::uniform6(size()), packed in any::<bool>(),
+        epilogue in proptest::sample::select(EpilogueKind::ALL.to_vec()), save_aux in any::<bool>(),
+    ) {
+        let mut d = LinearDescriptor::new(tokens, in_features, out_features);
+        d.epilogue = epilogue;
+        d.save_aux = save_aux;
+        if !packed {
+            let [ldx, ldw, ldy, lddx, lddw, lddy] = lds;
+            d = d.with_forward_ld(ldx, ldw, ldy).with_backward_ld(lddx, lddw, lddy);
+        }
+        match d.validate() {
+            Ok(()) => {
+                let (i, o) = (d.in_features, d.out_features);
+                prop_assert!(d.tokens >= 1 && i >= 1 && o >= 1, "{d:?}");
+                prop_assert!(d.ldx >= i && d.ldw >= i && d.lddx >= i && d.lddw >= i, "{d:?}");
+                prop_assert!(d.ldy >= o && d.lddy >= o, "{d:?}");
+            }
+            Err(e) => typed("linear", &e)?,
+        }
+    }
+
+    #[test]
+    fn grouped_gemm_descriptors(
+        problems in proptest::collection::vec((size(), size(), size()), 0..5),
+        layout in proptest::sample::select(LayoutSku::ALL.to_vec()),
+        epilogue in proptest::sample::select(EpilogueKind::ALL.to_vec()), save_aux in any::<bool>(),
+    ) {
+        let mut d = GroupedGemmDescriptor::new(problems, layout);
+        d.epilogue = epilogue;
+        d.save_aux = save_aux;
+        match d.validate() {
+            Ok(()) => {
+                prop_assert!(!d.problems.is_empty());
+                for &(m, n, k) in &d.problems {
+                    let g = GemmDescriptor {
+                        epilogue, save_aux, ..GemmDescriptor::new(m.max(1), n, k, layout)
+                    };
+                    prop_assert!(g.validate("grouped_gemm").is_ok(), "{d:?}");
+                }
+            }
+            Err(e) => typed("grouped_gemm", &e)?,
         }
     }
 
