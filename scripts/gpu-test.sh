@@ -12,7 +12,9 @@
 #                                     under compute-sanitizer, once per tool
 #                                     (memcheck, racecheck, initcheck,
 #                                     synccheck; SANITIZE_TOOLS picks a
-#                                     subset), logs to $OUT/sanitize-<tool>.log,
+#                                     subset, SANITIZE_TIMEOUT bounds each
+#                                     pass in seconds), logs to
+#                                     $OUT/sanitize-<tool>.log,
 #                                     print "sanitize: memcheck N errors, ..."
 #                                     last
 #   scripts/gpu-test.sh               pack, then run (a machine with both)
@@ -92,15 +94,16 @@ sanitize() {
     --skip reliability::rows_checked_from_sixteen_threads
     --skip reliability::plans_shared_by_sixteen_threads
     --skip driver::jit_compiles_once_and_caches_on_disk)
-  local exclude=()
+  local exclude=() bound=()
   [ -z "${SANITIZE_EXCLUDE:-}" ] || exclude=(--kernel-name-exclude "$SANITIZE_EXCLUDE")
+  [ -z "${SANITIZE_TIMEOUT:-}" ] || bound=(timeout "$SANITIZE_TIMEOUT")
   export BARACUDA_TEST_SMALL=1
   local summary=() status=0 tool log rc errors
   for tool in $tools; do
     log="$dir/sanitize-$tool.log"
     echo "== compute-sanitizer --tool $tool (log: $log)"
     set +e
-    "$cs" --tool "$tool" --error-exitcode 99 --print-limit 50 --report-api-errors no \
+    "${bound[@]}" "$cs" --tool "$tool" --error-exitcode 99 --print-limit 50 --report-api-errors no \
       "${exclude[@]}" "./$PACK/kernels-gpu" --ignored --test-threads=8 "${skip[@]}" "$@" \
       >"$log" 2>&1
     rc=$?
