@@ -7,7 +7,9 @@
 //! (forward and backward against the f64 reference), that every other
 //! dtype is `Unsupported`, and the row's bad inputs. The elementwise rows
 //! are below; the conv family's (convolution and pooling) are in
-//! `conv.rs`, the GEMM family's in `gemm.rs`.
+//! `conv.rs`, the GEMM family's in `gemm.rs`. `reliability.rs` runs every
+//! row from many threads at once and, over one exercise per family,
+//! shared plans, graph capture, large tensors and faults.
 
 mod conv;
 mod driver;

@@ -25,7 +25,7 @@ use crate::harness::*;
 use crate::table::Row;
 
 // Every public plan type is `Send + Sync`: one plan serves many threads.
-// A new plan type is added here.
+// Each new family adds its plan types here.
 const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<UnaryPlan<f32, 4>>();
