@@ -7,9 +7,9 @@
 //! - the op table (`FAMILY_ROWS` in `main.rs`): every row is checked from
 //!   [`STREAMS`] threads at once, each on a stream of its own
 //!   ([`rows_checked_from_sixteen_threads`]);
-//! - [`EXERCISES`]: one representative set of plans per family, with its
-//!   inputs on the device, that many threads share and that a graph
-//!   captures ([`plans_shared_by_sixteen_threads`],
+//! - [`EXERCISES`] (`reliability/exercises.rs`): one set of plans per
+//!   family, with its inputs on the device, that many threads share and
+//!   that a graph captures ([`plans_shared_by_sixteen_threads`],
 //!   [`graph_capture_replays_every_family`]); the faults run over it too.
 //!
 //! [`every_family_has_an_exercise`] and the `const` block of Send + Sync
@@ -23,6 +23,10 @@ use half::bf16;
 
 use crate::harness::*;
 use crate::table::Row;
+
+mod exercises;
+
+use exercises::{Exercise, Outs, EXERCISES};
 
 // Every public plan type is `Send + Sync`: one plan serves many threads.
 // Each new family adds its plan types here.
@@ -121,91 +125,6 @@ fn rows_checked_from_sixteen_threads() {
 // ---------------------------------------------------------------------------
 // One exercise per family: shared plans, graph capture
 // ---------------------------------------------------------------------------
-
-/// A family's representative plans (forward and backward, f32, the
-/// deterministic preference) and their inputs on the device. `enqueue`
-/// only enqueues: it is what many threads run at once on one exercise and
-/// what a graph captures.
-trait Exercise: Send + Sync {
-    /// Elements of each output, and the workspace bytes.
-    fn outputs(&self) -> (Vec<usize>, usize);
-    /// Enqueue every plan on `stream`, writing `out`.
-    fn enqueue(&self, stream: &Stream, out: &mut Outs) -> Result<()>;
-}
-
-/// One family's entry in [`EXERCISES`].
-struct FamilyExercise {
-    /// The family (as in `baracuda_kernels::FAMILIES`).
-    family: &'static str,
-    /// The CUDA libraries its plans need besides NVRTC.
-    libraries: &'static [CudaLib],
-    /// Select the plans on the shared stream and upload the inputs.
-    make: fn() -> Result<Box<dyn Exercise>>,
-}
-
-/// One exercise per family.
-static EXERCISES: &[FamilyExercise] = &[
-    FamilyExercise {
-        family: "elementwise",
-        libraries: &[],
-        make: || Ok(Box::new(ElementwiseExercise::new()?)),
-    },
-    FamilyExercise {
-        family: "conv",
-        libraries: &[CudaLib::Cudnn],
-        make: || Ok(Box::new(ConvExercise::new()?)),
-    },
-    FamilyExercise {
-        family: "gemm",
-        libraries: &[CudaLib::CublasLt],
-        make: || Ok(Box::new(LinearExercise::new()?)),
-    },
-];
-
-/// The outputs and workspace of one runner of an [`Exercise`].
-struct Outs {
-    bufs: Vec<DeviceBuffer<f32>>,
-    ws: DeviceBuffer<u8>,
-}
-
-impl Outs {
-    /// Poisoned outputs and a workspace on `stream`.
-    fn new(stream: &Stream, ex: &dyn Exercise) -> Result<Outs> {
-        let (sizes, ws) = ex.outputs();
-        let bufs = sizes
-            .iter()
-            .map(|&n| DeviceBuffer::filled_bytes(stream, n, 0xFF))
-            .collect::<Result<_>>()?;
-        Ok(Outs {
-            bufs,
-            ws: DeviceBuffer::zeros(stream, ws.max(1))?,
-        })
-    }
-    /// Poison every output again (NaN), on `stream`.
-    fn poison(&mut self, stream: &Stream) -> Result<()> {
-        self.bufs
-            .iter_mut()
-            .try_for_each(|b| b.fill_bytes(stream, 0xFF))
-    }
-    /// The outputs' bits, after everything enqueued on `stream`.
-    fn bits(&self, stream: &Stream) -> Result<Vec<Vec<u32>>> {
-        self.bufs
-            .iter()
-            .map(|b| Ok(b.to_host(stream)?.iter().map(|v| v.to_bits()).collect()))
-            .collect()
-    }
-    /// The workspace and the outputs as `N` mutable buffers.
-    fn split<const N: usize>(&mut self) -> (&mut DeviceBuffer<u8>, [&mut DeviceBuffer<f32>; N]) {
-        let mut it = self.bufs.iter_mut();
-        let bufs = std::array::from_fn(|_| it.next().expect("an output per view"));
-        (&mut self.ws, bufs)
-    }
-}
-
-/// `buf` as a workspace.
-fn borrowed(buf: &mut DeviceBuffer<u8>) -> Workspace<'_> {
-    Workspace::Borrowed(buf.as_slice_mut())
-}
 
 /// One eager run of `ex` on `stream` into fresh outputs: the bits every
 /// other run must reproduce. Fails when an output kept poison.
@@ -318,259 +237,9 @@ fn every_family_has_an_exercise() {
     for family in baracuda_kernels::FAMILIES {
         assert!(
             EXERCISES.iter().any(|e| e.family == family.name),
-            "family {} has no exercise in reliability.rs",
+            "family {} has no exercise in reliability/exercises.rs",
             family.name
         );
-    }
-}
-
-/// `n` seeded values in `[-2, 2)` on the shared stream.
-fn input(n: usize, seed: u64) -> Result<DeviceBuffer<f32>> {
-    let v: Vec<f32> = Rng::new(seed)
-        .vec(n, -2.0, 2.0)
-        .iter()
-        .map(|&x| x as f32)
-        .collect();
-    DeviceBuffer::from_host(&gpu().stream, &v)
-}
-
-/// The preference every exercise selects with: bitwise-repeatable runs.
-fn deterministic() -> PlanPreference {
-    PlanPreference::default().with_deterministic(true)
-}
-
-/// GELU forward and backward, and a product with a broadcast scalar
-/// forward and backward (the scalar's gradient a split reduction with a
-/// workspace).
-struct ElementwiseExercise {
-    gelu: UnaryPlan<f32, 2>,
-    mul: BinaryPlan<f32, 2>,
-    x: DeviceBuffer<f32>,
-    s: DeviceBuffer<f32>,
-    dy: DeviceBuffer<f32>,
-}
-
-const EW: [usize; 2] = [96, 1000];
-
-impl ElementwiseExercise {
-    fn new() -> Result<Self> {
-        let st = &gpu().stream;
-        let gelu = UnaryPlan::select(
-            st,
-            &UnaryDescriptor {
-                op: UnaryOp::GeluTanh,
-                element: ElementKind::F32,
-                shape: EW,
-            },
-            &deterministic(),
-        )?;
-        let mul = BinaryPlan::select(
-            st,
-            &BinaryDescriptor {
-                op: BinaryOp::Mul,
-                element: ElementKind::F32,
-                a_shape: EW,
-                b_shape: [1, 1],
-            },
-            &deterministic(),
-        )?;
-        let n = EW[0] * EW[1];
-        Ok(ElementwiseExercise {
-            gelu,
-            mul,
-            x: input(n, 1)?,
-            s: input(1, 2)?,
-            dy: input(n, 3)?,
-        })
-    }
-}
-
-impl Exercise for ElementwiseExercise {
-    fn outputs(&self) -> (Vec<usize>, usize) {
-        let n = EW[0] * EW[1];
-        let ws = self.mul.bw_workspace_size(Grad::A | Grad::B);
-        (vec![n, n, n, n, 1], ws)
-    }
-    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
-        let (ws, [h, dx, y, da, db]) = out.split();
-        let x = TensorRef::contiguous(self.x.as_slice(), EW)?;
-        let dy = TensorRef::contiguous(self.dy.as_slice(), EW)?;
-        let s = TensorRef::contiguous(self.s.as_slice(), [1, 1])?;
-        let y_gelu = TensorMut::contiguous(h.as_slice_mut(), EW)?;
-        self.gelu
-            .run(st, Workspace::None, UnaryArgs { x, y: y_gelu })?;
-        let dx = TensorMut::contiguous(dx.as_slice_mut(), EW)?;
-        self.gelu
-            .run_bw(st, Workspace::None, UnaryBwArgs { x, dy, dx })?;
-        let h = TensorRef::contiguous(h.as_slice(), EW)?;
-        let out = TensorMut::contiguous(y.as_slice_mut(), EW)?;
-        self.mul
-            .run(st, Workspace::None, BinaryArgs { a: h, b: s, out })?;
-        let args = BinaryBwArgs {
-            a: h,
-            b: s,
-            dy,
-            da: Some(TensorMut::contiguous(da.as_slice_mut(), EW)?),
-            db: Some(TensorMut::contiguous(db.as_slice_mut(), [1, 1])?),
-        };
-        self.mul.run_bw(st, borrowed(ws), args)
-    }
-}
-
-/// A 3x3 convolution with a bias (cuDNN) forward and backward, then a 2x2
-/// average pooling of its output forward and backward.
-struct ConvExercise {
-    conv: Conv2dPlan<f32>,
-    pool: AvgPool2dPlan<f32>,
-    x: DeviceBuffer<f32>,
-    w: DeviceBuffer<f32>,
-    bias: DeviceBuffer<f32>,
-    dy: DeviceBuffer<f32>,
-    dpool: DeviceBuffer<f32>,
-}
-
-const CONV_X: [usize; 4] = [2, 8, 16, 16];
-const CONV_W: [usize; 4] = [16, 8, 3, 3];
-const CONV_Y: [usize; 4] = [2, 16, 16, 16];
-const POOL_Y: [usize; 4] = [2, 16, 8, 8];
-
-fn elems(shape: &[usize]) -> usize {
-    shape.iter().product()
-}
-
-impl ConvExercise {
-    fn new() -> Result<Self> {
-        let st = &gpu().stream;
-        let d = Conv2dDescriptor::new(2, 8, 16, [16, 16], [3, 3], ElementKind::F32)
-            .with_padding([1, 1]);
-        let conv = Conv2dPlan::select(st, &d, &deterministic())?;
-        let p = PoolDescriptor::new(2, 16, [16, 16], [2, 2], ElementKind::F32);
-        let pool = AvgPool2dPlan::select(st, &p, &deterministic())?;
-        Ok(ConvExercise {
-            conv,
-            pool,
-            x: input(elems(&CONV_X), 11)?,
-            w: input(elems(&CONV_W), 12)?,
-            bias: input(16, 13)?,
-            dy: input(elems(&CONV_Y), 14)?,
-            dpool: input(elems(&POOL_Y), 15)?,
-        })
-    }
-}
-
-impl Exercise for ConvExercise {
-    fn outputs(&self) -> (Vec<usize>, usize) {
-        let all = Grad::X | Grad::Weight | Grad::Bias;
-        let ws = self
-            .conv
-            .workspace_size()
-            .max(self.conv.bw_workspace_size(all));
-        let sizes = [CONV_Y, CONV_X, CONV_W, POOL_Y, CONV_Y].map(|s| elems(&s));
-        (
-            vec![sizes[0], sizes[1], sizes[2], 16, sizes[3], sizes[4]],
-            ws,
-        )
-    }
-    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
-        let (ws, [y, dx, dw, db, py, pdx]) = out.split();
-        let x = TensorRef::contiguous(self.x.as_slice(), CONV_X)?;
-        let w = TensorRef::contiguous(self.w.as_slice(), CONV_W)?;
-        let args = ConvArgs {
-            x,
-            w,
-            bias: Some(TensorRef::contiguous(self.bias.as_slice(), [16])?),
-            y: TensorMut::contiguous(y.as_slice_mut(), CONV_Y)?,
-        };
-        self.conv.run(st, borrowed(ws), args)?;
-        let args = ConvBwArgs {
-            x,
-            w,
-            y: None,
-            dy: TensorRef::contiguous(self.dy.as_slice(), CONV_Y)?,
-            dx: Some(TensorMut::contiguous(dx.as_slice_mut(), CONV_X)?),
-            dw: Some(TensorMut::contiguous(dw.as_slice_mut(), CONV_W)?),
-            dbias: Some(TensorMut::contiguous(db.as_slice_mut(), [16])?),
-        };
-        self.conv.run_bw(st, borrowed(ws), args)?;
-        let y = TensorRef::contiguous(y.as_slice(), CONV_Y)?;
-        let args = PoolArgs {
-            x: y,
-            y: TensorMut::contiguous(py.as_slice_mut(), POOL_Y)?,
-            indices: None,
-        };
-        self.pool.run(st, Workspace::None, args)?;
-        let args = PoolBwArgs {
-            dy: TensorRef::contiguous(self.dpool.as_slice(), POOL_Y)?,
-            indices: None,
-            x: Some(y),
-            y: Some(TensorRef::contiguous(py.as_slice(), POOL_Y)?),
-            dx: TensorMut::contiguous(pdx.as_slice_mut(), CONV_Y)?,
-        };
-        self.pool.run_bw(st, Workspace::None, args)
-    }
-}
-
-/// A linear layer with a bias (cuBLASLt) forward and backward.
-struct LinearExercise {
-    plan: LinearPlan<f32>,
-    x: DeviceBuffer<f32>,
-    w: DeviceBuffer<f32>,
-    bias: DeviceBuffer<f32>,
-    dy: DeviceBuffer<f32>,
-}
-
-/// Tokens, in and out features.
-const LIN: (usize, usize, usize) = (96, 64, 48);
-
-impl LinearExercise {
-    fn new() -> Result<Self> {
-        let (t, i, o) = LIN;
-        let mut d = LinearDescriptor::new(t, i, o);
-        d.epilogue = EpilogueKind::Bias;
-        let plan = LinearPlan::select(&gpu().stream, &d, &deterministic())?;
-        Ok(LinearExercise {
-            plan,
-            x: input(t * i, 21)?,
-            w: input(o * i, 22)?,
-            bias: input(o, 23)?,
-            dy: input(t * o, 24)?,
-        })
-    }
-}
-
-impl Exercise for LinearExercise {
-    fn outputs(&self) -> (Vec<usize>, usize) {
-        let (t, i, o) = LIN;
-        let all = Grad::X | Grad::Weight | Grad::Bias;
-        let ws = self
-            .plan
-            .workspace_size()
-            .max(self.plan.bw_workspace_size(all));
-        (vec![t * o, t * i, o * i, o], ws)
-    }
-    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
-        let (t, i, o) = LIN;
-        let (ws, [y, dx, dw, db]) = out.split();
-        let x = MatrixRef::row_major(self.x.as_slice(), t, i)?;
-        let w = MatrixRef::row_major(self.w.as_slice(), o, i)?;
-        let args = LinearArgs {
-            x,
-            w,
-            bias: Some(self.bias.as_slice()),
-            y: MatrixMut::row_major(y.as_slice_mut(), t, o)?,
-            aux: None,
-        };
-        self.plan.run(st, borrowed(ws), args)?;
-        let args = LinearBwArgs {
-            x,
-            w,
-            dy: MatrixRef::row_major(self.dy.as_slice(), t, o)?,
-            aux: None,
-            dx: Some(MatrixMut::row_major(dx.as_slice_mut(), t, i)?),
-            dw: Some(MatrixMut::row_major(dw.as_slice_mut(), o, i)?),
-            dbias: Some(db.as_slice_mut()),
-        };
-        self.plan.run_bw(st, borrowed(ws), args)
     }
 }
 
