@@ -110,6 +110,14 @@ fn borrowed(buf: &mut DeviceBuffer<u8>) -> Workspace<'_> {
     Workspace::Borrowed(buf.as_slice_mut())
 }
 
+/// A plan for each of `ops`, on the shared stream.
+fn select_each<P: Plan, O: Copy>(ops: &[O], desc: impl Fn(O) -> P::Descriptor) -> Result<Vec<P>> {
+    let st = &gpu().stream;
+    ops.iter()
+        .map(|&op| P::select(st, &desc(op), &deterministic()))
+        .collect()
+}
+
 /// `n` seeded values in `[-2, 2)` on the shared stream.
 fn input(n: usize, seed: u64) -> Result<DeviceBuffer<f32>> {
     let v: Vec<f32> = Rng::new(seed)
@@ -160,31 +168,18 @@ const SCALAR: [usize; 2] = [1, 1];
 
 impl Elementwise {
     fn new() -> Result<Self> {
-        let st = &gpu().stream;
         let element = ElementKind::F32;
-        let unary = UnaryOp::ALL
-            .iter()
-            .map(|&op| {
-                let d = UnaryDescriptor {
-                    op,
-                    element,
-                    shape: EW,
-                };
-                UnaryPlan::select(st, &d, &deterministic())
-            })
-            .collect::<Result<_>>()?;
-        let binary = BinaryOp::ALL
-            .iter()
-            .map(|&op| {
-                let d = BinaryDescriptor {
-                    op,
-                    element,
-                    a_shape: EW,
-                    b_shape: SCALAR,
-                };
-                BinaryPlan::select(st, &d, &deterministic())
-            })
-            .collect::<Result<_>>()?;
+        let unary = select_each(&UnaryOp::ALL, |op| UnaryDescriptor {
+            op,
+            element,
+            shape: EW,
+        })?;
+        let binary = select_each(&BinaryOp::ALL, |op| BinaryDescriptor {
+            op,
+            element,
+            a_shape: EW,
+            b_shape: SCALAR,
+        })?;
         Ok(Elementwise {
             unary,
             binary,
