@@ -6,7 +6,28 @@
 #   scripts/gpu-test.sh run [FILTER]  on the GPU machine: run every GPU test
 #                                     (--ignored), log to $OUT/gpu-test.log when
 #                                     $OUT is set, print "N passed, M failed" last
+#   scripts/gpu-test.sh sanitize [FILTER]
+#                                     on the GPU machine: run the GPU tests in
+#                                     small-shapes mode (BARACUDA_TEST_SMALL=1)
+#                                     under compute-sanitizer, once per tool
+#                                     (memcheck, racecheck, initcheck,
+#                                     synccheck; SANITIZE_TOOLS picks a
+#                                     subset, SANITIZE_TIMEOUT bounds each
+#                                     pass in seconds), logs to
+#                                     $OUT/sanitize-<tool>.log,
+#                                     print "sanitize: memcheck N errors, ..."
+#                                     last
 #   scripts/gpu-test.sh               pack, then run (a machine with both)
+#
+# The sanitizer passes leave out the tests that allocate tens of GB (past
+# 2^31 elements, out of memory), spawn child processes, or repeat the table
+# from many threads (the row tests run every kernel anyway), and the JIT
+# cache test. They pass --report-api-errors no: a CUDA call that fails on
+# purpose (an allocation beyond memory, a library probing what the device
+# supports) returns its status to the caller, which the driver turns into an
+# Error that the tests check. SANITIZE_EXCLUDE, when set, is passed as
+# --kernel-name-exclude (for example kns=cudnn to leave out library kernels
+# whose reports cannot be fixed here); it is empty by default.
 #
 # With the device tool: `scripts/gpu-test.sh pack` here, then run
 # `scripts/gpu-test.sh run` there with carry ["gpu-pack"].
@@ -52,9 +73,56 @@ run() {
   return "$status"
 }
 
+# Sum of the errors a compute-sanitizer log reports ("ERROR SUMMARY: N
+# errors"; racecheck's "RACECHECK SUMMARY: ... (N errors, ...)"), or "?"
+# when it reports none (the run did not finish).
+sanitizer_errors() {
+  local n
+  n=$(grep -o 'ERROR SUMMARY: [0-9]* error' "$1" | awk '{s+=$3} END {if (NR) print s}')
+  [ -n "$n" ] || n=$(grep -o '([0-9]* errors' "$1" | tr -d '(' | awk '{s+=$1} END {if (NR) print s}')
+  echo "${n:-?}"
+}
+
+sanitize() {
+  local cs=${COMPUTE_SANITIZER:-/usr/local/cuda/bin/compute-sanitizer}
+  local tools=${SANITIZE_TOOLS:-memcheck racecheck initcheck synccheck}
+  local dir=${OUT:-/tmp}
+  local skip=(--skip elementwise_64bit_offsets
+    --skip reliability::binary_past_2_31_elements
+    --skip reliability::allocation_beyond_memory_is_out_of_memory
+    --skip reliability::missing_library
+    --skip reliability::rows_checked_from_sixteen_threads
+    --skip reliability::plans_shared_by_sixteen_threads
+    --skip driver::jit_compiles_once_and_caches_on_disk)
+  local exclude=() bound=()
+  [ -z "${SANITIZE_EXCLUDE:-}" ] || exclude=(--kernel-name-exclude "$SANITIZE_EXCLUDE")
+  [ -z "${SANITIZE_TIMEOUT:-}" ] || bound=(timeout "$SANITIZE_TIMEOUT")
+  export BARACUDA_TEST_SMALL=1
+  local summary=() status=0 tool log rc errors
+  for tool in $tools; do
+    log="$dir/sanitize-$tool.log"
+    echo "== compute-sanitizer --tool $tool (log: $log)"
+    set +e
+    "${bound[@]}" "$cs" --tool "$tool" --error-exitcode 99 --print-limit 50 --report-api-errors no \
+      "${exclude[@]}" "./$PACK/kernels-gpu" --ignored --test-threads=8 "${skip[@]}" "$@" \
+      >"$log" 2>&1
+    rc=$?
+    set -e
+    grep -E '^test result|^test .* FAILED$|ERROR SUMMARY|RACECHECK SUMMARY' "$log" || true
+    errors=$(sanitizer_errors "$log")
+    [ "$rc" -eq 0 ] && [ "$errors" = 0 ] || status=1
+    summary+=("$tool $errors errors")
+  done
+  local line
+  line=$(printf '%s, ' "${summary[@]}")
+  echo "sanitize: ${line%, }"
+  return "$status"
+}
+
 case "${1:-all}" in
   pack) pack ;;
   run) shift; run "$@" ;;
+  sanitize) shift; sanitize "$@" ;;
   all) pack; run ;;
-  *) echo "usage: $0 [pack|run [FILTER]]" >&2; exit 2 ;;
+  *) echo "usage: $0 [pack|run [FILTER]|sanitize [FILTER]]" >&2; exit 2 ;;
 esac

@@ -43,18 +43,43 @@ impl Context {
     pub fn new(device: &Device) -> Result<Context> {
         ensure_loaded(CudaLib::Driver)?;
         let cu = CudaContext::new(device.ordinal).call("cuDevicePrimaryCtxRetain")?;
+        Ok(Self::wrap(cu, device))
+    }
+
+    /// A new context of its own on `device`, apart from the primary one
+    /// that [`Context::new`] shares: buffers, modules and plans of one are
+    /// not usable on streams of the other. For code that needs isolation
+    /// (and for tests that mix contexts).
+    ///
+    /// # Errors
+    /// `LibraryNotFound` without a driver; `Cuda` on failure.
+    pub fn new_non_primary(device: &Device) -> Result<Context> {
+        ensure_loaded(CudaLib::Driver)?;
+        let cu = CudaContext::new_non_primary(device.ordinal, 0).call("cuCtxCreate")?;
+        Ok(Self::wrap(cu, device))
+    }
+
+    fn wrap(cu: Arc<CudaContext>, device: &Device) -> Context {
         // SAFETY: baracuda orders work across streams explicitly (plans run
         // on the stream they are given; buffers are freed stream-ordered), so
         // cudarc's implicit per-slice events are not needed. Turning them off
         // keeps launches free of event records, which graph capture needs.
         unsafe { cu.disable_event_tracking() };
-        Ok(Context {
+        Context {
             inner: Arc::new(ContextInner {
                 cu,
                 device: device.clone(),
                 registry: Registry::default(),
             }),
-        })
+        }
+    }
+
+    /// Free and total device memory in bytes, `(free, total)`.
+    ///
+    /// # Errors
+    /// `Cuda` on failure.
+    pub fn memory_info(&self) -> Result<(usize, usize)> {
+        self.inner.cu.mem_get_info().call("cuMemGetInfo")
     }
 
     /// The device this context runs on.
@@ -156,7 +181,9 @@ impl Stream {
     }
 
     /// Start capturing the work enqueued on this stream into a graph,
-    /// instead of running it.
+    /// instead of running it. Thread-local mode: a synchronizing or
+    /// allocating call from the calling thread fails the capture, while
+    /// other threads go on as usual.
     ///
     /// # Errors
     /// `Cuda` on failure.

@@ -14,6 +14,7 @@ use cudarc::cublaslt::sys as lt;
 
 use crate::context::Stream;
 use crate::handles::CublasLtHandle;
+use crate::libs::{ensure_loaded, CudaLib};
 use crate::status::cublas_error;
 
 fn data_type(op: &'static str, kind: ElementKind) -> Result<lt::cudaDataType> {
@@ -145,8 +146,10 @@ impl LtMatmulDesc {
     /// `float_scale`, f32 otherwise).
     ///
     /// # Errors
+    /// `LibraryNotFound` without cuBLASLt;
     /// `Cublas` on failure.
     pub fn new(compute: LtCompute, float_scale: bool) -> Result<Self> {
+        ensure_loaded(CudaLib::CublasLt)?;
         use lt::cublasComputeType_t as C;
         use lt::cudaDataType_t as D;
         let (c, s) = match compute {
@@ -311,8 +314,10 @@ impl LtLayout {
     /// A column-major `rows x cols` matrix with leading dimension `ld`.
     ///
     /// # Errors
+    /// `LibraryNotFound` without cuBLASLt;
     /// `Unsupported` for a type cuBLASLt lacks; `Cublas` on failure.
     pub fn new(kind: ElementKind, rows: usize, cols: usize, ld: usize) -> Result<Self> {
+        ensure_loaded(CudaLib::CublasLt)?;
         let t = data_type("cublasLt layout", kind)?;
         let raw = r::create_matrix_layout(t, rows as u64, cols as u64, ld as i64)
             .map_err(|e| cublas_error("cublasLtMatrixLayoutCreate", e))?;
@@ -369,8 +374,10 @@ impl LtPreference {
     /// assuming every pointer is aligned to `min_alignment_bytes`.
     ///
     /// # Errors
+    /// `LibraryNotFound` without cuBLASLt;
     /// `Cublas` on failure.
     pub fn new(max_workspace_bytes: usize, min_alignment_bytes: u32) -> Result<Self> {
+        ensure_loaded(CudaLib::CublasLt)?;
         let raw = r::create_matmul_pref()
             .map_err(|e| cublas_error("cublasLtMatmulPreferenceCreate", e))?;
         let mut p = LtPreference { raw };

@@ -34,7 +34,7 @@ pub use jit::{
 };
 pub use libs::{ensure_loaded, loaded_library, CudaLib};
 pub use memory::{cudarc_slice, cudarc_slice_mut, DeviceBuffer, PinnedBuffer};
-pub use status::{cublas_error, cuda_error, cudnn_error};
+pub use status::{alloc_error, cublas_error, cuda_error, cudnn_error};
 
 pub use baracuda_kernels_types as types;
 pub use baracuda_kernels_types::{Error, Result};

@@ -7,6 +7,13 @@
 //! library loaded by full path is kept loaded; when cudarc later asks for it
 //! by name the dynamic loader matches its SONAME and returns the same one.
 //! When nothing is found the error lists every place tried.
+//!
+//! `BARACUDA_<LIB>_LIBRARY` (`BARACUDA_CUDA_LIBRARY`,
+//! `BARACUDA_NVRTC_LIBRARY`, `BARACUDA_CUBLASLT_LIBRARY`,
+//! `BARACUDA_CUDNN_LIBRARY`) names the one file to load for that library
+//! instead: nothing else is searched, and a file that does not load is
+//! `LibraryNotFound`. It picks one build among several installed, and it is
+//! how the GPU tests make one library unavailable to a process.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -43,6 +50,16 @@ impl CudaLib {
             CudaLib::Nvrtc => &["libnvrtc.so.13", "libnvrtc.so"],
             CudaLib::CublasLt => &["libcublasLt.so.13", "libcublasLt.so"],
             CudaLib::Cudnn => &["libcudnn.so.9", "libcudnn.so"],
+        }
+    }
+    /// The environment variable naming the one file to load instead of
+    /// searching.
+    pub fn override_var(self) -> &'static str {
+        match self {
+            CudaLib::Driver => "BARACUDA_CUDA_LIBRARY",
+            CudaLib::Nvrtc => "BARACUDA_NVRTC_LIBRARY",
+            CudaLib::CublasLt => "BARACUDA_CUBLASLT_LIBRARY",
+            CudaLib::Cudnn => "BARACUDA_CUDNN_LIBRARY",
         }
     }
     fn companions(self) -> &'static [&'static str] {
@@ -162,7 +179,39 @@ fn kept() -> &'static Mutex<Vec<libloading::Library>> {
     KEPT.get_or_init(|| Mutex::new(Vec::new()))
 }
 
+/// Load `path`, the file `lib.override_var()` names, and nothing else.
+fn load_override(lib: CudaLib, path: &Path) -> Result<()> {
+    let mut loaded = Vec::new();
+    if let Some(dir) = path.parent() {
+        for comp in lib.companions() {
+            // SAFETY: loading a CUDA library runs only its initialisers.
+            if let Ok(l) = unsafe { libloading::Library::new(dir.join(comp)) } {
+                loaded.push(l);
+            }
+        }
+    }
+    // SAFETY: as above.
+    if let Ok(l) = unsafe { libloading::Library::new(path) } {
+        loaded.push(l);
+        if lib.present_by_name() {
+            kept()
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .extend(loaded);
+            return Ok(());
+        }
+    }
+    Err(Error::LibraryNotFound {
+        lib: lib.name(),
+        searched: vec![format!("{} (from {})", path.display(), lib.override_var())],
+        hint: lib.hint(),
+    })
+}
+
 fn try_load(lib: CudaLib) -> Result<()> {
+    if let Some(path) = std::env::var_os(lib.override_var()) {
+        return load_override(lib, Path::new(&path));
+    }
     if lib.present_by_name() {
         return Ok(());
     }
@@ -204,8 +253,9 @@ fn try_load(lib: CudaLib) -> Result<()> {
     })
 }
 
-/// Make sure `lib` can be loaded, loading it by full path if needed. Cheap
-/// after the first call for each library.
+/// Make sure `lib` can be loaded, loading it by full path if needed (or
+/// only the file its `BARACUDA_<LIB>_LIBRARY` variable names). Cheap after
+/// the first call for each library.
 ///
 /// # Errors
 /// `LibraryNotFound` listing every name and path tried, with a hint.
@@ -273,6 +323,24 @@ pub fn loaded_library(lib: CudaLib) -> Result<(String, Option<PathBuf>)> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A `BARACUDA_<LIB>_LIBRARY` file that does not load is
+    /// `LibraryNotFound` naming it and the variable, and nothing else is
+    /// tried.
+    #[test]
+    fn override_that_does_not_load_is_not_found() {
+        let path = Path::new("/nonexistent/baracuda/libcudnn.so.9");
+        match load_override(CudaLib::Cudnn, path) {
+            Err(Error::LibraryNotFound { lib, searched, .. }) => {
+                assert_eq!(lib, "cudnn");
+                assert_eq!(
+                    searched,
+                    vec![format!("{} (from BARACUDA_CUDNN_LIBRARY)", path.display())]
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 
     /// NVRTC is installed wherever the kernels are compiled (under CI
     /// always): the report names the file the process mapped.

@@ -6,7 +6,7 @@ use baracuda_kernels_types::{DeviceSlice, DeviceSliceMut, Element, ElementKind, 
 use cudarc::driver::{result, sys, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 
 use crate::context::{Context, Stream};
-use crate::status::CudaResultExt;
+use crate::status::{alloc_error, CudaResultExt};
 
 /// `len` elements of `T` in device memory, allocated and freed in stream
 /// order on the stream that created it.
@@ -44,7 +44,9 @@ impl<T: Element> DeviceBuffer<T> {
     /// which [`DeviceBuffer::to_host`] reads as "non-zero").
     ///
     /// # Errors
-    /// `Cuda` on allocation failure.
+    /// `OutOfMemory` when the device cannot hold `len` more elements;
+    /// `Overflow` when their size in bytes overflows; `Cuda` on any other
+    /// failure.
     pub fn uninit(stream: &Stream, len: usize) -> Result<Self> {
         let bytes = byte_len::<T>("DeviceBuffer::uninit", len)?;
         stream.ctx.bind_to_thread()?;
@@ -53,10 +55,12 @@ impl<T: Element> DeviceBuffer<T> {
         } else if stream.ctx.inner.cu.has_async_alloc() {
             // SAFETY: the stream is live on the bound context; the
             // allocation is freed in `Drop` on the same stream.
-            unsafe { result::malloc_async(stream.raw(), bytes) }.call("cuMemAllocAsync")?
+            unsafe { result::malloc_async(stream.raw(), bytes) }
+                .map_err(|e| alloc_error("cuMemAllocAsync", bytes, e))?
         } else {
             // SAFETY: the context is bound; freed in `Drop`.
-            unsafe { result::malloc_sync(bytes) }.call("cuMemAlloc")?
+            unsafe { result::malloc_sync(bytes) }
+                .map_err(|e| alloc_error("cuMemAlloc", bytes, e))?
         };
         Ok(DeviceBuffer {
             ptr,
@@ -70,30 +74,36 @@ impl<T: Element> DeviceBuffer<T> {
     /// Allocate `len` zeroed elements.
     ///
     /// # Errors
-    /// `Cuda` on failure.
+    /// As [`DeviceBuffer::uninit`]; `Cuda` when the fill fails.
     pub fn zeros(stream: &Stream, len: usize) -> Result<Self> {
-        let buf = Self::uninit(stream, len)?;
-        if len > 0 {
-            // SAFETY: `buf` owns `len * size_of::<T>()` bytes at `ptr`.
-            unsafe { result::memset_d8_async(buf.ptr, 0, buf.bytes(), stream.raw()) }
-                .call("cuMemsetD8Async")?;
-        }
-        Ok(buf)
+        Self::filled_bytes(stream, len, 0)
     }
 
     /// Allocate and fill every byte with `byte` (0xFF gives NaN in every
     /// float dtype: handy to poison outputs in tests).
     ///
     /// # Errors
-    /// `Cuda` on failure.
+    /// As [`DeviceBuffer::uninit`]; `Cuda` when the fill fails.
     pub fn filled_bytes(stream: &Stream, len: usize, byte: u8) -> Result<Self> {
-        let buf = Self::uninit(stream, len)?;
-        if len > 0 {
-            // SAFETY: as in `zeros`.
-            unsafe { result::memset_d8_async(buf.ptr, byte, buf.bytes(), stream.raw()) }
+        let mut buf = Self::uninit(stream, len)?;
+        buf.fill_bytes(stream, byte)?;
+        Ok(buf)
+    }
+
+    /// Enqueue setting every byte of the buffer to `byte` on `stream`.
+    ///
+    /// # Errors
+    /// `Cuda` on failure.
+    pub fn fill_bytes(&mut self, stream: &Stream, byte: u8) -> Result<()> {
+        if self.len > 0 {
+            stream.ctx.bind_to_thread()?;
+            // SAFETY: `self` owns `len * size_of::<T>()` bytes at `ptr`,
+            // exclusively borrowed for the call; the memset is ordered on
+            // `stream` like every other access.
+            unsafe { result::memset_d8_async(self.ptr, byte, self.bytes(), stream.raw()) }
                 .call("cuMemsetD8Async")?;
         }
-        Ok(buf)
+        Ok(())
     }
 
     /// Copy a host slice to a new device buffer (waits for the copy, so the
@@ -284,12 +294,14 @@ impl<T: Element> PinnedBuffer<T> {
     /// Allocate `len` pinned elements, zero-filled.
     ///
     /// # Errors
-    /// `Cuda` on failure.
+    /// `OutOfMemory` when the pinned allocation fails for lack of memory;
+    /// `Cuda` on any other failure.
     pub fn zeros(ctx: &Context, len: usize) -> Result<Self> {
         let bytes = byte_len::<T>("PinnedBuffer::zeros", len)?.max(1);
         ctx.bind_to_thread()?;
         // SAFETY: the context is bound; the pointer is freed in `Drop`.
-        let ptr = unsafe { result::malloc_host(bytes, 0) }.call("cuMemHostAlloc")? as *mut T;
+        let ptr = unsafe { result::malloc_host(bytes, 0) }
+            .map_err(|e| alloc_error("cuMemHostAlloc", bytes, e))? as *mut T;
         // SAFETY: `ptr` points to `bytes` writable bytes; all-zero is a
         // valid value of every element type.
         unsafe { std::ptr::write_bytes(ptr as *mut u8, 0, bytes) };

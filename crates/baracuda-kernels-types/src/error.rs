@@ -130,6 +130,14 @@ pub enum Error {
         /// Why it cannot be honoured.
         reason: String,
     },
+    /// The device (or pinned host) memory an allocation asked for is not
+    /// available: returned by the allocating call, before anything runs.
+    OutOfMemory {
+        /// The allocating call.
+        op: &'static str,
+        /// Bytes asked for.
+        bytes: usize,
+    },
     /// A size computation overflowed.
     Overflow {
         /// Op reporting the error.
@@ -276,6 +284,9 @@ impl fmt::Display for Error {
             }
             Error::PreferenceRejected { op, field, reason } => {
                 write!(f, "{op}: preference {field} cannot be honoured: {reason}")
+            }
+            Error::OutOfMemory { op, bytes } => {
+                write!(f, "{op}: out of memory allocating {bytes} bytes")
             }
             Error::Overflow { op, what } => write!(f, "{op}: {what} overflows"),
             Error::LibraryNotFound {

@@ -10,6 +10,8 @@
 
 mod autotune;
 mod checks;
+#[cfg(test)]
+mod fuzz;
 mod kernel_sources;
 mod plan;
 pub mod reference;

@@ -5,7 +5,7 @@
 
 use baracuda_kernels_types::{Activation, ElementKind, Result};
 
-use super::window::{invalid, Window};
+use super::window::{invalid, overflow, Window};
 
 use super::ConvLayout;
 
@@ -178,17 +178,24 @@ impl<const N: usize> ConvTransposeDescriptor<N> {
     /// span + output_padding`.
     ///
     /// # Errors
-    /// `InvalidDescriptor` (field `output`) when an extent would be < 1.
+    /// `InvalidDescriptor` (field `output`) when an extent would be < 1, or
+    /// for a kernel, stride or dilation of 0; `Overflow` when an extent
+    /// does not fit in `usize`.
     pub fn output(&self) -> Result<[usize; N]> {
+        const OP: &str = "conv_transpose";
         let w = &self.window;
+        w.validate(OP)?;
         let mut o = [0usize; N];
         for (a, out) in o.iter_mut().enumerate() {
-            let grown =
-                (self.input[a].max(1) - 1) * w.stride[a] + w.span(a) + self.output_padding[a];
-            let cut = w.padding[a] + w.padding_end[a];
+            let grown = (self.input[a].max(1) - 1)
+                .checked_mul(w.stride[a])
+                .and_then(|v| v.checked_add(w.span(OP, a).ok()?))
+                .and_then(|v| v.checked_add(self.output_padding[a]))
+                .ok_or_else(|| overflow(OP, format!("the output extent of axis {a}")))?;
+            let cut = w.padded(OP, 0, a)?;
             if grown <= cut {
                 return Err(invalid(
-                    "conv_transpose",
+                    OP,
                     "output",
                     self.input,
                     format!("axis {a}: the padding {cut} removes the whole output {grown}"),

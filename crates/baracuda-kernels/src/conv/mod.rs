@@ -62,6 +62,8 @@ mod cudnn_conv;
 mod cudnn_core;
 mod cudnn_graph;
 mod descriptor;
+#[cfg(test)]
+mod fuzz;
 mod lp_pool;
 mod pool;
 mod staging;

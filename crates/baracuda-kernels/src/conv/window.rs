@@ -78,9 +78,27 @@ impl<const N: usize> Window<N> {
         self
     }
 
-    /// `dilation * (kernel - 1) + 1` along axis `a`.
-    pub(crate) fn span(&self, a: usize) -> usize {
-        self.dilation[a] * (self.kernel[a] - 1) + 1
+    /// `dilation * (kernel - 1) + 1` along axis `a` (a kernel of 0 spans
+    /// 1).
+    ///
+    /// # Errors
+    /// `Overflow` when it does not fit in `usize`.
+    pub(crate) fn span(&self, op: &'static str, a: usize) -> Result<usize> {
+        self.dilation[a]
+            .checked_mul(self.kernel[a].saturating_sub(1))
+            .and_then(|v| v.checked_add(1))
+            .ok_or_else(|| overflow(op, format!("the window span of axis {a}")))
+    }
+
+    /// `input + padding + padding_end` along axis `a`.
+    ///
+    /// # Errors
+    /// `Overflow` when it does not fit in `usize`.
+    pub(crate) fn padded(&self, op: &'static str, input: usize, a: usize) -> Result<usize> {
+        input
+            .checked_add(self.padding[a])
+            .and_then(|v| v.checked_add(self.padding_end[a]))
+            .ok_or_else(|| overflow(op, format!("the padded input of axis {a}")))
     }
 
     /// Rank 1 to 3, every kernel, stride and dilation at least 1.
@@ -103,22 +121,27 @@ impl<const N: usize> Window<N> {
         Ok(())
     }
 
-    /// Output extents of a convolution over `input` (validated window).
+    /// Output extents of a convolution over `input`.
     pub(crate) fn conv_output(&self, op: &'static str, input: &[usize; N]) -> Result<[usize; N]> {
         self.output(op, input, false)
     }
 
     /// Output extents of a pooling over `input`, rounding up with `ceil`.
+    ///
+    /// # Errors
+    /// As [`Window::validate`]; `InvalidDescriptor` (field `output`) when
+    /// the window is longer than the padded input; `Overflow`.
     pub(crate) fn output(
         &self,
         op: &'static str,
         input: &[usize; N],
         ceil: bool,
     ) -> Result<[usize; N]> {
+        self.validate(op)?;
         let mut out = [0usize; N];
         for a in 0..N {
-            let padded = input[a] + self.padding[a] + self.padding_end[a];
-            let span = self.span(a);
+            let padded = self.padded(op, input[a], a)?;
+            let span = self.span(op, a)?;
             let s = self.stride[a];
             if padded < span {
                 return Err(invalid(
@@ -130,7 +153,9 @@ impl<const N: usize> Window<N> {
                     ),
                 ));
             }
-            let num = padded - span + if ceil { s - 1 } else { 0 };
+            let num = (padded - span)
+                .checked_add(if ceil { s - 1 } else { 0 })
+                .ok_or_else(|| overflow(op, format!("the rounded-up output of axis {a}")))?;
             let mut o = num / s + 1;
             if ceil && (o - 1) * s >= input[a] + self.padding[a] {
                 o -= 1;
@@ -177,6 +202,11 @@ macro_rules! window_setters {
 pub(crate) use window_setters;
 
 /// `InvalidDescriptor` naming `field` of `op`, its value and why.
+/// `Overflow` of `what` in `op`.
+pub(crate) fn overflow(op: &'static str, what: String) -> Error {
+    Error::Overflow { op, what }
+}
+
 pub(crate) fn invalid(
     op: &'static str,
     field: &'static str,

@@ -45,13 +45,20 @@ pub struct BatchedGemmDescriptor {
     pub stride_aux: usize,
 }
 
-/// Elements one stored `rows x cols` matrix reaches.
-pub(crate) fn span(order: MatrixOrder, rows: usize, cols: usize, ld: usize) -> usize {
+/// Elements one stored `rows x cols` matrix reaches; `None` when that
+/// does not fit in `usize`.
+fn checked_span(order: MatrixOrder, rows: usize, cols: usize, ld: usize) -> Option<usize> {
     let (outer, inner) = match order {
         MatrixOrder::RowMajor => (rows, cols),
         MatrixOrder::ColMajor => (cols, rows),
     };
-    (outer - 1) * ld + inner
+    outer.saturating_sub(1).checked_mul(ld)?.checked_add(inner)
+}
+
+/// [`checked_span`], saturating at `usize::MAX` (`validate` rejects a
+/// descriptor whose output span does not fit).
+pub(crate) fn span(order: MatrixOrder, rows: usize, cols: usize, ld: usize) -> usize {
+    checked_span(order, rows, cols, ld).unwrap_or(usize::MAX)
 }
 
 /// Elements each whole-batch slice must hold.
@@ -104,7 +111,10 @@ impl BatchedGemmDescriptor {
                 reason: "must be in 1..2^31".into(),
             });
         }
-        let dspan = span(g.layout.c(), g.m, g.n, g.ldd);
+        let dspan = checked_span(g.layout.c(), g.m, g.n, g.ldd).ok_or_else(|| Error::Overflow {
+            op: OP,
+            what: format!("the elements of one {}x{} output with ldd {}", g.m, g.n, g.ldd),
+        })?;
         let outputs = [
             ("stride_d", self.stride_d, true),
             ("stride_aux", self.stride_aux, g.save_aux),

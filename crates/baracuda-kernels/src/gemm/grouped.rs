@@ -66,7 +66,7 @@ impl GroupedGemmDescriptor {
 
     /// At least one group, and every group a valid GEMM once its `m` is
     /// taken as at least 1.
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         if self.problems.is_empty() {
             return Err(Error::InvalidDescriptor {
                 op: OP,

@@ -104,7 +104,7 @@ impl LinearDescriptor {
 
     /// Check sizes and leading dimensions, naming the layer's fields (the
     /// matmuls' own checks follow in `select`).
-    fn validate(&self) -> Result<()> {
+    pub(crate) fn validate(&self) -> Result<()> {
         let (t, i, o) = (self.tokens, self.in_features, self.out_features);
         for (field, v) in [("tokens", t), ("in_features", i), ("out_features", o)] {
             if v == 0 {

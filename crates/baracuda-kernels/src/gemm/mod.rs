@@ -42,6 +42,8 @@ mod args;
 mod batched;
 mod epilogue;
 mod fp8_gemm;
+#[cfg(test)]
+mod fuzz;
 #[allow(clippy::module_inception)] // the family's plain GEMM is named after the family
 mod gemm;
 mod grouped;

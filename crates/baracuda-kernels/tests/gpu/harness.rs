@@ -26,9 +26,19 @@ pub struct Gpu {
     pub stream: Stream,
 }
 
-/// The shared GPU (panics when there is none: these tests are `#[ignore]`d
-/// and run only on a GPU machine).
+thread_local! {
+    /// The [`Gpu`] that [`gpu`] gives on this thread, when not the shared one.
+    static OWN_STREAM: std::cell::Cell<Option<&'static Gpu>> = const { std::cell::Cell::new(None) };
+}
+
+/// The GPU of the calling thread: the shared context and stream, or inside
+/// [`on_stream`] the stream given there (panics when there is no GPU:
+/// these tests are `#[ignore]`d and run only on a GPU machine).
 pub fn gpu() -> &'static Gpu {
+    OWN_STREAM.with(|o| o.get()).unwrap_or_else(shared_gpu)
+}
+
+fn shared_gpu() -> &'static Gpu {
     static GPU: OnceLock<Gpu> = OnceLock::new();
     GPU.get_or_init(|| {
         let dev = Device::get(0).expect("a CUDA device");
@@ -36,6 +46,97 @@ pub fn gpu() -> &'static Gpu {
         let stream = Stream::new(&ctx).expect("a stream");
         Gpu { ctx, stream }
     })
+}
+
+/// How many streams [`streams`] holds.
+pub const STREAMS: usize = 16;
+
+/// [`STREAMS`] more streams on the shared context, each as a [`Gpu`] of
+/// its own for [`on_stream`]; made once and kept for the whole run.
+pub fn streams() -> &'static [Gpu] {
+    static POOL: OnceLock<Vec<Gpu>> = OnceLock::new();
+    POOL.get_or_init(|| {
+        let ctx = &shared_gpu().ctx;
+        (0..STREAMS)
+            .map(|_| Gpu {
+                ctx: ctx.clone(),
+                stream: Stream::new(ctx).expect("a stream"),
+            })
+            .collect()
+    })
+}
+
+/// `f()` with [`gpu`] giving `g` on the calling thread: everything a table
+/// row does on `gpu().stream` (select, uploads, runs, downloads) then goes
+/// to `g.stream`. How the reliability tests run rows from many threads at
+/// once, each on its own stream, without the rows knowing.
+pub fn on_stream<R>(g: &'static Gpu, f: impl FnOnce() -> R) -> R {
+    /// Puts the previous [`Gpu`] back, also when `f` panics.
+    struct Restore(Option<&'static Gpu>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            OWN_STREAM.with(|o| o.set(self.0));
+        }
+    }
+    let _restore = Restore(OWN_STREAM.with(|o| o.replace(Some(g))));
+    f()
+}
+
+/// Inputs of at most this many elements (all inputs of a sample together)
+/// make a small sample.
+pub const SMALL_ELEMS: usize = 1 << 16;
+
+/// Whether the suite runs in its small-shapes mode: everywhere with
+/// `BARACUDA_TEST_SMALL=1` (set by `scripts/gpu-test.sh sanitize`), or on
+/// this thread inside [`small_scope`]. The table runner then checks, of
+/// each row's samples, only those whose inputs hold at most
+/// [`SMALL_ELEMS`] elements (the smallest one when none does), and rows
+/// that list their own samples pass them through [`small_samples`]; so a
+/// run under compute-sanitizer ends in minutes.
+pub fn small_mode() -> bool {
+    static SMALL: OnceLock<bool> = OnceLock::new();
+    *SMALL.get_or_init(|| std::env::var("BARACUDA_TEST_SMALL").is_ok_and(|v| v == "1"))
+        || SMALL_HERE.with(std::cell::Cell::get)
+}
+
+thread_local! {
+    /// Small-shapes mode on this thread alone ([`small_scope`]).
+    static SMALL_HERE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `f()` in small-shapes mode on the calling thread.
+pub fn small_scope<R>(f: impl FnOnce() -> R) -> R {
+    /// Puts the previous mode back, also when `f` panics.
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            SMALL_HERE.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(SMALL_HERE.with(|c| c.replace(true)));
+    f()
+}
+
+/// `samples`, or in [`small_mode`] those of at most [`SMALL_ELEMS`]
+/// elements by `elems` (the smallest when none is): for rows that list
+/// their own samples.
+pub fn small_samples<S>(samples: Vec<S>, elems: impl Fn(&S) -> usize) -> Vec<S> {
+    if !small_mode() {
+        return samples;
+    }
+    if samples.iter().any(|s| elems(s) <= SMALL_ELEMS) {
+        samples
+            .into_iter()
+            .filter(|s| elems(s) <= SMALL_ELEMS)
+            .collect()
+    } else {
+        let min = samples.iter().map(&elems).min();
+        samples
+            .into_iter()
+            .filter(|s| Some(elems(s)) == min)
+            .take(1)
+            .collect()
+    }
 }
 
 /// SplitMix64: small, seedable, good enough for test data.

@@ -7,13 +7,16 @@
 //! (forward and backward against the f64 reference), that every other
 //! dtype is `Unsupported`, and the row's bad inputs. The elementwise rows
 //! are below; the conv family's (convolution and pooling) are in
-//! `conv.rs`, the GEMM family's in `gemm.rs`.
+//! `conv.rs`, the GEMM family's in `gemm.rs`. `reliability.rs` runs every
+//! row from many threads at once and, over one exercise per family,
+//! shared plans, graph capture, large tensors and faults.
 
 mod conv;
 mod driver;
 mod elementwise;
 mod gemm;
 mod harness;
+mod reliability;
 mod table;
 
 use baracuda_kernels::{BinaryOp, UnaryOp};
@@ -94,6 +97,14 @@ fn elementwise_64bit_offsets() {
     elementwise::check_64bit_offsets().unwrap();
 }
 
+/// Every family's rows of the op table, by family name: what the
+/// reliability tests (`reliability.rs`) iterate over.
+pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
+    ("elementwise", TABLE),
+    ("conv", conv::ROWS),
+    ("gemm", gemm::ROWS),
+];
+
 /// Registered families whose GPU tests are not rows of the op table yet,
 /// each with the reason: a gap written down, not skipped.
 const NOT_IN_TABLE: &[(&str, &str)] = &[];
@@ -103,16 +114,11 @@ const NOT_IN_TABLE: &[(&str, &str)] = &[];
 /// has none).
 #[test]
 fn every_registered_family_has_table_rows() {
-    let rows = [
-        ("elementwise", TABLE.len()),
-        ("conv", conv::ROWS.len()),
-        ("gemm", gemm::ROWS.len()),
-    ];
     for family in baracuda_kernels::FAMILIES {
-        let n = rows
+        let n = FAMILY_ROWS
             .iter()
             .find(|(name, _)| *name == family.name)
-            .map_or(0, |r| r.1);
+            .map_or(0, |r| r.1.len());
         let gap = NOT_IN_TABLE.iter().find(|(name, _)| *name == family.name);
         match (n, gap) {
             (0, None) => panic!("family {} has no op-table rows", family.name),

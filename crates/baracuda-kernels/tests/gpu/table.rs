@@ -18,7 +18,9 @@ use std::fmt::Debug;
 
 use baracuda_kernels::{ElementKind, Error};
 
-use crate::harness::{compare, expect_err, round_to, Poisoned, Rng, Tolerance};
+use crate::harness::{
+    compare, expect_err, round_to, small_mode, small_scope, Poisoned, Rng, Tolerance, SMALL_ELEMS,
+};
 
 /// What the runner needs of a table row.
 pub trait Row: Sync {
@@ -34,6 +36,15 @@ pub trait Row: Sync {
     fn bad_inputs(&self) -> Result<usize, String>;
     /// Select with `kind`, a dtype outside `dtypes`; must be `Unsupported`.
     fn unsupported(&self, kind: ElementKind) -> Result<(), String>;
+    /// Like [`check`](Row::check) over one small sample in `kind` (the
+    /// first whose inputs hold at most [`SMALL_ELEMS`] elements, else the
+    /// smallest), on the calling thread's [`gpu`](crate::harness::gpu):
+    /// what the concurrency test runs from many threads at once, each on
+    /// its own stream. The default is [`check`](Row::check) in small-shapes
+    /// mode ([`small_scope`]).
+    fn check_one(&self, kind: ElementKind) -> Result<usize, String> {
+        small_scope(|| self.check(kind))
+    }
 }
 
 /// Host tensors by name, each in logical (row-major) order unless its row
@@ -67,6 +78,10 @@ impl Tensors {
         self.iter()
             .find(|(n, _)| n.split(' ').next() == Some(name))
             .map(|(_, v)| v)
+    }
+    /// Elements of every tensor together.
+    pub fn elems(&self) -> usize {
+        self.0.iter().map(|(_, v)| v.len()).sum()
     }
     /// Every tensor, in the order they were added.
     pub fn iter(&self) -> impl Iterator<Item = (&str, &[f64])> {
@@ -127,11 +142,79 @@ pub struct OpCase<S: 'static> {
 }
 
 impl<S: Debug + 'static> OpCase<S> {
-    fn check_sample(&self, kind: ElementKind, sample: &S, rng: &mut Rng) -> Result<(), String> {
+    /// The sample's inputs rounded to `kind`.
+    fn rounded(kind: ElementKind, raw: Tensors) -> Tensors {
         let mut inputs = Tensors::default();
-        for (name, v) in (self.inputs)(sample, rng).iter() {
+        for (name, v) in raw.iter() {
             inputs.push(name, round_to(kind, v));
         }
+        inputs
+    }
+
+    /// `f(sample, its raw inputs)` for the samples of `kind` to check, in
+    /// order, each drawn from the row's seeded generator: every sample, or
+    /// with `limit` those whose inputs hold at most `limit` elements (the
+    /// smallest sample when none does), and at most `take` of them.
+    fn for_samples(
+        &self,
+        kind: ElementKind,
+        limit: Option<usize>,
+        take: usize,
+        mut f: impl FnMut(&S, Tensors),
+    ) {
+        let samples = (self.samples)(kind);
+        let mut rng = Rng::new(seed(self.name, kind));
+        let mut taken = 0;
+        let mut smallest: Option<(usize, Tensors)> = None;
+        for (i, s) in samples.iter().enumerate() {
+            if taken == take {
+                return;
+            }
+            let raw = (self.inputs)(s, &mut rng);
+            let n = raw.elems();
+            if limit.is_some_and(|l| n > l) {
+                if smallest.as_ref().is_none_or(|(_, t)| t.elems() > n) {
+                    smallest = Some((i, raw));
+                }
+                continue;
+            }
+            taken += 1;
+            f(s, raw);
+        }
+        if taken == 0 {
+            if let Some((i, raw)) = smallest {
+                f(&samples[i], raw);
+            }
+        }
+    }
+
+    /// Check the samples [`for_samples`](Self::for_samples) picks; how many.
+    fn checked(
+        &self,
+        kind: ElementKind,
+        limit: Option<usize>,
+        take: usize,
+    ) -> Result<usize, String> {
+        let (mut checked, mut failures) = (0, Vec::new());
+        self.for_samples(kind, limit, take, |s, raw| {
+            checked += 1;
+            if let Err(e) = self.check_sample(kind, s, raw) {
+                failures.push(format!("{s:?}: {e}"));
+            }
+        });
+        if failures.is_empty() {
+            Ok(checked)
+        } else {
+            Err(format!(
+                "{} of {checked} samples failed:\n{}",
+                failures.len(),
+                failures.join("\n")
+            ))
+        }
+    }
+
+    fn check_sample(&self, kind: ElementKind, sample: &S, raw: Tensors) -> Result<(), String> {
+        let inputs = Self::rounded(kind, raw);
         let got = (self.run)(kind, sample, &inputs, self.backward)?;
         let want = (self.reference)(kind, sample, &inputs, &got);
         for (name, values) in got.iter() {
@@ -162,32 +245,16 @@ impl<S: Debug + 'static> Row for OpCase<S> {
         self.dtypes
     }
     fn check(&self, kind: ElementKind) -> Result<usize, String> {
-        let samples = (self.samples)(kind);
-        let mut rng = Rng::new(seed(self.name, kind));
-        let failures: Vec<String> = samples
-            .iter()
-            .filter_map(|s| {
-                self.check_sample(kind, s, &mut rng)
-                    .err()
-                    .map(|e| format!("{s:?}: {e}"))
-            })
-            .collect();
-        if failures.is_empty() {
-            Ok(samples.len())
-        } else {
-            Err(format!(
-                "{} of {} samples failed:\n{}",
-                failures.len(),
-                samples.len(),
-                failures.join("\n")
-            ))
-        }
+        self.checked(kind, small_mode().then_some(SMALL_ELEMS), usize::MAX)
     }
     fn bad_inputs(&self) -> Result<usize, String> {
         (self.bad_inputs)()
     }
     fn unsupported(&self, kind: ElementKind) -> Result<(), String> {
         (self.unsupported)(kind)
+    }
+    fn check_one(&self, kind: ElementKind) -> Result<usize, String> {
+        self.checked(kind, Some(SMALL_ELEMS), 1)
     }
 }
 
