@@ -176,6 +176,7 @@ where
         let ConvArgs { x, w, bias, y } = args;
         let ctx = stream.context().id();
         let (op, layout) = (self.roles.op, self.desc.layout);
+        self.core.check_stream(op, stream)?;
         let (channels, dims) = self.out_geometry();
         if let Some(b) = &bias {
             check_tensor(op, "bias", b, &[channels], ConvLayout::ChannelsFirst, ctx)?;
@@ -263,6 +264,7 @@ where
         ]);
         let ctx = stream.context().id();
         let (op, layout) = (self.roles.op, self.desc.layout);
+        self.core.check_stream(op, stream)?;
         let (xs, ws, ys) = self.plan_shapes();
         let (channels, dims) = self.out_geometry();
         // Every check before the first launch, so a bad argument writes

@@ -56,7 +56,7 @@ use crate::autotune::{self, Choice};
 use crate::kernel_sources::{typed_spec, CONV_BIAS, CONV_LAYOUT};
 use crate::gemm::{narrow_fits, LinearKernel, LinearMatmul, NarrowMatmul, PlainMatmul};
 use crate::scratch::{fastest, operand_sets, random_bytes};
-use crate::checks::check_i32_elems;
+use crate::checks::{check_ctx, check_i32_elems};
 
 /// Backend plans timed per direction by `Autotune::Measured`, taken in
 /// heuristic rank order, unless `BARACUDA_CONV_CANDIDATES` says otherwise.
@@ -188,6 +188,8 @@ pub(crate) struct ConvCore {
     gemm_only: bool,
     /// The handle the plans were finalized with, kept alive with them.
     _handle: Arc<CudnnHandle>,
+    /// The context the plans, kernels and handle belong to.
+    ctx: usize,
 }
 
 /// cuDNN 9 has no f64 algorithm for channels-last (NHWC-strided) tensors in
@@ -677,6 +679,7 @@ impl ConvCore {
             gemm,
             gemm_only: false,
             _handle: handle,
+            ctx: ctx.id(),
         })
     }
 
@@ -722,6 +725,7 @@ impl ConvCore {
             gemm,
             gemm_only: true,
             _handle: ctx.handle::<CudnnHandle>()?,
+            ctx: ctx.id(),
         })
     }
 
@@ -840,6 +844,12 @@ impl ConvCore {
         None
     }
 
+    /// `ContextMismatch` unless `stream` is on the context the plan was
+    /// selected on (its cuDNN plans, handle and kernels live there).
+    pub(crate) fn check_stream(&self, op: &'static str, stream: &Stream) -> Result<()> {
+        check_ctx(op, "stream", stream, self.ctx)
+    }
+
     pub(crate) fn run(
         &self,
         op: &'static str,
@@ -848,6 +858,7 @@ impl ConvCore {
         ops: Operands,
         workspace: &Workspace<'_>,
     ) -> Result<()> {
+        self.check_stream(op, stream)?;
         let needed = self.workspace[dir.index()];
         let ws = workspace.check_ptr(op, needed, stream.context().id())?;
         if let Some(g) = &self.gemm[dir.index()] {

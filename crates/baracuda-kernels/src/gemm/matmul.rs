@@ -12,7 +12,7 @@
 use std::sync::Mutex;
 
 use crate::autotune::{self, Choice};
-use crate::checks::ALIGN_BYTES;
+use crate::checks::{check_ctx, ALIGN_BYTES};
 use crate::scratch::{fastest, operand_sets, random_bytes};
 use baracuda_driver::{
     lt_heuristic, lt_matmul, CudaLib, DeviceBuffer, LtAlgo, LtCompute, LtEpilogue, LtLayout,
@@ -108,6 +108,9 @@ pub(crate) struct Prepared {
     epilogue: LtEpilogue,
     fp8_scales: bool,
     pub measured: bool,
+    /// The context the plan was selected on (its epilogue kernels and
+    /// cuBLASLt handle live there).
+    ctx: usize,
 }
 
 /// A measured cuBLASLt algorithm stays in the process's autotune cache
@@ -204,6 +207,7 @@ impl Prepared {
             epilogue: p.epilogue,
             fp8_scales: p.fp8_scales,
             measured: false,
+            ctx: stream.context().id(),
         };
         if pref.autotune == Autotune::Measured && algos.len() > 1 {
             // The workspace cap decides which candidates the heuristic
@@ -351,6 +355,7 @@ impl Prepared {
         beta: LtScalar,
         ptrs: Ptrs,
     ) -> Result<()> {
+        check_ctx("gemm", "stream", stream, self.ctx)?;
         // Pointers of the epilogue live in the descriptor; the lock keeps
         // concurrent runs of one plan from mixing them. cuBLASLt reads the
         // descriptor while enqueueing, so the lock is held only for that.

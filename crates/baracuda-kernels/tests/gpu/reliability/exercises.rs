@@ -480,7 +480,7 @@ impl Exercise for Gemm {
         let args = LinearArgs {
             x,
             w,
-            bias: Some(self.bias.as_slice()),
+            bias: Some(TensorRef::contiguous(self.bias.as_slice(), [o])?),
             y: MatrixMut::row_major(y.as_slice_mut(), t, o)?,
             aux: None,
         };
@@ -492,14 +492,14 @@ impl Exercise for Gemm {
             aux: None,
             dx: Some(MatrixMut::row_major(dx.as_slice_mut(), t, i)?),
             dw: Some(MatrixMut::row_major(dw.as_slice_mut(), o, i)?),
-            dbias: Some(db.as_slice_mut()),
+            dbias: Some(TensorMut::contiguous(db.as_slice_mut(), [o])?),
         };
         self.linear.run_bw(st, borrowed(ws), args)?;
         let col = MatrixOrder::ColMajor;
         let args = GemmArgs {
             a: MatrixRef::row_major(self.a.as_slice(), m, k)?,
             b: MatrixRef::new(self.b.as_slice(), k, n, k, col)?,
-            c: None,
+            c: GemmC::None,
             d: MatrixMut::new(d.as_slice_mut(), m, n, m, col)?,
             bias: None,
             aux: None,
