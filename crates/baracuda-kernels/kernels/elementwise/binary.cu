@@ -139,22 +139,26 @@ struct PairwiseSum {
             in_run = 0;
         }
     }
+    // Merge run sum s into the levels: carry through the full levels from
+    // the bottom, store at the first empty one (or add into the top). A
+    // carry flag rather than an early return keeps every level access at a
+    // constant index after unrolling, so the levels stay in registers.
     __device__ __forceinline__ void push(ACC s) {
+        bool carry = true;
 #pragma unroll
         for (int l = 0; l < PAIRWISE_LEVELS; ++l) {
             const bool full = (runs >> l) & 1u;
-            if (l == PAIRWISE_LEVELS - 1) {
-                level[l] = full ? level[l] + s : s;
-                runs = full ? (1u << l) : runs + 1u;
-                return;
+            if (carry) {
+                if (full && l < PAIRWISE_LEVELS - 1) {
+                    s = level[l] + s;
+                } else {
+                    level[l] = full ? level[l] + s : s;
+                    carry = false;
+                }
             }
-            if (!full) {
-                level[l] = s;
-                runs += 1u;
-                return;
-            }
-            s = level[l] + s;
         }
+        const u32 all = (1u << PAIRWISE_LEVELS) - 1u;
+        runs = runs == all ? 1u << (PAIRWISE_LEVELS - 1) : runs + 1u;
     }
     __device__ __forceinline__ ACC total() const {
         ACC s = run;
