@@ -121,15 +121,25 @@ __device__ __forceinline__ void reduce_offsets(const ReduceArgs& p, u64 linear, 
 // holds the sum of 2^l runs, `runs` has bit l set while it is occupied),
 // and `total` adds the levels from the smallest up. A term meets at most
 // PAIRWISE_RUN + 2 log2(runs) + 1 additions, so the rounding error grows
-// with log2(n) where a sequential sum's grows with n. Past 2^PAIRWISE_LEVELS
-// runs the top level accumulates sequentially. The levels are indexed by
-// unrolled constants and stay in registers.
+// with log2(n) where a sequential sum's grows with n. Past
+// 2^PAIRWISE_LEVELS runs (2^19 terms) the top level accumulates
+// sequentially.
+//
+// The levels live in shared memory, one column per thread (`level` points
+// at this thread's column of a [PAIRWISE_LEVELS][256] array, so a warp's
+// accesses to one level hit distinct banks): a merge touches two levels on
+// average, and the kernel keeps the registers, and so the occupancy, of a
+// plain sequential sum (levels held in registers took the reduction from
+// 40 to 80 registers per thread on sm_90a).
 #define PAIRWISE_RUN 8
-#define PAIRWISE_LEVELS 20
+#define PAIRWISE_LEVELS 16
+#define PAIRWISE_STRIDE 256
 struct PairwiseSum {
-    ACC level[PAIRWISE_LEVELS];
+    ACC* level;
     ACC run = ACC(0);
     u32 in_run = 0, runs = 0;
+
+    __device__ __forceinline__ explicit PairwiseSum(ACC* column) : level(column) {}
 
     __device__ __forceinline__ void add(ACC x) {
         run += x;
@@ -140,31 +150,22 @@ struct PairwiseSum {
         }
     }
     // Merge run sum s into the levels: carry through the full levels from
-    // the bottom, store at the first empty one (or add into the top). A
-    // carry flag rather than an early return keeps every level access at a
-    // constant index after unrolling, so the levels stay in registers.
+    // the bottom, store at the first empty one (or add into the top).
     __device__ __forceinline__ void push(ACC s) {
-        bool carry = true;
-#pragma unroll
-        for (int l = 0; l < PAIRWISE_LEVELS; ++l) {
-            const bool full = (runs >> l) & 1u;
-            if (carry) {
-                if (full && l < PAIRWISE_LEVELS - 1) {
-                    s = level[l] + s;
-                } else {
-                    level[l] = full ? level[l] + s : s;
-                    carry = false;
-                }
-            }
+        u32 l = 0;
+        while (((runs >> l) & 1u) && l < PAIRWISE_LEVELS - 1) {
+            s = level[l * PAIRWISE_STRIDE] + s;
+            ++l;
         }
+        ACC& top = level[l * PAIRWISE_STRIDE];
+        top = ((runs >> l) & 1u) ? top + s : s;
         const u32 all = (1u << PAIRWISE_LEVELS) - 1u;
         runs = runs == all ? 1u << (PAIRWISE_LEVELS - 1) : runs + 1u;
     }
     __device__ __forceinline__ ACC total() const {
         ACC s = run;
-#pragma unroll
-        for (int l = 0; l < PAIRWISE_LEVELS; ++l)
-            if ((runs >> l) & 1u) s += level[l];
+        for (u32 l = 0; (runs >> l) != 0u; ++l)
+            if ((runs >> l) & 1u) s += level[l * PAIRWISE_STRIDE];
         return s;
     }
 };
@@ -178,10 +179,11 @@ struct PairwiseSum {
 template <int OP, int WHICH>
 __device__ __forceinline__ void reduce_grad(const ReduceArgs& p) {
     __shared__ ACC part[256];
+    __shared__ ACC levels[PAIRWISE_LEVELS * PAIRWISE_STRIDE];
     const u32 tx = threadIdx.x, ty = threadIdx.y, TX = blockDim.x, TY = blockDim.y;
     const u64 o = (u64)blockIdx.x * TX + tx;
     i64 ob[4] = {0, 0, 0, 0};
-    PairwiseSum sum;
+    PairwiseSum sum(levels + ty * TX + tx);
     if (o < p.n_out) {
         reduce_offsets<true, 4>(p, o, ob);
         const T* a = (const T*)p.a + ob[0];
@@ -212,12 +214,13 @@ __device__ __forceinline__ void reduce_grad(const ReduceArgs& p) {
 
 // Sum of each output's split partials, pairwise in split order.
 extern "C" __global__ void __launch_bounds__(256) binary_bw_finalize(ReduceArgs p) {
+    __shared__ ACC levels[PAIRWISE_LEVELS * PAIRWISE_STRIDE];
     const u64 o = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= p.n_out) return;
     i64 ob[4];
     reduce_offsets<true, 4>(p, o, ob);
     const ACC* part = (const ACC*)p.partial;
-    PairwiseSum sum;
+    PairwiseSum sum(levels + threadIdx.x);
     for (u32 s = 0; s < p.splits; ++s) sum.add(part[(u64)s * p.n_out + o]);
     ((T*)p.grad)[ob[3]] = from_acc(sum.total());
 }
