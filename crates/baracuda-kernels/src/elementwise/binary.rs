@@ -330,16 +330,7 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
         a: TensorMut<'_, T, N>,
         b: TensorRef<'_, T, N>,
     ) -> Result<()> {
-        self.check_holds_output("a", &self.desc.a_shape)?;
-        let d = &self.desc;
-        check_operand(OP, "a", stream, &d.a_shape, a.shape(), a.data().ctx_id())?;
-        check_operand(OP, "b", stream, &d.b_shape, b.shape(), b.data().ctx_id())?;
-        let b = b.broadcast_to(self.out_shape)?;
-        check_alias(OP, &Extent::of_mut("a", &a), &Extent::of("b", &b), true)?;
-        let inout = a.as_const();
-        // SAFETY: views bounds-checked at construction, shapes checked
-        // above; out is a itself and disjoint from b or b itself.
-        unsafe { self.forward(stream, (a.data().ptr(), a.strides()), &inout, &b) }
+        self.in_place(stream, true, a, b)
     }
 
     /// `b = f(a, b)` in place: [`Plan::run`] with `out` the same view as
@@ -355,15 +346,38 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
         a: TensorRef<'_, T, N>,
         b: TensorMut<'_, T, N>,
     ) -> Result<()> {
-        self.check_holds_output("b", &self.desc.b_shape)?;
+        self.in_place(stream, false, b, a)
+    }
+
+    /// `run_in_place_a` (`into_a`) or `run_in_place_b`: `inout` is the input
+    /// written over, `other` the other input.
+    fn in_place(
+        &self,
+        stream: &Stream,
+        into_a: bool,
+        inout: TensorMut<'_, T, N>,
+        other: TensorRef<'_, T, N>,
+    ) -> Result<()> {
         let d = &self.desc;
-        check_operand(OP, "a", stream, &d.a_shape, a.shape(), a.data().ctx_id())?;
-        check_operand(OP, "b", stream, &d.b_shape, b.shape(), b.data().ctx_id())?;
-        let a = a.broadcast_to(self.out_shape)?;
-        check_alias(OP, &Extent::of_mut("b", &b), &Extent::of("a", &a), true)?;
-        let inout = b.as_const();
-        // SAFETY: as in `run_in_place_a`.
-        unsafe { self.forward(stream, (b.data().ptr(), b.strides()), &a, &inout) }
+        let ((io_arg, io_shape), (other_arg, other_shape)) = if into_a {
+            (("a", &d.a_shape), ("b", &d.b_shape))
+        } else {
+            (("b", &d.b_shape), ("a", &d.a_shape))
+        };
+        self.check_holds_output(io_arg, io_shape)?;
+        let ctx = inout.data().ctx_id();
+        check_operand(OP, io_arg, stream, io_shape, inout.shape(), ctx)?;
+        let ctx = other.data().ctx_id();
+        check_operand(OP, other_arg, stream, other_shape, other.shape(), ctx)?;
+        let other = other.broadcast_to(self.out_shape)?;
+        let io_ext = Extent::of_mut(io_arg, &inout);
+        check_alias(OP, &io_ext, &Extent::of(other_arg, &other), true)?;
+        let io = inout.as_const();
+        let (a, b) = if into_a { (&io, &other) } else { (&other, &io) };
+        // SAFETY: views bounds-checked at construction, shapes checked
+        // above; out is the input it is written over, and disjoint from the
+        // other input or that input itself.
+        unsafe { self.forward(stream, (inout.data().ptr(), inout.strides()), a, b) }
     }
 
     /// `InvalidArgument` naming `arg` unless that input, of `shape`, has

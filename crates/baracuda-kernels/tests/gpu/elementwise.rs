@@ -852,6 +852,30 @@ fn tmut<'a, T: Element, const N: usize>(
     TensorMut::new(buf.as_slice_mut(), shape, arr(strides)).expect("output view")
 }
 
+type Shape2 = [usize; 2];
+
+/// A binary plan of `op` whose `IP_SHAPE` operand is `a` (`full_a`) or `b`,
+/// the other of shape `other`, with `(a_shape, b_shape)`.
+fn in_place_plan<T: Element>(
+    op: BinaryOp,
+    full_a: bool,
+    other: [usize; 2],
+) -> Result<(BinaryPlan<T, 2>, Shape2, Shape2), String> {
+    let (a_shape, b_shape) = if full_a {
+        (IP_SHAPE, other)
+    } else {
+        (other, IP_SHAPE)
+    };
+    let desc = BinaryDescriptor {
+        op,
+        element: T::KIND,
+        a_shape,
+        b_shape,
+    };
+    let plan = select::<BinaryPlan<T, 2>>(&desc, &PlanPreference::default())?;
+    Ok((plan, a_shape, b_shape))
+}
+
 /// Every in-place form the elementwise plans offer gives the out-of-place
 /// result: unary `y = x` and `dx = dy`, binary `out = a` and `out = b`,
 /// binary backward `da = dy` (with `db` reduced from the `dy` it
@@ -921,18 +945,7 @@ pub fn check_in_place<T: Element>() -> Result<usize, String> {
         let bs = rng.vec(131, 0.5, 2.0);
         let b_row = upload::<T>(&bs).0;
         for (into_a, op) in [(true, BinaryOp::Mul), (false, BinaryOp::Sub)] {
-            let (a_shape, b_shape) = if into_a {
-                (IP_SHAPE, IP_ROW)
-            } else {
-                (IP_ROW, IP_SHAPE)
-            };
-            let desc = BinaryDescriptor {
-                op,
-                element: T::KIND,
-                a_shape,
-                b_shape,
-            };
-            let plan = BinaryPlan::<T, 2>::select(s, &desc, &pref).map_err(err("select"))?;
+            let (plan, a_shape, b_shape) = in_place_plan::<T>(op, into_a, IP_ROW)?;
             let full_in = placed::<T>(&xs, &IP_SHAPE, &st);
             let (a, b) = if into_a {
                 (tref(&full_in, a_shape, &st), tref(&b_row, b_shape, &row))
@@ -970,18 +983,7 @@ pub fn check_in_place<T: Element>() -> Result<usize, String> {
             (Grad::A, BinaryOp::Maximum, IP_SHAPE),
         ];
         for (into, op, other_shape) in cases {
-            let (a_shape, b_shape) = if into == Grad::A {
-                (IP_SHAPE, other_shape)
-            } else {
-                (other_shape, IP_SHAPE)
-            };
-            let desc = BinaryDescriptor {
-                op,
-                element: T::KIND,
-                a_shape,
-                b_shape,
-            };
-            let plan = BinaryPlan::<T, 2>::select(s, &desc, &pref).map_err(err("select"))?;
+            let (plan, a_shape, b_shape) = in_place_plan::<T>(op, into == Grad::A, other_shape)?;
             let other_st = if other_shape == IP_ROW {
                 row.clone()
             } else {
@@ -1027,6 +1029,11 @@ pub fn check_in_place<T: Element>() -> Result<usize, String> {
             plan.run_bw(s, lend(&mut ws), args)
                 .map_err(err("binary run_bw"))?;
             let (want_into, want_other) = (download(&g_into), download(&g_other));
+            let expect = |form: &str, got: &DeviceBuffer<T>, got_other: &DeviceBuffer<T>| {
+                identical(&what(form), &download(got), &want_into)?;
+                let form = format!("{form}, other");
+                identical(&what(&form), &download(got_other), &want_other)
+            };
 
             let mut dy_in_place = placed::<T>(&dys, &IP_SHAPE, &st);
             let mut other = poisoned::<T>(other_len);
@@ -1040,12 +1047,7 @@ pub fn check_in_place<T: Element>() -> Result<usize, String> {
             plan.run_bw_in_place(s, lend(&mut ws), args)
                 .map_err(err("binary run_bw_in_place"))?;
             let form = format!("{} {:?} = dy", op.name(), into);
-            identical(&what(&form), &download(&dy_in_place), &want_into)?;
-            identical(
-                &what(&format!("{form}, other")),
-                &download(&other),
-                &want_other,
-            )?;
+            expect(&form, &dy_in_place, &other)?;
             n += 1;
 
             // The same through run_bw, with the gradient and dy two views of
@@ -1078,13 +1080,7 @@ pub fn check_in_place<T: Element>() -> Result<usize, String> {
             };
             plan.run_bw(s, lend(&mut ws), args)
                 .map_err(err("binary run_bw aliased"))?;
-            let form = format!("{form} through run_bw");
-            identical(&what(&form), &download(&shared), &want_into)?;
-            identical(
-                &what(&format!("{form}, other")),
-                &download(&other),
-                &want_other,
-            )?;
+            expect(&format!("{form} through run_bw"), &shared, &other)?;
             n += 1;
         }
     }
@@ -1240,37 +1236,31 @@ pub fn check_rejected_aliases() -> Result<usize, String> {
         plan.run_bw(s, lend(&mut ws), args),
         "db",
     )?;
-    // db inside dy
-    // SAFETY: rejected before launch.
-    let (dy_s, db_s) = unsafe { aliased(&buf, 0, 5, full) };
-    let db_s = db_s.split_at(131).map(|(h, _)| h).ok_or("split")?;
-    let args = BinaryBwArgs {
-        a: tref(&other, IP_SHAPE, &dense),
-        b: tref(&other, IP_ROW, &row),
-        dy: TensorRef::contiguous(dy_s, IP_SHAPE).map_err(|e| e.to_string())?,
-        da: None,
-        db: Some(TensorMut::contiguous(db_s, IP_ROW).map_err(|e| e.to_string())?),
-    };
-    rejected(
-        "binary db inside dy",
-        plan.run_bw(s, lend(&mut ws), args),
-        "db",
-    )?;
-    // da one element past dy
-    // SAFETY: rejected before launch.
-    let (dy_s, da_s) = unsafe { aliased(&buf, 0, 1, full) };
-    let args = BinaryBwArgs {
-        a: tref(&other, IP_SHAPE, &dense),
-        b: tref(&other, IP_ROW, &row),
-        dy: TensorRef::contiguous(dy_s, IP_SHAPE).map_err(|e| e.to_string())?,
-        da: Some(TensorMut::contiguous(da_s, IP_SHAPE).map_err(|e| e.to_string())?),
-        db: None,
-    };
-    rejected(
-        "binary da shifted over dy",
-        plan.run_bw(s, lend(&mut ws), args),
-        "da",
-    )?;
+    // a gradient overlapping dy: db (reduced) inside it, da (pointwise)
+    // one element past its start
+    for (what, at, grad) in [
+        ("binary db inside dy", 5, Grad::B),
+        ("binary da shifted over dy", 1, Grad::A),
+    ] {
+        let shape = if grad == Grad::A { IP_SHAPE } else { IP_ROW };
+        // SAFETY: rejected before launch.
+        let (dy_s, g_s) = unsafe { aliased(&buf, 0, at, full) };
+        let g_s = g_s.split_at(shape.iter().product()).ok_or("split")?.0;
+        let g = TensorMut::contiguous(g_s, shape).map_err(|e| e.to_string())?;
+        let (da, db) = if grad == Grad::A {
+            (Some(g), None)
+        } else {
+            (None, Some(g))
+        };
+        let args = BinaryBwArgs {
+            a: tref(&other, IP_SHAPE, &dense),
+            b: tref(&other, IP_ROW, &row),
+            dy: TensorRef::contiguous(dy_s, IP_SHAPE).map_err(|e| e.to_string())?,
+            da,
+            db,
+        };
+        rejected(what, plan.run_bw(s, lend(&mut ws), args), grad.arg())?;
+    }
 
     // binary backward, same shapes: da and db one buffer
     let plan = select_binary(IP_SHAPE, IP_SHAPE)?;
@@ -1291,53 +1281,46 @@ pub fn check_rejected_aliases() -> Result<usize, String> {
         plan.run_bw(s, lend(&mut ws), args),
         "db",
     )?;
-    // in place into a, the other gradient overlapping dy
-    // SAFETY: rejected before launch.
-    let (_, dy_m) = unsafe { aliased(&buf, 0, 0, full) };
-    // SAFETY: as above.
-    let (_, db_s) = unsafe { aliased(&buf, 0, 1, full) };
-    let args = BinaryBwInPlaceArgs {
-        a: tref(&other, IP_SHAPE, &dense),
-        b: tref(&other, IP_SHAPE, &dense),
-        dy: TensorMut::contiguous(dy_m, IP_SHAPE).map_err(|e| e.to_string())?,
-        into: Grad::A,
-        other: Some(TensorMut::contiguous(db_s, IP_SHAPE).map_err(|e| e.to_string())?),
-    };
-    let r = plan.run_bw_in_place(s, lend(&mut ws), args);
-    rejected("binary in place, db overlapping dy", r, "db")?;
-    // in place into a gradient the op does not have
-    // SAFETY: rejected before launch.
-    let (_, dy_m) = unsafe { aliased(&buf, 0, 0, full) };
-    let args = BinaryBwInPlaceArgs {
-        a: tref(&other, IP_SHAPE, &dense),
-        b: tref(&other, IP_SHAPE, &dense),
-        dy: TensorMut::contiguous(dy_m, IP_SHAPE).map_err(|e| e.to_string())?,
-        into: Grad::X,
-        other: None,
-    };
-    rejected(
-        "binary in place into X",
-        plan.run_bw_in_place(s, lend(&mut ws), args),
-        "into",
-    )?;
-
-    // in place into a broadcast a: its gradient is a reduction
-    let plan = select_binary(IP_ROW, IP_SHAPE)?;
-    let mut ws = workspace(plan.bw_workspace_size(Grad::A | Grad::B));
-    // SAFETY: rejected before launch.
-    let (_, dy_m) = unsafe { aliased(&buf, 0, 0, full) };
-    let args = BinaryBwInPlaceArgs {
-        a: tref(&other, IP_ROW, &row),
-        b: tref(&other, IP_SHAPE, &dense),
-        dy: TensorMut::contiguous(dy_m, IP_SHAPE).map_err(|e| e.to_string())?,
-        into: Grad::A,
-        other: None,
-    };
-    rejected(
-        "binary in place into a broadcast a",
-        plan.run_bw_in_place(s, lend(&mut ws), args),
-        "into",
-    )?;
+    // backward in place: the other gradient overlapping dy, a gradient the
+    // op does not have, and into a broadcast a (its gradient is a reduction)
+    for (what, a_shape, into, other_at, arg) in [
+        (
+            "binary in place, db overlapping dy",
+            IP_SHAPE,
+            Grad::A,
+            Some(1),
+            "db",
+        ),
+        ("binary in place into X", IP_SHAPE, Grad::X, None, "into"),
+        (
+            "binary in place into a broadcast a",
+            IP_ROW,
+            Grad::A,
+            None,
+            "into",
+        ),
+    ] {
+        let plan = select_binary(a_shape, IP_SHAPE)?;
+        let mut ws = workspace(plan.bw_workspace_size(Grad::A | Grad::B));
+        // SAFETY: rejected before launch.
+        let (_, dy_m) = unsafe { aliased(&buf, 0, 0, full) };
+        let other_grad = match other_at {
+            Some(at) => {
+                // SAFETY: as above.
+                let (_, g) = unsafe { aliased(&buf, 0, at, full) };
+                Some(TensorMut::contiguous(g, IP_SHAPE).map_err(|e| e.to_string())?)
+            }
+            None => None,
+        };
+        let args = BinaryBwInPlaceArgs {
+            a: tref(&other, a_shape, &contiguous(&a_shape)),
+            b: tref(&other, IP_SHAPE, &dense),
+            dy: TensorMut::contiguous(dy_m, IP_SHAPE).map_err(|e| e.to_string())?,
+            into,
+            other: other_grad,
+        };
+        rejected(what, plan.run_bw_in_place(s, lend(&mut ws), args), arg)?;
+    }
     Ok(n)
 }
 
