@@ -518,6 +518,37 @@ fn check_matrix(rows: usize, cols: usize, ld: usize, order: MatrixOrder, len: us
     check_bounds(&[outer, inner], &[ld, 1], len)
 }
 
+/// The constructor and accessors [`MatrixRef`] and [`MatrixMut`] share;
+/// `$slice` is the slice type the view borrows.
+macro_rules! matrix_accessors {
+    ($slice:ident) => {
+        /// A packed row-major `rows x cols` view (`ld = cols`), as a PyTorch
+        /// contiguous 2-D tensor is laid out.
+        ///
+        /// # Errors
+        /// As [`Self::new`].
+        pub fn row_major(data: $slice<'a, T>, rows: usize, cols: usize) -> Result<Self> {
+            Self::new(data, rows, cols, cols, MatrixOrder::RowMajor)
+        }
+        /// Rows.
+        pub fn rows(&self) -> usize {
+            self.rows
+        }
+        /// Columns.
+        pub fn cols(&self) -> usize {
+            self.cols
+        }
+        /// Leading dimension in elements.
+        pub fn ld(&self) -> usize {
+            self.ld
+        }
+        /// Storage order.
+        pub fn order(&self) -> MatrixOrder {
+            self.order
+        }
+    };
+}
+
 /// A read-only matrix view: `rows x cols` elements with leading dimension
 /// `ld` (elements between consecutive rows, or columns when column-major).
 #[derive(Debug)]
@@ -558,33 +589,10 @@ impl<'a, T: Element> MatrixRef<'a, T> {
             order,
         })
     }
-    /// A packed row-major `rows x cols` view (`ld = cols`), as a PyTorch
-    /// contiguous 2-D tensor is laid out.
-    ///
-    /// # Errors
-    /// As [`MatrixRef::new`].
-    pub fn row_major(data: DeviceSlice<'a, T>, rows: usize, cols: usize) -> Result<Self> {
-        Self::new(data, rows, cols, cols, MatrixOrder::RowMajor)
-    }
+    matrix_accessors!(DeviceSlice);
     /// The underlying slice.
     pub fn data(&self) -> DeviceSlice<'a, T> {
         self.data
-    }
-    /// Rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-    /// Leading dimension in elements.
-    pub fn ld(&self) -> usize {
-        self.ld
-    }
-    /// Storage order.
-    pub fn order(&self) -> MatrixOrder {
-        self.order
     }
 }
 
@@ -619,13 +627,7 @@ impl<'a, T: Element> MatrixMut<'a, T> {
             order,
         })
     }
-    /// A packed row-major `rows x cols` view; see [`MatrixRef::row_major`].
-    ///
-    /// # Errors
-    /// As [`MatrixRef::new`].
-    pub fn row_major(data: DeviceSliceMut<'a, T>, rows: usize, cols: usize) -> Result<Self> {
-        Self::new(data, rows, cols, cols, MatrixOrder::RowMajor)
-    }
+    matrix_accessors!(DeviceSliceMut);
     /// The underlying slice.
     pub fn data(&self) -> &DeviceSliceMut<'a, T> {
         &self.data
@@ -639,22 +641,6 @@ impl<'a, T: Element> MatrixMut<'a, T> {
             ld: self.ld,
             order: self.order,
         }
-    }
-    /// Rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-    /// Leading dimension in elements.
-    pub fn ld(&self) -> usize {
-        self.ld
-    }
-    /// Storage order.
-    pub fn order(&self) -> MatrixOrder {
-        self.order
     }
 }
 

@@ -287,14 +287,7 @@ pub(crate) fn mat_ref<T: Element>(m: &MatrixRef<'_, T>) -> MatInfo {
 
 /// [`mat_ref`] of a writable view.
 pub(crate) fn mat_mut<T: Element>(m: &MatrixMut<'_, T>) -> MatInfo {
-    MatInfo {
-        rows: m.rows(),
-        cols: m.cols(),
-        order: m.order(),
-        ld: m.ld(),
-        addr: m.data().addr(),
-        ctx: m.data().ctx_id(),
-    }
+    mat_ref(&m.as_const())
 }
 
 /// Check a matrix argument against `(rows, cols, order, ld)` of the plan.
