@@ -116,10 +116,10 @@ __device__ __forceinline__ void reduce_offsets(const ReduceArgs& p, u64 linear, 
     }
 }
 
-// Cascade (pairwise) summation of a stream of terms in ACC. Terms are added
-// in runs of PAIRWISE_RUN; run sums merge like a binary counter (level l
-// holds the sum of 2^l runs, `runs` has bit l set while it is occupied),
-// and `total` adds the levels from the smallest up. A term meets at most
+// Cascade (pairwise) summation in ACC. Terms are added sequentially in
+// runs of PAIRWISE_RUN; run sums merge like a binary counter (level l holds
+// the sum of 2^l runs, `runs` has bit l set while it is occupied), and
+// `total` adds the levels from the smallest up. A term meets at most
 // PAIRWISE_RUN + 2 log2(runs) + 1 additions, so the rounding error grows
 // with log2(n) where a sequential sum's grows with n. Past
 // 2^PAIRWISE_LEVELS runs (2^19 terms) the top level accumulates
@@ -128,27 +128,20 @@ __device__ __forceinline__ void reduce_offsets(const ReduceArgs& p, u64 linear, 
 // The levels live in shared memory, one column per thread (`level` points
 // at this thread's column of a [PAIRWISE_LEVELS][256] array, so a warp's
 // accesses to one level hit distinct banks): a merge touches two levels on
-// average, and the kernel keeps the registers, and so the occupancy, of a
-// plain sequential sum (levels held in registers took the reduction from
-// 40 to 80 registers per thread on sm_90a).
+// average, and the kernel keeps about the registers, and so the occupancy,
+// of a plain sequential sum (levels held in registers took the reduction
+// from 40 to 80 registers per thread on sm_90a). The shared memory is
+// dynamic (the plan passes its size, binary.rs `reduce_smem_bytes`), so
+// the cubin carries no shared-memory section.
 #define PAIRWISE_RUN 8
 #define PAIRWISE_LEVELS 16
 #define PAIRWISE_STRIDE 256
 struct PairwiseSum {
     ACC* level;
-    ACC run = ACC(0);
-    u32 in_run = 0, runs = 0;
+    u32 runs = 0;
 
     __device__ __forceinline__ explicit PairwiseSum(ACC* column) : level(column) {}
 
-    __device__ __forceinline__ void add(ACC x) {
-        run += x;
-        if (++in_run == PAIRWISE_RUN) {
-            push(run);
-            run = ACC(0);
-            in_run = 0;
-        }
-    }
     // Merge run sum s into the levels: carry through the full levels from
     // the bottom, store at the first empty one (or add into the top).
     __device__ __forceinline__ void push(ACC s) {
@@ -163,12 +156,26 @@ struct PairwiseSum {
         runs = runs == all ? 1u << (PAIRWISE_LEVELS - 1) : runs + 1u;
     }
     __device__ __forceinline__ ACC total() const {
-        ACC s = run;
+        ACC s = ACC(0);
         for (u32 l = 0; (runs >> l) != 0u; ++l)
             if ((runs >> l) & 1u) s += level[l * PAIRWISE_STRIDE];
         return s;
     }
 };
+
+// Sum of term(i) for i = begin, begin + step, ... < end: runs of
+// PAIRWISE_RUN consecutive terms summed in order, runs merged pairwise in
+// this thread's level column.
+template <typename F>
+__device__ __forceinline__ ACC pairwise_sum(ACC* column, u64 begin, u64 end, u64 step, F term) {
+    PairwiseSum sum(column);
+    for (u64 i = begin; i < end;) {
+        ACC run = ACC(0);
+        for (int k = 0; k < PAIRWISE_RUN && i < end; ++k, i += step) run += term(i);
+        sum.push(run);
+    }
+    return sum.total();
+}
 
 // Block of TX x TY = 256 threads (TX a power of two): threadIdx.x picks the
 // output, threadIdx.y strides through this split's share of the reduced
@@ -178,12 +185,13 @@ struct PairwiseSum {
 // bias) give TX = 256, TY = 1.
 template <int OP, int WHICH>
 __device__ __forceinline__ void reduce_grad(const ReduceArgs& p) {
-    __shared__ ACC part[256];
-    __shared__ ACC levels[PAIRWISE_LEVELS * PAIRWISE_STRIDE];
+    extern __shared__ __align__(16) unsigned char reduce_smem[];
+    ACC* part = (ACC*)reduce_smem;  // [256], then the levels
+    ACC* levels = part + 256;
     const u32 tx = threadIdx.x, ty = threadIdx.y, TX = blockDim.x, TY = blockDim.y;
     const u64 o = (u64)blockIdx.x * TX + tx;
     i64 ob[4] = {0, 0, 0, 0};
-    PairwiseSum sum(levels + ty * TX + tx);
+    ACC acc = ACC(0);
     if (o < p.n_out) {
         reduce_offsets<true, 4>(p, o, ob);
         const T* a = (const T*)p.a + ob[0];
@@ -191,20 +199,20 @@ __device__ __forceinline__ void reduce_grad(const ReduceArgs& p) {
         const T* dy = (const T*)p.dy + ob[2];
         const u64 r0 = (u64)blockIdx.y * p.chunk;
         const u64 r1 = min(r0 + p.chunk, p.n_red);
-        for (u64 r = r0 + ty; r < r1; r += TY) {
+        acc = pairwise_sum(levels + ty * TX + tx, r0 + ty, r1, TY, [&](u64 r) {
             i64 rb[3];
             reduce_offsets<false, 3>(p, r, rb);
-            sum.add(binary_df<OP, WHICH>(to_acc(a[rb[0]]), to_acc(b[rb[1]]), to_acc(dy[rb[2]])));
-        }
+            return binary_df<OP, WHICH>(to_acc(a[rb[0]]), to_acc(b[rb[1]]), to_acc(dy[rb[2]]));
+        });
     }
-    part[ty * TX + tx] = sum.total();
+    part[ty * TX + tx] = acc;
     __syncthreads();
     for (u32 s = TY / 2; s > 0; s >>= 1) {
         if (ty < s) part[ty * TX + tx] += part[(ty + s) * TX + tx];
         __syncthreads();
     }
     if (ty != 0 || o >= p.n_out) return;
-    const ACC acc = part[tx];
+    acc = part[tx];
     if (p.splits == 1) {
         ((T*)p.grad)[ob[3]] = from_acc(acc);
     } else {
@@ -214,20 +222,18 @@ __device__ __forceinline__ void reduce_grad(const ReduceArgs& p) {
 
 // Sum of each output's split partials, pairwise in split order.
 extern "C" __global__ void __launch_bounds__(256) binary_bw_finalize(ReduceArgs p) {
-    __shared__ ACC levels[PAIRWISE_LEVELS * PAIRWISE_STRIDE];
+    extern __shared__ __align__(16) unsigned char reduce_smem[];
+    ACC* levels = (ACC*)reduce_smem;
     const u64 o = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= p.n_out) return;
     i64 ob[4];
     reduce_offsets<true, 4>(p, o, ob);
     const ACC* part = (const ACC*)p.partial;
-    PairwiseSum sum(levels + threadIdx.x);
-    for (u32 s = 0; s < p.splits; ++s) sum.add(part[(u64)s * p.n_out + o]);
-    ((T*)p.grad)[ob[3]] = from_acc(sum.total());
+    const ACC acc = pairwise_sum(levels + threadIdx.x, 0, p.splits, 1,
+                                 [&](u64 s) { return part[s * p.n_out + o]; });
+    ((T*)p.grad)[ob[3]] = from_acc(acc);
 }
 
-// Contiguous kernels take (a, b, out, n) and (a, b, dy, da, db, n); strided
-// ones the same operands as StridedArgs inputs and outputs (da or db null
-// when that gradient is not written by this pass).
 #define BINARY_KERNELS(NAME, OP)                                                                  \
     POINTWISE_KERNELS(binary_fw, NAME, BinaryFw<OP>, 2, 1, (const T* a, const T* b, T* out, u64 n), \
                       (a, b), (out))                                                              \

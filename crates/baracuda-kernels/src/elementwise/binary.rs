@@ -484,8 +484,27 @@ fn partial_bytes<T: Element>(splits: usize, n_out: usize) -> usize {
     if splits <= 1 {
         return 0;
     }
-    let acc = if T::KIND == ElementKind::F64 { 8 } else { 4 };
-    (splits * n_out * acc).div_ceil(256) * 256
+    (splits * n_out * acc_bytes::<T>()).div_ceil(256) * 256
+}
+
+/// Bytes of the accumulator of `T` (f64 for f64, else f32).
+fn acc_bytes<T: Element>() -> usize {
+    if T::KIND == ElementKind::F64 {
+        8
+    } else {
+        4
+    }
+}
+
+/// `PAIRWISE_LEVELS` of `kernels/elementwise/binary.cu`.
+const PAIRWISE_LEVELS: usize = 16;
+
+/// Dynamic shared memory of the reduction kernel (`with_part`: the block
+/// tree's 256 partials, then the pairwise levels of 256 threads) or of
+/// finalize (the levels alone).
+fn reduce_smem_bytes<T: Element>(with_part: bool) -> u32 {
+    let slots = PAIRWISE_LEVELS * 256 + if with_part { 256 } else { 0 };
+    (slots * acc_bytes::<T>()) as u32
 }
 
 /// Block shape and splits of one reduction. A block is `tx * ty = 256`
@@ -786,7 +805,7 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
         let cfg = LaunchConfig {
             grid: (cols, r.splits as u32, 1),
             block: (r.tx, r.ty, 1),
-            smem_bytes: 0,
+            smem_bytes: reduce_smem_bytes::<T>(true),
         };
         let mut args = LaunchArgs::new();
         args.push(p)?;
@@ -797,13 +816,14 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
         // whose size `backward` checked.
         unsafe { r.reduce.launch(stream, cfg, &mut args)? };
         if r.splits > 1 {
-            let blocks = r.n_out.div_ceil(THREADS as usize) as u32;
+            let cfg = LaunchConfig {
+                grid: (r.n_out.div_ceil(THREADS as usize) as u32, 1, 1),
+                block: (THREADS, 1, 1),
+                smem_bytes: reduce_smem_bytes::<T>(false),
+            };
             // SAFETY: as above; finalize reads the partials just written and
             // writes grad.
-            unsafe {
-                self.finalize
-                    .launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args)?
-            };
+            unsafe { self.finalize.launch(stream, cfg, &mut args)? };
         }
         Ok(())
     }
@@ -844,6 +864,15 @@ mod tests {
         assert_eq!(plan_reduction(33, 64, 132).0, 64);
         // nothing to sum: one split writing zeros
         assert_eq!(plan_reduction(5, 0, 132), (8, 32, 1, 0));
+    }
+
+    #[test]
+    fn pairwise_levels_match_the_kernel() {
+        let define = format!("#define PAIRWISE_LEVELS {PAIRWISE_LEVELS}\n");
+        assert!(crate::kernel_sources::BINARY.source.contains(&define));
+        // f64 reduction: (16 + 1) * 256 slots of 8 bytes, 34 KiB, under the
+        // 48 KiB a launch takes without opting in
+        assert_eq!(reduce_smem_bytes::<f64>(true), 34816);
     }
 
     #[test]
