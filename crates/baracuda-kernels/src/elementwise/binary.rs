@@ -131,9 +131,11 @@ pub struct BinaryBwArgs<'a, T, const N: usize> {
     pub b: TensorRef<'a, T, N>,
     /// Gradient of the output, the broadcast shape.
     pub dy: TensorRef<'a, T, N>,
-    /// Gradient of `a`, shape `a_shape`, when wanted.
+    /// Gradient of `a`, shape `a_shape`, when wanted. When `a` has the
+    /// output's shape it may be `a`, `b` or `dy` itself (the same view);
+    /// otherwise (a reduction) it shares memory with no operand.
     pub da: Option<TensorMut<'a, T, N>>,
-    /// Gradient of `b`, shape `b_shape`, when wanted.
+    /// Gradient of `b`, shape `b_shape`, when wanted; aliasing as `da`.
     pub db: Option<TensorMut<'a, T, N>>,
 }
 
@@ -656,9 +658,9 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
         args: BinaryBwInPlaceArgs<'_, T, N>,
     ) -> Result<()> {
         let d = &self.desc;
-        let (into_shape, other_arg, other_shape) = match args.into {
-            Grad::A => (&d.a_shape, "db", &d.b_shape),
-            Grad::B => (&d.b_shape, "da", &d.a_shape),
+        let (input, into_shape, other_arg, other_shape) = match args.into {
+            Grad::A => ("a", &d.a_shape, "db", &d.b_shape),
+            Grad::B => ("b", &d.b_shape, "da", &d.a_shape),
             g => {
                 return Err(Error::InvalidArgument {
                     op: OP,
@@ -672,9 +674,8 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
                 op: OP,
                 arg: "into",
                 reason: format!(
-                    "{} has shape {}, broadcast to {}: its gradient is a reduction and cannot \
-                     be written over dy",
-                    args.into.arg(),
+                    "{input} has shape {}, broadcast to {}: its gradient is a reduction and \
+                     cannot be written over dy",
                     Shape::from(&into_shape[..]),
                     Shape::from(&self.out_shape[..])
                 ),
