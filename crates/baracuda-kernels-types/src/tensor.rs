@@ -518,10 +518,31 @@ fn check_matrix(rows: usize, cols: usize, ld: usize, order: MatrixOrder, len: us
     check_bounds(&[outer, inner], &[ld, 1], len)
 }
 
-/// The constructor and accessors [`MatrixRef`] and [`MatrixMut`] share;
+/// The constructors and accessors [`MatrixRef`] and [`MatrixMut`] share;
 /// `$slice` is the slice type the view borrows.
 macro_rules! matrix_accessors {
     ($slice:ident) => {
+        /// A matrix view.
+        ///
+        /// # Errors
+        /// `InvalidArgument` when `ld` is smaller than the contiguous extent;
+        /// `ViewOutOfBounds` when the last element lies past the slice.
+        pub fn new(
+            data: $slice<'a, T>,
+            rows: usize,
+            cols: usize,
+            ld: usize,
+            order: MatrixOrder,
+        ) -> Result<Self> {
+            check_matrix(rows, cols, ld, order, data.len())?;
+            Ok(Self {
+                data,
+                rows,
+                cols,
+                ld,
+                order,
+            })
+        }
         /// A packed row-major `rows x cols` view (`ld = cols`), as a PyTorch
         /// contiguous 2-D tensor is laid out.
         ///
@@ -568,27 +589,6 @@ impl<T> Clone for MatrixRef<'_, T> {
 impl<T> Copy for MatrixRef<'_, T> {}
 
 impl<'a, T: Element> MatrixRef<'a, T> {
-    /// A matrix view.
-    ///
-    /// # Errors
-    /// `InvalidArgument` when `ld` is smaller than the contiguous extent;
-    /// `ViewOutOfBounds` when the last element lies past the slice.
-    pub fn new(
-        data: DeviceSlice<'a, T>,
-        rows: usize,
-        cols: usize,
-        ld: usize,
-        order: MatrixOrder,
-    ) -> Result<Self> {
-        check_matrix(rows, cols, ld, order, data.len())?;
-        Ok(MatrixRef {
-            data,
-            rows,
-            cols,
-            ld,
-            order,
-        })
-    }
     matrix_accessors!(DeviceSlice);
     /// The underlying slice.
     pub fn data(&self) -> DeviceSlice<'a, T> {
@@ -607,26 +607,6 @@ pub struct MatrixMut<'a, T> {
 }
 
 impl<'a, T: Element> MatrixMut<'a, T> {
-    /// A writable matrix view.
-    ///
-    /// # Errors
-    /// As [`MatrixRef::new`].
-    pub fn new(
-        data: DeviceSliceMut<'a, T>,
-        rows: usize,
-        cols: usize,
-        ld: usize,
-        order: MatrixOrder,
-    ) -> Result<Self> {
-        check_matrix(rows, cols, ld, order, data.len())?;
-        Ok(MatrixMut {
-            data,
-            rows,
-            cols,
-            ld,
-            order,
-        })
-    }
     matrix_accessors!(DeviceSliceMut);
     /// The underlying slice.
     pub fn data(&self) -> &DeviceSliceMut<'a, T> {
