@@ -29,6 +29,9 @@ const EIFMT_SVAL: u8 = 0x04;
 /// The most registers a thread can have (sm_50 and later).
 pub(crate) const MAX_REGISTERS_PER_THREAD: u32 = 255;
 
+/// ELF section type of a section without file contents.
+const SHT_NOBITS: u32 = 8;
+
 #[derive(Copy, Clone, Debug)]
 struct Section {
     name: u32,
@@ -88,10 +91,17 @@ impl<'a> Elf<'a> {
                 .and_then(|o| o.checked_add(shoff))
                 .ok_or_else(|| bad(module, "section header offset overflows"))?;
             let s = (|| {
+                // A NOBITS section (.bss, .nv.shared.*: static shared
+                // memory) has a size but occupies no bytes of the file.
+                let in_file = u32_at(data, at + 4)? != SHT_NOBITS;
                 Some(Section {
                     name: u32_at(data, at)?,
                     offset: usize::try_from(u64_at(data, at + 24)?).ok()?,
-                    size: usize::try_from(u64_at(data, at + 32)?).ok()?,
+                    size: if in_file {
+                        usize::try_from(u64_at(data, at + 32)?).ok()?
+                    } else {
+                        0
+                    },
                     link: u32_at(data, at + 40)?,
                 })
             })()

@@ -17,6 +17,33 @@ use crate::{DevPtr, DevPtrMut, Element, Error, Result, Shape};
 /// Largest tensor rank the strided kernels take.
 pub const MAX_RANK: usize = 8;
 
+/// The accessors [`DeviceSlice`] and [`DeviceSliceMut`] share; `$ptr` is
+/// the typed address `ptr()` returns, for `$role`.
+macro_rules! slice_accessors {
+    ($ptr:ident, $role:literal) => {
+        /// Device address of the first element.
+        pub fn addr(&self) -> u64 {
+            self.addr
+        }
+        #[doc = concat!("Typed address of the first element, for ", $role, ".")]
+        pub fn ptr(&self) -> $ptr<T> {
+            $ptr::from_addr(self.addr)
+        }
+        /// Number of elements.
+        pub fn len(&self) -> usize {
+            self.len
+        }
+        /// True when the slice holds no element.
+        pub fn is_empty(&self) -> bool {
+            self.len == 0
+        }
+        /// The `CUcontext` handle (as a usize) the memory belongs to.
+        pub fn ctx_id(&self) -> usize {
+            self.ctx
+        }
+    };
+}
+
 /// A read-only borrow of `len` elements of device memory.
 #[derive(Debug)]
 pub struct DeviceSlice<'a, T> {
@@ -50,26 +77,7 @@ impl<'a, T> DeviceSlice<'a, T> {
             _borrow: PhantomData,
         }
     }
-    /// Device address of the first element.
-    pub fn addr(&self) -> u64 {
-        self.addr
-    }
-    /// Typed address of the first element, for reading.
-    pub fn ptr(&self) -> DevPtr<T> {
-        DevPtr::from_addr(self.addr)
-    }
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// True when the slice holds no element.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// The `CUcontext` handle (as a usize) the memory belongs to.
-    pub fn ctx_id(&self) -> usize {
-        self.ctx
-    }
+    slice_accessors!(DevPtr, "reading");
     /// A sub-slice, or `None` when the range is out of bounds.
     pub fn slice(&self, range: Range<usize>) -> Option<DeviceSlice<'a, T>> {
         if range.start > range.end || range.end > self.len {
@@ -108,26 +116,7 @@ impl<'a, T> DeviceSliceMut<'a, T> {
             _borrow: PhantomData,
         }
     }
-    /// Device address of the first element.
-    pub fn addr(&self) -> u64 {
-        self.addr
-    }
-    /// Typed address of the first element, for writing.
-    pub fn ptr(&self) -> DevPtrMut<T> {
-        DevPtrMut::from_addr(self.addr)
-    }
-    /// Number of elements.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    /// True when the slice holds no element.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// The `CUcontext` handle (as a usize) the memory belongs to.
-    pub fn ctx_id(&self) -> usize {
-        self.ctx
-    }
+    slice_accessors!(DevPtrMut, "writing");
     /// Borrow again for a shorter lifetime.
     pub fn reborrow(&mut self) -> DeviceSliceMut<'_, T> {
         DeviceSliceMut {
@@ -263,6 +252,50 @@ fn is_non_overlapping(shape: &[usize], strides: &[usize]) -> bool {
     true
 }
 
+/// The constructors and accessors [`TensorRef`] and [`TensorMut`] share;
+/// `$slice` is the slice type the view borrows.
+macro_rules! tensor_accessors {
+    ($slice:ident) => {
+        /// A row-major contiguous view.
+        ///
+        /// # Errors
+        /// As [`Self::new`].
+        pub fn contiguous(data: $slice<'a, T>, shape: [usize; N]) -> Result<Self> {
+            let strides = contiguous_strides(&shape);
+            Self::new(data, shape, strides)
+        }
+
+        /// A dense channels-last view (PyTorch's `channels_last` memory
+        /// format: `[N, H, W, C]` in memory) of the logical
+        /// `[N, C, spatial...]` `shape`, as the convolution and pooling plans
+        /// take it.
+        ///
+        /// # Errors
+        /// As [`Self::new`]; `InvalidArgument` below rank 3.
+        pub fn channels_last(data: $slice<'a, T>, shape: [usize; N]) -> Result<Self> {
+            Self::new(data, shape, channels_last_strides("channels_last", &shape)?)
+        }
+
+        /// The shape.
+        pub fn shape(&self) -> &[usize; N] {
+            &self.shape
+        }
+        /// The element strides.
+        pub fn strides(&self) -> &[usize; N] {
+            &self.strides
+        }
+        /// Number of logical elements.
+        pub fn n_elems(&self) -> usize {
+            self.shape.iter().product()
+        }
+        /// True when the strides are the row-major strides of the shape
+        /// (ignoring axes of extent 1).
+        pub fn is_contiguous(&self) -> bool {
+            is_contiguous(&self.shape, &self.strides)
+        }
+    };
+}
+
 /// A read-only strided view of a rank-`N` tensor in device memory.
 ///
 /// Strides are in elements; a stride of 0 repeats an element along that
@@ -297,24 +330,7 @@ impl<'a, T: Element, const N: usize> TensorRef<'a, T, N> {
         })
     }
 
-    /// A row-major contiguous view.
-    ///
-    /// # Errors
-    /// As [`TensorRef::new`].
-    pub fn contiguous(data: DeviceSlice<'a, T>, shape: [usize; N]) -> Result<Self> {
-        let strides = contiguous_strides(&shape);
-        Self::new(data, shape, strides)
-    }
-
-    /// A dense channels-last view (PyTorch's `channels_last` memory
-    /// format: `[N, H, W, C]` in memory) of the logical `[N, C, spatial...]`
-    /// `shape`, as the convolution and pooling plans take it.
-    ///
-    /// # Errors
-    /// As [`TensorRef::new`]; `InvalidArgument` below rank 3.
-    pub fn channels_last(data: DeviceSlice<'a, T>, shape: [usize; N]) -> Result<Self> {
-        Self::new(data, shape, channels_last_strides("channels_last", &shape)?)
-    }
+    tensor_accessors!(DeviceSlice);
 
     /// Broadcast to a shape of rank `M >= N` by NumPy rules: axes align on
     /// the right, an extent-1 axis (or a missing leading one) repeats with
@@ -365,23 +381,6 @@ impl<'a, T: Element, const N: usize> TensorRef<'a, T, N> {
     /// The underlying slice.
     pub fn data(&self) -> DeviceSlice<'a, T> {
         self.data
-    }
-    /// The shape.
-    pub fn shape(&self) -> &[usize; N] {
-        &self.shape
-    }
-    /// The element strides.
-    pub fn strides(&self) -> &[usize; N] {
-        &self.strides
-    }
-    /// Number of logical elements.
-    pub fn n_elems(&self) -> usize {
-        self.shape.iter().product()
-    }
-    /// True when the strides are the row-major strides of the shape
-    /// (ignoring axes of extent 1).
-    pub fn is_contiguous(&self) -> bool {
-        is_contiguous(&self.shape, &self.strides)
     }
 }
 
@@ -455,23 +454,7 @@ impl<'a, T: Element, const N: usize> TensorMut<'a, T, N> {
         })
     }
 
-    /// A row-major contiguous writable view.
-    ///
-    /// # Errors
-    /// As [`TensorMut::new`].
-    pub fn contiguous(data: DeviceSliceMut<'a, T>, shape: [usize; N]) -> Result<Self> {
-        let strides = contiguous_strides(&shape);
-        Self::new(data, shape, strides)
-    }
-
-    /// A dense channels-last view of the logical `[N, C, spatial...]`
-    /// `shape`; see [`TensorRef::channels_last`].
-    ///
-    /// # Errors
-    /// As [`TensorMut::new`]; `InvalidArgument` below rank 3.
-    pub fn channels_last(data: DeviceSliceMut<'a, T>, shape: [usize; N]) -> Result<Self> {
-        Self::new(data, shape, channels_last_strides("channels_last", &shape)?)
-    }
+    tensor_accessors!(DeviceSliceMut);
 
     /// Reorder the axes: axis `i` of the result is axis `perm[i]` of `self`.
     ///
@@ -506,22 +489,6 @@ impl<'a, T: Element, const N: usize> TensorMut<'a, T, N> {
     pub fn data(&self) -> &DeviceSliceMut<'a, T> {
         &self.data
     }
-    /// The shape.
-    pub fn shape(&self) -> &[usize; N] {
-        &self.shape
-    }
-    /// The element strides.
-    pub fn strides(&self) -> &[usize; N] {
-        &self.strides
-    }
-    /// Number of logical elements.
-    pub fn n_elems(&self) -> usize {
-        self.shape.iter().product()
-    }
-    /// True when the strides are the row-major strides of the shape.
-    pub fn is_contiguous(&self) -> bool {
-        is_contiguous(&self.shape, &self.strides)
-    }
 }
 
 /// Storage order of a matrix view.
@@ -551,6 +518,58 @@ fn check_matrix(rows: usize, cols: usize, ld: usize, order: MatrixOrder, len: us
     check_bounds(&[outer, inner], &[ld, 1], len)
 }
 
+/// The constructors and accessors [`MatrixRef`] and [`MatrixMut`] share;
+/// `$slice` is the slice type the view borrows.
+macro_rules! matrix_accessors {
+    ($slice:ident) => {
+        /// A matrix view.
+        ///
+        /// # Errors
+        /// `InvalidArgument` when `ld` is smaller than the contiguous extent;
+        /// `ViewOutOfBounds` when the last element lies past the slice.
+        pub fn new(
+            data: $slice<'a, T>,
+            rows: usize,
+            cols: usize,
+            ld: usize,
+            order: MatrixOrder,
+        ) -> Result<Self> {
+            check_matrix(rows, cols, ld, order, data.len())?;
+            Ok(Self {
+                data,
+                rows,
+                cols,
+                ld,
+                order,
+            })
+        }
+        /// A packed row-major `rows x cols` view (`ld = cols`), as a PyTorch
+        /// contiguous 2-D tensor is laid out.
+        ///
+        /// # Errors
+        /// As [`Self::new`].
+        pub fn row_major(data: $slice<'a, T>, rows: usize, cols: usize) -> Result<Self> {
+            Self::new(data, rows, cols, cols, MatrixOrder::RowMajor)
+        }
+        /// Rows.
+        pub fn rows(&self) -> usize {
+            self.rows
+        }
+        /// Columns.
+        pub fn cols(&self) -> usize {
+            self.cols
+        }
+        /// Leading dimension in elements.
+        pub fn ld(&self) -> usize {
+            self.ld
+        }
+        /// Storage order.
+        pub fn order(&self) -> MatrixOrder {
+            self.order
+        }
+    };
+}
+
 /// A read-only matrix view: `rows x cols` elements with leading dimension
 /// `ld` (elements between consecutive rows, or columns when column-major).
 #[derive(Debug)]
@@ -570,54 +589,10 @@ impl<T> Clone for MatrixRef<'_, T> {
 impl<T> Copy for MatrixRef<'_, T> {}
 
 impl<'a, T: Element> MatrixRef<'a, T> {
-    /// A matrix view.
-    ///
-    /// # Errors
-    /// `InvalidArgument` when `ld` is smaller than the contiguous extent;
-    /// `ViewOutOfBounds` when the last element lies past the slice.
-    pub fn new(
-        data: DeviceSlice<'a, T>,
-        rows: usize,
-        cols: usize,
-        ld: usize,
-        order: MatrixOrder,
-    ) -> Result<Self> {
-        check_matrix(rows, cols, ld, order, data.len())?;
-        Ok(MatrixRef {
-            data,
-            rows,
-            cols,
-            ld,
-            order,
-        })
-    }
-    /// A packed row-major `rows x cols` view (`ld = cols`), as a PyTorch
-    /// contiguous 2-D tensor is laid out.
-    ///
-    /// # Errors
-    /// As [`MatrixRef::new`].
-    pub fn row_major(data: DeviceSlice<'a, T>, rows: usize, cols: usize) -> Result<Self> {
-        Self::new(data, rows, cols, cols, MatrixOrder::RowMajor)
-    }
+    matrix_accessors!(DeviceSlice);
     /// The underlying slice.
     pub fn data(&self) -> DeviceSlice<'a, T> {
         self.data
-    }
-    /// Rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-    /// Leading dimension in elements.
-    pub fn ld(&self) -> usize {
-        self.ld
-    }
-    /// Storage order.
-    pub fn order(&self) -> MatrixOrder {
-        self.order
     }
 }
 
@@ -632,33 +607,7 @@ pub struct MatrixMut<'a, T> {
 }
 
 impl<'a, T: Element> MatrixMut<'a, T> {
-    /// A writable matrix view.
-    ///
-    /// # Errors
-    /// As [`MatrixRef::new`].
-    pub fn new(
-        data: DeviceSliceMut<'a, T>,
-        rows: usize,
-        cols: usize,
-        ld: usize,
-        order: MatrixOrder,
-    ) -> Result<Self> {
-        check_matrix(rows, cols, ld, order, data.len())?;
-        Ok(MatrixMut {
-            data,
-            rows,
-            cols,
-            ld,
-            order,
-        })
-    }
-    /// A packed row-major `rows x cols` view; see [`MatrixRef::row_major`].
-    ///
-    /// # Errors
-    /// As [`MatrixRef::new`].
-    pub fn row_major(data: DeviceSliceMut<'a, T>, rows: usize, cols: usize) -> Result<Self> {
-        Self::new(data, rows, cols, cols, MatrixOrder::RowMajor)
-    }
+    matrix_accessors!(DeviceSliceMut);
     /// The underlying slice.
     pub fn data(&self) -> &DeviceSliceMut<'a, T> {
         &self.data
@@ -672,22 +621,6 @@ impl<'a, T: Element> MatrixMut<'a, T> {
             ld: self.ld,
             order: self.order,
         }
-    }
-    /// Rows.
-    pub fn rows(&self) -> usize {
-        self.rows
-    }
-    /// Columns.
-    pub fn cols(&self) -> usize {
-        self.cols
-    }
-    /// Leading dimension in elements.
-    pub fn ld(&self) -> usize {
-        self.ld
-    }
-    /// Storage order.
-    pub fn order(&self) -> MatrixOrder {
-        self.order
     }
 }
 

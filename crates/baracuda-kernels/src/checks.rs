@@ -6,7 +6,8 @@
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{
-    DeviceSlice, Element, Error, Grads, MatrixMut, MatrixOrder, MatrixRef, Result, Shape, TensorRef,
+    DevPtr, DeviceSlice, Element, Error, Grads, MatrixMut, MatrixOrder, MatrixRef, Result, Shape,
+    TensorMut, TensorRef,
 };
 
 use crate::conv::ConvLayout;
@@ -67,28 +68,130 @@ pub(crate) fn check_ctx(
 
 /// Reject an output that partly overlaps an input. Exact aliasing (same
 /// address and strides, i.e. in place) is allowed: each element is read and
-/// written by the same thread.
+/// written by the same thread. [`check_alias`] is the typed form, which can
+/// also forbid exact aliasing.
+#[allow(dead_code)] // the raw-address form for plans that hold u64 addresses
 pub(crate) fn check_no_partial_overlap<T>(
     op: &'static str,
     out_arg: &'static str,
     out: (u64, &[usize], &[usize]),
     inputs: &[(&'static str, u64, &[usize], &[usize])],
 ) -> Result<()> {
-    let (oa, oshape, ostr) = out;
-    let oend = oa + span_bytes::<T>(oshape, ostr) as u64;
-    for &(name, ia, ishape, istr) in inputs {
-        let iend = ia + span_bytes::<T>(ishape, istr) as u64;
-        let disjoint = oend <= ia || iend <= oa || oa == oend || ia == iend;
-        let same = oa == ia && ostr == istr && oshape == ishape;
-        if !disjoint && !same {
-            return Err(Error::InvalidArgument {
-                op,
-                arg: out_arg,
-                reason: format!("overlaps input {name} without being the same view (in place)"),
-            });
-        }
+    let out = Extent::new(out_arg, DevPtr::<T>::from_addr(out.0), out.1, out.2);
+    for &(name, addr, shape, strides) in inputs {
+        let input = Extent::new(name, DevPtr::from_addr(addr), shape, strides);
+        check_alias(op, &out, &input, true)?;
     }
     Ok(())
+}
+
+/// The memory an operand reaches, for the aliasing checks: its argument
+/// name, typed address, shape and element strides.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Extent<'s, T> {
+    pub arg: &'static str,
+    pub ptr: DevPtr<T>,
+    pub shape: &'s [usize],
+    pub strides: &'s [usize],
+}
+
+impl<'s, T> Extent<'s, T> {
+    /// An extent from its parts.
+    pub(crate) fn new(
+        arg: &'static str,
+        ptr: DevPtr<T>,
+        shape: &'s [usize],
+        strides: &'s [usize],
+    ) -> Self {
+        Extent {
+            arg,
+            ptr,
+            shape,
+            strides,
+        }
+    }
+
+    /// Byte range `[first, last + 1)` the operand spans; empty for an empty
+    /// view.
+    fn bytes(&self) -> core::ops::Range<u64> {
+        let start = self.ptr.addr();
+        start..start + span_bytes::<T>(self.shape, self.strides) as u64
+    }
+
+    /// True when both name the same elements in the same order: one address,
+    /// one shape, and equal strides on every axis longer than 1.
+    fn same_view(&self, other: &Extent<'_, T>) -> bool {
+        self.ptr == other.ptr
+            && self.shape == other.shape
+            && self
+                .shape
+                .iter()
+                .zip(self.strides.iter().zip(other.strides))
+                .all(|(&d, (&s, &t))| d <= 1 || s == t)
+    }
+}
+
+impl<'s, T: Element> Extent<'s, T> {
+    /// The extent of a read-only view.
+    pub(crate) fn of<const N: usize>(arg: &'static str, v: &'s TensorRef<'_, T, N>) -> Self {
+        Extent::new(arg, v.data().ptr(), v.shape(), v.strides())
+    }
+    /// The extent of a writable view.
+    pub(crate) fn of_mut<const N: usize>(arg: &'static str, v: &'s TensorMut<'_, T, N>) -> Self {
+        Extent::new(arg, v.data().ptr().as_const(), v.shape(), v.strides())
+    }
+}
+
+/// How an output shares memory with an input.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Overlap {
+    /// Their byte spans do not intersect (or one is empty).
+    Disjoint,
+    /// The same view: in place.
+    Same,
+    /// Anything else that shares bytes.
+    Partial,
+}
+
+/// How `out` shares memory with `input` (spans are compared as byte
+/// intervals, so two interleaved views count as overlapping).
+pub(crate) fn overlap<T>(out: &Extent<'_, T>, input: &Extent<'_, T>) -> Overlap {
+    let (o, i) = (out.bytes(), input.bytes());
+    if o.is_empty() || i.is_empty() || o.end <= i.start || i.end <= o.start {
+        Overlap::Disjoint
+    } else if out.same_view(input) {
+        Overlap::Same
+    } else {
+        Overlap::Partial
+    }
+}
+
+/// `InvalidArgument` naming `out.arg` when it shares memory with `input`,
+/// except as the same view when `in_place_ok` (the plan computes that
+/// pairing correctly in place).
+pub(crate) fn check_alias<T>(
+    op: &'static str,
+    out: &Extent<'_, T>,
+    input: &Extent<'_, T>,
+    in_place_ok: bool,
+) -> Result<()> {
+    let reason = match overlap(out, input) {
+        Overlap::Disjoint => return Ok(()),
+        Overlap::Same if in_place_ok => return Ok(()),
+        Overlap::Same => format!(
+            "is {} itself, which this plan cannot write in place",
+            input.arg
+        ),
+        Overlap::Partial => format!(
+            "overlaps {} without being the same view (only exact in-place aliasing is allowed)",
+            input.arg
+        ),
+    };
+    Err(Error::InvalidArgument {
+        op,
+        arg: out.arg,
+        reason,
+    })
 }
 
 /// Dense element strides of a logical `[n, c, spatial...]` shape.
@@ -184,14 +287,7 @@ pub(crate) fn mat_ref<T: Element>(m: &MatrixRef<'_, T>) -> MatInfo {
 
 /// [`mat_ref`] of a writable view.
 pub(crate) fn mat_mut<T: Element>(m: &MatrixMut<'_, T>) -> MatInfo {
-    MatInfo {
-        rows: m.rows(),
-        cols: m.cols(),
-        order: m.order(),
-        ld: m.ld(),
-        addr: m.data().addr(),
-        ctx: m.data().ctx_id(),
-    }
+    mat_ref(&m.as_const())
 }
 
 /// Check a matrix argument against `(rows, cols, order, ld)` of the plan.
@@ -353,27 +449,35 @@ mod tests {
     fn overlap_rules() {
         let sh = [4usize];
         let st = [1usize];
-        assert!(check_no_partial_overlap::<f32>(
-            "t",
-            "y",
-            (0x1000, &sh, &st),
-            &[("x", 0x1000, &sh, &st)]
-        )
-        .is_ok());
-        assert!(check_no_partial_overlap::<f32>(
-            "t",
-            "y",
-            (0x1004, &sh, &st),
-            &[("x", 0x1000, &sh, &st)]
-        )
-        .is_err());
-        assert!(check_no_partial_overlap::<f32>(
-            "t",
-            "y",
-            (0x1010, &sh, &st),
-            &[("x", 0x1000, &sh, &st)]
-        )
-        .is_ok());
+        let check = |out: u64, input: u64| {
+            check_no_partial_overlap::<f32>("t", "y", (out, &sh, &st), &[("x", input, &sh, &st)])
+        };
+        assert!(check(0x1000, 0x1000).is_ok());
+        assert!(check(0x1004, 0x1000).is_err());
+        assert!(check(0x1010, 0x1000).is_ok());
+    }
+
+    #[test]
+    fn alias_kinds() {
+        let p = DevPtr::<f32>::from_addr;
+        let x = Extent::new("x", p(0x1000), &[4, 1], &[1, 1]);
+        // extent-1 axes may carry any stride: still the same view
+        let y = Extent::new("y", p(0x1000), &[4, 1], &[1, 7]);
+        assert_eq!(overlap(&y, &x), Overlap::Same);
+        assert!(check_alias("t", &y, &x, true).is_ok());
+        assert!(matches!(
+            check_alias("t", &y, &x, false),
+            Err(Error::InvalidArgument { arg: "y", .. })
+        ));
+        // a transposed view of the same bytes is not in place
+        let t = Extent::new("y", p(0x1000), &[2, 2], &[1, 2]);
+        let u = Extent::new("x", p(0x1000), &[2, 2], &[2, 1]);
+        assert_eq!(overlap(&t, &u), Overlap::Partial);
+        // empty views and adjacent spans are disjoint
+        let e = Extent::new("y", p(0x1000), &[0, 4], &[4, 1]);
+        assert_eq!(overlap(&e, &x), Overlap::Disjoint);
+        let z = Extent::new("y", p(0x1010), &[4, 1], &[1, 1]);
+        assert_eq!(overlap(&z, &x), Overlap::Disjoint);
     }
 
     #[test]
@@ -391,13 +495,13 @@ mod tests {
 
 /// An operand's name and the device bytes it spans: `(arg, first byte,
 /// byte count)`, for [`check_disjoint`].
-pub(crate) type Extent = (&'static str, u64, usize);
+pub(crate) type ByteSpan = (&'static str, u64, usize);
 
-/// The [`Extent`] of a tensor view `arg` (empty views span no bytes).
-pub(crate) fn extent<T: Element, const R: usize>(
+/// The [`ByteSpan`] of a tensor view `arg` (empty views span no bytes).
+pub(crate) fn byte_span<T: Element, const R: usize>(
     arg: &'static str,
     view: &TensorRef<'_, T, R>,
-) -> Extent {
+) -> ByteSpan {
     let bytes = span_bytes::<T>(&view.shape()[..], &view.strides()[..]);
     (arg, view.data().addr(), bytes)
 }
@@ -407,10 +511,10 @@ pub(crate) fn extent<T: Element, const R: usize>(
 /// (the first such output, in order).
 pub(crate) fn check_disjoint(
     op: &'static str,
-    outputs: &[Extent],
-    inputs: &[Extent],
+    outputs: &[ByteSpan],
+    inputs: &[ByteSpan],
 ) -> Result<()> {
-    let meet = |a: &Extent, b: &Extent| {
+    let meet = |a: &ByteSpan, b: &ByteSpan| {
         let (a0, b0) = (a.1, b.1);
         a.2 > 0 && b.2 > 0 && a0 < b0 + b.2 as u64 && b0 < a0 + a.2 as u64
     };
@@ -436,7 +540,7 @@ mod disjoint_tests {
 
     #[test]
     fn disjoint_rules() {
-        let x: Extent = ("x", 0x1000, 64);
+        let x: ByteSpan = ("x", 0x1000, 64);
         assert!(check_disjoint("t", &[("y", 0x1040, 16)], &[x]).is_ok());
         assert!(check_disjoint("t", &[("y", 0x1000, 0)], &[x]).is_ok());
         let e = check_disjoint("t", &[("dw", 0x2000, 8), ("dx", 0x103c, 8)], &[x]);

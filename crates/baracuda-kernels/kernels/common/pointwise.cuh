@@ -1,4 +1,6 @@
-// pointwise.cuh: the contiguous fast path shared by every pointwise kernel.
+// pointwise.cuh: the contiguous fast path shared by every pointwise kernel,
+// and POINTWISE_KERNELS, which declares a map's contiguous and strided
+// kernels.
 //
 // Each block owns a tile of blockDim.x * TILE_UNROLL 16-byte vectors; thread
 // t loads vectors base + u * blockDim.x + t for u < TILE_UNROLL (coalesced
@@ -71,3 +73,22 @@ __device__ __forceinline__ void pointwise_contig(const T* const (&in)[NIN], T* c
         }
     }
 }
+
+#define PW_UNPAREN(...) __VA_ARGS__
+
+// The three kernels of one pointwise map, functor F with NIN inputs and
+// NOUT outputs: PREFIX_contig_NAME PARAMS (PARAMS lists the inputs INS, then
+// the outputs OUTS, then `u64 n`) and PREFIX_strided32_NAME /
+// PREFIX_strided64_NAME (StridedArgs, u32 / u64 linear index; strided.cuh).
+#define POINTWISE_KERNELS(PREFIX, NAME, F, NIN, NOUT, PARAMS, INS, OUTS)                 \
+    extern "C" __global__ void __launch_bounds__(256) PREFIX##_contig_##NAME PARAMS {        \
+        const T* const pw_in[NIN] = {PW_UNPAREN INS};                                       \
+        T* const pw_out[NOUT] = {PW_UNPAREN OUTS};                                          \
+        pointwise_contig<NIN, NOUT>(pw_in, pw_out, n, F());                                 \
+    }                                                                                       \
+    extern "C" __global__ void __launch_bounds__(256) PREFIX##_strided32_##NAME(StridedArgs p) { \
+        pointwise_strided<NIN, NOUT, u32>(p, F());                                          \
+    }                                                                                       \
+    extern "C" __global__ void __launch_bounds__(256) PREFIX##_strided64_##NAME(StridedArgs p) { \
+        pointwise_strided<NIN, NOUT, u64>(p, F());                                          \
+    }

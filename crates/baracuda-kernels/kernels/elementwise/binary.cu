@@ -16,12 +16,17 @@
 // Kernels:
 // - contiguous FW/BW: pointwise.cuh (one 16-byte vector per input per
 //   thread, one pass of the grid, scalar tail);
-// - strided FW/BW (no reduction): rank-8 offsets, u32/u64 linear index;
+// - strided FW/BW (no reduction): strided.cuh (rank-8 offsets, u32/u64
+//   linear index);
 // - reduce (BW of a broadcast operand): a 2-D block (outputs x reduced
-//   stride) with a shared-memory tree, and blockIdx.y per split of the
-//   reduced range; with one split it writes the gradient directly, else an
-//   ACC partial per split that `finalize` sums in split order. Every order
-//   is fixed by the plan, so the result is deterministic.
+//   stride), each thread summing its terms pairwise, then a shared-memory
+//   tree, and blockIdx.y per split of the reduced range; with one split it
+//   writes the gradient directly, else an ACC partial per split that
+//   `finalize` sums pairwise in split order. Every order is fixed by the
+//   plan, so the result is deterministic, and every term meets O(log n)
+//   roundings: |error| <= (2 log2(n) + 2 PAIRWISE_RUN + 4) u sum|terms|
+//   for n terms (u the ACC unit roundoff), where a sequential sum allows
+//   (n - 1) u sum|terms|.
 // Traffic (n elems, b bytes): FW 3nb, BW 5nb (less when broadcast).
 // Specialised by: BARACUDA_DTYPE; BARACUDA_OP (the op's index) limits the
 // module to one op's kernels, so a plan compiles only what it runs.
@@ -72,38 +77,6 @@ struct BinaryBw {
     }
 };
 
-// Strided operands: FW [0] out, [1] a, [2] b. BW [0] da, [1] db, [2] a,
-// [3] b, [4] dy (da/db address 0 when not written here).
-template <int OP, typename I>
-__device__ __forceinline__ void fw_strided(const StridedArgs& p) {
-    T* out = (T*)p.ptr[0];
-    const T* a = (const T*)p.ptr[1];
-    const T* b = (const T*)p.ptr[2];
-    const I n = (I)p.n;
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        i64 off[3];
-        strided_offsets<3, I>(p, i, off);
-        out[off[0]] = from_acc(binary_f<OP>(to_acc(a[off[1]]), to_acc(b[off[2]])));
-    }
-}
-
-template <int OP, typename I>
-__device__ __forceinline__ void bw_strided(const StridedArgs& p) {
-    T* da = (T*)p.ptr[0];
-    T* db = (T*)p.ptr[1];
-    const T* a = (const T*)p.ptr[2];
-    const T* b = (const T*)p.ptr[3];
-    const T* dy = (const T*)p.ptr[4];
-    const I n = (I)p.n;
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        i64 off[5];
-        strided_offsets<5, I>(p, i, off);
-        const ACC x = to_acc(a[off[2]]), y = to_acc(b[off[3]]), g = to_acc(dy[off[4]]);
-        if (da) da[off[0]] = from_acc(binary_df<OP, 0>(x, y, g));
-        if (db) db[off[1]] = from_acc(binary_df<OP, 1>(x, y, g));
-    }
-}
-
 // Reduction of a broadcast operand's gradient. Output index o runs over the
 // kept axes (the operand's own shape), r over the reduced axes (where the
 // operand has extent 1 and dy does not).
@@ -143,14 +116,78 @@ __device__ __forceinline__ void reduce_offsets(const ReduceArgs& p, u64 linear, 
     }
 }
 
+// Cascade (pairwise) summation in ACC. Terms are added sequentially in
+// runs of PAIRWISE_RUN; run sums merge like a binary counter (level l holds
+// the sum of 2^l runs, `runs` has bit l set while it is occupied), and
+// `total` adds the levels from the smallest up. A term meets at most
+// PAIRWISE_RUN + 2 log2(runs) + 1 additions, so the rounding error grows
+// with log2(n) where a sequential sum's grows with n. Past
+// 2^PAIRWISE_LEVELS runs (2^19 terms) the top level accumulates
+// sequentially.
+//
+// The levels live in shared memory, one column per thread (`level` points
+// at this thread's column of a [PAIRWISE_LEVELS][256] array, so a warp's
+// accesses to one level hit distinct banks): a merge touches two levels on
+// average, and the kernel keeps about the registers, and so the occupancy,
+// of a plain sequential sum (levels held in registers took the reduction
+// from 40 to 80 registers per thread on sm_90a). The shared memory is
+// dynamic (the plan passes its size, binary.rs `reduce_smem_bytes`), so
+// the cubin carries no shared-memory section.
+#define PAIRWISE_RUN 8
+#define PAIRWISE_LEVELS 16
+#define PAIRWISE_STRIDE 256
+struct PairwiseSum {
+    ACC* level;
+    u32 runs = 0;
+
+    __device__ __forceinline__ explicit PairwiseSum(ACC* column) : level(column) {}
+
+    // Merge run sum s into the levels: carry through the full levels from
+    // the bottom, store at the first empty one (or add into the top).
+    __device__ __forceinline__ void push(ACC s) {
+        u32 l = 0;
+        while (((runs >> l) & 1u) && l < PAIRWISE_LEVELS - 1) {
+            s = level[l * PAIRWISE_STRIDE] + s;
+            ++l;
+        }
+        ACC& top = level[l * PAIRWISE_STRIDE];
+        top = ((runs >> l) & 1u) ? top + s : s;
+        const u32 all = (1u << PAIRWISE_LEVELS) - 1u;
+        runs = runs == all ? 1u << (PAIRWISE_LEVELS - 1) : runs + 1u;
+    }
+    __device__ __forceinline__ ACC total() const {
+        ACC s = ACC(0);
+        for (u32 l = 0; (runs >> l) != 0u; ++l)
+            if ((runs >> l) & 1u) s += level[l * PAIRWISE_STRIDE];
+        return s;
+    }
+};
+
+// Sum of term(i) for i = begin, begin + step, ... < end: runs of
+// PAIRWISE_RUN consecutive terms summed in order, runs merged pairwise in
+// this thread's level column.
+template <typename F>
+__device__ __forceinline__ ACC pairwise_sum(ACC* column, u64 begin, u64 end, u64 step, F term) {
+    PairwiseSum sum(column);
+    for (u64 i = begin; i < end;) {
+        ACC run = ACC(0);
+        for (int k = 0; k < PAIRWISE_RUN && i < end; ++k, i += step) run += term(i);
+        sum.push(run);
+    }
+    return sum.total();
+}
+
 // Block of TX x TY = 256 threads (TX a power of two): threadIdx.x picks the
 // output, threadIdx.y strides through this split's share of the reduced
-// range, then a fixed-order tree in shared memory adds the TY partials.
-// Few outputs (a scalar b) give TX = 1, TY = 256: consecutive threads read
-// consecutive reduced elements; many (a bias) give TX = 256, TY = 1.
+// range summing pairwise (PairwiseSum), then a fixed-order tree in shared
+// memory adds the TY partials. Few outputs (a scalar b) give TX = 1,
+// TY = 256: consecutive threads read consecutive reduced elements; many (a
+// bias) give TX = 256, TY = 1.
 template <int OP, int WHICH>
 __device__ __forceinline__ void reduce_grad(const ReduceArgs& p) {
-    __shared__ ACC part[256];
+    extern __shared__ __align__(16) unsigned char reduce_smem[];
+    ACC* part = (ACC*)reduce_smem;  // [256], then the levels
+    ACC* levels = part + 256;
     const u32 tx = threadIdx.x, ty = threadIdx.y, TX = blockDim.x, TY = blockDim.y;
     const u64 o = (u64)blockIdx.x * TX + tx;
     i64 ob[4] = {0, 0, 0, 0};
@@ -162,11 +199,11 @@ __device__ __forceinline__ void reduce_grad(const ReduceArgs& p) {
         const T* dy = (const T*)p.dy + ob[2];
         const u64 r0 = (u64)blockIdx.y * p.chunk;
         const u64 r1 = min(r0 + p.chunk, p.n_red);
-        for (u64 r = r0 + ty; r < r1; r += TY) {
+        acc = pairwise_sum(levels + ty * TX + tx, r0 + ty, r1, TY, [&](u64 r) {
             i64 rb[3];
             reduce_offsets<false, 3>(p, r, rb);
-            acc += binary_df<OP, WHICH>(to_acc(a[rb[0]]), to_acc(b[rb[1]]), to_acc(dy[rb[2]]));
-        }
+            return binary_df<OP, WHICH>(to_acc(a[rb[0]]), to_acc(b[rb[1]]), to_acc(dy[rb[2]]));
+        });
     }
     part[ty * TX + tx] = acc;
     __syncthreads();
@@ -183,42 +220,26 @@ __device__ __forceinline__ void reduce_grad(const ReduceArgs& p) {
     }
 }
 
+// Sum of each output's split partials, pairwise in split order.
 extern "C" __global__ void __launch_bounds__(256) binary_bw_finalize(ReduceArgs p) {
+    extern __shared__ __align__(16) unsigned char reduce_smem[];
+    ACC* levels = (ACC*)reduce_smem;
     const u64 o = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     if (o >= p.n_out) return;
     i64 ob[4];
     reduce_offsets<true, 4>(p, o, ob);
     const ACC* part = (const ACC*)p.partial;
-    ACC acc = ACC(0);
-    for (u32 s = 0; s < p.splits; ++s) acc += part[(u64)s * p.n_out + o];
+    const ACC acc = pairwise_sum(levels + threadIdx.x, 0, p.splits, 1,
+                                 [&](u64 s) { return part[s * p.n_out + o]; });
     ((T*)p.grad)[ob[3]] = from_acc(acc);
 }
 
 #define BINARY_KERNELS(NAME, OP)                                                                  \
-    extern "C" __global__ void __launch_bounds__(256) binary_fw_contig_##NAME(                    \
-        const T* a, const T* b, T* out, u64 n) {                                                  \
-        const T* const in[2] = {a, b};                                                            \
-        T* const o[1] = {out};                                                                    \
-        pointwise_contig<2, 1>(in, o, n, BinaryFw<OP>());                                         \
-    }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) binary_fw_strided32_##NAME(StridedArgs p) { \
-        fw_strided<OP, u32>(p);                                                                   \
-    }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) binary_fw_strided64_##NAME(StridedArgs p) { \
-        fw_strided<OP, u64>(p);                                                                   \
-    }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) binary_bw_contig_##NAME(                    \
-        const T* a, const T* b, const T* dy, T* da, T* db, u64 n) {                               \
-        const T* const in[3] = {a, b, dy};                                                        \
-        T* const o[2] = {da, db};                                                                 \
-        pointwise_contig<3, 2>(in, o, n, BinaryBw<OP>());                                         \
-    }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) binary_bw_strided32_##NAME(StridedArgs p) { \
-        bw_strided<OP, u32>(p);                                                                   \
-    }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) binary_bw_strided64_##NAME(StridedArgs p) { \
-        bw_strided<OP, u64>(p);                                                                   \
-    }                                                                                             \
+    POINTWISE_KERNELS(binary_fw, NAME, BinaryFw<OP>, 2, 1, (const T* a, const T* b, T* out, u64 n), \
+                      (a, b), (out))                                                              \
+    POINTWISE_KERNELS(binary_bw, NAME, BinaryBw<OP>, 3, 2,                                        \
+                      (const T* a, const T* b, const T* dy, T* da, T* db, u64 n), (a, b, dy),     \
+                      (da, db))                                                                   \
     extern "C" __global__ void __launch_bounds__(256) binary_bw_reduce_a_##NAME(ReduceArgs p) {   \
         reduce_grad<OP, 0>(p);                                                                    \
     }                                                                                             \

@@ -15,8 +15,8 @@
 //   (k = sqrt(2/pi), c = 0.044715, as PyTorch's approximate='tanh')
 //
 // Contiguous: pointwise.cuh (one 16-byte vector per input per
-// thread, one pass of the grid, scalar tail). Strided: one element per iteration with
-// up to rank-8 offsets (strided.cuh), u32 or u64 linear index.
+// thread, one pass of the grid, scalar tail). Strided: strided.cuh (one
+// element per iteration with up to rank-8 offsets, u32 or u64 linear index).
 // Traffic (n elems, b bytes/elem): FW 2nb, BW 3nb; a few FLOP per element,
 // so memory bound: judged by GB/s against the copy ceiling.
 //
@@ -154,57 +154,12 @@ struct UnaryBw {
     }
 };
 
-// Strided operands: FW [0] = y, [1] = x; BW [0] = dx, [1] = x, [2] = dy.
-template <int OP, typename I>
-__device__ __forceinline__ void fw_strided(const StridedArgs& p) {
-    T* y = (T*)p.ptr[0];
-    const T* x = (const T*)p.ptr[1];
-    const I n = (I)p.n;
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        i64 off[2];
-        strided_offsets<2, I>(p, i, off);
-        y[off[0]] = from_acc(unary_f<OP>(to_acc(x[off[1]])));
-    }
-}
-
-template <int OP, typename I>
-__device__ __forceinline__ void bw_strided(const StridedArgs& p) {
-    T* dx = (T*)p.ptr[0];
-    const T* x = (const T*)p.ptr[1];
-    const T* dy = (const T*)p.ptr[2];
-    const I n = (I)p.n;
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        i64 off[3];
-        strided_offsets<3, I>(p, i, off);
-        dx[off[0]] = from_acc(unary_df<OP>(to_acc(x[off[1]]), to_acc(dy[off[2]])));
-    }
-}
-
+// Contiguous kernels take (x, y, n) and (x, dy, dx, n); strided ones the
+// same operands as StridedArgs inputs and outputs.
 #define UNARY_KERNELS(NAME, OP)                                                                   \
-    extern "C" __global__ void __launch_bounds__(256)                                             \
-        unary_fw_contig_##NAME(const T* x, T* y, u64 n) {                                         \
-        const T* const in[1] = {x};                                                               \
-        T* const out[1] = {y};                                                                    \
-        pointwise_contig<1, 1>(in, out, n, UnaryFw<OP>());                                        \
-    }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) unary_fw_strided32_##NAME(StridedArgs p) {  \
-        fw_strided<OP, u32>(p);                                                                   \
-    }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) unary_fw_strided64_##NAME(StridedArgs p) {  \
-        fw_strided<OP, u64>(p);                                                                   \
-    }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) unary_bw_contig_##NAME(                     \
-        const T* x, const T* dy, T* dx, u64 n) {                                                  \
-        const T* const in[2] = {x, dy};                                                           \
-        T* const out[1] = {dx};                                                                   \
-        pointwise_contig<2, 1>(in, out, n, UnaryBw<OP>());                                        \
-    }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) unary_bw_strided32_##NAME(StridedArgs p) {  \
-        bw_strided<OP, u32>(p);                                                                   \
-    }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) unary_bw_strided64_##NAME(StridedArgs p) {  \
-        bw_strided<OP, u64>(p);                                                                   \
-    }
+    POINTWISE_KERNELS(unary_fw, NAME, UnaryFw<OP>, 1, 1, (const T* x, T* y, u64 n), (x), (y))    \
+    POINTWISE_KERNELS(unary_bw, NAME, UnaryBw<OP>, 2, 1, (const T* x, const T* dy, T* dx, u64 n), \
+                      (x, dy), (dx))
 
 #if !defined(BARACUDA_OP) || BARACUDA_OP == 0
 UNARY_KERNELS(relu, RELU)

@@ -26,7 +26,7 @@ use super::descriptor::{full_shape, validate_common, ConvDescriptor};
 use super::staging::{CudnnPadding, Staging};
 use super::window::{to_i32, to_i32s};
 use super::{check_dtype, ConvLayout, Rank, SpatialRank};
-use crate::checks::{check_disjoint, check_tensor, extent};
+use crate::checks::{byte_span, check_disjoint, check_tensor};
 use crate::{Backward, Plan};
 
 /// Forward operands of a convolution or transposed convolution:
@@ -185,9 +185,9 @@ where
         check_tensor(op, "x", &x, &xs, layout, ctx)?;
         check_tensor(op, "w", &w, &ws, layout, ctx)?;
         check_tensor(op, "y", &y.as_const(), &ys, layout, ctx)?;
-        let mut inputs = vec![extent("x", &x), extent("w", &w)];
-        inputs.extend(bias.as_ref().map(|b| extent("bias", b)));
-        check_disjoint(op, &[extent("y", &y.as_const())], &inputs)?;
+        let mut inputs = vec![byte_span("x", &x), byte_span("w", &w)];
+        inputs.extend(bias.as_ref().map(|b| byte_span("bias", b)));
+        check_disjoint(op, &[byte_span("y", &y.as_const())], &inputs)?;
         let relu = self.desc.activation == Activation::Relu;
         let kernels = if bias.is_some() || relu || self.staging.is_some() {
             Some(self.kernels()?)
@@ -297,12 +297,12 @@ where
                 })
             }
         };
-        let mut inputs = vec![extent("x", &x), extent("w", &w), extent("dy", &dy)];
-        inputs.extend(y.as_ref().map(|y| extent("y", y)));
+        let mut inputs = vec![byte_span("x", &x), byte_span("w", &w), byte_span("dy", &dy)];
+        inputs.extend(y.as_ref().map(|y| byte_span("y", y)));
         let outputs: Vec<_> = [
-            dx.as_ref().map(|g| extent("dx", &g.as_const())),
-            dw.as_ref().map(|g| extent("dw", &g.as_const())),
-            dbias.as_ref().map(|g| extent("dbias", &g.as_const())),
+            dx.as_ref().map(|g| byte_span("dx", &g.as_const())),
+            dw.as_ref().map(|g| byte_span("dw", &g.as_const())),
+            dbias.as_ref().map(|g| byte_span("dbias", &g.as_const())),
         ]
         .into_iter()
         .flatten()

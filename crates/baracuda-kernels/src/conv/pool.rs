@@ -30,7 +30,7 @@ use super::descriptor::full_shape;
 use super::window::{invalid, to_i32, to_i32s, window_setters, Window};
 use super::{check_dtype, ConvLayout, Rank, SpatialRank};
 use crate::kernel_sources::{typed_spec, POOL};
-use crate::checks::{check_disjoint, check_tensor, extent};
+use crate::checks::{byte_span, check_disjoint, check_tensor};
 
 /// A max or average pooling of spatial rank `N`; the plan's type says
 /// which ([`MaxPool2dPlan`], [`AvgPool2dPlan`], ...).
@@ -444,12 +444,12 @@ impl PoolCore {
         check_tensor(op, "x", &args.x, &self.x_shape, l, ctx)?;
         check_tensor(op, "y", &args.y.as_const(), &self.y_shape, l, ctx)?;
         let mut params = self.params;
-        let mut outputs = vec![extent("y", &args.y.as_const())];
+        let mut outputs = vec![byte_span("y", &args.y.as_const())];
         let idx = match &args.indices {
             Some(i) if self.is_max() => {
                 params.has_indices = 1;
                 check_tensor(op, "indices", &i.as_const(), &self.y_shape, l, ctx)?;
-                outputs.push(extent("indices", &i.as_const()));
+                outputs.push(byte_span("indices", &i.as_const()));
                 i.data().ptr()
             }
             Some(_) => {
@@ -461,7 +461,7 @@ impl PoolCore {
             }
             None => DevPtrMut::NULL,
         };
-        check_disjoint(op, &outputs, &[extent("x", &args.x)])?;
+        check_disjoint(op, &outputs, &[byte_span("x", &args.x)])?;
         let (x, y) = (args.x.data().ptr(), args.y.data().ptr());
         if params.n_out == 0 {
             return Ok(());
@@ -497,7 +497,7 @@ impl PoolCore {
     ) -> Result<()> {
         let (op, l, ctx) = (self.op, self.layout, stream.context().id());
         check_tensor(op, "dy", &args.dy, &self.y_shape, l, ctx)?;
-        let mut inputs = vec![extent("dy", &args.dy)];
+        let mut inputs = vec![byte_span("dy", &args.dy)];
         let missing = |arg: &'static str| Error::InvalidArgument {
             op,
             arg,
@@ -506,7 +506,7 @@ impl PoolCore {
         let idx = if self.is_max() {
             let i = args.indices.as_ref().ok_or_else(|| missing("indices"))?;
             check_tensor(op, "indices", i, &self.y_shape, l, ctx)?;
-            inputs.push(extent("indices", i));
+            inputs.push(byte_span("indices", i));
             i.data().ptr()
         } else {
             DevPtr::NULL
@@ -516,14 +516,14 @@ impl PoolCore {
             let y = args.y.as_ref().ok_or_else(|| missing("y"))?;
             check_tensor(op, "x", x, &self.x_shape, l, ctx)?;
             check_tensor(op, "y", y, &self.y_shape, l, ctx)?;
-            inputs.extend([extent("x", x), extent("y", y)]);
+            inputs.extend([byte_span("x", x), byte_span("y", y)]);
             (x.data().ptr(), y.data().ptr())
         } else {
             (DevPtr::NULL, DevPtr::NULL)
         };
         let dx_view = args.dx.as_const();
         check_tensor(op, "dx", &dx_view, &self.x_shape, l, ctx)?;
-        check_disjoint(op, &[extent("dx", &dx_view)], &inputs)?;
+        check_disjoint(op, &[byte_span("dx", &dx_view)], &inputs)?;
         let (dy, dx) = (args.dy.data().ptr(), args.dx.data().ptr());
         if self.params.n_in == 0 {
             return Ok(());

@@ -9,14 +9,17 @@ use core::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
 use baracuda_kernels_types::{
-    BackendKind, Element, ElementKind, Error, Grad, Grads, KernelSku, PlanPreference, Result,
-    Shape, TensorMut, TensorRef, Workspace, MAX_RANK,
+    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
+    PlanPreference, Result, Shape, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
-use super::layout::{binary_fw_shape, binary_spec, contig_shape, dtype_id, MapKernels, THREADS};
-use super::unary::{pointwise_precision};
+use super::layout::{
+    binary_fw_shape, binary_spec, check_operand, check_select, contig_shape, In, MapKernels, Out,
+    THREADS,
+};
+use super::unary::pointwise_precision;
+use crate::checks::{check_alias, Extent};
 use crate::{Backward, Plan};
-use crate::checks::{check_ctx, check_no_partial_overlap, check_shape};
 
 /// A pointwise binary function.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -107,14 +110,16 @@ impl<const N: usize> BinaryDescriptor<N> {
     }
 }
 
-/// Arguments of [`BinaryPlan`]'s [`Plan::run`].
+/// Arguments of [`BinaryPlan`]'s [`Plan::run`]; [`BinaryPlan::run_in_place_a`]
+/// and [`BinaryPlan::run_in_place_b`] write `out` over an input.
 pub struct BinaryArgs<'a, T, const N: usize> {
     /// First input, shape `a_shape`.
     pub a: TensorRef<'a, T, N>,
     /// Second input, shape `b_shape`.
     pub b: TensorRef<'a, T, N>,
-    /// Output, the broadcast shape; may be `a` or `b` itself when that input
-    /// has the output's shape (in place).
+    /// Output, the broadcast shape. It may share memory with `a` or `b`
+    /// only as the same view (in place), which needs that input to have the
+    /// output's shape.
     pub out: TensorMut<'a, T, N>,
 }
 
@@ -126,10 +131,29 @@ pub struct BinaryBwArgs<'a, T, const N: usize> {
     pub b: TensorRef<'a, T, N>,
     /// Gradient of the output, the broadcast shape.
     pub dy: TensorRef<'a, T, N>,
-    /// Gradient of `a`, shape `a_shape`, when wanted.
+    /// Gradient of `a`, shape `a_shape`, when wanted. When `a` has the
+    /// output's shape it may be `a`, `b` or `dy` itself (the same view);
+    /// otherwise (a reduction) it shares memory with no operand.
     pub da: Option<TensorMut<'a, T, N>>,
-    /// Gradient of `b`, shape `b_shape`, when wanted.
+    /// Gradient of `b`, shape `b_shape`, when wanted; aliasing as `da`.
     pub db: Option<TensorMut<'a, T, N>>,
+}
+
+/// Arguments of [`BinaryPlan::run_bw_in_place`]: the backward with one
+/// gradient written over `dy`.
+pub struct BinaryBwInPlaceArgs<'a, T, const N: usize> {
+    /// First forward input, shape `a_shape`.
+    pub a: TensorRef<'a, T, N>,
+    /// Second forward input, shape `b_shape`.
+    pub b: TensorRef<'a, T, N>,
+    /// The gradient of the output on entry; the gradient named by `into` on
+    /// return.
+    pub dy: TensorMut<'a, T, N>,
+    /// The gradient written over `dy`: `Grad::A` (`da`) or `Grad::B`
+    /// (`db`); its input must have the output's shape (not be broadcast).
+    pub into: Grad,
+    /// The other gradient, when wanted, in its own memory.
+    pub other: Option<TensorMut<'a, T, N>>,
 }
 
 fn check_desc<T: Element, const N: usize>(
@@ -137,22 +161,7 @@ fn check_desc<T: Element, const N: usize>(
     desc: &BinaryDescriptor<N>,
     pref: &PlanPreference,
 ) -> Result<(u32, [usize; N])> {
-    if desc.element != T::KIND {
-        return Err(Error::DtypeMismatch {
-            op,
-            arg: "desc.element",
-            expected: T::KIND,
-            got: desc.element,
-        });
-    }
-    let dt = dtype_id(op, T::KIND)?;
-    if N > MAX_RANK {
-        return Err(Error::Unsupported {
-            op,
-            what: format!("rank {N} > 8"),
-        });
-    }
-    pref.check_backend(op, &[BackendKind::Baracuda])?;
+    let dt = check_select::<T, N>(op, desc.element, pref)?;
     let out = desc.out_shape().map_err(|e| match e {
         Error::BroadcastMismatch { a, b, .. } => Error::BroadcastMismatch { op, a, b },
         e => e,
@@ -172,16 +181,29 @@ fn check_desc<T: Element, const N: usize>(
 /// f32, f64, f16, bf16 (f16/bf16 compute in f32). Others: `Unsupported`.
 /// # Backward
 /// `dy`: the broadcast shape, `da`: `a_shape`, `db`: `b_shape`, each
-/// computed when given. A gradient whose input has the output's shape is
-/// written by the pointwise kernel; one whose input was broadcast is summed
+/// computed when given. A gradient whose input was broadcast is summed
 /// over the broadcast axes by a reduction kernel, split across blocks when
-/// there are few outputs, with partial sums in the workspace, then summed
-/// in a fixed order: deterministic. Sums accumulate in f32 (f64 for f64).
-/// Under a `max_workspace_bytes` cap too small for the partials, a
-/// reduction runs unsplit (one block column per output tile, no workspace).
+/// there are few outputs, with partial sums in the workspace, first; then
+/// the gradients whose input has the output's shape are written by the
+/// pointwise kernel. Sums accumulate in f32 (f64 for f64), pairwise within
+/// each thread and across splits and by a tree within a block, in a fixed
+/// order: deterministic, with a rounding error of at most
+/// `(2 log2(n) + 20) u sum|terms|` for `n` terms (`u` the accumulator's
+/// unit roundoff). Under a `max_workspace_bytes` cap too small for the
+/// partials, a reduction runs unsplit (one block column per output tile,
+/// no workspace).
+/// # Aliasing
+/// `out` may be `a` or `b` (the same view, so that input has the output's
+/// shape): [`BinaryPlan::run_in_place_a`], [`BinaryPlan::run_in_place_b`].
+/// A gradient computed pointwise (its input not broadcast) may be `a`, `b`
+/// or `dy` itself, since the reductions that read them across the whole
+/// output run before it: [`BinaryPlan::run_bw_in_place`] writes `da` or
+/// `db` over `dy`. A reduced gradient shares memory with no operand, and
+/// `da` and `db` never share memory. Any other overlap is
+/// `InvalidArgument` naming the output, and nothing is written.
 /// # Errors
 /// `BroadcastMismatch` from `select`; `ShapeMismatch`, `ContextMismatch`,
-/// `InvalidArgument` (partial overlap, `da` and `db` in one buffer) from
+/// `InvalidArgument` (an overlap the aliasing rules above forbid) from
 /// `run` and `run_bw`; `WorkspaceTooSmall` from `run_bw`.
 pub struct BinaryPlan<T: Element, const N: usize> {
     desc: BinaryDescriptor<N>,
@@ -279,37 +301,127 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
     }
 
     fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
-        check_shape(OP, "a", &self.desc.a_shape, args.a.shape())?;
-        check_shape(OP, "b", &self.desc.b_shape, args.b.shape())?;
-        check_shape(OP, "out", &self.out_shape, args.out.shape())?;
-        check_ctx(OP, "a", stream, args.a.data().ctx_id())?;
-        check_ctx(OP, "b", stream, args.b.data().ctx_id())?;
-        check_ctx(OP, "out", stream, args.out.data().ctx_id())?;
+        let d = &self.desc;
+        check_operand(OP, "a", stream, &d.a_shape, args.a.shape(), args.a.data().ctx_id())?;
+        check_operand(OP, "b", stream, &d.b_shape, args.b.shape(), args.b.data().ctx_id())?;
+        let out = &args.out;
+        check_operand(OP, "out", stream, &self.out_shape, out.shape(), out.data().ctx_id())?;
         let a = args.a.broadcast_to(self.out_shape)?;
         let b = args.b.broadcast_to(self.out_shape)?;
-        let out = args.out.data().addr();
-        check_no_partial_overlap::<T>(
-            OP,
-            "out",
-            (out, args.out.shape(), args.out.strides()),
-            &[
-                ("a", a.data().addr(), a.shape(), a.strides()),
-                ("b", b.data().addr(), b.shape(), b.strides()),
-            ],
-        )?;
+        let out_ext = Extent::of_mut("out", out);
+        check_alias(OP, &out_ext, &Extent::of("a", &a), true)?;
+        check_alias(OP, &out_ext, &Extent::of("b", &b), true)?;
         // SAFETY: views bounds-checked at construction (broadcast views
-        // reach no new elements); order strided (out, a, b), contiguous
-        // (a, b, out, n).
+        // reach no new elements), shapes checked above; out is disjoint
+        // from a and b or one of them itself.
+        unsafe { self.forward(stream, (out.data().ptr(), out.strides()), &a, &b) }
+    }
+}
+
+impl<T: Element, const N: usize> BinaryPlan<T, N> {
+    /// `a = f(a, b)` in place: [`Plan::run`] with `out` the same view as
+    /// `a`, which must have the output's shape.
+    ///
+    /// # Errors
+    /// As [`Plan::run`]; `InvalidArgument` naming `a` when `a` is
+    /// broadcast, or `b` when `b` overlaps `a` other than as the same view.
+    pub fn run_in_place_a(
+        &self,
+        stream: &Stream,
+        _workspace: Workspace<'_>,
+        a: TensorMut<'_, T, N>,
+        b: TensorRef<'_, T, N>,
+    ) -> Result<()> {
+        self.in_place(stream, true, a, b)
+    }
+
+    /// `b = f(a, b)` in place: [`Plan::run`] with `out` the same view as
+    /// `b`, which must have the output's shape.
+    ///
+    /// # Errors
+    /// As [`BinaryPlan::run_in_place_a`], with the roles of `a` and `b`
+    /// exchanged.
+    pub fn run_in_place_b(
+        &self,
+        stream: &Stream,
+        _workspace: Workspace<'_>,
+        a: TensorRef<'_, T, N>,
+        b: TensorMut<'_, T, N>,
+    ) -> Result<()> {
+        self.in_place(stream, false, b, a)
+    }
+
+    /// `run_in_place_a` (`into_a`) or `run_in_place_b`: `inout` is the input
+    /// written over, `other` the other input.
+    fn in_place(
+        &self,
+        stream: &Stream,
+        into_a: bool,
+        inout: TensorMut<'_, T, N>,
+        other: TensorRef<'_, T, N>,
+    ) -> Result<()> {
+        let d = &self.desc;
+        let ((io_arg, io_shape), (other_arg, other_shape)) = if into_a {
+            (("a", &d.a_shape), ("b", &d.b_shape))
+        } else {
+            (("b", &d.b_shape), ("a", &d.a_shape))
+        };
+        self.check_holds_output(io_arg, io_shape)?;
+        let ctx = inout.data().ctx_id();
+        check_operand(OP, io_arg, stream, io_shape, inout.shape(), ctx)?;
+        let ctx = other.data().ctx_id();
+        check_operand(OP, other_arg, stream, other_shape, other.shape(), ctx)?;
+        let other = other.broadcast_to(self.out_shape)?;
+        let io_ext = Extent::of_mut(io_arg, &inout);
+        check_alias(OP, &io_ext, &Extent::of(other_arg, &other), true)?;
+        let io = inout.as_const();
+        let (a, b) = if into_a { (&io, &other) } else { (&other, &io) };
+        // SAFETY: views bounds-checked at construction, shapes checked
+        // above; out is the input it is written over, and disjoint from the
+        // other input or that input itself.
+        unsafe { self.forward(stream, (inout.data().ptr(), inout.strides()), a, b) }
+    }
+
+    /// `InvalidArgument` naming `arg` unless that input, of `shape`, has
+    /// the output's shape and so can hold the output.
+    fn check_holds_output(&self, arg: &'static str, shape: &[usize; N]) -> Result<()> {
+        if *shape == self.out_shape {
+            return Ok(());
+        }
+        Err(Error::InvalidArgument {
+            op: OP,
+            arg,
+            reason: format!(
+                "{arg} of shape {} is broadcast to the output shape {}, so it cannot hold the \
+                 output",
+                Shape::from(&shape[..]),
+                Shape::from(&self.out_shape[..])
+            ),
+        })
+    }
+
+    /// Launch the forward map over the output shape.
+    ///
+    /// # Safety
+    /// `a` and `b` are views of the output shape and `out` is a checked
+    /// view of it; `out` is disjoint from each input or that input itself.
+    unsafe fn forward(
+        &self,
+        stream: &Stream,
+        out: (DevPtrMut<T>, &[usize; N]),
+        a: &TensorRef<'_, T, N>,
+        b: &TensorRef<'_, T, N>,
+    ) -> Result<()> {
+        // SAFETY: forwarded from the caller's contract.
         unsafe {
             self.fw.launch::<T>(
                 stream,
                 &self.out_shape,
+                &[(out.0, out.1)],
                 &[
-                    (out, args.out.strides()),
-                    (a.data().addr(), a.strides()),
-                    (b.data().addr(), b.strides()),
+                    (a.data().ptr(), a.strides()),
+                    (b.data().ptr(), b.strides()),
                 ],
-                &[1, 2, 0],
             )
         }
     }
@@ -317,8 +429,8 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
 
 /// `ReduceArgs` of `kernels/elementwise/binary.cu`, field for field.
 #[repr(C)]
-#[derive(Copy, Clone, Debug)]
-struct ReduceArgs {
+#[derive(Debug)]
+struct ReduceArgs<T> {
     n_out: u64,
     n_red: u64,
     chunk: u64,
@@ -330,12 +442,20 @@ struct ReduceArgs {
     shape_red: [u64; MAX_RANK],
     out_stride: [[i64; MAX_RANK]; 4],
     red_stride: [[i64; MAX_RANK]; 3],
-    a: u64,
-    b: u64,
-    dy: u64,
-    grad: u64,
-    partial: u64,
+    a: DevPtr<T>,
+    b: DevPtr<T>,
+    dy: DevPtr<T>,
+    grad: DevPtrMut<T>,
+    /// `ACC[splits][n_out]` in the workspace when `splits > 1`.
+    partial: DevPtrMut<u8>,
 }
+
+impl<T> Clone for ReduceArgs<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for ReduceArgs<T> {}
 
 /// How the gradient of one broadcast input is reduced: which axes are
 /// kept, which summed, and in how many deterministic splits.
@@ -366,8 +486,27 @@ fn partial_bytes<T: Element>(splits: usize, n_out: usize) -> usize {
     if splits <= 1 {
         return 0;
     }
-    let acc = if T::KIND == ElementKind::F64 { 8 } else { 4 };
-    (splits * n_out * acc).div_ceil(256) * 256
+    (splits * n_out * acc_bytes::<T>()).div_ceil(256) * 256
+}
+
+/// Bytes of the accumulator of `T` (f64 for f64, else f32).
+fn acc_bytes<T: Element>() -> usize {
+    if T::KIND == ElementKind::F64 {
+        8
+    } else {
+        4
+    }
+}
+
+/// `PAIRWISE_LEVELS` of `kernels/elementwise/binary.cu`.
+const PAIRWISE_LEVELS: usize = 16;
+
+/// Dynamic shared memory of the reduction kernel (`with_part`: the block
+/// tree's 256 partials, then the pairwise levels of 256 threads) or of
+/// finalize (the levels alone).
+fn reduce_smem_bytes<T: Element>(with_part: bool) -> u32 {
+    let slots = PAIRWISE_LEVELS * 256 + if with_part { 256 } else { 0 };
+    (slots * acc_bytes::<T>()) as u32
 }
 
 /// Block shape and splits of one reduction. A block is `tx * ty = 256`
@@ -435,119 +574,195 @@ impl<T: Element, const N: usize> Backward for BinaryPlan<T, N> {
         workspace: Workspace<'_>,
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
-        check_shape(OP, "a", &self.desc.a_shape, args.a.shape())?;
-        check_shape(OP, "b", &self.desc.b_shape, args.b.shape())?;
-        check_shape(OP, "dy", &self.out_shape, args.dy.shape())?;
-        let ctx = stream.context().id();
-        check_ctx(OP, "a", stream, args.a.data().ctx_id())?;
-        check_ctx(OP, "b", stream, args.b.data().ctx_id())?;
-        check_ctx(OP, "dy", stream, args.dy.data().ctx_id())?;
-        let inputs = [
-            (
-                "a",
-                args.a.data().addr(),
-                &args.a.shape()[..],
-                &args.a.strides()[..],
-            ),
-            (
-                "b",
-                args.b.data().addr(),
-                &args.b.shape()[..],
-                &args.b.strides()[..],
-            ),
-            (
-                "dy",
-                args.dy.data().addr(),
-                &args.dy.shape()[..],
-                &args.dy.strides()[..],
-            ),
-        ];
-        for (name, g, shape) in [
-            ("da", &args.da, &self.desc.a_shape),
-            ("db", &args.db, &self.desc.b_shape),
-        ] {
-            if let Some(g) = g {
-                check_shape(OP, name, shape, g.shape())?;
-                check_ctx(OP, name, stream, g.data().ctx_id())?;
-                check_no_partial_overlap::<T>(
-                    OP,
-                    name,
-                    (g.data().addr(), g.shape(), g.strides()),
-                    &inputs,
-                )?;
-            }
-        }
-        if let (Some(da), Some(db)) = (&args.da, &args.db) {
-            check_no_partial_overlap::<T>(
-                OP,
-                "db",
-                (db.data().addr(), db.shape(), db.strides()),
-                &[("da", da.data().addr(), da.shape(), da.strides())],
-            )?;
-            if da.data().addr() == db.data().addr() && !da.data().is_empty() {
-                return Err(Error::InvalidArgument {
-                    op: OP,
-                    arg: "db",
-                    reason: "aliases da".into(),
-                });
-            }
-        }
-        let wants = Grads::present(&[(Grad::A, args.da.is_some()), (Grad::B, args.db.is_some())]);
-        let ws = workspace.check(OP, self.bw_workspace_size(wants), ctx)?;
-
-        let a = args.a.broadcast_to(self.out_shape)?;
-        let b = args.b.broadcast_to(self.out_shape)?;
-        // Pointwise pass for the gradients whose input is not broadcast.
-        let pointwise = |g: &Option<TensorMut<'_, T, N>>, r: &Option<Reduction>| match (g, r) {
-            (Some(g), None) => (g.data().addr(), *g.strides()),
-            _ => (0, [0; N]),
-        };
-        let (da, da_st) = pointwise(&args.da, &self.reduce_a);
-        let (db, db_st) = pointwise(&args.db, &self.reduce_b);
-        if da != 0 || db != 0 {
-            let dy_st = *args.dy.strides();
-            let da_st = if da == 0 { dy_st } else { da_st };
-            let db_st = if db == 0 { dy_st } else { db_st };
-            // SAFETY: all views bounds-checked at construction and shapes
-            // checked above; absent gradients have address 0, which the
-            // kernels skip. Order strided (da, db, a, b, dy), contiguous
-            // (a, b, dy, da, db, n).
-            unsafe {
-                self.bw.launch::<T>(
-                    stream,
-                    &self.out_shape,
-                    &[
-                        (da, &da_st),
-                        (db, &db_st),
-                        (a.data().addr(), a.strides()),
-                        (b.data().addr(), b.strides()),
-                        (args.dy.data().addr(), &dy_st),
-                    ],
-                    &[2, 3, 4, 0, 1],
-                )?;
-            }
-        }
-        for (which, r, at) in self.reductions(wants) {
-            let g = if which == Grad::A { &args.da } else { &args.db };
-            if let Some(g) = g {
-                self.launch_reduce(stream, r, &a, &b, &args.dy, g, ws + at as u64)?;
-            }
-        }
-        Ok(())
+        let d = &self.desc;
+        let (a, b, dy) = (&args.a, &args.b, &args.dy);
+        check_operand(OP, "a", stream, &d.a_shape, a.shape(), a.data().ctx_id())?;
+        check_operand(OP, "b", stream, &d.b_shape, b.shape(), b.data().ctx_id())?;
+        check_operand(OP, "dy", stream, &self.out_shape, dy.shape(), dy.data().ctx_id())?;
+        let da = GradOut::checked(stream, "da", args.da.as_ref(), &d.a_shape)?;
+        let db = GradOut::checked(stream, "db", args.db.as_ref(), &d.b_shape)?;
+        let inputs = [Extent::of("a", a), Extent::of("b", b), Extent::of("dy", dy)];
+        self.backward(stream, workspace, &inputs, da, db)
     }
 }
 
+/// A gradient output: where it is written, and its extent for the
+/// aliasing checks.
+struct GradOut<'s, T> {
+    ptr: DevPtrMut<T>,
+    ext: Extent<'s, T>,
+}
+
+impl<'s, T: Element> GradOut<'s, T> {
+    /// The gradient `arg`, when given, after checking its shape is `shape`
+    /// and its context `stream`'s.
+    fn checked<const N: usize>(
+        stream: &Stream,
+        arg: &'static str,
+        g: Option<&'s TensorMut<'_, T, N>>,
+        shape: &[usize; N],
+    ) -> Result<Option<Self>> {
+        let Some(g) = g else { return Ok(None) };
+        check_operand(OP, arg, stream, shape, g.shape(), g.data().ctx_id())?;
+        Ok(Some(GradOut {
+            ptr: g.data().ptr(),
+            ext: Extent::of_mut(arg, g),
+        }))
+    }
+}
+
+/// The pointwise pass's output for gradient `g`: itself when given and not
+/// reduced, else null with `absent` strides (dy's, so the output's axes
+/// still collapse).
+fn pointwise_out<'s, T>(
+    g: &Option<GradOut<'s, T>>,
+    r: &Option<Reduction>,
+    absent: &'s [usize],
+) -> Out<'s, T> {
+    match (g, r) {
+        (Some(g), None) => (g.ptr, g.ext.strides),
+        _ => (DevPtrMut::NULL, absent),
+    }
+}
+
+/// Strides of an operand of `shape` read over the broadcast `out` shape: 0
+/// along the axes it is broadcast on.
+fn broadcast_strides<const N: usize>(
+    shape: &[usize],
+    strides: &[usize],
+    out: &[usize; N],
+) -> [usize; N] {
+    let mut st = [0usize; N];
+    for d in 0..N {
+        if shape[d] == out[d] {
+            st[d] = strides[d];
+        }
+    }
+    st
+}
+
 impl<T: Element, const N: usize> BinaryPlan<T, N> {
-    #[allow(clippy::too_many_arguments)] // the operands of one reduction
+    /// The backward with one gradient written over `dy`: `da = dy`
+    /// (`into: Grad::A`) or `db = dy` (`into: Grad::B`), in place, and the
+    /// other gradient, when given, in its own memory. `bw_workspace_size`
+    /// of the gradients computed sizes the workspace.
+    ///
+    /// # Errors
+    /// As [`Backward::run_bw`]; `InvalidArgument` naming `into` when it is
+    /// neither `Grad::A` nor `Grad::B`, or its input is broadcast (its
+    /// gradient is a reduction, which cannot be written over `dy`).
+    pub fn run_bw_in_place(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: BinaryBwInPlaceArgs<'_, T, N>,
+    ) -> Result<()> {
+        let d = &self.desc;
+        let (input, into_shape, other_arg, other_shape) = match args.into {
+            Grad::A => ("a", &d.a_shape, "db", &d.b_shape),
+            Grad::B => ("b", &d.b_shape, "da", &d.a_shape),
+            g => {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    arg: "into",
+                    reason: format!("{g:?}: a binary op has gradients A and B"),
+                })
+            }
+        };
+        if *into_shape != self.out_shape {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                arg: "into",
+                reason: format!(
+                    "{input} has shape {}, broadcast to {}: its gradient is a reduction and \
+                     cannot be written over dy",
+                    Shape::from(&into_shape[..]),
+                    Shape::from(&self.out_shape[..])
+                ),
+            });
+        }
+        let (a, b, dy) = (&args.a, &args.b, &args.dy);
+        check_operand(OP, "a", stream, &d.a_shape, a.shape(), a.data().ctx_id())?;
+        check_operand(OP, "b", stream, &d.b_shape, b.shape(), b.data().ctx_id())?;
+        check_operand(OP, "dy", stream, &self.out_shape, dy.shape(), dy.data().ctx_id())?;
+        let other = GradOut::checked(stream, other_arg, args.other.as_ref(), other_shape)?;
+        let dy_ext = Extent::of_mut("dy", dy);
+        let inputs = [Extent::of("a", a), Extent::of("b", b), dy_ext];
+        let into = GradOut {
+            ptr: dy.data().ptr(),
+            ext: Extent { arg: args.into.arg(), ..dy_ext },
+        };
+        let (da, db) = match args.into {
+            Grad::A => (Some(into), other),
+            _ => (other, Some(into)),
+        };
+        self.backward(stream, workspace, &inputs, da, db)
+    }
+
+    /// The backward on checked operands (`inputs`: a, b, dy): aliasing,
+    /// workspace, then the reductions and the pointwise pass.
+    fn backward(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        inputs: &[Extent<'_, T>; 3],
+        da: Option<GradOut<'_, T>>,
+        db: Option<GradOut<'_, T>>,
+    ) -> Result<()> {
+        for (g, reduce) in [(&da, &self.reduce_a), (&db, &self.reduce_b)] {
+            if let Some(g) = g {
+                // A pointwise gradient may be an input itself: the
+                // reductions, which read every input across the whole
+                // output, run before the pointwise pass, and that pass
+                // reads each element before it writes it. A reduced
+                // gradient shares memory with nothing.
+                for input in inputs {
+                    check_alias(OP, &g.ext, input, reduce.is_none())?;
+                }
+            }
+        }
+        if let (Some(da), Some(db)) = (&da, &db) {
+            check_alias(OP, &db.ext, &da.ext, false)?;
+        }
+        let wants = Grads::present(&[(Grad::A, da.is_some()), (Grad::B, db.is_some())]);
+        let ctx = stream.context().id();
+        let ws = workspace.check_ptr(OP, self.bw_workspace_size(wants), ctx)?;
+
+        // a, b, dy as read over the output shape.
+        let out = &self.out_shape;
+        let ops: [(DevPtr<T>, [usize; N]); 3] =
+            inputs.map(|e| (e.ptr, broadcast_strides(e.shape, e.strides, out)));
+        for (which, r, at) in self.reductions(wants) {
+            let g = if which == Grad::A { &da } else { &db };
+            if let Some(g) = g {
+                self.launch_reduce(stream, r, &ops, g, ws.byte_add(at))?;
+            }
+        }
+        // Pointwise pass for the gradients whose input is not broadcast;
+        // an absent one is null, with dy's strides.
+        let da = pointwise_out(&da, &self.reduce_a, &ops[2].1);
+        let db = pointwise_out(&db, &self.reduce_b, &ops[2].1);
+        if da.0.is_null() && db.0.is_null() {
+            return Ok(());
+        }
+        let ins: [In<'_, T>; 3] = [(ops[0].0, &ops[0].1), (ops[1].0, &ops[1].1), (ops[2].0, &ops[2].1)];
+        // SAFETY: all views bounds-checked at construction and shapes
+        // checked by the callers; absent gradients are null, which the
+        // kernels skip; each gradient is disjoint from every input or that
+        // input itself (checked above), and the reductions reading the
+        // inputs were enqueued before.
+        unsafe { self.bw.launch::<T>(stream, out, &[da, db], &ins) }
+    }
+
+    /// Enqueue the reduction `r` of one gradient (and its finalize when
+    /// split): `ops` are a, b, dy with their strides over the output.
     fn launch_reduce(
         &self,
         stream: &Stream,
         r: &Reduction,
-        a: &TensorRef<'_, T, N>,
-        b: &TensorRef<'_, T, N>,
-        dy: &TensorRef<'_, T, N>,
-        grad: &TensorMut<'_, T, N>,
-        ws: u64,
+        ops: &[(DevPtr<T>, [usize; N]); 3],
+        grad: &GradOut<'_, T>,
+        partial: DevPtrMut<u8>,
     ) -> Result<()> {
         if r.n_out == 0 {
             return Ok(());
@@ -564,46 +779,52 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
             shape_red: [1; MAX_RANK],
             out_stride: [[0; MAX_RANK]; 4],
             red_stride: [[0; MAX_RANK]; 3],
-            a: a.data().addr(),
-            b: b.data().addr(),
-            dy: dy.data().addr(),
-            grad: grad.data().addr(),
-            partial: if r.splits > 1 { ws } else { 0 },
+            a: ops[0].0,
+            b: ops[1].0,
+            dy: ops[2].0,
+            grad: grad.ptr,
+            partial: if r.splits > 1 {
+                partial
+            } else {
+                DevPtrMut::NULL
+            },
         };
         for (i, &d) in r.kept.iter().enumerate() {
             p.shape_out[i] = self.out_shape[d] as u64;
-            p.out_stride[0][i] = a.strides()[d] as i64;
-            p.out_stride[1][i] = b.strides()[d] as i64;
-            p.out_stride[2][i] = dy.strides()[d] as i64;
-            p.out_stride[3][i] = grad.strides()[d] as i64;
+            for (row, (_, st)) in p.out_stride.iter_mut().zip(ops) {
+                row[i] = st[d] as i64;
+            }
+            p.out_stride[3][i] = grad.ext.strides[d] as i64;
         }
         for (i, &d) in r.reduced.iter().enumerate() {
             p.shape_red[i] = self.out_shape[d] as u64;
-            p.red_stride[0][i] = a.strides()[d] as i64;
-            p.red_stride[1][i] = b.strides()[d] as i64;
-            p.red_stride[2][i] = dy.strides()[d] as i64;
+            for (row, (_, st)) in p.red_stride.iter_mut().zip(ops) {
+                row[i] = st[d] as i64;
+            }
         }
         let cols = r.n_out.div_ceil(r.tx as usize) as u32;
         let cfg = LaunchConfig {
             grid: (cols, r.splits as u32, 1),
             block: (r.tx, r.ty, 1),
-            smem_bytes: 0,
+            smem_bytes: reduce_smem_bytes::<T>(true),
         };
         let mut args = LaunchArgs::new();
         args.push(p)?;
         // SAFETY: every address comes from a bounds-checked view whose shape
         // matches the plan; the kernel reads a, b, dy at offsets inside
-        // those views and writes grad at its own offsets, or partials inside
-        // the workspace, whose size `run` checked.
+        // those views and writes grad (disjoint from them, checked by
+        // `backward`) at its own offsets, or partials inside the workspace,
+        // whose size `backward` checked.
         unsafe { r.reduce.launch(stream, cfg, &mut args)? };
         if r.splits > 1 {
-            let blocks = r.n_out.div_ceil(THREADS as usize) as u32;
+            let cfg = LaunchConfig {
+                grid: (r.n_out.div_ceil(THREADS as usize) as u32, 1, 1),
+                block: (THREADS, 1, 1),
+                smem_bytes: reduce_smem_bytes::<T>(false),
+            };
             // SAFETY: as above; finalize reads the partials just written and
             // writes grad.
-            unsafe {
-                self.finalize
-                    .launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args)?
-            };
+            unsafe { self.finalize.launch(stream, cfg, &mut args)? };
         }
         Ok(())
     }
@@ -647,10 +868,19 @@ mod tests {
     }
 
     #[test]
+    fn pairwise_levels_match_the_kernel() {
+        let define = format!("#define PAIRWISE_LEVELS {PAIRWISE_LEVELS}\n");
+        assert!(crate::kernel_sources::BINARY.source.contains(&define));
+        // f64 reduction: (16 + 1) * 256 slots of 8 bytes, 34 KiB, under the
+        // 48 KiB a launch takes without opting in
+        assert_eq!(reduce_smem_bytes::<f64>(true), 34816);
+    }
+
+    #[test]
     fn reduce_args_layout_matches_cuda() {
         // 3*8 + 4*4 + 2*64 + 4*64 + 3*64 + 5*8
         assert_eq!(
-            std::mem::size_of::<ReduceArgs>(),
+            std::mem::size_of::<ReduceArgs<f32>>(),
             24 + 16 + 128 + 256 + 192 + 40
         );
     }

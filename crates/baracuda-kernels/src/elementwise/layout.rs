@@ -2,8 +2,12 @@
 //! strided-kernel parameter block, and the contiguous/strided dispatch.
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
-use baracuda_kernels_types::{ArchSku, Element, ElementKind, Error, Result, MAX_RANK};
+use baracuda_kernels_types::{
+    ArchSku, BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, PlanPreference, Result,
+    MAX_RANK,
+};
 
+use crate::checks::{check_ctx, check_shape};
 use crate::kernel_sources;
 
 /// Threads per block of the strided and reduction kernels, and the most
@@ -94,20 +98,37 @@ pub(crate) fn binary_fw_register_floor(arch: ArchSku, op: super::BinaryOp) -> Op
     }
 }
 
-/// Operands a strided kernel takes at most (`MAX_OPS` in strided.cuh).
-pub(crate) const MAX_OPS: usize = 5;
+/// Outputs and inputs a strided kernel takes at most (`MAX_OUTS`,
+/// `MAX_INS` in strided.cuh).
+pub(crate) const MAX_OUTS: usize = 2;
+pub(crate) const MAX_INS: usize = 3;
 
 /// `StridedArgs` of `kernels/common/strided.cuh`, field for field.
 #[repr(C)]
-#[derive(Copy, Clone, Debug)]
-pub(crate) struct StridedArgs {
+#[derive(Debug)]
+pub(crate) struct StridedArgs<T> {
     pub n: u64,
     pub rank: u32,
-    pub n_ops: u32,
+    pub pad: u32,
     pub shape: [u64; MAX_RANK],
-    pub stride: [[i64; MAX_RANK]; MAX_OPS],
-    pub ptr: [u64; MAX_OPS],
+    pub out_stride: [[i64; MAX_RANK]; MAX_OUTS],
+    pub in_stride: [[i64; MAX_RANK]; MAX_INS],
+    pub out: [DevPtrMut<T>; MAX_OUTS],
+    pub inp: [DevPtr<T>; MAX_INS],
 }
+
+impl<T> Clone for StridedArgs<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for StridedArgs<T> {}
+
+/// An output of a pointwise map: where it is written, and its element
+/// strides over the map's shape. A null address is an output not written.
+pub(crate) type Out<'s, T> = (DevPtrMut<T>, &'s [usize]);
+/// An input of a pointwise map: where it is read, and its element strides.
+pub(crate) type In<'s, T> = (DevPtr<T>, &'s [usize]);
 
 /// The `BARACUDA_DTYPE` value of an element kind, or `Unsupported`.
 pub(crate) fn dtype_id(op: &'static str, kind: ElementKind) -> Result<u32> {
@@ -115,6 +136,53 @@ pub(crate) fn dtype_id(op: &'static str, kind: ElementKind) -> Result<u32> {
         op,
         what: format!("dtype {kind}; elementwise kernels take f32, f64, f16 and bf16"),
     })
+}
+
+/// The checks every elementwise `select` starts with: the descriptor's
+/// element type is `T`, a supported dtype (its `BARACUDA_DTYPE` value is
+/// returned), rank `N <= 8`, and the preference allows our kernels.
+///
+/// # Errors
+/// `DtypeMismatch`, `Unsupported`, `PreferenceRejected`.
+pub(crate) fn check_select<T: Element, const N: usize>(
+    op: &'static str,
+    element: ElementKind,
+    pref: &PlanPreference,
+) -> Result<u32> {
+    if element != T::KIND {
+        return Err(Error::DtypeMismatch {
+            op,
+            arg: "desc.element",
+            expected: T::KIND,
+            got: element,
+        });
+    }
+    let dt = dtype_id(op, T::KIND)?;
+    if N > MAX_RANK {
+        return Err(Error::Unsupported {
+            op,
+            what: format!("rank {N} > {MAX_RANK}"),
+        });
+    }
+    pref.check_backend(op, &[BackendKind::Baracuda])?;
+    Ok(dt)
+}
+
+/// One operand of `run`: its shape is `expected` and it lives on
+/// `stream`'s context.
+///
+/// # Errors
+/// `ShapeMismatch` or `ContextMismatch` naming `arg`.
+pub(crate) fn check_operand<const N: usize>(
+    op: &'static str,
+    arg: &'static str,
+    stream: &Stream,
+    expected: &[usize; N],
+    shape: &[usize; N],
+    ctx: usize,
+) -> Result<()> {
+    check_shape(op, arg, expected, shape)?;
+    check_ctx(op, arg, stream, ctx)
 }
 
 /// The module of one op of an elementwise source for one dtype: a plan
@@ -241,32 +309,45 @@ impl MapKernels {
         })
     }
 
-    /// Launch over `shape` with `ops` (address, element strides) in the
-    /// strided kernel's operand order. When every used operand is
-    /// contiguous and 16-byte aligned the contiguous kernel runs, taking
-    /// the addresses in `contig_order` and then `n`. An operand with
-    /// address 0 is absent (the kernel skips it).
+    /// Launch over `shape` with the kernels' outputs and inputs. When every
+    /// written or read operand is contiguous and 16-byte aligned the
+    /// contiguous kernel runs, taking the inputs, the outputs and then `n`.
     ///
     /// # Safety
-    /// Each non-zero address must hold every element its strides reach over
-    /// `shape` (checked by the views the plan took), and the operands'
-    /// order must match the kernels' parameters.
+    /// Each non-null address must hold every element its strides reach over
+    /// `shape` (checked by the views the plan took), the outputs and inputs
+    /// must be the kernels' in number and order, and an output may share
+    /// memory with an input only as the same view.
     pub(crate) unsafe fn launch<T: Element>(
         &self,
         stream: &Stream,
         shape: &[usize],
-        ops: &[(u64, &[usize])],
-        contig_order: &[usize],
+        outs: &[Out<'_, T>],
+        ins: &[In<'_, T>],
     ) -> Result<()> {
         let n: usize = shape.iter().product();
         if n == 0 {
             return Ok(());
         }
+        if outs.len() > MAX_OUTS || ins.len() > MAX_INS {
+            return Err(Error::InvalidArgument {
+                op: "elementwise",
+                arg: "operands",
+                reason: format!("{} outputs and {} inputs", outs.len(), ins.len()),
+            });
+        }
+        // Operands by address (0 = absent) and strides, outputs first: the
+        // first output orders the collapsed axes.
+        let ops: Vec<(u64, &[usize])> = outs
+            .iter()
+            .map(|(p, s)| (p.addr(), *s))
+            .chain(ins.iter().map(|(p, s)| (p.addr(), *s)))
+            .collect();
         let strides: Vec<&[usize]> = ops.iter().map(|(_, s)| *s).collect();
         let (cshape, cstrides) = collapse(shape, &strides);
         let contiguous = cstrides
             .iter()
-            .zip(ops)
+            .zip(&ops)
             .all(|(s, (addr, _))| *addr == 0 || (s.iter().all(|&x| x == 1) && addr % 16 == 0))
             && cshape.len() <= 1;
         if contiguous {
@@ -282,8 +363,11 @@ impl MapKernels {
             }
             let blocks = blocks as u32;
             let mut args = LaunchArgs::new();
-            for &k in contig_order {
-                args.push(ops[k].0)?;
+            for (p, _) in ins {
+                args.push(*p)?;
+            }
+            for (p, _) in outs {
+                args.push(*p)?;
             }
             args.push(n as u64)?;
             // SAFETY: forwarded from the caller's contract.
@@ -298,19 +382,24 @@ impl MapKernels {
         let mut p = StridedArgs {
             n: n as u64,
             rank: cshape.len() as u32,
-            n_ops: ops.len() as u32,
+            pad: 0,
             shape: [1; MAX_RANK],
-            stride: [[0; MAX_RANK]; MAX_OPS],
-            ptr: [0; MAX_OPS],
+            out_stride: [[0; MAX_RANK]; MAX_OUTS],
+            in_stride: [[0; MAX_RANK]; MAX_INS],
+            out: [DevPtrMut::NULL; MAX_OUTS],
+            inp: [DevPtr::NULL; MAX_INS],
         };
         for (d, &e) in cshape.iter().enumerate() {
             p.shape[d] = e as u64;
         }
-        for (k, (addr, _)) in ops.iter().enumerate() {
-            p.ptr[k] = *addr;
-            for (d, &s) in cstrides[k].iter().enumerate() {
-                p.stride[k][d] = s as i64;
-            }
+        let (out_strides, in_strides) = cstrides.split_at(outs.len());
+        for (k, (ptr, _)) in outs.iter().enumerate() {
+            p.out[k] = *ptr;
+            fill_strides(&mut p.out_stride[k], &out_strides[k]);
+        }
+        for (k, (ptr, _)) in ins.iter().enumerate() {
+            p.inp[k] = *ptr;
+            fill_strides(&mut p.in_stride[k], &in_strides[k]);
         }
         let blocks = n
             .div_ceil(THREADS as usize)
@@ -324,6 +413,13 @@ impl MapKernels {
         args.push(p)?;
         // SAFETY: forwarded from the caller's contract.
         unsafe { f.launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args) }
+    }
+}
+
+/// Copy collapsed element strides into a kernel's fixed-rank stride row.
+fn fill_strides(row: &mut [i64; MAX_RANK], strides: &[usize]) {
+    for (d, &s) in strides.iter().enumerate() {
+        row[d] = s as i64;
     }
 }
 
@@ -356,7 +452,7 @@ mod tests {
 
     #[test]
     fn params_layout_matches_cuda() {
-        // 8 + 4 + 4 + 64 + 320 + 40
-        assert_eq!(std::mem::size_of::<StridedArgs>(), 440);
+        // 8 + 4 + 4 + 64 + 2*64 + 3*64 + 2*8 + 3*8
+        assert_eq!(std::mem::size_of::<StridedArgs<f32>>(), 440);
     }
 }

@@ -8,7 +8,9 @@ mod binary;
 mod layout;
 mod unary;
 
-pub use binary::{BinaryArgs, BinaryBwArgs, BinaryDescriptor, BinaryOp, BinaryPlan};
+pub use binary::{
+    BinaryArgs, BinaryBwArgs, BinaryBwInPlaceArgs, BinaryDescriptor, BinaryOp, BinaryPlan,
+};
 pub use unary::{UnaryArgs, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan};
 
 use baracuda_driver::ModuleSpec;

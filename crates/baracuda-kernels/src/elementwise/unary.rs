@@ -7,14 +7,14 @@ use core::marker::PhantomData;
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{
-    BackendKind, Element, Error, Grad, Grads, KernelSku, PlanPreference,
-    PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
+    BackendKind, Element, Grad, Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result,
+    TensorMut, TensorRef, Workspace,
 };
 
-use super::layout::{contig_shape, dtype_id, spec, MapKernels};
+use super::layout::{check_operand, check_select, contig_shape, spec, MapKernels};
+use crate::checks::{check_alias, Extent};
 use crate::kernel_sources;
 use crate::{Backward, Plan};
-use crate::checks::{check_ctx, check_no_partial_overlap, check_shape};
 
 /// A pointwise unary function.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -91,21 +91,25 @@ pub struct UnaryDescriptor<const N: usize> {
     pub shape: [usize; N],
 }
 
-/// Arguments of [`UnaryPlan`]'s [`Plan::run`].
+/// Arguments of [`UnaryPlan`]'s [`Plan::run`]; [`UnaryPlan::run_in_place`]
+/// takes one view that is both.
 pub struct UnaryArgs<'a, T, const N: usize> {
     /// Input, any strides (0 = broadcast).
     pub x: TensorRef<'a, T, N>,
-    /// Output, any non-overlapping strides; may be `x` itself (in place).
+    /// Output, any non-overlapping strides. It may share memory with `x`
+    /// only as the same view (in place).
     pub y: TensorMut<'a, T, N>,
 }
 
-/// Arguments of [`UnaryPlan`]'s [`Backward::run_bw`].
+/// Arguments of [`UnaryPlan`]'s [`Backward::run_bw`];
+/// [`UnaryPlan::run_bw_in_place`] writes `dx` over `dy`.
 pub struct UnaryBwArgs<'a, T, const N: usize> {
     /// The forward input.
     pub x: TensorRef<'a, T, N>,
     /// Gradient of the output.
     pub dy: TensorRef<'a, T, N>,
-    /// Gradient of the input; may be `dy` itself (in place).
+    /// Gradient of the input. It may share memory with `x` or `dy` only as
+    /// the same view (in place).
     pub dx: TensorMut<'a, T, N>,
 }
 
@@ -117,13 +121,18 @@ pub struct UnaryBwArgs<'a, T, const N: usize> {
 /// Any strides; `x` and `dy` may broadcast (stride 0). Contiguous, 16-byte
 /// aligned operands take the vectorised kernel; others the strided kernel
 /// (64-bit offsets).
+/// # Aliasing
+/// `y` may be `x` and `dx` may be `x` or `dy`, each as the same view (one
+/// thread reads an element before writing it); from safe code through
+/// [`UnaryPlan::run_in_place`] and [`UnaryPlan::run_bw_in_place`]. Any
+/// other overlap of an output with an input is `InvalidArgument`.
 /// # Dtypes
 /// f32, f64, f16, bf16; f16/bf16 compute in f32 and round once.
 /// Others: `Error::Unsupported`.
 /// # Errors
 /// `DtypeMismatch` if `desc.element != T::KIND`; `ShapeMismatch` from `run`
 /// and `run_bw` when a view's shape differs; `ContextMismatch`;
-/// `InvalidArgument` when an output partly overlaps an input.
+/// `InvalidArgument` when an output overlaps an input other than in place.
 pub struct UnaryPlan<T: Element, const N: usize> {
     desc: UnaryDescriptor<N>,
     sku: KernelSku,
@@ -140,29 +149,12 @@ pub(crate) fn pointwise_precision<T: Element>() -> PrecisionGuarantee {
     PrecisionGuarantee::float(T::KIND, true)
 }
 
-
-
 impl<T: Element, const N: usize> Plan for UnaryPlan<T, N> {
     type Descriptor = UnaryDescriptor<N>;
     type Args<'a> = UnaryArgs<'a, T, N>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        if desc.element != T::KIND {
-            return Err(Error::DtypeMismatch {
-                op: OP,
-                arg: "desc.element",
-                expected: T::KIND,
-                got: desc.element,
-            });
-        }
-        let dt = dtype_id(OP, T::KIND)?;
-        if N > baracuda_kernels_types::MAX_RANK {
-            return Err(Error::Unsupported {
-                op: OP,
-                what: format!("rank {N} > 8"),
-            });
-        }
-        pref.check_backend(OP, &[BackendKind::Baracuda])?;
+        let dt = check_select::<T, N>(OP, desc.element, pref)?;
         pref.check_workspace(OP, 0)?;
         let shape = contig_shape(desc.op.is_transcendental(), dt);
         let spec = spec(&kernel_sources::UNARY, dt, desc.op.index(), shape);
@@ -192,26 +184,70 @@ impl<T: Element, const N: usize> Plan for UnaryPlan<T, N> {
     }
 
     fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
-        check_shape(OP, "x", &self.desc.shape, args.x.shape())?;
-        check_shape(OP, "y", &self.desc.shape, args.y.shape())?;
-        check_ctx(OP, "x", stream, args.x.data().ctx_id())?;
-        check_ctx(OP, "y", stream, args.y.data().ctx_id())?;
-        let (y, x) = (args.y.data().addr(), args.x.data().addr());
-        check_no_partial_overlap::<T>(
-            OP,
-            "y",
-            (y, args.y.shape(), args.y.strides()),
-            &[("x", x, args.x.shape(), args.x.strides())],
-        )?;
+        let shape = &self.desc.shape;
+        check_operand(OP, "x", stream, shape, args.x.shape(), args.x.data().ctx_id())?;
+        check_operand(OP, "y", stream, shape, args.y.shape(), args.y.data().ctx_id())?;
+        check_alias(OP, &Extent::of_mut("y", &args.y), &Extent::of("x", &args.x), true)?;
         // SAFETY: both views were bounds-checked at construction and match
-        // the plan's shape (checked above); operand order is the kernels'
-        // (strided: y, x; contiguous: x, y, n).
+        // the plan's shape, and y is disjoint from x or x itself (checked
+        // above).
         unsafe {
             self.fw.launch::<T>(
                 stream,
-                &self.desc.shape,
-                &[(y, args.y.strides()), (x, args.x.strides())],
-                &[1, 0],
+                shape,
+                &[(args.y.data().ptr(), args.y.strides())],
+                &[(args.x.data().ptr(), args.x.strides())],
+            )
+        }
+    }
+}
+
+impl<T: Element, const N: usize> UnaryPlan<T, N> {
+    /// `xy = f(xy)` in place: [`Plan::run`] with `y` the same view as `x`.
+    ///
+    /// # Errors
+    /// As [`Plan::run`], naming `xy`.
+    pub fn run_in_place(
+        &self,
+        stream: &Stream,
+        _workspace: Workspace<'_>,
+        xy: TensorMut<'_, T, N>,
+    ) -> Result<()> {
+        let shape = &self.desc.shape;
+        check_operand(OP, "xy", stream, shape, xy.shape(), xy.data().ctx_id())?;
+        let (ptr, strides) = (xy.data().ptr(), xy.strides());
+        // SAFETY: the view was bounds-checked at construction and matches
+        // the plan's shape; output and input are one view.
+        unsafe { self.fw.launch::<T>(stream, shape, &[(ptr, strides)], &[(ptr.as_const(), strides)]) }
+    }
+
+    /// The backward with `dx` written over `dy`: `dy_dx` holds the
+    /// gradient of the output on entry and the gradient of the input on
+    /// return.
+    ///
+    /// # Errors
+    /// As [`Backward::run_bw`], naming `dy_dx`; `InvalidArgument` when `x`
+    /// overlaps `dy_dx` other than as the same view.
+    pub fn run_bw_in_place(
+        &self,
+        stream: &Stream,
+        _workspace: Workspace<'_>,
+        x: TensorRef<'_, T, N>,
+        dy_dx: TensorMut<'_, T, N>,
+    ) -> Result<()> {
+        let shape = &self.desc.shape;
+        check_operand(OP, "x", stream, shape, x.shape(), x.data().ctx_id())?;
+        check_operand(OP, "dy_dx", stream, shape, dy_dx.shape(), dy_dx.data().ctx_id())?;
+        check_alias(OP, &Extent::of_mut("dy_dx", &dy_dx), &Extent::of("x", &x), true)?;
+        let (ptr, strides) = (dy_dx.data().ptr(), dy_dx.strides());
+        // SAFETY: views bounds-checked at construction, shapes checked
+        // above; dx is dy itself and disjoint from x or x itself.
+        unsafe {
+            self.bw.launch::<T>(
+                stream,
+                shape,
+                &[(ptr, strides)],
+                &[(x.data().ptr(), x.strides()), (ptr.as_const(), strides)],
             )
         }
     }
@@ -234,38 +270,24 @@ impl<T: Element, const N: usize> Backward for UnaryPlan<T, N> {
         _workspace: Workspace<'_>,
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
-        check_shape(OP, "x", &self.desc.shape, args.x.shape())?;
-        check_shape(OP, "dy", &self.desc.shape, args.dy.shape())?;
-        check_shape(OP, "dx", &self.desc.shape, args.dx.shape())?;
-        check_ctx(OP, "x", stream, args.x.data().ctx_id())?;
-        check_ctx(OP, "dy", stream, args.dy.data().ctx_id())?;
-        check_ctx(OP, "dx", stream, args.dx.data().ctx_id())?;
-        let (dx, x, dy) = (
-            args.dx.data().addr(),
-            args.x.data().addr(),
-            args.dy.data().addr(),
-        );
-        check_no_partial_overlap::<T>(
-            OP,
-            "dx",
-            (dx, args.dx.shape(), args.dx.strides()),
-            &[
-                ("x", x, args.x.shape(), args.x.strides()),
-                ("dy", dy, args.dy.shape(), args.dy.strides()),
-            ],
-        )?;
+        let shape = &self.desc.shape;
+        check_operand(OP, "x", stream, shape, args.x.shape(), args.x.data().ctx_id())?;
+        check_operand(OP, "dy", stream, shape, args.dy.shape(), args.dy.data().ctx_id())?;
+        check_operand(OP, "dx", stream, shape, args.dx.shape(), args.dx.data().ctx_id())?;
+        let dx = Extent::of_mut("dx", &args.dx);
+        check_alias(OP, &dx, &Extent::of("x", &args.x), true)?;
+        check_alias(OP, &dx, &Extent::of("dy", &args.dy), true)?;
         // SAFETY: views bounds-checked at construction, shapes checked
-        // above; order strided (dx, x, dy), contiguous (x, dy, dx, n).
+        // above; dx is disjoint from x and dy or one of them itself.
         unsafe {
             self.bw.launch::<T>(
                 stream,
-                &self.desc.shape,
+                shape,
+                &[(args.dx.data().ptr(), args.dx.strides())],
                 &[
-                    (dx, args.dx.strides()),
-                    (x, args.x.strides()),
-                    (dy, args.dy.strides()),
+                    (args.x.data().ptr(), args.x.strides()),
+                    (args.dy.data().ptr(), args.dy.strides()),
                 ],
-                &[1, 2, 0],
             )
         }
     }

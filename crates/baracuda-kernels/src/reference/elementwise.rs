@@ -222,7 +222,16 @@ pub fn reduce_to(x: &[f64], shape: &[usize], target: &[usize]) -> Vec<f64> {
     out
 }
 
-/// `out = f(a, b)` with broadcasting; returns the output and its shape.
+/// The broadcast of two same-rank shapes (each axis equal or 1).
+fn broadcast_shape(a_shape: &[usize], b_shape: &[usize]) -> Vec<usize> {
+    a_shape
+        .iter()
+        .zip(b_shape)
+        .map(|(&x, &y)| if x == 1 { y } else { x })
+        .collect()
+}
+
+/// `out = f(a, b)` with broadcasting, in the broadcast shape.
 pub fn binary(
     op: BinaryOp,
     a: &[f64],
@@ -230,11 +239,7 @@ pub fn binary(
     b: &[f64],
     b_shape: &[usize],
 ) -> Vec<f64> {
-    let out_shape: Vec<usize> = a_shape
-        .iter()
-        .zip(b_shape)
-        .map(|(&x, &y)| if x == 1 { y } else { x })
-        .collect();
+    let out_shape = broadcast_shape(a_shape, b_shape);
     let ab = broadcast(a, a_shape, &out_shape);
     let bb = broadcast(b, b_shape, &out_shape);
     ab.iter()
@@ -254,11 +259,7 @@ pub fn binary_backward(
     b_shape: &[usize],
     dy: &[f64],
 ) -> BinaryGrads {
-    let out_shape: Vec<usize> = a_shape
-        .iter()
-        .zip(b_shape)
-        .map(|(&x, &y)| if x == 1 { y } else { x })
-        .collect();
+    let out_shape = broadcast_shape(a_shape, b_shape);
     let ab = broadcast(a, a_shape, &out_shape);
     let bb = broadcast(b, b_shape, &out_shape);
     let (ga, gb): (Vec<f64>, Vec<f64>) = (0..dy.len())

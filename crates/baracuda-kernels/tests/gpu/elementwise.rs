@@ -790,3 +790,602 @@ pub fn check_64bit_offsets() -> Result<(), String> {
         None,
     )
 }
+
+// ---------------------------------------------------------------------------
+// In place and aliasing
+// ---------------------------------------------------------------------------
+
+/// Shape of the in-place and aliasing tests: 4847 elements, a tail for
+/// every vector width, several blocks.
+const IP_SHAPE: [usize; 2] = [37, 131];
+/// `IP_SHAPE` with its second axis 1: the broadcast operand.
+const IP_ROW: [usize; 2] = [1, 131];
+
+/// Equal values, NaN equal to NaN: an in-place run executes the same kernel
+/// on the same values as the out-of-place one, so the results (and the
+/// untouched NaNs around a strided view) agree bit for bit.
+fn identical(what: &str, got: &[f64], want: &[f64]) -> Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!(
+            "{what}: {} elements, expected {}",
+            got.len(),
+            want.len()
+        ));
+    }
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        if g.to_bits() != w.to_bits() && !(g.is_nan() && w.is_nan()) {
+            return Err(format!("{what}: element {i} is {g:e}, expected {w:e}"));
+        }
+    }
+    Ok(())
+}
+
+/// `logical` of `shape` stored at `strides` in a new device buffer, NaN
+/// between the view's elements.
+fn placed<T: Element>(logical: &[f64], shape: &[usize], strides: &[usize]) -> DeviceBuffer<T> {
+    let offsets = view_offsets(shape, strides);
+    let len = offsets.iter().max().map_or(0, |m| m + 1);
+    let mut host = vec![f64::NAN; len];
+    for (&o, &v) in offsets.iter().zip(logical) {
+        host[o] = v;
+    }
+    upload::<T>(&host).0
+}
+
+/// Lend a workspace buffer to `run_bw`.
+fn lend(ws: &mut DeviceBuffer<u8>) -> Workspace<'_> {
+    Workspace::Borrowed(ws.as_slice_mut())
+}
+
+/// A view of `buf` with `shape` and `strides` (test data: always fits).
+fn tref<'a, T: Element, const N: usize>(
+    buf: &'a DeviceBuffer<T>,
+    shape: [usize; N],
+    strides: &[usize],
+) -> TensorRef<'a, T, N> {
+    TensorRef::new(buf.as_slice(), shape, arr(strides)).expect("input view")
+}
+
+/// A writable view of `buf` with `shape` and `strides`.
+fn tmut<'a, T: Element, const N: usize>(
+    buf: &'a mut DeviceBuffer<T>,
+    shape: [usize; N],
+    strides: &[usize],
+) -> TensorMut<'a, T, N> {
+    TensorMut::new(buf.as_slice_mut(), shape, arr(strides)).expect("output view")
+}
+
+type Shape2 = [usize; 2];
+
+/// A binary plan of `op` whose `IP_SHAPE` operand is `a` (`full_a`) or `b`,
+/// the other of shape `other`, with `(a_shape, b_shape)`.
+fn in_place_plan<T: Element>(
+    op: BinaryOp,
+    full_a: bool,
+    other: [usize; 2],
+) -> Result<(BinaryPlan<T, 2>, Shape2, Shape2), String> {
+    let (a_shape, b_shape) = if full_a {
+        (IP_SHAPE, other)
+    } else {
+        (other, IP_SHAPE)
+    };
+    let desc = BinaryDescriptor {
+        op,
+        element: T::KIND,
+        a_shape,
+        b_shape,
+    };
+    let plan = select::<BinaryPlan<T, 2>>(&desc, &PlanPreference::default())?;
+    Ok((plan, a_shape, b_shape))
+}
+
+/// Every in-place form the elementwise plans offer gives the out-of-place
+/// result: unary `y = x` and `dx = dy`, binary `out = a` and `out = b`,
+/// binary backward `da = dy` (with `db` reduced from the `dy` it
+/// overwrites, and with `db` pointwise) and `db = dy` (with `da` reduced),
+/// and `da = dy` reached through `run_bw` with two unsafe views of one
+/// buffer. Each runs contiguous (vectorised kernel) and with every other
+/// element (strided kernel).
+pub fn check_in_place<T: Element>() -> Result<usize, String> {
+    let g = gpu();
+    let s = &g.stream;
+    let pref = PlanPreference::default();
+    let err = |what: &'static str| move |e: Error| format!("{what} {}: {e}", T::KIND);
+    let mut rng = Rng::new(0x1A1A);
+    let mut n = 0;
+    let dense = contiguous(&IP_SHAPE);
+    let sparse: Vec<usize> = dense.iter().map(|st| 2 * st).collect();
+    let row = contiguous(&IP_ROW);
+    for st in [dense, sparse] {
+        let what = |f: &str| format!("{f} {} strides {st:?}", T::KIND);
+        let full = IP_SHAPE.iter().product();
+        let (xs, dys) = (rng.vec(full, -3.0, 3.0), rng.vec(full, -1.0, 1.0));
+        let len = view_offsets(&IP_SHAPE, &st)
+            .iter()
+            .max()
+            .map_or(0, |m| m + 1);
+
+        // unary forward and backward
+        let desc = UnaryDescriptor {
+            op: UnaryOp::Silu,
+            element: T::KIND,
+            shape: IP_SHAPE,
+        };
+        let plan = UnaryPlan::<T, 2>::select(s, &desc, &pref).map_err(err("select"))?;
+        let x = placed::<T>(&xs, &IP_SHAPE, &st);
+        let mut y = poisoned::<T>(len);
+        let args = UnaryArgs {
+            x: tref(&x, IP_SHAPE, &st),
+            y: tmut(&mut y, IP_SHAPE, &st),
+        };
+        plan.run(s, Workspace::None, args)
+            .map_err(err("unary run"))?;
+        let mut xy = placed::<T>(&xs, &IP_SHAPE, &st);
+        plan.run_in_place(s, Workspace::None, tmut(&mut xy, IP_SHAPE, &st))
+            .map_err(err("unary run_in_place"))?;
+        identical(&what("unary y = x"), &download(&xy), &download(&y))?;
+        let dy = placed::<T>(&dys, &IP_SHAPE, &st);
+        let mut dx = poisoned::<T>(len);
+        let args = UnaryBwArgs {
+            x: tref(&x, IP_SHAPE, &st),
+            dy: tref(&dy, IP_SHAPE, &st),
+            dx: tmut(&mut dx, IP_SHAPE, &st),
+        };
+        plan.run_bw(s, Workspace::None, args)
+            .map_err(err("unary run_bw"))?;
+        let mut dy_dx = placed::<T>(&dys, &IP_SHAPE, &st);
+        let r = plan.run_bw_in_place(
+            s,
+            Workspace::None,
+            tref(&x, IP_SHAPE, &st),
+            tmut(&mut dy_dx, IP_SHAPE, &st),
+        );
+        r.map_err(err("unary run_bw_in_place"))?;
+        identical(&what("unary dx = dy"), &download(&dy_dx), &download(&dx))?;
+        n += 2;
+
+        // binary forward: out = a (b broadcast), out = b (a broadcast)
+        let bs = rng.vec(131, 0.5, 2.0);
+        let b_row = upload::<T>(&bs).0;
+        for (into_a, op) in [(true, BinaryOp::Mul), (false, BinaryOp::Sub)] {
+            let (plan, a_shape, b_shape) = in_place_plan::<T>(op, into_a, IP_ROW)?;
+            let full_in = placed::<T>(&xs, &IP_SHAPE, &st);
+            let (a, b) = if into_a {
+                (tref(&full_in, a_shape, &st), tref(&b_row, b_shape, &row))
+            } else {
+                (tref(&b_row, a_shape, &row), tref(&full_in, b_shape, &st))
+            };
+            let mut out = poisoned::<T>(len);
+            let args = BinaryArgs {
+                a,
+                b,
+                out: tmut(&mut out, IP_SHAPE, &st),
+            };
+            plan.run(s, Workspace::None, args)
+                .map_err(err("binary run"))?;
+            let mut inout = placed::<T>(&xs, &IP_SHAPE, &st);
+            let r = if into_a {
+                let b = tref(&b_row, IP_ROW, &row);
+                plan.run_in_place_a(s, Workspace::None, tmut(&mut inout, IP_SHAPE, &st), b)
+            } else {
+                let a = tref(&b_row, IP_ROW, &row);
+                plan.run_in_place_b(s, Workspace::None, a, tmut(&mut inout, IP_SHAPE, &st))
+            };
+            r.map_err(err("binary run_in_place"))?;
+            let form = if into_a { "out = a" } else { "out = b" };
+            identical(&what(form), &download(&inout), &download(&out))?;
+            n += 1;
+        }
+
+        // binary backward, one gradient written over dy: into a with b
+        // broadcast (db reduced from the dy being overwritten), into b with
+        // a broadcast, into a with db pointwise.
+        let cases = [
+            (Grad::A, BinaryOp::Mul, IP_ROW),
+            (Grad::B, BinaryOp::Div, IP_ROW),
+            (Grad::A, BinaryOp::Maximum, IP_SHAPE),
+        ];
+        for (into, op, other_shape) in cases {
+            let (plan, a_shape, b_shape) = in_place_plan::<T>(op, into == Grad::A, other_shape)?;
+            let other_st = if other_shape == IP_ROW {
+                row.clone()
+            } else {
+                st.clone()
+            };
+            let other_vals = values(op, &mut rng, other_shape.iter().product(), into == Grad::A);
+            let full_vals = values(op, &mut rng, full, into == Grad::B);
+            let full_in = placed::<T>(&full_vals, &IP_SHAPE, &st);
+            let other_in = placed::<T>(&other_vals, &other_shape, &other_st);
+            let (a, b) = if into == Grad::A {
+                (
+                    tref(&full_in, a_shape, &st),
+                    tref(&other_in, b_shape, &other_st),
+                )
+            } else {
+                (
+                    tref(&other_in, a_shape, &other_st),
+                    tref(&full_in, b_shape, &st),
+                )
+            };
+            let dy = placed::<T>(&dys, &IP_SHAPE, &st);
+            let other_len = other_in.len();
+            let mut ws = workspace(plan.bw_workspace_size(Grad::A | Grad::B));
+            let (mut g_into, mut g_other) = (poisoned::<T>(len), poisoned::<T>(other_len));
+            let (da, db) = if into == Grad::A {
+                (
+                    tmut(&mut g_into, a_shape, &st),
+                    tmut(&mut g_other, b_shape, &other_st),
+                )
+            } else {
+                (
+                    tmut(&mut g_other, a_shape, &other_st),
+                    tmut(&mut g_into, b_shape, &st),
+                )
+            };
+            let args = BinaryBwArgs {
+                a,
+                b,
+                dy: tref(&dy, IP_SHAPE, &st),
+                da: Some(da),
+                db: Some(db),
+            };
+            plan.run_bw(s, lend(&mut ws), args)
+                .map_err(err("binary run_bw"))?;
+            let (want_into, want_other) = (download(&g_into), download(&g_other));
+            let expect = |form: &str, got: &DeviceBuffer<T>, got_other: &DeviceBuffer<T>| {
+                identical(&what(form), &download(got), &want_into)?;
+                let form = format!("{form}, other");
+                identical(&what(&form), &download(got_other), &want_other)
+            };
+
+            let mut dy_in_place = placed::<T>(&dys, &IP_SHAPE, &st);
+            let mut other = poisoned::<T>(other_len);
+            let args = BinaryBwInPlaceArgs {
+                a,
+                b,
+                dy: tmut(&mut dy_in_place, IP_SHAPE, &st),
+                into,
+                other: Some(tmut(&mut other, other_shape, &other_st)),
+            };
+            plan.run_bw_in_place(s, lend(&mut ws), args)
+                .map_err(err("binary run_bw_in_place"))?;
+            let form = format!("{} {:?} = dy", op.name(), into);
+            expect(&form, &dy_in_place, &other)?;
+            n += 1;
+
+            // The same through run_bw, with the gradient and dy two views of
+            // one buffer.
+            let mut other = poisoned::<T>(other_len);
+            let shared = placed::<T>(&dys, &IP_SHAPE, &st);
+            let (addr, ctx) = (shared.as_slice().addr(), g.ctx.id());
+            // SAFETY: both views cover exactly `shared`, which outlives the
+            // call; the plan writes the pointwise gradient over dy in place,
+            // element by element, after the reductions that read dy.
+            let (dy_view, g_view) = unsafe {
+                (
+                    DeviceSlice::<T>::from_raw_parts(addr, shared.len(), ctx),
+                    DeviceSliceMut::<T>::from_raw_parts(addr, shared.len(), ctx),
+                )
+            };
+            let g_view = TensorMut::new(g_view, IP_SHAPE, arr(&st)).map_err(err("view"))?;
+            let other_view = tmut(&mut other, other_shape, &other_st);
+            let (da, db) = if into == Grad::A {
+                (g_view, other_view)
+            } else {
+                (other_view, g_view)
+            };
+            let args = BinaryBwArgs {
+                a,
+                b,
+                dy: TensorRef::new(dy_view, IP_SHAPE, arr(&st)).map_err(err("view"))?,
+                da: Some(da),
+                db: Some(db),
+            };
+            plan.run_bw(s, lend(&mut ws), args)
+                .map_err(err("binary run_bw aliased"))?;
+            expect(&format!("{form} through run_bw"), &shared, &other)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
+/// Two views over one f32 buffer `buf`: a read-only one at element `at_ref`
+/// and a writable one at element `at_mut`, each of `len` elements.
+///
+/// # Safety
+/// The views alias: only for calls that must reject them before touching
+/// memory.
+unsafe fn aliased(
+    buf: &DeviceBuffer<f32>,
+    at_ref: usize,
+    at_mut: usize,
+    len: usize,
+) -> (DeviceSlice<'_, f32>, DeviceSliceMut<'_, f32>) {
+    let (addr, ctx) = (buf.as_slice().addr(), gpu().ctx.id());
+    assert!(at_ref + len <= buf.len() && at_mut + len <= buf.len());
+    // SAFETY: both ranges lie inside `buf` (asserted above); the caller
+    // uses them only where the plan rejects the overlap.
+    unsafe {
+        (
+            DeviceSlice::from_raw_parts(addr + 4 * at_ref as u64, len, ctx),
+            DeviceSliceMut::from_raw_parts(addr + 4 * at_mut as u64, len, ctx),
+        )
+    }
+}
+
+/// Every overlap the aliasing rules forbid is `InvalidArgument` naming the
+/// output (or `into`), and leaves every buffer as it was.
+pub fn check_rejected_aliases() -> Result<usize, String> {
+    let g = gpu();
+    let s = &g.stream;
+    let pref = PlanPreference::default();
+    let mut rng = Rng::new(0xA11A5);
+    let full: usize = IP_SHAPE.iter().product();
+    let dense = contiguous(&IP_SHAPE);
+    let row = contiguous(&IP_ROW);
+    let (buf, host) = upload::<f32>(&rng.vec(2 * full + 1, -1.0, 1.0));
+    let (other, other_host) = upload::<f32>(&rng.vec(full + 1, -1.0, 1.0));
+    let mut n = 0;
+    let mut rejected = |what: &str, r: Result<()>, arg: &'static str| -> Result<(), String> {
+        expect_err(what, r, invalid_argument(arg))?;
+        identical(&format!("{what}: buffer"), &download(&buf), &host)?;
+        identical(
+            &format!("{what}: other buffer"),
+            &download(&other),
+            &other_host,
+        )?;
+        n += 1;
+        Ok(())
+    };
+    let select_unary = |shape| {
+        let desc = UnaryDescriptor {
+            op: UnaryOp::Tanh,
+            element: ElementKind::F32,
+            shape,
+        };
+        UnaryPlan::<f32, 2>::select(s, &desc, &pref).map_err(|e| e.to_string())
+    };
+    let select_binary = |a_shape, b_shape| {
+        let desc = BinaryDescriptor {
+            op: BinaryOp::Mul,
+            element: ElementKind::F32,
+            a_shape,
+            b_shape,
+        };
+        BinaryPlan::<f32, 2>::select(s, &desc, &pref).map_err(|e| e.to_string())
+    };
+
+    // unary: y a transposed view of x's bytes
+    let t = [64usize, 33];
+    let plan = select_unary(t)?;
+    // SAFETY: rejected before launch.
+    let (xs, ys) = unsafe { aliased(&buf, 0, 0, 64 * 33) };
+    let args = UnaryArgs {
+        x: TensorRef::new(xs, t, [33, 1]).map_err(|e| e.to_string())?,
+        y: TensorMut::new(ys, t, [1, 64]).map_err(|e| e.to_string())?,
+    };
+    rejected(
+        "unary y transposed over x",
+        plan.run(s, Workspace::None, args),
+        "y",
+    )?;
+
+    let plan = select_unary(IP_SHAPE)?;
+    // unary backward: dx one element past dy
+    // SAFETY: rejected before launch.
+    let (dys, dxs) = unsafe { aliased(&buf, 0, 1, full) };
+    let args = UnaryBwArgs {
+        x: tref(&other, IP_SHAPE, &dense),
+        dy: TensorRef::contiguous(dys, IP_SHAPE).map_err(|e| e.to_string())?,
+        dx: TensorMut::contiguous(dxs, IP_SHAPE).map_err(|e| e.to_string())?,
+    };
+    rejected(
+        "unary dx shifted over dy",
+        plan.run_bw(s, Workspace::None, args),
+        "dx",
+    )?;
+    // unary backward in place: x one element past dy_dx
+    // SAFETY: rejected before launch.
+    let (xs, dy_dx) = unsafe { aliased(&buf, 1, 0, full) };
+    let r = plan.run_bw_in_place(
+        s,
+        Workspace::None,
+        TensorRef::contiguous(xs, IP_SHAPE).map_err(|e| e.to_string())?,
+        TensorMut::contiguous(dy_dx, IP_SHAPE).map_err(|e| e.to_string())?,
+    );
+    rejected("unary x shifted over dy_dx", r, "dy_dx")?;
+
+    // binary: out over a broadcast a (a [1, 131] read for every row)
+    let plan = select_binary(IP_ROW, IP_SHAPE)?;
+    // SAFETY: rejected before launch.
+    let (a_s, out_s) = unsafe { aliased(&buf, 0, 0, full) };
+    let args = BinaryArgs {
+        a: TensorRef::new(a_s, IP_ROW, arr(&row)).map_err(|e| e.to_string())?,
+        b: tref(&other, IP_SHAPE, &dense),
+        out: TensorMut::contiguous(out_s, IP_SHAPE).map_err(|e| e.to_string())?,
+    };
+    rejected(
+        "binary out over broadcast a",
+        plan.run(s, Workspace::None, args),
+        "out",
+    )?;
+    // binary in place into a broadcast a
+    // SAFETY: rejected before launch.
+    let (_, a_s) = unsafe { aliased(&buf, 0, 0, 131) };
+    let r = plan.run_in_place_a(
+        s,
+        Workspace::None,
+        TensorMut::contiguous(a_s, IP_ROW).map_err(|e| e.to_string())?,
+        tref(&other, IP_SHAPE, &dense),
+    );
+    rejected("binary run_in_place_a with a broadcast", r, "a")?;
+
+    // binary backward, b broadcast: db reduced, da pointwise
+    let plan = select_binary(IP_SHAPE, IP_ROW)?;
+    let mut ws = workspace(plan.bw_workspace_size(Grad::A | Grad::B));
+    // db the same view as b: a reduced gradient may not be an input
+    // SAFETY: rejected before launch.
+    let (b_s, db_s) = unsafe { aliased(&buf, 0, 0, 131) };
+    let args = BinaryBwArgs {
+        a: tref(&other, IP_SHAPE, &dense),
+        b: TensorRef::contiguous(b_s, IP_ROW).map_err(|e| e.to_string())?,
+        dy: tref(&other, IP_SHAPE, &dense),
+        da: None,
+        db: Some(TensorMut::contiguous(db_s, IP_ROW).map_err(|e| e.to_string())?),
+    };
+    rejected(
+        "binary db = b (reduced)",
+        plan.run_bw(s, lend(&mut ws), args),
+        "db",
+    )?;
+    // a gradient overlapping dy: db (reduced) inside it, da (pointwise)
+    // one element past its start
+    for (what, at, grad) in [
+        ("binary db inside dy", 5, Grad::B),
+        ("binary da shifted over dy", 1, Grad::A),
+    ] {
+        let shape = if grad == Grad::A { IP_SHAPE } else { IP_ROW };
+        // SAFETY: rejected before launch.
+        let (dy_s, g_s) = unsafe { aliased(&buf, 0, at, full) };
+        let g_s = g_s.split_at(shape.iter().product()).ok_or("split")?.0;
+        let g = TensorMut::contiguous(g_s, shape).map_err(|e| e.to_string())?;
+        let (da, db) = if grad == Grad::A {
+            (Some(g), None)
+        } else {
+            (None, Some(g))
+        };
+        let args = BinaryBwArgs {
+            a: tref(&other, IP_SHAPE, &dense),
+            b: tref(&other, IP_ROW, &row),
+            dy: TensorRef::contiguous(dy_s, IP_SHAPE).map_err(|e| e.to_string())?,
+            da,
+            db,
+        };
+        rejected(what, plan.run_bw(s, lend(&mut ws), args), grad.arg())?;
+    }
+
+    // binary backward, same shapes: da and db one buffer
+    let plan = select_binary(IP_SHAPE, IP_SHAPE)?;
+    // SAFETY: rejected before launch; the second mutable view is built
+    // from the same address.
+    let (_, da_s) = unsafe { aliased(&buf, 0, 0, full) };
+    // SAFETY: as above.
+    let (_, db_s) = unsafe { aliased(&buf, 0, 0, full) };
+    let args = BinaryBwArgs {
+        a: tref(&other, IP_SHAPE, &dense),
+        b: tref(&other, IP_SHAPE, &dense),
+        dy: tref(&other, IP_SHAPE, &dense),
+        da: Some(TensorMut::contiguous(da_s, IP_SHAPE).map_err(|e| e.to_string())?),
+        db: Some(TensorMut::contiguous(db_s, IP_SHAPE).map_err(|e| e.to_string())?),
+    };
+    rejected(
+        "binary da and db one buffer",
+        plan.run_bw(s, lend(&mut ws), args),
+        "db",
+    )?;
+    // backward in place: the other gradient overlapping dy, a gradient the
+    // op does not have, and into a broadcast a (its gradient is a reduction)
+    for (what, a_shape, into, other_at, arg) in [
+        (
+            "binary in place, db overlapping dy",
+            IP_SHAPE,
+            Grad::A,
+            Some(1),
+            "db",
+        ),
+        ("binary in place into X", IP_SHAPE, Grad::X, None, "into"),
+        (
+            "binary in place into a broadcast a",
+            IP_ROW,
+            Grad::A,
+            None,
+            "into",
+        ),
+    ] {
+        let plan = select_binary(a_shape, IP_SHAPE)?;
+        let mut ws = workspace(plan.bw_workspace_size(Grad::A | Grad::B));
+        // SAFETY: rejected before launch.
+        let (_, dy_m) = unsafe { aliased(&buf, 0, 0, full) };
+        let other_grad = match other_at {
+            Some(at) => {
+                // SAFETY: as above.
+                let (_, g) = unsafe { aliased(&buf, 0, at, full) };
+                Some(TensorMut::contiguous(g, IP_SHAPE).map_err(|e| e.to_string())?)
+            }
+            None => None,
+        };
+        let args = BinaryBwInPlaceArgs {
+            a: tref(&other, a_shape, &contiguous(&a_shape)),
+            b: tref(&other, IP_SHAPE, &dense),
+            dy: TensorMut::contiguous(dy_m, IP_SHAPE).map_err(|e| e.to_string())?,
+            into,
+            other: other_grad,
+        };
+        rejected(what, plan.run_bw_in_place(s, lend(&mut ws), args), arg)?;
+    }
+    Ok(n)
+}
+
+// ---------------------------------------------------------------------------
+// Summation accuracy
+// ---------------------------------------------------------------------------
+
+/// The gradient of a scalar `b` in `a + b` sums `n` terms of dy. The plan
+/// documents `|error| <= (2 log2(n) + 20) u sum|terms|` (pairwise sums; `u`
+/// the f32 unit roundoff); this checks it for n = 793,000 and 16,777,216,
+/// with split partials and unsplit (a workspace cap). A sequential f32 sum
+/// of such terms (uniform in [0.5, 1.5)) exceeds that bound: by 2.2x at
+/// 793k terms and 7.6x at 16.8M in a host simulation, while the
+/// `2 u sqrt(n) sum|terms|` allowance of the table rows is 30x and 120x
+/// looser.
+pub fn check_pairwise_sums() -> Result<usize, String> {
+    let g = gpu();
+    let s = &g.stream;
+    let mut n_checked = 0;
+    for (rows, cols) in [(793usize, 1000usize), (4096, 4096)] {
+        let n = rows * cols;
+        let mut rng = Rng::new(n as u64);
+        let (dy, dyv) = upload::<f32>(&rng.vec(n, 0.5, 1.5));
+        let a = DeviceBuffer::<f32>::filled_bytes(s, n, 0x3F).map_err(|e| e.to_string())?;
+        let (b, _) = upload::<f32>(&[0.25]);
+        let exact: f64 = dyv.iter().sum();
+        let abs: f64 = dyv.iter().map(|v| v.abs()).sum();
+        let bound = (2.0 * (n as f64).log2() + 20.0) * ElementKind::F32.unit_roundoff() * abs;
+        let desc = BinaryDescriptor {
+            op: BinaryOp::Add,
+            element: ElementKind::F32,
+            a_shape: [rows, cols],
+            b_shape: [1, 1],
+        };
+        let capped = PlanPreference::default().with_max_workspace_bytes(16);
+        for (how, pref) in [("split", PlanPreference::default()), ("unsplit", capped)] {
+            let plan = BinaryPlan::<f32, 2>::select(s, &desc, &pref).map_err(|e| e.to_string())?;
+            let mut ws = workspace(plan.bw_workspace_size(Grad::B.into()));
+            let mut db = poisoned::<f32>(1);
+            let args = BinaryBwArgs {
+                a: TensorRef::contiguous(a.as_slice(), [rows, cols]).map_err(|e| e.to_string())?,
+                b: TensorRef::contiguous(b.as_slice(), [1, 1]).map_err(|e| e.to_string())?,
+                dy: TensorRef::contiguous(dy.as_slice(), [rows, cols])
+                    .map_err(|e| e.to_string())?,
+                da: None,
+                db: Some(
+                    TensorMut::contiguous(db.as_slice_mut(), [1, 1]).map_err(|e| e.to_string())?,
+                ),
+            };
+            plan.run_bw(s, lend(&mut ws), args)
+                .map_err(|e| format!("{how} db over {n}: {e}"))?;
+            let got = download(&db)[0];
+            let err = (got - exact).abs();
+            if err.is_nan() || err > bound {
+                return Err(format!(
+                    "{how} db over {n} terms ({}): {got:e}, exact {exact:e}, error {err:e} > bound \
+                     {bound:e}",
+                    plan.sku()
+                ));
+            }
+            n_checked += 1;
+        }
+    }
+    Ok(n_checked)
+}

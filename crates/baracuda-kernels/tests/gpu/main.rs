@@ -105,6 +105,26 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("gemm", gemm::ROWS),
 ];
 
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn elementwise_in_place() {
+    for &kind in FLOATS {
+        with_float!(kind, T => elementwise::check_in_place::<T>()).unwrap();
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn elementwise_rejected_aliases() {
+    elementwise::check_rejected_aliases().unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn elementwise_pairwise_sums() {
+    elementwise::check_pairwise_sums().unwrap();
+}
+
 /// Registered families whose GPU tests are not rows of the op table yet,
 /// each with the reason: a gap written down, not skipped.
 const NOT_IN_TABLE: &[(&str, &str)] = &[];
