@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use baracuda_kernels_types::{ArchSku, Error, Result};
-use cudarc::driver::{result, sys, CudaFunction, CudaModule};
+use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::sys as nvrtc;
 
 use crate::context::{Context, Stream};
@@ -357,6 +357,7 @@ fn write_cached(path: &Path, cubin: &[u8]) {
 /// A loaded module of one context.
 pub struct Module {
     cu: Arc<CudaModule>,
+    ctx: Arc<CudaContext>,
     ctx_id: usize,
     name: &'static str,
 }
@@ -376,6 +377,7 @@ impl Module {
         let f = self.cu.load_function(name).call("cuModuleGetFunction")?;
         Ok(Function {
             f,
+            ctx: self.ctx.clone(),
             ctx_id: self.ctx_id,
             name: name.to_string(),
         })
@@ -463,6 +465,7 @@ impl Context {
             .call("cuModuleLoadData")?;
         Ok(Arc::new(Module {
             cu,
+            ctx: self.inner.cu.clone(),
             ctx_id: self.id(),
             name: spec.source.name,
         }))
@@ -495,6 +498,9 @@ impl LaunchConfig {
 #[derive(Clone, Debug)]
 pub struct Function {
     f: CudaFunction,
+    /// The context the kernel was loaded in: the function attribute and
+    /// occupancy queries need it current on the calling thread.
+    ctx: Arc<CudaContext>,
     ctx_id: usize,
     name: String,
 }
@@ -506,6 +512,7 @@ impl Function {
     /// # Errors
     /// `Cuda` on failure.
     pub fn max_active_blocks_per_sm(&self, threads: u32, smem_bytes: usize) -> Result<u32> {
+        self.ctx.bind_to_thread().call("cuCtxSetCurrent")?;
         self.f
             .occupancy_max_active_blocks_per_multiprocessor(threads, smem_bytes, None)
             .call("cuOccupancyMaxActiveBlocksPerMultiprocessor")
@@ -516,6 +523,7 @@ impl Function {
     /// # Errors
     /// `Cuda` when the device cannot give that much.
     pub fn set_max_dynamic_smem(&self, bytes: usize) -> Result<()> {
+        self.ctx.bind_to_thread().call("cuCtxSetCurrent")?;
         self.f
             .set_attribute(
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -530,6 +538,7 @@ impl Function {
     /// # Errors
     /// `Cuda` on failure.
     pub fn num_regs(&self) -> Result<u32> {
+        self.ctx.bind_to_thread().call("cuCtxSetCurrent")?;
         let n = self
             .f
             .get_attribute(sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_NUM_REGS)
