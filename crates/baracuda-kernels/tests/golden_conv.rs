@@ -1,24 +1,13 @@
 //! Host test: the conv family's f64 oracles against PyTorch goldens
 //! (`tests/golden/conv.safetensors`, written by `scripts/make_goldens.py`
-//! from `scripts/goldens/conv.py`; same configurations as there). Skipped
-//! when the file has not been generated.
+//! from `scripts/goldens/conv.py`; same configurations as there).
 
 use baracuda_kernels::reference::conv::{self as r, ConvGeometry, PoolGeometry, PoolKind};
 use safetensors::SafeTensors;
 
-fn load() -> Option<Vec<u8>> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/golden/conv.safetensors");
-    std::fs::read(p).ok()
-}
-
-fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
-    let v = t.tensor(k).unwrap_or_else(|e| panic!("{k}: {e}"));
-    v.data()
-        .chunks_exact(8)
-        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
-        .collect()
-}
+#[path = "support/golden.rs"]
+mod golden;
+use golden::get;
 
 fn close(what: &str, got: &[f64], want: &[f64]) {
     assert_eq!(got.len(), want.len(), "{what}: length");
@@ -78,10 +67,7 @@ fn pool(
 
 #[test]
 fn reference_matches_pytorch_goldens() {
-    let Some(bytes) = load() else {
-        eprintln!("skipping: tests/golden/conv.safetensors not generated");
-        return;
-    };
+    let bytes = golden::bytes("conv");
     let t = SafeTensors::deserialize(&bytes).expect("safetensors");
 
     let g = geom(&[7, 8], &[3, 2], &[1, 0], &[2, 1], &[1, 2], (2, 4, 6, 2));
