@@ -29,7 +29,7 @@ pub use cudnn::{legacy_algo_name, ConvMath, LegacyAlgo, LegacyConv, LegacyConvSh
 pub use device::Device;
 pub use handles::{CublasLtHandle, CudnnHandle, LibraryHandle};
 pub use jit::{
-    compile_cubin, cuda_include_dir, jit_stats, nvrtc_version, Function, JitStats, KernelSource,
+    compile_cubin, cuda_include_dir, jit_stats, kernel_cache_dir, nvrtc_version, Function, JitStats, KernelSource,
     LaunchArgs, LaunchConfig, Module, ModuleSpec,
 };
 pub use libs::{ensure_loaded, loaded_library, CudaLib};
