@@ -487,7 +487,11 @@ impl Context {
 fn spec_label(spec: &ModuleSpec) -> String {
     let mut s = spec.source.name.to_string();
     if !spec.defines.is_empty() {
-        let defs: Vec<String> = spec.defines.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let defs: Vec<String> = spec
+            .defines
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
         s.push_str(&format!(" [{}]", defs.join(" ")));
     }
     s

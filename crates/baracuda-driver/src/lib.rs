@@ -13,6 +13,7 @@ mod cubin;
 mod cublaslt;
 pub mod cudnn;
 mod device;
+pub mod dlpack;
 mod handles;
 mod jit;
 mod libs;
@@ -29,8 +30,8 @@ pub use cudnn::{legacy_algo_name, ConvMath, LegacyAlgo, LegacyConv, LegacyConvSh
 pub use device::Device;
 pub use handles::{CublasLtHandle, CudnnHandle, LibraryHandle};
 pub use jit::{
-    compile_cubin, cuda_include_dir, jit_stats, kernel_cache_dir, nvrtc_version, Function, JitStats, KernelSource,
-    LaunchArgs, LaunchConfig, Module, ModuleSpec,
+    compile_cubin, cuda_include_dir, jit_stats, kernel_cache_dir, nvrtc_version, Function,
+    JitStats, KernelSource, LaunchArgs, LaunchConfig, Module, ModuleSpec,
 };
 pub use libs::{ensure_loaded, loaded_library, CudaLib};
 pub use memory::{cudarc_slice, cudarc_slice_mut, DeviceBuffer, PinnedBuffer};

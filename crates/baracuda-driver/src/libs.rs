@@ -393,7 +393,8 @@ mod tests {
     struct Scratch(PathBuf);
     impl Scratch {
         fn new(name: &str) -> Self {
-            let d = std::env::temp_dir().join(format!("baracuda-libs-{name}-{}", std::process::id()));
+            let d =
+                std::env::temp_dir().join(format!("baracuda-libs-{name}-{}", std::process::id()));
             let _ = std::fs::remove_dir_all(&d);
             std::fs::create_dir_all(&d).unwrap();
             Scratch(d)
@@ -436,7 +437,15 @@ mod tests {
             Some(v.into_os_string())
         };
         let dirs = site_dirs_from_env(&var);
-        for d in [&pyenv, &conda_env, &conda_base, &user, &active, &venv, &extra] {
+        for d in [
+            &pyenv,
+            &conda_env,
+            &conda_base,
+            &user,
+            &active,
+            &venv,
+            &extra,
+        ] {
             assert!(dirs.contains(d), "{d:?} not in {dirs:?}");
         }
         // PYTHONPATH first, then the virtual and active conda environment.
@@ -458,7 +467,11 @@ mod tests {
     #[test]
     fn companions_match_any_minor_version() {
         let s = Scratch::new("companions");
-        for f in ["libnvrtc-builtins.so.13.2", "libnvrtc-builtins.alt.so.13.2", "libnvrtc.so.13"] {
+        for f in [
+            "libnvrtc-builtins.so.13.2",
+            "libnvrtc-builtins.alt.so.13.2",
+            "libnvrtc.so.13",
+        ] {
             std::fs::write(s.0.join(f), b"").unwrap();
         }
         let found = companion_files(&s.0, CudaLib::Nvrtc.companions());

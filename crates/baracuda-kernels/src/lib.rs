@@ -66,6 +66,8 @@ pub fn all_module_specs() -> Vec<ModuleSpec> {
 
 pub use plan::{Backward, Plan};
 
+/// DLPack import and export ([`dlpack::DlpackTensor`], [`dlpack::into_dlpack`]).
+pub use baracuda_driver::dlpack;
 pub use baracuda_driver::{
     cudarc_slice, cudarc_slice_mut, Context, Device, DeviceBuffer, Event, Graph, PinnedBuffer,
     Stream,
