@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build the GPU test binary, the bench binary and the quickstart here, or run
-# the GPU tests on a GPU machine.
+# Build the GPU test binary, the bench binary, the quickstart and the
+# `baracuda` command (`gpu-pack/baracuda doctor`) here, or run the GPU tests
+# on a GPU machine.
 #
 #   scripts/gpu-test.sh pack          build (release), strip, copy into gpu-pack/
 #   scripts/gpu-test.sh run [FILTER]  on the GPU machine: run every GPU test
@@ -26,6 +27,8 @@ pack() {
   cp "$target/release/baracuda-bench" "$PACK/baracuda-bench"
   cargo build --release -p baracuda-kernels --example quickstart
   cp "$target/release/examples/quickstart" "$PACK/quickstart"
+  cargo build --release -p baracuda-cli
+  cp "$target/release/baracuda" "$PACK/baracuda"
   strip "$PACK"/* 2>/dev/null || true
   du -sh "$PACK"
 }

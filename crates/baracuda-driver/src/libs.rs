@@ -233,7 +233,30 @@ pub(crate) fn toolkit_dirs(sub: &str) -> Vec<PathBuf> {
     dirs
 }
 
-fn candidate_dirs(lib: CudaLib) -> Vec<PathBuf> {
+/// The directories `subs` (wheel layouts such as `nvidia/cu13/lib`) that
+/// exist under any Python environment of [`python_site_dirs`], and a line
+/// for error messages naming what was looked through (None when no Python
+/// environment was found).
+pub(crate) fn wheel_dirs(subs: &[&str]) -> (Vec<PathBuf>, Option<String>) {
+    let sites = python_site_dirs();
+    let found = sites
+        .iter()
+        .flat_map(|site| subs.iter().map(move |sub| site.join(sub)))
+        .filter(|d| d.is_dir())
+        .collect();
+    let summary = (!sites.is_empty() && !subs.is_empty()).then(|| {
+        let sites: Vec<String> = sites.iter().map(|d| d.display().to_string()).collect();
+        format!(
+            "{} in the Python environments {}",
+            subs.join(" and "),
+            sites.join(", ")
+        )
+    });
+    (found, summary)
+}
+
+/// Toolkit and system directories that may hold `lib`, in search order.
+fn candidate_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Ok(p) = std::env::var("BARACUDA_CUDA_LIB_DIR") {
         dirs.extend(std::env::split_paths(&p));
@@ -245,11 +268,6 @@ fn candidate_dirs(lib: CudaLib) -> Vec<PathBuf> {
     dirs.push(PathBuf::from("/usr/lib/aarch64-linux-gnu"));
     dirs.push(PathBuf::from("/usr/lib64"));
     dirs.push(PathBuf::from("/usr/lib/wsl/lib"));
-    for site in python_site_dirs() {
-        for sub in lib.wheel_dirs() {
-            dirs.push(site.join(sub));
-        }
-    }
     dirs
 }
 
@@ -282,15 +300,17 @@ fn try_load(lib: CudaLib) -> Result<()> {
     if lib.present_by_name() {
         return Ok(());
     }
-    let mut searched: Vec<String> = lib
-        .files()
-        .iter()
-        .map(|f| format!("{f} (by name)"))
-        .collect();
-    for dir in candidate_dirs(lib) {
+    let mut searched = vec![format!(
+        "{} by name (LD_LIBRARY_PATH and the loader cache)",
+        lib.files().join(" or ")
+    )];
+    let (wheels, wheel_summary) = wheel_dirs(lib.wheel_dirs());
+    let mut dirs = candidate_dirs();
+    dirs.extend(wheels);
+    for dir in dirs {
+        searched.push(dir.display().to_string());
         for file in lib.files() {
             let path = dir.join(file);
-            searched.push(path.display().to_string());
             if !path.exists() {
                 continue;
             }
@@ -312,6 +332,7 @@ fn try_load(lib: CudaLib) -> Result<()> {
             }
         }
     }
+    searched.extend(wheel_summary);
     Err(Error::LibraryNotFound {
         lib: lib.name(),
         searched,
