@@ -1,12 +1,6 @@
 //! baracuda-kernels: GPU operators for ML frameworks behind one Plan API.
 //!
-//! Every op follows one lifecycle: build a descriptor, `Plan::select` it on
-//! a stream (which validates it, compiles or finds kernels and picks the
-//! fastest correct backend), ask `workspace_size`, then `run` with args as
-//! often as needed. `plan.sku()` says what was selected. See [`Plan`].
-//!
-//! Families live one per module; [`mod@reference`] holds the f64 CPU oracles
-//! the GPU tests compare against.
+#![doc = include_str!("guide.md")]
 
 mod autotune;
 mod checks;
