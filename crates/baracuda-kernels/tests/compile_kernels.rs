@@ -31,7 +31,8 @@ fn main() {
         }
         _ => false,
     };
-    let tests: [(&str, fn() -> Result<(), Failed>); 2] = [
+    type Check = fn() -> Result<(), Failed>;
+    let tests: [(&str, Check); 2] = [
         (
             "every_kernel_compiles_for_sm80_and_sm90a",
             every_kernel_compiles_for_sm80_and_sm90a,
