@@ -66,6 +66,8 @@ pub use baracuda_driver::{
     cudarc_slice, cudarc_slice_mut, Context, Device, DeviceBuffer, Event, Graph, PinnedBuffer,
     Stream,
 };
+/// The kernel JIT's counters and disk cache location.
+pub use baracuda_driver::{jit_stats, kernel_cache_dir, JitStats};
 pub use baracuda_kernels_types::*;
 /// The `float8` crate, whose `F8E4M3` and `F8E5M2` are the fp8 element
 /// types.
