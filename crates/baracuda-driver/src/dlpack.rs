@@ -7,17 +7,17 @@
 //! [`DLManagedTensor`] and [`DLManagedTensorVersioned`] add the owner's
 //! context and the deleter that releases it.
 //!
-//! - **Import**: [`DlpackTensor::from_raw`] (or
-//!   [`DlpackTensor::from_raw_versioned`]) takes ownership of a managed
-//!   tensor on a CUDA device and calls its deleter when dropped. Its
+//! - **Import**: [`DlpackTensor::from_raw`] takes ownership of a managed
+//!   tensor (either struct: [`ManagedTensor`]) on a CUDA device and calls
+//!   its deleter when dropped. Its
 //!   [`view`](DlpackTensor::view) and [`view_mut`](DlpackTensor::view_mut)
 //!   check the device type (`kDLCUDA` or `kDLCUDAManaged`), the device
 //!   ordinal against the context, the dtype against the element type, the
 //!   rank, and the alignment of `data + byte_offset`; null strides mean a
 //!   row-major contiguous tensor; negative strides are rejected.
-//! - **Export**: [`into_dlpack`] and [`into_dlpack_versioned`] hand a
-//!   [`DeviceBuffer`] with a shape (and optional strides) to a consumer;
-//!   the deleter frees the buffer and the shape arrays.
+//! - **Export**: [`into_dlpack`] hands a [`DeviceBuffer`] with a shape
+//!   (and optional strides) to a consumer as either struct; the deleter
+//!   frees the buffer and the shape arrays.
 //!
 //! DLPack does not carry a stream: the producer's pending work must be
 //! ordered before the consumer's (the Python `__dlpack__(stream=...)`
@@ -212,18 +212,112 @@ pub struct DLManagedTensorVersioned {
     pub dl_tensor: DLTensor,
 }
 
-/// The owned managed tensor behind a [`DlpackTensor`].
-#[derive(Debug)]
-enum Managed {
-    Legacy(NonNull<DLManagedTensor>),
-    Versioned(NonNull<DLManagedTensorVersioned>),
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::DLManagedTensor {}
+    impl Sealed for super::DLManagedTensorVersioned {}
+}
+
+/// The two managed-tensor structs ([`DLManagedTensor`] and DLPack 1.0's
+/// [`DLManagedTensorVersioned`]), as import and export use them.
+pub trait ManagedTensor: sealed::Sealed + Sized {
+    /// The tensor description.
+    fn dl_tensor(&self) -> &DLTensor;
+    /// The DLPack version the producer wrote (None before 1.0).
+    fn version(&self) -> Option<DLPackVersion>;
+    /// `DLPACK_FLAG_BITMASK_*` bits (0 before 1.0).
+    fn flags(&self) -> u64;
+    /// The producer's release function.
+    fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)>;
+    /// The producer's context.
+    fn manager_ctx(&self) -> *mut c_void;
+    /// A managed tensor as this crate exports it (version 1.0, no flags).
+    fn exported(
+        dl_tensor: DLTensor,
+        manager_ctx: *mut c_void,
+        deleter: unsafe extern "C" fn(*mut Self),
+    ) -> Self;
+}
+
+/// The accessors whose fields both structs name alike.
+macro_rules! same_fields {
+    () => {
+        fn dl_tensor(&self) -> &DLTensor {
+            &self.dl_tensor
+        }
+        fn deleter(&self) -> Option<unsafe extern "C" fn(*mut Self)> {
+            self.deleter
+        }
+        fn manager_ctx(&self) -> *mut c_void {
+            self.manager_ctx
+        }
+    };
+}
+
+impl ManagedTensor for DLManagedTensor {
+    same_fields!();
+    fn version(&self) -> Option<DLPackVersion> {
+        None
+    }
+    fn flags(&self) -> u64 {
+        0
+    }
+    fn exported(
+        dl_tensor: DLTensor,
+        manager_ctx: *mut c_void,
+        deleter: unsafe extern "C" fn(*mut Self),
+    ) -> Self {
+        DLManagedTensor {
+            dl_tensor,
+            manager_ctx,
+            deleter: Some(deleter),
+        }
+    }
+}
+
+impl ManagedTensor for DLManagedTensorVersioned {
+    same_fields!();
+    fn version(&self) -> Option<DLPackVersion> {
+        Some(self.version)
+    }
+    fn flags(&self) -> u64 {
+        self.flags
+    }
+    fn exported(
+        dl_tensor: DLTensor,
+        manager_ctx: *mut c_void,
+        deleter: unsafe extern "C" fn(*mut Self),
+    ) -> Self {
+        DLManagedTensorVersioned {
+            version: DLPACK_VERSION,
+            manager_ctx,
+            deleter: Some(deleter),
+            flags: 0,
+            dl_tensor,
+        }
+    }
+}
+
+/// Call the deleter of the `M` at `p`, if it has one.
+///
+/// # Safety
+/// `p` is a live `M` owned by the caller, released once.
+unsafe fn release<M: ManagedTensor>(p: NonNull<c_void>) {
+    let m = p.cast::<M>();
+    // SAFETY: `p` is a live `M` (caller's contract).
+    if let Some(d) = unsafe { m.as_ref() }.deleter() {
+        // SAFETY: the deleter is called once, with its own tensor.
+        unsafe { d(m.as_ptr()) };
+    }
 }
 
 /// An imported DLPack tensor: owns the producer's managed tensor and calls
 /// its deleter when dropped. Views borrow it.
 #[derive(Debug)]
 pub struct DlpackTensor {
-    managed: Managed,
+    /// The producer's managed tensor, released by `release`.
+    managed: NonNull<c_void>,
+    release: unsafe fn(NonNull<c_void>),
     ctx: usize,
     kind: ElementKind,
     /// Address of the first element (`data + byte_offset`).
@@ -251,45 +345,29 @@ fn invalid(arg: &'static str, reason: String) -> Error {
 }
 
 impl DlpackTensor {
-    /// Take ownership of a DLPack (< 1.0) managed tensor on `ctx`'s device.
-    /// The deleter runs when the returned handle is dropped, or before this
-    /// returns an error.
+    /// Take ownership of a managed tensor (a [`DLManagedTensor`] or a
+    /// DLPack 1.0 [`DLManagedTensorVersioned`]) on `ctx`'s device. The
+    /// deleter runs when the returned handle is dropped, or before this
+    /// returns an error. A tensor flagged read-only gives only
+    /// [`view`](DlpackTensor::view).
     ///
     /// # Errors
     /// `InvalidArgument` for a null pointer, a device that is not CUDA or
     /// not `ctx`'s, a bad rank, a null shape, or a negative extent or
-    /// stride; `Unsupported` for a dtype baracuda has no element for;
-    /// `Overflow` when the extent does not fit the address space.
+    /// stride; `Unsupported` for a dtype baracuda has no element for or a
+    /// DLPack major version other than 1; `Overflow` when the extent does
+    /// not fit the address space.
     ///
     /// # Safety
-    /// `ptr` is null or a live `DLManagedTensor` whose ownership passes to
+    /// `ptr` is null or a live managed tensor whose ownership passes to
     /// this call (the caller must not call its deleter), whose `shape` and
     /// `strides` hold `ndim` values, and whose data stays allocated and is
     /// not written by others, except in stream order, until the deleter
     /// runs.
-    pub unsafe fn from_raw(ptr: *mut DLManagedTensor, ctx: &Context) -> Result<Self> {
+    pub unsafe fn from_raw<M: ManagedTensor>(ptr: *mut M, ctx: &Context) -> Result<Self> {
         let managed = NonNull::new(ptr).ok_or_else(|| invalid("ptr", "null".into()))?;
         // SAFETY: forwarded from the caller.
-        unsafe { Self::adopt(Managed::Legacy(managed), ctx.device().ordinal, ctx.id()) }
-    }
-
-    /// Take ownership of a DLPack 1.0 managed tensor on `ctx`'s device, as
-    /// [`DlpackTensor::from_raw`]. A tensor flagged read-only gives only
-    /// [`view`](DlpackTensor::view).
-    ///
-    /// # Errors
-    /// As [`DlpackTensor::from_raw`], and `Unsupported` for a major version
-    /// other than 1.
-    ///
-    /// # Safety
-    /// As [`DlpackTensor::from_raw`], for a `DLManagedTensorVersioned`.
-    pub unsafe fn from_raw_versioned(
-        ptr: *mut DLManagedTensorVersioned,
-        ctx: &Context,
-    ) -> Result<Self> {
-        let managed = NonNull::new(ptr).ok_or_else(|| invalid("ptr", "null".into()))?;
-        // SAFETY: forwarded from the caller.
-        unsafe { Self::adopt(Managed::Versioned(managed), ctx.device().ordinal, ctx.id()) }
+        unsafe { Self::adopt(managed, ctx.device().ordinal, ctx.id()) }
     }
 
     /// Own `managed` (so an error below still runs its deleter) and read
@@ -297,9 +375,14 @@ impl DlpackTensor {
     ///
     /// # Safety
     /// As [`DlpackTensor::from_raw`].
-    unsafe fn adopt(managed: Managed, ordinal: usize, ctx: usize) -> Result<Self> {
+    unsafe fn adopt<M: ManagedTensor>(
+        managed: NonNull<M>,
+        ordinal: usize,
+        ctx: usize,
+    ) -> Result<Self> {
         let mut t = DlpackTensor {
-            managed,
+            managed: managed.cast(),
+            release: release::<M>,
             ctx,
             kind: ElementKind::U8,
             addr: 0,
@@ -308,15 +391,8 @@ impl DlpackTensor {
             read_only: false,
         };
         // SAFETY: the pointer is live (caller's contract).
-        let (dl, version, flags) = unsafe {
-            match t.managed {
-                Managed::Legacy(p) => (p.as_ref().dl_tensor, None, 0),
-                Managed::Versioned(p) => {
-                    let m = p.as_ref();
-                    (m.dl_tensor, Some(m.version), m.flags)
-                }
-            }
-        };
+        let m = unsafe { managed.as_ref() };
+        let (dl, version, flags) = (*m.dl_tensor(), m.version(), m.flags());
         if let Some(v) = version {
             if v.major != DLPACK_VERSION.major {
                 return Err(Error::Unsupported {
@@ -464,22 +540,9 @@ impl DlpackTensor {
 
 impl Drop for DlpackTensor {
     fn drop(&mut self) {
-        // SAFETY: this handle owns the managed tensor; its deleter (when
-        // present) is called exactly once, here.
-        unsafe {
-            match self.managed {
-                Managed::Legacy(p) => {
-                    if let Some(d) = p.as_ref().deleter {
-                        d(p.as_ptr());
-                    }
-                }
-                Managed::Versioned(p) => {
-                    if let Some(d) = p.as_ref().deleter {
-                        d(p.as_ptr());
-                    }
-                }
-            }
-        }
+        // SAFETY: this handle owns the managed tensor, of the type `release`
+        // was instantiated for; it is released once, here.
+        unsafe { (self.release)(self.managed) };
     }
 }
 
@@ -619,46 +682,61 @@ fn exported_tensor(
     Ok((ex, dl))
 }
 
-unsafe extern "C" fn delete_exported(p: *mut DLManagedTensor) {
+/// The deleter of every tensor this crate exports.
+///
+/// # Safety
+/// `p` is null or was made by [`export`], and is released once.
+unsafe extern "C" fn delete_exported<M: ManagedTensor>(p: *mut M) {
     if p.is_null() {
         return;
     }
     // SAFETY: `p` and its `manager_ctx` were made by `Box::into_raw` in
-    // `into_dlpack` and are released once, here.
+    // `export` and are released once, here.
     unsafe {
         let m = Box::from_raw(p);
-        drop(Box::from_raw(m.manager_ctx as *mut Exported));
+        drop(Box::from_raw(m.manager_ctx() as *mut Exported));
     }
 }
 
-unsafe extern "C" fn delete_exported_versioned(p: *mut DLManagedTensorVersioned) {
-    if p.is_null() {
-        return;
-    }
-    // SAFETY: as in `delete_exported`, for `into_dlpack_versioned`.
-    unsafe {
-        let m = Box::from_raw(p);
-        drop(Box::from_raw(m.manager_ctx as *mut Exported));
-    }
+/// A managed tensor owning `owner`, which holds `len` elements of `kind`
+/// at `addr` on device `ordinal`.
+fn export<M: ManagedTensor>(
+    owner: Box<dyn Send>,
+    addr: u64,
+    len: usize,
+    kind: ElementKind,
+    ordinal: usize,
+    shape: &[usize],
+    strides: Option<&[usize]>,
+) -> Result<*mut M> {
+    let (ex, dl_tensor) = exported_tensor(owner, addr, len, kind, ordinal, shape, strides)?;
+    let ctx = Box::into_raw(ex) as *mut c_void;
+    Ok(Box::into_raw(Box::new(M::exported(
+        dl_tensor,
+        ctx,
+        delete_exported::<M>,
+    ))))
 }
 
 /// Hand `buffer` to a DLPack consumer as a tensor of `shape` with
-/// `strides` in elements (row-major when None). The consumer owns the
-/// result and calls its deleter once, which frees the buffer (in stream
-/// order on the stream that allocated it).
+/// `strides` in elements (row-major when None), as a [`DLManagedTensor`]
+/// or a DLPack 1.0 [`DLManagedTensorVersioned`] (no flags set: writable,
+/// not a copy). The consumer owns the result and calls its deleter once,
+/// which frees the buffer (in stream order on the stream that allocated
+/// it).
 ///
 /// # Errors
 /// `InvalidArgument` when `strides` has another rank than `shape`;
 /// `ViewOutOfBounds` when the tensor would reach past the buffer;
 /// `Overflow` when a value does not fit DLPack's integers.
-pub fn into_dlpack<T: Element>(
+pub fn into_dlpack<M: ManagedTensor, T: Element>(
     buffer: DeviceBuffer<T>,
     shape: &[usize],
     strides: Option<&[usize]>,
-) -> Result<*mut DLManagedTensor> {
+) -> Result<*mut M> {
     let (addr, len) = (buffer.as_slice().addr(), buffer.len());
     let ordinal = buffer.context().device().ordinal;
-    let (ex, dl_tensor) = exported_tensor(
+    export(
         Box::new(buffer),
         addr,
         len,
@@ -666,42 +744,7 @@ pub fn into_dlpack<T: Element>(
         ordinal,
         shape,
         strides,
-    )?;
-    Ok(Box::into_raw(Box::new(DLManagedTensor {
-        dl_tensor,
-        manager_ctx: Box::into_raw(ex) as *mut c_void,
-        deleter: Some(delete_exported),
-    })))
-}
-
-/// As [`into_dlpack`], as a DLPack 1.0 `DLManagedTensorVersioned` (no
-/// flags set: writable, not a copy).
-///
-/// # Errors
-/// As [`into_dlpack`].
-pub fn into_dlpack_versioned<T: Element>(
-    buffer: DeviceBuffer<T>,
-    shape: &[usize],
-    strides: Option<&[usize]>,
-) -> Result<*mut DLManagedTensorVersioned> {
-    let (addr, len) = (buffer.as_slice().addr(), buffer.len());
-    let ordinal = buffer.context().device().ordinal;
-    let (ex, dl_tensor) = exported_tensor(
-        Box::new(buffer),
-        addr,
-        len,
-        T::KIND,
-        ordinal,
-        shape,
-        strides,
-    )?;
-    Ok(Box::into_raw(Box::new(DLManagedTensorVersioned {
-        version: DLPACK_VERSION,
-        manager_ctx: Box::into_raw(ex) as *mut c_void,
-        deleter: Some(delete_exported_versioned),
-        flags: 0,
-        dl_tensor,
-    })))
+    )
 }
 
 #[cfg(test)]
@@ -714,28 +757,65 @@ mod tests {
     /// The layouts `dlpack.h` gives on 64-bit platforms.
     #[test]
     fn struct_layouts_match_dlpack_h() {
-        assert_eq!(size_of::<DLDevice>(), 8);
-        assert_eq!(size_of::<DLDataType>(), 4);
-        assert_eq!(offset_of!(DLDataType, bits), 1);
-        assert_eq!(offset_of!(DLDataType, lanes), 2);
-        assert_eq!(size_of::<DLTensor>(), 48);
-        assert_eq!(align_of::<DLTensor>(), 8);
-        assert_eq!(offset_of!(DLTensor, data), 0);
-        assert_eq!(offset_of!(DLTensor, device), 8);
-        assert_eq!(offset_of!(DLTensor, ndim), 16);
-        assert_eq!(offset_of!(DLTensor, dtype), 20);
-        assert_eq!(offset_of!(DLTensor, shape), 24);
-        assert_eq!(offset_of!(DLTensor, strides), 32);
-        assert_eq!(offset_of!(DLTensor, byte_offset), 40);
-        assert_eq!(size_of::<DLManagedTensor>(), 64);
-        assert_eq!(offset_of!(DLManagedTensor, manager_ctx), 48);
-        assert_eq!(offset_of!(DLManagedTensor, deleter), 56);
-        assert_eq!(size_of::<DLPackVersion>(), 8);
-        assert_eq!(size_of::<DLManagedTensorVersioned>(), 80);
-        assert_eq!(offset_of!(DLManagedTensorVersioned, manager_ctx), 8);
-        assert_eq!(offset_of!(DLManagedTensorVersioned, deleter), 16);
-        assert_eq!(offset_of!(DLManagedTensorVersioned, flags), 24);
-        assert_eq!(offset_of!(DLManagedTensorVersioned, dl_tensor), 32);
+        let layout = [
+            ("sizeof DLDevice", size_of::<DLDevice>(), 8),
+            ("sizeof DLDataType", size_of::<DLDataType>(), 4),
+            ("DLDataType.bits", offset_of!(DLDataType, bits), 1),
+            ("DLDataType.lanes", offset_of!(DLDataType, lanes), 2),
+            ("sizeof DLTensor", size_of::<DLTensor>(), 48),
+            ("alignof DLTensor", align_of::<DLTensor>(), 8),
+            ("DLTensor.data", offset_of!(DLTensor, data), 0),
+            ("DLTensor.device", offset_of!(DLTensor, device), 8),
+            ("DLTensor.ndim", offset_of!(DLTensor, ndim), 16),
+            ("DLTensor.dtype", offset_of!(DLTensor, dtype), 20),
+            ("DLTensor.shape", offset_of!(DLTensor, shape), 24),
+            ("DLTensor.strides", offset_of!(DLTensor, strides), 32),
+            (
+                "DLTensor.byte_offset",
+                offset_of!(DLTensor, byte_offset),
+                40,
+            ),
+            ("sizeof DLManagedTensor", size_of::<DLManagedTensor>(), 64),
+            (
+                "DLManagedTensor.manager_ctx",
+                offset_of!(DLManagedTensor, manager_ctx),
+                48,
+            ),
+            (
+                "DLManagedTensor.deleter",
+                offset_of!(DLManagedTensor, deleter),
+                56,
+            ),
+            ("sizeof DLPackVersion", size_of::<DLPackVersion>(), 8),
+            (
+                "sizeof DLManagedTensorVersioned",
+                size_of::<DLManagedTensorVersioned>(),
+                80,
+            ),
+            (
+                "Versioned.manager_ctx",
+                offset_of!(DLManagedTensorVersioned, manager_ctx),
+                8,
+            ),
+            (
+                "Versioned.deleter",
+                offset_of!(DLManagedTensorVersioned, deleter),
+                16,
+            ),
+            (
+                "Versioned.flags",
+                offset_of!(DLManagedTensorVersioned, flags),
+                24,
+            ),
+            (
+                "Versioned.dl_tensor",
+                offset_of!(DLManagedTensorVersioned, dl_tensor),
+                32,
+            ),
+        ];
+        for (what, got, want) in layout {
+            assert_eq!(got, want, "{what}");
+        }
     }
 
     /// Every element kind maps to a distinct one-lane DLPack type and back;
@@ -778,6 +858,24 @@ mod tests {
 
     /// Export a host-owned stand-in for device memory (a counter of drops
     /// as the owner; the address is never dereferenced on the host).
+    fn export_counted<M: ManagedTensor>(
+        addr: u64,
+        len: usize,
+        kind: ElementKind,
+        shape: &[usize],
+        strides: Option<&[usize]>,
+        drops: &Arc<AtomicUsize>,
+    ) -> Result<*mut M> {
+        struct Owner(Arc<AtomicUsize>);
+        impl Drop for Owner {
+            fn drop(&mut self) {
+                self.0.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        let owner = Box::new(Owner(drops.clone()));
+        super::export(owner, addr, len, kind, ORDINAL, shape, strides)
+    }
+
     fn export(
         addr: u64,
         len: usize,
@@ -786,25 +884,13 @@ mod tests {
         strides: Option<&[usize]>,
         drops: &Arc<AtomicUsize>,
     ) -> Result<*mut DLManagedTensor> {
-        struct Owner(Arc<AtomicUsize>);
-        impl Drop for Owner {
-            fn drop(&mut self) {
-                self.0.fetch_add(1, Ordering::SeqCst);
-            }
-        }
-        let owner = Box::new(Owner(drops.clone()));
-        let (ex, dl_tensor) = exported_tensor(owner, addr, len, kind, ORDINAL, shape, strides)?;
-        Ok(Box::into_raw(Box::new(DLManagedTensor {
-            dl_tensor,
-            manager_ctx: Box::into_raw(ex) as *mut c_void,
-            deleter: Some(delete_exported),
-        })))
+        export_counted(addr, len, kind, shape, strides, drops)
     }
 
-    fn import(p: *mut DLManagedTensor) -> Result<DlpackTensor> {
+    fn import<M: ManagedTensor>(p: *mut M) -> Result<DlpackTensor> {
         let p = NonNull::new(p).expect("exported");
         // SAFETY: `p` came from `export` and is owned by this call.
-        unsafe { DlpackTensor::adopt(Managed::Legacy(p), ORDINAL, CTX) }
+        unsafe { DlpackTensor::adopt(p, ORDINAL, CTX) }
     }
 
     /// Export then import: the view has the shape, strides, address and
@@ -825,6 +911,26 @@ mod tests {
         assert_eq!(drops.load(Ordering::SeqCst), 0);
         drop(t);
         assert_eq!(drops.load(Ordering::SeqCst), 1);
+
+        // The same through DLPack 1.0's versioned struct.
+        let raw = export_counted::<DLManagedTensorVersioned>(
+            0x3000,
+            8,
+            ElementKind::Bf16,
+            &[8],
+            None,
+            &drops,
+        )
+        .unwrap();
+        // SAFETY: `raw` was just exported and not handed on.
+        let m = unsafe { &*raw };
+        assert_eq!(m.version, DLPACK_VERSION);
+        assert_eq!(m.flags, 0);
+        let mut t = import(raw).unwrap();
+        assert!(!t.is_read_only());
+        assert_eq!(t.view_mut::<half::bf16, 1>().unwrap().data().addr(), 0x3000);
+        drop(t);
+        assert_eq!(drops.load(Ordering::SeqCst), 2);
     }
 
     /// Explicit strides (a transposed matrix) come through as given.
@@ -943,7 +1049,7 @@ mod tests {
         };
         let p = NonNull::from(&mut m);
         // SAFETY: `m` outlives the handle; it has no deleter.
-        let mut t = unsafe { DlpackTensor::adopt(Managed::Versioned(p), ORDINAL, CTX) }.unwrap();
+        let mut t = unsafe { DlpackTensor::adopt(p, ORDINAL, CTX) }.unwrap();
         assert!(t.is_read_only());
         assert_eq!(t.strides(), &[4, 1]);
         assert_eq!(t.view::<i32, 2>().unwrap().data().addr(), 0x4010);
@@ -955,7 +1061,7 @@ mod tests {
         m.version.major = 2;
         let p = NonNull::from(&mut m);
         // SAFETY: as above.
-        let r = unsafe { DlpackTensor::adopt(Managed::Versioned(p), ORDINAL, CTX) };
+        let r = unsafe { DlpackTensor::adopt(p, ORDINAL, CTX) };
         assert!(matches!(r, Err(Error::Unsupported { .. })));
     }
 }

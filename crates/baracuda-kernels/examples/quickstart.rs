@@ -80,6 +80,16 @@ fn select(
     Ok(plans)
 }
 
+/// GPU time of the work `enqueue` puts on `stream`, between two events.
+fn timed(stream: &Stream, enqueue: impl FnOnce() -> Result<()>) -> Result<f32> {
+    let (e0, e1) = (Event::new(stream.context())?, Event::new(stream.context())?);
+    e0.record(stream)?;
+    enqueue()?;
+    e1.record(stream)?;
+    stream.synchronize()?;
+    e0.elapsed_ms(&e1)
+}
+
 fn run() -> std::result::Result<(), Box<dyn std::error::Error>> {
     let t_start = Instant::now();
     let device = Device::get(0)?;
@@ -129,31 +139,28 @@ fn run() -> std::result::Result<(), Box<dyn std::error::Error>> {
     select(&stream, &udesc, &bdesc, "  same context     ")?;
     println!("  {}\n  {}", gelu.sku(), mul.sku());
 
-    let (e0, e1) = (Event::new(&ctx)?, Event::new(&ctx)?);
-    e0.record(&stream)?;
-    gelu.run(
-        &stream,
-        Workspace::None,
-        UnaryArgs {
-            x: TensorRef::contiguous(x.as_slice(), [rows, cols])?,
-            y: TensorMut::contiguous(h.as_slice_mut(), [rows, cols])?,
-        },
-    )?;
-    mul.run(
-        &stream,
-        Workspace::None,
-        BinaryArgs {
-            a: TensorRef::contiguous(h.as_slice(), [rows, cols])?,
-            b: TensorRef::contiguous(w.as_slice(), [1, cols])?,
-            out: TensorMut::contiguous(y.as_slice_mut(), [rows, cols])?,
-        },
-    )?;
-    e1.record(&stream)?;
-    stream.synchronize()?;
+    let forward_ms = timed(&stream, || {
+        gelu.run(
+            &stream,
+            Workspace::None,
+            UnaryArgs {
+                x: TensorRef::contiguous(x.as_slice(), [rows, cols])?,
+                y: TensorMut::contiguous(h.as_slice_mut(), [rows, cols])?,
+            },
+        )?;
+        mul.run(
+            &stream,
+            Workspace::None,
+            BinaryArgs {
+                a: TensorRef::contiguous(h.as_slice(), [rows, cols])?,
+                b: TensorRef::contiguous(w.as_slice(), [1, cols])?,
+                out: TensorMut::contiguous(y.as_slice_mut(), [rows, cols])?,
+            },
+        )
+    })?;
     println!(
-        "forward (gelu_tanh + broadcast mul, {} elements): {:.3} ms",
-        rows * cols,
-        e0.elapsed_ms(&e1)?
+        "forward (gelu_tanh + broadcast mul, {} elements): {forward_ms:.3} ms",
+        rows * cols
     );
 
     // backward with dy = 1: dw = sum over rows of h, dh = w, dx = dh * gelu'(x)
@@ -163,38 +170,34 @@ fn run() -> std::result::Result<(), Box<dyn std::error::Error>> {
     let mut dx = DeviceBuffer::<f32>::zeros(&stream, rows * cols)?;
     let ws_bytes = mul.bw_workspace_size(Grad::A | Grad::B);
     let mut ws = DeviceBuffer::<u8>::zeros(&stream, ws_bytes)?;
-    e0.record(&stream)?;
-    let workspace = if ws_bytes > 0 {
-        Workspace::Borrowed(ws.as_slice_mut())
-    } else {
-        Workspace::None
-    };
-    mul.run_bw(
-        &stream,
-        workspace,
-        BinaryBwArgs {
-            a: TensorRef::contiguous(h.as_slice(), [rows, cols])?,
-            b: TensorRef::contiguous(w.as_slice(), [1, cols])?,
-            dy: TensorRef::contiguous(dy.as_slice(), [rows, cols])?,
-            da: Some(TensorMut::contiguous(dh.as_slice_mut(), [rows, cols])?),
-            db: Some(TensorMut::contiguous(dw.as_slice_mut(), [1, cols])?),
-        },
-    )?;
-    gelu.run_bw(
-        &stream,
-        Workspace::None,
-        UnaryBwArgs {
-            x: TensorRef::contiguous(x.as_slice(), [rows, cols])?,
-            dy: TensorRef::contiguous(dh.as_slice(), [rows, cols])?,
-            dx: TensorMut::contiguous(dx.as_slice_mut(), [rows, cols])?,
-        },
-    )?;
-    e1.record(&stream)?;
-    stream.synchronize()?;
-    println!(
-        "backward (mul bw with row reduction + gelu_tanh bw): {:.3} ms",
-        e0.elapsed_ms(&e1)?
-    );
+    let backward_ms = timed(&stream, || {
+        let workspace = if ws_bytes > 0 {
+            Workspace::Borrowed(ws.as_slice_mut())
+        } else {
+            Workspace::None
+        };
+        mul.run_bw(
+            &stream,
+            workspace,
+            BinaryBwArgs {
+                a: TensorRef::contiguous(h.as_slice(), [rows, cols])?,
+                b: TensorRef::contiguous(w.as_slice(), [1, cols])?,
+                dy: TensorRef::contiguous(dy.as_slice(), [rows, cols])?,
+                da: Some(TensorMut::contiguous(dh.as_slice_mut(), [rows, cols])?),
+                db: Some(TensorMut::contiguous(dw.as_slice_mut(), [1, cols])?),
+            },
+        )?;
+        gelu.run_bw(
+            &stream,
+            Workspace::None,
+            UnaryBwArgs {
+                x: TensorRef::contiguous(x.as_slice(), [rows, cols])?,
+                dy: TensorRef::contiguous(dh.as_slice(), [rows, cols])?,
+                dx: TensorMut::contiguous(dx.as_slice_mut(), [rows, cols])?,
+            },
+        )
+    })?;
+    println!("backward (mul bw with row reduction + gelu_tanh bw): {backward_ms:.3} ms");
 
     // Check against the f64 reference.
     let f = |v: Vec<f32>| v.into_iter().map(f64::from).collect::<Vec<_>>();
