@@ -77,11 +77,36 @@ impl Report {
 fn library(report: &mut Report, label: &str, lib: CudaLib) -> bool {
     let r = loaded_library(lib);
     report
-        .line(label, label, r, |(version, path)| match path {
-            Some(p) => format!("{version} ({})", p.display()),
-            None => version.clone(),
+        .line(label, label, r, |(version, path)| {
+            let mut line = version.clone();
+            if lib == CudaLib::Driver {
+                if let Some(v) = kernel_module_version() {
+                    line.push_str(&format!(", kernel module {v}"));
+                }
+            }
+            if let Some(p) = path {
+                line.push_str(&format!(" ({})", p.display()));
+            }
+            line
         })
         .is_some()
+}
+
+/// The NVIDIA kernel module's version (`570.86.15`), from
+/// `/proc/driver/nvidia/version` where Linux has it.
+fn kernel_module_version() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
+    module_version(&text)
+}
+
+/// The version in the first line of `/proc/driver/nvidia/version`: the
+/// first word that is dotted digits.
+fn module_version(text: &str) -> Option<String> {
+    text.lines()
+        .next()?
+        .split_whitespace()
+        .find(|w| w.contains('.') && w.chars().all(|c| c.is_ascii_digit() || c == '.'))
+        .map(str::to_string)
 }
 
 fn doctor() -> ExitCode {
@@ -353,6 +378,14 @@ mod tests {
         assert!(bytes >= 15);
         std::fs::remove_dir_all(&dir).unwrap();
         assert_eq!(header_version(&dir), None);
+    }
+
+    #[test]
+    fn kernel_module_version_is_read_from_the_first_line() {
+        let text = "NVRM version: NVIDIA UNIX x86_64 Kernel Module  570.86.15  Thu Jan  9 2025\n\
+                    GCC version:  gcc version 12.2.0 (Debian 12.2.0-14)\n";
+        assert_eq!(module_version(text).as_deref(), Some("570.86.15"));
+        assert_eq!(module_version("no version here\n"), None);
     }
 
     #[test]

@@ -511,22 +511,4 @@ mod tests {
         }
         assert!(CudaLib::Driver.hint().contains("driver"));
     }
-
-    /// NVRTC is installed wherever the kernels are compiled (under CI
-    /// always): the report names the file the process mapped.
-    #[test]
-    fn loaded_library_names_the_mapped_file() {
-        if let Err(e) = ensure_loaded(CudaLib::Nvrtc) {
-            assert!(
-                !std::env::var("CI").is_ok_and(|v| v == "true"),
-                "NVRTC is required under CI: {e}"
-            );
-            return;
-        }
-        let (version, path) = loaded_library(CudaLib::Nvrtc).unwrap();
-        assert!(version.starts_with("NVRTC 13."), "{version}");
-        let path = path.expect("libnvrtc in /proc/self/maps");
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(name.starts_with("libnvrtc.so"), "{path:?}");
-    }
 }

@@ -1,5 +1,6 @@
 //! Host test: every kernel specialisation any plan can request compiles with
-//! NVRTC for sm_80 and sm_90a. Needs NVRTC and the CUDA headers, not a GPU.
+//! NVRTC for sm_80 and sm_90a, and NVRTC's report names the library file the
+//! process loaded. Needs NVRTC and the CUDA headers, not a GPU.
 //!
 //! Without NVRTC or the headers the tests are reported as ignored, with
 //! the reason printed before the summary (this target uses its own test
@@ -7,7 +8,9 @@
 //! not as a silent `ok`); under CI (`CI=true`) they run and fail with the
 //! error instead.
 
-use baracuda_driver::{compile_cubin, cuda_include_dir, ensure_loaded, CudaLib, ModuleSpec};
+use baracuda_driver::{
+    compile_cubin, cuda_include_dir, ensure_loaded, loaded_library, CudaLib, ModuleSpec,
+};
 use baracuda_kernels::{all_module_specs, ArchSku};
 use libtest_mimic::{Arguments, Failed, Trial};
 
@@ -26,13 +29,13 @@ fn main() {
             let why = e
                 .message()
                 .unwrap_or("NVRTC or the CUDA headers are missing");
-            println!("note: the NVRTC compile tests are ignored: {why}");
+            println!("note: the NVRTC tests are ignored: {why}");
             true
         }
         _ => false,
     };
     type Check = fn() -> Result<(), Failed>;
-    let tests: [(&str, Check); 2] = [
+    let tests: [(&str, Check); 3] = [
         (
             "every_kernel_compiles_for_sm80_and_sm90a",
             every_kernel_compiles_for_sm80_and_sm90a,
@@ -40,6 +43,10 @@ fn main() {
         (
             "register_floors_change_only_the_register_count",
             register_floors_change_only_the_register_count,
+        ),
+        (
+            "nvrtc_report_names_the_mapped_file",
+            nvrtc_report_names_the_mapped_file,
         ),
     ];
     let trials = tests
@@ -54,6 +61,19 @@ fn main() {
         })
         .collect();
     libtest_mimic::run(&args, trials).exit();
+}
+
+/// `loaded_library` gives NVRTC's version and the file the process mapped
+/// (what `baracuda doctor` and the benchmarks print).
+fn nvrtc_report_names_the_mapped_file() -> Result<(), Failed> {
+    compiler()?;
+    let (version, path) =
+        loaded_library(CudaLib::Nvrtc).map_err(|e| Failed::from(e.to_string()))?;
+    assert!(version.starts_with("NVRTC 13."), "{version}");
+    let path = path.expect("libnvrtc in /proc/self/maps");
+    let name = path.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(name.starts_with("libnvrtc.so"), "{path:?}");
+    Ok(())
 }
 
 fn every_kernel_compiles_for_sm80_and_sm90a() -> Result<(), Failed> {
