@@ -21,7 +21,7 @@ use cudarc::driver::{result, sys, CudaFunction, CudaModule};
 use cudarc::nvrtc::sys as nvrtc;
 
 use crate::context::{Context, Stream};
-use crate::libs::{ensure_loaded, toolkit_dirs, wheel_dirs, CudaLib};
+use crate::libs::{ensure_loaded, search_dirs, toolkit_dirs, CudaLib};
 use crate::status::CudaResultExt;
 
 /// A CUDA C++ source embedded in the binary, with the headers it includes
@@ -145,17 +145,12 @@ pub fn cuda_include_dir() -> Result<PathBuf> {
         }
         dirs.extend(toolkit_dirs("include"));
         dirs.push(PathBuf::from("/usr/include"));
-        let (wheels, wheel_summary) =
-            wheel_dirs(&["nvidia/cu13/include", "nvidia/cuda_runtime/include"]);
-        dirs.extend(wheels);
-        for d in &dirs {
-            if d.join("cuda_fp16.h").is_file() {
-                return Ok(d.clone());
-            }
-        }
-        let mut searched: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
-        searched.extend(wheel_summary);
-        Err(Error::CudaHeadersNotFound { searched })
+        search_dirs(
+            dirs,
+            &["nvidia/cu13/include", "nvidia/cuda_runtime/include"],
+            |d| d.join("cuda_fp16.h").is_file().then(|| d.to_path_buf()),
+        )
+        .map_err(|searched| Error::CudaHeadersNotFound { searched })
     })
     .clone()
 }

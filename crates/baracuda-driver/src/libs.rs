@@ -255,7 +255,34 @@ pub(crate) fn wheel_dirs(subs: &[&str]) -> (Vec<PathBuf>, Option<String>) {
     (found, summary)
 }
 
-/// Toolkit and system directories that may hold `lib`, in search order.
+/// The first of `fixed`, then of the Python wheel directories `subs`
+/// ([`wheel_dirs`], consulted only when no fixed directory matched), for
+/// which `found` gives a value; on a miss, what was searched.
+pub(crate) fn search_dirs<T>(
+    fixed: Vec<PathBuf>,
+    subs: &[&str],
+    mut found: impl FnMut(&Path) -> Option<T>,
+) -> std::result::Result<T, Vec<String>> {
+    let mut searched = Vec::new();
+    for d in &fixed {
+        searched.push(d.display().to_string());
+        if let Some(t) = found(d) {
+            return Ok(t);
+        }
+    }
+    let (wheels, summary) = wheel_dirs(subs);
+    for d in &wheels {
+        searched.push(d.display().to_string());
+        if let Some(t) = found(d) {
+            return Ok(t);
+        }
+    }
+    searched.extend(summary);
+    Err(searched)
+}
+
+/// Toolkit and system directories that may hold a CUDA library, in search
+/// order.
 fn candidate_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Ok(p) = std::env::var("BARACUDA_CUDA_LIB_DIR") {
@@ -296,47 +323,54 @@ fn kept() -> &'static Mutex<Vec<libloading::Library>> {
     KEPT.get_or_init(|| Mutex::new(Vec::new()))
 }
 
+/// Load `lib` from `dir` if a file of it is there (with its companions),
+/// keeping what was loaded.
+fn load_from(lib: CudaLib, dir: &Path) -> Option<()> {
+    for file in lib.files() {
+        let path = dir.join(file);
+        if !path.exists() {
+            continue;
+        }
+        let mut loaded = Vec::new();
+        for cp in companion_files(dir, lib.companions()) {
+            // SAFETY: loading a CUDA library runs only its initialisers.
+            if let Ok(l) = unsafe { libloading::Library::new(&cp) } {
+                loaded.push(l);
+            }
+        }
+        // SAFETY: as above.
+        if let Ok(l) = unsafe { libloading::Library::new(&path) } {
+            loaded.push(l);
+            if lib.present_by_name() {
+                let mut k = kept().lock().unwrap_or_else(|p| p.into_inner());
+                k.extend(loaded);
+                return Some(());
+            }
+        }
+    }
+    None
+}
+
 fn try_load(lib: CudaLib) -> Result<()> {
     if lib.present_by_name() {
         return Ok(());
     }
-    let mut searched = vec![format!(
-        "{} by name (LD_LIBRARY_PATH and the loader cache)",
-        lib.files().join(" or ")
-    )];
-    let (wheels, wheel_summary) = wheel_dirs(lib.wheel_dirs());
-    let mut dirs = candidate_dirs();
-    dirs.extend(wheels);
-    for dir in dirs {
-        searched.push(dir.display().to_string());
-        for file in lib.files() {
-            let path = dir.join(file);
-            if !path.exists() {
-                continue;
-            }
-            let mut loaded = Vec::new();
-            for cp in companion_files(&dir, lib.companions()) {
-                // SAFETY: loading a CUDA library runs only its initialisers.
-                if let Ok(l) = unsafe { libloading::Library::new(&cp) } {
-                    loaded.push(l);
-                }
-            }
-            // SAFETY: as above.
-            if let Ok(l) = unsafe { libloading::Library::new(&path) } {
-                loaded.push(l);
-                if lib.present_by_name() {
-                    let mut k = kept().lock().unwrap_or_else(|p| p.into_inner());
-                    k.extend(loaded);
-                    return Ok(());
-                }
-            }
+    search_dirs(candidate_dirs(), lib.wheel_dirs(), |dir| {
+        load_from(lib, dir)
+    })
+    .map_err(|mut searched| {
+        searched.insert(
+            0,
+            format!(
+                "{} by name (LD_LIBRARY_PATH and the loader cache)",
+                lib.files().join(" or ")
+            ),
+        );
+        Error::LibraryNotFound {
+            lib: lib.name(),
+            searched,
+            hint: lib.hint(),
         }
-    }
-    searched.extend(wheel_summary);
-    Err(Error::LibraryNotFound {
-        lib: lib.name(),
-        searched,
-        hint: lib.hint(),
     })
 }
 
