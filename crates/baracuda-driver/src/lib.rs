@@ -6,7 +6,9 @@
 //! holds raw device pointers. Everything above it talks to the safe types
 //! here. Every CUDA library is loaded at run time; a missing one is an
 //! [`Error::LibraryNotFound`](baracuda_kernels_types::Error) naming where it
-//! was looked for, never a panic.
+//! was looked for and the command that installs it, never a panic; and
+//! [`Device::count`] is `Ok(0)` on a machine without a driver or GPU.
+//! [`dlpack`] imports and exports DLPack tensors.
 
 mod context;
 mod cubin;
