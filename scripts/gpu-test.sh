@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Build the GPU test binary, the bench binary and the quickstart here, or run
-# the GPU tests on a GPU machine.
+# Build the GPU test binary, the bench binary, the quickstart and the
+# `baracuda` command (`gpu-pack/baracuda doctor`) here, or run the GPU tests
+# on a GPU machine.
 #
 #   scripts/gpu-test.sh pack          build (release), strip, copy into gpu-pack/
 #   scripts/gpu-test.sh run [FILTER]  on the GPU machine: run every GPU test
@@ -35,18 +36,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PACK=gpu-pack
 
+# Build the baracuda-kernels test target $1 (release) and copy it to $PACK/$2.
+pack_test() {
+  local exe
+  exe=$(cargo test --release -p baracuda-kernels --test "$1" --no-run --message-format=json 2>/dev/null |
+    grep -o '"executable":"[^"]*"' | sed 's/"executable":"//; s/"$//' | tail -n 1)
+  [ -n "$exe" ] || { echo "gpu-test.sh: could not build the test binary $1" >&2; exit 1; }
+  cp "$exe" "$PACK/$2"
+}
+
 pack() {
   mkdir -p "$PACK"
-  local exe
-  exe=$(cargo test --release -p baracuda-kernels --test gpu --no-run --message-format=json 2>/dev/null |
-    grep -o '"executable":"[^"]*"' | sed 's/"executable":"//; s/"$//' | tail -n 1)
-  [ -n "$exe" ] || { echo "gpu-test.sh: could not build the GPU test binary" >&2; exit 1; }
-  cp "$exe" "$PACK/kernels-gpu"
+  pack_test gpu kernels-gpu
+  pack_test dlpack_gpu dlpack-gpu
   cargo build --release -p baracuda-bench
   local target=${CARGO_TARGET_DIR:-target}
   cp "$target/release/baracuda-bench" "$PACK/baracuda-bench"
   cargo build --release -p baracuda-kernels --example quickstart
   cp "$target/release/examples/quickstart" "$PACK/quickstart"
+  cargo build --release -p baracuda-cli
+  cp "$target/release/baracuda" "$PACK/baracuda"
   strip "$PACK"/* 2>/dev/null || true
   du -sh "$PACK"
 }
@@ -61,6 +70,8 @@ run() {
   local status=${PIPESTATUS[0]}
   if [ $# -eq 0 ]; then
     "./$PACK/kernels-gpu" --ignored --exact "$jit" --nocapture 2>&1 | tee -a "$log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+    "./$PACK/dlpack-gpu" --ignored 2>&1 | tee -a "$log"
     [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
   fi
   set -e

@@ -35,11 +35,27 @@ fn attr(dev: sys::CUdevice, a: sys::CUdevice_attribute) -> Result<i32> {
 }
 
 impl Device {
-    /// Number of CUDA devices.
+    /// Number of CUDA devices: `Ok(0)` when there is no driver or the
+    /// driver sees no device, so `Device::count()? > 0` is the "is a GPU
+    /// here" check. [`Device::get`] says why there is none.
     ///
     /// # Errors
-    /// `LibraryNotFound` without a driver; `Cuda` if `cuInit` fails.
+    /// `Cuda` when a driver is present but fails to initialise for another
+    /// reason (a driver too old for CUDA 13, a broken install).
     pub fn count() -> Result<usize> {
+        match Self::init_count() {
+            Err(Error::LibraryNotFound { .. }) => Ok(0),
+            Err(Error::Cuda { status, .. })
+                if status.code == sys::cudaError_enum::CUDA_ERROR_NO_DEVICE as i64 =>
+            {
+                Ok(0)
+            }
+            r => r,
+        }
+    }
+
+    /// Load the driver, initialise it and count its devices.
+    fn init_count() -> Result<usize> {
         ensure_loaded(CudaLib::Driver)?;
         result::init().call("cuInit")?;
         Ok(result::device::get_count().call("cuDeviceGetCount")? as usize)
@@ -48,9 +64,11 @@ impl Device {
     /// Properties of device `ordinal`.
     ///
     /// # Errors
-    /// `NoDevice` when the ordinal does not exist; `LibraryNotFound`, `Cuda`.
+    /// `LibraryNotFound` without a driver (naming where it was looked for);
+    /// `Cuda` when the driver fails to initialise (`CUDA_ERROR_NO_DEVICE`
+    /// when it sees no GPU); `NoDevice` when the ordinal does not exist.
     pub fn get(ordinal: usize) -> Result<Device> {
-        let count = Self::count()?;
+        let count = Self::init_count()?;
         if ordinal >= count {
             return Err(Error::NoDevice { ordinal, count });
         }
@@ -83,18 +101,24 @@ impl Device {
 mod tests {
     use super::*;
 
-    /// Without a GPU driver (CI, this crate's host tests) asking for a
-    /// device is an error naming the library and where it was looked for,
-    /// never a panic. With a driver, the count is simply returned.
+    /// Without a GPU driver (CI, this crate's host tests) there are no
+    /// devices, and asking for one is an error naming the library and
+    /// where it was looked for, never a panic. With a driver, the count is
+    /// simply returned and device 0 exists when it is positive.
     #[test]
-    fn missing_driver_is_an_error_not_a_panic() {
-        match Device::count() {
-            Ok(_) => {}
+    fn missing_driver_is_zero_devices_and_get_says_why() {
+        let count = Device::count().expect("count never fails for a missing driver");
+        match Device::get(0) {
+            Ok(d) => {
+                assert!(count > 0);
+                assert_eq!(d.ordinal, 0);
+            }
             Err(Error::LibraryNotFound {
                 lib,
                 searched,
                 hint,
             }) => {
+                assert_eq!(count, 0);
                 assert_eq!(lib, "cuda");
                 assert!(
                     searched.iter().any(|s| s.contains("libcuda.so.1")),
@@ -111,6 +135,10 @@ mod tests {
                     msg.starts_with("could not load the CUDA library cuda"),
                     "{msg}"
                 );
+            }
+            Err(Error::Cuda { call, .. }) => {
+                assert_eq!(count, 0);
+                assert_eq!(call, "cuInit");
             }
             Err(e) => panic!("unexpected error: {e}"),
         }

@@ -21,7 +21,7 @@ use cudarc::driver::{result, sys, CudaContext, CudaFunction, CudaModule};
 use cudarc::nvrtc::sys as nvrtc;
 
 use crate::context::{Context, Stream};
-use crate::libs::{ensure_loaded, python_site_dirs, toolkit_dirs, CudaLib};
+use crate::libs::{ensure_loaded, search_dirs, toolkit_dirs, CudaLib};
 use crate::status::CudaResultExt;
 
 /// A CUDA C++ source embedded in the binary, with the headers it includes
@@ -128,8 +128,11 @@ fn nvrtc_status(call: &str, r: nvrtc::nvrtcResult, kernel: &str, options: &[Stri
 
 /// The directory holding `cuda_fp16.h`, searched in this order:
 /// `BARACUDA_CUDA_INCLUDE`, `$CUDA_PATH/include`, `$CUDA_HOME/include`,
-/// `/usr/local/cuda/include`, then the `nvidia-cuda-runtime` Python wheel
-/// (`site-packages/nvidia/cu13/include`).
+/// `/usr/local/cuda/include`, `/usr/include` (a distribution's CUDA
+/// package), then the `nvidia-cuda-runtime` Python wheel
+/// (`nvidia/cu13/include`) in every Python environment the library search
+/// covers (virtual, conda and pyenv environments, the user site, and
+/// wherever `python3` imports `nvidia` from).
 ///
 /// # Errors
 /// `CudaHeadersNotFound` listing every directory tried.
@@ -141,18 +144,13 @@ pub fn cuda_include_dir() -> Result<PathBuf> {
             dirs.push(PathBuf::from(p));
         }
         dirs.extend(toolkit_dirs("include"));
-        for site in python_site_dirs() {
-            dirs.push(site.join("nvidia/cu13/include"));
-            dirs.push(site.join("nvidia/cuda_runtime/include"));
-        }
-        for d in &dirs {
-            if d.join("cuda_fp16.h").is_file() {
-                return Ok(d.clone());
-            }
-        }
-        Err(Error::CudaHeadersNotFound {
-            searched: dirs.iter().map(|d| d.display().to_string()).collect(),
-        })
+        dirs.push(PathBuf::from("/usr/include"));
+        search_dirs(
+            dirs,
+            &["nvidia/cu13/include", "nvidia/cuda_runtime/include"],
+            |d| d.join("cuda_fp16.h").is_file().then(|| d.to_path_buf()),
+        )
+        .map_err(|searched| Error::CudaHeadersNotFound { searched })
     })
     .clone()
 }
@@ -288,7 +286,9 @@ pub fn jit_stats() -> JitStats {
     }
 }
 
-fn cache_dir() -> Option<PathBuf> {
+/// The on-disk kernel cache: `BARACUDA_CACHE_DIR`, else
+/// `~/.cache/baracuda`; None without either variable.
+pub fn kernel_cache_dir() -> Option<PathBuf> {
     if let Ok(d) = std::env::var("BARACUDA_CACHE_DIR") {
         return Some(PathBuf::from(d));
     }
@@ -415,16 +415,24 @@ impl Context {
         if let Some(m) = guard.as_ref() {
             return Ok(m.clone());
         }
-        let path = cache_dir().map(|d| d.join(format!("{key:032x}.cubin")));
+        let path = kernel_cache_dir().map(|d| d.join(format!("{key:032x}.cubin")));
         if let Some(cubin) = path.as_deref().and_then(read_cached) {
             if let Ok(m) = self.load(spec, cubin) {
                 DISK_HITS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                log::debug!("{}: loaded from the kernel cache", spec_label(spec));
                 *guard = Some(m.clone());
                 return Ok(m);
             }
         }
+        let label = spec_label(spec);
+        log::info!("{label}: compiling for {arch} with NVRTC (not in the kernel cache)");
+        let started = std::time::Instant::now();
         let cubin = compile_cubin(spec, arch)?;
         COMPILES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        log::info!(
+            "{label}: compiled in {:.0} ms",
+            started.elapsed().as_secs_f64() * 1e3
+        );
         if let Some(p) = &path {
             write_cached(p, &cubin);
         }
@@ -470,6 +478,20 @@ impl Context {
             name: spec.source.name,
         }))
     }
+}
+
+/// `source.cu [NAME=VALUE ...]`, how progress messages name a module.
+fn spec_label(spec: &ModuleSpec) -> String {
+    let mut s = spec.source.name.to_string();
+    if !spec.defines.is_empty() {
+        let defs: Vec<String> = spec
+            .defines
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        s.push_str(&format!(" [{}]", defs.join(" ")));
+    }
+    s
 }
 
 /// Grid, block and dynamic shared memory of one launch.

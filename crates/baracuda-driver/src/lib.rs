@@ -6,13 +6,16 @@
 //! holds raw device pointers. Everything above it talks to the safe types
 //! here. Every CUDA library is loaded at run time; a missing one is an
 //! [`Error::LibraryNotFound`](baracuda_kernels_types::Error) naming where it
-//! was looked for, never a panic.
+//! was looked for and the command that installs it, never a panic; and
+//! [`Device::count`] is `Ok(0)` on a machine without a driver or GPU.
+//! [`dlpack`] imports and exports DLPack tensors.
 
 mod context;
 mod cubin;
 mod cublaslt;
 pub mod cudnn;
 mod device;
+pub mod dlpack;
 mod handles;
 mod jit;
 mod libs;
@@ -29,8 +32,8 @@ pub use cudnn::{legacy_algo_name, ConvMath, LegacyAlgo, LegacyConv, LegacyConvSh
 pub use device::Device;
 pub use handles::{CublasLtHandle, CudnnHandle, LibraryHandle};
 pub use jit::{
-    compile_cubin, cuda_include_dir, jit_stats, nvrtc_version, Function, JitStats, KernelSource,
-    LaunchArgs, LaunchConfig, Module, ModuleSpec,
+    compile_cubin, cuda_include_dir, jit_stats, kernel_cache_dir, nvrtc_version, Function,
+    JitStats, KernelSource, LaunchArgs, LaunchConfig, Module, ModuleSpec,
 };
 pub use libs::{ensure_loaded, loaded_library, CudaLib};
 pub use memory::{cudarc_slice, cudarc_slice_mut, DeviceBuffer, PinnedBuffer};

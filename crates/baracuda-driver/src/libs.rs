@@ -43,7 +43,7 @@ impl CudaLib {
         }
     }
     /// File names to try, most specific first. Extra files that must be
-    /// loaded first from the same directory come in `companions`.
+    /// loaded first from the same directory are named in `companions`.
     fn files(self) -> &'static [&'static str] {
         match self {
             CudaLib::Driver => &["libcuda.so.1", "libcuda.so"],
@@ -62,9 +62,11 @@ impl CudaLib {
             CudaLib::Cudnn => "BARACUDA_CUDNN_LIBRARY",
         }
     }
+    /// File-name prefixes of libraries loaded first from the same
+    /// directory (NVRTC's builtins carry the minor version: `.so.13.0`).
     fn companions(self) -> &'static [&'static str] {
         match self {
-            CudaLib::Nvrtc => &["libnvrtc-builtins.so.13.0"],
+            CudaLib::Nvrtc => &["libnvrtc-builtins.so.13"],
             _ => &[],
         }
     }
@@ -77,23 +79,24 @@ impl CudaLib {
             CudaLib::Cudnn => &["nvidia/cudnn/lib", "nvidia/cu13/lib"],
         }
     }
+    /// The one command that makes the library loadable.
     fn hint(self) -> &'static str {
         match self {
             CudaLib::Driver => {
-                "Install the NVIDIA GPU driver, or add the directory holding \
-                                libcuda.so.1 to LD_LIBRARY_PATH."
+                "Install the NVIDIA GPU driver (`nvidia-smi` lists the GPUs when it \
+                 works); on a machine without an NVIDIA GPU there is no driver to load."
             }
             CudaLib::Nvrtc => {
-                "Install the CUDA toolkit or `pip install nvidia-cuda-nvrtc`, or \
-                               add the directory holding libnvrtc.so.13 to LD_LIBRARY_PATH."
+                "Fix: `pip install nvidia-cuda-nvrtc==13.0.88` (or set \
+                 BARACUDA_CUDA_LIB_DIR to the directory holding libnvrtc.so.13)."
             }
             CudaLib::CublasLt => {
-                "Install the CUDA toolkit or `pip install nvidia-cublas`, or \
-                                  add the directory holding libcublasLt.so.13 to LD_LIBRARY_PATH."
+                "Fix: `pip install nvidia-cublas==13.*` (or set \
+                 BARACUDA_CUDA_LIB_DIR to the directory holding libcublasLt.so.13)."
             }
             CudaLib::Cudnn => {
-                "Install cuDNN 9 or `pip install nvidia-cudnn-cu13`, or add the \
-                               directory holding libcudnn.so.9 to LD_LIBRARY_PATH."
+                "Fix: `pip install nvidia-cudnn-cu13==9.*` (or set \
+                 BARACUDA_CUDA_LIB_DIR to the directory holding libcudnn.so.9)."
             }
         }
     }
@@ -111,36 +114,127 @@ impl CudaLib {
     }
 }
 
-/// Python `site-packages` directories worth searching for NVIDIA wheels:
-/// `PYTHONPATH` entries, the active virtual environment, and the usual
-/// system and user locations.
+/// Directories that may hold NVIDIA's Python wheels (the parent of an
+/// `nvidia/` package), in search order, without duplicates:
+///
+/// - `PYTHONPATH` entries;
+/// - the `lib/python3*/site-packages` of the active virtual environment
+///   (`VIRTUAL_ENV`), the active conda environment (`CONDA_PREFIX`), every
+///   pyenv version (`$PYENV_ROOT/versions/*`, default `~/.pyenv`), every
+///   environment of a conda install in the usual places (`~/miniconda3`,
+///   `~/miniforge3`, `~/anaconda3`, `/opt/conda`, and their `envs/*`), the
+///   user site (`~/.local`) and the system (`/usr/local`, `/usr`);
+/// - wherever `python3` (or `BARACUDA_PYTHON`) imports `nvidia` from, asked
+///   once per process.
+///
+/// Only directories that exist are listed.
 pub(crate) fn python_site_dirs() -> Vec<PathBuf> {
-    let mut dirs = Vec::new();
-    if let Ok(pp) = std::env::var("PYTHONPATH") {
+    static DIRS: OnceLock<Vec<PathBuf>> = OnceLock::new();
+    DIRS.get_or_init(|| {
+        let mut dirs = site_dirs_from_env(&|k| std::env::var_os(k));
+        for d in python_nvidia_parents() {
+            if !dirs.contains(&d) {
+                dirs.push(d);
+            }
+        }
+        dirs
+    })
+    .clone()
+}
+
+/// The environment-derived part of [`python_site_dirs`], reading variables
+/// through `var`.
+fn site_dirs_from_env(var: &dyn Fn(&str) -> Option<std::ffi::OsString>) -> Vec<PathBuf> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    if let Some(pp) = var("PYTHONPATH") {
         dirs.extend(std::env::split_paths(&pp));
     }
-    let mut roots: Vec<PathBuf> = Vec::new();
-    if let Ok(venv) = std::env::var("VIRTUAL_ENV") {
-        roots.push(PathBuf::from(venv).join("lib"));
+    let home = var("HOME").map(PathBuf::from);
+    // Prefixes whose `lib/python3*/site-packages` may hold wheels.
+    let mut prefixes: Vec<PathBuf> = Vec::new();
+    prefixes.extend(var("VIRTUAL_ENV").map(PathBuf::from));
+    prefixes.extend(var("CONDA_PREFIX").map(PathBuf::from));
+    let pyenv = var("PYENV_ROOT")
+        .map(PathBuf::from)
+        .or_else(|| home.as_ref().map(|h| h.join(".pyenv")));
+    if let Some(pyenv) = pyenv {
+        prefixes.extend(subdirs(&pyenv.join("versions")));
     }
-    if let Ok(home) = std::env::var("HOME") {
-        roots.push(PathBuf::from(home).join(".local/lib"));
+    let mut conda_roots: Vec<PathBuf> = ["miniconda3", "miniforge3", "anaconda3"]
+        .iter()
+        .filter_map(|d| home.as_ref().map(|h| h.join(d)))
+        .collect();
+    conda_roots.push(PathBuf::from("/opt/conda"));
+    for root in conda_roots {
+        prefixes.extend(subdirs(&root.join("envs")));
+        prefixes.push(root);
     }
-    roots.push(PathBuf::from("/usr/local/lib"));
-    roots.push(PathBuf::from("/usr/lib"));
-    for root in roots {
-        let Ok(entries) = std::fs::read_dir(&root) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name();
-            if name.to_string_lossy().starts_with("python3") {
-                dirs.push(e.path().join("site-packages"));
-                dirs.push(e.path().join("dist-packages"));
+    prefixes.extend(home.as_ref().map(|h| h.join(".local")));
+    prefixes.push(PathBuf::from("/usr/local"));
+    prefixes.push(PathBuf::from("/usr"));
+    for prefix in prefixes {
+        for lib in subdirs(&prefix.join("lib")) {
+            if lib
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("python3"))
+            {
+                dirs.push(lib.join("site-packages"));
+                dirs.push(lib.join("dist-packages"));
             }
         }
     }
-    dirs
+    let mut out: Vec<PathBuf> = Vec::new();
+    for d in dirs {
+        if d.is_dir() && !out.contains(&d) {
+            out.push(d);
+        }
+    }
+    out
+}
+
+/// The sub-directories of `dir` (none when it does not exist), sorted.
+fn subdirs(dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut v: Vec<PathBuf> = entries
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    v.sort();
+    v
+}
+
+/// The directories a Python interpreter imports the `nvidia` namespace
+/// package from (the parents of each `nvidia/`), asking `BARACUDA_PYTHON`
+/// or `python3`. Empty when there is no interpreter or no `nvidia`
+/// package.
+fn python_nvidia_parents() -> Vec<PathBuf> {
+    let python = std::env::var_os("BARACUDA_PYTHON").unwrap_or_else(|| "python3".into());
+    nvidia_parents_of(&python)
+}
+
+/// Where the interpreter `python` imports `nvidia` from.
+fn nvidia_parents_of(python: &std::ffi::OsStr) -> Vec<PathBuf> {
+    let out = std::process::Command::new(python)
+        .args([
+            "-c",
+            "import nvidia, os\nfor p in nvidia.__path__: print(os.path.dirname(p))",
+        ])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output();
+    match out {
+        Ok(o) if o.status.success() => String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(PathBuf::from)
+            .filter(|p| p.is_dir())
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Directories from CUDA_PATH / CUDA_HOME / the default toolkit location,
@@ -156,21 +250,88 @@ pub(crate) fn toolkit_dirs(sub: &str) -> Vec<PathBuf> {
     dirs
 }
 
-fn candidate_dirs(lib: CudaLib) -> Vec<PathBuf> {
+/// The directories `subs` (wheel layouts such as `nvidia/cu13/lib`) that
+/// exist under any Python environment of [`python_site_dirs`], and a line
+/// for error messages naming what was looked through (None when no Python
+/// environment was found).
+pub(crate) fn wheel_dirs(subs: &[&str]) -> (Vec<PathBuf>, Option<String>) {
+    let sites = python_site_dirs();
+    let found = sites
+        .iter()
+        .flat_map(|site| subs.iter().map(move |sub| site.join(sub)))
+        .filter(|d| d.is_dir())
+        .collect();
+    let summary = (!sites.is_empty() && !subs.is_empty()).then(|| {
+        let sites: Vec<String> = sites.iter().map(|d| d.display().to_string()).collect();
+        format!(
+            "{} in the Python environments {}",
+            subs.join(" and "),
+            sites.join(", ")
+        )
+    });
+    (found, summary)
+}
+
+/// The first of `fixed`, then of the Python wheel directories `subs`
+/// ([`wheel_dirs`], consulted only when no fixed directory matched), for
+/// which `found` gives a value; on a miss, what was searched.
+pub(crate) fn search_dirs<T>(
+    fixed: Vec<PathBuf>,
+    subs: &[&str],
+    mut found: impl FnMut(&Path) -> Option<T>,
+) -> std::result::Result<T, Vec<String>> {
+    let mut searched = Vec::new();
+    for d in &fixed {
+        searched.push(d.display().to_string());
+        if let Some(t) = found(d) {
+            return Ok(t);
+        }
+    }
+    let (wheels, summary) = wheel_dirs(subs);
+    for d in &wheels {
+        searched.push(d.display().to_string());
+        if let Some(t) = found(d) {
+            return Ok(t);
+        }
+    }
+    searched.extend(summary);
+    Err(searched)
+}
+
+/// Toolkit and system directories that may hold a CUDA library, in search
+/// order.
+fn candidate_dirs() -> Vec<PathBuf> {
     let mut dirs = Vec::new();
     if let Ok(p) = std::env::var("BARACUDA_CUDA_LIB_DIR") {
         dirs.extend(std::env::split_paths(&p));
     }
     dirs.extend(toolkit_dirs("lib64"));
     dirs.extend(toolkit_dirs("targets/x86_64-linux/lib"));
+    dirs.extend(toolkit_dirs("targets/sbsa-linux/lib"));
     dirs.push(PathBuf::from("/usr/lib/x86_64-linux-gnu"));
+    dirs.push(PathBuf::from("/usr/lib/aarch64-linux-gnu"));
     dirs.push(PathBuf::from("/usr/lib64"));
-    for site in python_site_dirs() {
-        for sub in lib.wheel_dirs() {
-            dirs.push(site.join(sub));
-        }
-    }
+    dirs.push(PathBuf::from("/usr/lib/wsl/lib"));
     dirs
+}
+
+/// The files of `dir` whose names start with one of `prefixes`.
+fn companion_files(dir: &Path, prefixes: &[&str]) -> Vec<PathBuf> {
+    if prefixes.is_empty() {
+        return Vec::new();
+    }
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            prefixes.iter().any(|p| name.starts_with(p))
+        })
+        .map(|e| e.path())
+        .collect()
 }
 
 /// Libraries loaded by full path, kept loaded for the life of the process.
@@ -183,9 +344,9 @@ fn kept() -> &'static Mutex<Vec<libloading::Library>> {
 fn load_override(lib: CudaLib, path: &Path) -> Result<()> {
     let mut loaded = Vec::new();
     if let Some(dir) = path.parent() {
-        for comp in lib.companions() {
+        for cp in companion_files(dir, lib.companions()) {
             // SAFETY: loading a CUDA library runs only its initialisers.
-            if let Ok(l) = unsafe { libloading::Library::new(dir.join(comp)) } {
+            if let Ok(l) = unsafe { libloading::Library::new(&cp) } {
                 loaded.push(l);
             }
         }
@@ -208,6 +369,34 @@ fn load_override(lib: CudaLib, path: &Path) -> Result<()> {
     })
 }
 
+/// Load `lib` from `dir` if a file of it is there (with its companions),
+/// keeping what was loaded.
+fn load_from(lib: CudaLib, dir: &Path) -> Option<()> {
+    for file in lib.files() {
+        let path = dir.join(file);
+        if !path.exists() {
+            continue;
+        }
+        let mut loaded = Vec::new();
+        for cp in companion_files(dir, lib.companions()) {
+            // SAFETY: loading a CUDA library runs only its initialisers.
+            if let Ok(l) = unsafe { libloading::Library::new(&cp) } {
+                loaded.push(l);
+            }
+        }
+        // SAFETY: as above.
+        if let Ok(l) = unsafe { libloading::Library::new(&path) } {
+            loaded.push(l);
+            if lib.present_by_name() {
+                let mut k = kept().lock().unwrap_or_else(|p| p.into_inner());
+                k.extend(loaded);
+                return Some(());
+            }
+        }
+    }
+    None
+}
+
 fn try_load(lib: CudaLib) -> Result<()> {
     if let Some(path) = std::env::var_os(lib.override_var()) {
         return load_override(lib, Path::new(&path));
@@ -215,41 +404,22 @@ fn try_load(lib: CudaLib) -> Result<()> {
     if lib.present_by_name() {
         return Ok(());
     }
-    let mut searched: Vec<String> = lib
-        .files()
-        .iter()
-        .map(|f| format!("{f} (by name)"))
-        .collect();
-    for dir in candidate_dirs(lib) {
-        for file in lib.files() {
-            let path = dir.join(file);
-            searched.push(path.display().to_string());
-            if !path.exists() {
-                continue;
-            }
-            let mut loaded = Vec::new();
-            for comp in lib.companions() {
-                let cp = dir.join(comp);
-                // SAFETY: loading a CUDA library runs only its initialisers.
-                if let Ok(l) = unsafe { libloading::Library::new(&cp) } {
-                    loaded.push(l);
-                }
-            }
-            // SAFETY: as above.
-            if let Ok(l) = unsafe { libloading::Library::new(&path) } {
-                loaded.push(l);
-                if lib.present_by_name() {
-                    let mut k = kept().lock().unwrap_or_else(|p| p.into_inner());
-                    k.extend(loaded);
-                    return Ok(());
-                }
-            }
+    search_dirs(candidate_dirs(), lib.wheel_dirs(), |dir| {
+        load_from(lib, dir)
+    })
+    .map_err(|mut searched| {
+        searched.insert(
+            0,
+            format!(
+                "{} by name (LD_LIBRARY_PATH and the loader cache)",
+                lib.files().join(" or ")
+            ),
+        );
+        Error::LibraryNotFound {
+            lib: lib.name(),
+            searched,
+            hint: lib.hint(),
         }
-    }
-    Err(Error::LibraryNotFound {
-        lib: lib.name(),
-        searched,
-        hint: lib.hint(),
     })
 }
 
@@ -342,21 +512,105 @@ mod tests {
         }
     }
 
-    /// NVRTC is installed wherever the kernels are compiled (under CI
-    /// always): the report names the file the process mapped.
-    #[test]
-    fn loaded_library_names_the_mapped_file() {
-        if let Err(e) = ensure_loaded(CudaLib::Nvrtc) {
-            assert!(
-                !std::env::var("CI").is_ok_and(|v| v == "true"),
-                "NVRTC is required under CI: {e}"
-            );
-            return;
+    /// A scratch directory for one test, removed on drop.
+    struct Scratch(PathBuf);
+    impl Scratch {
+        fn new(name: &str) -> Self {
+            let d =
+                std::env::temp_dir().join(format!("baracuda-libs-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).unwrap();
+            Scratch(d)
         }
-        let (version, path) = loaded_library(CudaLib::Nvrtc).unwrap();
-        assert!(version.starts_with("NVRTC 13."), "{version}");
-        let path = path.expect("libnvrtc in /proc/self/maps");
-        let name = path.file_name().unwrap().to_string_lossy().into_owned();
-        assert!(name.starts_with("libnvrtc.so"), "{path:?}");
+        fn mkdir(&self, rel: &str) -> PathBuf {
+            let p = self.0.join(rel);
+            std::fs::create_dir_all(&p).unwrap();
+            p
+        }
+    }
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    /// pyenv versions, a conda install's environments, the active conda
+    /// environment, a virtual environment and the user site are all
+    /// searched; directories that do not exist are not listed.
+    #[test]
+    fn python_environments_are_searched() {
+        let s = Scratch::new("envs");
+        let pyenv = s.mkdir("pyenv/versions/3.12.4/lib/python3.12/site-packages");
+        let conda_env = s.mkdir("home/miniforge3/envs/torch/lib/python3.11/site-packages");
+        let conda_base = s.mkdir("home/miniforge3/lib/python3.11/site-packages");
+        let user = s.mkdir("home/.local/lib/python3.10/site-packages");
+        let active = s.mkdir("active/lib/python3.13/site-packages");
+        let venv = s.mkdir("venv/lib/python3.12/dist-packages");
+        let extra = s.mkdir("pp");
+        let root = s.0.clone();
+        let var = move |k: &str| -> Option<std::ffi::OsString> {
+            let v = match k {
+                "PYENV_ROOT" => root.join("pyenv"),
+                "HOME" => root.join("home"),
+                "CONDA_PREFIX" => root.join("active"),
+                "VIRTUAL_ENV" => root.join("venv"),
+                "PYTHONPATH" => root.join("pp"),
+                _ => return None,
+            };
+            Some(v.into_os_string())
+        };
+        let dirs = site_dirs_from_env(&var);
+        for d in [
+            &pyenv,
+            &conda_env,
+            &conda_base,
+            &user,
+            &active,
+            &venv,
+            &extra,
+        ] {
+            assert!(dirs.contains(d), "{d:?} not in {dirs:?}");
+        }
+        // PYTHONPATH first, then the virtual and active conda environment.
+        assert_eq!(&dirs[..3], &[extra, venv, active]);
+        assert!(dirs.iter().all(|d| d.is_dir()));
+        let mut dedup = dirs.clone();
+        dedup.dedup();
+        assert_eq!(dedup.len(), dirs.len());
+    }
+
+    /// A missing interpreter is no `nvidia` package, not an error.
+    #[test]
+    fn missing_python_finds_nothing() {
+        let none = nvidia_parents_of(std::ffi::OsStr::new("/nonexistent/python3"));
+        assert!(none.is_empty());
+    }
+
+    /// NVRTC's builtins are matched by prefix, whatever their minor version.
+    #[test]
+    fn companions_match_any_minor_version() {
+        let s = Scratch::new("companions");
+        for f in [
+            "libnvrtc-builtins.so.13.2",
+            "libnvrtc-builtins.alt.so.13.2",
+            "libnvrtc.so.13",
+        ] {
+            std::fs::write(s.0.join(f), b"").unwrap();
+        }
+        let found = companion_files(&s.0, CudaLib::Nvrtc.companions());
+        assert_eq!(found, vec![s.0.join("libnvrtc-builtins.so.13.2")]);
+        assert!(companion_files(&s.0, CudaLib::Cudnn.companions()).is_empty());
+    }
+
+    /// Every miss ends with one command that fixes it, and the libraries
+    /// installable from PyPI name their wheel.
+    #[test]
+    fn hints_name_the_fix() {
+        for lib in [CudaLib::Nvrtc, CudaLib::CublasLt, CudaLib::Cudnn] {
+            let h = lib.hint();
+            assert!(h.starts_with("Fix: `pip install nvidia-"), "{h}");
+            assert!(h.contains(lib.files()[0]), "{h}");
+        }
+        assert!(CudaLib::Driver.hint().contains("driver"));
     }
 }

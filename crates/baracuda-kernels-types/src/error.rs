@@ -303,8 +303,8 @@ impl fmt::Display for Error {
                 write_list(f, searched)?;
                 write!(
                     f,
-                    ". Set BARACUDA_CUDA_INCLUDE to a directory holding cuda_fp16.h, set \
-                     CUDA_PATH to a CUDA toolkit, or `pip install nvidia-cuda-runtime`"
+                    ". Fix: `pip install nvidia-cuda-runtime==13.0.96` (or set \
+                     BARACUDA_CUDA_INCLUDE to a directory holding cuda_fp16.h)."
                 )
             }
             Error::NoDevice { ordinal, count } => {

@@ -170,9 +170,16 @@ pub(crate) fn get_or_measure<V: Choice>(
     measure: impl FnOnce() -> Result<V>,
 ) -> Result<V> {
     if let Some(v) = lookup(stream, key) {
+        log::debug!("autotune: cached choice for {}", full_key(stream, &key));
         return Ok(v);
     }
+    log::info!("autotune: timing candidates for {}", full_key(stream, &key));
+    let started = std::time::Instant::now();
     let v = measure()?;
+    log::info!(
+        "autotune: chose in {:.0} ms",
+        started.elapsed().as_secs_f64() * 1e3
+    );
     insert(stream, key, v.clone());
     Ok(v)
 }

@@ -1,12 +1,6 @@
 //! baracuda-kernels: GPU operators for ML frameworks behind one Plan API.
 //!
-//! Every op follows one lifecycle: build a descriptor, `Plan::select` it on
-//! a stream (which validates it, compiles or finds kernels and picks the
-//! fastest correct backend), ask `workspace_size`, then `run` with args as
-//! often as needed. `plan.sku()` says what was selected. See [`Plan`].
-//!
-//! Families live one per module; [`mod@reference`] holds the f64 CPU oracles
-//! the GPU tests compare against.
+#![doc = include_str!("guide.md")]
 
 mod autotune;
 mod checks;
@@ -68,10 +62,14 @@ pub fn all_module_specs() -> Vec<ModuleSpec> {
 
 pub use plan::{Backward, Plan};
 
+/// DLPack import and export ([`dlpack::DlpackTensor`], [`dlpack::into_dlpack`]).
+pub use baracuda_driver::dlpack;
 pub use baracuda_driver::{
     cudarc_slice, cudarc_slice_mut, Context, Device, DeviceBuffer, Event, Graph, PinnedBuffer,
     Stream,
 };
+/// The kernel JIT's counters and disk cache location.
+pub use baracuda_driver::{jit_stats, kernel_cache_dir, JitStats};
 pub use baracuda_kernels_types::*;
 /// The `float8` crate, whose `F8E4M3` and `F8E5M2` are the fp8 element
 /// types.

@@ -1,30 +1,13 @@
 //! Host test: the conv family's f64 oracles against PyTorch goldens
 //! (`tests/golden/conv.safetensors`, written by `scripts/make_goldens.py`
-//! from `scripts/goldens/conv.py`; same configurations as there). Skipped
-//! when the file has not been generated.
+//! from `scripts/goldens/conv.py`; same configurations as there).
 
 use baracuda_kernels::reference::conv::{self as r, ConvGeometry, PoolGeometry, PoolKind};
 use safetensors::SafeTensors;
 
-/// The goldens, or None (saying the test is skipped) when the file has
-/// not been generated.
-fn load() -> Option<Vec<u8>> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/golden/conv.safetensors");
-    let bytes = std::fs::read(p).ok();
-    if bytes.is_none() {
-        eprintln!("skipping: tests/golden/conv.safetensors not generated");
-    }
-    bytes
-}
-
-fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
-    let v = t.tensor(k).unwrap_or_else(|e| panic!("{k}: {e}"));
-    v.data()
-        .chunks_exact(8)
-        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
-        .collect()
-}
+#[path = "support/golden.rs"]
+mod golden;
+use golden::get;
 
 fn close(what: &str, got: &[f64], want: &[f64]) {
     assert_eq!(got.len(), want.len(), "{what}: length");
@@ -103,7 +86,7 @@ fn conv_with_gradients(t: &SafeTensors<'_>, name: &str, g: &ConvGeometry) {
 
 #[test]
 fn reference_matches_pytorch_goldens() {
-    let Some(bytes) = load() else { return };
+    let bytes = golden::bytes("conv");
     let t = SafeTensors::deserialize(&bytes).expect("safetensors");
 
     let g = geom(&[7, 8], &[3, 2], &[1, 0], &[2, 1], &[1, 2], (2, 4, 6, 2));
@@ -221,7 +204,7 @@ fn reference_matches_pytorch_goldens() {
 /// generated before these cases were added to `scripts/goldens/conv.py`.
 #[test]
 fn padded_copy_cases_match_pytorch_goldens() {
-    let Some(bytes) = load() else { return };
+    let bytes = golden::bytes("conv");
     let t = SafeTensors::deserialize(&bytes).expect("safetensors");
     if t.tensor("conv2d_same.y").is_err() {
         eprintln!("skipping: conv.safetensors predates conv2d_same; rerun scripts/make_goldens.py");

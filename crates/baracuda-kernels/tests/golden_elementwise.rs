@@ -6,21 +6,9 @@ use baracuda_kernels::reference::elementwise as r;
 use baracuda_kernels::{BinaryOp, UnaryOp};
 use safetensors::SafeTensors;
 
-fn bytes() -> Vec<u8> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/golden/elementwise.safetensors");
-    std::fs::read(&p)
-        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/make_goldens.py)", p.display()))
-}
-
-fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
-    let v = t.tensor(k).unwrap_or_else(|e| panic!("{k}: {e}"));
-    assert_eq!(v.dtype(), safetensors::Dtype::F64, "{k}");
-    v.data()
-        .chunks_exact(8)
-        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
-        .collect()
-}
+#[path = "support/golden.rs"]
+mod golden;
+use golden::get;
 
 fn close(what: &str, got: &[f64], want: &[f64]) {
     assert_eq!(got.len(), want.len(), "{what}: length");
@@ -34,7 +22,7 @@ fn close(what: &str, got: &[f64], want: &[f64]) {
 
 #[test]
 fn unary_reference_matches_pytorch() {
-    let data = bytes();
+    let data = golden::bytes("elementwise");
     let t = SafeTensors::deserialize(&data).expect("safetensors");
     for op in UnaryOp::ALL {
         let k = |s: &str| format!("unary.{}.{s}", op.name());
@@ -50,7 +38,7 @@ fn unary_reference_matches_pytorch() {
 
 #[test]
 fn binary_reference_matches_pytorch() {
-    let data = bytes();
+    let data = golden::bytes("elementwise");
     let t = SafeTensors::deserialize(&data).expect("safetensors");
     for op in BinaryOp::ALL {
         let k = |s: &str| format!("binary.{}.{s}", op.name());

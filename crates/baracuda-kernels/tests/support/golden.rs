@@ -1,0 +1,29 @@
+//! Reading the PyTorch goldens (`tests/golden/<family>.safetensors`,
+//! written by `scripts/make_goldens.py`). The crate's `tests/golden` links
+//! to the repository's `tests/golden`, and the files ship in the published
+//! package, so a missing file is a failure, not a skip.
+
+use safetensors::SafeTensors;
+
+/// The bytes of `tests/golden/<family>.safetensors`.
+pub fn bytes(family: &str) -> Vec<u8> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(format!("{family}.safetensors"));
+    std::fs::read(&p).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (regenerate with `python3 scripts/make_goldens.py`)",
+            p.display()
+        )
+    })
+}
+
+/// The f64 tensor `k`, flattened.
+pub fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
+    let v = t.tensor(k).unwrap_or_else(|e| panic!("{k}: {e}"));
+    assert_eq!(v.dtype(), safetensors::Dtype::F64, "{k}");
+    v.data()
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .collect()
+}
