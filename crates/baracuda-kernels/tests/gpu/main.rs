@@ -7,13 +7,14 @@
 //! (forward and backward against the f64 reference), that every other
 //! dtype is `Unsupported`, and the row's bad inputs. The elementwise rows
 //! are below; the conv family's (convolution and pooling) are in
-//! `conv.rs`, the GEMM family's in `gemm.rs`.
+//! `conv.rs`, the GEMM family's in `gemm.rs`, the reduce family's in `reduce.rs`.
 
 mod conv;
 mod driver;
 mod elementwise;
 mod gemm;
 mod harness;
+mod reduce;
 mod table;
 
 use baracuda_kernels::{BinaryOp, UnaryOp};
@@ -94,6 +95,12 @@ fn elementwise_64bit_offsets() {
     elementwise::check_64bit_offsets().unwrap();
 }
 
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn reduce_64bit_offsets() {
+    reduce::check_64bit().unwrap();
+}
+
 /// Registered families whose GPU tests are not rows of the op table yet,
 /// each with the reason: a gap written down, not skipped.
 const NOT_IN_TABLE: &[(&str, &str)] = &[];
@@ -107,6 +114,7 @@ fn every_registered_family_has_table_rows() {
         ("elementwise", TABLE.len()),
         ("conv", conv::ROWS.len()),
         ("gemm", gemm::ROWS.len()),
+        ("reduce", reduce::ROWS.len()),
     ];
     for family in baracuda_kernels::FAMILIES {
         let n = rows
