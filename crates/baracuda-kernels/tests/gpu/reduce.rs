@@ -63,7 +63,9 @@ impl ReduceSample {
         Reduction {
             op: self.op,
             shape: self.shape.clone(),
-            reduced: (0..self.shape.len()).map(|d| self.dims.contains(&d)).collect(),
+            reduced: (0..self.shape.len())
+                .map(|d| self.dims.contains(&d))
+                .collect(),
             correction: self.correction,
             p: self.p,
         }
@@ -283,7 +285,16 @@ fn samples(op: ReduceOp) -> Vec<ReduceSample> {
             }
         }
         ReduceOp::Norm => {
-            let orders = [2.0, 1.0, 0.0, f64::INFINITY, f64::NEG_INFINITY, 3.0, 0.5, 1.5];
+            let orders = [
+                2.0,
+                1.0,
+                0.0,
+                f64::INFINITY,
+                f64::NEG_INFINITY,
+                3.0,
+                0.5,
+                1.5,
+            ];
             for (i, x) in v.iter_mut().enumerate() {
                 x.p = orders[i % orders.len()];
             }
@@ -426,7 +437,12 @@ macro_rules! by_ranks {
     };
 }
 
-fn run(kind: ElementKind, s: &ReduceSample, inputs: &Tensors, backward: bool) -> Result<Tensors, String> {
+fn run(
+    kind: ElementKind,
+    s: &ReduceSample,
+    inputs: &Tensors,
+    backward: bool,
+) -> Result<Tensors, String> {
     let m = s.out_shape().len();
     crate::with_float!(kind, T => by_ranks!(s.shape.len(), m, N, M => run_ranked::<T, N, M>(s, inputs, backward)))
 }
@@ -450,27 +466,44 @@ fn run_ranked<T: Element, const N: usize, const M: usize>(
     backward: bool,
 ) -> Result<Tensors, String> {
     let g = gpu();
-    let what = format!("{} {} {:?} dims {:?}", s.op.name(), T::KIND, s.shape, s.dims);
-    let plan = select::<ReducePlan<T, N, M>>(&s.descriptor::<N>(T::KIND), &PlanPreference::default())?;
+    let what = format!(
+        "{} {} {:?} dims {:?}",
+        s.op.name(),
+        T::KIND,
+        s.shape,
+        s.dims
+    );
+    let plan =
+        select::<ReducePlan<T, N, M>>(&s.descriptor::<N>(T::KIND), &PlanPreference::default())?;
     let (xs, x_len, x_off) = s.x_layout();
     let mut host = vec![0.0; x_off];
     host.extend(scatter(inputs.get("x"), &s.shape, &xs, x_len));
     let (xbuf, _) = upload::<T>(&host);
-    let x_slice = xbuf.as_slice().slice(x_off..xbuf.len()).expect("offset in buffer");
-    let x = TensorRef::new(x_slice, arr::<N>(&s.shape), arr::<N>(&xs)).map_err(|e| e.to_string())?;
+    let x_slice = xbuf
+        .as_slice()
+        .slice(x_off..xbuf.len())
+        .expect("offset in buffer");
+    let x =
+        TensorRef::new(x_slice, arr::<N>(&s.shape), arr::<N>(&xs)).map_err(|e| e.to_string())?;
     let out_shape = s.out_shape();
     let (ys, y_len) = s.out_layout(&out_shape);
     let mut ws = workspace(plan.workspace_size());
     let mut forward = |y: DeviceSliceMut<'_, T>| {
-        let y = TensorMut::new(y, arr::<M>(&out_shape), arr::<M>(&ys)).map_err(|e| e.to_string())?;
-        plan.run(&g.stream, Workspace::Borrowed(ws.as_slice_mut()), ReduceArgs { x, y })
-            .map_err(|e| format!("{what}: {e}"))
+        let y =
+            TensorMut::new(y, arr::<M>(&out_shape), arr::<M>(&ys)).map_err(|e| e.to_string())?;
+        plan.run(
+            &g.stream,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            ReduceArgs { x, y },
+        )
+        .map_err(|e| format!("{what}: {e}"))
     };
     let mut y = Guarded::<T>::new(y_len);
     forward(y.slice_mut())?;
     let y_vals = view_result(&what, &y, &out_shape, &ys)?;
     // again into zeros: the same bits, every output written
-    let mut z = DeviceBuffer::<T>::filled_bytes(&g.stream, y_len.max(1), 0).map_err(|e| e.to_string())?;
+    let mut z =
+        DeviceBuffer::<T>::filled_bytes(&g.stream, y_len.max(1), 0).map_err(|e| e.to_string())?;
     let z_slice = z.as_slice_mut().split_at(y_len).expect("y in buffer").0;
     forward(z_slice)?;
     let z_vals = gather(&download(&z), 0, &out_shape, &ys);
@@ -489,12 +522,17 @@ fn run_ranked<T: Element, const N: usize, const M: usize>(
         return Ok(t);
     }
     let (dy, _) = upload::<T>(inputs.get("dy"));
-    let dy = TensorRef::new(dy.as_slice(), arr::<M>(&out_shape), arr::<M>(&contiguous(&out_shape)))
-        .map_err(|e| e.to_string())?;
+    let dy = TensorRef::new(
+        dy.as_slice(),
+        arr::<M>(&out_shape),
+        arr::<M>(&contiguous(&out_shape)),
+    )
+    .map_err(|e| e.to_string())?;
     let (dxs, dx_len) = s.out_layout(&s.shape);
     let mut dx = Guarded::<T>::new(dx_len);
     let mut ws = workspace(plan.bw_workspace_size(Grad::X.into()));
-    let y_view = TensorRef::new(y.slice(), arr::<M>(&out_shape), arr::<M>(&ys)).map_err(|e| e.to_string())?;
+    let y_view = TensorRef::new(y.slice(), arr::<M>(&out_shape), arr::<M>(&ys))
+        .map_err(|e| e.to_string())?;
     plan.run_bw(
         &g.stream,
         Workspace::Borrowed(ws.as_slice_mut()),
@@ -502,11 +540,15 @@ fn run_ranked<T: Element, const N: usize, const M: usize>(
             x,
             y: Some(y_view),
             dy,
-            dx: TensorMut::new(dx.slice_mut(), arr::<N>(&s.shape), arr::<N>(&dxs)).map_err(|e| e.to_string())?,
+            dx: TensorMut::new(dx.slice_mut(), arr::<N>(&s.shape), arr::<N>(&dxs))
+                .map_err(|e| e.to_string())?,
         },
     )
     .map_err(|e| format!("{what} backward: {e}"))?;
-    t.push("dx", view_result(&format!("{what} dx"), &dx, &s.shape, &dxs)?);
+    t.push(
+        "dx",
+        view_result(&format!("{what} dx"), &dx, &s.shape, &dxs)?,
+    );
     Ok(t)
 }
 
@@ -528,31 +570,76 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
         element: ElementKind::F64,
         ..desc
     };
-    b.expect("f64 descriptor, f32 plan", sel(&f64_desc, &pref), dtype_mismatch, &[])?;
-    b.expect("dim 2 of rank 2", sel(&desc.with_dims(&[2]), &pref), invalid_descriptor("dims"), &[])?;
-    b.expect("keepdim, rank-1 y", sel(&desc.with_keepdim(true), &pref), invalid_descriptor("keepdim"), &[])?;
+    b.expect(
+        "f64 descriptor, f32 plan",
+        sel(&f64_desc, &pref),
+        dtype_mismatch,
+        &[],
+    )?;
+    b.expect(
+        "dim 2 of rank 2",
+        sel(&desc.with_dims(&[2]), &pref),
+        invalid_descriptor("dims"),
+        &[],
+    )?;
+    b.expect(
+        "keepdim, rank-1 y",
+        sel(&desc.with_keepdim(true), &pref),
+        invalid_descriptor("keepdim"),
+        &[],
+    )?;
     let cudnn = pref.clone().with_backend(BackendKind::Cudnn);
-    b.expect("backend cuDNN", sel(&desc, &cudnn), preference_rejected("backend"), &[])?;
+    b.expect(
+        "backend cuDNN",
+        sel(&desc, &cudnn),
+        preference_rejected("backend"),
+        &[],
+    )?;
     let empty = ReduceDescriptor::new(op, ElementKind::F32, [4, 0]).with_dims(&[1]);
     match op {
         ReduceOp::Amax | ReduceOp::Amin => {
-            b.expect("over an empty dim", sel(&empty, &pref), invalid_argument("desc.shape"), &[])?;
+            b.expect(
+                "over an empty dim",
+                sel(&empty, &pref),
+                invalid_argument("desc.shape"),
+                &[],
+            )?;
         }
         ReduceOp::Norm => {
-            b.expect("p NaN", sel(&desc.with_p(f64::NAN), &pref), invalid_descriptor("p"), &[])?;
+            b.expect(
+                "p NaN",
+                sel(&desc.with_p(f64::NAN), &pref),
+                invalid_descriptor("p"),
+                &[],
+            )?;
             let inf = empty.with_p(f64::NEG_INFINITY);
-            b.expect("-inf norm over an empty dim", sel(&inf, &pref), invalid_argument("desc.shape"), &[])?;
+            b.expect(
+                "-inf norm over an empty dim",
+                sel(&inf, &pref),
+                invalid_argument("desc.shape"),
+                &[],
+            )?;
         }
         ReduceOp::Var | ReduceOp::Std => {
             let nan = desc.with_correction(f64::NAN);
-            b.expect("correction NaN", sel(&nan, &pref), invalid_descriptor("correction"), &[])?;
+            b.expect(
+                "correction NaN",
+                sel(&nan, &pref),
+                invalid_descriptor("correction"),
+                &[],
+            )?;
         }
         _ => {}
     }
     // A split reduction needs a workspace.
     let long = ReduceDescriptor::new(op, ElementKind::F32, [4, 65536]).with_dims(&[1]);
     let capped = pref.clone().with_max_workspace_bytes(16);
-    b.expect("workspace cap 16 bytes", sel(&long, &capped), preference_rejected("max_workspace_bytes"), &[])?;
+    b.expect(
+        "workspace cap 16 bytes",
+        sel(&long, &capped),
+        preference_rejected("max_workspace_bytes"),
+        &[],
+    )?;
     let plan = sel(&long, &pref).map_err(|e| e.to_string())?;
     if plan.workspace_size() == 0 {
         return Err("a [4, 65536] reduction over dim 1 should split".into());
@@ -575,10 +662,18 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
     let (xb, _) = upload::<f32>(&rng.vec(4 * 96, 0.5, 1.0));
     let x = TensorRef::contiguous(xb.as_slice(), [4, 96]).map_err(|e| e.to_string())?;
     let x5 = TensorRef::contiguous(xb.as_slice(), [3, 96]).map_err(|e| e.to_string())?;
-    let r = run_plan(&plan, x5, TensorMut::contiguous(y.slice_mut(), [4]).map_err(|e| e.to_string())?);
+    let r = run_plan(
+        &plan,
+        x5,
+        TensorMut::contiguous(y.slice_mut(), [4]).map_err(|e| e.to_string())?,
+    );
     b.expect("x [3, 96]", r, shape_mismatch("x"), &[&y])?;
     let mut y5 = Guarded::<f32>::new(5);
-    let r = run_plan(&plan, x, TensorMut::contiguous(y5.slice_mut(), [5]).map_err(|e| e.to_string())?);
+    let r = run_plan(
+        &plan,
+        x,
+        TensorMut::contiguous(y5.slice_mut(), [5]).map_err(|e| e.to_string())?,
+    );
     b.expect("y [5]", r, shape_mismatch("y"), &[&y5])?;
     // y inside x's memory
     let shared = Guarded::<f32>::new(4 * 96);
@@ -587,7 +682,11 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
     // SAFETY: a bad-input test: the run must reject the aliasing view
     // before anything is enqueued, so nothing reads or writes through it.
     let alias = unsafe { DeviceSliceMut::<f32>::from_raw_parts(s.addr() + 16, 4, s.ctx_id()) };
-    let r = run_plan(&plan, xs, TensorMut::contiguous(alias, [4]).map_err(|e| e.to_string())?);
+    let r = run_plan(
+        &plan,
+        xs,
+        TensorMut::contiguous(alias, [4]).map_err(|e| e.to_string())?,
+    );
     b.expect("y overlapping x", r, invalid_argument("y"), &[&shared])?;
 
     // Backward.
@@ -605,7 +704,11 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
         )
     };
     let mut dx5 = Guarded::<f32>::new(5 * 96);
-    let r = bw(&mut ws, Some(yv), TensorMut::contiguous(dx5.slice_mut(), [5, 96]).map_err(|e| e.to_string())?);
+    let r = bw(
+        &mut ws,
+        Some(yv),
+        TensorMut::contiguous(dx5.slice_mut(), [5, 96]).map_err(|e| e.to_string())?,
+    );
     b.expect("dx [5, 96]", r, shape_mismatch("dx"), &[&dx5])?;
     let needs_y = match op {
         ReduceOp::Amax | ReduceOp::Amin | ReduceOp::Std | ReduceOp::LogSumExp => true,
@@ -613,7 +716,11 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
         _ => false,
     };
     if needs_y {
-        let r = bw(&mut ws, None, TensorMut::contiguous(dx.slice_mut(), [4, 96]).map_err(|e| e.to_string())?);
+        let r = bw(
+            &mut ws,
+            None,
+            TensorMut::contiguous(dx.slice_mut(), [4, 96]).map_err(|e| e.to_string())?,
+        );
         b.expect("backward without y", r, invalid_argument("y"), &[&dx])?;
     }
     b.done()
@@ -676,8 +783,20 @@ pub fn check_64bit() -> Result<(), String> {
         y.result(&format!("sum {shape:?} over dim {dim}"))
     };
     let exact = |w: &[i64]| w.iter().map(|&x| x as f64).collect::<Vec<f64>>();
-    compare("rows", &sum([2, cols], 1, 2)?, &exact(&rows_want), Tolerance::EXACT, None)?;
-    compare("columns", &sum([n / 64, 64], 0, 64)?, &exact(&cols_want), Tolerance::EXACT, None)?;
+    compare(
+        "rows",
+        &sum([2, cols], 1, 2)?,
+        &exact(&rows_want),
+        Tolerance::EXACT,
+        None,
+    )?;
+    compare(
+        "columns",
+        &sum([n / 64, 64], 0, 64)?,
+        &exact(&cols_want),
+        Tolerance::EXACT,
+        None,
+    )?;
     drop(xb);
 
     // mean's backward over a broadcast x of 2^32 + 2^20 elements
@@ -701,7 +820,10 @@ pub fn check_64bit() -> Result<(), String> {
     let want = T::from_f64(f64::from(0.75f32 / m as f32));
     let got = dx.to_host(&g.stream).map_err(|e| e.to_string())?;
     match got.iter().position(|&d| d != want) {
-        Some(i) => Err(format!("mean backward: dx[{i}] is {}, expected {want}", got[i])),
+        Some(i) => Err(format!(
+            "mean backward: dx[{i}] is {}, expected {want}",
+            got[i]
+        )),
         None => Ok(()),
     }
 }
