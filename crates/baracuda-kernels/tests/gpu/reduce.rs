@@ -588,7 +588,7 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
         invalid_descriptor("keepdim"),
         &[],
     )?;
-    let cudnn = pref.clone().with_backend(BackendKind::Cudnn);
+    let cudnn = pref.with_backend(BackendKind::Cudnn);
     b.expect(
         "backend cuDNN",
         sel(&desc, &cudnn),
@@ -633,7 +633,7 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
     }
     // A split reduction needs a workspace.
     let long = ReduceDescriptor::new(op, ElementKind::F32, [4, 65536]).with_dims(&[1]);
-    let capped = pref.clone().with_max_workspace_bytes(16);
+    let capped = pref.with_max_workspace_bytes(16);
     b.expect(
         "workspace cap 16 bytes",
         sel(&long, &capped),
