@@ -36,19 +36,9 @@ fn close(what: &str, got: &[f64], want: &[f64]) {
     }
 }
 
-fn problem(op: ReduceOp, shape: &[usize], reduced: &[bool]) -> Reduction {
-    Reduction {
-        op,
-        shape: shape.to_vec(),
-        reduced: reduced.to_vec(),
-        correction: 1.0,
-        p: 2.0,
-    }
-}
-
 /// The golden cases: key prefix and problem over dims (0, 2) of [4, 5, 6].
 fn cases() -> Vec<(String, Reduction)> {
-    let base = |op| problem(op, &[4, 5, 6], &[true, false, true]);
+    let base = |op| Reduction::new(op, &[4, 5, 6], &[true, false, true]);
     let mut v: Vec<(String, Reduction)> = [
         ReduceOp::Sum,
         ReduceOp::Mean,
@@ -123,7 +113,7 @@ fn empty_reductions_match_pytorch() {
         ("norm.1", ReduceOp::Norm, 1.0),
     ];
     for (name, op, p) in ops {
-        let mut e = problem(op, &[3, 0], &[false, true]);
+        let mut e = Reduction::new(op, &[3, 0], &[false, true]);
         e.p = p;
         let key = format!("empty.{name}.y");
         close(&key, &r::reduce(&e, &[]), &get(&t, &key));

@@ -257,18 +257,11 @@ pub(crate) struct Launch<T, O> {
     pub sm_count: u32,
 }
 
-fn dims_u64(v: impl Iterator<Item = usize>) -> [u64; MAX_RANK] {
-    let mut a = [0u64; MAX_RANK];
+/// `v` padded with zeros to [`MAX_RANK`] entries (the kernels' arrays).
+fn padded<E: Copy + Default>(v: impl Iterator<Item = E>) -> [E; MAX_RANK] {
+    let mut a = [E::default(); MAX_RANK];
     for (s, e) in a.iter_mut().zip(v) {
-        *s = e as u64;
-    }
-    a
-}
-
-fn dims_i64(v: impl Iterator<Item = usize>) -> [i64; MAX_RANK] {
-    let mut a = [0i64; MAX_RANK];
-    for (s, e) in a.iter_mut().zip(v) {
-        *s = e as i64;
+        *s = e;
     }
     a
 }
@@ -298,12 +291,12 @@ impl<T: Element, O: 'static> Launch<T, O> {
             n_out: n_out as u64,
             nk: nk as u32,
             nr: nr as u32,
-            kshape: dims_u64(g.kept.iter().map(|d| d.extent)),
-            kx: dims_i64(g.kept.iter().map(|d| d.x)),
-            ky: dims_i64(g.kept.iter().map(|d| d.y)),
-            kaux: dims_i64(g.kept.iter().map(|d| d.aux)),
-            rshape: dims_u64(g.red.iter().map(|d| d.extent)),
-            rx: dims_i64(g.red.iter().map(|d| d.x)),
+            kshape: padded(g.kept.iter().map(|d| d.extent as u64)),
+            kx: padded(g.kept.iter().map(|d| d.x as i64)),
+            ky: padded(g.kept.iter().map(|d| d.y as i64)),
+            kaux: padded(g.kept.iter().map(|d| d.aux as i64)),
+            rshape: padded(g.red.iter().map(|d| d.extent as u64)),
+            rx: padded(g.red.iter().map(|d| d.x as i64)),
             n_seg: 1,
             chunk: 1,
             splits: 1,
@@ -496,12 +489,12 @@ impl<T: Element> BwLaunch<'_, T> {
             n: n as u64,
             rank: merged.len() as u32,
             pad: 0,
-            shape: dims_u64(merged.iter().map(|m| m.0)),
+            shape: padded(merged.iter().map(|m| m.0 as u64)),
             stride: [[0; MAX_RANK]; 5],
             op: self.op,
         };
         for (k, row) in p.stride.iter_mut().enumerate() {
-            *row = dims_i64(merged.iter().map(|m| m.1[k]));
+            *row = padded(merged.iter().map(|m| m.1[k] as i64));
         }
         let blocks = n
             .div_ceil(THREADS as usize)

@@ -20,6 +20,18 @@ pub struct Reduction {
 }
 
 impl Reduction {
+    /// `op` over the dims `reduced` marks, with PyTorch's defaults
+    /// (correction 1, p 2).
+    pub fn new(op: ReduceOp, shape: &[usize], reduced: &[bool]) -> Self {
+        Reduction {
+            op,
+            shape: shape.to_vec(),
+            reduced: reduced.to_vec(),
+            correction: 1.0,
+            p: 2.0,
+        }
+    }
+
     /// Output index (row-major over the kept dims) of each input element.
     fn output_of(&self) -> (usize, Vec<usize>) {
         let n: usize = self.shape.iter().product();
@@ -240,11 +252,8 @@ mod tests {
 
     fn problem(op: ReduceOp, p: f64) -> Reduction {
         Reduction {
-            op,
-            shape: vec![3, 4, 5],
-            reduced: vec![true, false, true],
-            correction: 1.0,
             p,
+            ..Reduction::new(op, &[3, 4, 5], &[true, false, true])
         }
     }
 
@@ -312,13 +321,7 @@ mod tests {
 
     #[test]
     fn prod_gradient_with_zeros_is_the_product_of_the_others() {
-        let r = Reduction {
-            op: ReduceOp::Prod,
-            shape: vec![4],
-            reduced: vec![true],
-            correction: 1.0,
-            p: 2.0,
-        };
+        let r = Reduction::new(ReduceOp::Prod, &[4], &[true]);
         let one_zero = [2.0, 0.0, 3.0, -1.0];
         let y = reduce(&r, &one_zero);
         assert_eq!(y, vec![0.0]);
@@ -332,30 +335,15 @@ mod tests {
 
     #[test]
     fn ties_share_the_gradient_and_empty_sets_follow_pytorch() {
-        let r = Reduction {
-            op: ReduceOp::Amax,
-            shape: vec![4],
-            reduced: vec![true],
-            correction: 1.0,
-            p: 2.0,
-        };
+        let r = Reduction::new(ReduceOp::Amax, &[4], &[true]);
         let x = [1.0, 3.0, 3.0, 2.0];
         assert_eq!(
             reduce_backward(&r, &x, &[3.0], &[1.0]),
             vec![0.0, 0.5, 0.5, 0.0]
         );
-        let pair = Reduction {
-            shape: vec![2],
-            ..r.clone()
-        };
+        let pair = Reduction::new(ReduceOp::Amax, &[2], &[true]);
         assert!(reduce(&pair, &[1.0, f64::NAN])[0].is_nan());
-        let empty = |op| Reduction {
-            op,
-            shape: vec![2, 0],
-            reduced: vec![false, true],
-            correction: 1.0,
-            p: 2.0,
-        };
+        let empty = |op| Reduction::new(op, &[2, 0], &[false, true]);
         assert_eq!(reduce(&empty(ReduceOp::Sum), &[]), vec![0.0, 0.0]);
         assert_eq!(reduce(&empty(ReduceOp::Prod), &[]), vec![1.0, 1.0]);
         assert!(reduce(&empty(ReduceOp::Mean), &[])[0].is_nan());
@@ -363,10 +351,6 @@ mod tests {
             reduce(&empty(ReduceOp::LogSumExp), &[])[0],
             f64::NEG_INFINITY
         );
-        let ns = Reduction {
-            op: ReduceOp::NanSum,
-            ..empty(ReduceOp::Sum)
-        };
-        assert_eq!(reduce(&ns, &[]), vec![0.0, 0.0]);
+        assert_eq!(reduce(&empty(ReduceOp::NanSum), &[]), vec![0.0, 0.0]);
     }
 }
