@@ -363,6 +363,9 @@ __device__ __forceinline__ void row_body(const ReduceParams<O>& p) {
                 if (p.vec) {
                     const u64 nv = (l1 - l0) / VEC;
                     const T* vb = base + l0;
+                    // Unrolled so that several loads are in flight per
+                    // thread ahead of the dependent folds.
+#pragma unroll 4
                     for (u64 v = t; v < nv; v += g) {
                         T e[VEC];
                         load_vec(vb, v, e);
@@ -405,6 +408,7 @@ __device__ __forceinline__ void col_body(const ReduceParams<O>& p) {
             const bool in = v < (int)cv && c0 + v < inner;
             s[v] = Op<OP>::init(in ? load_aux<OP>(p, ao + (i64)(c0 + v) * ka_in) : ACC(0));
         }
+#pragma unroll 4
         for (u64 r = r0 + threadIdx.y; r < r1; r += blockDim.y) {
             const T* base = p.x + xo + strided_offset(r, p.nr, p.rshape, p.rx) + c0;
             if (p.vec && c0 + VEC <= inner) {
