@@ -274,11 +274,41 @@ impl<T: Element, O: 'static> Launch<T, O> {
     /// geometry's strides reach, `y` likewise for the kept dims, and
     /// `partial` `n_out * max_splits` states when `max_splits > 1`.
     pub(crate) unsafe fn run(&self, stream: &Stream, k: &ReduceKernels) -> Result<()> {
-        let g = &self.geometry;
-        let n_out = g.n_out();
+        let n_out = self.geometry.n_out();
         if n_out == 0 {
             return Ok(());
         }
+        let (kernel, p, cfg) = self.configure()?;
+        let f = match kernel {
+            Kernel::Row => &k.row,
+            Kernel::Col => &k.col,
+        };
+        let mut args = LaunchArgs::new();
+        args.push(p)?;
+        // SAFETY: forwarded from the caller's contract; the geometry came
+        // from the views' shapes and strides, and `splits` fits the
+        // workspace (checked by `configure`).
+        unsafe { f.launch(stream, cfg, &mut args) }?;
+        if p.splits > 1 {
+            let warps = (THREADS / 32) as usize;
+            let mut args = LaunchArgs::new();
+            args.push(p)?;
+            let cfg = LaunchConfig::linear(grid_x(n_out.div_ceil(warps)), THREADS);
+            // SAFETY: as above; the partials were written by the launch
+            // before on the same stream.
+            unsafe { k.combine.launch(stream, cfg, &mut args) }?;
+        }
+        Ok(())
+    }
+
+    /// The kernel, its parameters and its launch shape (`n_out > 0`).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when the split would need more workspace than
+    /// `max_splits` (the plan sized it so that this cannot happen).
+    fn configure(&self) -> Result<(Kernel, ReduceParams<T, O>, LaunchConfig)> {
+        let g = &self.geometry;
+        let n_out = g.n_out();
         let vec_elems = 16 / std::mem::size_of::<T>();
         let target = BLOCKS_PER_SM * self.sm_count.max(1) as usize;
         let kernel = g.kernel();
@@ -385,26 +415,7 @@ impl<T: Element, O: 'static> Launch<T, O> {
                 ),
             });
         }
-        let f = match kernel {
-            Kernel::Row => &k.row,
-            Kernel::Col => &k.col,
-        };
-        let mut args = LaunchArgs::new();
-        args.push(p)?;
-        // SAFETY: forwarded from the caller's contract; the geometry came
-        // from the views' shapes and strides, and `splits` fits the
-        // workspace (checked above).
-        unsafe { f.launch(stream, cfg, &mut args) }?;
-        if p.splits > 1 {
-            let warps = (THREADS / 32) as usize;
-            let mut args = LaunchArgs::new();
-            args.push(p)?;
-            let cfg = LaunchConfig::linear(grid_x(n_out.div_ceil(warps)), THREADS);
-            // SAFETY: as above; the partials were written by the launch
-            // before on the same stream.
-            unsafe { k.combine.launch(stream, cfg, &mut args) }?;
-        }
-        Ok(())
+        Ok((kernel, p, cfg))
     }
 }
 
@@ -574,6 +585,206 @@ mod tests {
         assert_eq!(max_splits(8192, 16384, 132), 66);
         assert_eq!(max_splits(1 << 20, 8, 132), 1);
         assert_eq!(max_splits(0, 8, 132), 1);
+    }
+
+    /// Offset of linear index `i` over the first `rank` dims (reduce.cuh
+    /// `strided_offset`).
+    fn offset(mut i: u64, rank: usize, shape: &[u64], stride: &[i64]) -> i64 {
+        let mut o = 0;
+        for d in (0..rank).rev() {
+            o += (i % shape[d]) as i64 * stride[d];
+            i /= shape[d];
+        }
+        o
+    }
+
+    /// Every (output, x offset) the launch folds and the partial slots it
+    /// writes, by running reduce.cu's loops over every block and thread
+    /// of the grid on the host.
+    fn simulate(l: &Launch<f32, f32>) -> (Vec<(u64, i64)>, Vec<u64>) {
+        let (kernel, p, cfg) = l.configure().expect("configure");
+        let (nk, nr) = (p.nk as usize, p.nr as usize);
+        let v = 4u64;
+        let (mut folds, mut slots) = (Vec::new(), Vec::new());
+        let mut emit = |o: u64, by: u32| {
+            if p.splits > 1 {
+                slots.push(o * u64::from(p.splits) + u64::from(by));
+            } else {
+                slots.push(o);
+            }
+        };
+        match kernel {
+            Kernel::Row => {
+                let g = u64::from(p.group);
+                let per_block = u64::from(THREADS) / g;
+                let l_splits = p.splits / p.seg_splits;
+                let (seg_len, seg_stride) = (p.rshape[nr - 1], p.rx[nr - 1]);
+                for by in 0..cfg.grid.1 {
+                    let (so, sl) = (u64::from(by / l_splits), u64::from(by % l_splits));
+                    let ss = u64::from(p.seg_splits);
+                    let (s0, s1) = (p.n_seg * so / ss, p.n_seg * (so + 1) / ss);
+                    let l0 = sl * p.chunk;
+                    let l1 = seg_len.min(l0 + p.chunk);
+                    for bx in 0..u64::from(cfg.grid.0) {
+                        for tid in 0..u64::from(THREADS) {
+                            let (t, slot) = (tid % g, tid / g);
+                            let mut ob = bx;
+                            while ob * per_block < p.n_out {
+                                let o = ob * per_block + slot;
+                                if o < p.n_out {
+                                    let xo = offset(o, nk, &p.kshape, &p.kx);
+                                    for seg in s0..s1 {
+                                        if l0 >= l1 {
+                                            break;
+                                        }
+                                        let base = xo + offset(seg, nr - 1, &p.rshape, &p.rx);
+                                        let mut i = l0;
+                                        if p.vec == 1 {
+                                            let nv = (l1 - l0) / v;
+                                            for vv in (t..nv).step_by(g as usize) {
+                                                for k in 0..v {
+                                                    folds.push((o, base + (l0 + vv * v + k) as i64));
+                                                }
+                                            }
+                                            i = l0 + nv * v;
+                                        }
+                                        for j in (i + t..l1).step_by(g as usize) {
+                                            folds.push((o, base + j as i64 * seg_stride));
+                                        }
+                                    }
+                                    if t == 0 {
+                                        emit(o, by);
+                                    }
+                                }
+                                ob += u64::from(cfg.grid.0);
+                            }
+                        }
+                    }
+                }
+            }
+            Kernel::Col => {
+                let cv = if p.vec == 1 { v } else { 1 };
+                let (bx_n, by_n) = (u64::from(cfg.block.0), u64::from(cfg.block.1));
+                let inner = p.kshape[nk - 1];
+                let cols_per_block = bx_n * cv;
+                let col_blocks = inner.div_ceil(cols_per_block);
+                let n_outer = p.n_out / inner;
+                for by in 0..cfg.grid.1 {
+                    let r0 = u64::from(by) * p.chunk;
+                    let r1 = p.n_seg.min(r0 + p.chunk);
+                    for bx in 0..u64::from(cfg.grid.0) {
+                        let mut b = bx;
+                        while b < n_outer * col_blocks {
+                            let outer = b / col_blocks;
+                            let xo = offset(outer, nk - 1, &p.kshape, &p.kx);
+                            for tx in 0..bx_n {
+                                let c0 = (b % col_blocks) * cols_per_block + tx * cv;
+                                for ty in 0..by_n {
+                                    for r in (r0 + ty..r1).step_by(by_n as usize) {
+                                        let ro = offset(r, nr, &p.rshape, &p.rx);
+                                        for k in 0..cv {
+                                            if c0 + k < inner {
+                                                let o = outer * inner + c0 + k;
+                                                folds.push((o, xo + ro + (c0 + k) as i64));
+                                            }
+                                        }
+                                    }
+                                }
+                                for k in 0..cv {
+                                    if c0 + k < inner {
+                                        emit(outer * inner + c0 + k, by);
+                                    }
+                                }
+                            }
+                            b += u64::from(cfg.grid.0);
+                        }
+                    }
+                }
+            }
+        }
+        folds.sort_unstable();
+        slots.sort_unstable();
+        (folds, slots)
+    }
+
+    /// The launch of a reduction of a tensor of `shape` and strides `x`
+    /// over `reduced`, at address `addr`, on `sm_count` SMs.
+    fn launch(shape: &[usize], reduced: &[bool], x: &[usize], addr: u64, sm_count: u32) -> Launch<f32, f32> {
+        let zeros = vec![0; shape.len()];
+        let mut y = vec![0; shape.len()];
+        let mut s = 1;
+        for d in (0..shape.len()).rev() {
+            if !reduced[d] {
+                y[d] = s;
+                s *= shape[d];
+            }
+        }
+        let geometry = Geometry::new(shape, reduced, x, &y, &zeros);
+        let n_red = geometry.n_red();
+        Launch {
+            x: DevPtr::from_addr(addr),
+            y: DevPtrMut::NULL,
+            aux: DevPtr::NULL,
+            partial: DevPtrMut::NULL,
+            max_splits: max_splits(geometry.n_out(), n_red, sm_count),
+            geometry,
+            op: OpArgs {
+                p: 2.0,
+                correction: 1.0,
+                n_red: n_red as u64,
+            },
+            sm_count,
+        }
+    }
+
+    /// Every output folds each of its elements exactly once, and writes
+    /// each of its result slots once, for every kernel and split.
+    #[test]
+    fn every_element_is_folded_once() {
+        // (shape, reduced dims, x strides, x address)
+        type Case<'a> = (&'a [usize], &'a [bool], &'a [usize], u64);
+        let cases: &[Case] = &[
+            (&[3, 1000], &[false, true], &[1000, 1], 0),
+            (&[30_011], &[true], &[1], 0),
+            (&[5, 9000], &[false, true], &[9000, 1], 4),
+            (&[2000, 40], &[true, false], &[40, 1], 0),
+            (&[2000, 7], &[true, false], &[7, 1], 0),
+            (&[3, 5, 7, 9], &[true, false, true, false], &[315, 63, 9, 1], 0),
+            (&[3, 5, 7, 9], &[false, true, false, true], &[315, 63, 9, 1], 0),
+            (&[8, 16, 12, 12], &[true, false, true, true], &[2304, 144, 12, 1], 0),
+            (&[6, 50, 70], &[false, false, true], &[1, 6, 300], 0),
+            (&[6, 50, 70], &[true, false, false], &[1, 6, 300], 0),
+            (&[8, 300], &[true, false], &[0, 1], 0),
+            (&[8, 300], &[false, true], &[0, 1], 0),
+            (&[5, 0], &[false, true], &[1, 1], 0),
+            (&[4, 3], &[false, false], &[3, 1], 0),
+            // splits over segments, and over segments and within them
+            (&[64, 4, 300], &[true, false, true], &[1200, 300, 1], 0),
+            (&[2, 3, 20_000], &[true, false, true], &[60_000, 20_000, 1], 0),
+        ];
+        for &(shape, reduced, x, addr) in cases {
+            for sm_count in [2, 132] {
+                let l = launch(shape, reduced, x, addr, sm_count);
+                let g = &l.geometry;
+                let (n_out, n_red) = (g.n_out() as u64, g.n_red() as u64);
+                let p = l.configure().expect("configure").1;
+                let mut want = Vec::new();
+                for o in 0..n_out {
+                    let xo = offset(o, p.nk as usize, &p.kshape, &p.kx);
+                    for r in 0..n_red {
+                        want.push((o, xo + offset(r, p.nr as usize, &p.rshape, &p.rx)));
+                    }
+                }
+                want.sort_unstable();
+                let (folds, slots) = simulate(&l);
+                let what = format!("{shape:?} {reduced:?} {x:?} on {sm_count} SMs: {:?}", g.kernel());
+                assert!(folds == want, "{what}: folds differ");
+                let splits = u64::from(p.splits);
+                let all: Vec<u64> = (0..n_out * splits).collect();
+                assert_eq!(slots, all, "{what}: result slots");
+                assert!(p.splits as usize <= l.max_splits, "{what}");
+            }
+        }
     }
 
     #[test]
