@@ -17,7 +17,8 @@
 //   norm p=2     sum x^2                    sqrt(a)                 dy x / y, 0 where y = 0
 //   norm +-inf   max / min |x|, NaN wins    a                       sgn(x) dy [|x| == y] / #ties
 //   norm p       sum |x|^p                  a^(1/p)                 PyTorch's three cases of p
-// (n = elements reduced, c = correction.) The backward is elementwise over
+// (n = elements reduced, c = correction; var/std merge each 16-byte vector
+// as a batch, so there is one division per vector.) The backward is elementwise over
 // x once a statistic per output is known: #ties, the non-NaN count, the
 // mean, or (#zeros, product of the non-zeros); the same reduction kernels
 // compute it first (the STAT op of each op) into the workspace.
@@ -323,6 +324,29 @@ struct Merge {
     __device__ __forceinline__ St operator()(St l, St h) const { return Op<OP>::merge(l, h); }
 };
 
+// Fold one 16-byte vector of one output's elements, in order. var and
+// std take the vector as one batch: its mean and M2, merged by Chan's
+// formula, one division per vector instead of one per element.
+template <int OP>
+__device__ __forceinline__ void push_vec(St& s, const T (&e)[VEC], const OpArgs& q) {
+    if constexpr (OP == VAR || OP == STD) {
+        ACC sum = ACC(0);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) sum += to_acc(e[k]);
+        const ACC mb = sum * (ACC(1) / ACC(VEC));  // VEC is a power of two: exact
+        ACC m2b = ACC(0);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const ACC d = to_acc(e[k]) - mb;
+            m2b += d * d;
+        }
+        welford_merge(s.a, s.b, s.c, ACC(VEC), mb, m2b);
+    } else {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) Op<OP>::push(s, to_acc(e[k]), q);
+    }
+}
+
 // Store the finished state of output o (offset yo), or its split partial.
 template <int OP, typename O>
 __device__ __forceinline__ void emit(const ReduceParams<O>& p, u64 o, i64 yo, const St& s) {
@@ -369,8 +393,7 @@ __device__ __forceinline__ void row_body(const ReduceParams<O>& p) {
                     for (u64 v = t; v < nv; v += g) {
                         T e[VEC];
                         load_vec(vb, v, e);
-#pragma unroll
-                        for (int k = 0; k < VEC; ++k) Op<OP>::push(s, to_acc(e[k]), p.op);
+                        push_vec<OP>(s, e, p.op);
                     }
                     i = l0 + nv * VEC;
                 }
