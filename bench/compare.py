@@ -39,8 +39,12 @@ def main():
     if gemm is not None:
         ceilings.append(f"bf16 GEMM {gemm} TFLOP/s (torch 8192^3)")
     print(f"Ceilings: {', '.join(ceilings) or 'none measured'}\n")
-    print("| op | pass | dtype | shape | ours ms | torch ms | speed-up | spread ours / torch | ours rate | of ceiling |")
-    print("|---|---|---|---|---:|---:|---:|---:|---:|---:|")
+    # torch.compile columns when the PyTorch side timed it for some case
+    compiled = any("compile_ms" in r for r in torch.values())
+    extra = " compile ms | vs compile |" if compiled else ""
+    print(f"| op | pass | dtype | shape | ours ms | torch ms | speed-up |{extra} spread ours / torch | ours rate "
+          "| of ceiling |")
+    print("|---|---|---|---|---:|---:|---:|" + ("---:|---:|" if compiled else "") + "---:|---:|---:|")
     slower = within_noise = 0
     for key, r in ours.items():
         if key[0].startswith("ceiling"):
@@ -61,8 +65,13 @@ def main():
                 within_noise += 1
         spread = "" if so is None and st is None else \
             f"{'-' if so is None else f'{100 * so:.1f}%'} / {'-' if st is None else f'{100 * st:.1f}%'}"
+        cms = t.get("compile_ms") if t else None
+        cols = ""
+        if compiled:
+            vs = None if cms is None else cms / r["ms"]
+            cols = f" {'' if cms is None else f'{cms:.4f}'} | {'' if vs is None else f'{vs:.3f}'} |"
         print(f"| {key[0]} | {key[1]} | {key[2]} | {key[3]} | {r['ms']:.4f} | "
-              f"{'' if tms is None else f'{tms:.4f}'} | {'' if speed is None else f'{speed:.3f}'} | {spread} | "
+              f"{'' if tms is None else f'{tms:.4f}'} | {'' if speed is None else f'{speed:.3f}'} |{cols} {spread} | "
               f"{rate} | {'' if frac is None else f'{100 * frac:.1f}%'} |")
     print(f"\n{slower} case(s) slower than PyTorch, {within_noise} of them by less than the larger "
           "round-to-round spread of the two sides")

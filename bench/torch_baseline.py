@@ -4,7 +4,8 @@ the way baracuda-bench times its own: warm-up, then CUDA events around
 replays of a CUDA graph of the calls, median of many replays. Prints one
 JSON line per case and pass: {"op", "pass", "dtype", "shape", "ms"} and
 "gbps" or "tflops" from the case's work, as baracuda-bench does (and the
-GEMM ceiling's "tflops"). Usage: python3 bench/torch_baseline.py
+GEMM ceiling's "tflops"); for a case whose family also yields the
+torch.compile of its function, "compile_ms" too. Usage: python3 bench/torch_baseline.py
 [family ...]; with `--libs`, print only the cuBLASLt and cuDNN files
 PyTorch loads, one full path per line; with `--list [family ...]`, print
 the case rows (name, pass, dtype, shape, work) without importing torch,
@@ -166,13 +167,20 @@ def main():
           f"files {loaded_libs()}", file=sys.stderr)
     print(json.dumps(gemm_ceiling(torch)), flush=True)
     for family, module, settings, cases in families:
-        for row, fn in module.cases(torch, settings, caselist.selected(cases, only)):
+        for row, fn, *compiled in module.cases(torch, settings, caselist.selected(cases, only)):
             try:
                 ms = time_ms(torch, fn)
             except Exception as e:  # report and go on, as baracuda-bench does
                 print(f"{family} {row['name']}: error: {e}", file=sys.stderr)
                 continue
-            print(json.dumps(result(row, ms)), flush=True)
+            line = result(row, ms)
+            # A family may also yield torch.compile of the same function.
+            for c in compiled:
+                try:
+                    line["compile_ms"] = round(time_ms(torch, c), 5)
+                except Exception as e:
+                    print(f"{family} {row['name']}: torch.compile: error: {e}", file=sys.stderr)
+            print(json.dumps(line), flush=True)
         torch.cuda.empty_cache()
 
 

@@ -20,13 +20,14 @@ use serde_json::{Map, Value};
 
 /// Every family, in the order `baracuda-bench` runs them, with its case
 /// file as built in.
-pub const FAMILIES: [(&str, &str); 3] = [
+pub const FAMILIES: [(&str, &str); 4] = [
     (
         "elementwise",
         include_str!("../../../bench/cases/elementwise.json"),
     ),
     ("conv", include_str!("../../../bench/cases/conv.json")),
     ("gemm", include_str!("../../../bench/cases/gemm.json")),
+    ("reduce", include_str!("../../../bench/cases/reduce.json")),
 ];
 
 /// Names a directory whose `<family>.json` files replace the built-in ones.
@@ -312,6 +313,7 @@ pub fn jobs(family: &str, text: &str) -> Checked<Vec<Job>> {
         "elementwise" => crate::elementwise::jobs(&file)?,
         "conv" => crate::conv::jobs(&file)?,
         "gemm" => crate::gemm::jobs(&file)?,
+        "reduce" => crate::reduce::jobs(&file)?,
         other => return Err(format!("unknown family {other:?}")),
     };
     let mut keys = std::collections::HashSet::new();

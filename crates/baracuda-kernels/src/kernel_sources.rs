@@ -27,6 +27,10 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         "common/fast_math.cuh",
         include_str!("../kernels/common/fast_math.cuh"),
     ),
+    (
+        "common/reduce.cuh",
+        include_str!("../kernels/common/reduce.cuh"),
+    ),
 ];
 
 /// `kernels/<path>` as a [`KernelSource`] with the [`COMMON`] headers.
@@ -48,6 +52,10 @@ source!(
 source!(
     /// Pointwise binary ops with broadcasting.
     BINARY = "elementwise/binary.cu"
+);
+source!(
+    /// Reductions over any dims, forward and backward.
+    REDUCE = "reduce/reduce.cu"
 );
 source!(
     /// Convolution bias epilogue, bias and ReLU gradients.

@@ -52,6 +52,8 @@ families! {
     conv;
     /// Matrix products through cuBLASLt.
     gemm;
+    /// Reductions over any subset of dims.
+    reduce;
 }
 
 /// Every NVRTC module any plan can request (every family, dtype and

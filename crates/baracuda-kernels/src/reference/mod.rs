@@ -5,3 +5,4 @@ pub mod conv;
 pub mod elementwise;
 /// f64 oracles of the GEMM family.
 pub mod gemm;
+pub mod reduce;

@@ -7,15 +7,17 @@
 //! (forward and backward against the f64 reference), that every other
 //! dtype is `Unsupported`, and the row's bad inputs. The elementwise rows
 //! are below; the conv family's (convolution and pooling) are in
-//! `conv.rs`, the GEMM family's in `gemm.rs`. `reliability.rs` runs every
-//! row from many threads at once and, over one exercise per family,
-//! shared plans, graph capture, large tensors and faults.
+//! `conv.rs`, the GEMM family's in `gemm.rs`, the reduce family's in
+//! `reduce.rs`. `reliability.rs` runs every row from many threads at once
+//! and, over one exercise per family, shared plans, graph capture, large
+//! tensors and faults.
 
 mod conv;
 mod driver;
 mod elementwise;
 mod gemm;
 mod harness;
+mod reduce;
 mod reliability;
 mod table;
 
@@ -103,6 +105,7 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("elementwise", TABLE),
     ("conv", conv::ROWS),
     ("gemm", gemm::ROWS),
+    ("reduce", reduce::ROWS),
 ];
 
 #[test]
@@ -123,6 +126,12 @@ fn elementwise_rejected_aliases() {
 #[ignore = "needs a CUDA GPU"]
 fn elementwise_pairwise_sums() {
     elementwise::check_pairwise_sums().unwrap();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn reduce_64bit_offsets() {
+    reduce::check_64bit().unwrap();
 }
 
 /// Registered families whose GPU tests are not rows of the op table yet,

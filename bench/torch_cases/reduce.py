@@ -1,0 +1,78 @@
+"""PyTorch baselines of the reduce family, from bench/cases/reduce.json
+(which crates/baracuda-bench/src/reduce.rs reads too): reductions of
+contiguous tensors over the case's dims (keepdim false; the norm is
+torch.linalg.vector_norm with p = 2), each timed eagerly and as
+torch.compile of the same function (the third element of what cases()
+yields; torch_baseline.py reports it as compile_ms), and the
+device-to-device copy ceiling. Inputs rotate over buffer sets by L2 size,
+as on the Rust side (all of the issue's cases are larger than L2: one
+set)."""
+from . import caselist
+from .caselist import Op
+
+FLOATS = ("bf16", "f16", "f32", "f64")
+
+# op -> function of (torch, dims) returning x -> y, so that the table is
+# known without importing torch.
+REDUCE = {
+    "sum": lambda torch, d: lambda x: x.sum(d),
+    "mean": lambda torch, d: lambda x: x.mean(d),
+    "nansum": lambda torch, d: lambda x: x.nansum(d),
+    "nanmean": lambda torch, d: lambda x: x.nanmean(d),
+    "amax": lambda torch, d: lambda x: x.amax(d),
+    "amin": lambda torch, d: lambda x: x.amin(d),
+    "var": lambda torch, d: lambda x: x.var(d),
+    "std": lambda torch, d: lambda x: x.std(d),
+    "logsumexp": lambda torch, d: lambda x: x.logsumexp(d),
+    "norm": lambda torch, d: lambda x: torch.linalg.vector_norm(x, 2, d),
+}
+SETTINGS = {}
+OPS = {"copy": Op(("fw",), FLOATS, {"shape": [int]})}
+OPS.update({op: Op(("fw",), FLOATS, {"shape": [int], "dims": [int]}) for op in REDUCE})
+# The ranks baracuda-bench is built for: (rank of x, rank of y).
+RANKS = ((1, 0), (2, 1), (3, 1), (4, 1))
+
+
+def _prod(v):
+    out = 1
+    for e in v:
+        out *= e
+    return out
+
+
+def rows(case):
+    shape, size = case["shape"], caselist.SIZE[case["dtype"]]
+    n = _prod(shape)
+    shape_s = f"[{', '.join(map(str, shape))}]"
+    if case["op"] == "copy":
+        return [caselist.row(case, p, shape_s, bytes=2 * n * size, rotation_bytes=2 * n * size)
+                for p in case["passes"]]
+    dims = case["dims"]
+    if len(set(dims)) != len(dims) or any(d >= len(shape) for d in dims):
+        raise caselist.CaseError(f"reduce case {case['name']!r}: dims {dims} of a rank-{len(shape)} shape")
+    if (len(shape), len(shape) - len(dims)) not in RANKS:
+        raise caselist.CaseError(f"reduce case {case['name']!r}: ranks not built (takes {RANKS})")
+    n_out = _prod(shape[d] for d in range(len(shape)) if d not in dims)
+    b = (n + n_out) * size
+    return [caselist.row(case, p, shape_s, bytes=b, rotation_bytes=b) for p in case["passes"]]
+
+
+def cases(torch, settings, cases):
+    from torch_baseline import rotation
+
+    dev = "cuda"
+    g = torch.Generator(device=dev).manual_seed(0)
+    for case in cases:
+        (row,) = rows(case)
+        dtype = caselist.torch_dtype(torch, case["dtype"])
+        sets = rotation(torch, row["rotation_bytes"])
+        xs = [(torch.rand(case["shape"], device=dev, generator=g) * 4 - 2).to(dtype) for _ in range(sets)]
+        if case["op"] == "copy":
+            ys = [torch.empty_like(x) for x in xs]
+            yield row, [(lambda x=x, y=y: y.copy_(x)) for x, y in zip(xs, ys)]
+            del ys
+        else:
+            f = REDUCE[case["op"]](torch, tuple(case["dims"]))
+            compiled = torch.compile(f, dynamic=False)
+            yield (row, [(lambda x=x: f(x)) for x in xs], [(lambda x=x: compiled(x)) for x in xs])
+        del xs

@@ -1,0 +1,146 @@
+//! Reduce benchmark cases, from `bench/cases/reduce.json` (which
+//! `bench/torch_cases/reduce.py` reads too): reductions of contiguous
+//! tensors over the case's dims (keepdim false; the norm is p = 2), and the
+//! device-to-device copy that sets the bandwidth ceiling. Inputs rotate
+//! over buffer sets by L2 size ([`rotation_of`]); the cases are
+//! all larger than L2, so they run on one set.
+
+use baracuda_kernels::*;
+use half::{bf16, f16};
+use serde::Deserialize;
+
+use crate::cases::{bad_pass, by_dtype, CaseFile, Checked, Job, NoSettings, RawCase, Row, RunFn};
+use crate::harness::{
+    random_buffer, rotation_of, time_eager_rotating_ms, time_passes, time_rotating_ms,
+};
+
+/// A reduction case's parameters.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    /// Shape of x.
+    shape: Vec<usize>,
+    /// The reduced dims.
+    dims: Vec<usize>,
+}
+
+/// The copy ceiling's parameters.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CopyParams {
+    /// Shape of the tensor copied.
+    shape: Vec<usize>,
+}
+
+/// The (rank of x, rank of y) pairs the bench is built for.
+const RANKS: [(usize, usize); 4] = [(1, 0), (2, 1), (3, 1), (4, 1)];
+
+/// The jobs of the reduce case file.
+pub fn jobs(file: &CaseFile) -> Checked<Vec<Job>> {
+    let NoSettings {} = file.settings()?;
+    file.cases.iter().map(job).collect()
+}
+
+fn job(c: &RawCase) -> Checked<Job> {
+    let dtype = c.dtype()?;
+    let passes = c.passes(&["fw"])?;
+    let size = dtype.size_bytes();
+    if c.op == "copy" {
+        let CopyParams { shape } = c.params()?;
+        let n: usize = shape.iter().product();
+        let rows = c.rows(&passes, dtype, &format!("{shape:?}"), |r| {
+            r.bytes(2 * n * size).rotation(2 * n * size)
+        });
+        let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
+            Box::new(move |s: &Stream, rows: &[Row]| copy::<T>(s, n, rows))
+        });
+        return Ok(c.job(rows, run));
+    }
+    let op = ReduceOp::ALL
+        .into_iter()
+        .find(|o| o.name() == c.op)
+        .ok_or_else(|| c.unknown_op())?;
+    let Params { shape, dims } = c.params()?;
+    let mut seen = vec![false; shape.len()];
+    for &d in &dims {
+        if d >= shape.len() || std::mem::replace(&mut seen[d], true) {
+            return Err(c.error(format!("dims {dims:?} of a rank-{} shape", shape.len())));
+        }
+    }
+    let ranks = (shape.len(), shape.len() - dims.len());
+    if !RANKS.contains(&ranks) {
+        return Err(c.error(format!("ranks {ranks:?} are not built (takes {RANKS:?})")));
+    }
+    let n: usize = shape.iter().product();
+    let n_out: usize = (0..shape.len())
+        .filter(|d| !dims.contains(d))
+        .map(|d| shape[d])
+        .product();
+    let bytes = (n + n_out) * size;
+    let rows = c.rows(&passes, dtype, &format!("{shape:?}"), |r| {
+        r.bytes(bytes).rotation(bytes)
+    });
+    let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
+        Box::new(move |s: &Stream, rows: &[Row]| match ranks {
+            (1, 0) => reduce::<T, 1, 0>(s, op, &shape, &dims, rows),
+            (2, 1) => reduce::<T, 2, 1>(s, op, &shape, &dims, rows),
+            (3, 1) => reduce::<T, 3, 1>(s, op, &shape, &dims, rows),
+            _ => reduce::<T, 4, 1>(s, op, &shape, &dims, rows),
+        })
+    });
+    Ok(c.job(rows, run))
+}
+
+fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
+    std::array::from_fn(|i| v[i])
+}
+
+/// `placements` buffers of `n` seeded random values in `[-2, 2)`.
+fn inputs<T: Element>(s: &Stream, n: usize, sets: usize) -> Result<Vec<DeviceBuffer<T>>> {
+    (0..sets as u64)
+        .map(|i| random_buffer::<T>(s, n, 11 + 16 * i, -2.0, 2.0))
+        .collect()
+}
+
+fn reduce<T: Element, const N: usize, const M: usize>(
+    s: &Stream,
+    op: ReduceOp,
+    shape: &[usize],
+    dims: &[usize],
+    rows: &[Row],
+) -> Result<()> {
+    let desc = ReduceDescriptor::new(op, T::KIND, arr::<N>(shape)).with_dims(dims);
+    let plan = ReducePlan::<T, N, M>::select(s, &desc, &PlanPreference::default())?;
+    let sets = rotation_of(s, rows)?;
+    let xs = inputs::<T>(s, shape.iter().product(), sets)?;
+    let out = desc.output_shape();
+    let mut y = DeviceBuffer::<T>::uninit(s, out.iter().product())?;
+    let mut ws = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, sets, |i| {
+            plan.run(
+                s,
+                Workspace::Borrowed(ws.as_slice_mut()),
+                ReduceArgs {
+                    x: TensorRef::contiguous(xs[i].as_slice(), arr::<N>(shape))?,
+                    y: TensorMut::contiguous(y.as_slice_mut(), arr::<M>(&out))?,
+                },
+            )
+        }),
+        p => Err(bad_pass(p)),
+    })
+}
+
+/// Device-to-device copy of `n` elements: the bandwidth ceiling (bytes
+/// read + bytes written), timed eagerly as the elementwise family's.
+fn copy<T: Element>(s: &Stream, n: usize, rows: &[Row]) -> Result<()> {
+    let sets = rotation_of(s, rows)?;
+    let xs = inputs::<T>(s, n, sets)?;
+    let mut ys = (0..sets)
+        .map(|_| DeviceBuffer::<T>::uninit(s, n))
+        .collect::<Result<Vec<_>>>()?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_eager_rotating_ms(s, sets, |i| ys[i].copy_from(s, &xs[i])),
+        p => Err(bad_pass(p)),
+    })
+}

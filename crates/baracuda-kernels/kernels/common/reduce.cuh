@@ -1,0 +1,156 @@
+// reduce.cuh: building blocks of deterministic reductions, for any state
+// type S (a trivially copyable struct of accumulators) and merge functor
+// `S merge(S lo, S hi)`, where `lo` holds the earlier part of the reduced
+// range.
+//
+//   group_reduce   `group` consecutive threads (a power of two, up to the
+//                  block) merge their states: xor butterflies in the warp,
+//                  then one state per warp through shared memory. The
+//                  result is exact in lane order: every merge takes the
+//                  lower lanes' state as `lo`, so the bits depend only on
+//                  the inputs and the group size, never on scheduling.
+//   welford_*      running (count, mean, M2) and Chan's merge of two runs:
+//                  variance without the cancellation of sum(x^2) - n mean^2.
+//   lse_*          online log-sum-exp (max, sum exp(x - max)), merged by
+//                  rescaling to the larger max; -inf maxima are handled so
+//                  that exp(-inf - -inf) never appears.
+//   strided_offset the offset of a linear index over up to 8 strided dims
+//                  (innermost last), 64-bit.
+//
+// Softmax, norms, losses and attention use the same pieces. No element
+// type here: includers supply u32, u64 and i64 (dtype.cuh does).
+#pragma once
+
+#define REDUCE_MAX_RANK 8
+
+// +inf as a float (widens exactly to double).
+__device__ __forceinline__ float reduce_inf() { return __int_as_float(0x7f800000); }
+
+// `v` of lane `lane ^ off` in the warp: S moved as 32-bit words.
+template <typename S>
+__device__ __forceinline__ S shfl_xor_state(const S& v, int off) {
+    static_assert(sizeof(S) % 4 == 0, "state is whole 32-bit words");
+    constexpr int W = sizeof(S) / 4;
+    unsigned w[W];
+    memcpy(w, &v, sizeof(S));
+#pragma unroll
+    for (int i = 0; i < W; ++i) w[i] = __shfl_xor_sync(0xffffffffu, w[i], off);
+    S r;
+    memcpy(&r, w, sizeof(S));
+    return r;
+}
+
+// Merge the states of `group` consecutive threads (group a power of two,
+// blockDim.x a multiple of it, every thread of the block calling). The
+// group's first thread returns the total; `smem` holds blockDim.x / 32
+// states. Contains __syncthreads() when group > 32.
+template <typename S, typename F>
+__device__ __forceinline__ S group_reduce(S v, u32 group, F merge, S* smem) {
+    const u32 lane = threadIdx.x & 31u;
+    const u32 width = group < 32u ? group : 32u;
+    for (u32 off = width >> 1; off > 0; off >>= 1) {
+        const S o = shfl_xor_state(v, (int)off);
+        v = (lane & off) ? merge(o, v) : merge(v, o);
+    }
+    if (group <= 32u) return v;
+    const u32 warp = threadIdx.x >> 5;
+    __syncthreads();
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    const u32 warps = group >> 5;           // warps per group (<= 32)
+    const u32 first = warp & ~(warps - 1);  // the group's first warp
+    if (warp == first) {
+        S w = smem[first + (lane < warps ? lane : 0)];
+        for (u32 off = warps >> 1; off > 0; off >>= 1) {
+            const S o = shfl_xor_state(w, (int)off);
+            w = (lane & off) ? merge(o, w) : merge(w, o);
+        }
+        v = w;
+    }
+    return v;
+}
+
+// Welford running moments: count n, mean, M2 = sum (x - mean)^2.
+template <typename A>
+__device__ __forceinline__ void welford_push(A& n, A& mean, A& m2, A x) {
+    n += A(1);
+    const A d = x - mean;
+    mean += d / n;
+    m2 += d * (x - mean);
+}
+
+// Chan et al.: the moments of run a followed by run b, into a.
+template <typename A>
+__device__ __forceinline__ void welford_merge(A& na, A& ma, A& m2a, A nb, A mb, A m2b) {
+    const A n = na + nb;
+    if (nb == A(0)) return;
+    if (na == A(0)) {
+        na = nb;
+        ma = mb;
+        m2a = m2b;
+        return;
+    }
+    const A d = mb - ma;
+    const A wb = nb / n;
+    ma += d * wb;
+    m2a += m2b + d * d * na * wb;
+    na = n;
+}
+
+// Online log-sum-exp: max m and s = sum exp(x - m). Infinite maxima keep
+// s = 1 so that +inf stays +inf and an all -inf run stays -inf.
+template <typename A>
+__device__ __forceinline__ void lse_push(A& m, A& s, A x) {
+    if (x != x || m != m) {
+        m = x != x ? x : m;
+        return;
+    }
+    if (x > m) {
+        s = (m == -A(reduce_inf()) || x == A(reduce_inf())) ? A(1) : s * exp(m - x) + A(1);
+        m = x;
+    } else if (x != -A(reduce_inf()) && m != A(reduce_inf())) {
+        s += exp(x - m);
+    }
+}
+
+template <typename A>
+__device__ __forceinline__ void lse_merge(A& m, A& s, A mb, A sb) {
+    if (mb != mb || m != m) {
+        m = m != m ? m : mb;
+        return;
+    }
+    if (mb == -A(reduce_inf())) return;
+    if (m == -A(reduce_inf())) {
+        m = mb;
+        s = sb;
+        return;
+    }
+    if (mb > m) {
+        s = (mb == A(reduce_inf())) ? sb : s * exp(m - mb) + sb;
+        m = mb;
+    } else if (m != A(reduce_inf())) {
+        s += sb * exp(mb - m);
+    }
+}
+
+template <typename A>
+__device__ __forceinline__ A lse_value(A m, A s) {
+    if (m != m || m == A(reduce_inf()) || m == -A(reduce_inf())) return m;
+    return m + log(s);
+}
+
+// Offset of linear index `i` over `rank` dims of `shape` (innermost last)
+// with element strides `stride`.
+template <typename I>
+__device__ __forceinline__ i64 strided_offset(I i, u32 rank, const u64* shape, const i64* stride) {
+    i64 off = 0;
+#pragma unroll
+    for (int d = REDUCE_MAX_RANK - 1; d >= 0; --d) {
+        if (d < (int)rank) {
+            const I e = (I)shape[d];
+            off += (i64)(i % e) * stride[d];
+            i /= e;
+        }
+    }
+    return off;
+}

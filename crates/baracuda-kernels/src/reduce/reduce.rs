@@ -1,0 +1,701 @@
+//! Reductions over any subset of dims: `y = fold_{reduced dims} x`, and
+//! the backward `dx`.
+//!
+//! The math of each op is in [`ReduceOp`] and at the top of
+//! `kernels/reduce/reduce.cu`; the dims handling in `layout.rs`.
+
+use core::marker::PhantomData;
+
+use baracuda_driver::{Function, ModuleSpec, Stream};
+use baracuda_kernels_types::{
+    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
+    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+};
+
+use super::layout::{
+    max_splits, state_bytes, stat_bytes, BwLaunch, Geometry, Launch, OpArgs, ReduceKernels,
+    StatPair,
+};
+use crate::kernel_sources;
+use crate::{Backward, Plan};
+
+/// A reduction.
+#[derive(Copy, Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum ReduceOp {
+    /// `sum x` (0 over nothing). Gradient `dy`.
+    Sum,
+    /// `sum x / n` (NaN over nothing). Gradient `dy / n`.
+    Mean,
+    /// `sum x` over the non-NaN elements. Gradient `dy`, 0 at NaNs.
+    NanSum,
+    /// `mean x` over the non-NaN elements. Gradient `dy / count`, 0 at NaNs.
+    NanMean,
+    /// `prod x` (1 over nothing). Gradient `dy * prod of the others`, also
+    /// where `x` holds zeros.
+    Prod,
+    /// `max x`, NaN if any is NaN; an error over nothing. Gradient `dy`
+    /// spread evenly over the elements equal to the max (PyTorch's `amax`).
+    Amax,
+    /// `min x`, as [`ReduceOp::Amax`].
+    Amin,
+    /// `sum (x - mean)^2 / max(n - correction, 0)` (`torch.var`).
+    /// Gradient `2 dy (x - mean) / (n - correction)`.
+    Var,
+    /// `sqrt(var)` (`torch.std`). Gradient `var`'s with `dy / (2 std)`,
+    /// 0 where `std` is 0.
+    Std,
+    /// `log sum exp x`, computed online from the max (-inf over nothing).
+    /// Gradient `dy exp(x - y)`.
+    LogSumExp,
+    /// `(sum |x|^p)^(1/p)` (`torch.linalg.vector_norm`), with p = 0 (the
+    /// count of non-zeros), inf (max |x|), -inf (min |x|) and any real p.
+    /// Gradients as PyTorch's (ties of the inf norms share `dy`).
+    Norm,
+}
+
+impl ReduceOp {
+    /// Every op, in declaration order.
+    pub const ALL: [ReduceOp; 11] = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::NanSum,
+        ReduceOp::NanMean,
+        ReduceOp::Prod,
+        ReduceOp::Amax,
+        ReduceOp::Amin,
+        ReduceOp::Var,
+        ReduceOp::Std,
+        ReduceOp::LogSumExp,
+        ReduceOp::Norm,
+    ];
+
+    /// The op's name (PyTorch's).
+    pub fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Mean => "mean",
+            ReduceOp::NanSum => "nansum",
+            ReduceOp::NanMean => "nanmean",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Amax => "amax",
+            ReduceOp::Amin => "amin",
+            ReduceOp::Var => "var",
+            ReduceOp::Std => "std",
+            ReduceOp::LogSumExp => "logsumexp",
+            ReduceOp::Norm => "norm",
+        }
+    }
+
+    /// True when the op has no value over an empty set (PyTorch raises).
+    fn needs_elements(self, p: f64) -> bool {
+        match self {
+            ReduceOp::Amax | ReduceOp::Amin => true,
+            ReduceOp::Norm => p.is_infinite(),
+            _ => false,
+        }
+    }
+}
+
+/// The kernel of `op` (with norm order `p`): `BARACUDA_OP` of reduce.cu.
+pub(crate) fn op_code(op: ReduceOp, p: f64) -> u32 {
+    match op {
+        ReduceOp::Sum => 0,
+        ReduceOp::Mean => 1,
+        ReduceOp::NanSum => 2,
+        ReduceOp::NanMean => 3,
+        ReduceOp::Prod => 4,
+        ReduceOp::Amax => 5,
+        ReduceOp::Amin => 6,
+        ReduceOp::Var => 7,
+        ReduceOp::Std => 8,
+        ReduceOp::LogSumExp => 9,
+        ReduceOp::Norm if p == 0.0 => 10,
+        ReduceOp::Norm if p == 1.0 => 11,
+        ReduceOp::Norm if p == 2.0 => 12,
+        ReduceOp::Norm if p == f64::INFINITY => 13,
+        ReduceOp::Norm if p == f64::NEG_INFINITY => 14,
+        ReduceOp::Norm => 15,
+    }
+}
+
+/// Kernels codes that compute a statistic before the backward (reduce.cu's
+/// `STAT_OP`): nanmean, prod, amax, amin, var, std, the inf norms.
+fn has_stat(code: u32) -> bool {
+    matches!(code, 3..=8 | 13 | 14)
+}
+
+/// Kernel codes whose backward reads the forward output `y`.
+fn bw_reads_y(code: u32) -> bool {
+    matches!(code, 5 | 6 | 8 | 9 | 12..=15)
+}
+
+/// Every kernel code (`BARACUDA_OP`).
+pub(crate) const OP_CODES: core::ops::RangeInclusive<u32> = 0..=15;
+
+/// A reduction of a rank-`N` tensor of one element type.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct ReduceDescriptor<const N: usize> {
+    /// The reduction.
+    pub op: ReduceOp,
+    /// Element type of `x` and `y`.
+    pub element: ElementKind,
+    /// Shape of `x`.
+    pub shape: [usize; N],
+    /// The reduced dims: bit `d` set reduces dim `d`. 0 reduces nothing
+    /// (every output folds one element).
+    pub dims: u32,
+    /// `y` keeps the reduced dims with extent 1 (rank `N`); otherwise they
+    /// are dropped (rank `N` minus the reduced dims).
+    pub keepdim: bool,
+    /// Var and std: the divisor is `n - correction` (PyTorch's default 1).
+    pub correction: f64,
+    /// Norm: the order p (PyTorch's default 2).
+    pub p: f64,
+}
+
+impl<const N: usize> ReduceDescriptor<N> {
+    /// `op` over every dim of `shape`, PyTorch's defaults otherwise
+    /// (keepdim false, correction 1, p 2).
+    pub fn new(op: ReduceOp, element: ElementKind, shape: [usize; N]) -> Self {
+        ReduceDescriptor {
+            op,
+            element,
+            shape,
+            dims: if N >= 32 { u32::MAX } else { (1u32 << N) - 1 },
+            keepdim: false,
+            correction: 1.0,
+            p: 2.0,
+        }
+    }
+    /// Reduce exactly `dims` (a dim past 31 is kept as an invalid bit that
+    /// `select` rejects).
+    pub fn with_dims(mut self, dims: &[usize]) -> Self {
+        self.dims = dims
+            .iter()
+            .fold(0, |m, &d| m | 1u32.checked_shl(d as u32).unwrap_or(1 << 31));
+        self
+    }
+    /// Keep the reduced dims with extent 1.
+    pub fn with_keepdim(mut self, keepdim: bool) -> Self {
+        self.keepdim = keepdim;
+        self
+    }
+    /// The var/std correction.
+    pub fn with_correction(mut self, correction: f64) -> Self {
+        self.correction = correction;
+        self
+    }
+    /// The norm order.
+    pub fn with_p(mut self, p: f64) -> Self {
+        self.p = p;
+        self
+    }
+    /// Whether dim `d` is reduced.
+    pub fn is_reduced(&self, d: usize) -> bool {
+        d < 32 && self.dims & (1 << d) != 0
+    }
+    /// Shape of `y`: the reduced dims as 1 (keepdim) or dropped.
+    pub fn output_shape(&self) -> Vec<usize> {
+        (0..N)
+            .filter_map(|d| match (self.is_reduced(d), self.keepdim) {
+                (false, _) => Some(self.shape[d]),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect()
+    }
+}
+
+/// Arguments of [`ReducePlan`]'s [`Plan::run`].
+pub struct ReduceArgs<'a, T, const N: usize, const M: usize> {
+    /// Input, any strides (0 = broadcast).
+    pub x: TensorRef<'a, T, N>,
+    /// Output, shape [`ReduceDescriptor::output_shape`], any
+    /// non-overlapping strides; must not overlap `x`.
+    pub y: TensorMut<'a, T, M>,
+}
+
+/// Arguments of [`ReducePlan`]'s [`Backward::run_bw`].
+pub struct ReduceBwArgs<'a, T, const N: usize, const M: usize> {
+    /// The forward input.
+    pub x: TensorRef<'a, T, N>,
+    /// The forward output: needed by amax, amin, std, logsumexp and the
+    /// norms of p other than 0 and 1; ignored (but checked) otherwise.
+    pub y: Option<TensorRef<'a, T, M>>,
+    /// Gradient of the output.
+    pub dy: TensorRef<'a, T, M>,
+    /// Gradient of the input; must not overlap the other operands.
+    pub dx: TensorMut<'a, T, N>,
+}
+
+/// A reduction over any subset of dims of a strided tensor, and its
+/// backward. Deterministic: no atomics; a reduction split over several
+/// blocks writes per-block states to the workspace and merges them in a
+/// fixed order.
+///
+/// # Shapes
+/// `x`, `dx`: `desc.shape` (rank `N <= 8`); `y`, `dy`:
+/// [`ReduceDescriptor::output_shape`] (rank `M`: `N` with keepdim, else
+/// `N` minus the reduced dims).
+/// # Layout
+/// Any strides; `x` and `dy` may broadcast (stride 0). A reduction over
+/// the innermost contiguous dims runs the row kernel (16-byte loads when
+/// aligned), one over outer dims of a tensor whose innermost dim is kept
+/// the column kernel; offsets are 64-bit.
+/// # Dtypes
+/// f32, f64, f16, bf16; f16/bf16 accumulate in f32, f64 in f64. Others:
+/// `Error::Unsupported`.
+/// # Empty reductions
+/// sum, nansum, norm (p finite): 0; prod: 1; mean, nanmean, var, std: NaN;
+/// logsumexp: -inf; amax, amin and the inf norms: `InvalidArgument` from
+/// `select`, as PyTorch raises.
+/// # Errors
+/// `DtypeMismatch` if `desc.element != T::KIND`; `InvalidDescriptor` for
+/// dims past `N`, an `M` that does not match dims and keepdim, a NaN p or
+/// correction; `ShapeMismatch`, `ContextMismatch`, `WorkspaceTooSmall`
+/// and `InvalidArgument` (overlapping operands, a missing `y` in the
+/// backward) from `run` and `run_bw`.
+pub struct ReducePlan<T: Element, const N: usize, const M: usize = N> {
+    desc: ReduceDescriptor<N>,
+    sku: KernelSku,
+    code: u32,
+    fw: ReduceKernels,
+    stat: Option<ReduceKernels>,
+    bw32: Function,
+    bw64: Function,
+    sm_count: u32,
+    /// Splits the workspace holds per output.
+    splits: usize,
+    _t: PhantomData<T>,
+}
+
+const OP: &str = "reduce";
+
+/// The module of op `code` on dtype code `dtype`.
+pub(crate) fn spec(dtype: u32, code: u32) -> ModuleSpec {
+    ModuleSpec::new(&kernel_sources::REDUCE)
+        .define("BARACUDA_DTYPE", dtype)
+        .define("BARACUDA_OP", code)
+}
+
+fn invalid(field: &'static str, value: String, reason: &str) -> Error {
+    Error::InvalidDescriptor {
+        op: OP,
+        field,
+        value,
+        reason: reason.into(),
+    }
+}
+
+impl<T: Element, const N: usize, const M: usize> ReducePlan<T, N, M> {
+    fn n_out(&self) -> usize {
+        (0..N)
+            .filter(|&d| !self.desc.is_reduced(d))
+            .map(|d| self.desc.shape[d])
+            .product()
+    }
+    fn n_red(&self) -> usize {
+        (0..N)
+            .filter(|&d| self.desc.is_reduced(d))
+            .map(|d| self.desc.shape[d])
+            .product()
+    }
+    fn op_args(&self) -> OpArgs {
+        OpArgs {
+            p: self.desc.p,
+            correction: self.desc.correction,
+            n_red: self.n_red() as u64,
+        }
+    }
+    /// Bytes of the split states.
+    fn partial_bytes(&self) -> usize {
+        if self.splits > 1 {
+            (self.n_out() * self.splits * state_bytes::<T>()).next_multiple_of(256)
+        } else {
+            0
+        }
+    }
+    /// Bytes of the backward statistic.
+    fn stat_bytes(&self) -> usize {
+        if self.stat.is_some() {
+            (self.n_out() * stat_bytes::<T>()).next_multiple_of(256)
+        } else {
+            0
+        }
+    }
+    /// A view's strides spread over x's `N` dims: a dropped reduced dim
+    /// (and any reduced dim) gets stride 0.
+    fn spread(&self, strides: &[usize; M]) -> [usize; N] {
+        let mut out = [0usize; N];
+        let mut k = 0;
+        for (d, o) in out.iter_mut().enumerate() {
+            let present = !self.desc.is_reduced(d) || self.desc.keepdim;
+            if present {
+                if !self.desc.is_reduced(d) {
+                    *o = strides[k];
+                }
+                k += 1;
+            }
+        }
+        out
+    }
+    fn out_shape(&self) -> [usize; M] {
+        let v = self.desc.output_shape();
+        core::array::from_fn(|i| v[i])
+    }
+    fn launch<O: 'static>(
+        &self,
+        stream: &Stream,
+        kernels: &ReduceKernels,
+        x: (DevPtr<T>, &[usize; N]),
+        y: (DevPtrMut<O>, [usize; N]),
+        aux: (DevPtr<T>, [usize; N]),
+        partial: DevPtrMut<u8>,
+    ) -> Result<()> {
+        let reduced: [bool; N] = core::array::from_fn(|d| self.desc.is_reduced(d));
+        let geometry = Geometry::new(&self.desc.shape, &reduced, x.1, &y.1, &aux.1);
+        let launch = Launch {
+            x: x.0,
+            y: y.0,
+            aux: aux.0,
+            partial: partial.cast(),
+            max_splits: self.splits,
+            geometry,
+            op: self.op_args(),
+            sm_count: self.sm_count,
+        };
+        // SAFETY: the caller checked the views against the plan's shapes
+        // (bounds proven at their construction) and the workspace against
+        // `partial_bytes`.
+        unsafe { launch.run(stream, kernels) }
+    }
+}
+
+/// Check a view's shape against the plan's.
+fn check_shape_of(arg: &'static str, expected: &[usize], got: &[usize]) -> Result<()> {
+    if expected != got {
+        return Err(Error::ShapeMismatch {
+            op: OP,
+            arg,
+            expected: expected.into(),
+            got: got.into(),
+        });
+    }
+    Ok(())
+}
+
+fn check_ctx_of(arg: &'static str, stream: &Stream, ctx: usize) -> Result<()> {
+    if stream.context().id() != ctx {
+        return Err(Error::ContextMismatch { op: OP, arg });
+    }
+    Ok(())
+}
+
+/// Byte range a view reaches: `(start, end)`, empty for an empty view.
+fn byte_span<T>(addr: u64, shape: &[usize], strides: &[usize]) -> (u64, u64) {
+    if shape.contains(&0) {
+        return (addr, addr);
+    }
+    let last: usize = shape.iter().zip(strides).map(|(&d, &s)| (d - 1) * s).sum();
+    (addr, addr + ((last + 1) * core::mem::size_of::<T>()) as u64)
+}
+
+/// `InvalidArgument` naming `out` when its bytes meet any of `inputs`'.
+fn check_disjoint(out: (&'static str, (u64, u64)), inputs: &[(&str, (u64, u64))]) -> Result<()> {
+    let (name, (a0, a1)) = out;
+    for (input, (b0, b1)) in inputs {
+        if a0 < a1 && b0 < b1 && a0 < *b1 && *b0 < a1 {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                arg: name,
+                reason: format!("overlaps {input}; a reduction writes to memory of its own"),
+            });
+        }
+    }
+    Ok(())
+}
+
+impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
+    type Descriptor = ReduceDescriptor<N>;
+    type Args<'a> = ReduceArgs<'a, T, N, M>;
+
+    fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
+        if desc.element != T::KIND {
+            return Err(Error::DtypeMismatch {
+                op: OP,
+                arg: "desc.element",
+                expected: T::KIND,
+                got: desc.element,
+            });
+        }
+        let dtype = kernel_sources::dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
+            op: OP,
+            what: format!("dtype {}; reductions take f32, f64, f16 and bf16", T::KIND),
+        })?;
+        if N > MAX_RANK {
+            return Err(Error::Unsupported {
+                op: OP,
+                what: format!("rank {N} > {MAX_RANK}"),
+            });
+        }
+        if N < 32 && desc.dims >> N != 0 {
+            return Err(invalid(
+                "dims",
+                format!("{:#b}", desc.dims),
+                &format!("names a dim past the rank {N}"),
+            ));
+        }
+        let out_rank = desc.output_shape().len();
+        if out_rank != M {
+            return Err(invalid(
+                "keepdim",
+                desc.keepdim.to_string(),
+                &format!("the output has rank {out_rank} with these dims, the plan's y rank {M}"),
+            ));
+        }
+        if desc.correction.is_nan() {
+            return Err(invalid("correction", "NaN".into(), "must be a number"));
+        }
+        if desc.op == ReduceOp::Norm && desc.p.is_nan() {
+            return Err(invalid("p", "NaN".into(), "must be a number or +-inf"));
+        }
+        let n_red: usize = (0..N)
+            .filter(|&d| desc.is_reduced(d))
+            .map(|d| desc.shape[d])
+            .product();
+        if n_red == 0 && desc.op.needs_elements(desc.p) {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                arg: "desc.shape",
+                reason: format!(
+                    "{} over an empty set of elements has no identity",
+                    desc.op.name()
+                ),
+            });
+        }
+        pref.check_backend(OP, &[BackendKind::Baracuda])?;
+        let code = op_code(desc.op, desc.p);
+        let module = stream.context().module(&spec(dtype, code))?;
+        let sm_count = stream.context().device().sm_count;
+        let n_out: usize = (0..N)
+            .filter(|&d| !desc.is_reduced(d))
+            .map(|d| desc.shape[d])
+            .product();
+        let plan = ReducePlan {
+            desc: *desc,
+            sku: KernelSku {
+                op: format!("reduce.{}", desc.op.name()),
+                element: T::KIND,
+                backend: BackendKind::Baracuda,
+                arch: stream.context().device().arch,
+                variant: "row / column / strided, split with a fixed-order combine".into(),
+                precision: PrecisionGuarantee::float(T::KIND, true),
+            },
+            code,
+            fw: ReduceKernels::load(&module, "reduce")?,
+            stat: if has_stat(code) {
+                Some(ReduceKernels::load(&module, "stat")?)
+            } else {
+                None
+            },
+            bw32: module.function("reduce_bw32")?,
+            bw64: module.function("reduce_bw64")?,
+            sm_count,
+            splits: max_splits(n_out, n_red, sm_count),
+            _t: PhantomData,
+        };
+        pref.check_workspace(OP, plan.workspace_size())?;
+        Ok(plan)
+    }
+
+    fn sku(&self) -> &KernelSku {
+        &self.sku
+    }
+
+    fn workspace_size(&self) -> usize {
+        self.partial_bytes()
+    }
+
+    fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
+        let (x, y) = (&args.x, &args.y);
+        check_shape_of("x", &self.desc.shape, x.shape())?;
+        check_shape_of("y", &self.out_shape(), y.shape())?;
+        check_ctx_of("x", stream, x.data().ctx_id())?;
+        check_ctx_of("y", stream, y.data().ctx_id())?;
+        let partial = workspace.check_ptr(OP, self.partial_bytes(), stream.context().id())?;
+        let (xp, yp) = (x.data().ptr(), y.data().ptr());
+        check_disjoint(
+            ("y", byte_span::<T>(yp.addr(), y.shape(), y.strides())),
+            &[("x", byte_span::<T>(xp.addr(), x.shape(), x.strides()))],
+        )?;
+        self.launch(
+            stream,
+            &self.fw,
+            (xp, x.strides()),
+            (yp, self.spread(y.strides())),
+            (DevPtr::NULL, [0; N]),
+            partial,
+        )
+    }
+}
+
+impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M> {
+    type BwArgs<'a> = ReduceBwArgs<'a, T, N, M>;
+
+    fn grads(&self) -> Grads {
+        Grad::X.into()
+    }
+
+    fn bw_workspace_size(&self, wants: Grads) -> usize {
+        if wants.contains(Grad::X) && self.stat.is_some() {
+            self.stat_bytes() + self.partial_bytes()
+        } else {
+            0
+        }
+    }
+
+    fn run_bw(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: Self::BwArgs<'_>,
+    ) -> Result<()> {
+        let out = self.out_shape();
+        check_shape_of("x", &self.desc.shape, args.x.shape())?;
+        check_shape_of("dy", &out, args.dy.shape())?;
+        check_shape_of("dx", &self.desc.shape, args.dx.shape())?;
+        check_ctx_of("x", stream, args.x.data().ctx_id())?;
+        check_ctx_of("dy", stream, args.dy.data().ctx_id())?;
+        check_ctx_of("dx", stream, args.dx.data().ctx_id())?;
+        let y = match (&args.y, bw_reads_y(self.code)) {
+            (Some(y), _) => {
+                check_shape_of("y", &out, y.shape())?;
+                check_ctx_of("y", stream, y.data().ctx_id())?;
+                Some(*y)
+            }
+            (None, false) => None,
+            (None, true) => {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    arg: "y",
+                    reason: format!(
+                        "missing: the backward of {} reads the forward output",
+                        self.desc.op.name()
+                    ),
+                })
+            }
+        };
+        let ctx = stream.context().id();
+        let ws = workspace.check_ptr(OP, self.bw_workspace_size(Grad::X.into()), ctx)?;
+        let (xp, dyp, dxp) = (args.x.data().ptr(), args.dy.data().ptr(), args.dx.data().ptr());
+        let mut inputs = vec![
+            ("x", byte_span::<T>(xp.addr(), args.x.shape(), args.x.strides())),
+            ("dy", byte_span::<T>(dyp.addr(), args.dy.shape(), args.dy.strides())),
+        ];
+        if let Some(y) = &y {
+            let yp = y.data().ptr();
+            inputs.push(("y", byte_span::<T>(yp.addr(), y.shape(), y.strides())));
+        }
+        check_disjoint(
+            (
+                "dx",
+                byte_span::<T>(dxp.addr(), args.dx.shape(), args.dx.strides()),
+            ),
+            &inputs,
+        )?;
+        if args.x.n_elems() == 0 {
+            return Ok(());
+        }
+        let (yp, y_strides) = match &y {
+            Some(y) => (y.data().ptr(), self.spread(y.strides())),
+            None => (DevPtr::NULL, [0; N]),
+        };
+        // The statistic: one Stat2 per output, dense over the kept dims.
+        let stat_ptr: DevPtrMut<StatPair> = ws.cast();
+        let mut stat_strides = [0usize; N];
+        let mut s = 1usize;
+        for d in (0..N).rev() {
+            if !self.desc.is_reduced(d) {
+                stat_strides[d] = s;
+                s *= self.desc.shape[d];
+            }
+        }
+        if let Some(stat) = &self.stat {
+            let partial = ws.byte_add(self.stat_bytes());
+            self.launch(
+                stream,
+                stat,
+                (xp, args.x.strides()),
+                (stat_ptr, stat_strides),
+                (yp, y_strides),
+                partial,
+            )?;
+        }
+        let dy_strides = self.spread(args.dy.strides());
+        let bw = BwLaunch {
+            dx: (dxp, args.dx.strides().as_slice()),
+            x: (xp, args.x.strides().as_slice()),
+            dy: (dyp, dy_strides.as_slice()),
+            y: (yp, y_strides.as_slice()),
+            stat: (
+                if self.stat.is_some() {
+                    stat_ptr.as_const()
+                } else {
+                    DevPtr::NULL
+                },
+                stat_strides.as_slice(),
+            ),
+            op: self.op_args(),
+        };
+        // SAFETY: every view was bounds-checked at construction and its
+        // shape checked above; the statistic spans n_out Stat2 of the
+        // checked workspace.
+        unsafe {
+            bw.run(
+                stream,
+                &self.desc.shape,
+                &self.bw32,
+                &self.bw64,
+                self.sm_count,
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_shapes_follow_keepdim() {
+        let d = ReduceDescriptor::new(ReduceOp::Sum, ElementKind::F32, [2, 3, 4]).with_dims(&[0, 2]);
+        assert_eq!(d.output_shape(), vec![3]);
+        assert_eq!(d.with_keepdim(true).output_shape(), vec![1, 3, 1]);
+        let all = ReduceDescriptor::new(ReduceOp::Sum, ElementKind::F32, [2, 3]);
+        assert_eq!(all.output_shape(), Vec::<usize>::new());
+        assert_eq!(all.with_dims(&[]).output_shape(), vec![2, 3]);
+        assert!(all.with_dims(&[40]).is_reduced(31));
+    }
+
+    #[test]
+    fn norm_orders_pick_their_kernels() {
+        let codes: Vec<u32> = [0.0, 1.0, 2.0, f64::INFINITY, f64::NEG_INFINITY, 3.5, -1.0]
+            .iter()
+            .map(|&p| op_code(ReduceOp::Norm, p))
+            .collect();
+        assert_eq!(codes, [10, 11, 12, 13, 14, 15, 15]);
+        assert!(ReduceOp::Norm.needs_elements(f64::NEG_INFINITY));
+        assert!(!ReduceOp::Norm.needs_elements(2.0));
+        assert!(ReduceOp::ALL.iter().all(|&o| OP_CODES.contains(&op_code(o, 2.0))));
+    }
+
+    #[test]
+    fn overlapping_spans_are_found() {
+        let a = byte_span::<f32>(0x1000, &[4], &[1]);
+        assert_eq!(a, (0x1000, 0x1010));
+        assert!(check_disjoint(("y", a), &[("x", (0x100c, 0x1020))]).is_err());
+        assert!(check_disjoint(("y", a), &[("x", (0x1010, 0x1020))]).is_ok());
+        assert!(check_disjoint(("y", (0x1000, 0x1000)), &[("x", (0x0, 0x2000))]).is_ok());
+    }
+}

@@ -1,0 +1,356 @@
+//! f64 oracles of the reduce family: every [`ReduceOp`] over any subset of
+//! dims of a row-major tensor, and its gradient, as PyTorch defines them.
+
+use crate::ReduceOp;
+
+/// A reduction problem: the op, the input's shape, which dims are reduced,
+/// the var/std correction and the norm order.
+#[derive(Clone, Debug)]
+pub struct Reduction {
+    /// The op.
+    pub op: ReduceOp,
+    /// Shape of `x` (row-major).
+    pub shape: Vec<usize>,
+    /// `reduced[d]`: dim `d` is reduced.
+    pub reduced: Vec<bool>,
+    /// Var/std: divisor `n - correction`.
+    pub correction: f64,
+    /// Norm order.
+    pub p: f64,
+}
+
+impl Reduction {
+    /// `op` over the dims `reduced` marks, with PyTorch's defaults
+    /// (correction 1, p 2).
+    pub fn new(op: ReduceOp, shape: &[usize], reduced: &[bool]) -> Self {
+        Reduction {
+            op,
+            shape: shape.to_vec(),
+            reduced: reduced.to_vec(),
+            correction: 1.0,
+            p: 2.0,
+        }
+    }
+
+    /// Output index (row-major over the kept dims) of each input element.
+    fn output_of(&self) -> (usize, Vec<usize>) {
+        let n: usize = self.shape.iter().product();
+        let n_out: usize = (0..self.shape.len())
+            .filter(|&d| !self.reduced[d])
+            .map(|d| self.shape[d])
+            .product();
+        let map = (0..n)
+            .map(|lin| {
+                let (mut rem, mut o, mut scale) = (lin, 0, 1);
+                for d in (0..self.shape.len()).rev() {
+                    let c = rem % self.shape[d];
+                    rem /= self.shape[d];
+                    if !self.reduced[d] {
+                        o += c * scale;
+                        scale *= self.shape[d];
+                    }
+                }
+                o
+            })
+            .collect();
+        (n_out, map)
+    }
+
+    /// The elements each output folds, in input order.
+    fn groups(&self, x: &[f64]) -> (Vec<Vec<f64>>, Vec<usize>) {
+        let (n_out, map) = self.output_of();
+        let mut g = vec![Vec::new(); n_out];
+        for (i, &o) in map.iter().enumerate() {
+            g[o].push(x[i]);
+        }
+        (g, map)
+    }
+
+    /// Elements each output folds.
+    pub fn n_red(&self) -> usize {
+        (0..self.shape.len())
+            .filter(|&d| self.reduced[d])
+            .map(|d| self.shape[d])
+            .product()
+    }
+}
+
+fn sum(v: &[f64]) -> f64 {
+    v.iter().sum()
+}
+
+/// NaN if any is NaN, else the max (min with `less`).
+fn pick(v: &[f64], init: f64, better: fn(f64, f64) -> bool) -> f64 {
+    v.iter()
+        .fold(init, |a, &x| if x.is_nan() || better(x, a) { x } else { a })
+}
+
+fn mean(v: &[f64]) -> f64 {
+    sum(v) / v.len() as f64
+}
+
+fn var(v: &[f64], correction: f64) -> f64 {
+    let m = mean(v);
+    let m2: f64 = v.iter().map(|x| (x - m) * (x - m)).sum();
+    m2 / (v.len() as f64 - correction).max(0.0)
+}
+
+fn logsumexp(v: &[f64]) -> f64 {
+    let m = pick(v, f64::NEG_INFINITY, |a, b| a > b);
+    if m.is_nan() || m.is_infinite() {
+        return m;
+    }
+    m + v.iter().map(|x| (x - m).exp()).sum::<f64>().ln()
+}
+
+fn norm(v: &[f64], p: f64) -> f64 {
+    let abs: Vec<f64> = v.iter().map(|x| x.abs()).collect();
+    if p == 0.0 {
+        v.iter().filter(|&&x| x != 0.0).count() as f64
+    } else if p == f64::INFINITY {
+        pick(&abs, 0.0, |a, b| a > b)
+    } else if p == f64::NEG_INFINITY {
+        pick(&abs, f64::INFINITY, |a, b| a < b)
+    } else if p == 1.0 {
+        sum(&abs)
+    } else if p == 2.0 {
+        abs.iter().map(|a| a * a).sum::<f64>().sqrt()
+    } else {
+        abs.iter().map(|a| a.powf(p)).sum::<f64>().powf(1.0 / p)
+    }
+}
+
+fn fold(r: &Reduction, v: &[f64]) -> f64 {
+    let non_nan: Vec<f64> = v.iter().copied().filter(|x| !x.is_nan()).collect();
+    match r.op {
+        ReduceOp::Sum => sum(v),
+        ReduceOp::Mean => mean(v),
+        ReduceOp::NanSum => sum(&non_nan),
+        ReduceOp::NanMean => mean(&non_nan),
+        ReduceOp::Prod => v.iter().product(),
+        ReduceOp::Amax => pick(v, f64::NEG_INFINITY, |a, b| a > b),
+        ReduceOp::Amin => pick(v, f64::INFINITY, |a, b| a < b),
+        ReduceOp::Var => var(v, r.correction),
+        ReduceOp::Std => var(v, r.correction).sqrt(),
+        ReduceOp::LogSumExp => logsumexp(v),
+        ReduceOp::Norm => norm(v, r.p),
+    }
+}
+
+/// `y`, row-major over the kept dims.
+pub fn reduce(r: &Reduction, x: &[f64]) -> Vec<f64> {
+    r.groups(x).0.iter().map(|v| fold(r, v)).collect()
+}
+
+fn sgn(x: f64) -> f64 {
+    if x > 0.0 {
+        1.0
+    } else if x < 0.0 {
+        -1.0
+    } else {
+        0.0
+    }
+}
+
+/// `dx` (row-major, x's shape) from `x`, the forward output `y` and `dy`
+/// (row-major over the kept dims), as PyTorch's autograd formulas.
+pub fn reduce_backward(r: &Reduction, x: &[f64], y: &[f64], dy: &[f64]) -> Vec<f64> {
+    let (groups, map) = r.groups(x);
+    let n = r.n_red() as f64;
+    // Per output: the statistic the gradient needs.
+    let stat: Vec<(f64, f64)> = groups
+        .iter()
+        .zip(y)
+        .map(|(v, &yo)| match r.op {
+            ReduceOp::NanMean => (v.iter().filter(|x| !x.is_nan()).count() as f64, 0.0),
+            ReduceOp::Prod => (
+                v.iter().filter(|&&x| x == 0.0).count() as f64,
+                v.iter().filter(|&&x| x != 0.0).product(),
+            ),
+            ReduceOp::Amax | ReduceOp::Amin => (v.iter().filter(|&&x| x == yo).count() as f64, 0.0),
+            ReduceOp::Norm if r.p.is_infinite() => {
+                (v.iter().filter(|&&x| x.abs() == yo).count() as f64, 0.0)
+            }
+            ReduceOp::Var | ReduceOp::Std => (mean(v), 0.0),
+            _ => (0.0, 0.0),
+        })
+        .collect();
+    x.iter()
+        .zip(&map)
+        .map(|(&x, &o)| {
+            let (g, yo, (s0, s1)) = (dy[o], y[o], stat[o]);
+            match r.op {
+                ReduceOp::Sum => g,
+                ReduceOp::Mean => g / n,
+                ReduceOp::NanSum => {
+                    if x.is_nan() {
+                        0.0
+                    } else {
+                        g
+                    }
+                }
+                ReduceOp::NanMean => {
+                    if x.is_nan() {
+                        0.0
+                    } else {
+                        g / s0
+                    }
+                }
+                ReduceOp::Prod => match s0 as usize {
+                    0 => g * (s1 / x),
+                    1 if x == 0.0 => g * s1,
+                    _ => 0.0,
+                },
+                ReduceOp::Amax | ReduceOp::Amin => (g / s0) * f64::from(u8::from(x == yo)),
+                ReduceOp::Var => (2.0 / (n - r.correction)) * g * (x - s0),
+                ReduceOp::Std => {
+                    let gv = if yo == 0.0 { 0.0 } else { g / (2.0 * yo) };
+                    (2.0 / (n - r.correction)) * gv * (x - s0)
+                }
+                ReduceOp::LogSumExp => g * (x - yo).exp(),
+                ReduceOp::Norm => norm_grad(r.p, x, g, yo, s0),
+            }
+        })
+        .collect()
+}
+
+/// PyTorch's `linalg_vector_norm_backward` for one element.
+fn norm_grad(p: f64, x: f64, g: f64, y: f64, ties: f64) -> f64 {
+    if p == 0.0 {
+        0.0
+    } else if p == 1.0 {
+        sgn(x) * g
+    } else if p == 2.0 {
+        if y == 0.0 {
+            0.0
+        } else {
+            g * (x / y)
+        }
+    } else if p.is_infinite() {
+        sgn(x) * ((g / ties) * f64::from(u8::from(x.abs() == y)))
+    } else if p < 1.0 {
+        let sc = if x == 0.0 {
+            0.0
+        } else {
+            sgn(x) * x.abs().powf(p - 1.0)
+        };
+        sc * g * y.powf(1.0 - p)
+    } else {
+        let sc = if p < 2.0 {
+            sgn(x) * x.abs().powf(p - 1.0)
+        } else {
+            x * x.abs().powf(p - 2.0)
+        };
+        let sv = if y == 0.0 { 0.0 } else { g / y.powf(p - 1.0) };
+        sc * sv
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(op: ReduceOp, p: f64) -> Reduction {
+        Reduction {
+            p,
+            ..Reduction::new(op, &[3, 4, 5], &[true, false, true])
+        }
+    }
+
+    /// Distinct values of both signs away from 0, no ties.
+    fn input() -> Vec<f64> {
+        (0..60)
+            .map(|i| {
+                let v = ((i * 37 % 61) as f64 - 30.0) / 17.0;
+                if v.abs() < 0.1 {
+                    v + 0.3
+                } else {
+                    v
+                }
+            })
+            .collect()
+    }
+
+    /// The backward against central differences of `sum(dy * y(x))`.
+    fn check_fd(op: ReduceOp, p: f64) {
+        let r = problem(op, p);
+        let x = input();
+        let y = reduce(&r, &x);
+        let dy: Vec<f64> = (0..y.len()).map(|i| 0.5 + 0.1 * i as f64).collect();
+        let dx = reduce_backward(&r, &x, &y, &dy);
+        let h = 1e-6;
+        for i in 0..x.len() {
+            let f = |d: f64| {
+                let mut xs = x.clone();
+                xs[i] += d;
+                reduce(&r, &xs)
+                    .iter()
+                    .zip(&dy)
+                    .map(|(a, b)| a * b)
+                    .sum::<f64>()
+            };
+            let fd = (f(h) - f(-h)) / (2.0 * h);
+            assert!(
+                (fd - dx[i]).abs() <= 1e-5 * (1.0 + fd.abs()),
+                "{op:?} p={p} dx[{i}]: {} vs finite difference {fd}",
+                dx[i]
+            );
+        }
+    }
+
+    #[test]
+    fn gradients_match_finite_differences() {
+        for op in ReduceOp::ALL {
+            if op != ReduceOp::Norm {
+                check_fd(op, 2.0);
+            }
+        }
+        for p in [
+            1.0,
+            2.0,
+            3.0,
+            1.5,
+            0.5,
+            -1.0,
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+        ] {
+            check_fd(ReduceOp::Norm, p);
+        }
+    }
+
+    #[test]
+    fn prod_gradient_with_zeros_is_the_product_of_the_others() {
+        let r = Reduction::new(ReduceOp::Prod, &[4], &[true]);
+        let one_zero = [2.0, 0.0, 3.0, -1.0];
+        let y = reduce(&r, &one_zero);
+        assert_eq!(y, vec![0.0]);
+        assert_eq!(
+            reduce_backward(&r, &one_zero, &y, &[1.0]),
+            vec![0.0, -6.0, 0.0, 0.0]
+        );
+        let two = [2.0, 0.0, 0.0, -1.0];
+        assert_eq!(reduce_backward(&r, &two, &[0.0], &[1.0]), vec![0.0; 4]);
+    }
+
+    #[test]
+    fn ties_share_the_gradient_and_empty_sets_follow_pytorch() {
+        let r = Reduction::new(ReduceOp::Amax, &[4], &[true]);
+        let x = [1.0, 3.0, 3.0, 2.0];
+        assert_eq!(
+            reduce_backward(&r, &x, &[3.0], &[1.0]),
+            vec![0.0, 0.5, 0.5, 0.0]
+        );
+        let pair = Reduction::new(ReduceOp::Amax, &[2], &[true]);
+        assert!(reduce(&pair, &[1.0, f64::NAN])[0].is_nan());
+        let empty = |op| Reduction::new(op, &[2, 0], &[false, true]);
+        assert_eq!(reduce(&empty(ReduceOp::Sum), &[]), vec![0.0, 0.0]);
+        assert_eq!(reduce(&empty(ReduceOp::Prod), &[]), vec![1.0, 1.0]);
+        assert!(reduce(&empty(ReduceOp::Mean), &[])[0].is_nan());
+        assert_eq!(
+            reduce(&empty(ReduceOp::LogSumExp), &[])[0],
+            f64::NEG_INFINITY
+        );
+        assert_eq!(reduce(&empty(ReduceOp::NanSum), &[]), vec![0.0, 0.0]);
+    }
+}

@@ -1,0 +1,121 @@
+//! Host test: the reduce family's f64 oracles against PyTorch goldens
+//! (`tests/golden/reduce.safetensors`, written by `scripts/make_goldens.py`
+//! from `scripts/goldens/reduce.py`): every op over dims (0, 2) of a
+//! [4, 5, 6] tensor, forward and gradient, and the empty reductions.
+
+use baracuda_kernels::reference::reduce::{self as r, Reduction};
+use baracuda_kernels::ReduceOp;
+use safetensors::SafeTensors;
+
+fn bytes() -> Vec<u8> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/golden/reduce.safetensors");
+    std::fs::read(&p)
+        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/make_goldens.py)", p.display()))
+}
+
+fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
+    let v = t.tensor(k).unwrap_or_else(|e| panic!("{k}: {e}"));
+    assert_eq!(v.dtype(), safetensors::Dtype::F64, "{k}");
+    v.data()
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .collect()
+}
+
+/// Equal within 1e-12 relative, NaN where PyTorch has NaN.
+fn close(what: &str, got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = if w.is_nan() || w.is_infinite() {
+            g.is_nan() == w.is_nan() && (w.is_nan() || g == w)
+        } else {
+            (g - w).abs() <= 1e-12 * (1.0 + w.abs())
+        };
+        assert!(ok, "{what}[{i}]: ours {g:e}, PyTorch {w:e}");
+    }
+}
+
+/// The golden cases: key prefix and problem over dims (0, 2) of [4, 5, 6].
+fn cases() -> Vec<(String, Reduction)> {
+    let base = |op| Reduction::new(op, &[4, 5, 6], &[true, false, true]);
+    let mut v: Vec<(String, Reduction)> = [
+        ReduceOp::Sum,
+        ReduceOp::Mean,
+        ReduceOp::NanSum,
+        ReduceOp::NanMean,
+        ReduceOp::Prod,
+        ReduceOp::Amax,
+        ReduceOp::Amin,
+        ReduceOp::LogSumExp,
+    ]
+    .into_iter()
+    .map(|op| (op.name().to_string(), base(op)))
+    .collect();
+    for (k, c) in [("0", 0.0), ("1", 1.0), ("2.5", 2.5)] {
+        for op in [ReduceOp::Var, ReduceOp::Std] {
+            let mut p = base(op);
+            p.correction = c;
+            v.push((format!("{}.{k}", op.name()), p));
+        }
+    }
+    let orders = [
+        ("0", 0.0),
+        ("1", 1.0),
+        ("2", 2.0),
+        ("3", 3.0),
+        ("0.5", 0.5),
+        ("1.5", 1.5),
+        ("-1", -1.0),
+        ("inf", f64::INFINITY),
+        ("-inf", f64::NEG_INFINITY),
+    ];
+    for (k, p) in orders {
+        let mut n = base(ReduceOp::Norm);
+        n.p = p;
+        v.push((format!("norm.{k}"), n));
+    }
+    v
+}
+
+#[test]
+fn reductions_and_gradients_match_pytorch() {
+    let data = bytes();
+    let t = SafeTensors::deserialize(&data).expect("safetensors");
+    for (name, p) in cases() {
+        let k = |s: &str| format!("{name}.{s}");
+        let x = get(&t, &k("x"));
+        let y = get(&t, &k("y"));
+        close(&k("y"), &r::reduce(&p, &x), &y);
+        close(
+            &k("dx"),
+            &r::reduce_backward(&p, &x, &y, &get(&t, &k("dy"))),
+            &get(&t, &k("dx")),
+        );
+    }
+}
+
+#[test]
+fn empty_reductions_match_pytorch() {
+    let data = bytes();
+    let t = SafeTensors::deserialize(&data).expect("safetensors");
+    let ops = [
+        ("sum", ReduceOp::Sum, 2.0),
+        ("nansum", ReduceOp::NanSum, 2.0),
+        ("prod", ReduceOp::Prod, 2.0),
+        ("mean", ReduceOp::Mean, 2.0),
+        ("nanmean", ReduceOp::NanMean, 2.0),
+        ("logsumexp", ReduceOp::LogSumExp, 2.0),
+        ("var.1", ReduceOp::Var, 2.0),
+        ("std.1", ReduceOp::Std, 2.0),
+        ("norm.2", ReduceOp::Norm, 2.0),
+        ("norm.0", ReduceOp::Norm, 0.0),
+        ("norm.1", ReduceOp::Norm, 1.0),
+    ];
+    for (name, op, p) in ops {
+        let mut e = Reduction::new(op, &[3, 0], &[false, true]);
+        e.p = p;
+        let key = format!("empty.{name}.y");
+        close(&key, &r::reduce(&e, &[]), &get(&t, &key));
+    }
+}

@@ -1,0 +1,60 @@
+"""Goldens of the reduce family: f64 inputs, PyTorch's outputs and its
+autograd gradients for every reduction over dims (0, 2) of a [4, 5, 6]
+tensor: ties for amax/amin, zeros for prod, NaNs for nansum/nanmean, the
+vector norm at several orders, var/std at several corrections, and the
+empty reductions. Checked by crates/baracuda-kernels/tests/golden_reduce.rs."""
+
+SHAPE = (4, 5, 6)
+DIMS = (0, 2)
+NORM_ORDERS = {"0": 0.0, "1": 1.0, "2": 2.0, "3": 3.0, "0.5": 0.5, "1.5": 1.5, "-1": -1.0,
+               "inf": float("inf"), "-inf": float("-inf")}
+CORRECTIONS = {"0": 0, "1": 1, "2.5": 2.5}
+
+
+def make(torch):
+    g = torch.Generator().manual_seed(2027)
+    r = lambda *s: torch.rand(*s, generator=g, dtype=torch.float64)
+    fns = {
+        "sum": lambda x: x.sum(DIMS),
+        "mean": lambda x: x.mean(DIMS),
+        "nansum": lambda x: x.nansum(DIMS),
+        "nanmean": lambda x: x.nanmean(DIMS),
+        "prod": lambda x: x.prod(0).prod(1),
+        "amax": lambda x: x.amax(DIMS),
+        "amin": lambda x: x.amin(DIMS),
+        "logsumexp": lambda x: x.logsumexp(DIMS),
+    }
+    for k, c in CORRECTIONS.items():
+        fns[f"var.{k}"] = lambda x, c=c: x.var(DIMS, correction=c)
+        fns[f"std.{k}"] = lambda x, c=c: x.std(DIMS, correction=c)
+    for k, p in NORM_ORDERS.items():
+        fns[f"norm.{k}"] = lambda x, p=p: torch.linalg.vector_norm(x, p, DIMS)
+    out = {}
+    for name, f in fns.items():
+        x = r(*SHAPE) * 4 - 2
+        if name.startswith("prod"):
+            x = r(*SHAPE) * 0.5 + 0.75
+            x[0, 0, 0] = 0.0  # output 0: one zero
+            x[1, 1, 2] = 0.0  # output 1: two zeros
+            x[3, 1, 4] = 0.0
+        if name in ("amax", "amin") or name.startswith("norm.") and "inf" in name:
+            x = torch.floor(x * 2) / 2  # ties
+        if name.startswith("nan"):
+            x[1, 0, 3] = float("nan")
+            x[2, 2, 0] = float("nan")
+        x.requires_grad_()
+        y = f(x)
+        dy = r(*y.shape) * 2 - 1
+        (dx,) = torch.autograd.grad(y, (x,), dy, allow_unused=True, materialize_grads=True)
+        out.update({f"{name}.x": x, f"{name}.dy": dy, f"{name}.y": y, f"{name}.dx": dx})
+    # empty reductions: [3, 0] over dim 1
+    e = torch.zeros(3, 0, dtype=torch.float64)
+    empty = {
+        "sum": e.sum(1), "nansum": e.nansum(1), "prod": e.prod(1), "mean": e.mean(1),
+        "nanmean": e.nanmean(1), "logsumexp": e.logsumexp(1), "var.1": e.var(1),
+        "std.1": e.std(1), "norm.2": torch.linalg.vector_norm(e, 2, 1),
+        "norm.0": torch.linalg.vector_norm(e, 0, 1), "norm.1": torch.linalg.vector_norm(e, 1, 1),
+    }
+    for name, y in empty.items():
+        out[f"empty.{name}.y"] = y
+    return out
