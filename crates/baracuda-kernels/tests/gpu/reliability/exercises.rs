@@ -45,6 +45,11 @@ pub(super) static EXERCISES: &[FamilyExercise] = &[
         libraries: &[CudaLib::CublasLt],
         make: || Ok(Box::new(Gemm::new()?)),
     },
+    FamilyExercise {
+        family: "reduce",
+        libraries: &[],
+        make: || Ok(Box::new(Reduce::new()?)),
+    },
 ];
 
 /// The outputs and workspace of one runner of an [`Exercise`].
@@ -507,5 +512,87 @@ impl Exercise for Gemm {
             beta: 0.0,
         };
         self.gemm.run(st, borrowed(ws), args)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Reduce
+// ---------------------------------------------------------------------------
+
+/// Every reduction forward and backward over the rows of a matrix (the
+/// row kernel) and over its columns (the column kernel, split over the
+/// reduced dim through the workspace).
+struct Reduce {
+    rows: Vec<ReducePlan<f32, 2, 1>>,
+    cols: Vec<ReducePlan<f32, 2, 1>>,
+    x: DeviceBuffer<f32>,
+    dy_rows: DeviceBuffer<f32>,
+    dy_cols: DeviceBuffer<f32>,
+}
+
+/// The reduced matrix: few columns and many rows, so the column
+/// reduction splits.
+const RED: [usize; 2] = [4096, 48];
+
+impl Reduce {
+    fn new() -> Result<Self> {
+        let desc = |op, dim: usize| {
+            ReduceDescriptor::new(op, ElementKind::F32, RED)
+                .with_dims(&[dim])
+                .with_correction(1.0)
+        };
+        Ok(Reduce {
+            rows: select_each(&ReduceOp::ALL, |op| desc(op, 1))?,
+            cols: select_each(&ReduceOp::ALL, |op| desc(op, 0))?,
+            x: input(elems(&RED), 7)?,
+            dy_rows: input(RED[0], 8)?,
+            dy_cols: input(RED[1], 9)?,
+        })
+    }
+}
+
+impl Exercise for Reduce {
+    fn outputs(&self) -> (Vec<usize>, usize) {
+        let n = elems(&RED);
+        let mut sizes = Vec::new();
+        for _ in &self.rows {
+            sizes.extend([RED[0], n]);
+        }
+        for _ in &self.cols {
+            sizes.extend([RED[1], n]);
+        }
+        let ws = self
+            .rows
+            .iter()
+            .chain(&self.cols)
+            .map(|p| p.workspace_size().max(p.bw_workspace_size(Grad::X.into())))
+            .max()
+            .unwrap_or(0);
+        (sizes, ws)
+    }
+    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
+        let (ws, mut parts) = out.parts();
+        let x = view(&self.x, RED)?;
+        let sets = [
+            (&self.rows, &self.dy_rows, RED[0]),
+            (&self.cols, &self.dy_cols, RED[1]),
+        ];
+        for (plans, dy, m) in sets {
+            let dy = view(dy, [m])?;
+            for plan in plans {
+                let [y, dx] = parts.take()?;
+                let mut y = view_mut(y, [m])?;
+                let args = ReduceArgs { x, y: y.reborrow() };
+                plan.run(st, borrowed(ws), args)?;
+                let args = ReduceBwArgs {
+                    x,
+                    y: Some(y.as_const()),
+                    dy,
+                    dx: view_mut(dx, RED)?,
+                };
+                plan.run_bw(st, borrowed(ws), args)?;
+            }
+        }
+        Ok(())
     }
 }
