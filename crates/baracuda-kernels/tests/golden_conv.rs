@@ -199,17 +199,11 @@ fn reference_matches_pytorch_goldens() {
 
 /// The cases whose plans run through a padded copy (`conv/staging.rs`):
 /// `padding='same'` with even kernels in 2-D, forward and gradients, and a
-/// transposed conv with `output_padding` past its stride. Skipped like the
-/// test above when the file has not been generated, and when it was
-/// generated before these cases were added to `scripts/goldens/conv.py`.
+/// transposed conv with `output_padding` past its stride.
 #[test]
 fn padded_copy_cases_match_pytorch_goldens() {
     let bytes = golden::bytes("conv");
     let t = SafeTensors::deserialize(&bytes).expect("safetensors");
-    if t.tensor("conv2d_same.y").is_err() {
-        eprintln!("skipping: conv.safetensors predates conv2d_same; rerun scripts/make_goldens.py");
-        return;
-    }
 
     let mut g = geom(&[9, 10], &[4, 2], &[1, 1], &[1, 1], &[1, 3], (2, 3, 4, 1));
     g.padding_end = vec![2, 2];

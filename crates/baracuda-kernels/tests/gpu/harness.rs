@@ -444,10 +444,12 @@ pub fn compare(
         }
         num += (g - w) * (g - w);
         den += w * w;
-        slack += extra.map_or(0.0, |e| e[i] * e[i]);
+        let abs = tol.atol + extra.map_or(0.0, |e| e[i]);
+        slack += abs * abs;
     }
     let rel = (num / den.max(1e-300)).sqrt();
-    // Sums may round more than once per element: their allowance joins in.
+    // The absolute part of each element's bound (sums that round more
+    // than once per element, results of cancelling terms) joins in.
     let allowed = tol.rtol + (slack / den.max(1e-300)).sqrt();
     if den > 0.0 && rel > allowed.max(1e-15) {
         return Err(format!("{what}: relative L2 error {rel:e} > {allowed:e}"));

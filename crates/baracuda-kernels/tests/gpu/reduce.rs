@@ -392,6 +392,16 @@ fn reference(_: ElementKind, s: &ReduceSample, inputs: &Tensors, got: &Tensors) 
     t
 }
 
+/// The spacing of `kind`'s subnormals (its smallest positive value).
+fn subnormal_spacing(kind: ElementKind) -> f64 {
+    match kind {
+        ElementKind::F16 => 2f64.powi(-24),
+        ElementKind::Bf16 => 2f64.powi(-133),
+        ElementKind::F32 => 2f64.powi(-149),
+        _ => 0.0,
+    }
+}
+
 fn tolerance(kind: ElementKind, s: &ReduceSample, name: &str, want: &[f64]) -> Tolerance {
     let (u_t, u_acc) = (kind.unit_roundoff(), acc_roundoff(kind));
     let n = s.n_red().max(1) as f64;
@@ -402,7 +412,16 @@ fn tolerance(kind: ElementKind, s: &ReduceSample, name: &str, want: &[f64]) -> T
         if s.op == ReduceOp::Prod {
             rtol += 8.0 * n.sqrt() * u_acc * depth;
         }
-        return Tolerance::of_max(rtol, rtol, want);
+        let mut t = Tolerance::of_max(rtol, rtol, want);
+        // var's gradient 2 dy (x - mean) / (n - c) (|dy| <= 1) cancels in
+        // x - mean: its error follows x's magnitude, not the result's.
+        if matches!(s.op, ReduceOp::Var | ReduceOp::Std) {
+            t.atol += rtol * 2.0 * xm / (n - s.correction).max(1.0);
+        }
+        // A gradient that rounds to a subnormal of T is off by up to half
+        // its spacing, whatever the relative bound says.
+        t.atol += subnormal_spacing(kind);
+        return t;
     }
     // forward: one rounding to T, plus the f32 (f64) fold's error, which
     // follows the magnitudes summed rather than the result
