@@ -102,9 +102,12 @@ static __device__ __forceinline__ int taps(const PoolParams& P, int a, int lo, i
     return hi > lo ? (hi - lo + P.dl[a] - 1) / P.dl[a] : 0;
 }
 
-// The coordinates `at` of flat spatial index sp over extents ext.
-static __device__ __forceinline__ void coords(long long sp, const int ext[3], int at[3]) {
-    at[0] = (int)(sp / ((long long)ext[1] * ext[2]));
+// The coordinates `at` of flat spatial index sp over extents ext, in the
+// index type I of the caller: the channels-last paths index in 32 bits,
+// whose divisions cost a fraction of 64-bit ones.
+template <typename I>
+static __device__ __forceinline__ void coords(I sp, const int ext[3], int at[3]) {
+    at[0] = (int)(sp / ((I)ext[1] * ext[2]));
     at[1] = (int)((sp / ext[2]) % ext[1]);
     at[2] = (int)(sp % ext[2]);
 }
