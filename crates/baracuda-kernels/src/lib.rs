@@ -8,7 +8,6 @@ mod checks;
 mod fuzz;
 mod kernel_sources;
 mod plan;
-pub mod reference;
 mod scratch;
 
 use baracuda_driver::ModuleSpec;
@@ -27,8 +26,10 @@ pub struct Family {
 /// re-exported at the crate root; its kernel specialisations, every one of
 /// which [`all_module_specs`] lists for the host compile test; and its
 /// entry in [`FAMILIES`], which the GPU op table and the benchmark case
-/// list are checked against. A family module provides
-/// `pub(crate) fn module_specs() -> Vec<ModuleSpec>`.
+/// list are checked against; and its f64 oracles as
+/// `reference::<family>`. A family module provides
+/// `pub(crate) fn module_specs() -> Vec<ModuleSpec>` and `pub mod
+/// reference`.
 macro_rules! families {
     ($($(#[$doc:meta])* $name:ident;)*) => {
         $(
@@ -36,6 +37,13 @@ macro_rules! families {
             pub mod $name;
             pub use $name::*;
         )*
+
+        /// Plain f64 CPU implementations of every op: the oracles the GPU
+        /// tests compare against, one module per family (each family's
+        /// `reference.rs`). Obviously correct beats fast here.
+        pub mod reference {
+            $(pub use crate::$name::reference as $name;)*
+        }
 
         /// Every registered family, in registration order.
         pub const FAMILIES: &[Family] = &[$(Family {

@@ -55,6 +55,7 @@ macro_rules! rank_aliases {
     };
 }
 
+pub mod reference;
 mod adaptive_pool;
 #[allow(clippy::module_inception)] // the file is named after the op, as STYLE.md asks
 mod conv;

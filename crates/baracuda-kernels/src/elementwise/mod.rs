@@ -4,6 +4,7 @@
 //! One CUDA source per sub-family (`kernels/elementwise/unary.cu`,
 //! `binary.cu`), compiled once per dtype with every op in it.
 
+pub mod reference;
 mod binary;
 mod layout;
 mod unary;

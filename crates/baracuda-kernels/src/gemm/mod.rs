@@ -38,6 +38,7 @@ macro_rules! epilogue_builders {
     };
 }
 
+pub mod reference;
 mod args;
 mod batched;
 mod epilogue;

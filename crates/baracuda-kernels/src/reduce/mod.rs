@@ -6,6 +6,7 @@
 //! op; its building blocks (group reductions, Welford and online
 //! log-sum-exp merges) are in `kernels/common/reduce.cuh`.
 
+pub mod reference;
 mod layout;
 #[allow(clippy::module_inception)] // the family and its one plan share the name
 mod reduce;

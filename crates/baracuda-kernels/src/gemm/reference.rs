@@ -38,7 +38,7 @@ pub fn act_grad(a: Activation, z: f64) -> f64 {
     }
 }
 
-pub use super::elementwise::erf;
+pub use crate::elementwise::reference::erf;
 
 /// A stored operand: data, leading dimension, order.
 pub type Stored<'a> = (&'a [f64], usize, MatrixOrder);
