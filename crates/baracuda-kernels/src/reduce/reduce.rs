@@ -373,7 +373,7 @@ impl<T: Element, const N: usize, const M: usize> ReducePlan<T, N, M> {
 }
 
 /// Check a view's shape against the plan's.
-fn check_shape_of(arg: &'static str, expected: &[usize], got: &[usize]) -> Result<()> {
+pub(crate) fn check_shape_of(arg: &'static str, expected: &[usize], got: &[usize]) -> Result<()> {
     if expected != got {
         return Err(Error::ShapeMismatch {
             op: OP,
@@ -385,7 +385,7 @@ fn check_shape_of(arg: &'static str, expected: &[usize], got: &[usize]) -> Resul
     Ok(())
 }
 
-fn check_ctx_of(arg: &'static str, stream: &Stream, ctx: usize) -> Result<()> {
+pub(crate) fn check_ctx_of(arg: &'static str, stream: &Stream, ctx: usize) -> Result<()> {
     if stream.context().id() != ctx {
         return Err(Error::ContextMismatch { op: OP, arg });
     }
@@ -393,7 +393,7 @@ fn check_ctx_of(arg: &'static str, stream: &Stream, ctx: usize) -> Result<()> {
 }
 
 /// Byte range a view reaches: `(start, end)`, empty for an empty view.
-fn byte_span<T>(addr: u64, shape: &[usize], strides: &[usize]) -> (u64, u64) {
+pub(crate) fn byte_span<T>(addr: u64, shape: &[usize], strides: &[usize]) -> (u64, u64) {
     if shape.contains(&0) {
         return (addr, addr);
     }
@@ -402,7 +402,7 @@ fn byte_span<T>(addr: u64, shape: &[usize], strides: &[usize]) -> (u64, u64) {
 }
 
 /// `InvalidArgument` naming `out` when its bytes meet any of `inputs`'.
-fn check_disjoint(out: (&'static str, (u64, u64)), inputs: &[(&str, (u64, u64))]) -> Result<()> {
+pub(crate) fn check_disjoint(out: (&'static str, (u64, u64)), inputs: &[(&str, (u64, u64))]) -> Result<()> {
     let (name, (a0, a1)) = out;
     for (input, (b0, b1)) in inputs {
         if a0 < a1 && b0 < b1 && a0 < *b1 && *b0 < a1 {
