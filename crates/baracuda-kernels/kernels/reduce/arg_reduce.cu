@@ -188,18 +188,8 @@ struct ArgBwParams {
 template <typename I>
 __device__ __forceinline__ void bw_body(const ArgBwParams& p) {
     for (I e = (I)blockIdx.x * blockDim.x + threadIdx.x; e < (I)p.n; e += (I)gridDim.x * blockDim.x) {
-        i64 off[4] = {0, 0, 0, 0};
-        I rem = e;
-#pragma unroll
-        for (int d = REDUCE_MAX_RANK - 1; d >= 0; --d) {
-            if (d < (int)p.rank) {
-                const I n = (I)p.shape[d];
-                const i64 c = (i64)(rem % n);
-                rem /= n;
-#pragma unroll
-                for (int k = 0; k < 4; ++k) off[k] += c * p.stride[k][d];
-            }
-        }
+        i64 off[4];
+        strided_offsets<4>(e, p.rank, p.shape, p.stride, off);
         const bool hit = p.indices[off[2]] == off[3];
         p.dx[off[0]] = hit ? p.dv[off[1]] : from_acc(ACC(0));
     }

@@ -14,8 +14,11 @@ use baracuda_kernels_types::{
     PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
-use super::layout::{grid_x, max_splits, merge, padded, Geometry, RedDim, BLOCKS_PER_SM, THREADS};
-use super::reduce::{byte_span, check_ctx_of, check_disjoint, check_shape_of};
+use super::layout::{
+    grid_x, launch_elementwise, max_splits, merge, padded, Geometry, RedDim, BLOCKS_PER_SM,
+    THREADS,
+};
+use super::reduce::{byte_span, check_ctx_of, check_disjoint, check_shape_of, element_code};
 use crate::kernel_sources;
 use crate::{Backward, Plan};
 
@@ -313,28 +316,7 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
     type Args<'a> = ArgReduceArgs<'a, T, N, M>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        if desc.element != T::KIND {
-            return Err(Error::DtypeMismatch {
-                op: OP,
-                arg: "desc.element",
-                expected: T::KIND,
-                got: desc.element,
-            });
-        }
-        let dtype = kernel_sources::dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
-            op: OP,
-            what: format!(
-                "{} of dtype {}; it takes f32, f64, f16 and bf16",
-                desc.op.name(),
-                T::KIND
-            ),
-        })?;
-        if N > MAX_RANK {
-            return Err(Error::Unsupported {
-                op: OP,
-                what: format!("rank {N} > {MAX_RANK}"),
-            });
-        }
+        let dtype = element_code::<T, N>(desc.element, desc.op.name())?;
         if let Some(d) = desc.dim.filter(|&d| d >= N) {
             return Err(Error::InvalidDescriptor {
                 op: OP,
@@ -555,16 +537,10 @@ impl<T: Element, const N: usize, const M: usize> Backward for ArgReducePlan<T, N
         for (row, s) in p.stride.iter_mut().zip(&strides) {
             *row = padded(s.iter().map(|&v| v as i64));
         }
-        let blocks = n
-            .div_ceil(THREADS as usize)
-            .min(BLOCKS_PER_SM * 4 * self.sm_count.max(1) as usize);
-        let f = if n <= u32::MAX as usize { &self.bw32 } else { &self.bw64 };
-        let mut a = LaunchArgs::new();
-        a.push(p)?;
         // SAFETY: dx, dv and the indices were bounds-checked at their
         // views' construction and their shapes against the plan above; the
         // kernel reaches only offsets of those views.
-        unsafe { f.launch(stream, LaunchConfig::linear(grid_x(blocks), THREADS), &mut a) }
+        unsafe { launch_elementwise(stream, n, self.sm_count, (&self.bw32, &self.bw64), p) }
     }
 }
 

@@ -507,15 +507,33 @@ impl<T: Element> BwLaunch<'_, T> {
         for (k, row) in p.stride.iter_mut().enumerate() {
             *row = padded(merged.iter().map(|m| m.1[k] as i64));
         }
-        let blocks = n
-            .div_ceil(THREADS as usize)
-            .min(BLOCKS_PER_SM * 4 * sm_count.max(1) as usize);
-        let f = if n <= u32::MAX as usize { bw32 } else { bw64 };
-        let mut args = LaunchArgs::new();
-        args.push(p)?;
         // SAFETY: forwarded from the caller's contract.
-        unsafe { f.launch(stream, LaunchConfig::linear(grid_x(blocks), THREADS), &mut args) }
+        unsafe { launch_elementwise(stream, n, sm_count, (bw32, bw64), p) }
     }
+}
+
+/// Launch an elementwise pass of `n` elements (n > 0) with parameters
+/// `p`: the 32-bit-index kernel `kernels.0` when `n` fits in u32, else the
+/// 64-bit one; a grid-stride loop over at most four waves of blocks.
+///
+/// # Safety
+/// Every address in `p` must hold what the kernel reaches for `n`
+/// elements.
+pub(crate) unsafe fn launch_elementwise<P: Copy + 'static>(
+    stream: &Stream,
+    n: usize,
+    sm_count: u32,
+    kernels: (&Function, &Function),
+    p: P,
+) -> Result<()> {
+    let blocks = n
+        .div_ceil(THREADS as usize)
+        .min(BLOCKS_PER_SM * 4 * sm_count.max(1) as usize);
+    let f = if n <= u32::MAX as usize { kernels.0 } else { kernels.1 };
+    let mut args = LaunchArgs::new();
+    args.push(p)?;
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { f.launch(stream, LaunchConfig::linear(grid_x(blocks), THREADS), &mut args) }
 }
 
 #[cfg(test)]

@@ -3,8 +3,10 @@
 //! forward and backward, deterministic; max and min with indices,
 //! argmax and argmin (`arg_reduce.rs`).
 //!
-//! One CUDA source (`kernels/reduce/reduce.cu`) compiled once per dtype and
-//! op; its building blocks (group reductions, Welford and online
+//! Two CUDA sources, each compiled once per dtype and op:
+//! `kernels/reduce/reduce.cu` (the value reductions) and
+//! `kernels/reduce/arg_reduce.cu` (the index reductions); their building
+//! blocks (group reductions, Welford and online
 //! log-sum-exp merges) are in `kernels/common/reduce.cuh`.
 
 mod arg_reduce;

@@ -155,7 +155,7 @@ fn samples(op: ArgReduceOp, with_values: bool) -> Vec<ArgSample> {
         with(s(&[4, 9000], None, Contiguous), Values::Nan),
         // realistic: next-token argmax over a vocabulary; rows of a hidden
         // state
-        s(&[64, 128_256], Some(1), Contiguous),
+        s(&[16, 128_256], Some(1), Contiguous),
         s(&[1024, 4096], Some(1), Contiguous),
     ]
 }
