@@ -1,7 +1,8 @@
 """PyTorch baselines of the reduce family, from bench/cases/reduce.json
 (which crates/baracuda-bench/src/reduce.rs reads too): reductions of
 contiguous tensors over the case's dims (keepdim false; the norm is
-torch.linalg.vector_norm with p = 2), each timed eagerly and as
+torch.linalg.vector_norm with p = 2; argmax and argmin take one dim and
+write i64 indices), each timed eagerly and as
 torch.compile of the same function (the third element of what cases()
 yields; torch_baseline.py reports it as compile_ms), and the
 device-to-device copy ceiling. Inputs rotate over buffer sets by L2 size,
@@ -25,7 +26,11 @@ REDUCE = {
     "std": lambda torch, d: lambda x: x.std(d),
     "logsumexp": lambda torch, d: lambda x: x.logsumexp(d),
     "norm": lambda torch, d: lambda x: torch.linalg.vector_norm(x, 2, d),
+    "argmax": lambda torch, d: lambda x: x.argmax(d[0]),
+    "argmin": lambda torch, d: lambda x: x.argmin(d[0]),
 }
+# Ops whose output is i64 indices over exactly one dim.
+INDEX_OPS = ("argmax", "argmin")
 SETTINGS = {}
 OPS = {"copy": Op(("fw",), FLOATS, {"shape": [int]})}
 OPS.update({op: Op(("fw",), FLOATS, {"shape": [int], "dims": [int]}) for op in REDUCE})
@@ -52,8 +57,10 @@ def rows(case):
         raise caselist.CaseError(f"reduce case {case['name']!r}: dims {dims} of a rank-{len(shape)} shape")
     if (len(shape), len(shape) - len(dims)) not in RANKS:
         raise caselist.CaseError(f"reduce case {case['name']!r}: ranks not built (takes {RANKS})")
+    if case["op"] in INDEX_OPS and len(dims) != 1:
+        raise caselist.CaseError(f"reduce case {case['name']!r}: {case['op']} takes one dim")
     n_out = _prod(shape[d] for d in range(len(shape)) if d not in dims)
-    b = (n + n_out) * size
+    b = n * size + n_out * (8 if case["op"] in INDEX_OPS else size)
     return [caselist.row(case, p, shape_s, bytes=b, rotation_bytes=b) for p in case["passes"]]
 
 

@@ -58,6 +58,10 @@ source!(
     REDUCE = "reduce/reduce.cu"
 );
 source!(
+    /// Max and min with indices, argmax and argmin.
+    ARG_REDUCE = "reduce/arg_reduce.cu"
+);
+source!(
     /// Convolution bias epilogue, bias and ReLU gradients.
     CONV_BIAS = "conv/bias.cu"
 );

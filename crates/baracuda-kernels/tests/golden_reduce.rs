@@ -1,10 +1,12 @@
 //! Host test: the reduce family's f64 oracles against PyTorch goldens
 //! (`tests/golden/reduce.safetensors`, written by `scripts/make_goldens.py`
 //! from `scripts/goldens/reduce.py`): every op over dims (0, 2) of a
-//! [4, 5, 6] tensor, forward and gradient, and the empty reductions.
+//! [4, 5, 6] tensor, forward and gradient, and the empty reductions; max
+//! and min with indices over dim 1 and argmax/argmin over all dims, with
+//! ties and NaN.
 
 use baracuda_kernels::reference::reduce::{self as r, Reduction};
-use baracuda_kernels::ReduceOp;
+use baracuda_kernels::{ArgReduceOp, ReduceOp};
 use safetensors::SafeTensors;
 
 fn bytes() -> Vec<u8> {
@@ -117,5 +119,28 @@ fn empty_reductions_match_pytorch() {
         e.p = p;
         let key = format!("empty.{name}.y");
         close(&key, &r::reduce(&e, &[]), &get(&t, &key));
+    }
+}
+
+#[test]
+#[ignore = "needs tests/golden/reduce.safetensors regenerated with the index cases of scripts/goldens/reduce.py (scripts/make_goldens.py on a machine with PyTorch)"]
+fn index_reductions_match_pytorch() {
+    let data = bytes();
+    let t = SafeTensors::deserialize(&data).expect("safetensors");
+    let shape = [4, 5, 6];
+    for (name, op) in [("max", ArgReduceOp::Max), ("min", ArgReduceOp::Min)] {
+        for case in ["ties", "nan"] {
+            let k = |s: &str| format!("{name}_indices.{case}.{s}");
+            let x = get(&t, &k("x"));
+            let (values, indices) = r::arg_reduce(op, &shape, &[false, true, false], &x);
+            close(&k("values"), &values, &get(&t, &k("values")));
+            close(&k("indices"), &indices, &get(&t, &k("indices")));
+            let dx =
+                r::arg_reduce_backward(&shape, &[false, true, false], &indices, &get(&t, &k("dv")));
+            close(&k("dx"), &dx, &get(&t, &k("dx")));
+            let a = |s: &str| format!("arg{name}_all.{case}.{s}");
+            let (_, flat) = r::arg_reduce(op, &shape, &[true; 3], &get(&t, &a("x")));
+            close(&a("indices"), &flat, &get(&t, &a("indices")));
+        }
     }
 }

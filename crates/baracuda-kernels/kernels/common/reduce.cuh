@@ -16,6 +16,8 @@
 //                  that exp(-inf - -inf) never appears.
 //   strided_offset the offset of a linear index over up to 8 strided dims
 //                  (innermost last), 64-bit.
+//   strided_offsets the same for K operands at once (elementwise
+//                  backward passes).
 //
 // Softmax, norms, losses and attention use the same pieces. No element
 // type here: includers supply u32, u64 and i64 (dtype.cuh does).
@@ -153,4 +155,23 @@ __device__ __forceinline__ i64 strided_offset(I i, u32 rank, const u64* shape, c
         }
     }
     return off;
+}
+
+// Offsets of linear index `i` over `rank` dims of `shape` in each of K
+// operands, operand k with element strides `stride[k]`.
+template <int K, typename I>
+__device__ __forceinline__ void strided_offsets(I i, u32 rank, const u64* shape,
+                                                const i64 (*stride)[REDUCE_MAX_RANK], i64 (&off)[K]) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) off[k] = 0;
+#pragma unroll
+    for (int d = REDUCE_MAX_RANK - 1; d >= 0; --d) {
+        if (d < (int)rank) {
+            const I e = (I)shape[d];
+            const i64 c = (i64)(i % e);
+            i /= e;
+#pragma unroll
+            for (int k = 0; k < K; ++k) off[k] += c * stride[k][d];
+        }
+    }
 }

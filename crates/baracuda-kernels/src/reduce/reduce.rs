@@ -372,8 +372,37 @@ impl<T: Element, const N: usize, const M: usize> ReducePlan<T, N, M> {
     }
 }
 
+/// The `BARACUDA_DTYPE` of a plan of `T` and rank `N` whose descriptor
+/// names `element`, for op `name`: `DtypeMismatch` when `element` is not
+/// `T`, `Unsupported` for a dtype other than f32, f64, f16 and bf16 or a
+/// rank past [`MAX_RANK`].
+pub(crate) fn element_code<T: Element, const N: usize>(
+    element: ElementKind,
+    name: &str,
+) -> Result<u32> {
+    if element != T::KIND {
+        return Err(Error::DtypeMismatch {
+            op: OP,
+            arg: "desc.element",
+            expected: T::KIND,
+            got: element,
+        });
+    }
+    let dtype = kernel_sources::dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
+        op: OP,
+        what: format!("{name} of dtype {}; reductions take f32, f64, f16 and bf16", T::KIND),
+    })?;
+    if N > MAX_RANK {
+        return Err(Error::Unsupported {
+            op: OP,
+            what: format!("rank {N} > {MAX_RANK}"),
+        });
+    }
+    Ok(dtype)
+}
+
 /// Check a view's shape against the plan's.
-fn check_shape_of(arg: &'static str, expected: &[usize], got: &[usize]) -> Result<()> {
+pub(crate) fn check_shape_of(arg: &'static str, expected: &[usize], got: &[usize]) -> Result<()> {
     if expected != got {
         return Err(Error::ShapeMismatch {
             op: OP,
@@ -385,7 +414,7 @@ fn check_shape_of(arg: &'static str, expected: &[usize], got: &[usize]) -> Resul
     Ok(())
 }
 
-fn check_ctx_of(arg: &'static str, stream: &Stream, ctx: usize) -> Result<()> {
+pub(crate) fn check_ctx_of(arg: &'static str, stream: &Stream, ctx: usize) -> Result<()> {
     if stream.context().id() != ctx {
         return Err(Error::ContextMismatch { op: OP, arg });
     }
@@ -393,7 +422,7 @@ fn check_ctx_of(arg: &'static str, stream: &Stream, ctx: usize) -> Result<()> {
 }
 
 /// Byte range a view reaches: `(start, end)`, empty for an empty view.
-fn byte_span<T>(addr: u64, shape: &[usize], strides: &[usize]) -> (u64, u64) {
+pub(crate) fn byte_span<T>(addr: u64, shape: &[usize], strides: &[usize]) -> (u64, u64) {
     if shape.contains(&0) {
         return (addr, addr);
     }
@@ -402,7 +431,7 @@ fn byte_span<T>(addr: u64, shape: &[usize], strides: &[usize]) -> (u64, u64) {
 }
 
 /// `InvalidArgument` naming `out` when its bytes meet any of `inputs`'.
-fn check_disjoint(out: (&'static str, (u64, u64)), inputs: &[(&str, (u64, u64))]) -> Result<()> {
+pub(crate) fn check_disjoint(out: (&'static str, (u64, u64)), inputs: &[(&str, (u64, u64))]) -> Result<()> {
     let (name, (a0, a1)) = out;
     for (input, (b0, b1)) in inputs {
         if a0 < a1 && b0 < b1 && a0 < *b1 && *b0 < a1 {
@@ -421,24 +450,7 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
     type Args<'a> = ReduceArgs<'a, T, N, M>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        if desc.element != T::KIND {
-            return Err(Error::DtypeMismatch {
-                op: OP,
-                arg: "desc.element",
-                expected: T::KIND,
-                got: desc.element,
-            });
-        }
-        let dtype = kernel_sources::dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
-            op: OP,
-            what: format!("dtype {}; reductions take f32, f64, f16 and bf16", T::KIND),
-        })?;
-        if N > MAX_RANK {
-            return Err(Error::Unsupported {
-                op: OP,
-                what: format!("rank {N} > {MAX_RANK}"),
-            });
-        }
+        let dtype = element_code::<T, N>(desc.element, desc.op.name())?;
         if N < 32 && desc.dims >> N != 0 {
             return Err(invalid(
                 "dims",

@@ -12,6 +12,7 @@
 //! and, over one exercise per family, shared plans, graph capture, large
 //! tensors and faults.
 
+mod arg_reduce;
 mod conv;
 mod driver;
 mod elementwise;
@@ -106,6 +107,7 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("conv", conv::ROWS),
     ("gemm", gemm::ROWS),
     ("reduce", reduce::ROWS),
+    ("reduce", arg_reduce::ROWS),
 ];
 
 #[test]

@@ -105,32 +105,11 @@ impl ReduceSample {
     }
     /// x's strides, buffer length and offset.
     fn x_layout(&self) -> (Vec<usize>, usize, usize) {
-        let s = &self.shape;
-        let n: usize = s.iter().product();
-        match self.layout {
-            Layout::Transposed => {
-                let mut st = vec![1; s.len()];
-                for d in 1..s.len() {
-                    st[d] = st[d - 1] * s[d - 1].max(1);
-                }
-                (st, n, 0)
-            }
-            Layout::Broadcast => {
-                let mut st = contiguous(s);
-                st[0] = 0;
-                (st, n / s[0].max(1), 0)
-            }
-            Layout::Misaligned => (contiguous(s), n + 1, 1),
-            _ => (contiguous(s), n, 0),
-        }
+        x_layout(self.layout, &self.shape)
     }
     /// Strides and buffer length of an output of `shape` (y or dx).
     fn out_layout(&self, shape: &[usize]) -> (Vec<usize>, usize) {
-        let n: usize = shape.iter().product();
-        match self.layout {
-            Layout::StridedOut => (contiguous(shape).iter().map(|s| 2 * s).collect(), 2 * n),
-            _ => (contiguous(shape), n),
-        }
+        out_layout(self.layout, shape)
     }
     /// The input range of the op (prod: the signs; its magnitudes are
     /// drawn in `inputs`).
@@ -148,8 +127,38 @@ impl ReduceSample {
     }
 }
 
-fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
+pub(crate) fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
     std::array::from_fn(|i| v.get(i).copied().unwrap_or(1))
+}
+
+/// x's strides, buffer length and offset in `layout`.
+pub(crate) fn x_layout(layout: Layout, s: &[usize]) -> (Vec<usize>, usize, usize) {
+    let n: usize = s.iter().product();
+    match layout {
+        Layout::Transposed => {
+            let mut st = vec![1; s.len()];
+            for d in 1..s.len() {
+                st[d] = st[d - 1] * s[d - 1].max(1);
+            }
+            (st, n, 0)
+        }
+        Layout::Broadcast => {
+            let mut st = contiguous(s);
+            st[0] = 0;
+            (st, n / s[0].max(1), 0)
+        }
+        Layout::Misaligned => (contiguous(s), n + 1, 1),
+        _ => (contiguous(s), n, 0),
+    }
+}
+
+/// Strides and buffer length of an output of `shape` in `layout`.
+pub(crate) fn out_layout(layout: Layout, shape: &[usize]) -> (Vec<usize>, usize) {
+    let n: usize = shape.iter().product();
+    match layout {
+        Layout::StridedOut => (contiguous(shape).iter().map(|s| 2 * s).collect(), 2 * n),
+        _ => (contiguous(shape), n),
+    }
 }
 
 /// The row of op `ReduceOp::ALL[OP]`.
@@ -373,7 +382,7 @@ fn first_elements(s: &ReduceSample, n: usize, outputs: usize) -> Vec<Vec<usize>>
 }
 
 /// NaN as f64::MAX, so that compare() accepts a NaN where one is due.
-fn nan_marked(v: Vec<f64>) -> Vec<f64> {
+pub(crate) fn nan_marked(v: Vec<f64>) -> Vec<f64> {
     v.into_iter()
         .map(|x| if x.is_nan() { f64::MAX } else { x })
         .collect()
@@ -464,6 +473,7 @@ macro_rules! by_ranks {
         }
     };
 }
+pub(crate) use by_ranks;
 
 fn run(
     kind: ElementKind,
@@ -477,7 +487,7 @@ fn run(
 
 /// A strided view's values in logical order, after checking that nothing
 /// else in its buffer (guards included) was written.
-fn view_result<T: Element>(
+pub(crate) fn view_result<T: Element>(
     what: &str,
     out: &Guarded<T>,
     shape: &[usize],
