@@ -31,6 +31,10 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         "common/reduce.cuh",
         include_str!("../kernels/common/reduce.cuh"),
     ),
+    (
+        "common/scan.cuh",
+        include_str!("../kernels/common/scan.cuh"),
+    ),
 ];
 
 /// `kernels/<path>` as a [`KernelSource`] with the [`COMMON`] headers.
@@ -56,6 +60,10 @@ source!(
 source!(
     /// Reductions over any dims, forward and backward.
     REDUCE = "reduce/reduce.cu"
+);
+source!(
+    /// Scans along one dim, forward and backward.
+    SCAN = "reduce/scan.cu"
 );
 source!(
     /// Convolution bias epilogue, bias and ReLU gradients.

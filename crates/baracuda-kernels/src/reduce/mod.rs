@@ -9,15 +9,18 @@
 mod layout;
 #[allow(clippy::module_inception)] // the family and its one plan share the name
 mod reduce;
+mod scan;
 
 pub use reduce::{ReduceArgs, ReduceBwArgs, ReduceDescriptor, ReduceOp, ReducePlan};
+pub use scan::{ScanArgs, ScanBwArgs, ScanDescriptor, ScanOp, ScanPlan};
 
 use baracuda_driver::ModuleSpec;
 
-/// Every module the family's plans can request: each op on each float
-/// dtype.
+/// Every module the family's plans can request: each reduction on each
+/// float dtype, and the scans of each float dtype.
 pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     (0..4)
         .flat_map(|dtype| reduce::OP_CODES.map(move |code| reduce::spec(dtype, code)))
+        .chain((0..4).map(scan::spec))
         .collect()
 }
