@@ -264,6 +264,8 @@ struct Op<7> {
         if (b.whole && a.key == b.key) {
             b.sum = a.sum + b.sum;
             b.whole = a.whole;
+        } else {
+            b.whole = 0;
         }
         return b;
     }

@@ -476,14 +476,17 @@ fn run_ranked<T: Element, const N: usize>(
     let mut dx = Guarded::<T>::new(o_len);
     let mut ws = workspace(plan.bw_workspace_size(Grad::X.into()));
     let y_view = TensorRef::new(y.slice(), shape, ostrides).map_err(|e| e.to_string())?;
-    let i_view = TensorRef::new(idx.slice(), shape, ostrides).map_err(|e| e.to_string())?;
+    let i_view = match s.op.has_indices() {
+        true => Some(TensorRef::new(idx.slice(), shape, ostrides).map_err(|e| e.to_string())?),
+        false => None,
+    };
     plan.run_bw(
         &g.stream,
         Workspace::Borrowed(ws.as_slice_mut()),
         ScanBwArgs {
             x,
             y: (s.op == ScanOp::LogCumSumExp).then_some(y_view),
-            indices: s.op.has_indices().then_some(i_view),
+            indices: i_view,
             dy,
             dx: TensorMut::new(dx.slice_mut(), shape, ostrides).map_err(|e| e.to_string())?,
         },
