@@ -56,6 +56,9 @@ fn job(c: &RawCase) -> Checked<Job> {
         });
         return Ok(c.job(rows, run));
     }
+    if let Some(op) = crate::scan::op(&c.op) {
+        return crate::scan::job(c, op);
+    }
     let op = ReduceOp::ALL
         .into_iter()
         .find(|o| o.name() == c.op)
