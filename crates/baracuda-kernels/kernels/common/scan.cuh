@@ -15,19 +15,12 @@
 // reproducible. The caller carries the prefix of earlier tiles.
 // No element type here: includers supply u32 (dtype.cuh does).
 #pragma once
+#include "common/reduce.cuh"
 
-// `v` of lane `lane - off` in the warp: S moved as 32-bit words.
+// `v` of lane `lane - off` in the warp (lanes below `off` keep their own).
 template <typename S>
 __device__ __forceinline__ S shfl_up_state(const S& v, int off) {
-    static_assert(sizeof(S) % 4 == 0, "state is whole 32-bit words");
-    constexpr int W = sizeof(S) / 4;
-    unsigned w[W];
-    memcpy(w, &v, sizeof(S));
-#pragma unroll
-    for (int i = 0; i < W; ++i) w[i] = __shfl_up_sync(0xffffffffu, w[i], off);
-    S r;
-    memcpy(&r, w, sizeof(S));
-    return r;
+    return map_words(v, [off](unsigned w) { return __shfl_up_sync(0xffffffffu, w, off); });
 }
 
 template <typename S, typename F>

@@ -14,36 +14,8 @@ use baracuda_kernels::reference::scan::{self as r, Scan};
 use baracuda_kernels::*;
 
 use crate::harness::*;
+use crate::reduce::{Layout, Values};
 use crate::table::{BadInputs, OpCase, Tensors};
-
-/// How a sample lays out x and its outputs.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub enum Layout {
-    /// Row-major, 16-byte aligned.
-    Contiguous,
-    /// x stored with its dims in reverse order (column-major).
-    Transposed,
-    /// x's dim 0 has stride 0.
-    Broadcast,
-    /// x starts one element into its buffer.
-    Misaligned,
-    /// y, indices and dx every other element; the ones between stay
-    /// untouched.
-    StridedOut,
-}
-
-/// Special values a sample's input holds.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub enum Values {
-    /// Random in the op's range.
-    Random,
-    /// On a grid of 0.5 (many ties).
-    Ties,
-    /// NaN, inf and -inf in the first lines (forward only).
-    Special,
-    /// Zeros in the first lines.
-    Zeros,
-}
 
 /// One scan problem of a row.
 #[derive(Clone, Debug)]
@@ -637,63 +609,48 @@ fn bad_inputs(op: ScanOp) -> Result<usize, String> {
     let mut ws = workspace(plan.bw_workspace_size(Grad::X.into()));
     let mut dx = Guarded::<f32>::new(4 * 96);
     let mut dx5 = Guarded::<f32>::new(5 * 96);
-    let r = plan.run_bw(
-        &g.stream,
+    let bw = |ws: Workspace<'_>, y, indices, dx: TensorMut<'_, f32, 2>| {
+        plan.run_bw(
+            &g.stream,
+            ws,
+            ScanBwArgs {
+                x,
+                y,
+                indices,
+                dy,
+                dx,
+            },
+        )
+    };
+    let r = bw(
         Workspace::Borrowed(ws.as_slice_mut()),
-        ScanBwArgs {
-            x,
-            y: y_arg,
-            indices: i_arg,
-            dy,
-            dx: view(&mut dx5, [5, 96])?,
-        },
+        y_arg,
+        i_arg,
+        view(&mut dx5, [5, 96])?,
     );
     b.expect("dx [5, 96]", r, shape_mismatch("dx"), &[&dx5])?;
-    if needs_y {
-        let r = plan.run_bw(
-            &g.stream,
+    // the forward output each op's backward reads, left out
+    let missing = match op {
+        ScanOp::LogCumSumExp => Some("y"),
+        ScanOp::CumMax | ScanOp::CumMin => Some("indices"),
+        _ => None,
+    };
+    if let Some(arg) = missing {
+        let r = bw(
             Workspace::Borrowed(ws.as_slice_mut()),
-            ScanBwArgs {
-                x,
-                y: None,
-                indices: None,
-                dy,
-                dx: view(&mut dx, [4, 96])?,
-            },
-        );
-        b.expect("backward without y", r, invalid_argument("y"), &[&dx])?;
-    }
-    if with_idx {
-        let r = plan.run_bw(
-            &g.stream,
-            Workspace::Borrowed(ws.as_slice_mut()),
-            ScanBwArgs {
-                x,
-                y: None,
-                indices: None,
-                dy,
-                dx: view(&mut dx, [4, 96])?,
-            },
+            None,
+            None,
+            view(&mut dx, [4, 96])?,
         );
         b.expect(
-            "backward without indices",
+            &format!("backward without {arg}"),
             r,
-            invalid_argument("indices"),
+            invalid_argument(arg),
             &[&dx],
         )?;
     }
     if op == ScanOp::CumProd {
-        let r = plan.run_bw(
-            &g.stream,
-            Workspace::None,
-            ScanBwArgs {
-                x,
-                y: None,
-                indices: None,
-                dy,
-                dx: view(&mut dx, [4, 96])?,
-            },
-        );
+        let r = bw(Workspace::None, None, None, view(&mut dx, [4, 96])?);
         b.expect("backward without workspace", r, workspace_too_small, &[&dx])?;
     }
     b.done()
