@@ -26,7 +26,8 @@
 // over lines), tiles of 4 x 256 elements scanned by block_scan
 // (common/scan.cuh) with the prefix of earlier tiles carried; scan_thread
 // runs one thread per line, sequentially (consecutive threads take
-// consecutive lines, so a scan along an outer dim reads coalesced rows).
+// consecutive lines, so a scan along an outer dim reads coalesced rows;
+// 8 positions loaded ahead of their combines).
 // Traffic: FW reads x and writes y once; BW reads its inputs once and
 // writes dx (cumprod: plus a workspace write and read). 64-bit offsets.
 // Specialised by: BARACUDA_DTYPE (T, ACC); one module holds every code.
@@ -37,6 +38,7 @@
 #define SCAN_RANK 8
 #define SCAN_THREADS 256
 #define SCAN_ITEMS 4
+#define SCAN_UNROLL 8
 
 // Operand slots.
 #define X 0
@@ -366,9 +368,18 @@ __device__ __forceinline__ void scan_thread(const ScanParams& P) {
     for (u64 line = (u64)blockIdx.x * blockDim.x + threadIdx.x; line < P.lines; line += stride) {
         const Line L = line_of(P, line);
         S carry = O::identity();
-        for (u64 p = 0; p < P.len; ++p) {
-            carry = O::combine(carry, O::load(L, p));
-            O::store(L, p, carry);
+        // SCAN_UNROLL loads in flight before their combines and stores
+        for (u64 p0 = 0; p0 < P.len; p0 += SCAN_UNROLL) {
+            S v[SCAN_UNROLL];
+#pragma unroll
+            for (int k = 0; k < SCAN_UNROLL; ++k) v[k] = p0 + k < P.len ? O::load(L, p0 + k) : O::identity();
+#pragma unroll
+            for (int k = 0; k < SCAN_UNROLL; ++k) {
+                if (p0 + k < P.len) {
+                    carry = O::combine(carry, v[k]);
+                    O::store(L, p0 + k, carry);
+                }
+            }
         }
     }
 }
