@@ -54,6 +54,7 @@ __device__ __forceinline__ void block_scan(S (&v)[ITEMS], S (&total)[ITEMS], F c
         for (int k = 0; k < ITEMS; ++k) {
             S w = smem[k * 32 + (lane < warps ? lane : warps - 1)];
             w = warp_inclusive_scan(w, combine);
+            __syncwarp();  // every lane has read its slot before any is rewritten
             if (lane < warps) smem[k * 32 + lane] = w;
         }
     }
