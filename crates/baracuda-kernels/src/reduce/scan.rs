@@ -377,24 +377,7 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
     type Args<'a> = ScanArgs<'a, T, N>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        if desc.element != T::KIND {
-            return Err(Error::DtypeMismatch {
-                op: OP,
-                arg: "desc.element",
-                expected: T::KIND,
-                got: desc.element,
-            });
-        }
-        let dtype = kernel_sources::dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
-            op: OP,
-            what: format!("dtype {}; scans take f32, f64, f16 and bf16", T::KIND),
-        })?;
-        if N > MAX_RANK {
-            return Err(Error::Unsupported {
-                op: OP,
-                what: format!("rank {N} > {MAX_RANK}"),
-            });
-        }
+        let dtype = super::float_dtype::<T, N>(OP, desc.element)?;
         if desc.dim >= N {
             return Err(invalid(
                 "dim",
