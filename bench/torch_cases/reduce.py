@@ -31,9 +31,18 @@ REDUCE = {
 }
 # Ops whose output is i64 indices over exactly one dim.
 INDEX_OPS = ("argmax", "argmin")
+# Scans along one dim (inclusive, forward); cummax/cummin return indices too.
+SCAN = {
+    "cumsum": lambda torch, d: lambda x: x.cumsum(d),
+    "cumprod": lambda torch, d: lambda x: x.cumprod(d),
+    "cummax": lambda torch, d: lambda x: x.cummax(d),
+    "cummin": lambda torch, d: lambda x: x.cummin(d),
+    "logcumsumexp": lambda torch, d: lambda x: x.logcumsumexp(d),
+}
 SETTINGS = {}
 OPS = {"copy": Op(("fw",), FLOATS, {"shape": [int]})}
 OPS.update({op: Op(("fw",), FLOATS, {"shape": [int], "dims": [int]}) for op in REDUCE})
+OPS.update({op: Op(("fw",), FLOATS, {"shape": [int], "dim": int}) for op in SCAN})
 # The ranks baracuda-bench is built for: (rank of x, rank of y).
 RANKS = ((1, 0), (2, 1), (3, 1), (4, 1))
 
@@ -52,6 +61,12 @@ def rows(case):
     if case["op"] == "copy":
         return [caselist.row(case, p, shape_s, bytes=2 * n * size, rotation_bytes=2 * n * size)
                 for p in case["passes"]]
+    if case["op"] in SCAN:
+        dim = case["dim"]
+        if dim >= len(shape) or len(shape) not in (1, 2):
+            raise caselist.CaseError(f"scan case {case['name']!r}: dim {dim} of shape {shape} (ranks 1 and 2 are built)")
+        b = 2 * n * size + (8 * n if case["op"] in ("cummax", "cummin") else 0)
+        return [caselist.row(case, p, shape_s, bytes=b, rotation_bytes=b) for p in case["passes"]]
     dims = case["dims"]
     if len(set(dims)) != len(dims) or any(d >= len(shape) for d in dims):
         raise caselist.CaseError(f"reduce case {case['name']!r}: dims {dims} of a rank-{len(shape)} shape")
@@ -79,7 +94,8 @@ def cases(torch, settings, cases):
             yield row, [(lambda x=x, y=y: y.copy_(x)) for x, y in zip(xs, ys)]
             del ys
         else:
-            f = REDUCE[case["op"]](torch, tuple(case["dims"]))
+            f = (SCAN[case["op"]](torch, case["dim"]) if case["op"] in SCAN
+                 else REDUCE[case["op"]](torch, tuple(case["dims"])))
             compiled = torch.compile(f, dynamic=False)
             yield (row, [(lambda x=x: f(x)) for x in xs], [(lambda x=x: compiled(x)) for x in xs])
         del xs

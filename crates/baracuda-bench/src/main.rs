@@ -13,6 +13,7 @@ mod elementwise;
 mod gemm;
 mod harness;
 mod reduce;
+mod scan;
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();

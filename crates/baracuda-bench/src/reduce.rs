@@ -57,6 +57,9 @@ fn job(c: &RawCase) -> Checked<Job> {
         });
         return Ok(c.job(rows, run));
     }
+    if let Some(op) = crate::scan::op(&c.op) {
+        return crate::scan::job(c, op);
+    }
     let arg_op = ArgReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
     let op = ReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
     if arg_op.is_none() && op.is_none() {

@@ -31,6 +31,10 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         "common/reduce.cuh",
         include_str!("../kernels/common/reduce.cuh"),
     ),
+    (
+        "common/scan.cuh",
+        include_str!("../kernels/common/scan.cuh"),
+    ),
 ];
 
 /// `kernels/<path>` as a [`KernelSource`] with the [`COMMON`] headers.
@@ -60,6 +64,10 @@ source!(
 source!(
     /// Max and min with indices, argmax and argmin.
     ARG_REDUCE = "reduce/arg_reduce.cu"
+);
+source!(
+    /// Scans along one dim, forward and backward.
+    SCAN = "reduce/scan.cu"
 );
 source!(
     /// Convolution bias epilogue, bias and ReLU gradients.

@@ -1,6 +1,9 @@
 //! f64 oracles of the reduce family: every [`ReduceOp`] over any subset of
 //! dims of a row-major tensor, and its gradient, as PyTorch defines them.
 
+/// The scans' oracles.
+pub mod scan;
+
 use crate::{ArgReduceOp, ReduceOp};
 
 /// A reduction problem: the op, the input's shape, which dims are reduced,

@@ -8,7 +8,7 @@
 //! dtype is `Unsupported`, and the row's bad inputs. The elementwise rows
 //! are below; the conv family's (convolution and pooling) are in
 //! `conv.rs`, the GEMM family's in `gemm.rs`, the reduce family's in
-//! `reduce.rs`. `reliability.rs` runs every row from many threads at once
+//! `reduce.rs` (reductions) and `scan.rs` (scans). `reliability.rs` runs every row from many threads at once
 //! and, over one exercise per family, shared plans, graph capture, large
 //! tensors and faults.
 
@@ -20,6 +20,7 @@ mod gemm;
 mod harness;
 mod reduce;
 mod reliability;
+mod scan;
 mod table;
 
 use baracuda_kernels::{BinaryOp, UnaryOp};
@@ -108,6 +109,7 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("gemm", gemm::ROWS),
     ("reduce", reduce::ROWS),
     ("reduce", arg_reduce::ROWS),
+    ("reduce", scan::ROWS),
 ];
 
 #[test]

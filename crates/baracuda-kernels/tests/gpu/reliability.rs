@@ -52,6 +52,7 @@ const _: () = {
     send_sync::<LinearPlan<f32>>();
     send_sync::<ReducePlan<f32, 4, 2>>();
     send_sync::<ArgReducePlan<f32, 4, 3>>();
+    send_sync::<ScanPlan<f32, 4>>();
 };
 
 /// Iterations each thread runs in the concurrency tests.
