@@ -58,6 +58,10 @@ source!(
     REDUCE = "reduce/reduce.cu"
 );
 source!(
+    /// Softmax, log-softmax and softmin along one dim, forward and backward.
+    SOFTMAX = "softmax/softmax.cu"
+);
+source!(
     /// Convolution bias epilogue, bias and ReLU gradients.
     CONV_BIAS = "conv/bias.cu"
 );

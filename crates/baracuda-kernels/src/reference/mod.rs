@@ -6,3 +6,4 @@ pub mod elementwise;
 /// f64 oracles of the GEMM family.
 pub mod gemm;
 pub mod reduce;
+pub mod softmax;

@@ -19,6 +19,7 @@ mod gemm;
 mod harness;
 mod reduce;
 mod reliability;
+mod softmax;
 mod table;
 
 use baracuda_kernels::{BinaryOp, UnaryOp};
@@ -106,6 +107,7 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("conv", conv::ROWS),
     ("gemm", gemm::ROWS),
     ("reduce", reduce::ROWS),
+    ("softmax", softmax::ROWS),
 ];
 
 #[test]

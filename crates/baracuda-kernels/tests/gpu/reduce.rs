@@ -373,7 +373,7 @@ fn first_elements(s: &ReduceSample, n: usize, outputs: usize) -> Vec<Vec<usize>>
 }
 
 /// NaN as f64::MAX, so that compare() accepts a NaN where one is due.
-fn nan_marked(v: Vec<f64>) -> Vec<f64> {
+pub(crate) fn nan_marked(v: Vec<f64>) -> Vec<f64> {
     v.into_iter()
         .map(|x| if x.is_nan() { f64::MAX } else { x })
         .collect()
@@ -393,7 +393,7 @@ fn reference(_: ElementKind, s: &ReduceSample, inputs: &Tensors, got: &Tensors) 
 }
 
 /// The spacing of `kind`'s subnormals (its smallest positive value).
-fn subnormal_spacing(kind: ElementKind) -> f64 {
+pub(crate) fn subnormal_spacing(kind: ElementKind) -> f64 {
     match kind {
         ElementKind::F16 => 2f64.powi(-24),
         ElementKind::Bf16 => 2f64.powi(-133),
@@ -477,7 +477,7 @@ fn run(
 
 /// A strided view's values in logical order, after checking that nothing
 /// else in its buffer (guards included) was written.
-fn view_result<T: Element>(
+pub(crate) fn view_result<T: Element>(
     what: &str,
     out: &Guarded<T>,
     shape: &[usize],

@@ -51,6 +51,7 @@ const _: () = {
     send_sync::<Fp8GemmPlan<float8::F8E4M3, float8::F8E4M3, bf16>>();
     send_sync::<LinearPlan<f32>>();
     send_sync::<ReducePlan<f32, 4, 2>>();
+    send_sync::<SoftmaxPlan<bf16, 3>>();
 };
 
 /// Iterations each thread runs in the concurrency tests.
