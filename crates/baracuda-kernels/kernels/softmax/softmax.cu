@@ -189,6 +189,7 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_fw_row(const SoftmaxP
         }
         const bool vec = p.vec && aligned16(x) && aligned16(y);
         T v[VEC];
+        ACC m, coef;
         if (p.cache) {
             Pair st{-acc_inf(), ACC(0)};
             for (u64 c = t; live && c < nch; c += G) {
@@ -200,7 +201,7 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_fw_row(const SoftmaxP
                 for (int k = 0; k < VEC; ++k)
                     if (k < cnt) st.a = nan_max(st.a, fw_in(v[k]));
             }
-            const ACC m = group_all(st, G, max_merge, red, bc).a;
+            m = group_all(st, G, max_merge, red, bc).a;
             st = Pair{ACC(0), ACC(0)};
             for (u64 c = t; live && c < nch; c += G) {
                 const u64 i = c * VEC;
@@ -210,16 +211,7 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_fw_row(const SoftmaxP
                 for (int k = 0; k < VEC; ++k)
                     if (k < cnt) st.a += m_exp(fw_in(v[k]) - m);
             }
-            const ACC coef = fw_coef(group_all(st, G, sum_merge, red, bc).a);
-            for (u64 c = t; live && c < nch; c += G) {
-                const u64 i = c * VEC;
-                const int cnt = chunk_len(p.n, i);
-                load_chunk(cache, 1, i, cnt, true, v);
-#pragma unroll
-                for (int k = 0; k < VEC; ++k)
-                    if (k < cnt) v[k] = fw_out(fw_in(v[k]), m, coef);
-                store_chunk(y, p.ao, i, cnt, vec, v);
-            }
+            coef = fw_coef(group_all(st, G, sum_merge, red, bc).a);
         } else {
             Pair st{-acc_inf(), ACC(0)};
             for (u64 c = t; live && c < nch; c += G) {
@@ -231,16 +223,21 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_fw_row(const SoftmaxP
                     if (k < cnt) online_push(st, fw_in(v[k]));
             }
             st = group_all(st, G, [](Pair l, Pair h) { return online_merge(l, h); }, red, bc);
-            const ACC coef = fw_coef(st.b);
-            for (u64 c = t; live && c < nch; c += G) {
-                const u64 i = c * VEC;
-                const int cnt = chunk_len(p.n, i);
-                load_chunk(x, p.ax, i, cnt, vec, v);
+            m = st.a;
+            coef = fw_coef(st.b);
+        }
+        // y from the cached row, or from a second read of x
+        const T* src = p.cache ? cache : x;
+        const i64 src_stride = p.cache ? 1 : p.ax;
+        const bool src_vec = p.cache || vec;
+        for (u64 c = t; live && c < nch; c += G) {
+            const u64 i = c * VEC;
+            const int cnt = chunk_len(p.n, i);
+            load_chunk(src, src_stride, i, cnt, src_vec, v);
 #pragma unroll
-                for (int k = 0; k < VEC; ++k)
-                    if (k < cnt) v[k] = fw_out(fw_in(v[k]), st.a, coef);
-                store_chunk(y, p.ao, i, cnt, vec, v);
-            }
+            for (int k = 0; k < VEC; ++k)
+                if (k < cnt) v[k] = fw_out(fw_in(v[k]), m, coef);
+            store_chunk(y, p.ao, i, cnt, vec, v);
         }
     }
 }
@@ -284,13 +281,8 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_bw_row(const SoftmaxP
         for (u64 c = t; live && c < nch; c += G) {
             const u64 i = c * VEC;
             const int cnt = chunk_len(p.n, i);
-            if (p.cache) {
-                load_chunk(cy, 1, i, cnt, true, vy);
-                load_chunk(cg, 1, i, cnt, true, vg);
-            } else {
-                load_chunk(y, p.ax, i, cnt, vec, vy);
-                load_chunk(dy, p.ag, i, cnt, vec, vg);
-            }
+            load_chunk(p.cache ? cy : y, p.cache ? 1 : p.ax, i, cnt, p.cache || vec, vy);
+            load_chunk(p.cache ? cg : dy, p.cache ? 1 : p.ag, i, cnt, p.cache || vec, vg);
 #pragma unroll
             for (int k = 0; k < VEC; ++k)
                 if (k < cnt) vy[k] = bw_out(to_acc(vy[k]), to_acc(vg[k]), tot);

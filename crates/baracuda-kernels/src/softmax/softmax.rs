@@ -13,7 +13,7 @@ use baracuda_kernels_types::{
     PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
-use crate::checks::{byte_span, check_ctx, check_disjoint, check_shape};
+use crate::checks::{byte_span, check_ctx, check_disjoint, check_shape, float_dtype_code};
 use crate::kernel_sources;
 use crate::{Backward, Plan};
 
@@ -158,24 +158,7 @@ impl<T: Element, const N: usize> Plan for SoftmaxPlan<T, N> {
     type Args<'a> = SoftmaxArgs<'a, T, N>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        if desc.element != T::KIND {
-            return Err(Error::DtypeMismatch {
-                op: OP,
-                arg: "desc.element",
-                expected: T::KIND,
-                got: desc.element,
-            });
-        }
-        let dtype = kernel_sources::dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
-            op: OP,
-            what: format!("dtype {}; softmax takes f32, f64, f16 and bf16", T::KIND),
-        })?;
-        if N > MAX_RANK {
-            return Err(Error::Unsupported {
-                op: OP,
-                what: format!("rank {N} > {MAX_RANK}"),
-            });
-        }
+        let dtype = float_dtype_code::<T, N>(OP, desc.element, "softmax takes")?;
         if desc.dim >= N {
             return Err(Error::InvalidDescriptor {
                 op: OP,

@@ -14,23 +14,10 @@ use baracuda_kernels::reference::softmax as r;
 use baracuda_kernels::*;
 
 use crate::harness::*;
-use crate::reduce::{nan_marked, subnormal_spacing, view_result};
+use crate::reduce::{
+    nan_marked, out_layout, run_twice, subnormal_spacing, view_result, x_layout, Layout,
+};
 use crate::table::{BadInputs, OpCase, Tensors};
-
-/// How a sample lays out x and its outputs.
-#[derive(Copy, Clone, Debug, PartialEq)]
-pub enum Layout {
-    /// Row-major, 16-byte aligned.
-    Contiguous,
-    /// x stored with its dims in reverse order (column-major).
-    Transposed,
-    /// x's dim 0 has stride 0 (its values repeat along it).
-    Broadcast,
-    /// x starts one element into its buffer (no 16-byte loads).
-    Misaligned,
-    /// y and dx every other element; the ones between stay untouched.
-    StridedOut,
-}
 
 /// One softmax problem of a row.
 #[derive(Clone, Debug)]
@@ -46,38 +33,6 @@ pub struct SoftmaxSample {
 impl SoftmaxSample {
     fn n(&self) -> usize {
         self.shape[self.dim]
-    }
-    /// x's strides, buffer length and offset.
-    fn x_layout(&self) -> (Vec<usize>, usize, usize) {
-        let s = &self.shape;
-        let n: usize = s.iter().product();
-        match self.layout {
-            Layout::Transposed => {
-                let mut st = vec![1; s.len()];
-                for d in 1..s.len() {
-                    st[d] = st[d - 1] * s[d - 1].max(1);
-                }
-                (st, n, 0)
-            }
-            Layout::Broadcast => {
-                let mut st = contiguous(s);
-                st[0] = 0;
-                (st, n / s[0].max(1), 0)
-            }
-            Layout::Misaligned => (contiguous(s), n + 1, 1),
-            _ => (contiguous(s), n, 0),
-        }
-    }
-    /// Strides and buffer length of y and dx.
-    fn out_layout(&self) -> (Vec<usize>, usize) {
-        let n: usize = self.shape.iter().product();
-        match self.layout {
-            Layout::StridedOut => (
-                contiguous(&self.shape).iter().map(|s| 2 * s).collect(),
-                2 * n,
-            ),
-            _ => (contiguous(&self.shape), n),
-        }
     }
     /// Row-major indices of the elements of row `k` (rows in row-major
     /// order of the other dims).
@@ -307,7 +262,7 @@ fn run_ranked<T: Element, const N: usize>(
     let what = format!("{} {} {:?} dim {}", s.op.name(), T::KIND, s.shape, s.dim);
     let desc = SoftmaxDescriptor::new(s.op, T::KIND, arr::<N>(&s.shape)).with_dim(s.dim);
     let plan = select::<SoftmaxPlan<T, N>>(&desc, &PlanPreference::default())?;
-    let (xs, x_len, x_off) = s.x_layout();
+    let (xs, x_len, x_off) = x_layout(s.layout, &s.shape);
     let mut host = vec![0.0; x_off];
     host.extend(scatter(inputs.get("x"), &s.shape, &xs, x_len));
     let (xbuf, _) = upload::<T>(&host);
@@ -317,30 +272,13 @@ fn run_ranked<T: Element, const N: usize>(
         .expect("offset in buffer");
     let x =
         TensorRef::new(x_slice, arr::<N>(&s.shape), arr::<N>(&xs)).map_err(|e| e.to_string())?;
-    let (ys, y_len) = s.out_layout();
+    let (ys, y_len) = out_layout(s.layout, &s.shape);
     let forward = |y: DeviceSliceMut<'_, T>| {
         let y = TensorMut::new(y, arr::<N>(&s.shape), arr::<N>(&ys)).map_err(|e| e.to_string())?;
         plan.run(&g.stream, Workspace::None, SoftmaxArgs { x, y })
             .map_err(|e| format!("{what}: {e}"))
     };
-    let mut y = Guarded::<T>::new(y_len);
-    forward(y.slice_mut())?;
-    let y_vals = view_result(&what, &y, &s.shape, &ys)?;
-    // again into zeros: the same bits, every output written
-    let mut z =
-        DeviceBuffer::<T>::filled_bytes(&g.stream, y_len.max(1), 0).map_err(|e| e.to_string())?;
-    let z_slice = z.as_slice_mut().split_at(y_len).expect("y in buffer").0;
-    forward(z_slice)?;
-    let z_vals = gather(&download(&z), 0, &s.shape, &ys);
-    if let Some(i) = (0..y_vals.len()).find(|&i| {
-        let (a, b) = (y_vals[i], z_vals[i]);
-        !(a == b || (a.is_nan() && b.is_nan()))
-    }) {
-        return Err(format!(
-            "{what}: output {i} is {} on the first run and {} on the second",
-            y_vals[i], z_vals[i]
-        ));
-    }
+    let (y, y_vals) = run_twice(&what, y_len, &s.shape, &ys, forward)?;
     let mut t = Tensors::default();
     t.push("y", nan_marked(y_vals));
     if !backward || s.special {
