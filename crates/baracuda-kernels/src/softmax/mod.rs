@@ -4,6 +4,8 @@
 //! One CUDA source (`kernels/softmax/softmax.cu`) compiled once per dtype
 //! and op; its group reductions come from `kernels/common/reduce.cuh`.
 
+#[cfg(test)]
+mod fuzz;
 #[allow(clippy::module_inception)] // the family and its one plan share the name
 mod softmax;
 

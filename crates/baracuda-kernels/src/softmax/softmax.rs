@@ -153,20 +153,27 @@ pub(crate) fn spec(dtype: u32, op: SoftmaxOp) -> ModuleSpec {
         .define("BARACUDA_OP", op.code())
 }
 
+/// The checks `select` runs before it touches the GPU: the kernel dtype
+/// code of a valid descriptor, else the typed error.
+pub(crate) fn validate<T: Element, const N: usize>(desc: &SoftmaxDescriptor<N>) -> Result<u32> {
+    let dtype = float_dtype_code::<T, N>(OP, desc.element, "softmax takes")?;
+    if desc.dim >= N {
+        return Err(Error::InvalidDescriptor {
+            op: OP,
+            field: "dim",
+            value: desc.dim.to_string(),
+            reason: format!("past the rank {N}"),
+        });
+    }
+    Ok(dtype)
+}
+
 impl<T: Element, const N: usize> Plan for SoftmaxPlan<T, N> {
     type Descriptor = SoftmaxDescriptor<N>;
     type Args<'a> = SoftmaxArgs<'a, T, N>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = float_dtype_code::<T, N>(OP, desc.element, "softmax takes")?;
-        if desc.dim >= N {
-            return Err(Error::InvalidDescriptor {
-                op: OP,
-                field: "dim",
-                value: desc.dim.to_string(),
-                reason: format!("past the rank {N}"),
-            });
-        }
+        let dtype = validate::<T, N>(desc)?;
         pref.check_backend(OP, &[BackendKind::Baracuda])?;
         pref.check_workspace(OP, 0)?;
         let ctx = stream.context();
