@@ -16,14 +16,15 @@
 //                  blockDim.x / group rows per block, a grid-stride loop
 //                  over rows. A thread owns chunks of VEC elements
 //                  (16-byte loads when the dim is contiguous in every
-//                  operand and the row is aligned). When the rows of a
-//                  block fit in shared memory (`cache`), the first pass
-//                  stores each thread's chunks there and the later passes
-//                  read them back (each thread its own chunks, so no
-//                  barrier): x is read once. FW cached: max, then sum of
-//                  exp, then y; FW uncached (long rows): one online pass
-//                  (running max and rescaled sum) then y from a second read
-//                  of x, mostly from L2. BW: sum(dy y) or sum(dy), then dx.
+//                  operand and the row is aligned). Two passes: FW one
+//                  online pass (running max, sum rescaled when the max
+//                  grows: one exp per element) then y; BW sum(dy y) or
+//                  sum(dy), then dx. The first pass keeps the leading
+//                  `cache_chunks` chunks of each row in shared memory (as
+//                  many as fit; all of them up to ~56K f32 elements) and
+//                  the second reads them back, each thread its own chunks
+//                  (no barrier); chunks past them are read again, mostly
+//                  from L2.
 //   softmax_*_col  one thread per row, consecutive threads on consecutive
 //                  outer positions: coalesced when the softmax dim is not
 //                  the contiguous one. FW online pass then y; BW sum then
@@ -31,8 +32,9 @@
 // Each thread folds its elements in index order and the group merges in
 // lane order (common/reduce.cuh), so the bits depend only on the shape,
 // strides and launch shape, never on scheduling.
-// Traffic: FW reads x once (cached) or twice (long rows) and writes y; BW
-// reads y and dy once (cached) or twice and writes dx. Memory bound.
+// Traffic: FW reads x once (rows that fit in shared memory; the rest of
+// longer rows twice) and writes y; BW likewise for y and dy, writes dx.
+// Memory bound.
 // 64-bit offsets throughout.
 // Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_OP (below).
 #include "common/dtype.cuh"
@@ -52,11 +54,11 @@ struct SoftmaxParams {
     T* out;         // FW: y; BW: dx
     u64 rows;       // positions of the outer dims
     u64 n;          // extent of the softmax dim
-    u64 n_pad;      // cached elements per row (n rounded up to VEC)
+    u64 cache_elems;  // shared-memory elements per row and array (cache_chunks * VEC)
     u32 rank;       // outer dims
     u32 group;      // row kernels: threads per row
     u32 vec;        // 1: the softmax dim has stride 1 in every operand
-    u32 cache;      // 1: rows cached in dynamic shared memory
+    u32 cache_chunks; // leading chunks of each row kept in shared memory
     u64 shape[REDUCE_MAX_RANK];
     i64 sx[REDUCE_MAX_RANK], sg[REDUCE_MAX_RANK], so[REDUCE_MAX_RANK];
     i64 ax, ag, ao;  // strides along the softmax dim
@@ -79,13 +81,20 @@ __device__ __forceinline__ ACC fw_in(T v) {
 #endif
 }
 
-// Online (max, sum): push z. A -inf max keeps the sum 0 (nothing yet);
-// +inf and NaN make the sum NaN through exp(inf - inf) and NaN.
+// Online (max, sum): push z, one exp per element (the rescale runs only
+// when the max grows). -inf adds nothing (an all -inf row keeps the sum 0);
+// +inf and NaN make the sum NaN, so the row's outputs are NaN.
 __device__ __forceinline__ void online_push(Pair& st, ACC z) {
-    const ACC m = nan_max(st.a, z);
-    if (m == -acc_inf()) return;
-    st.b = st.b * m_exp(st.a - m) + m_exp(z - m);
-    st.a = m;
+    if (z != z) {
+        st = Pair{z, z};
+    } else if (st.a != st.a) {
+        return;
+    } else if (z > st.a) {
+        st.b = z == acc_inf() ? z - z : st.b * m_exp(st.a - z) + ACC(1);
+        st.a = z;
+    } else if (z != -acc_inf()) {
+        st.b += m_exp(z - st.a);
+    }
 }
 
 __device__ __forceinline__ Pair online_merge(Pair l, Pair h) {
@@ -174,10 +183,8 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_fw_row(const SoftmaxP
     extern __shared__ __align__(16) unsigned char dyn[];
     __shared__ Pair red[32], bc[32];
     const u32 G = p.group, rpb = blockDim.x / G, t = threadIdx.x % G, rib = threadIdx.x / G;
-    T* cache = reinterpret_cast<T*>(dyn) + (u64)rib * p.n_pad;
+    T* cache = reinterpret_cast<T*>(dyn) + (u64)rib * p.cache_elems;
     const u64 nch = (p.n + VEC - 1) / VEC;
-    auto max_merge = [](Pair l, Pair h) { return Pair{nan_max(l.a, h.a), ACC(0)}; };
-    auto sum_merge = [](Pair l, Pair h) { return Pair{l.a + h.a, ACC(0)}; };
     for (u64 base = (u64)blockIdx.x * rpb; base < p.rows; base += (u64)gridDim.x * rpb) {
         const u64 row = base + rib;
         const bool live = row < p.rows;
@@ -189,54 +196,27 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_fw_row(const SoftmaxP
         }
         const bool vec = p.vec && aligned16(x) && aligned16(y);
         T v[VEC];
-        ACC m, coef;
-        if (p.cache) {
-            Pair st{-acc_inf(), ACC(0)};
-            for (u64 c = t; live && c < nch; c += G) {
-                const u64 i = c * VEC;
-                const int cnt = chunk_len(p.n, i);
-                load_chunk(x, p.ax, i, cnt, vec, v);
-                store_chunk(cache, 1, i, cnt, true, v);
-#pragma unroll
-                for (int k = 0; k < VEC; ++k)
-                    if (k < cnt) st.a = nan_max(st.a, fw_in(v[k]));
-            }
-            m = group_all(st, G, max_merge, red, bc).a;
-            st = Pair{ACC(0), ACC(0)};
-            for (u64 c = t; live && c < nch; c += G) {
-                const u64 i = c * VEC;
-                const int cnt = chunk_len(p.n, i);
-                load_chunk(cache, 1, i, cnt, true, v);
-#pragma unroll
-                for (int k = 0; k < VEC; ++k)
-                    if (k < cnt) st.a += m_exp(fw_in(v[k]) - m);
-            }
-            coef = fw_coef(group_all(st, G, sum_merge, red, bc).a);
-        } else {
-            Pair st{-acc_inf(), ACC(0)};
-            for (u64 c = t; live && c < nch; c += G) {
-                const u64 i = c * VEC;
-                const int cnt = chunk_len(p.n, i);
-                load_chunk(x, p.ax, i, cnt, vec, v);
-#pragma unroll
-                for (int k = 0; k < VEC; ++k)
-                    if (k < cnt) online_push(st, fw_in(v[k]));
-            }
-            st = group_all(st, G, [](Pair l, Pair h) { return online_merge(l, h); }, red, bc);
-            m = st.a;
-            coef = fw_coef(st.b);
-        }
-        // y from the cached row, or from a second read of x
-        const T* src = p.cache ? cache : x;
-        const i64 src_stride = p.cache ? 1 : p.ax;
-        const bool src_vec = p.cache || vec;
+        Pair st{-acc_inf(), ACC(0)};
         for (u64 c = t; live && c < nch; c += G) {
             const u64 i = c * VEC;
             const int cnt = chunk_len(p.n, i);
-            load_chunk(src, src_stride, i, cnt, src_vec, v);
+            load_chunk(x, p.ax, i, cnt, vec, v);
+            if (c < p.cache_chunks) store_chunk(cache, 1, i, cnt, true, v);
 #pragma unroll
             for (int k = 0; k < VEC; ++k)
-                if (k < cnt) v[k] = fw_out(fw_in(v[k]), m, coef);
+                if (k < cnt) online_push(st, fw_in(v[k]));
+        }
+        st = group_all(st, G, [](Pair l, Pair h) { return online_merge(l, h); }, red, bc);
+        const ACC coef = fw_coef(st.b);
+        // y from the cached chunks, and from a second read of x past them
+        for (u64 c = t; live && c < nch; c += G) {
+            const u64 i = c * VEC;
+            const int cnt = chunk_len(p.n, i);
+            const bool hit = c < p.cache_chunks;
+            load_chunk(hit ? cache : x, hit ? 1 : p.ax, i, cnt, hit || vec, v);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k)
+                if (k < cnt) v[k] = fw_out(fw_in(v[k]), st.a, coef);
             store_chunk(y, p.ao, i, cnt, vec, v);
         }
     }
@@ -246,8 +226,8 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_bw_row(const SoftmaxP
     extern __shared__ __align__(16) unsigned char dyn[];
     __shared__ Pair red[32], bc[32];
     const u32 G = p.group, rpb = blockDim.x / G, t = threadIdx.x % G, rib = threadIdx.x / G;
-    T* cy = reinterpret_cast<T*>(dyn) + (u64)rib * 2 * p.n_pad;
-    T* cg = cy + p.n_pad;
+    T* cy = reinterpret_cast<T*>(dyn) + (u64)rib * 2 * p.cache_elems;
+    T* cg = cy + p.cache_elems;
     const u64 nch = (p.n + VEC - 1) / VEC;
     auto sum_merge = [](Pair l, Pair h) { return Pair{l.a + h.a, ACC(0)}; };
     for (u64 base = (u64)blockIdx.x * rpb; base < p.rows; base += (u64)gridDim.x * rpb) {
@@ -269,7 +249,7 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_bw_row(const SoftmaxP
             const int cnt = chunk_len(p.n, i);
             load_chunk(y, p.ax, i, cnt, vec, vy);
             load_chunk(dy, p.ag, i, cnt, vec, vg);
-            if (p.cache) {
+            if (c < p.cache_chunks) {
                 store_chunk(cy, 1, i, cnt, true, vy);
                 store_chunk(cg, 1, i, cnt, true, vg);
             }
@@ -281,8 +261,9 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_bw_row(const SoftmaxP
         for (u64 c = t; live && c < nch; c += G) {
             const u64 i = c * VEC;
             const int cnt = chunk_len(p.n, i);
-            load_chunk(p.cache ? cy : y, p.cache ? 1 : p.ax, i, cnt, p.cache || vec, vy);
-            load_chunk(p.cache ? cg : dy, p.cache ? 1 : p.ag, i, cnt, p.cache || vec, vg);
+            const bool hit = c < p.cache_chunks;
+            load_chunk(hit ? cy : y, hit ? 1 : p.ax, i, cnt, hit || vec, vy);
+            load_chunk(hit ? cg : dy, hit ? 1 : p.ag, i, cnt, hit || vec, vg);
 #pragma unroll
             for (int k = 0; k < VEC; ++k)
                 if (k < cnt) vy[k] = bw_out(to_acc(vy[k]), to_acc(vg[k]), tot);

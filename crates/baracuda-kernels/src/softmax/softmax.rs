@@ -295,11 +295,11 @@ struct SoftmaxParams<T> {
     out: DevPtrMut<T>,
     rows: u64,
     n: u64,
-    n_pad: u64,
+    cache_elems: u64,
     rank: u32,
     group: u32,
     vec: u32,
-    cache: u32,
+    cache_chunks: u32,
     shape: [u64; MAX_RANK],
     sx: [i64; MAX_RANK],
     sg: [i64; MAX_RANK],
@@ -333,19 +333,20 @@ struct Shape {
     group: usize,
     threads: usize,
     blocks: usize,
-    /// Rows cached in dynamic shared memory.
-    cache: bool,
+    /// Leading 16-byte chunks of each row kept in shared memory.
+    cache_chunks: usize,
     smem_bytes: usize,
-    n_pad: usize,
 }
 
 /// The launch of `rows` rows of `n` elements of `elem_bytes` each: `vec`
-/// when the dim is contiguous in every operand, `arrays` rows cached per
+/// when the dim is contiguous in every operand, `arrays` arrays cached per
 /// row (1 forward: x; 2 backward: y and dy).
 ///
 /// Example, bf16 [32768, 4096] forward: 8 elements per 16-byte vector,
-/// 4096 / 32 = 128 threads per row, 2 rows per 256-thread block, 16 KiB
-/// of cache per block, 16384 blocks capped at 132 SMs * 8 * 8 = 8448.
+/// 4096 / 32 = 128 threads per row, 2 rows per 256-thread block, all 512
+/// chunks of both rows cached (16 KiB), 16384 blocks capped at
+/// 132 SMs * 8 * 8 = 8448. A 128256-element bf16 row keeps 225 KiB of its
+/// 250 KiB in shared memory and reads the last 10% twice.
 fn shape_of(
     rows: usize,
     n: usize,
@@ -360,28 +361,23 @@ fn shape_of(
             group: 0,
             threads: COLUMN_THREADS as usize,
             blocks: rows.div_ceil(COLUMN_THREADS as usize).min(sm_count * 64),
-            cache: false,
+            cache_chunks: 0,
             smem_bytes: 0,
-            n_pad: n,
         };
     }
     let per_vec = 16 / elem_bytes;
     let group = n.div_ceil(4 * per_vec).next_power_of_two().clamp(32, 1024);
     let threads = group.max(ROW_MIN_THREADS);
     let rows_per_block = threads / group;
-    let n_pad = n.next_multiple_of(per_vec);
-    let smem_bytes = rows_per_block
-        .saturating_mul(n_pad)
-        .saturating_mul(elem_bytes * arrays);
-    let cache = smem_bytes <= smem_limit_bytes;
+    let chunk_bytes = rows_per_block * 16 * arrays;
+    let cache_chunks = n.div_ceil(per_vec).min(smem_limit_bytes / chunk_bytes);
     let blocks_per_sm = (2048 / threads).max(1) * 8;
     Shape {
         group,
         threads,
         blocks: rows.div_ceil(rows_per_block).min(sm_count * blocks_per_sm),
-        cache,
-        smem_bytes: if cache { smem_bytes } else { 0 },
-        n_pad,
+        cache_chunks,
+        smem_bytes: cache_chunks * chunk_bytes,
     }
 }
 
@@ -426,11 +422,11 @@ impl<T: Element, const N: usize> SoftmaxPlan<T, N> {
             out: op.out.0,
             rows: rows as u64,
             n: n as u64,
-            n_pad: shape.n_pad as u64,
+            cache_elems: (shape.cache_chunks * (16 / core::mem::size_of::<T>())) as u64,
             rank: outer.len() as u32,
             group: shape.group as u32,
             vec: vec as u32,
-            cache: shape.cache as u32,
+            cache_chunks: shape.cache_chunks as u32,
             shape: padded(outer.iter().map(|&d| self.desc.shape[d] as u64)),
             sx: strides(op.x.1),
             sg: strides(op.g.1),
@@ -477,20 +473,22 @@ mod tests {
         let limit = 227 * 1024 - 2048;
         // bf16 [32768, 4096]: 128 threads a row, two rows a block, cached
         let s = shape_of(32768, 4096, 2, true, 1, 132, limit);
-        assert_eq!((s.group, s.threads, s.cache), (128, 256, true));
+        assert_eq!((s.group, s.threads, s.cache_chunks), (128, 256, 512));
         assert_eq!((s.smem_bytes, s.blocks), (2 * 4096 * 2, 132 * 8 * 8));
-        // short rows: a warp a row, eight rows a block
+        // short rows: a warp a row, eight rows a block, the tail chunk too
         let s = shape_of(1000, 7, 4, true, 1, 132, limit);
-        assert_eq!((s.group, s.threads, s.n_pad), (32, 256, 8));
-        // the vocabulary row does not fit: online pass, uncached
+        assert_eq!((s.group, s.threads, s.cache_chunks), (32, 256, 2));
+        // the vocabulary row: 1024 threads, 225 KiB of 250 KiB cached
         let s = shape_of(4096, 128256, 2, true, 1, 132, limit);
-        assert_eq!((s.group, s.cache, s.smem_bytes), (1024, false, 0));
-        // f32 [4096, 32768]: cached forward, uncached backward
-        assert!(shape_of(4096, 32768, 4, true, 1, 132, limit).cache);
-        assert!(!shape_of(4096, 32768, 4, true, 2, 132, limit).cache);
+        assert_eq!((s.group, s.cache_chunks), (1024, limit / 16));
+        assert!(s.smem_bytes <= limit && s.cache_chunks < 128256 / 8);
+        // f32 [4096, 32768]: forward all cached, backward most
+        assert_eq!(shape_of(4096, 32768, 4, true, 1, 132, limit).cache_chunks, 8192);
+        let bw = shape_of(4096, 32768, 4, true, 2, 132, limit);
+        assert_eq!((bw.cache_chunks, bw.smem_bytes), (limit / 32, limit / 32 * 32));
         // a strided dim over many rows: one thread per row
         let s = shape_of(100_000, 64, 4, false, 1, 132, limit);
-        assert_eq!((s.group, s.threads), (0, 256));
+        assert_eq!((s.group, s.threads, s.smem_bytes), (0, 256, 0));
         // a strided dim over few rows: still the row kernel
         assert_eq!(shape_of(300, 70, 4, false, 1, 132, limit).group, 32);
     }
