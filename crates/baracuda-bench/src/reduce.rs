@@ -47,15 +47,7 @@ fn job(c: &RawCase) -> Checked<Job> {
     let passes = c.passes(&["fw"])?;
     let size = dtype.size_bytes();
     if c.op == "copy" {
-        let CopyParams { shape } = c.params()?;
-        let n: usize = shape.iter().product();
-        let rows = c.rows(&passes, dtype, &format!("{shape:?}"), |r| {
-            r.bytes(2 * n * size).rotation(2 * n * size)
-        });
-        let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
-            Box::new(move |s: &Stream, rows: &[Row]| copy::<T>(s, n, rows))
-        });
-        return Ok(c.job(rows, run));
+        return copy_job(c);
     }
     if let Some(op) = crate::scan::op(&c.op) {
         return crate::scan::job(c, op);
@@ -101,6 +93,23 @@ fn job(c: &RawCase) -> Checked<Job> {
             (None, Some(op), _) => reduce::<T, 4, 1>(s, op, &shape, &dims, rows),
             (None, None, _) => unreachable!("the op was checked to be known above"),
         })
+    });
+    Ok(c.job(rows, run))
+}
+
+/// The job of a `copy` case: the bandwidth ceiling (also of the softmax
+/// family's file).
+pub(crate) fn copy_job(c: &RawCase) -> Checked<Job> {
+    let dtype = c.dtype()?;
+    let passes = c.passes(&["fw"])?;
+    let size = dtype.size_bytes();
+    let CopyParams { shape } = c.params()?;
+    let n: usize = shape.iter().product();
+    let rows = c.rows(&passes, dtype, &format!("{shape:?}"), |r| {
+        r.bytes(2 * n * size).rotation(2 * n * size)
+    });
+    let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
+        Box::new(move |s: &Stream, rows: &[Row]| copy::<T>(s, n, rows))
     });
     Ok(c.job(rows, run))
 }

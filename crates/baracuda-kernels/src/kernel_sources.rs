@@ -70,6 +70,10 @@ source!(
     SCAN = "reduce/scan.cu"
 );
 source!(
+    /// Softmax, log-softmax and softmin along one dim, forward and backward.
+    SOFTMAX = "softmax/softmax.cu"
+);
+source!(
     /// Convolution bias epilogue, bias and ReLU gradients.
     CONV_BIAS = "conv/bias.cu"
 );

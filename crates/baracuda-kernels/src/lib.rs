@@ -62,6 +62,8 @@ families! {
     gemm;
     /// Reductions over any subset of dims.
     reduce;
+    /// Softmax, log-softmax and softmin along one dim.
+    softmax;
 }
 
 /// Every NVRTC module any plan can request (every family, dtype and

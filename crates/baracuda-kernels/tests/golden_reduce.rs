@@ -9,34 +9,9 @@ use baracuda_kernels::reference::reduce::{self as r, Reduction};
 use baracuda_kernels::{ArgReduceOp, ReduceOp};
 use safetensors::SafeTensors;
 
-fn bytes() -> Vec<u8> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/golden/reduce.safetensors");
-    std::fs::read(&p)
-        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/make_goldens.py)", p.display()))
-}
-
-fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
-    let v = t.tensor(k).unwrap_or_else(|e| panic!("{k}: {e}"));
-    assert_eq!(v.dtype(), safetensors::Dtype::F64, "{k}");
-    v.data()
-        .chunks_exact(8)
-        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
-        .collect()
-}
-
-/// Equal within 1e-12 relative, NaN where PyTorch has NaN.
-fn close(what: &str, got: &[f64], want: &[f64]) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let ok = if w.is_nan() || w.is_infinite() {
-            g.is_nan() == w.is_nan() && (w.is_nan() || g == w)
-        } else {
-            (g - w).abs() <= 1e-12 * (1.0 + w.abs())
-        };
-        assert!(ok, "{what}[{i}]: ours {g:e}, PyTorch {w:e}");
-    }
-}
+#[path = "support/golden.rs"]
+mod golden;
+use golden::{bytes, close, get};
 
 /// The golden cases: key prefix and problem over dims (0, 2) of [4, 5, 6].
 fn cases() -> Vec<(String, Reduction)> {
@@ -82,7 +57,7 @@ fn cases() -> Vec<(String, Reduction)> {
 
 #[test]
 fn reductions_and_gradients_match_pytorch() {
-    let data = bytes();
+    let data = bytes("reduce");
     let t = SafeTensors::deserialize(&data).expect("safetensors");
     for (name, p) in cases() {
         let k = |s: &str| format!("{name}.{s}");
@@ -99,7 +74,7 @@ fn reductions_and_gradients_match_pytorch() {
 
 #[test]
 fn empty_reductions_match_pytorch() {
-    let data = bytes();
+    let data = bytes("reduce");
     let t = SafeTensors::deserialize(&data).expect("safetensors");
     let ops = [
         ("sum", ReduceOp::Sum, 2.0),
@@ -125,7 +100,7 @@ fn empty_reductions_match_pytorch() {
 #[test]
 #[ignore = "needs tests/golden/reduce.safetensors regenerated with the index cases of scripts/goldens/reduce.py (scripts/make_goldens.py on a machine with PyTorch)"]
 fn index_reductions_match_pytorch() {
-    let data = bytes();
+    let data = bytes("reduce");
     let t = SafeTensors::deserialize(&data).expect("safetensors");
     let shape = [4, 5, 6];
     for (name, op) in [("max", ArgReduceOp::Max), ("min", ArgReduceOp::Min)] {

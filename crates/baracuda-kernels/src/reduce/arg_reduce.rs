@@ -18,7 +18,8 @@ use super::layout::{
     grid_x, launch_elementwise, max_splits, merge, padded, Geometry, RedDim, BLOCKS_PER_SM,
     THREADS,
 };
-use super::reduce::{byte_span, check_ctx_of, check_disjoint, check_shape_of, element_code};
+use super::reduce::{byte_span, check_ctx_of, check_disjoint, check_shape_of};
+use crate::checks::float_dtype_code;
 use crate::kernel_sources;
 use crate::{Backward, Plan};
 
@@ -316,7 +317,7 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
     type Args<'a> = ArgReduceArgs<'a, T, N, M>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = element_code::<T, N>(desc.element, desc.op.name())?;
+        let dtype = float_dtype_code::<T, N>(OP, desc.element, "index reductions take")?;
         if let Some(d) = desc.dim.filter(|&d| d >= N) {
             return Err(Error::InvalidDescriptor {
                 op: OP,

@@ -23,37 +23,7 @@ pub use reduce::{ReduceArgs, ReduceBwArgs, ReduceDescriptor, ReduceOp, ReducePla
 pub use scan::{ScanArgs, ScanBwArgs, ScanDescriptor, ScanOp, ScanPlan};
 
 use baracuda_driver::ModuleSpec;
-use baracuda_kernels_types::{Element, ElementKind, Error, Result, MAX_RANK};
 
-use crate::kernel_sources;
-
-/// The `BARACUDA_DTYPE` code of a plan of `T` and rank `N` for a
-/// descriptor of `element`: `DtypeMismatch` unless they agree,
-/// `Unsupported` for a non-float `T` or a rank past [`MAX_RANK`].
-pub(crate) fn float_dtype<T: Element, const N: usize>(
-    op: &'static str,
-    element: ElementKind,
-) -> Result<u32> {
-    if element != T::KIND {
-        return Err(Error::DtypeMismatch {
-            op,
-            arg: "desc.element",
-            expected: T::KIND,
-            got: element,
-        });
-    }
-    let dtype = kernel_sources::dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
-        op,
-        what: format!("dtype {}; {op} takes f32, f64, f16 and bf16", T::KIND),
-    })?;
-    if N > MAX_RANK {
-        return Err(Error::Unsupported {
-            op,
-            what: format!("rank {N} > {MAX_RANK}"),
-        });
-    }
-    Ok(dtype)
-}
 
 /// Every module the family's plans can request: each reduction on each
 /// float dtype, and the scans of each float dtype.

@@ -9,13 +9,14 @@ use core::marker::PhantomData;
 use baracuda_driver::{Function, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
 };
 
 use super::layout::{
     max_splits, state_bytes, stat_bytes, BwLaunch, Geometry, Launch, OpArgs, ReduceKernels,
     StatPair,
 };
+use crate::checks::float_dtype_code;
 use crate::kernel_sources;
 use crate::{Backward, Plan};
 
@@ -372,35 +373,6 @@ impl<T: Element, const N: usize, const M: usize> ReducePlan<T, N, M> {
     }
 }
 
-/// The `BARACUDA_DTYPE` of a plan of `T` and rank `N` whose descriptor
-/// names `element`, for op `name`: `DtypeMismatch` when `element` is not
-/// `T`, `Unsupported` for a dtype other than f32, f64, f16 and bf16 or a
-/// rank past [`MAX_RANK`].
-pub(crate) fn element_code<T: Element, const N: usize>(
-    element: ElementKind,
-    name: &str,
-) -> Result<u32> {
-    if element != T::KIND {
-        return Err(Error::DtypeMismatch {
-            op: OP,
-            arg: "desc.element",
-            expected: T::KIND,
-            got: element,
-        });
-    }
-    let dtype = kernel_sources::dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
-        op: OP,
-        what: format!("{name} of dtype {}; reductions take f32, f64, f16 and bf16", T::KIND),
-    })?;
-    if N > MAX_RANK {
-        return Err(Error::Unsupported {
-            op: OP,
-            what: format!("rank {N} > {MAX_RANK}"),
-        });
-    }
-    Ok(dtype)
-}
-
 /// Check a view's shape against the plan's.
 pub(crate) fn check_shape_of(arg: &'static str, expected: &[usize], got: &[usize]) -> Result<()> {
     if expected != got {
@@ -450,7 +422,7 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
     type Args<'a> = ReduceArgs<'a, T, N, M>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = element_code::<T, N>(desc.element, desc.op.name())?;
+        let dtype = float_dtype_code::<T, N>(OP, desc.element, "reductions take")?;
         if N < 32 && desc.dims >> N != 0 {
             return Err(invalid(
                 "dims",

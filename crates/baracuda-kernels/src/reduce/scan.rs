@@ -377,7 +377,7 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
     type Args<'a> = ScanArgs<'a, T, N>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = super::float_dtype::<T, N>(OP, desc.element)?;
+        let dtype = crate::checks::float_dtype_code::<T, N>(OP, desc.element, "scans take")?;
         if desc.dim >= N {
             return Err(invalid(
                 "dim",

@@ -21,6 +21,7 @@ mod harness;
 mod reduce;
 mod reliability;
 mod scan;
+mod softmax;
 mod table;
 
 use baracuda_kernels::{BinaryOp, UnaryOp};
@@ -110,6 +111,7 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("reduce", reduce::ROWS),
     ("reduce", arg_reduce::ROWS),
     ("reduce", scan::ROWS),
+    ("softmax", softmax::ROWS),
 ];
 
 #[test]

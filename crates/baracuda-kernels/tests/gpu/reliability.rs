@@ -53,6 +53,7 @@ const _: () = {
     send_sync::<ReducePlan<f32, 4, 2>>();
     send_sync::<ArgReducePlan<f32, 4, 3>>();
     send_sync::<ScanPlan<f32, 4>>();
+    send_sync::<SoftmaxPlan<bf16, 3>>();
 };
 
 /// Iterations each thread runs in the concurrency tests.

@@ -50,6 +50,11 @@ pub(super) static EXERCISES: &[FamilyExercise] = &[
         libraries: &[],
         make: || Ok(Box::new(Reduce::new()?)),
     },
+    FamilyExercise {
+        family: "softmax",
+        libraries: &[],
+        make: || Ok(Box::new(Softmax::new()?)),
+    },
 ];
 
 /// The outputs and workspace of one runner of an [`Exercise`].
@@ -592,6 +597,60 @@ impl Exercise for Reduce {
                 };
                 plan.run_bw(st, borrowed(ws), args)?;
             }
+        }
+        Ok(())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Softmax
+// ---------------------------------------------------------------------------
+
+/// Every softmax op forward and backward along the rows of a matrix (the
+/// cached row kernel) and along its columns (a thread per row).
+struct Softmax {
+    plans: Vec<SoftmaxPlan<f32, 2>>,
+    x: DeviceBuffer<f32>,
+    dy: DeviceBuffer<f32>,
+}
+
+/// The matrix: enough columns that the column softmax runs a thread per
+/// row.
+const SOFT: [usize; 2] = [64, 8192];
+
+impl Softmax {
+    fn new() -> Result<Self> {
+        let mut plans = Vec::new();
+        for dim in [1, 0] {
+            plans.extend(select_each(&SoftmaxOp::ALL, |op| {
+                SoftmaxDescriptor::new(op, ElementKind::F32, SOFT).with_dim(dim)
+            })?);
+        }
+        Ok(Softmax {
+            plans,
+            x: input(elems(&SOFT), 10)?,
+            dy: input(elems(&SOFT), 11)?,
+        })
+    }
+}
+
+impl Exercise for Softmax {
+    fn outputs(&self) -> (Vec<usize>, usize) {
+        (vec![elems(&SOFT); 2 * self.plans.len()], 0)
+    }
+    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
+        let (ws, mut parts) = out.parts();
+        let (x, dy) = (view(&self.x, SOFT)?, view(&self.dy, SOFT)?);
+        for plan in &self.plans {
+            let [y, dx] = parts.take()?;
+            let mut y = view_mut(y, SOFT)?;
+            plan.run(st, borrowed(ws), SoftmaxArgs { x, y: y.reborrow() })?;
+            let args = SoftmaxBwArgs {
+                y: y.as_const(),
+                dy,
+                dx: view_mut(dx, SOFT)?,
+            };
+            plan.run_bw(st, borrowed(ws), args)?;
         }
         Ok(())
     }
