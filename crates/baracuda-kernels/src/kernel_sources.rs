@@ -58,6 +58,10 @@ source!(
     REDUCE = "reduce/reduce.cu"
 );
 source!(
+    /// LayerNorm and RMSNorm, forward and backward.
+    NORM = "norm/norm.cu"
+);
+source!(
     /// Convolution bias epilogue, bias and ReLU gradients.
     CONV_BIAS = "conv/bias.cu"
 );

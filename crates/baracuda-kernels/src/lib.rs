@@ -54,6 +54,8 @@ families! {
     gemm;
     /// Reductions over any subset of dims.
     reduce;
+    /// LayerNorm and RMSNorm, forward and backward.
+    norm;
 }
 
 /// Every NVRTC module any plan can request (every family, dtype and

@@ -5,4 +5,5 @@ pub mod conv;
 pub mod elementwise;
 /// f64 oracles of the GEMM family.
 pub mod gemm;
+pub mod norm;
 pub mod reduce;

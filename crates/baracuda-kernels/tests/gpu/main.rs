@@ -17,6 +17,7 @@ mod driver;
 mod elementwise;
 mod gemm;
 mod harness;
+mod norm;
 mod reduce;
 mod reliability;
 mod table;
@@ -106,6 +107,7 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("conv", conv::ROWS),
     ("gemm", gemm::ROWS),
     ("reduce", reduce::ROWS),
+    ("norm", norm::ROWS),
 ];
 
 #[test]

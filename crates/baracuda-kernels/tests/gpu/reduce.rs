@@ -477,7 +477,7 @@ fn run(
 
 /// A strided view's values in logical order, after checking that nothing
 /// else in its buffer (guards included) was written.
-fn view_result<T: Element>(
+pub(crate) fn view_result<T: Element>(
     what: &str,
     out: &Guarded<T>,
     shape: &[usize],
