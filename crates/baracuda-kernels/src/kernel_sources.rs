@@ -7,7 +7,7 @@
 //! [`dtype_code`]; [`typed_spec`] builds that module spec.
 
 use baracuda_driver::{KernelSource, ModuleSpec};
-use baracuda_kernels_types::ElementKind;
+use baracuda_kernels_types::{Element, ElementKind, Error, Result, MAX_RANK};
 
 /// Project headers any source may include.
 pub(crate) const COMMON: &[(&str, &str)] = &[
@@ -98,6 +98,39 @@ pub(crate) fn dtype_code(kind: ElementKind) -> Option<u32> {
 /// `dtype.cuh` has no such specialisation.
 pub(crate) fn typed_spec(source: &'static KernelSource, kind: ElementKind) -> Option<ModuleSpec> {
     dtype_code(kind).map(|code| ModuleSpec::new(source).define("BARACUDA_DTYPE", code))
+}
+
+/// The [`dtype_code`] of a rank-`N` plan of element type `T` selected
+/// for a descriptor of `element`: what every float family's `select`
+/// checks first. `what` names the op in the `Unsupported` message.
+///
+/// # Errors
+/// `DtypeMismatch` when `element` is not `T::KIND`; `Unsupported` for a
+/// `T` other than f32, f64, f16 and bf16, or a rank past [`MAX_RANK`].
+pub(crate) fn float_plan_code<T: Element, const N: usize>(
+    op: &'static str,
+    what: &str,
+    element: ElementKind,
+) -> Result<u32> {
+    if element != T::KIND {
+        return Err(Error::DtypeMismatch {
+            op,
+            arg: "desc.element",
+            expected: T::KIND,
+            got: element,
+        });
+    }
+    let code = dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
+        op,
+        what: format!("dtype {}; {what}: f32, f64, f16 and bf16 only", T::KIND),
+    })?;
+    if N > MAX_RANK {
+        return Err(Error::Unsupported {
+            op,
+            what: format!("rank {N} > {MAX_RANK}"),
+        });
+    }
+    Ok(code)
 }
 
 #[cfg(test)]

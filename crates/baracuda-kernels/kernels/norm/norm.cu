@@ -66,8 +66,6 @@ struct Two {
     ACC a, b;
 };
 
-__device__ __forceinline__ ACC add1(ACC l, ACC h) { return l + h; }
-
 // Sum of `v` over the block, returned to every thread.
 __device__ __forceinline__ ACC block_sum(ACC v) {
     __shared__ ACC smem[32];
@@ -198,7 +196,7 @@ __device__ __forceinline__ void bw_regs(const NormParams& p) {
                 const ACC xhat = (x[j][e] - mean) * rstd;
                 const ACC dy = g[j][e];
                 dw[j][e] += dy * xhat;
-                db[j][e] += dy;
+                if (LAYER) db[j][e] += dy;
                 const ACC gg = (p.w && c * VEC < h) ? dy * to_acc(w[e]) : dy;
                 x[j][e] = xhat;
                 g[j][e] = gg;
@@ -230,7 +228,7 @@ __device__ __forceinline__ void bw_regs(const NormParams& p) {
 #pragma unroll
         for (int e = 0; e < VEC; ++e) {
             pw[c * VEC + e] = dw[j][e];
-            if (p.db) pb[c * VEC + e] = db[j][e];
+            if (LAYER && p.db) pb[c * VEC + e] = db[j][e];
         }
     }
 }

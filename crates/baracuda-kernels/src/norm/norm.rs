@@ -410,7 +410,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> NormPlan<T, Kin
             });
         let chunks = h / vec;
         if aligned && chunks <= MAX_THREADS * REG_VECS[3] {
-            let threads = chunks.div_ceil(4).next_power_of_two().clamp(32, MAX_THREADS);
+            let threads = chunks.div_ceil(2).next_power_of_two().clamp(32, MAX_THREADS);
             let per = chunks.div_ceil(threads).next_power_of_two();
             let i = REG_VECS.iter().position(|&v| v == per).unwrap_or(3);
             return (Some(i), threads as u32);
@@ -483,24 +483,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPl
     type Args<'a> = NormArgs<'a, T, N, K>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        if desc.element != T::KIND {
-            return Err(Error::DtypeMismatch {
-                op: OP,
-                arg: "desc.element",
-                expected: T::KIND,
-                got: desc.element,
-            });
-        }
-        let dtype = kernel_sources::dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
-            op: OP,
-            what: format!("dtype {}; {} takes f32, f64, f16 and bf16", T::KIND, Kind::NAME),
-        })?;
-        if N > MAX_RANK {
-            return Err(Error::Unsupported {
-                op: OP,
-                what: format!("rank {N} > {MAX_RANK}"),
-            });
-        }
+        let dtype = kernel_sources::float_plan_code::<T, N>(OP, Kind::NAME, desc.element)?;
         if desc.normalized_dims != K || K == 0 || K > N {
             return Err(invalid(
                 "normalized_dims",
