@@ -661,56 +661,63 @@ impl Exercise for Norms {
     }
     fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
         let (ws, mut parts) = out.parts();
-        let region = self.stats_region();
-        let (x, dy) = (view(&self.x, NORM)?, view(&self.dy, NORM)?);
-        let (w, b) = (view(&self.w, [NORM[1]])?, view(&self.b, [NORM[1]])?);
-        let [y, dx, dw, db] = parts.take()?;
         let (mut stats, mut rest) =
             ws.as_slice_mut()
-                .split_at(region)
+                .split_at(self.stats_region())
                 .ok_or(Error::InvalidArgument {
                     op: "exercise",
                     arg: "workspace",
                     reason: "smaller than the statistics".into(),
                 })?;
-        let args = NormArgs {
-            x,
-            weight: Some(w),
-            bias: Some(b),
-            y: view_mut(y, NORM)?,
-            stats: Some(stats.reborrow()),
-        };
-        self.layer.run(st, Workspace::None, args)?;
-        let args = NormBwArgs {
-            x,
-            weight: Some(w),
-            stats: stats.as_const(),
-            dy,
-            dx: Some(view_mut(dx, NORM)?),
-            dweight: Some(view_mut(dw, [NORM[1]])?),
-            dbias: Some(view_mut(db, [NORM[1]])?),
-        };
-        self.layer
-            .run_bw(st, Workspace::Borrowed(rest.reborrow()), args)?;
-        let [y, dx, dw] = parts.take()?;
-        let args = NormArgs {
-            x,
-            weight: Some(w),
-            bias: None,
-            y: view_mut(y, NORM)?,
-            stats: Some(stats.reborrow()),
-        };
-        self.rms.run(st, Workspace::None, args)?;
-        let args = NormBwArgs {
-            x,
-            weight: Some(w),
-            stats: stats.as_const(),
-            dy,
-            dx: Some(view_mut(dx, NORM)?),
-            dweight: Some(view_mut(dw, [NORM[1]])?),
-            dbias: None,
-        };
-        self.rms
-            .run_bw(st, Workspace::Borrowed(rest.reborrow()), args)
+        let (x, dy) = (view(&self.x, NORM)?, view(&self.dy, NORM)?);
+        let (w, b) = (view(&self.w, [NORM[1]])?, view(&self.b, [NORM[1]])?);
+        let [y, dx, dw, db] = parts.take()?;
+        let bufs = [y, dx, dw];
+        norm_pass(
+            &self.layer,
+            st,
+            [x, dy],
+            w,
+            Some((b, db)),
+            bufs,
+            &mut stats,
+            &mut rest,
+        )?;
+        let bufs = parts.take()?;
+        norm_pass(&self.rms, st, [x, dy], w, None, bufs, &mut stats, &mut rest)
     }
+}
+
+/// One norm plan forward (saving the statistics in `stats`) and backward
+/// with every gradient: y, dx and dweight into `bufs`, dbias with the bias.
+#[allow(clippy::too_many_arguments)]
+fn norm_pass<Kind: NormKind>(
+    plan: &NormPlan<f32, Kind, 2>,
+    st: &Stream,
+    [x, dy]: [TensorRef<'_, f32, 2>; 2],
+    w: TensorRef<'_, f32, 1>,
+    bias: Option<(TensorRef<'_, f32, 1>, &mut DeviceBuffer<f32>)>,
+    [y, dx, dw]: [&mut DeviceBuffer<f32>; 3],
+    stats: &mut DeviceSliceMut<'_, u8>,
+    ws: &mut DeviceSliceMut<'_, u8>,
+) -> Result<()> {
+    let (b, db) = bias.unzip();
+    let args = NormArgs {
+        x,
+        weight: Some(w),
+        bias: b,
+        y: view_mut(y, NORM)?,
+        stats: Some(stats.reborrow()),
+    };
+    plan.run(st, Workspace::None, args)?;
+    let args = NormBwArgs {
+        x,
+        weight: Some(w),
+        stats: stats.as_const(),
+        dy,
+        dx: Some(view_mut(dx, NORM)?),
+        dweight: Some(view_mut(dw, [NORM[1]])?),
+        dbias: db.map(|d| view_mut(d, [NORM[1]])).transpose()?,
+    };
+    plan.run_bw(st, Workspace::Borrowed(ws.reborrow()), args)
 }
