@@ -94,7 +94,16 @@ __device__ __forceinline__ i64 row_off(const NormParams& p, u64 row, const i64* 
     return p.rank == 0 ? 0 : strided_offset(row, p.rank, p.shape, s);
 }
 
-__device__ __forceinline__ ACC rsqrt_acc(ACC v) { return ACC(1) / sqrt(v); }
+// The row's rstd from its sum of squares `sq` (of deviations from the mean
+// for LayerNorm), saved with the mean by the block's first thread.
+__device__ __forceinline__ ACC finish_row(const NormParams& p, u64 row, ACC mean, ACC sq, ACC inv_h) {
+    const ACC rstd = ACC(1) / sqrt(block_sum(sq) * inv_h + ACC(p.eps));
+    if (threadIdx.x == 0) {
+        if (p.mean) p.mean[row] = mean;
+        if (p.rstd) p.rstd[row] = rstd;
+    }
+    return rstd;
+}
 
 // ---------------------------------------------------------------------------
 // Row in registers
@@ -129,27 +138,21 @@ __device__ __forceinline__ void fw_regs(const NormParams& p) {
         for (int j = 0; j < V; ++j)
 #pragma unroll
             for (int e = 0; e < VEC; ++e) s += LAYER ? v[j][e] : v[j][e] * v[j][e];
-        ACC mean = 0, rstd;
+        ACC mean = 0, sq = s;
         if (LAYER) {
             mean = block_sum(s) * inv_h;
-            ACC q = 0;
+            sq = 0;
 #pragma unroll
             for (int j = 0; j < V; ++j) {
                 const bool in = (threadIdx.x + (u64)j * blockDim.x) * VEC < h;
 #pragma unroll
                 for (int e = 0; e < VEC; ++e) {
                     const ACC d = v[j][e] - mean;
-                    q += in ? d * d : ACC(0);
+                    sq += in ? d * d : ACC(0);
                 }
             }
-            rstd = rsqrt_acc(block_sum(q) * inv_h + ACC(p.eps));
-        } else {
-            rstd = rsqrt_acc(block_sum(s) * inv_h + ACC(p.eps));
         }
-        if (threadIdx.x == 0) {
-            if (p.mean) p.mean[row] = mean;
-            if (p.rstd) p.rstd[row] = rstd;
-        }
+        const ACC rstd = finish_row(p, row, mean, sq, inv_h);
         T* out = p.out + row_off(p, row, p.so);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
@@ -260,22 +263,16 @@ extern "C" __global__ void __launch_bounds__(512) norm_fw_loop(const NormParams 
             const ACC v = to_acc(x[i]);
             s += LAYER ? v : v * v;
         }
-        ACC mean = 0, rstd;
+        ACC mean = 0, sq = s;
         if (LAYER) {
             mean = block_sum(s) * inv_h;
-            ACC q = 0;
+            sq = 0;
             for (u64 i = threadIdx.x; i < h; i += blockDim.x) {
                 const ACC d = to_acc(x[i]) - mean;
-                q += d * d;
+                sq += d * d;
             }
-            rstd = rsqrt_acc(block_sum(q) * inv_h + ACC(p.eps));
-        } else {
-            rstd = rsqrt_acc(block_sum(s) * inv_h + ACC(p.eps));
         }
-        if (threadIdx.x == 0) {
-            if (p.mean) p.mean[row] = mean;
-            if (p.rstd) p.rstd[row] = rstd;
-        }
+        const ACC rstd = finish_row(p, row, mean, sq, inv_h);
         T* out = p.out + row_off(p, row, p.so);
         for (u64 i = threadIdx.x; i < h; i += blockDim.x) {
             ACC y = (to_acc(x[i]) - mean) * rstd;
