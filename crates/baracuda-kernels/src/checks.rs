@@ -27,7 +27,7 @@ pub(crate) struct MatInfo {
 }
 
 /// Bytes a view of `shape`/`strides` spans from its first element.
-fn span_bytes<T>(shape: &[usize], strides: &[usize]) -> usize {
+pub(crate) fn span_bytes<T>(shape: &[usize], strides: &[usize]) -> usize {
     if shape.contains(&0) {
         return 0;
     }

@@ -74,6 +74,10 @@ source!(
     SOFTMAX = "softmax/softmax.cu"
 );
 source!(
+    /// LayerNorm and RMSNorm, forward and backward.
+    NORM = "norm/norm.cu"
+);
+source!(
     /// Convolution bias epilogue, bias and ReLU gradients.
     CONV_BIAS = "conv/bias.cu"
 );

@@ -64,6 +64,8 @@ families! {
     reduce;
     /// Softmax, log-softmax and softmin along one dim.
     softmax;
+    /// LayerNorm and RMSNorm, forward and backward.
+    norm;
 }
 
 /// Every NVRTC module any plan can request (every family, dtype and

@@ -18,6 +18,7 @@ mod driver;
 mod elementwise;
 mod gemm;
 mod harness;
+mod norm;
 mod reduce;
 mod reliability;
 mod scan;
@@ -112,6 +113,7 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("reduce", arg_reduce::ROWS),
     ("reduce", scan::ROWS),
     ("softmax", softmax::ROWS),
+    ("norm", norm::ROWS),
 ];
 
 #[test]

@@ -54,6 +54,8 @@ const _: () = {
     send_sync::<ArgReducePlan<f32, 4, 3>>();
     send_sync::<ScanPlan<f32, 4>>();
     send_sync::<SoftmaxPlan<bf16, 3>>();
+    send_sync::<LayerNormPlan<f32, 3, 2>>();
+    send_sync::<RmsNormPlan<half::bf16, 2>>();
 };
 
 /// Iterations each thread runs in the concurrency tests.
