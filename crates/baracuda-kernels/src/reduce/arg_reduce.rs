@@ -18,8 +18,7 @@ use super::layout::{
     grid_x, launch_elementwise, max_splits, merge, padded, Geometry, RedDim, BLOCKS_PER_SM,
     THREADS,
 };
-use super::reduce::{byte_span, check_ctx_of, check_disjoint, check_shape_of};
-use crate::checks::float_dtype_code;
+use crate::checks::{byte_span, check_ctx, check_disjoint, check_shape, float_dtype_code};
 use crate::kernel_sources;
 use crate::{Backward, Plan};
 
@@ -381,22 +380,21 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
     fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
         let out = self.out_shape();
         let x = &args.x;
-        check_shape_of("x", &self.desc.shape, x.shape())?;
-        check_shape_of("indices", &out, args.indices.shape())?;
-        check_ctx_of("x", stream, x.data().ctx_id())?;
-        check_ctx_of("indices", stream, args.indices.data().ctx_id())?;
+        check_shape(OP, "x", &self.desc.shape, x.shape())?;
+        check_shape(OP, "indices", &out, args.indices.shape())?;
+        check_ctx(OP, "x", stream, x.data().ctx_id())?;
+        check_ctx(OP, "indices", stream, args.indices.data().ctx_id())?;
         let xp = x.data().ptr();
         let ip = args.indices.data().ptr();
-        let x_span = byte_span::<T>(xp.addr(), x.shape(), x.strides());
-        let i_span = byte_span::<i64>(ip.addr(), &out, args.indices.strides());
-        check_disjoint(("indices", i_span), &[("x", x_span)])?;
+        let x_span = byte_span("x", x);
+        let i_span = byte_span("indices", &args.indices.as_const());
+        check_disjoint(OP, &[i_span], &[x_span])?;
         let (vp, v_strides) = match &args.values {
             Some(v) => {
-                check_shape_of("values", &out, v.shape())?;
-                check_ctx_of("values", stream, v.data().ctx_id())?;
+                check_shape(OP, "values", &out, v.shape())?;
+                check_ctx(OP, "values", stream, v.data().ctx_id())?;
                 let vp = v.data().ptr();
-                let v_span = byte_span::<T>(vp.addr(), &out, v.strides());
-                check_disjoint(("values", v_span), &[("x", x_span), ("indices", i_span)])?;
+                check_disjoint(OP, &[byte_span("values", &v.as_const())], &[x_span, i_span])?;
                 (vp, spread(&self.desc, v.strides()))
             }
             None => (DevPtrMut::NULL, [0; N]),
@@ -488,23 +486,21 @@ impl<T: Element, const N: usize, const M: usize> Backward for ArgReducePlan<T, N
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
         let out = self.out_shape();
-        check_shape_of("indices", &out, args.indices.shape())?;
-        check_shape_of("dv", &out, args.dv.shape())?;
-        check_shape_of("dx", &self.desc.shape, args.dx.shape())?;
-        check_ctx_of("indices", stream, args.indices.data().ctx_id())?;
-        check_ctx_of("dv", stream, args.dv.data().ctx_id())?;
-        check_ctx_of("dx", stream, args.dx.data().ctx_id())?;
+        check_shape(OP, "indices", &out, args.indices.shape())?;
+        check_shape(OP, "dv", &out, args.dv.shape())?;
+        check_shape(OP, "dx", &self.desc.shape, args.dx.shape())?;
+        check_ctx(OP, "indices", stream, args.indices.data().ctx_id())?;
+        check_ctx(OP, "dv", stream, args.dv.data().ctx_id())?;
+        check_ctx(OP, "dx", stream, args.dx.data().ctx_id())?;
         let (ip, dvp, dxp) = (
             args.indices.data().ptr(),
             args.dv.data().ptr(),
             args.dx.data().ptr(),
         );
         check_disjoint(
-            ("dx", byte_span::<T>(dxp.addr(), args.dx.shape(), args.dx.strides())),
-            &[
-                ("indices", byte_span::<i64>(ip.addr(), &out, args.indices.strides())),
-                ("dv", byte_span::<T>(dvp.addr(), &out, args.dv.strides())),
-            ],
+            OP,
+            &[byte_span("dx", &args.dx.as_const())],
+            &[byte_span("indices", &args.indices), byte_span("dv", &args.dv)],
         )?;
         let n = args.dx.n_elems();
         if n == 0 {
