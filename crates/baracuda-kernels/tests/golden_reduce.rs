@@ -98,7 +98,6 @@ fn empty_reductions_match_pytorch() {
 }
 
 #[test]
-#[ignore = "needs tests/golden/reduce.safetensors regenerated with the index cases of scripts/goldens/reduce.py (scripts/make_goldens.py on a machine with PyTorch)"]
 fn index_reductions_match_pytorch() {
     let data = bytes("reduce");
     let t = SafeTensors::deserialize(&data).expect("safetensors");

@@ -457,14 +457,15 @@ pub fn compare(
     Ok(())
 }
 
-/// Every byte of the buffer outside `covered` offsets must still be poison.
-pub fn check_untouched(what: &str, buf: &[f64], covered: &[usize]) -> Result<(), String> {
+/// Every element of a [`poisoned`] buffer of `T` (read back as f64)
+/// outside the `covered` offsets must still be the poison.
+pub fn check_untouched<T: Element>(what: &str, buf: &[f64], covered: &[usize]) -> Result<(), String> {
     let mut inside = vec![false; buf.len()];
     for &o in covered {
         inside[o] = true;
     }
     for (i, (&v, &c)) in buf.iter().zip(&inside).enumerate() {
-        if !c && !v.is_nan() {
+        if !c && !is_poison::<T>(v) {
             return Err(format!(
                 "{what}: element {i} outside the output view was written ({v})"
             ));

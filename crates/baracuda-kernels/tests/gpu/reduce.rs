@@ -527,7 +527,7 @@ pub(crate) fn view_result<T: Element>(
     strides: &[usize],
 ) -> Result<Vec<f64>, String> {
     let all = out.result(what)?;
-    check_untouched(what, &all, &view_offsets(shape, strides))?;
+    check_untouched::<T>(what, &all, &view_offsets(shape, strides))?;
     Ok(gather(&all, 0, shape, strides))
 }
 

@@ -14,7 +14,7 @@ use baracuda_kernels::reference::reduce::scan::{self as r, Scan};
 use baracuda_kernels::*;
 
 use crate::harness::*;
-use crate::reduce::{Layout, Values};
+use crate::reduce::{view_result, Layout, Values};
 use crate::table::{BadInputs, OpCase, Tensors};
 
 /// One scan problem of a row.
@@ -341,29 +341,6 @@ fn run(
     })
 }
 
-/// A strided output's values in logical order, after checking that nothing
-/// else in its buffer (guards included) was written.
-fn view_values<E: Element>(
-    what: &str,
-    out: &Guarded<E>,
-    shape: &[usize],
-    strides: &[usize],
-) -> Result<Vec<f64>, String> {
-    let all = out.result(what)?;
-    let offsets = view_offsets(shape, strides);
-    let mut inside = vec![false; all.len()];
-    for &o in &offsets {
-        inside[o] = true;
-    }
-    if let Some(i) = (0..all.len()).find(|&i| !inside[i] && !is_poison::<E>(all[i])) {
-        return Err(format!(
-            "{what}: element {i} outside the output view was written ({})",
-            all[i]
-        ));
-    }
-    Ok(offsets.iter().map(|&o| all[o]).collect())
-}
-
 fn run_ranked<T: Element, const N: usize>(
     s: &ScanSample,
     inputs: &Tensors,
@@ -408,7 +385,7 @@ fn run_ranked<T: Element, const N: usize>(
     let mut y = Guarded::<T>::new(o_len);
     let mut idx = Guarded::<i64>::new(if s.op.has_indices() { o_len } else { 0 });
     forward(y.slice_mut(), s.op.has_indices().then(|| idx.slice_mut()))?;
-    let y_vals = view_values(&what, &y, &s.shape, &os)?;
+    let y_vals = view_result(&what, &y, &s.shape, &os)?;
     // again into zeros: the same bits, every output written
     let mut z =
         DeviceBuffer::<T>::filled_bytes(&g.stream, o_len.max(1), 0).map_err(|e| e.to_string())?;
@@ -434,7 +411,7 @@ fn run_ranked<T: Element, const N: usize>(
     let mut t = Tensors::default();
     t.push("y", nan_marked(y_vals));
     if s.op.has_indices() {
-        let i_vals = view_values(&format!("{what} indices"), &idx, &s.shape, &os)?;
+        let i_vals = view_result(&format!("{what} indices"), &idx, &s.shape, &os)?;
         if gather(&download(&zi), 0, &s.shape, &os) != i_vals {
             return Err(format!("{what}: indices differ between two runs"));
         }
@@ -466,7 +443,7 @@ fn run_ranked<T: Element, const N: usize>(
     .map_err(|e| format!("{what} backward: {e}"))?;
     t.push(
         "dx",
-        view_values(&format!("{what} dx"), &dx, &s.shape, &os)?,
+        view_result(&format!("{what} dx"), &dx, &s.shape, &os)?,
     );
     Ok(t)
 }
