@@ -266,7 +266,8 @@ pub fn unary_bad_inputs() -> Result<usize, String> {
     let plan = UnaryPlan::<f32, 1>::select(s, &desc, &pref).map_err(|e| e.to_string())?;
     let (x, _) = upload::<f32>(&Rng::new(1).vec(65, -1.0, 1.0));
     let mut y = poisoned::<f32>(65);
-    let untouched = |y: &DeviceBuffer<f32>| check_untouched::<f32>("unary bad input", &download(y), &[]);
+    let untouched =
+        |y: &DeviceBuffer<f32>| check_untouched::<f32>("unary bad input", &download(y), &[]);
     // wrong x shape
     let xv = TensorRef::contiguous(x.as_slice(), [65]).unwrap();
     let r = plan.run(
