@@ -29,6 +29,10 @@
 # Error that the tests check. SANITIZE_EXCLUDE, when set, is passed as
 # --kernel-name-exclude (for example kns=cudnn to leave out library kernels
 # whose reports cannot be fixed here); it is empty by default.
+# BARACUDA_TEST_SMALL_ELEMS (the small-sample bound, 65536 by default) and
+# BARACUDA_TEST_DTYPES (comma-separated dtypes the rows check, all by
+# default) shrink a pass further for racecheck, which slows kernels with
+# shared memory the most.
 #
 # With the device tool: `scripts/gpu-test.sh pack` here, then run
 # `scripts/gpu-test.sh run` there with carry ["gpu-pack"].

@@ -1,7 +1,8 @@
 """PyTorch baselines of the reduce family, from bench/cases/reduce.json
 (which crates/baracuda-bench/src/reduce.rs reads too): reductions of
 contiguous tensors over the case's dims (keepdim false; the norm is
-torch.linalg.vector_norm with p = 2), each timed eagerly and as
+torch.linalg.vector_norm with p = 2; argmax and argmin take one dim and
+write i64 indices), each timed eagerly and as
 torch.compile of the same function (the third element of what cases()
 yields; torch_baseline.py reports it as compile_ms), and the
 device-to-device copy ceiling. Inputs rotate over buffer sets by L2 size,
@@ -25,10 +26,23 @@ REDUCE = {
     "std": lambda torch, d: lambda x: x.std(d),
     "logsumexp": lambda torch, d: lambda x: x.logsumexp(d),
     "norm": lambda torch, d: lambda x: torch.linalg.vector_norm(x, 2, d),
+    "argmax": lambda torch, d: lambda x: x.argmax(d[0]),
+    "argmin": lambda torch, d: lambda x: x.argmin(d[0]),
+}
+# Ops whose output is i64 indices over exactly one dim.
+INDEX_OPS = ("argmax", "argmin")
+# Scans along one dim (inclusive, forward); cummax/cummin return indices too.
+SCAN = {
+    "cumsum": lambda torch, d: lambda x: x.cumsum(d),
+    "cumprod": lambda torch, d: lambda x: x.cumprod(d),
+    "cummax": lambda torch, d: lambda x: x.cummax(d),
+    "cummin": lambda torch, d: lambda x: x.cummin(d),
+    "logcumsumexp": lambda torch, d: lambda x: x.logcumsumexp(d),
 }
 SETTINGS = {}
 OPS = {"copy": Op(("fw",), FLOATS, {"shape": [int]})}
 OPS.update({op: Op(("fw",), FLOATS, {"shape": [int], "dims": [int]}) for op in REDUCE})
+OPS.update({op: Op(("fw",), FLOATS, {"shape": [int], "dim": int}) for op in SCAN})
 # The ranks baracuda-bench is built for: (rank of x, rank of y).
 RANKS = ((1, 0), (2, 1), (3, 1), (4, 1))
 
@@ -47,13 +61,21 @@ def rows(case):
     if case["op"] == "copy":
         return [caselist.row(case, p, shape_s, bytes=2 * n * size, rotation_bytes=2 * n * size)
                 for p in case["passes"]]
+    if case["op"] in SCAN:
+        dim = case["dim"]
+        if dim >= len(shape) or len(shape) not in (1, 2):
+            raise caselist.CaseError(f"scan case {case['name']!r}: dim {dim} of shape {shape} (ranks 1 and 2 are built)")
+        b = 2 * n * size + (8 * n if case["op"] in ("cummax", "cummin") else 0)
+        return [caselist.row(case, p, shape_s, bytes=b, rotation_bytes=b) for p in case["passes"]]
     dims = case["dims"]
     if len(set(dims)) != len(dims) or any(d >= len(shape) for d in dims):
         raise caselist.CaseError(f"reduce case {case['name']!r}: dims {dims} of a rank-{len(shape)} shape")
     if (len(shape), len(shape) - len(dims)) not in RANKS:
         raise caselist.CaseError(f"reduce case {case['name']!r}: ranks not built (takes {RANKS})")
+    if case["op"] in INDEX_OPS and len(dims) != 1:
+        raise caselist.CaseError(f"reduce case {case['name']!r}: {case['op']} takes one dim")
     n_out = _prod(shape[d] for d in range(len(shape)) if d not in dims)
-    b = (n + n_out) * size
+    b = n * size + n_out * (8 if case["op"] in INDEX_OPS else size)
     return [caselist.row(case, p, shape_s, bytes=b, rotation_bytes=b) for p in case["passes"]]
 
 
@@ -72,7 +94,8 @@ def cases(torch, settings, cases):
             yield row, [(lambda x=x, y=y: y.copy_(x)) for x, y in zip(xs, ys)]
             del ys
         else:
-            f = REDUCE[case["op"]](torch, tuple(case["dims"]))
+            f = (SCAN[case["op"]](torch, case["dim"]) if case["op"] in SCAN
+                 else REDUCE[case["op"]](torch, tuple(case["dims"])))
             compiled = torch.compile(f, dynamic=False)
             yield (row, [(lambda x=x: f(x)) for x in xs], [(lambda x=x: compiled(x)) for x in xs])
         del xs

@@ -1,8 +1,9 @@
 """Goldens of the reduce family: f64 inputs, PyTorch's outputs and its
 autograd gradients for every reduction over dims (0, 2) of a [4, 5, 6]
 tensor: ties for amax/amin, zeros for prod, NaNs for nansum/nanmean, the
-vector norm at several orders, var/std at several corrections, and the
-empty reductions. Checked by crates/baracuda-kernels/tests/golden_reduce.rs."""
+vector norm at several orders, var/std at several corrections, the
+empty reductions; and max/min with indices over dim 1 (ties, and NaN)
+with the values' gradient, and argmax/argmin over all dims. Checked by crates/baracuda-kernels/tests/golden_reduce.rs."""
 
 SHAPE = (4, 5, 6)
 DIMS = (0, 2)
@@ -47,6 +48,25 @@ def make(torch):
         dy = r(*y.shape) * 2 - 1
         (dx,) = torch.autograd.grad(y, (x,), dy, allow_unused=True, materialize_grads=True)
         out.update({f"{name}.x": x, f"{name}.dy": dy, f"{name}.y": y, f"{name}.dx": dx})
+    # max / min with indices over dim 1: ties (the first index), and NaN
+    # (the first NaN); the gradient of the values; argmax / argmin of all
+    for op in ("max", "min"):
+        for case in ("ties", "nan"):
+            x = torch.floor((r(*SHAPE) * 4 - 2) * 2) / 2
+            if case == "nan":
+                x[0, 3, 0] = float("nan")
+                x[0, 1, 0] = float("nan")
+                x[2, 4, 5] = float("nan")
+            x.requires_grad_()
+            values, indices = getattr(torch, op)(x, 1)
+            dv = r(*values.shape) * 2 - 1
+            (dx,) = torch.autograd.grad(values, (x,), dv)
+            k = f"{op}_indices.{case}"
+            out.update({f"{k}.x": x, f"{k}.values": values, f"{k}.indices": indices.double(),
+                        f"{k}.dv": dv, f"{k}.dx": dx})
+            flat = getattr(torch, f"arg{op}")(x)
+            out[f"arg{op}_all.{case}.x"] = x
+            out[f"arg{op}_all.{case}.indices"] = flat.double().reshape(1)
     # empty reductions: [3, 0] over dim 1
     e = torch.zeros(3, 0, dtype=torch.float64)
     empty = {

@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 /// Every family, in the order `baracuda-bench` runs them, with its case
 /// file as built in.
-pub const FAMILIES: [(&str, &str); 4] = [
+pub const FAMILIES: [(&str, &str); 6] = [
     (
         "elementwise",
         include_str!("../../../bench/cases/elementwise.json"),
@@ -28,6 +28,8 @@ pub const FAMILIES: [(&str, &str); 4] = [
     ("conv", include_str!("../../../bench/cases/conv.json")),
     ("gemm", include_str!("../../../bench/cases/gemm.json")),
     ("reduce", include_str!("../../../bench/cases/reduce.json")),
+    ("softmax", include_str!("../../../bench/cases/softmax.json")),
+    ("norm", include_str!("../../../bench/cases/norm.json")),
 ];
 
 /// Names a directory whose `<family>.json` files replace the built-in ones.
@@ -314,6 +316,8 @@ pub fn jobs(family: &str, text: &str) -> Checked<Vec<Job>> {
         "conv" => crate::conv::jobs(&file)?,
         "gemm" => crate::gemm::jobs(&file)?,
         "reduce" => crate::reduce::jobs(&file)?,
+        "softmax" => crate::softmax::jobs(&file)?,
+        "norm" => crate::norm::jobs(&file)?,
         other => return Err(format!("unknown family {other:?}")),
     };
     let mut keys = std::collections::HashSet::new();

@@ -1,6 +1,6 @@
 //! baracuda GPU benchmarks: one JSON line per case and pass (format in
 //! `harness`). `baracuda-bench [family...]` runs the named families
-//! (default: all): `elementwise`, `conv`, `gemm`, `reduce`. The cases come from
+//! (default: all): `elementwise`, `conv`, `gemm`, `reduce`, `softmax`, `norm`. The cases come from
 //! `bench/cases/<family>.json` (built in; see `cases`), which
 //! `bench/torch_baseline.py` reads to time the same cases with PyTorch;
 //! `scripts/bench-vs-torch.sh` runs both. `baracuda-bench --list
@@ -12,7 +12,10 @@ mod conv;
 mod elementwise;
 mod gemm;
 mod harness;
+mod norm;
 mod reduce;
+mod scan;
+mod softmax;
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();

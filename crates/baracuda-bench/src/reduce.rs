@@ -1,6 +1,7 @@
 //! Reduce benchmark cases, from `bench/cases/reduce.json` (which
 //! `bench/torch_cases/reduce.py` reads too): reductions of contiguous
-//! tensors over the case's dims (keepdim false; the norm is p = 2), and the
+//! tensors over the case's dims (keepdim false; the norm is p = 2; argmax
+//! and argmin over one dim, writing i64 indices), and the
 //! device-to-device copy that sets the bandwidth ceiling. Inputs rotate
 //! over buffer sets by L2 size ([`rotation_of`]); the cases are
 //! all larger than L2, so they run on one set.
@@ -46,21 +47,20 @@ fn job(c: &RawCase) -> Checked<Job> {
     let passes = c.passes(&["fw"])?;
     let size = dtype.size_bytes();
     if c.op == "copy" {
-        let CopyParams { shape } = c.params()?;
-        let n: usize = shape.iter().product();
-        let rows = c.rows(&passes, dtype, &format!("{shape:?}"), |r| {
-            r.bytes(2 * n * size).rotation(2 * n * size)
-        });
-        let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
-            Box::new(move |s: &Stream, rows: &[Row]| copy::<T>(s, n, rows))
-        });
-        return Ok(c.job(rows, run));
+        return copy_job(c);
     }
-    let op = ReduceOp::ALL
-        .into_iter()
-        .find(|o| o.name() == c.op)
-        .ok_or_else(|| c.unknown_op())?;
+    if let Some(op) = crate::scan::op(&c.op) {
+        return crate::scan::job(c, op);
+    }
+    let arg_op = ArgReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
+    let op = ReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
+    if arg_op.is_none() && op.is_none() {
+        return Err(c.unknown_op());
+    }
     let Params { shape, dims } = c.params()?;
+    if arg_op.is_some() && dims.len() != 1 {
+        return Err(c.error(format!("{} takes one dim, got {dims:?}", c.op)));
+    }
     let mut seen = vec![false; shape.len()];
     for &d in &dims {
         if d >= shape.len() || std::mem::replace(&mut seen[d], true) {
@@ -76,17 +76,40 @@ fn job(c: &RawCase) -> Checked<Job> {
         .filter(|d| !dims.contains(d))
         .map(|d| shape[d])
         .product();
-    let bytes = (n + n_out) * size;
+    let out_size = if arg_op.is_some() { 8 } else { size };
+    let bytes = n * size + n_out * out_size;
     let rows = c.rows(&passes, dtype, &format!("{shape:?}"), |r| {
         r.bytes(bytes).rotation(bytes)
     });
     let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
-        Box::new(move |s: &Stream, rows: &[Row]| match ranks {
-            (1, 0) => reduce::<T, 1, 0>(s, op, &shape, &dims, rows),
-            (2, 1) => reduce::<T, 2, 1>(s, op, &shape, &dims, rows),
-            (3, 1) => reduce::<T, 3, 1>(s, op, &shape, &dims, rows),
-            _ => reduce::<T, 4, 1>(s, op, &shape, &dims, rows),
+        Box::new(move |s: &Stream, rows: &[Row]| match (arg_op, op, ranks) {
+            (Some(a), _, (2, 1)) => arg_reduce::<T, 2, 1>(s, a, &shape, dims[0], rows),
+            (Some(a), _, (3, 1)) => arg_reduce::<T, 3, 1>(s, a, &shape, dims[0], rows),
+            (Some(a), _, (4, 1)) => arg_reduce::<T, 4, 1>(s, a, &shape, dims[0], rows),
+            (Some(a), _, _) => arg_reduce::<T, 1, 0>(s, a, &shape, dims[0], rows),
+            (None, Some(op), (1, 0)) => reduce::<T, 1, 0>(s, op, &shape, &dims, rows),
+            (None, Some(op), (2, 1)) => reduce::<T, 2, 1>(s, op, &shape, &dims, rows),
+            (None, Some(op), (3, 1)) => reduce::<T, 3, 1>(s, op, &shape, &dims, rows),
+            (None, Some(op), _) => reduce::<T, 4, 1>(s, op, &shape, &dims, rows),
+            (None, None, _) => unreachable!("the op was checked to be known above"),
         })
+    });
+    Ok(c.job(rows, run))
+}
+
+/// The job of a `copy` case: the bandwidth ceiling (also of the softmax
+/// family's file).
+pub(crate) fn copy_job(c: &RawCase) -> Checked<Job> {
+    let dtype = c.dtype()?;
+    let passes = c.passes(&["fw"])?;
+    let size = dtype.size_bytes();
+    let CopyParams { shape } = c.params()?;
+    let n: usize = shape.iter().product();
+    let rows = c.rows(&passes, dtype, &format!("{shape:?}"), |r| {
+        r.bytes(2 * n * size).rotation(2 * n * size)
+    });
+    let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
+        Box::new(move |s: &Stream, rows: &[Row]| copy::<T>(s, n, rows))
     });
     Ok(c.job(rows, run))
 }
@@ -124,6 +147,37 @@ fn reduce<T: Element, const N: usize, const M: usize>(
                 ReduceArgs {
                     x: TensorRef::contiguous(xs[i].as_slice(), arr::<N>(shape))?,
                     y: TensorMut::contiguous(y.as_slice_mut(), arr::<M>(&out))?,
+                },
+            )
+        }),
+        p => Err(bad_pass(p)),
+    })
+}
+
+/// Indices of the extremes over `dim` (argmax, argmin).
+fn arg_reduce<T: Element, const N: usize, const M: usize>(
+    s: &Stream,
+    op: ArgReduceOp,
+    shape: &[usize],
+    dim: usize,
+    rows: &[Row],
+) -> Result<()> {
+    let desc = ArgReduceDescriptor::new(op, T::KIND, arr::<N>(shape)).with_dim(dim);
+    let plan = ArgReducePlan::<T, N, M>::select(s, &desc, &PlanPreference::default())?;
+    let sets = rotation_of(s, rows)?;
+    let xs = inputs::<T>(s, shape.iter().product(), sets)?;
+    let out = desc.output_shape();
+    let mut idx = DeviceBuffer::<i64>::uninit(s, out.iter().product())?;
+    let mut ws = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, sets, |i| {
+            plan.run(
+                s,
+                Workspace::Borrowed(ws.as_slice_mut()),
+                ArgReduceArgs {
+                    x: TensorRef::contiguous(xs[i].as_slice(), arr::<N>(shape))?,
+                    values: None,
+                    indices: TensorMut::contiguous(idx.as_slice_mut(), arr::<M>(&out))?,
                 },
             )
         }),

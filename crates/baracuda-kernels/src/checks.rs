@@ -6,8 +6,8 @@
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{
-    DevPtr, DeviceSlice, Element, Error, Grads, MatrixMut, MatrixOrder, MatrixRef, Result, Shape,
-    TensorMut, TensorRef,
+    DevPtr, DeviceSlice, Element, ElementKind, Error, Grads, MatrixMut, MatrixOrder, MatrixRef,
+    Result, Shape, TensorMut, TensorRef, MAX_RANK,
 };
 
 use crate::conv::ConvLayout;
@@ -27,7 +27,7 @@ pub(crate) struct MatInfo {
 }
 
 /// Bytes a view of `shape`/`strides` spans from its first element.
-fn span_bytes<T>(shape: &[usize], strides: &[usize]) -> usize {
+pub(crate) fn span_bytes<T>(shape: &[usize], strides: &[usize]) -> usize {
     if shape.contains(&0) {
         return 0;
     }
@@ -51,6 +51,37 @@ pub(crate) fn check_shape<const N: usize>(
         });
     }
     Ok(())
+}
+
+/// The `BARACUDA_DTYPE` code of a plan on element type `T` whose
+/// descriptor names `element`, for kernels specialised on the four float
+/// types and ranks up to [`MAX_RANK`]: `DtypeMismatch` unless `element` is
+/// `T`, `Unsupported` for another dtype (`takes` says what the op takes,
+/// in words) or a rank `N` past [`MAX_RANK`].
+pub(crate) fn float_dtype_code<T: Element, const N: usize>(
+    op: &'static str,
+    element: ElementKind,
+    takes: &str,
+) -> Result<u32> {
+    if element != T::KIND {
+        return Err(Error::DtypeMismatch {
+            op,
+            arg: "desc.element",
+            expected: T::KIND,
+            got: element,
+        });
+    }
+    let code = crate::kernel_sources::dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
+        op,
+        what: format!("dtype {}; {takes} f32, f64, f16 and bf16", T::KIND),
+    })?;
+    if N > MAX_RANK {
+        return Err(Error::Unsupported {
+            op,
+            what: format!("rank {N} > {MAX_RANK}"),
+        });
+    }
+    Ok(code)
 }
 
 /// `ContextMismatch` naming `arg` unless context `ctx` is `stream`'s.

@@ -31,6 +31,10 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         "common/reduce.cuh",
         include_str!("../kernels/common/reduce.cuh"),
     ),
+    (
+        "common/scan.cuh",
+        include_str!("../kernels/common/scan.cuh"),
+    ),
 ];
 
 /// `kernels/<path>` as a [`KernelSource`] with the [`COMMON`] headers.
@@ -56,6 +60,22 @@ source!(
 source!(
     /// Reductions over any dims, forward and backward.
     REDUCE = "reduce/reduce.cu"
+);
+source!(
+    /// Max and min with indices, argmax and argmin.
+    ARG_REDUCE = "reduce/arg_reduce.cu"
+);
+source!(
+    /// Scans along one dim, forward and backward.
+    SCAN = "reduce/scan.cu"
+);
+source!(
+    /// Softmax, log-softmax and softmin along one dim, forward and backward.
+    SOFTMAX = "softmax/softmax.cu"
+);
+source!(
+    /// LayerNorm and RMSNorm, forward and backward.
+    NORM = "norm/norm.cu"
 );
 source!(
     /// Convolution bias epilogue, bias and ReLU gradients.

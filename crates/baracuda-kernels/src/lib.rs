@@ -62,6 +62,10 @@ families! {
     gemm;
     /// Reductions over any subset of dims.
     reduce;
+    /// Softmax, log-softmax and softmin along one dim.
+    softmax;
+    /// LayerNorm and RMSNorm, forward and backward.
+    norm;
 }
 
 /// Every NVRTC module any plan can request (every family, dtype and

@@ -1,40 +1,17 @@
 //! Host test: the reduce family's f64 oracles against PyTorch goldens
 //! (`tests/golden/reduce.safetensors`, written by `scripts/make_goldens.py`
 //! from `scripts/goldens/reduce.py`): every op over dims (0, 2) of a
-//! [4, 5, 6] tensor, forward and gradient, and the empty reductions.
+//! [4, 5, 6] tensor, forward and gradient, and the empty reductions; max
+//! and min with indices over dim 1 and argmax/argmin over all dims, with
+//! ties and NaN.
 
 use baracuda_kernels::reference::reduce::{self as r, Reduction};
-use baracuda_kernels::ReduceOp;
+use baracuda_kernels::{ArgReduceOp, ReduceOp};
 use safetensors::SafeTensors;
 
-fn bytes() -> Vec<u8> {
-    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../tests/golden/reduce.safetensors");
-    std::fs::read(&p)
-        .unwrap_or_else(|e| panic!("{}: {e} (run scripts/make_goldens.py)", p.display()))
-}
-
-fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
-    let v = t.tensor(k).unwrap_or_else(|e| panic!("{k}: {e}"));
-    assert_eq!(v.dtype(), safetensors::Dtype::F64, "{k}");
-    v.data()
-        .chunks_exact(8)
-        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
-        .collect()
-}
-
-/// Equal within 1e-12 relative, NaN where PyTorch has NaN.
-fn close(what: &str, got: &[f64], want: &[f64]) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let ok = if w.is_nan() || w.is_infinite() {
-            g.is_nan() == w.is_nan() && (w.is_nan() || g == w)
-        } else {
-            (g - w).abs() <= 1e-12 * (1.0 + w.abs())
-        };
-        assert!(ok, "{what}[{i}]: ours {g:e}, PyTorch {w:e}");
-    }
-}
+#[path = "support/golden.rs"]
+mod golden;
+use golden::{bytes, close, get};
 
 /// The golden cases: key prefix and problem over dims (0, 2) of [4, 5, 6].
 fn cases() -> Vec<(String, Reduction)> {
@@ -80,7 +57,7 @@ fn cases() -> Vec<(String, Reduction)> {
 
 #[test]
 fn reductions_and_gradients_match_pytorch() {
-    let data = bytes();
+    let data = bytes("reduce");
     let t = SafeTensors::deserialize(&data).expect("safetensors");
     for (name, p) in cases() {
         let k = |s: &str| format!("{name}.{s}");
@@ -97,7 +74,7 @@ fn reductions_and_gradients_match_pytorch() {
 
 #[test]
 fn empty_reductions_match_pytorch() {
-    let data = bytes();
+    let data = bytes("reduce");
     let t = SafeTensors::deserialize(&data).expect("safetensors");
     let ops = [
         ("sum", ReduceOp::Sum, 2.0),
@@ -117,5 +94,27 @@ fn empty_reductions_match_pytorch() {
         e.p = p;
         let key = format!("empty.{name}.y");
         close(&key, &r::reduce(&e, &[]), &get(&t, &key));
+    }
+}
+
+#[test]
+fn index_reductions_match_pytorch() {
+    let data = bytes("reduce");
+    let t = SafeTensors::deserialize(&data).expect("safetensors");
+    let shape = [4, 5, 6];
+    for (name, op) in [("max", ArgReduceOp::Max), ("min", ArgReduceOp::Min)] {
+        for case in ["ties", "nan"] {
+            let k = |s: &str| format!("{name}_indices.{case}.{s}");
+            let x = get(&t, &k("x"));
+            let (values, indices) = r::arg_reduce(op, &shape, &[false, true, false], &x);
+            close(&k("values"), &values, &get(&t, &k("values")));
+            close(&k("indices"), &indices, &get(&t, &k("indices")));
+            let dx =
+                r::arg_reduce_backward(&shape, &[false, true, false], &indices, &get(&t, &k("dv")));
+            close(&k("dx"), &dx, &get(&t, &k("dx")));
+            let a = |s: &str| format!("arg{name}_all.{case}.{s}");
+            let (_, flat) = r::arg_reduce(op, &shape, &[true; 3], &get(&t, &a("x")));
+            close(&a("indices"), &flat, &get(&t, &a("indices")));
+        }
     }
 }

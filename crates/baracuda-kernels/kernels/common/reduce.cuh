@@ -3,6 +3,7 @@
 // `S merge(S lo, S hi)`, where `lo` holds the earlier part of the reduced
 // range.
 //
+//   map_words      a state moved word by word (warp shuffles).
 //   group_reduce   `group` consecutive threads (a power of two, up to the
 //                  block) merge their states: xor butterflies in the warp,
 //                  then one state per warp through shared memory. The
@@ -16,6 +17,8 @@
 //                  that exp(-inf - -inf) never appears.
 //   strided_offset the offset of a linear index over up to 8 strided dims
 //                  (innermost last), 64-bit.
+//   strided_offsets the same for K operands at once (elementwise
+//                  backward passes).
 //
 // Softmax, norms, losses and attention use the same pieces. No element
 // type here: includers supply u32, u64 and i64 (dtype.cuh does).
@@ -26,18 +29,25 @@
 // +inf as a float (widens exactly to double).
 __device__ __forceinline__ float reduce_inf() { return __int_as_float(0x7f800000); }
 
-// `v` of lane `lane ^ off` in the warp: S moved as 32-bit words.
-template <typename S>
-__device__ __forceinline__ S shfl_xor_state(const S& v, int off) {
+// `f` applied to each 32-bit word of `v`: how a state of any type moves
+// through warp shuffles.
+template <typename S, typename F>
+__device__ __forceinline__ S map_words(const S& v, F f) {
     static_assert(sizeof(S) % 4 == 0, "state is whole 32-bit words");
     constexpr int W = sizeof(S) / 4;
     unsigned w[W];
     memcpy(w, &v, sizeof(S));
 #pragma unroll
-    for (int i = 0; i < W; ++i) w[i] = __shfl_xor_sync(0xffffffffu, w[i], off);
+    for (int i = 0; i < W; ++i) w[i] = f(w[i]);
     S r;
     memcpy(&r, w, sizeof(S));
     return r;
+}
+
+// `v` of lane `lane ^ off` in the warp.
+template <typename S>
+__device__ __forceinline__ S shfl_xor_state(const S& v, int off) {
+    return map_words(v, [off](unsigned w) { return __shfl_xor_sync(0xffffffffu, w, off); });
 }
 
 // Merge the states of `group` consecutive threads (group a power of two,
@@ -153,4 +163,23 @@ __device__ __forceinline__ i64 strided_offset(I i, u32 rank, const u64* shape, c
         }
     }
     return off;
+}
+
+// Offsets of linear index `i` over `rank` dims of `shape` in each of K
+// operands, operand k with element strides `stride[k]`.
+template <int K, typename I>
+__device__ __forceinline__ void strided_offsets(I i, u32 rank, const u64* shape,
+                                                const i64 (*stride)[REDUCE_MAX_RANK], i64 (&off)[K]) {
+#pragma unroll
+    for (int k = 0; k < K; ++k) off[k] = 0;
+#pragma unroll
+    for (int d = REDUCE_MAX_RANK - 1; d >= 0; --d) {
+        if (d < (int)rank) {
+            const I e = (I)shape[d];
+            const i64 c = (i64)(i % e);
+            i /= e;
+#pragma unroll
+            for (int k = 0; k < K; ++k) off[k] += c * stride[k][d];
+        }
+    }
 }

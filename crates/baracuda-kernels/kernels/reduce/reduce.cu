@@ -564,18 +564,8 @@ __device__ __forceinline__ ACC grad(ACC x, ACC g, ACC y, Stat2 st, const OpArgs&
 template <typename I>
 __device__ __forceinline__ void bw_body(const BwParams& p) {
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (I)p.n; i += (I)gridDim.x * blockDim.x) {
-        i64 off[5] = {0, 0, 0, 0, 0};
-        I rem = i;
-#pragma unroll
-        for (int d = REDUCE_MAX_RANK - 1; d >= 0; --d) {
-            if (d < (int)p.rank) {
-                const I e = (I)p.shape[d];
-                const i64 c = (i64)(rem % e);
-                rem /= e;
-#pragma unroll
-                for (int k = 0; k < 5; ++k) off[k] += c * p.stride[k][d];
-            }
-        }
+        i64 off[5];
+        strided_offsets<5>(i, p.rank, p.shape, p.stride, off);
         const ACC y = p.y ? to_acc(p.y[off[3]]) : ACC(0);
         const Stat2 st = p.stat ? p.stat[off[4]] : Stat2{ACC(0), ACC(0)};
         p.dx[off[0]] = from_acc(grad(to_acc(p.x[off[1]]), to_acc(p.dy[off[2]]), y, st, p.op));

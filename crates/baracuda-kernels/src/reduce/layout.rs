@@ -20,7 +20,7 @@ pub(crate) const THREADS: u32 = 256;
 
 /// Blocks the launch heuristics aim for per SM: two waves of eight
 /// 256-thread blocks (2048 threads, full residency on sm_80/sm_90).
-const BLOCKS_PER_SM: usize = 16;
+pub(crate) const BLOCKS_PER_SM: usize = 16;
 
 /// The split state of `reduce.cu` (`St`: three accumulators), a marker
 /// for typed workspace addresses.
@@ -187,7 +187,7 @@ impl Geometry {
 }
 
 /// Merge each neighbour pair `(outer, inner)` that `join` combines.
-fn merge<D: Copy>(dims: Vec<D>, join: impl Fn(&D, &D) -> Option<D>) -> Vec<D> {
+pub(crate) fn merge<D: Copy>(dims: Vec<D>, join: impl Fn(&D, &D) -> Option<D>) -> Vec<D> {
     let mut out: Vec<D> = Vec::with_capacity(dims.len());
     for d in dims {
         match out.last().and_then(|o| join(o, &d)) {
@@ -258,7 +258,7 @@ pub(crate) struct Launch<T, O> {
 }
 
 /// `v` padded with zeros to [`MAX_RANK`] entries (the kernels' arrays).
-fn padded<E: Copy + Default>(v: impl Iterator<Item = E>) -> [E; MAX_RANK] {
+pub(crate) fn padded<E: Copy + Default>(v: impl Iterator<Item = E>) -> [E; MAX_RANK] {
     let mut a = [E::default(); MAX_RANK];
     for (s, e) in a.iter_mut().zip(v) {
         *s = e;
@@ -420,7 +420,7 @@ impl<T: Element, O: 'static> Launch<T, O> {
 }
 
 /// Blocks in x for `blocks` of work: the kernels loop over the rest.
-fn grid_x(blocks: usize) -> u32 {
+pub(crate) fn grid_x(blocks: usize) -> u32 {
     blocks.clamp(1, i32::MAX as usize) as u32
 }
 
@@ -507,15 +507,33 @@ impl<T: Element> BwLaunch<'_, T> {
         for (k, row) in p.stride.iter_mut().enumerate() {
             *row = padded(merged.iter().map(|m| m.1[k] as i64));
         }
-        let blocks = n
-            .div_ceil(THREADS as usize)
-            .min(BLOCKS_PER_SM * 4 * sm_count.max(1) as usize);
-        let f = if n <= u32::MAX as usize { bw32 } else { bw64 };
-        let mut args = LaunchArgs::new();
-        args.push(p)?;
         // SAFETY: forwarded from the caller's contract.
-        unsafe { f.launch(stream, LaunchConfig::linear(grid_x(blocks), THREADS), &mut args) }
+        unsafe { launch_elementwise(stream, n, sm_count, (bw32, bw64), p) }
     }
+}
+
+/// Launch an elementwise pass of `n` elements (n > 0) with parameters
+/// `p`: the 32-bit-index kernel `kernels.0` when `n` fits in u32, else the
+/// 64-bit one; a grid-stride loop over at most four waves of blocks.
+///
+/// # Safety
+/// Every address in `p` must hold what the kernel reaches for `n`
+/// elements.
+pub(crate) unsafe fn launch_elementwise<P: Copy + 'static>(
+    stream: &Stream,
+    n: usize,
+    sm_count: u32,
+    kernels: (&Function, &Function),
+    p: P,
+) -> Result<()> {
+    let blocks = n
+        .div_ceil(THREADS as usize)
+        .min(BLOCKS_PER_SM * 4 * sm_count.max(1) as usize);
+    let f = if n <= u32::MAX as usize { kernels.0 } else { kernels.1 };
+    let mut args = LaunchArgs::new();
+    args.push(p)?;
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { f.launch(stream, LaunchConfig::linear(grid_x(blocks), THREADS), &mut args) }
 }
 
 #[cfg(test)]

@@ -9,14 +9,14 @@ use core::marker::PhantomData;
 use baracuda_driver::{Function, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
 };
 
 use super::layout::{
     max_splits, state_bytes, stat_bytes, BwLaunch, Geometry, Launch, OpArgs, ReduceKernels,
     StatPair,
 };
-use crate::checks::{byte_span, check_ctx, check_disjoint, check_shape};
+use crate::checks::{byte_span, check_ctx, check_disjoint, check_shape, float_dtype_code};
 use crate::kernel_sources;
 use crate::{Backward, Plan};
 
@@ -379,24 +379,7 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
     type Args<'a> = ReduceArgs<'a, T, N, M>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        if desc.element != T::KIND {
-            return Err(Error::DtypeMismatch {
-                op: OP,
-                arg: "desc.element",
-                expected: T::KIND,
-                got: desc.element,
-            });
-        }
-        let dtype = kernel_sources::dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
-            op: OP,
-            what: format!("dtype {}; reductions take f32, f64, f16 and bf16", T::KIND),
-        })?;
-        if N > MAX_RANK {
-            return Err(Error::Unsupported {
-                op: OP,
-                what: format!("rank {N} > {MAX_RANK}"),
-            });
-        }
+        let dtype = float_dtype_code::<T, N>(OP, desc.element, "reductions take")?;
         if N < 32 && desc.dims >> N != 0 {
             return Err(invalid(
                 "dims",

@@ -1,7 +1,10 @@
 //! f64 oracles of the reduce family: every [`ReduceOp`] over any subset of
 //! dims of a row-major tensor, and its gradient, as PyTorch defines them.
 
-use crate::ReduceOp;
+/// The scans' oracles.
+pub mod scan;
+
+use crate::{ArgReduceOp, ReduceOp};
 
 /// A reduction problem: the op, the input's shape, which dims are reduced,
 /// the var/std correction and the norm order.
@@ -246,6 +249,62 @@ fn norm_grad(p: f64, x: f64, g: f64, y: f64, ties: f64) -> f64 {
     }
 }
 
+/// Max (min) with the first index over the dims `reduced` marks of a
+/// row-major `x` of `shape`: `(values, indices)`, row-major over the kept
+/// dims, the index row-major over the reduced dims. A NaN is the extreme
+/// of both ops (the first NaN wins), as PyTorch's `max(x, dim)`,
+/// `argmax`, `min` and `argmin`.
+pub fn arg_reduce(
+    op: ArgReduceOp,
+    shape: &[usize],
+    reduced: &[bool],
+    x: &[f64],
+) -> (Vec<f64>, Vec<f64>) {
+    let r = Reduction::new(ReduceOp::Amax, shape, reduced);
+    let better = |a: f64, b: f64| match op {
+        ArgReduceOp::Max => a > b,
+        ArgReduceOp::Min => a < b,
+    };
+    r.groups(x)
+        .0
+        .iter()
+        .map(|g| {
+            let mut best = 0;
+            for (i, &v) in g.iter().enumerate() {
+                let b = g[best];
+                if !b.is_nan() && (v.is_nan() || better(v, b)) {
+                    best = i;
+                }
+            }
+            (g[best], best as f64)
+        })
+        .unzip()
+}
+
+/// The gradient of [`arg_reduce`]'s values: `dv[o]` at each element whose
+/// position is `indices[o]`, 0 elsewhere (row-major, x's shape).
+pub fn arg_reduce_backward(
+    shape: &[usize],
+    reduced: &[bool],
+    indices: &[f64],
+    dv: &[f64],
+) -> Vec<f64> {
+    let r = Reduction::new(ReduceOp::Amax, shape, reduced);
+    let (_, map) = r.output_of();
+    let mut seen = vec![0usize; indices.len()];
+    map.iter()
+        .map(|&o| {
+            let pos = seen[o];
+            seen[o] += 1;
+            if pos as f64 == indices[o] {
+                dv[o]
+            } else {
+                0.0
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,5 +411,63 @@ mod tests {
             f64::NEG_INFINITY
         );
         assert_eq!(reduce(&empty(ReduceOp::NanSum), &[]), vec![0.0, 0.0]);
+    }
+    #[test]
+    fn arg_gradients_match_finite_differences() {
+        let (shape, x) = ([3, 4, 5], input());
+        for op in ArgReduceOp::ALL {
+            for reduced in [
+                [false, true, false],
+                [true, true, true],
+                [false, false, true],
+            ] {
+                let (v, idx) = arg_reduce(op, &shape, &reduced, &x);
+                let dv: Vec<f64> = (0..v.len()).map(|i| 0.5 + 0.1 * i as f64).collect();
+                let dx = arg_reduce_backward(&shape, &reduced, &idx, &dv);
+                let h = 1e-6;
+                for i in 0..x.len() {
+                    let f = |d: f64| {
+                        let mut xs = x.clone();
+                        xs[i] += d;
+                        let vals = arg_reduce(op, &shape, &reduced, &xs).0;
+                        vals.iter().zip(&dv).map(|(a, b)| a * b).sum::<f64>()
+                    };
+                    let fd = (f(h) - f(-h)) / (2.0 * h);
+                    assert!(
+                        (fd - dx[i]).abs() <= 1e-6,
+                        "{op:?} {reduced:?} dx[{i}]: {} vs {fd}",
+                        dx[i]
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn arg_ties_take_the_first_index_and_nan_wins() {
+        let one = |op, x: &[f64]| arg_reduce(op, &[x.len()], &[true], x);
+        assert_eq!(
+            one(ArgReduceOp::Max, &[1.0, 3.0, 3.0, 2.0]),
+            (vec![3.0], vec![1.0])
+        );
+        assert_eq!(
+            one(ArgReduceOp::Min, &[2.0, 1.0, 3.0, 1.0]),
+            (vec![1.0], vec![1.0])
+        );
+        for op in ArgReduceOp::ALL {
+            let (v, i) = one(op, &[1.0, f64::NAN, 5.0, f64::NAN]);
+            assert!(v[0].is_nan());
+            assert_eq!(i, vec![1.0]);
+        }
+        // over dim 0 of [2, 3]: positions along dim 0
+        let (v, i) = arg_reduce(
+            ArgReduceOp::Max,
+            &[2, 3],
+            &[true, false],
+            &[1.0, 5.0, 2.0, 4.0, 5.0, 0.0],
+        );
+        assert_eq!((v, i), (vec![4.0, 5.0, 2.0], vec![1.0, 0.0, 0.0]));
+        let dx = arg_reduce_backward(&[2, 3], &[true, false], &[1.0, 0.0, 0.0], &[7.0, 8.0, 9.0]);
+        assert_eq!(dx, vec![0.0, 8.0, 9.0, 7.0, 0.0, 0.0]);
     }
 }

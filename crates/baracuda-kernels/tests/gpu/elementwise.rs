@@ -103,7 +103,7 @@ impl<T: Element> Operand<T> {
             .iter()
             .map(|o| o + self.offset)
             .collect();
-        check_untouched(what, &all, &covered)?;
+        check_untouched::<T>(what, &all, &covered)?;
         Ok(gather(&all, self.offset, shape, &self.strides))
     }
 }
@@ -266,7 +266,8 @@ pub fn unary_bad_inputs() -> Result<usize, String> {
     let plan = UnaryPlan::<f32, 1>::select(s, &desc, &pref).map_err(|e| e.to_string())?;
     let (x, _) = upload::<f32>(&Rng::new(1).vec(65, -1.0, 1.0));
     let mut y = poisoned::<f32>(65);
-    let untouched = |y: &DeviceBuffer<f32>| check_untouched("unary bad input", &download(y), &[]);
+    let untouched =
+        |y: &DeviceBuffer<f32>| check_untouched::<f32>("unary bad input", &download(y), &[]);
     // wrong x shape
     let xv = TensorRef::contiguous(x.as_slice(), [65]).unwrap();
     let r = plan.run(
@@ -372,7 +373,7 @@ pub fn unary_bad_inputs() -> Result<usize, String> {
     expect_err("dx shape", r, |e| {
         matches!(e, Error::ShapeMismatch { arg: "dx", .. })
     })?;
-    check_untouched("unary_backward bad input", &download(&dx), &[])?;
+    check_untouched::<f32>("unary_backward bad input", &download(&dx), &[])?;
     Ok(8)
 }
 
@@ -663,7 +664,7 @@ pub fn binary_bad_inputs() -> Result<usize, String> {
     expect_err("out shape", r, |e| {
         matches!(e, Error::ShapeMismatch { arg: "out", .. })
     })?;
-    check_untouched("binary bad out", &download(&out), &[])?;
+    check_untouched::<f32>("binary bad out", &download(&out), &[])?;
     // backward: workspace too small, and a cap the plan cannot meet
     let bw = fw;
     let ws_bytes = bw.bw_workspace_size(Grad::B.into());
@@ -685,7 +686,7 @@ pub fn binary_bad_inputs() -> Result<usize, String> {
     expect_err("workspace", r, |e| {
         matches!(e, Error::WorkspaceTooSmall { .. })
     })?;
-    check_untouched("binary bw bad workspace", &download(&db), &[])?;
+    check_untouched::<f32>("binary bw bad workspace", &download(&db), &[])?;
     // A cap below the partials: the reduction runs unsplit, with no
     // workspace, and gives the same sum.
     let capped = PlanPreference::default().with_max_workspace_bytes(16);
@@ -737,7 +738,7 @@ pub fn binary_bad_inputs() -> Result<usize, String> {
     expect_err("da shape", r, |e| {
         matches!(e, Error::ShapeMismatch { arg: "da", .. })
     })?;
-    check_untouched("binary bw bad da", &download(&da), &[])?;
+    check_untouched::<f32>("binary bw bad da", &download(&da), &[])?;
     Ok(7)
 }
 

@@ -83,14 +83,37 @@ pub fn on_stream<R>(g: &'static Gpu, f: impl FnOnce() -> R) -> R {
 }
 
 /// Inputs of at most this many elements (all inputs of a sample together)
-/// make a small sample.
-pub const SMALL_ELEMS: usize = 1 << 16;
+/// make a small sample: 2^16, or `BARACUDA_TEST_SMALL_ELEMS` (smaller
+/// bounds for the sanitizer tools that slow kernels down the most).
+pub fn small_elems() -> usize {
+    static ELEMS: OnceLock<usize> = OnceLock::new();
+    *ELEMS.get_or_init(|| {
+        std::env::var("BARACUDA_TEST_SMALL_ELEMS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1 << 16)
+    })
+}
+
+/// Whether the table checks dtype `kind` of the rows that claim it: all of
+/// them, or those named in `BARACUDA_TEST_DTYPES` (comma-separated, for
+/// example `f32,bf16`). Every other dtype's rejection is checked anyway.
+pub fn dtype_selected(kind: ElementKind) -> bool {
+    static PICK: OnceLock<Option<Vec<String>>> = OnceLock::new();
+    PICK.get_or_init(|| {
+        std::env::var("BARACUDA_TEST_DTYPES")
+            .ok()
+            .map(|v| v.split(',').map(|d| d.trim().to_string()).collect())
+    })
+    .as_ref()
+    .is_none_or(|names| names.iter().any(|n| n == kind.name()))
+}
 
 /// Whether the suite runs in its small-shapes mode: everywhere with
 /// `BARACUDA_TEST_SMALL=1` (set by `scripts/gpu-test.sh sanitize`), or on
 /// this thread inside [`small_scope`]. The table runner then checks, of
 /// each row's samples, only those whose inputs hold at most
-/// [`SMALL_ELEMS`] elements (the smallest one when none does), and rows
+/// [`small_elems`] elements (the smallest one when none does), and rows
 /// that list their own samples pass them through [`small_samples`]; so a
 /// run under compute-sanitizer ends in minutes.
 pub fn small_mode() -> bool {
@@ -117,18 +140,16 @@ pub fn small_scope<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
-/// `samples`, or in [`small_mode`] those of at most [`SMALL_ELEMS`]
+/// `samples`, or in [`small_mode`] those of at most [`small_elems`]
 /// elements by `elems` (the smallest when none is): for rows that list
 /// their own samples.
 pub fn small_samples<S>(samples: Vec<S>, elems: impl Fn(&S) -> usize) -> Vec<S> {
     if !small_mode() {
         return samples;
     }
-    if samples.iter().any(|s| elems(s) <= SMALL_ELEMS) {
-        samples
-            .into_iter()
-            .filter(|s| elems(s) <= SMALL_ELEMS)
-            .collect()
+    let small = small_elems();
+    if samples.iter().any(|s| elems(s) <= small) {
+        samples.into_iter().filter(|s| elems(s) <= small).collect()
     } else {
         let min = samples.iter().map(&elems).min();
         samples
@@ -457,14 +478,19 @@ pub fn compare(
     Ok(())
 }
 
-/// Every byte of the buffer outside `covered` offsets must still be poison.
-pub fn check_untouched(what: &str, buf: &[f64], covered: &[usize]) -> Result<(), String> {
+/// Every element of a [`poisoned`] buffer of `T` (read back as f64)
+/// outside the `covered` offsets must still be the poison.
+pub fn check_untouched<T: Element>(
+    what: &str,
+    buf: &[f64],
+    covered: &[usize],
+) -> Result<(), String> {
     let mut inside = vec![false; buf.len()];
     for &o in covered {
         inside[o] = true;
     }
     for (i, (&v, &c)) in buf.iter().zip(&inside).enumerate() {
-        if !c && !v.is_nan() {
+        if !c && !is_poison::<T>(v) {
             return Err(format!(
                 "{what}: element {i} outside the output view was written ({v})"
             ));

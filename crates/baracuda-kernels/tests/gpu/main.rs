@@ -8,17 +8,21 @@
 //! dtype is `Unsupported`, and the row's bad inputs. The elementwise rows
 //! are below; the conv family's (convolution and pooling) are in
 //! `conv.rs`, the GEMM family's in `gemm.rs`, the reduce family's in
-//! `reduce.rs`. `reliability.rs` runs every row from many threads at once
+//! `reduce.rs` (reductions) and `scan.rs` (scans). `reliability.rs` runs every row from many threads at once
 //! and, over one exercise per family, shared plans, graph capture, large
 //! tensors and faults.
 
+mod arg_reduce;
 mod conv;
 mod driver;
 mod elementwise;
 mod gemm;
 mod harness;
+mod norm;
 mod reduce;
 mod reliability;
+mod scan;
+mod softmax;
 mod table;
 
 use baracuda_kernels::{BinaryOp, UnaryOp};
@@ -106,6 +110,10 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("conv", conv::ROWS),
     ("gemm", gemm::ROWS),
     ("reduce", reduce::ROWS),
+    ("reduce", arg_reduce::ROWS),
+    ("reduce", scan::ROWS),
+    ("softmax", softmax::ROWS),
+    ("norm", norm::ROWS),
 ];
 
 #[test]

@@ -105,32 +105,11 @@ impl ReduceSample {
     }
     /// x's strides, buffer length and offset.
     fn x_layout(&self) -> (Vec<usize>, usize, usize) {
-        let s = &self.shape;
-        let n: usize = s.iter().product();
-        match self.layout {
-            Layout::Transposed => {
-                let mut st = vec![1; s.len()];
-                for d in 1..s.len() {
-                    st[d] = st[d - 1] * s[d - 1].max(1);
-                }
-                (st, n, 0)
-            }
-            Layout::Broadcast => {
-                let mut st = contiguous(s);
-                st[0] = 0;
-                (st, n / s[0].max(1), 0)
-            }
-            Layout::Misaligned => (contiguous(s), n + 1, 1),
-            _ => (contiguous(s), n, 0),
-        }
+        x_layout(self.layout, &self.shape)
     }
     /// Strides and buffer length of an output of `shape` (y or dx).
     fn out_layout(&self, shape: &[usize]) -> (Vec<usize>, usize) {
-        let n: usize = shape.iter().product();
-        match self.layout {
-            Layout::StridedOut => (contiguous(shape).iter().map(|s| 2 * s).collect(), 2 * n),
-            _ => (contiguous(shape), n),
-        }
+        out_layout(self.layout, shape)
     }
     /// The input range of the op (prod: the signs; its magnitudes are
     /// drawn in `inputs`).
@@ -148,7 +127,38 @@ impl ReduceSample {
     }
 }
 
-fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
+/// Strides, buffer length and offset of an input of shape `s` laid out
+/// as `layout`.
+pub(crate) fn x_layout(layout: Layout, s: &[usize]) -> (Vec<usize>, usize, usize) {
+    let n: usize = s.iter().product();
+    match layout {
+        Layout::Transposed => {
+            let mut st = vec![1; s.len()];
+            for d in 1..s.len() {
+                st[d] = st[d - 1] * s[d - 1].max(1);
+            }
+            (st, n, 0)
+        }
+        Layout::Broadcast => {
+            let mut st = contiguous(s);
+            st[0] = 0;
+            (st, n / s[0].max(1), 0)
+        }
+        Layout::Misaligned => (contiguous(s), n + 1, 1),
+        _ => (contiguous(s), n, 0),
+    }
+}
+
+/// Strides and buffer length of an output of `shape` laid out as `layout`.
+pub(crate) fn out_layout(layout: Layout, shape: &[usize]) -> (Vec<usize>, usize) {
+    let n: usize = shape.iter().product();
+    match layout {
+        Layout::StridedOut => (contiguous(shape).iter().map(|s| 2 * s).collect(), 2 * n),
+        _ => (contiguous(shape), n),
+    }
+}
+
+pub(crate) fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
     std::array::from_fn(|i| v.get(i).copied().unwrap_or(1))
 }
 
@@ -372,8 +382,40 @@ fn first_elements(s: &ReduceSample, n: usize, outputs: usize) -> Vec<Vec<usize>>
     groups
 }
 
+/// Run `forward` into a poisoned output of `len` elements and again into
+/// zeros: both runs must agree bit for bit (deterministic, and every
+/// element of the view written) and nothing outside the view (`shape`,
+/// `strides`) may be written. The first output and its view's values.
+pub(crate) fn run_twice<T: Element>(
+    what: &str,
+    len: usize,
+    shape: &[usize],
+    strides: &[usize],
+    mut forward: impl FnMut(DeviceSliceMut<'_, T>) -> Result<(), String>,
+) -> Result<(Guarded<T>, Vec<f64>), String> {
+    let g = gpu();
+    let mut y = Guarded::<T>::new(len);
+    forward(y.slice_mut())?;
+    let y_vals = view_result(what, &y, shape, strides)?;
+    let mut z =
+        DeviceBuffer::<T>::filled_bytes(&g.stream, len.max(1), 0).map_err(|e| e.to_string())?;
+    let z_slice = z.as_slice_mut().split_at(len).expect("y in buffer").0;
+    forward(z_slice)?;
+    let z_vals = gather(&download(&z), 0, shape, strides);
+    if let Some(i) = (0..y_vals.len()).find(|&i| {
+        let (a, b) = (y_vals[i], z_vals[i]);
+        !(a == b || (a.is_nan() && b.is_nan()))
+    }) {
+        return Err(format!(
+            "{what}: output {i} is {} on the first run and {} on the second",
+            y_vals[i], z_vals[i]
+        ));
+    }
+    Ok((y, y_vals))
+}
+
 /// NaN as f64::MAX, so that compare() accepts a NaN where one is due.
-fn nan_marked(v: Vec<f64>) -> Vec<f64> {
+pub(crate) fn nan_marked(v: Vec<f64>) -> Vec<f64> {
     v.into_iter()
         .map(|x| if x.is_nan() { f64::MAX } else { x })
         .collect()
@@ -393,7 +435,7 @@ fn reference(_: ElementKind, s: &ReduceSample, inputs: &Tensors, got: &Tensors) 
 }
 
 /// The spacing of `kind`'s subnormals (its smallest positive value).
-fn subnormal_spacing(kind: ElementKind) -> f64 {
+pub(crate) fn subnormal_spacing(kind: ElementKind) -> f64 {
     match kind {
         ElementKind::F16 => 2f64.powi(-24),
         ElementKind::Bf16 => 2f64.powi(-133),
@@ -464,6 +506,7 @@ macro_rules! by_ranks {
         }
     };
 }
+pub(crate) use by_ranks;
 
 fn run(
     kind: ElementKind,
@@ -477,14 +520,14 @@ fn run(
 
 /// A strided view's values in logical order, after checking that nothing
 /// else in its buffer (guards included) was written.
-fn view_result<T: Element>(
+pub(crate) fn view_result<T: Element>(
     what: &str,
     out: &Guarded<T>,
     shape: &[usize],
     strides: &[usize],
 ) -> Result<Vec<f64>, String> {
     let all = out.result(what)?;
-    check_untouched(what, &all, &view_offsets(shape, strides))?;
+    check_untouched::<T>(what, &all, &view_offsets(shape, strides))?;
     Ok(gather(&all, 0, shape, strides))
 }
 
@@ -516,7 +559,7 @@ fn run_ranked<T: Element, const N: usize, const M: usize>(
     let out_shape = s.out_shape();
     let (ys, y_len) = s.out_layout(&out_shape);
     let mut ws = workspace(plan.workspace_size());
-    let mut forward = |y: DeviceSliceMut<'_, T>| {
+    let forward = |y: DeviceSliceMut<'_, T>| {
         let y =
             TensorMut::new(y, arr::<M>(&out_shape), arr::<M>(&ys)).map_err(|e| e.to_string())?;
         plan.run(
@@ -526,24 +569,7 @@ fn run_ranked<T: Element, const N: usize, const M: usize>(
         )
         .map_err(|e| format!("{what}: {e}"))
     };
-    let mut y = Guarded::<T>::new(y_len);
-    forward(y.slice_mut())?;
-    let y_vals = view_result(&what, &y, &out_shape, &ys)?;
-    // again into zeros: the same bits, every output written
-    let mut z =
-        DeviceBuffer::<T>::filled_bytes(&g.stream, y_len.max(1), 0).map_err(|e| e.to_string())?;
-    let z_slice = z.as_slice_mut().split_at(y_len).expect("y in buffer").0;
-    forward(z_slice)?;
-    let z_vals = gather(&download(&z), 0, &out_shape, &ys);
-    if let Some(i) = (0..y_vals.len()).find(|&i| {
-        let (a, b) = (y_vals[i], z_vals[i]);
-        !(a == b || (a.is_nan() && b.is_nan()))
-    }) {
-        return Err(format!(
-            "{what}: output {i} is {} on the first run and {} on the second",
-            y_vals[i], z_vals[i]
-        ));
-    }
+    let (y, y_vals) = run_twice(&what, y_len, &out_shape, &ys, forward)?;
     let mut t = Tensors::default();
     t.push("y", nan_marked(y_vals));
     if !backward || s.values == Values::Special {

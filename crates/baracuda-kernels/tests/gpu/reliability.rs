@@ -51,6 +51,11 @@ const _: () = {
     send_sync::<Fp8GemmPlan<float8::F8E4M3, float8::F8E4M3, bf16>>();
     send_sync::<LinearPlan<f32>>();
     send_sync::<ReducePlan<f32, 4, 2>>();
+    send_sync::<ArgReducePlan<f32, 4, 3>>();
+    send_sync::<ScanPlan<f32, 4>>();
+    send_sync::<SoftmaxPlan<bf16, 3>>();
+    send_sync::<LayerNormPlan<f32, 3, 2>>();
+    send_sync::<RmsNormPlan<half::bf16, 2>>();
 };
 
 /// Iterations each thread runs in the concurrency tests.

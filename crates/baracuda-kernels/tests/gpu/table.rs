@@ -19,7 +19,8 @@ use std::fmt::Debug;
 use baracuda_kernels::{ElementKind, Error};
 
 use crate::harness::{
-    compare, expect_err, round_to, small_mode, small_scope, Poisoned, Rng, Tolerance, SMALL_ELEMS,
+    compare, dtype_selected, expect_err, round_to, small_elems, small_mode, small_scope, Poisoned,
+    Rng, Tolerance,
 };
 
 /// What the runner needs of a table row.
@@ -37,7 +38,7 @@ pub trait Row: Sync {
     /// Select with `kind`, a dtype outside `dtypes`; must be `Unsupported`.
     fn unsupported(&self, kind: ElementKind) -> Result<(), String>;
     /// Like [`check`](Row::check) over one small sample in `kind` (the
-    /// first whose inputs hold at most [`SMALL_ELEMS`] elements, else the
+    /// first whose inputs hold at most [`small_elems`] elements, else the
     /// smallest), on the calling thread's [`gpu`](crate::harness::gpu):
     /// what the concurrency test runs from many threads at once, each on
     /// its own stream. The default is [`check`](Row::check) in small-shapes
@@ -245,7 +246,7 @@ impl<S: Debug + 'static> Row for OpCase<S> {
         self.dtypes
     }
     fn check(&self, kind: ElementKind) -> Result<usize, String> {
-        self.checked(kind, small_mode().then_some(SMALL_ELEMS), usize::MAX)
+        self.checked(kind, small_mode().then(small_elems), usize::MAX)
     }
     fn bad_inputs(&self) -> Result<usize, String> {
         (self.bad_inputs)()
@@ -254,7 +255,7 @@ impl<S: Debug + 'static> Row for OpCase<S> {
         (self.unsupported)(kind)
     }
     fn check_one(&self, kind: ElementKind) -> Result<usize, String> {
-        self.checked(kind, Some(SMALL_ELEMS), 1)
+        self.checked(kind, Some(small_elems()), 1)
     }
 }
 
@@ -335,6 +336,9 @@ pub fn run_case(case: &dyn Row) {
     let mut checked = 0;
     for kind in ElementKind::ALL {
         if case.dtypes().contains(&kind) {
+            if !dtype_selected(kind) {
+                continue;
+            }
             match case.check(kind) {
                 Ok(n) if n > 0 => checked += n,
                 Ok(_) => failures.push(format!("{name} {kind}: no sample was checked")),

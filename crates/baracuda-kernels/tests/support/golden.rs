@@ -27,3 +27,17 @@ pub fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
         .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
         .collect()
 }
+
+/// Equal within 1e-12 relative, NaN and infinities where PyTorch has them.
+#[allow(dead_code)] // each golden test binary includes this file; not all compare this way
+pub fn close(what: &str, got: &[f64], want: &[f64]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        let ok = if w.is_nan() || w.is_infinite() {
+            g.is_nan() == w.is_nan() && (w.is_nan() || g == w)
+        } else {
+            (g - w).abs() <= 1e-12 * (1.0 + w.abs())
+        };
+        assert!(ok, "{what}[{i}]: ours {g:e}, PyTorch {w:e}");
+    }
+}

@@ -50,6 +50,16 @@ pub(super) static EXERCISES: &[FamilyExercise] = &[
         libraries: &[],
         make: || Ok(Box::new(Reduce::new()?)),
     },
+    FamilyExercise {
+        family: "softmax",
+        libraries: &[],
+        make: || Ok(Box::new(Softmax::new()?)),
+    },
+    FamilyExercise {
+        family: "norm",
+        libraries: &[],
+        make: || Ok(Box::new(Norms::new()?)),
+    },
 ];
 
 /// The outputs and workspace of one runner of an [`Exercise`].
@@ -595,4 +605,176 @@ impl Exercise for Reduce {
         }
         Ok(())
     }
+}
+
+// ---------------------------------------------------------------------------
+// Softmax
+// ---------------------------------------------------------------------------
+
+/// Every softmax op forward and backward along the rows of a matrix (the
+/// cached row kernel) and along its columns (a thread per row).
+struct Softmax {
+    plans: Vec<SoftmaxPlan<f32, 2>>,
+    x: DeviceBuffer<f32>,
+    dy: DeviceBuffer<f32>,
+}
+
+/// The matrix: enough columns that the column softmax runs a thread per
+/// row.
+const SOFT: [usize; 2] = [64, 8192];
+
+impl Softmax {
+    fn new() -> Result<Self> {
+        let mut plans = Vec::new();
+        for dim in [1, 0] {
+            plans.extend(select_each(&SoftmaxOp::ALL, |op| {
+                SoftmaxDescriptor::new(op, ElementKind::F32, SOFT).with_dim(dim)
+            })?);
+        }
+        Ok(Softmax {
+            plans,
+            x: input(elems(&SOFT), 10)?,
+            dy: input(elems(&SOFT), 11)?,
+        })
+    }
+}
+
+impl Exercise for Softmax {
+    fn outputs(&self) -> (Vec<usize>, usize) {
+        (vec![elems(&SOFT); 2 * self.plans.len()], 0)
+    }
+    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
+        let (ws, mut parts) = out.parts();
+        let (x, dy) = (view(&self.x, SOFT)?, view(&self.dy, SOFT)?);
+        for plan in &self.plans {
+            let [y, dx] = parts.take()?;
+            let mut y = view_mut(y, SOFT)?;
+            plan.run(st, borrowed(ws), SoftmaxArgs { x, y: y.reborrow() })?;
+            let args = SoftmaxBwArgs {
+                y: y.as_const(),
+                dy,
+                dx: view_mut(dx, SOFT)?,
+            };
+            plan.run_bw(st, borrowed(ws), args)?;
+        }
+        Ok(())
+    }
+}
+// Norm
+// ---------------------------------------------------------------------------
+
+/// LayerNorm (weight and bias) and RMSNorm (weight) forward and backward
+/// with every gradient, over rows of 1024 (the register kernel); the
+/// statistics live at the start of the workspace.
+struct Norms {
+    layer: LayerNormPlan<f32, 2>,
+    rms: RmsNormPlan<f32, 2>,
+    x: DeviceBuffer<f32>,
+    w: DeviceBuffer<f32>,
+    b: DeviceBuffer<f32>,
+    dy: DeviceBuffer<f32>,
+}
+
+/// The normalized matrix.
+const NORM: [usize; 2] = [512, 1024];
+
+impl Norms {
+    fn new() -> Result<Self> {
+        let st = &gpu().stream;
+        let pref = deterministic();
+        Ok(Norms {
+            layer: Plan::select(
+                st,
+                &NormDescriptor::layer_norm(ElementKind::F32, NORM, 1),
+                &pref,
+            )?,
+            rms: Plan::select(
+                st,
+                &NormDescriptor::rms_norm(ElementKind::F32, NORM, 1),
+                &pref,
+            )?,
+            x: input(elems(&NORM), 10)?,
+            w: input(NORM[1], 11)?,
+            b: input(NORM[1], 12)?,
+            dy: input(elems(&NORM), 13)?,
+        })
+    }
+
+    /// Bytes of the statistics region at the start of the workspace.
+    fn stats_region(&self) -> usize {
+        self.layer
+            .stats_bytes()
+            .max(self.rms.stats_bytes())
+            .next_multiple_of(256)
+    }
+}
+
+impl Exercise for Norms {
+    fn outputs(&self) -> (Vec<usize>, usize) {
+        let (n, h) = (elems(&NORM), NORM[1]);
+        let ws = self.layer.bw_workspace_size(self.layer.grads());
+        let ws = ws.max(self.rms.bw_workspace_size(self.rms.grads()));
+        (vec![n, n, h, h, n, n, h], self.stats_region() + ws)
+    }
+    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
+        let (ws, mut parts) = out.parts();
+        let (mut stats, mut rest) =
+            ws.as_slice_mut()
+                .split_at(self.stats_region())
+                .ok_or(Error::InvalidArgument {
+                    op: "exercise",
+                    arg: "workspace",
+                    reason: "smaller than the statistics".into(),
+                })?;
+        let (x, dy) = (view(&self.x, NORM)?, view(&self.dy, NORM)?);
+        let (w, b) = (view(&self.w, [NORM[1]])?, view(&self.b, [NORM[1]])?);
+        let [y, dx, dw, db] = parts.take()?;
+        let bufs = [y, dx, dw];
+        norm_pass(
+            &self.layer,
+            st,
+            [x, dy],
+            w,
+            Some((b, db)),
+            bufs,
+            &mut stats,
+            &mut rest,
+        )?;
+        let bufs = parts.take()?;
+        norm_pass(&self.rms, st, [x, dy], w, None, bufs, &mut stats, &mut rest)
+    }
+}
+
+/// One norm plan forward (saving the statistics in `stats`) and backward
+/// with every gradient: y, dx and dweight into `bufs`, dbias with the bias.
+#[allow(clippy::too_many_arguments)]
+fn norm_pass<Kind: NormKind>(
+    plan: &NormPlan<f32, Kind, 2>,
+    st: &Stream,
+    [x, dy]: [TensorRef<'_, f32, 2>; 2],
+    w: TensorRef<'_, f32, 1>,
+    bias: Option<(TensorRef<'_, f32, 1>, &mut DeviceBuffer<f32>)>,
+    [y, dx, dw]: [&mut DeviceBuffer<f32>; 3],
+    stats: &mut DeviceSliceMut<'_, u8>,
+    ws: &mut DeviceSliceMut<'_, u8>,
+) -> Result<()> {
+    let (b, db) = bias.unzip();
+    let args = NormArgs {
+        x,
+        weight: Some(w),
+        bias: b,
+        y: view_mut(y, NORM)?,
+        stats: Some(stats.reborrow()),
+    };
+    plan.run(st, Workspace::None, args)?;
+    let args = NormBwArgs {
+        x,
+        weight: Some(w),
+        stats: stats.as_const(),
+        dy,
+        dx: Some(view_mut(dx, NORM)?),
+        dweight: Some(view_mut(dw, [NORM[1]])?),
+        dbias: db.map(|d| view_mut(d, [NORM[1]])).transpose()?,
+    };
+    plan.run_bw(st, Workspace::Borrowed(ws.reborrow()), args)
 }

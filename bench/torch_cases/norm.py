@@ -1,0 +1,87 @@
+"""PyTorch baselines of the norm family, from bench/cases/norm.json (which
+crates/baracuda-bench/src/norm.rs reads too): F.layer_norm (weight and
+bias) and F.rms_norm (weight) over the last dim of a contiguous matrix,
+eps 1e-5, forward and backward (dx and every parameter gradient, through
+autograd), each timed eagerly and as torch.compile of the same forward
+(the third element of what cases() yields), and the device-to-device copy
+ceiling. Inputs rotate over buffer sets by L2 size, as on the Rust side."""
+from . import caselist
+from .caselist import Op
+
+FLOATS = ("bf16", "f16", "f32", "f64")
+# op -> parameters (weight, bias) it takes
+PARAMS = {"layer_norm": 2, "rms_norm": 1}
+EPS = 1e-5
+SETTINGS = {}
+OPS = {"copy": Op(("fw",), FLOATS, {"shape": [int]})}
+OPS.update({op: Op(("fw", "bw"), FLOATS, {"shape": [int]}) for op in PARAMS})
+
+
+def rows(case):
+    shape, size = case["shape"], caselist.SIZE[case["dtype"]]
+    n = 1
+    for e in shape:
+        n *= e
+    shape_s = f"[{', '.join(map(str, shape))}]"
+    if case["op"] == "copy":
+        return [caselist.row(case, p, shape_s, bytes=2 * n * size, rotation_bytes=2 * n * size)
+                for p in case["passes"]]
+    if len(shape) != 2:
+        raise caselist.CaseError(f"norm case {case['name']!r}: shape {shape} is not (rows, h)")
+    p, h = PARAMS[case["op"]], shape[1]
+    work = {"fw": (2 * n + p * h) * size, "bw": (3 * n + 2 * p * h) * size}
+    return [caselist.row(case, q, shape_s, bytes=work[q], rotation_bytes=3 * n * size) for q in case["passes"]]
+
+
+def _fn(torch, op):
+    F = torch.nn.functional
+    if op == "layer_norm":
+        return lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, EPS)
+    return lambda x, w, b: F.rms_norm(x, (x.shape[-1],), w, EPS)
+
+
+def cases(torch, settings, cases):
+    from torch_baseline import rotation
+
+    dev = "cuda"
+    g = torch.Generator(device=dev).manual_seed(0)
+    for case in cases:
+        by_pass = rows(case)
+        dtype = caselist.torch_dtype(torch, case["dtype"])
+        sets = rotation(torch, by_pass[0]["rotation_bytes"])
+        shape = case["shape"]
+
+        def rand(s, lo=-2.0, hi=2.0):
+            return (torch.rand(s, device=dev, generator=g) * (hi - lo) + lo).to(dtype)
+
+        xs = [rand(shape) for _ in range(sets)]
+        if case["op"] == "copy":
+            ys = [torch.empty_like(x) for x in xs]
+            for row in by_pass:
+                yield row, [(lambda x=x, y=y: y.copy_(x)) for x, y in zip(xs, ys)]
+            del ys, xs
+            continue
+        h = shape[-1]
+        w = rand([h], 0.5, 1.5).requires_grad_()
+        b = rand([h], -1.0, 1.0).requires_grad_() if PARAMS[case["op"]] == 2 else None
+        f = _fn(torch, case["op"])
+        compiled = torch.compile(f, dynamic=False)
+        for row in by_pass:
+            if row["pass"] == "fw":
+                # parameters without grad: no autograd graph is recorded
+                w0, b0 = w.detach(), (b.detach() if b is not None else None)
+                yield (row, [(lambda x=x: f(x, w0, b0)) for x in xs],
+                       [(lambda x=x: compiled(x, w0, b0)) for x in xs])
+                continue
+            params = [w] + ([b] if b is not None else [])
+            xg = [x.detach().requires_grad_() for x in xs]
+            dys = [rand(shape, -1.0, 1.0) for _ in range(sets)]
+
+            def grads(fn):
+                outs = [fn(x, w, b) for x in xg]
+                return [(lambda y=y, x=x, dy=dy: torch.autograd.grad(y, [x] + params, dy, retain_graph=True))
+                        for y, x, dy in zip(outs, xg, dys)]
+
+            yield row, grads(f), grads(compiled)
+            del xg, dys
+        del xs

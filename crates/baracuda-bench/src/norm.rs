@@ -1,0 +1,170 @@
+//! Norm benchmark cases, from `bench/cases/norm.json` (which
+//! `bench/torch_cases/norm.py` reads too): LayerNorm (weight and bias) and
+//! RMSNorm (weight) over the last dim of a contiguous matrix, eps 1e-5,
+//! forward (saving the statistics) and backward (dx and every parameter
+//! gradient), and the device-to-device copy that sets the bandwidth
+//! ceiling. Inputs rotate over buffer sets by L2 size ([`rotation_of`]).
+
+use baracuda_kernels::*;
+use half::{bf16, f16};
+use serde::Deserialize;
+
+use crate::cases::{bad_pass, by_dtype, CaseFile, Checked, Job, NoSettings, RawCase, Row, RunFn};
+use crate::harness::{
+    random_buffer, rotation_of, time_eager_rotating_ms, time_passes, time_rotating_ms,
+};
+
+/// A case's parameters (the copy ceiling's too).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    /// Shape of x: (rows, h) for the norms.
+    shape: Vec<usize>,
+}
+
+const EPS: f64 = 1e-5;
+
+/// The jobs of the norm case file.
+pub fn jobs(file: &CaseFile) -> Checked<Vec<Job>> {
+    let NoSettings {} = file.settings()?;
+    file.cases.iter().map(job).collect()
+}
+
+fn job(c: &RawCase) -> Checked<Job> {
+    let dtype = c.dtype()?;
+    let size = dtype.size_bytes();
+    let Params { shape } = c.params()?;
+    let n: usize = shape.iter().product();
+    let shape_s = format!("{shape:?}");
+    if c.op == "copy" {
+        let passes = c.passes(&["fw"])?;
+        let rows = c.rows(&passes, dtype, &shape_s, |r| {
+            r.bytes(2 * n * size).rotation(2 * n * size)
+        });
+        let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
+            Box::new(move |s: &Stream, rows: &[Row]| copy::<T>(s, n, rows))
+        });
+        return Ok(c.job(rows, run));
+    }
+    let layer = match c.op.as_str() {
+        "layer_norm" => true,
+        "rms_norm" => false,
+        _ => return Err(c.unknown_op()),
+    };
+    let [m, h] = shape[..] else {
+        return Err(c.error(format!("shape {shape:?} is not (rows, h)")));
+    };
+    let passes = c.passes(&["fw", "bw"])?;
+    let p = if layer { 2 } else { 1 };
+    let rows = c.rows(&passes, dtype, &shape_s, |r| {
+        let bytes = match r.pass {
+            "fw" => 2 * n + p * h,
+            _ => 3 * n + 2 * p * h,
+        };
+        r.bytes(bytes * size).rotation(3 * n * size)
+    });
+    let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
+        Box::new(move |s: &Stream, rows: &[Row]| {
+            if layer {
+                norm::<T, LayerNorm>(s, [m, h], rows)
+            } else {
+                norm::<T, RmsNorm>(s, [m, h], rows)
+            }
+        })
+    });
+    Ok(c.job(rows, run))
+}
+
+/// `sets` buffers of `n` seeded random values in `[lo, hi)`.
+fn inputs<T: Element>(
+    s: &Stream,
+    n: usize,
+    sets: usize,
+    seed: u64,
+    lo: f64,
+    hi: f64,
+) -> Result<Vec<DeviceBuffer<T>>> {
+    (0..sets as u64)
+        .map(|i| random_buffer::<T>(s, n, seed + 16 * i, lo, hi))
+        .collect()
+}
+
+fn norm<T: Element, Kind: NormKind>(s: &Stream, shape: [usize; 2], rows: &[Row]) -> Result<()> {
+    let [m, h] = shape;
+    let desc = if Kind::SAVES_MEAN {
+        NormDescriptor::layer_norm(T::KIND, shape, 1)
+    } else {
+        NormDescriptor::rms_norm(T::KIND, shape, 1)
+    }
+    .with_eps(EPS);
+    let plan = NormPlan::<T, Kind, 2>::select(s, &desc, &PlanPreference::default())?;
+    let sets = rotation_of(s, rows)?;
+    let xs = inputs::<T>(s, m * h, sets, 11, -2.0, 2.0)?;
+    let dys = inputs::<T>(s, m * h, sets, 12, -1.0, 1.0)?;
+    let w = random_buffer::<T>(s, h, 13, 0.5, 1.5)?;
+    let b = random_buffer::<T>(s, h, 14, -1.0, 1.0)?;
+    let mut y = DeviceBuffer::<T>::uninit(s, m * h)?;
+    let mut dx = DeviceBuffer::<T>::uninit(s, m * h)?;
+    let mut dw = DeviceBuffer::<T>::uninit(s, h)?;
+    let mut db = DeviceBuffer::<T>::uninit(s, h)?;
+    let mut stats = (0..sets)
+        .map(|_| DeviceBuffer::<u8>::uninit(s, plan.stats_bytes().max(1)))
+        .collect::<Result<Vec<_>>>()?;
+    let mut ws = DeviceBuffer::<u8>::uninit(s, plan.bw_workspace_size(plan.grads()).max(1))?;
+    let weight = TensorRef::contiguous(w.as_slice(), [h])?;
+    let bias = Kind::SAVES_MEAN
+        .then(|| TensorRef::contiguous(b.as_slice(), [h]))
+        .transpose()?;
+    let mut forward = |i: usize, stats: &mut DeviceBuffer<u8>| {
+        plan.run(
+            s,
+            Workspace::None,
+            NormArgs {
+                x: TensorRef::contiguous(xs[i].as_slice(), shape)?,
+                weight: Some(weight),
+                bias,
+                y: TensorMut::contiguous(y.as_slice_mut(), shape)?,
+                stats: Some(stats.as_slice_mut()),
+            },
+        )
+    };
+    // every set's statistics, for the backward
+    for (i, st) in stats.iter_mut().enumerate() {
+        forward(i, st)?;
+    }
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, sets, |i| forward(i, &mut stats[i])),
+        "bw" => time_rotating_ms(s, sets, |i| {
+            plan.run_bw(
+                s,
+                Workspace::Borrowed(ws.as_slice_mut()),
+                NormBwArgs {
+                    x: TensorRef::contiguous(xs[i].as_slice(), shape)?,
+                    weight: Some(weight),
+                    stats: stats[i].as_slice(),
+                    dy: TensorRef::contiguous(dys[i].as_slice(), shape)?,
+                    dx: Some(TensorMut::contiguous(dx.as_slice_mut(), shape)?),
+                    dweight: Some(TensorMut::contiguous(dw.as_slice_mut(), [h])?),
+                    dbias: Kind::SAVES_MEAN
+                        .then(|| TensorMut::contiguous(db.as_slice_mut(), [h]))
+                        .transpose()?,
+                },
+            )
+        }),
+        p => Err(bad_pass(p)),
+    })
+}
+
+/// Device-to-device copy of `n` elements: the bandwidth ceiling (bytes
+/// read + bytes written), timed eagerly as the reduce family's.
+fn copy<T: Element>(s: &Stream, n: usize, rows: &[Row]) -> Result<()> {
+    let sets = rotation_of(s, rows)?;
+    let xs = inputs::<T>(s, n, sets, 11, -2.0, 2.0)?;
+    let mut ys = (0..sets)
+        .map(|_| DeviceBuffer::<T>::uninit(s, n))
+        .collect::<Result<Vec<_>>>()?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_eager_rotating_ms(s, sets, |i| ys[i].copy_from(s, &xs[i])),
+        p => Err(bad_pass(p)),
+    })
+}

@@ -1,0 +1,355 @@
+// norm.cu: LayerNorm and RMSNorm over the last h elements of each row,
+// forward and backward, deterministic (no atomics).
+//
+// FW  per row: LayerNorm  mean = sum x / h, var = sum (x - mean)^2 / h,
+//                         xhat = (x - mean) rstd, rstd = 1 / sqrt(var + eps)
+//              RMSNorm    xhat = x rstd, rstd = 1 / sqrt(sum x^2 / h + eps)
+//              y = xhat w + b (w = 1 and b = 0 when absent); mean and rstd
+//              saved in ACC (f32, f64 for f64).
+// BW  g = dy w; a = sum g xhat / h; c = sum g / h (LayerNorm only)
+//              dx = rstd (g - c - xhat a)
+//     dw[j] = sum_rows dy xhat, db[j] = sum_rows dy.
+//
+// Work split:
+//   norm_fw_v<V>, norm_bw_v<V>  the row in registers: one block per row,
+//            each thread V 16-byte vectors (x read once; the two-pass
+//            statistics are exact in registers). Taken when h is a multiple
+//            of VEC, every row start is 16-byte aligned and h / VEC <=
+//            512 * 8.
+//   norm_fw_loop, norm_bw_loop  any h and alignment: one block per row,
+//            element loads, x re-read from global (L2) per pass.
+//   The backward runs `blocks` blocks, block k taking rows k, k + blocks,
+//   ...: each thread owns fixed columns and accumulates dw/db for them over
+//   its block's rows (registers, or its block's workspace row in the loop
+//   kernel), then writes partial[k][j]. norm_bw_params sums the partials
+//   of each column in block order into dw and db.
+// Block reductions are `group_reduce` (common/reduce.cuh): fixed order, so
+// results are bitwise reproducible for a given shape and launch.
+// Traffic: FW reads x (and w, b: L2-resident) once and writes y; BW reads x
+// and dy once and writes dx, plus blocks * h * 4 bytes of partials each
+// for dw and db. Memory bound: judged by TB/s against the copy ceiling.
+// Row offsets are 64-bit over up to 8 outer strided dims.
+// Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_NORM (0 LayerNorm,
+// 1 RMSNorm).
+#include "common/dtype.cuh"
+#include "common/reduce.cuh"
+
+#ifndef BARACUDA_NORM
+#error "BARACUDA_NORM must be defined (0 LayerNorm, 1 RMSNorm)"
+#endif
+#define LAYER (BARACUDA_NORM == 0)
+
+// Mirrors `NormParams` in src/norm/norm.rs.
+struct NormParams {
+    const T* x;
+    const T* dy;      // BW
+    T* out;           // FW y, BW dx (null: not asked)
+    const T* w;       // null: absent
+    const T* b;       // FW, null: absent
+    ACC* mean;        // LayerNorm: FW writes, BW reads (null in FW: not saved)
+    ACC* rstd;
+    T* dw;            // BW (null: not asked)
+    T* db;
+    ACC* partial;     // BW: [blocks][h] for dw, then [blocks][h] for db
+    u64 rows;
+    u64 h;
+    double eps;
+    u64 shape[REDUCE_MAX_RANK];  // outer dims, innermost last
+    i64 sx[REDUCE_MAX_RANK];     // row strides of x, out, dy
+    i64 so[REDUCE_MAX_RANK];
+    i64 sdy[REDUCE_MAX_RANK];
+    u32 rank;
+    u32 blocks;       // BW blocks (partial rows)
+};
+
+struct Two {
+    ACC a, b;
+};
+
+// Sum of `v` over the block, returned to every thread.
+__device__ __forceinline__ ACC block_sum(ACC v) {
+    __shared__ ACC smem[32];
+    __shared__ ACC total;
+    v = group_reduce(v, blockDim.x, [](ACC l, ACC h) { return l + h; }, smem);
+    if (threadIdx.x == 0) total = v;
+    __syncthreads();
+    v = total;
+    __syncthreads();
+    return v;
+}
+
+// Sums of both fields over the block, returned to every thread.
+__device__ __forceinline__ Two block_sum2(Two v) {
+    __shared__ Two smem[32];
+    __shared__ Two total;
+    v = group_reduce(v, blockDim.x, [](Two l, Two h) { return Two{l.a + h.a, l.b + h.b}; }, smem);
+    if (threadIdx.x == 0) total = v;
+    __syncthreads();
+    v = total;
+    __syncthreads();
+    return v;
+}
+
+__device__ __forceinline__ i64 row_off(const NormParams& p, u64 row, const i64* s) {
+    return p.rank == 0 ? 0 : strided_offset(row, p.rank, p.shape, s);
+}
+
+// The row's rstd from its sum of squares `sq` (of deviations from the mean
+// for LayerNorm), saved with the mean by the block's first thread.
+__device__ __forceinline__ ACC finish_row(const NormParams& p, u64 row, ACC mean, ACC sq, ACC inv_h) {
+    const ACC rstd = ACC(1) / sqrt(block_sum(sq) * inv_h + ACC(p.eps));
+    if (threadIdx.x == 0) {
+        if (p.mean) p.mean[row] = mean;
+        if (p.rstd) p.rstd[row] = rstd;
+    }
+    return rstd;
+}
+
+// ---------------------------------------------------------------------------
+// Row in registers
+// ---------------------------------------------------------------------------
+
+template <int V>
+__device__ __forceinline__ void load_row(const T* __restrict__ r, u64 h, ACC (&v)[V][VEC]) {
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+        const u64 c = threadIdx.x + (u64)j * blockDim.x;
+        T t[VEC];
+        if (c * VEC < h) {
+            load_vec(r, c, t);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) v[j][e] = to_acc(t[e]);
+        } else {
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) v[j][e] = ACC(0);
+        }
+    }
+}
+
+template <int V>
+__device__ __forceinline__ void fw_regs(const NormParams& p) {
+    const u64 h = p.h;
+    const ACC inv_h = ACC(1) / ACC(h);
+    for (u64 row = blockIdx.x; row < p.rows; row += gridDim.x) {
+        ACC v[V][VEC];
+        load_row<V>(p.x + row_off(p, row, p.sx), h, v);
+        ACC s = 0;
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) s += LAYER ? v[j][e] : v[j][e] * v[j][e];
+        ACC mean = 0, sq = s;
+        if (LAYER) {
+            mean = block_sum(s) * inv_h;
+            sq = 0;
+#pragma unroll
+            for (int j = 0; j < V; ++j) {
+                const bool in = (threadIdx.x + (u64)j * blockDim.x) * VEC < h;
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) {
+                    const ACC d = v[j][e] - mean;
+                    sq += in ? d * d : ACC(0);
+                }
+            }
+        }
+        const ACC rstd = finish_row(p, row, mean, sq, inv_h);
+        T* out = p.out + row_off(p, row, p.so);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            const u64 c = threadIdx.x + (u64)j * blockDim.x;
+            if (c * VEC >= h) continue;
+            T w[VEC], b[VEC], t[VEC];
+            if (p.w) load_vec(p.w, c, w);
+            if (p.b) load_vec(p.b, c, b);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                ACC y = (v[j][e] - mean) * rstd;
+                if (p.w) y *= to_acc(w[e]);
+                if (p.b) y += to_acc(b[e]);
+                t[e] = from_acc(y);
+            }
+            store_vec(out, c, t);
+        }
+    }
+}
+
+template <int V>
+__device__ __forceinline__ void bw_regs(const NormParams& p) {
+    const u64 h = p.h;
+    const ACC inv_h = ACC(1) / ACC(h);
+    ACC dw[V][VEC], db[V][VEC];
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) dw[j][e] = db[j][e] = ACC(0);
+    for (u64 row = blockIdx.x; row < p.rows; row += p.blocks) {
+        ACC x[V][VEC], g[V][VEC];
+        load_row<V>(p.x + row_off(p, row, p.sx), h, x);
+        load_row<V>(p.dy + row_off(p, row, p.sdy), h, g);
+        const ACC mean = LAYER ? p.mean[row] : ACC(0);
+        const ACC rstd = p.rstd[row];
+        Two s{0, 0};
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            const u64 c = threadIdx.x + (u64)j * blockDim.x;
+            T w[VEC];
+            if (p.w && c * VEC < h) load_vec(p.w, c, w);
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                const ACC xhat = (x[j][e] - mean) * rstd;
+                const ACC dy = g[j][e];
+                dw[j][e] += dy * xhat;
+                if (LAYER) db[j][e] += dy;
+                const ACC gg = (p.w && c * VEC < h) ? dy * to_acc(w[e]) : dy;
+                x[j][e] = xhat;
+                g[j][e] = gg;
+                s.a += gg * xhat;
+                s.b += gg;
+            }
+        }
+        if (!p.out) continue;
+        s = block_sum2(s);
+        const ACC a = s.a * inv_h, cm = LAYER ? s.b * inv_h : ACC(0);
+        T* out = p.out + row_off(p, row, p.so);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            const u64 c = threadIdx.x + (u64)j * blockDim.x;
+            if (c * VEC >= h) continue;
+            T t[VEC];
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) t[e] = from_acc(rstd * (g[j][e] - cm - x[j][e] * a));
+            store_vec(out, c, t);
+        }
+    }
+    if (!p.partial) return;
+    ACC* pw = p.partial + (u64)blockIdx.x * h;
+    ACC* pb = p.partial + ((u64)p.blocks + blockIdx.x) * h;
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+        const u64 c = threadIdx.x + (u64)j * blockDim.x;
+        if (c * VEC >= h) continue;
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) {
+            pw[c * VEC + e] = dw[j][e];
+            if (LAYER && p.db) pb[c * VEC + e] = db[j][e];
+        }
+    }
+}
+
+#define REG_KERNELS(V)                                                                      \
+    extern "C" __global__ void __launch_bounds__(512) norm_fw_v##V(const NormParams p) {   \
+        fw_regs<V>(p);                                                                      \
+    }                                                                                       \
+    extern "C" __global__ void __launch_bounds__(512) norm_bw_v##V(const NormParams p) {   \
+        bw_regs<V>(p);                                                                      \
+    }
+REG_KERNELS(1)
+REG_KERNELS(2)
+REG_KERNELS(4)
+REG_KERNELS(8)
+#undef REG_KERNELS
+
+// ---------------------------------------------------------------------------
+// Any h and alignment
+// ---------------------------------------------------------------------------
+
+extern "C" __global__ void __launch_bounds__(512) norm_fw_loop(const NormParams p) {
+    const u64 h = p.h;
+    const ACC inv_h = ACC(1) / ACC(h);
+    for (u64 row = blockIdx.x; row < p.rows; row += gridDim.x) {
+        const T* x = p.x + row_off(p, row, p.sx);
+        ACC s = 0;
+        for (u64 i = threadIdx.x; i < h; i += blockDim.x) {
+            const ACC v = to_acc(x[i]);
+            s += LAYER ? v : v * v;
+        }
+        ACC mean = 0, sq = s;
+        if (LAYER) {
+            mean = block_sum(s) * inv_h;
+            sq = 0;
+            for (u64 i = threadIdx.x; i < h; i += blockDim.x) {
+                const ACC d = to_acc(x[i]) - mean;
+                sq += d * d;
+            }
+        }
+        const ACC rstd = finish_row(p, row, mean, sq, inv_h);
+        T* out = p.out + row_off(p, row, p.so);
+        for (u64 i = threadIdx.x; i < h; i += blockDim.x) {
+            ACC y = (to_acc(x[i]) - mean) * rstd;
+            if (p.w) y *= to_acc(p.w[i]);
+            if (p.b) y += to_acc(p.b[i]);
+            out[i] = from_acc(y);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(512) norm_bw_loop(const NormParams p) {
+    const u64 h = p.h;
+    const ACC inv_h = ACC(1) / ACC(h);
+    ACC* pw = p.partial ? p.partial + (u64)blockIdx.x * h : nullptr;
+    ACC* pb = (p.partial && p.db) ? p.partial + ((u64)p.blocks + blockIdx.x) * h : nullptr;
+    // Each thread owns columns threadIdx.x + k blockDim.x of its block's
+    // partial rows: only it reads and writes them.
+    for (u64 i = threadIdx.x; pw && i < h; i += blockDim.x) {
+        pw[i] = ACC(0);
+        if (pb) pb[i] = ACC(0);
+    }
+    for (u64 row = blockIdx.x; row < p.rows; row += p.blocks) {
+        const T* x = p.x + row_off(p, row, p.sx);
+        const T* dy = p.dy + row_off(p, row, p.sdy);
+        const ACC mean = LAYER ? p.mean[row] : ACC(0);
+        const ACC rstd = p.rstd[row];
+        Two s{0, 0};
+        for (u64 i = threadIdx.x; i < h; i += blockDim.x) {
+            const ACC xhat = (to_acc(x[i]) - mean) * rstd;
+            const ACC d = to_acc(dy[i]);
+            if (pw) pw[i] += d * xhat;
+            if (pb) pb[i] += d;
+            const ACC gg = p.w ? d * to_acc(p.w[i]) : d;
+            s.a += gg * xhat;
+            s.b += gg;
+        }
+        if (!p.out) continue;
+        s = block_sum2(s);
+        const ACC a = s.a * inv_h, cm = LAYER ? s.b * inv_h : ACC(0);
+        T* out = p.out + row_off(p, row, p.so);
+        for (u64 i = threadIdx.x; i < h; i += blockDim.x) {
+            const ACC xhat = (to_acc(x[i]) - mean) * rstd;
+            const ACC d = to_acc(dy[i]);
+            const ACC gg = p.w ? d * to_acc(p.w[i]) : d;
+            out[i] = from_acc(rstd * (gg - cm - xhat * a));
+        }
+    }
+}
+
+// dw[j] = sum_k partial[k][j] and db[j] likewise, k in block order: a
+// (32 x 8) block per 32 columns, each of the 8 thread rows summing a
+// contiguous range of k, then the 8 sums in order.
+extern "C" __global__ void __launch_bounds__(256) norm_bw_params(const NormParams p) {
+    __shared__ ACC part[2][8][32];
+    const u64 h = p.h;
+    const u64 j = (u64)blockIdx.x * 32 + threadIdx.x;
+    const u32 per = (p.blocks + 7) / 8;
+    const u32 k0 = threadIdx.y * per;
+    const u32 k1 = min(k0 + per, p.blocks);
+    ACC sw = 0, sb = 0;
+    if (j < h) {
+        for (u32 k = k0; k < k1; ++k) {
+            sw += p.partial[(u64)k * h + j];
+            if (p.db) sb += p.partial[((u64)p.blocks + k) * h + j];
+        }
+    }
+    part[0][threadIdx.y][threadIdx.x] = sw;
+    part[1][threadIdx.y][threadIdx.x] = sb;
+    __syncthreads();
+    if (threadIdx.y != 0 || j >= h) return;
+    sw = 0;
+    sb = 0;
+#pragma unroll
+    for (int r = 0; r < 8; ++r) {
+        sw += part[0][r][threadIdx.x];
+        sb += part[1][r][threadIdx.x];
+    }
+    if (p.dw) p.dw[j] = from_acc(sw);
+    if (p.db) p.db[j] = from_acc(sb);
+}

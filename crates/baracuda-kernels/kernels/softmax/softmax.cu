@@ -1,0 +1,298 @@
+// softmax.cu: softmax, log_softmax and softmin along one dim of a strided
+// tensor, forward and backward, deterministic (no atomics).
+//
+// A row is the elements along the softmax dim at one position of the other
+// dims ("outer" dims, innermost last). With z = x (softmin: z = -x),
+// m = max z (NaN wins), s = sum exp(z - m):
+//   op            FW y                      BW dx (from y and dy)
+//   softmax       exp(z - m) / s            y (dy - sum(dy y))
+//   softmin       exp(z - m) / s            -y (dy - sum(dy y))
+//   log_softmax   (z - m) - log s           dy - exp(y) sum(dy)
+// A row of -inf gives m = -inf and NaN everywhere, a +inf or a NaN NaN
+// everywhere, as PyTorch.
+//
+// Work split (the host picks the kernel, softmax/softmax.rs):
+//   softmax_*_row  `group` threads (a power of two, 32..1024) per row,
+//                  blockDim.x / group rows per block, a grid-stride loop
+//                  over rows. A thread owns chunks of VEC elements
+//                  (16-byte loads when the dim is contiguous in every
+//                  operand and the row is aligned). Two passes: FW one
+//                  online pass (running max, sum rescaled when the max
+//                  grows: one exp per element) then y; BW sum(dy y) or
+//                  sum(dy), then dx. The first pass keeps the leading
+//                  `cache_chunks` chunks of each row in shared memory (as
+//                  many as fit; all of them up to ~56K f32 elements) and
+//                  the second reads them back, each thread its own chunks
+//                  (no barrier); chunks past them are read again, mostly
+//                  from L2.
+//   softmax_*_col  one thread per row, consecutive threads on consecutive
+//                  outer positions: coalesced when the softmax dim is not
+//                  the contiguous one. FW online pass then y; BW sum then
+//                  dx.
+// Each thread folds its elements in index order and the group merges in
+// lane order (common/reduce.cuh), so the bits depend only on the shape,
+// strides and launch shape, never on scheduling.
+// Traffic: FW reads x once (rows that fit in shared memory; the rest of
+// longer rows twice) and writes y; BW likewise for y and dy, writes dx.
+// Memory bound.
+// 64-bit offsets throughout.
+// Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_OP (below).
+#include "common/dtype.cuh"
+#include "common/reduce.cuh"
+
+#define SOFTMAX 0
+#define LOG_SOFTMAX 1
+#define SOFTMIN 2
+
+#ifndef BARACUDA_OP
+#error "BARACUDA_OP must be defined"
+#endif
+
+struct SoftmaxParams {
+    const T* x;     // FW: x; BW: y
+    const T* g;     // BW: dy; FW: null
+    T* out;         // FW: y; BW: dx
+    u64 rows;       // positions of the outer dims
+    u64 n;          // extent of the softmax dim
+    u64 cache_elems;  // shared-memory elements per row and array (cache_chunks * VEC)
+    u32 rank;       // outer dims
+    u32 group;      // row kernels: threads per row
+    u32 vec;        // 1: the softmax dim has stride 1 in every operand
+    u32 cache_chunks; // leading chunks of each row kept in shared memory
+    u64 shape[REDUCE_MAX_RANK];
+    i64 sx[REDUCE_MAX_RANK], sg[REDUCE_MAX_RANK], so[REDUCE_MAX_RANK];
+    i64 ax, ag, ao;  // strides along the softmax dim
+};
+
+// Two accumulators: (max, sum) forward, (sum, unused) backward.
+struct Pair {
+    ACC a, b;
+};
+
+__device__ __forceinline__ ACC acc_inf() { return ACC(reduce_inf()); }
+__device__ __forceinline__ ACC nan_max(ACC a, ACC b) { return (b != b || b > a) ? b : a; }
+
+// z of the forward.
+__device__ __forceinline__ ACC fw_in(T v) {
+#if BARACUDA_OP == SOFTMIN
+    return -to_acc(v);
+#else
+    return to_acc(v);
+#endif
+}
+
+// Online (max, sum): push z, one exp per element (the rescale runs only
+// when the max grows). -inf adds nothing (an all -inf row keeps the sum 0);
+// +inf and NaN make the sum NaN, so the row's outputs are NaN.
+__device__ __forceinline__ void online_push(Pair& st, ACC z) {
+    if (z != z) {
+        st = Pair{z, z};
+    } else if (st.a != st.a) {
+        return;
+    } else if (z > st.a) {
+        st.b = z == acc_inf() ? z - z : st.b * m_exp(st.a - z) + ACC(1);
+        st.a = z;
+    } else if (z != -acc_inf()) {
+        st.b += m_exp(z - st.a);
+    }
+}
+
+__device__ __forceinline__ Pair online_merge(Pair l, Pair h) {
+    const ACC m = nan_max(l.a, h.a);
+    if (m == -acc_inf()) return l;
+    const ACC sl = l.a == -acc_inf() ? ACC(0) : l.b * m_exp(l.a - m);
+    const ACC sh = h.a == -acc_inf() ? ACC(0) : h.b * m_exp(h.a - m);
+    return Pair{m, sl + sh};
+}
+
+// The per-row constant of the output: 1/s (softmax, softmin) or log s.
+__device__ __forceinline__ ACC fw_coef(ACC s) {
+#if BARACUDA_OP == LOG_SOFTMAX
+    return log(s);
+#else
+    return ACC(1) / s;
+#endif
+}
+
+__device__ __forceinline__ T fw_out(ACC z, ACC m, ACC c) {
+#if BARACUDA_OP == LOG_SOFTMAX
+    return from_acc((z - m) - c);
+#else
+    return from_acc(m_exp(z - m) * c);
+#endif
+}
+
+// The backward's row sum term and output.
+__device__ __forceinline__ ACC bw_term(ACC y, ACC dy) {
+#if BARACUDA_OP == LOG_SOFTMAX
+    return dy;
+#else
+    return dy * y;
+#endif
+}
+
+__device__ __forceinline__ T bw_out(ACC y, ACC dy, ACC t) {
+#if BARACUDA_OP == LOG_SOFTMAX
+    return from_acc(dy - m_exp(y) * t);
+#elif BARACUDA_OP == SOFTMIN
+    return from_acc(-(y * (dy - t)));
+#else
+    return from_acc(y * (dy - t));
+#endif
+}
+
+// Merge the states of `group` threads and give the total to all of them
+// (every thread of the block calls; `red` holds blockDim.x / 32 states,
+// `bc` blockDim.x / group).
+template <typename F>
+__device__ __forceinline__ Pair group_all(Pair v, u32 group, F merge, Pair* red, Pair* bc) {
+    v = group_reduce(v, group, merge, red);
+    if (group <= 32u) return v;  // the butterflies leave the total in every lane
+    if (threadIdx.x % group == 0) bc[threadIdx.x / group] = v;
+    __syncthreads();
+    return bc[threadIdx.x / group];
+}
+
+__device__ __forceinline__ bool aligned16(const void* p) { return ((u64)p & 15u) == 0; }
+
+// Chunk `c` of a row: `cnt` elements from index i = c * VEC into v, from
+// operand p with stride st (16-byte load when `vec`).
+__device__ __forceinline__ void load_chunk(const T* p, i64 st, u64 i, int cnt, bool vec, T (&v)[VEC]) {
+    if (vec && cnt == VEC) {
+        load_vec(p + i, 0, v);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+        if (k < cnt) v[k] = p[(i64)(i + k) * st];
+}
+
+__device__ __forceinline__ void store_chunk(T* p, i64 st, u64 i, int cnt, bool vec, const T (&v)[VEC]) {
+    if (vec && cnt == VEC) {
+        store_vec(p + i, 0, v);
+        return;
+    }
+#pragma unroll
+    for (int k = 0; k < VEC; ++k)
+        if (k < cnt) p[(i64)(i + k) * st] = v[k];
+}
+
+__device__ __forceinline__ int chunk_len(u64 n, u64 i) { return n - i < (u64)VEC ? (int)(n - i) : VEC; }
+
+extern "C" __global__ void __launch_bounds__(1024) softmax_fw_row(const SoftmaxParams p) {
+    extern __shared__ __align__(16) unsigned char dyn[];
+    __shared__ Pair red[32], bc[32];
+    const u32 G = p.group, rpb = blockDim.x / G, t = threadIdx.x % G, rib = threadIdx.x / G;
+    T* cache = reinterpret_cast<T*>(dyn) + (u64)rib * p.cache_elems;
+    const u64 nch = (p.n + VEC - 1) / VEC;
+    for (u64 base = (u64)blockIdx.x * rpb; base < p.rows; base += (u64)gridDim.x * rpb) {
+        const u64 row = base + rib;
+        const bool live = row < p.rows;
+        const T* x = p.x;
+        T* y = p.out;
+        if (live) {
+            x += strided_offset(row, p.rank, p.shape, p.sx);
+            y += strided_offset(row, p.rank, p.shape, p.so);
+        }
+        const bool vec = p.vec && aligned16(x) && aligned16(y);
+        T v[VEC];
+        Pair st{-acc_inf(), ACC(0)};
+        for (u64 c = t; live && c < nch; c += G) {
+            const u64 i = c * VEC;
+            const int cnt = chunk_len(p.n, i);
+            load_chunk(x, p.ax, i, cnt, vec, v);
+            if (c < p.cache_chunks) store_chunk(cache, 1, i, cnt, true, v);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k)
+                if (k < cnt) online_push(st, fw_in(v[k]));
+        }
+        st = group_all(st, G, [](Pair l, Pair h) { return online_merge(l, h); }, red, bc);
+        const ACC coef = fw_coef(st.b);
+        // y from the cached chunks, and from a second read of x past them
+        for (u64 c = t; live && c < nch; c += G) {
+            const u64 i = c * VEC;
+            const int cnt = chunk_len(p.n, i);
+            const bool hit = c < p.cache_chunks;
+            load_chunk(hit ? cache : x, hit ? 1 : p.ax, i, cnt, hit || vec, v);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k)
+                if (k < cnt) v[k] = fw_out(fw_in(v[k]), st.a, coef);
+            store_chunk(y, p.ao, i, cnt, vec, v);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(1024) softmax_bw_row(const SoftmaxParams p) {
+    extern __shared__ __align__(16) unsigned char dyn[];
+    __shared__ Pair red[32], bc[32];
+    const u32 G = p.group, rpb = blockDim.x / G, t = threadIdx.x % G, rib = threadIdx.x / G;
+    T* cy = reinterpret_cast<T*>(dyn) + (u64)rib * 2 * p.cache_elems;
+    T* cg = cy + p.cache_elems;
+    const u64 nch = (p.n + VEC - 1) / VEC;
+    auto sum_merge = [](Pair l, Pair h) { return Pair{l.a + h.a, ACC(0)}; };
+    for (u64 base = (u64)blockIdx.x * rpb; base < p.rows; base += (u64)gridDim.x * rpb) {
+        const u64 row = base + rib;
+        const bool live = row < p.rows;
+        const T* y = p.x;
+        const T* dy = p.g;
+        T* dx = p.out;
+        if (live) {
+            y += strided_offset(row, p.rank, p.shape, p.sx);
+            dy += strided_offset(row, p.rank, p.shape, p.sg);
+            dx += strided_offset(row, p.rank, p.shape, p.so);
+        }
+        const bool vec = p.vec && aligned16(y) && aligned16(dy) && aligned16(dx);
+        T vy[VEC], vg[VEC];
+        Pair st{ACC(0), ACC(0)};
+        for (u64 c = t; live && c < nch; c += G) {
+            const u64 i = c * VEC;
+            const int cnt = chunk_len(p.n, i);
+            load_chunk(y, p.ax, i, cnt, vec, vy);
+            load_chunk(dy, p.ag, i, cnt, vec, vg);
+            if (c < p.cache_chunks) {
+                store_chunk(cy, 1, i, cnt, true, vy);
+                store_chunk(cg, 1, i, cnt, true, vg);
+            }
+#pragma unroll
+            for (int k = 0; k < VEC; ++k)
+                if (k < cnt) st.a += bw_term(to_acc(vy[k]), to_acc(vg[k]));
+        }
+        const ACC tot = group_all(st, G, sum_merge, red, bc).a;
+        for (u64 c = t; live && c < nch; c += G) {
+            const u64 i = c * VEC;
+            const int cnt = chunk_len(p.n, i);
+            const bool hit = c < p.cache_chunks;
+            load_chunk(hit ? cy : y, hit ? 1 : p.ax, i, cnt, hit || vec, vy);
+            load_chunk(hit ? cg : dy, hit ? 1 : p.ag, i, cnt, hit || vec, vg);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k)
+                if (k < cnt) vy[k] = bw_out(to_acc(vy[k]), to_acc(vg[k]), tot);
+            store_chunk(dx, p.ao, i, cnt, vec, vy);
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) softmax_fw_col(const SoftmaxParams p) {
+    for (u64 row = (u64)blockIdx.x * blockDim.x + threadIdx.x; row < p.rows;
+         row += (u64)gridDim.x * blockDim.x) {
+        const T* x = p.x + strided_offset(row, p.rank, p.shape, p.sx);
+        T* y = p.out + strided_offset(row, p.rank, p.shape, p.so);
+        Pair st{-acc_inf(), ACC(0)};
+        for (u64 i = 0; i < p.n; ++i) online_push(st, fw_in(x[(i64)i * p.ax]));
+        const ACC coef = fw_coef(st.b);
+        for (u64 i = 0; i < p.n; ++i) y[(i64)i * p.ao] = fw_out(fw_in(x[(i64)i * p.ax]), st.a, coef);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) softmax_bw_col(const SoftmaxParams p) {
+    for (u64 row = (u64)blockIdx.x * blockDim.x + threadIdx.x; row < p.rows;
+         row += (u64)gridDim.x * blockDim.x) {
+        const T* y = p.x + strided_offset(row, p.rank, p.shape, p.sx);
+        const T* dy = p.g + strided_offset(row, p.rank, p.shape, p.sg);
+        T* dx = p.out + strided_offset(row, p.rank, p.shape, p.so);
+        ACC tot = ACC(0);
+        for (u64 i = 0; i < p.n; ++i) tot += bw_term(to_acc(y[(i64)i * p.ax]), to_acc(dy[(i64)i * p.ag]));
+        for (u64 i = 0; i < p.n; ++i)
+            dx[(i64)i * p.ao] = bw_out(to_acc(y[(i64)i * p.ax]), to_acc(dy[(i64)i * p.ag]), tot);
+    }
+}

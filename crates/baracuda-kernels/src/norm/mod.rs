@@ -1,0 +1,24 @@
+//! Normalization layers: LayerNorm and RMSNorm over a suffix of dims,
+//! forward and backward (dx, dweight, dbias), deterministic.
+//!
+//! One CUDA source (`kernels/norm/norm.cu`) compiled once per dtype and
+//! kind; its block reductions are `kernels/common/reduce.cuh`'s.
+
+pub mod reference;
+#[allow(clippy::module_inception)] // the family and its one plan share the name
+mod norm;
+
+pub use norm::{
+    LayerNorm, LayerNormPlan, NormArgs, NormBwArgs, NormDescriptor, NormKind, NormPlan, RmsNorm,
+    RmsNormPlan,
+};
+
+use baracuda_driver::ModuleSpec;
+
+/// Every module the family's plans can request: each kind on each float
+/// dtype.
+pub(crate) fn module_specs() -> Vec<ModuleSpec> {
+    (0..4)
+        .flat_map(|dtype| [0, 1].map(move |kind| norm::spec(dtype, kind)))
+        .collect()
+}

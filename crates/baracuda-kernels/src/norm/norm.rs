@@ -1,0 +1,744 @@
+//! LayerNorm and RMSNorm over the last `K` dims of a rank-`N` tensor, and
+//! their backward.
+//!
+//! The math and the work split are at the top of `kernels/norm/norm.cu`.
+//! One generic plan, [`NormPlan`], serves both kinds ([`LayerNorm`],
+//! [`RmsNorm`]); [`LayerNormPlan`] and [`RmsNormPlan`] name them.
+
+use core::marker::PhantomData;
+
+use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Module, ModuleSpec, Stream};
+use baracuda_kernels_types::{
+    BackendKind, DevPtr, DevPtrMut, DeviceSlice, DeviceSliceMut, Element, ElementKind, Error, Grad,
+    Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result, Shape, TensorMut, TensorRef,
+    Workspace, MAX_RANK,
+};
+
+use crate::checks::{check_alias, check_grads, optional_arg, span_bytes, Extent};
+use crate::kernel_sources;
+use crate::{Backward, Plan};
+
+const OP: &str = "norm";
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Which normalization a [`NormPlan`] computes.
+pub trait NormKind: sealed::Sealed + Send + Sync + 'static {
+    /// `BARACUDA_NORM` of norm.cu.
+    #[doc(hidden)]
+    const CODE: u32;
+    /// The op's name (PyTorch's).
+    const NAME: &'static str;
+    /// The statistics hold the mean (LayerNorm) besides `rstd`.
+    const SAVES_MEAN: bool;
+}
+
+/// `y = (x - mean) / sqrt(var + eps) * weight + bias`, the biased variance
+/// over the normalized dims (`torch.nn.functional.layer_norm`).
+#[derive(Copy, Clone, Debug)]
+pub enum LayerNorm {}
+/// `y = x / sqrt(mean(x^2) + eps) * weight` over the normalized dims
+/// (`torch.nn.functional.rms_norm`).
+#[derive(Copy, Clone, Debug)]
+pub enum RmsNorm {}
+
+impl sealed::Sealed for LayerNorm {}
+impl sealed::Sealed for RmsNorm {}
+impl NormKind for LayerNorm {
+    const CODE: u32 = 0;
+    const NAME: &'static str = "layer_norm";
+    const SAVES_MEAN: bool = true;
+}
+impl NormKind for RmsNorm {
+    const CODE: u32 = 1;
+    const NAME: &'static str = "rms_norm";
+    const SAVES_MEAN: bool = false;
+}
+
+/// A normalization over the last `normalized_dims` dims of `shape`.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct NormDescriptor<const N: usize> {
+    /// Element type of every tensor operand.
+    pub element: ElementKind,
+    /// Shape of `x` (and `y`, `dy`, `dx`).
+    pub shape: [usize; N],
+    /// How many trailing dims are normalized (PyTorch's
+    /// `len(normalized_shape)`); the plan's `K`.
+    pub normalized_dims: usize,
+    /// Added to the variance (mean square) before the square root.
+    pub eps: f64,
+    /// The op takes a weight of the normalized shape.
+    pub weight: bool,
+    /// The op takes a bias of the normalized shape (LayerNorm only).
+    pub bias: bool,
+}
+
+impl<const N: usize> NormDescriptor<N> {
+    /// LayerNorm with PyTorch's defaults: eps 1e-5, weight and bias.
+    pub fn layer_norm(element: ElementKind, shape: [usize; N], normalized_dims: usize) -> Self {
+        NormDescriptor {
+            element,
+            shape,
+            normalized_dims,
+            eps: 1e-5,
+            weight: true,
+            bias: true,
+        }
+    }
+    /// RMSNorm with PyTorch's defaults: eps the machine epsilon of
+    /// `element` (`torch.finfo(dtype).eps`), a weight, no bias.
+    pub fn rms_norm(element: ElementKind, shape: [usize; N], normalized_dims: usize) -> Self {
+        NormDescriptor {
+            element,
+            shape,
+            normalized_dims,
+            eps: 2.0 * element.unit_roundoff(),
+            weight: true,
+            bias: false,
+        }
+    }
+    /// The eps.
+    pub fn with_eps(mut self, eps: f64) -> Self {
+        self.eps = eps;
+        self
+    }
+    /// Whether the op takes a weight.
+    pub fn with_weight(mut self, weight: bool) -> Self {
+        self.weight = weight;
+        self
+    }
+    /// Whether the op takes a bias.
+    pub fn with_bias(mut self, bias: bool) -> Self {
+        self.bias = bias;
+        self
+    }
+    /// Elements normalized together (the product of the normalized dims).
+    pub fn hidden(&self) -> usize {
+        self.shape[N.saturating_sub(self.normalized_dims).min(N)..]
+            .iter()
+            .product()
+    }
+    /// Rows normalized (the product of the other dims).
+    pub fn rows(&self) -> usize {
+        self.shape[..N.saturating_sub(self.normalized_dims)]
+            .iter()
+            .product()
+    }
+}
+
+/// Arguments of [`NormPlan`]'s [`Plan::run`].
+pub struct NormArgs<'a, T, const N: usize, const K: usize> {
+    /// Input; the normalized dims dense, the others any strides.
+    pub x: TensorRef<'a, T, N>,
+    /// The weight, dense, of the normalized shape: given exactly when the
+    /// descriptor has `weight`.
+    pub weight: Option<TensorRef<'a, T, K>>,
+    /// The bias, likewise with `bias`.
+    pub bias: Option<TensorRef<'a, T, K>>,
+    /// Output; laid out as `x` may be, disjoint from every input.
+    pub y: TensorMut<'a, T, N>,
+    /// Where to save the statistics the backward reads
+    /// ([`NormPlan::stats_bytes`] bytes), or None.
+    pub stats: Option<DeviceSliceMut<'a, u8>>,
+}
+
+/// Arguments of [`NormPlan`]'s [`Backward::run_bw`].
+pub struct NormBwArgs<'a, T, const N: usize, const K: usize> {
+    /// The forward input.
+    pub x: TensorRef<'a, T, N>,
+    /// The forward weight (given exactly when the descriptor has one).
+    pub weight: Option<TensorRef<'a, T, K>>,
+    /// The statistics the forward saved.
+    pub stats: DeviceSlice<'a, u8>,
+    /// Gradient of `y`.
+    pub dy: TensorRef<'a, T, N>,
+    /// Gradient of `x`.
+    pub dx: Option<TensorMut<'a, T, N>>,
+    /// Gradient of the weight (dense, the normalized shape).
+    pub dweight: Option<TensorMut<'a, T, K>>,
+    /// Gradient of the bias (dense, the normalized shape).
+    pub dbias: Option<TensorMut<'a, T, K>>,
+}
+
+/// A LayerNorm or RMSNorm ([`NormKind`]) over the last `K` dims of a
+/// rank-`N` tensor, forward and backward. Deterministic: dweight and
+/// dbias are per-block partial sums in the workspace added in a fixed
+/// order.
+///
+/// # Shapes
+/// `x`, `y`, `dy`, `dx`: `desc.shape`; `weight`, `bias`, `dweight`,
+/// `dbias`: its last `K` dims (`K >= 1`, `desc.normalized_dims == K`).
+/// # Layout
+/// The normalized dims of every operand dense (row-major); the row dims
+/// any strides (0 broadcasts an input). Rows of a multiple of 16 bytes,
+/// 16-byte aligned, up to 4096 vectors are held in registers (x read
+/// once); other rows take the element-wise kernel.
+/// # Statistics
+/// The forward saves, per row in row-major order, LayerNorm's mean then
+/// (after every row's mean) the rstd `1 / sqrt(var + eps)`, RMSNorm's rstd
+/// only, as f32 (f64 for f64): [`NormPlan::stats_bytes`] bytes, aligned
+/// to their type.
+/// # Dtypes
+/// f32, f64, f16, bf16; weight and bias in the same dtype as `x`.
+/// Statistics and arithmetic in f32 (f64 for f64). Others:
+/// `Error::Unsupported`.
+/// # Errors
+/// `DtypeMismatch` if `desc.element != T::KIND`; `InvalidDescriptor` for a
+/// `normalized_dims` other than `K` or 0, no normalized elements, a
+/// negative or NaN eps, a bias on RMSNorm; `ShapeMismatch`,
+/// `ContextMismatch`, `WorkspaceTooSmall` and `InvalidArgument` (a
+/// weight or bias given against the descriptor, non-dense normalized dims,
+/// overlapping operands, short or misaligned statistics) from `run` and
+/// `run_bw`.
+pub struct NormPlan<T: Element, Kind: NormKind, const N: usize, const K: usize = 1> {
+    desc: NormDescriptor<N>,
+    sku: KernelSku,
+    fw: Kernels,
+    bw: Kernels,
+    params: Function,
+    sm_count: u32,
+    _t: PhantomData<(T, Kind)>,
+}
+
+/// LayerNorm over the last `K` dims ([`NormPlan`]).
+pub type LayerNormPlan<T, const N: usize, const K: usize = 1> = NormPlan<T, LayerNorm, N, K>;
+/// RMSNorm over the last `K` dims ([`NormPlan`]).
+pub type RmsNormPlan<T, const N: usize, const K: usize = 1> = NormPlan<T, RmsNorm, N, K>;
+
+/// The module of kind `kind` on dtype code `dtype`.
+pub(crate) fn spec(dtype: u32, kind: u32) -> ModuleSpec {
+    ModuleSpec::new(&kernel_sources::NORM)
+        .define("BARACUDA_DTYPE", dtype)
+        .define("BARACUDA_NORM", kind)
+}
+
+/// Register-row kernels by vectors per thread, and the element-wise one.
+struct Kernels {
+    regs: [Function; 4],
+    any: Function,
+}
+
+/// Vectors per thread of `Kernels::regs`.
+const REG_VECS: [usize; 4] = [1, 2, 4, 8];
+/// Most threads per block (`__launch_bounds__(512)`).
+const MAX_THREADS: usize = 512;
+/// Backward blocks per SM (each writes a partial row of dw and db).
+const BW_BLOCKS_PER_SM: usize = 4;
+
+impl Kernels {
+    fn load(module: &Module, dir: &str) -> Result<Self> {
+        let f = |v: usize| module.function(&format!("norm_{dir}_v{v}"));
+        Ok(Kernels {
+            regs: [f(1)?, f(2)?, f(4)?, f(8)?],
+            any: module.function(&format!("norm_{dir}_loop"))?,
+        })
+    }
+}
+
+/// The accumulator type of the statistics and partials (f32 or f64), a
+/// marker for typed addresses.
+enum Acc {}
+
+/// `NormParams` of norm.cu, field for field.
+#[repr(C)]
+struct NormParams<T> {
+    x: DevPtr<T>,
+    dy: DevPtr<T>,
+    out: DevPtrMut<T>,
+    w: DevPtr<T>,
+    b: DevPtr<T>,
+    mean: DevPtrMut<Acc>,
+    rstd: DevPtrMut<Acc>,
+    dw: DevPtrMut<T>,
+    db: DevPtrMut<T>,
+    partial: DevPtrMut<Acc>,
+    rows: u64,
+    h: u64,
+    eps: f64,
+    shape: [u64; MAX_RANK],
+    sx: [i64; MAX_RANK],
+    so: [i64; MAX_RANK],
+    sdy: [i64; MAX_RANK],
+    rank: u32,
+    blocks: u32,
+}
+
+impl<T> Clone for NormParams<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for NormParams<T> {}
+
+/// An operand's memory, for the overlap checks: name, first byte, bytes.
+type Span = (&'static str, DevPtr<u8>, usize);
+
+fn span_of<T>(arg: &'static str, ptr: DevPtr<T>, shape: &[usize], strides: &[usize]) -> Span {
+    (arg, ptr.cast(), span_bytes::<T>(shape, strides))
+}
+
+/// `InvalidArgument` when output `out` shares a byte with any of `others`.
+fn check_disjoint(out: &Span, others: &[Span]) -> Result<()> {
+    let one = [1usize];
+    let (o_len, o_one) = ([out.2], one);
+    let o = Extent::new(out.0, out.1, &o_len, &o_one);
+    for s in others {
+        let len = [s.2];
+        check_alias(OP, &o, &Extent::new(s.0, s.1, &len, &one), false)?;
+    }
+    Ok(())
+}
+
+fn invalid(field: &'static str, value: String, reason: &str) -> Error {
+    Error::InvalidDescriptor {
+        op: OP,
+        field,
+        value,
+        reason: reason.into(),
+    }
+}
+
+fn shape_mismatch(arg: &'static str, expected: &[usize], got: &[usize]) -> Error {
+    Error::ShapeMismatch {
+        op: OP,
+        arg,
+        expected: Shape::from(expected),
+        got: Shape::from(got),
+    }
+}
+
+/// Check an operand's shape, context and dense normalized dims (its last
+/// `dense` dims).
+fn check_operand(
+    arg: &'static str,
+    (shape, strides, ctx): (&[usize], &[usize], usize),
+    expected: &[usize],
+    dense: usize,
+    stream: &Stream,
+) -> Result<()> {
+    if shape != expected {
+        return Err(shape_mismatch(arg, expected, shape));
+    }
+    if stream.context().id() != ctx {
+        return Err(Error::ContextMismatch { op: OP, arg });
+    }
+    let r = shape.len();
+    let mut want = 1usize;
+    for d in (r - dense..r).rev() {
+        if shape[d] != 1 && strides[d] != want {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                arg,
+                reason: format!(
+                    "strides {strides:?}: the normalized dims must be dense (row-major)"
+                ),
+            });
+        }
+        want *= shape[d];
+    }
+    Ok(())
+}
+
+fn parts<'s, T: Element, const R: usize>(
+    v: &'s TensorRef<'_, T, R>,
+) -> (&'s [usize], &'s [usize], usize) {
+    (v.shape(), v.strides(), v.data().ctx_id())
+}
+
+fn parts_mut<'s, T: Element, const R: usize>(
+    v: &'s TensorMut<'_, T, R>,
+) -> (&'s [usize], &'s [usize], usize) {
+    (v.shape(), v.strides(), v.data().ctx_id())
+}
+
+impl<T: Element, Kind: NormKind, const N: usize, const K: usize> NormPlan<T, Kind, N, K> {
+    fn rows(&self) -> usize {
+        self.desc.rows()
+    }
+    fn hidden(&self) -> usize {
+        self.desc.hidden()
+    }
+    fn acc_bytes() -> usize {
+        T::KIND.float_accumulator().size_bytes()
+    }
+    /// Bytes of the statistics the forward saves and the backward reads.
+    pub fn stats_bytes(&self) -> usize {
+        let per_row = if Kind::SAVES_MEAN { 2 } else { 1 };
+        self.rows() * per_row * Self::acc_bytes()
+    }
+    /// The normalized shape (the last `K` dims).
+    fn normalized_shape(&self) -> [usize; K] {
+        core::array::from_fn(|i| self.desc.shape[N - K + i])
+    }
+    /// Blocks of the backward (partial rows of dw and db).
+    fn bw_blocks(&self) -> usize {
+        self.rows()
+            .min(BW_BLOCKS_PER_SM * self.sm_count.max(1) as usize)
+    }
+    /// Check the statistics buffer: context, length, alignment.
+    fn check_stats(&self, stream: &Stream, ptr: DevPtr<u8>, len: usize, ctx: usize) -> Result<()> {
+        if stream.context().id() != ctx {
+            return Err(Error::ContextMismatch { op: OP, arg: "stats" });
+        }
+        let need = self.stats_bytes();
+        let align = Self::acc_bytes() as u64;
+        if len < need || ptr.addr() % align != 0 {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                arg: "stats",
+                reason: format!(
+                    "{len} bytes at {:#x}; the statistics need {need} bytes aligned to {align}",
+                    ptr.addr()
+                ),
+            });
+        }
+        Ok(())
+    }
+    /// The register kernel's vectors per thread (index into `REG_VECS`) and
+    /// threads, when every row of every operand is 16-byte aligned and
+    /// `h` is whole vectors; else the element-wise kernel's threads.
+    fn launch_shape(&self, ptrs: &[u64], row_strides: &[&[usize]]) -> (Option<usize>, u32) {
+        let h = self.hidden();
+        let vec = 16 / core::mem::size_of::<T>();
+        let outer = N - K;
+        let aligned = h % vec == 0
+            && ptrs.iter().all(|p| p % 16 == 0)
+            && row_strides.iter().all(|s| {
+                (0..outer).all(|d| self.desc.shape[d] == 1 || s[d] % vec == 0)
+            });
+        let chunks = h / vec;
+        if aligned && chunks <= MAX_THREADS * REG_VECS[3] {
+            let threads = chunks.div_ceil(2).next_power_of_two().clamp(32, MAX_THREADS);
+            let per = chunks.div_ceil(threads).next_power_of_two();
+            let i = REG_VECS.iter().position(|&v| v == per).unwrap_or(3);
+            return (Some(i), threads as u32);
+        }
+        let threads = h.div_ceil(8).next_power_of_two().clamp(32, MAX_THREADS);
+        (None, threads as u32)
+    }
+    /// Parameters with the row geometry and scalars filled, pointers null.
+    fn params(&self, sx: &[usize; N], so: &[usize; N], sdy: &[usize; N]) -> NormParams<T> {
+        let mut p = NormParams {
+            x: DevPtr::NULL,
+            dy: DevPtr::NULL,
+            out: DevPtrMut::NULL,
+            w: DevPtr::NULL,
+            b: DevPtr::NULL,
+            mean: DevPtrMut::NULL,
+            rstd: DevPtrMut::NULL,
+            dw: DevPtrMut::NULL,
+            db: DevPtrMut::NULL,
+            partial: DevPtrMut::NULL,
+            rows: self.rows() as u64,
+            h: self.hidden() as u64,
+            eps: self.desc.eps,
+            shape: [1; MAX_RANK],
+            sx: [0; MAX_RANK],
+            so: [0; MAX_RANK],
+            sdy: [0; MAX_RANK],
+            rank: (N - K) as u32,
+            blocks: 0,
+        };
+        for d in 0..N - K {
+            p.shape[d] = self.desc.shape[d] as u64;
+            p.sx[d] = sx[d] as i64;
+            p.so[d] = so[d] as i64;
+            p.sdy[d] = sdy[d] as i64;
+        }
+        p
+    }
+    /// Stats pointers (mean, rstd) at `base`.
+    fn stat_ptrs(&self, base: DevPtrMut<u8>) -> (DevPtrMut<Acc>, DevPtrMut<Acc>) {
+        if base.is_null() {
+            return (DevPtrMut::NULL, DevPtrMut::NULL);
+        }
+        if Kind::SAVES_MEAN {
+            let rstd = base.byte_add(self.rows() * Self::acc_bytes());
+            (base.cast(), rstd.cast())
+        } else {
+            (DevPtrMut::NULL, base.cast())
+        }
+    }
+}
+
+/// Enqueue `f` over `grid` blocks of `threads` with `p`.
+///
+/// # Safety
+/// Every pointer in `p` must hold what the kernel reaches for its rows,
+/// hidden size and strides.
+unsafe fn launch<T>(stream: &Stream, f: &Function, cfg: LaunchConfig, p: NormParams<T>) -> Result<()>
+where
+    NormParams<T>: 'static,
+{
+    let mut args = LaunchArgs::new();
+    args.push(p)?;
+    // SAFETY: forwarded from the caller.
+    unsafe { f.launch(stream, cfg, &mut args) }
+}
+
+impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPlan<T, Kind, N, K> {
+    type Descriptor = NormDescriptor<N>;
+    type Args<'a> = NormArgs<'a, T, N, K>;
+
+    fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
+        let dtype = crate::checks::float_dtype_code::<T, N>(OP, desc.element, "normalizations take")?;
+        if desc.normalized_dims != K || K == 0 || K > N {
+            return Err(invalid(
+                "normalized_dims",
+                desc.normalized_dims.to_string(),
+                &format!("the plan normalizes the last K = {K} of {N} dims (K >= 1)"),
+            ));
+        }
+        if desc.hidden() == 0 {
+            return Err(invalid(
+                "shape",
+                format!("{:?}", desc.shape),
+                "the normalized dims hold no elements",
+            ));
+        }
+        if !desc.eps.is_finite() || desc.eps < 0.0 {
+            return Err(invalid("eps", desc.eps.to_string(), "must be finite and >= 0"));
+        }
+        if desc.bias && !Kind::SAVES_MEAN {
+            return Err(invalid("bias", "true".into(), "RMSNorm has no bias"));
+        }
+        pref.check_backend(OP, &[BackendKind::Baracuda])?;
+        let module = stream.context().module(&spec(dtype, Kind::CODE))?;
+        let plan = NormPlan {
+            desc: *desc,
+            sku: KernelSku {
+                op: format!("norm.{}", Kind::NAME),
+                element: T::KIND,
+                backend: BackendKind::Baracuda,
+                arch: stream.context().device().arch,
+                variant: "row in registers / element-wise rows, fixed-order dweight".into(),
+                precision: PrecisionGuarantee::float(T::KIND, true),
+            },
+            fw: Kernels::load(&module, "fw")?,
+            bw: Kernels::load(&module, "bw")?,
+            params: module.function("norm_bw_params")?,
+            sm_count: stream.context().device().sm_count,
+            _t: PhantomData,
+        };
+        pref.check_workspace(OP, plan.workspace_size())?;
+        Ok(plan)
+    }
+
+    fn sku(&self) -> &KernelSku {
+        &self.sku
+    }
+
+    fn workspace_size(&self) -> usize {
+        0
+    }
+
+    fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
+        let shape = self.desc.shape;
+        let norm = self.normalized_shape();
+        check_operand("x", parts(&args.x), &shape, K, stream)?;
+        check_operand("y", parts_mut(&args.y), &shape, K, stream)?;
+        let affine = |arg, v: Option<TensorRef<'_, T, K>>, wanted| {
+            let why = ("the descriptor has none", "the descriptor has one");
+            optional_arg(OP, arg, v, wanted, why, |v| {
+                check_operand(arg, parts(&v), &norm, K, stream)?;
+                Ok(v.data().addr())
+            })
+        };
+        let w = affine("weight", args.weight, self.desc.weight)?;
+        let b = affine("bias", args.bias, self.desc.bias)?;
+        let (xp, yp) = (args.x.data().ptr(), args.y.data().ptr());
+        let mut inputs = vec![span_of("x", xp, args.x.shape(), args.x.strides())];
+        if let Some(v) = &args.weight {
+            inputs.push(span_of("weight", v.data().ptr(), v.shape(), v.strides()));
+        }
+        if let Some(v) = &args.bias {
+            inputs.push(span_of("bias", v.data().ptr(), v.shape(), v.strides()));
+        }
+        let y_span = span_of("y", yp.as_const(), args.y.shape(), args.y.strides());
+        check_disjoint(&y_span, &inputs)?;
+        let stats = match &args.stats {
+            Some(s) => {
+                self.check_stats(stream, s.ptr().as_const(), s.len(), s.ctx_id())?;
+                inputs.push(y_span);
+                let st: Span = ("stats", s.ptr().as_const(), self.stats_bytes());
+                check_disjoint(&st, &inputs)?;
+                s.ptr()
+            }
+            None => DevPtrMut::NULL,
+        };
+        if self.rows() == 0 {
+            return Ok(());
+        }
+        let (mean, rstd) = self.stat_ptrs(stats);
+        let mut p = self.params(args.x.strides(), args.y.strides(), &[0; N]);
+        p.x = xp;
+        p.out = yp;
+        p.w = DevPtr::from_addr(w);
+        p.b = DevPtr::from_addr(b);
+        p.mean = mean;
+        p.rstd = rstd;
+        let (regs, threads) = self.launch_shape(
+            &[xp.addr(), yp.addr(), w, b],
+            &[args.x.strides(), args.y.strides()],
+        );
+        let f = regs.map_or(&self.fw.any, |i| &self.fw.regs[i]);
+        let grid = self.rows().min(1 << 30) as u32;
+        // SAFETY: x, y, weight and bias were checked against the plan's
+        // shapes (their bounds proven at construction) with dense
+        // normalized dims; the statistics hold stats_bytes.
+        unsafe { launch(stream, f, LaunchConfig::linear(grid, threads), p) }
+    }
+}
+
+impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Backward
+    for NormPlan<T, Kind, N, K>
+{
+    type BwArgs<'a> = NormBwArgs<'a, T, N, K>;
+
+    fn grads(&self) -> Grads {
+        Grads::present(&[
+            (Grad::X, true),
+            (Grad::Weight, self.desc.weight),
+            (Grad::Bias, self.desc.bias),
+        ])
+    }
+
+    fn bw_workspace_size(&self, wants: Grads) -> usize {
+        let sets = if wants.contains(Grad::Bias) && self.desc.bias {
+            2
+        } else if wants.contains(Grad::Weight) && self.desc.weight {
+            1
+        } else {
+            0
+        };
+        sets * self.bw_blocks() * self.hidden() * Self::acc_bytes()
+    }
+
+    fn run_bw(
+        &self,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        args: Self::BwArgs<'_>,
+    ) -> Result<()> {
+        let wants = Grads::present(&[
+            (Grad::X, args.dx.is_some()),
+            (Grad::Weight, args.dweight.is_some()),
+            (Grad::Bias, args.dbias.is_some()),
+        ]);
+        check_grads(OP, wants, self.grads())?;
+        let shape = self.desc.shape;
+        let norm = self.normalized_shape();
+        check_operand("x", parts(&args.x), &shape, K, stream)?;
+        check_operand("dy", parts(&args.dy), &shape, K, stream)?;
+        let why = ("the descriptor has none", "the descriptor has one");
+        let w = optional_arg(OP, "weight", args.weight, self.desc.weight, why, |v| {
+            check_operand("weight", parts(&v), &norm, K, stream)?;
+            Ok(v.data().addr())
+        })?;
+        let s = &args.stats;
+        self.check_stats(stream, s.ptr(), s.len(), s.ctx_id())?;
+        if let Some(v) = &args.dx {
+            check_operand("dx", parts_mut(v), &shape, K, stream)?;
+        }
+        for (arg, v) in [("dweight", &args.dweight), ("dbias", &args.dbias)] {
+            if let Some(v) = v {
+                check_operand(arg, parts_mut(v), &norm, K, stream)?;
+            }
+        }
+        let mut inputs = vec![
+            span_of("x", args.x.data().ptr(), args.x.shape(), args.x.strides()),
+            span_of("dy", args.dy.data().ptr(), args.dy.shape(), args.dy.strides()),
+            ("stats", s.ptr(), self.stats_bytes()),
+        ];
+        if let Some(v) = &args.weight {
+            inputs.push(span_of("weight", v.data().ptr(), v.shape(), v.strides()));
+        }
+        let outputs: Vec<Span> = [("dx", &args.dx)]
+            .into_iter()
+            .filter_map(|(a, v)| {
+                v.as_ref()
+                    .map(|v| span_of(a, v.data().ptr().as_const(), v.shape(), v.strides()))
+            })
+            .chain(
+                [("dweight", &args.dweight), ("dbias", &args.dbias)]
+                    .into_iter()
+                    .filter_map(|(a, v)| {
+                        v.as_ref().map(|v| {
+                            span_of(a, v.data().ptr().as_const(), v.shape(), v.strides())
+                        })
+                    }),
+            )
+            .collect();
+        for o in &outputs {
+            check_disjoint(o, &inputs)?;
+            inputs.push(*o);
+        }
+        let ctx = stream.context().id();
+        let ws = workspace.check_ptr(OP, self.bw_workspace_size(wants), ctx)?;
+        let params_wanted = args.dweight.is_some() || args.dbias.is_some();
+        let dx = args.dx.as_ref().map_or(DevPtrMut::NULL, |v| v.data().ptr());
+        let dx_strides = args.dx.as_ref().map_or([0; N], |v| *v.strides());
+        let (mean, rstd) = self.stat_ptrs(DevPtrMut::from_addr(s.addr()));
+        let mut p = self.params(args.x.strides(), &dx_strides, args.dy.strides());
+        p.x = args.x.data().ptr();
+        p.dy = args.dy.data().ptr();
+        p.out = dx;
+        p.w = DevPtr::from_addr(w);
+        p.mean = mean;
+        p.rstd = rstd;
+        p.blocks = self.bw_blocks() as u32;
+        if params_wanted {
+            p.partial = ws.cast();
+            p.dw = args.dweight.as_ref().map_or(DevPtrMut::NULL, |v| v.data().ptr());
+            p.db = args.dbias.as_ref().map_or(DevPtrMut::NULL, |v| v.data().ptr());
+        }
+        if self.rows() > 0 && (args.dx.is_some() || params_wanted) {
+            let (regs, threads) = self.launch_shape(
+                &[p.x.addr(), p.dy.addr(), dx.addr(), w],
+                &[args.x.strides(), args.dy.strides(), &dx_strides],
+            );
+            let f = regs.map_or(&self.bw.any, |i| &self.bw.regs[i]);
+            let cfg = LaunchConfig::linear(p.blocks, threads);
+            // SAFETY: every operand was checked against the plan's shapes
+            // with dense normalized dims; the statistics hold stats_bytes
+            // and the workspace blocks * h accumulators per gradient.
+            unsafe { launch(stream, f, cfg, p) }?;
+        }
+        if params_wanted {
+            let cfg = LaunchConfig {
+                grid: (self.hidden().div_ceil(32).min(i32::MAX as usize) as u32, 1, 1),
+                block: (32, 8, 1),
+                smem_bytes: 0,
+            };
+            // SAFETY: as above; the partials were written by the launch
+            // before on the same stream (none when there are no rows).
+            unsafe { launch(stream, &self.params, cfg, p) }?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_and_hidden_follow_normalized_dims() {
+        let d = NormDescriptor::layer_norm(ElementKind::F32, [2, 3, 4, 5], 2);
+        assert_eq!((d.rows(), d.hidden()), (6, 20));
+        let all = NormDescriptor::rms_norm(ElementKind::Bf16, [7, 9], 2);
+        assert_eq!((all.rows(), all.hidden()), (1, 63));
+        assert_eq!(all.eps, 2f64.powi(-7));
+        assert!(!all.bias && all.weight);
+    }
+
+    #[test]
+    fn overlapping_operands_are_found() {
+        let p = DevPtr::<u8>::from_addr;
+        assert!(check_disjoint(&("y", p(0x1000), 16), &[("x", p(0x100c), 8)]).is_err());
+        assert!(check_disjoint(&("y", p(0x1000), 16), &[("x", p(0x1010), 8)]).is_ok());
+        assert!(check_disjoint(&("y", p(0x1000), 0), &[("x", p(0x0), 0x2000)]).is_ok());
+    }
+}

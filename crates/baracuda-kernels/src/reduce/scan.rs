@@ -1,0 +1,576 @@
+//! Scans along one dim: `y[.., i, ..] = x[.., 0, ..] (+) ... (+) x[.., i, ..]`
+//! for the combines of [`ScanOp`], inclusive or exclusive, forward or
+//! reversed, and the backward `dx`.
+//!
+//! The kernels and the math of each backward are in
+//! `kernels/reduce/scan.cu`; the block-scan building blocks in
+//! `kernels/common/scan.cuh`.
+
+use core::marker::PhantomData;
+
+use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
+use baracuda_kernels_types::{
+    contiguous_strides, BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads,
+    KernelSku, PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
+    MAX_RANK,
+};
+
+use crate::checks::{check_alias, check_ctx, check_shape, Extent};
+use crate::kernel_sources;
+use crate::{Backward, Plan};
+
+/// A scan's combine.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ScanOp {
+    /// `torch.cumsum`: running sum (exclusive: starts at 0). Gradient: the
+    /// sum of `dy` scanned the other way.
+    CumSum,
+    /// `torch.cumprod`: running product (exclusive: starts at 1). Gradient
+    /// exact with zeros in `x` (no division).
+    CumProd,
+    /// `torch.cummax`: running max and the index of the element it came
+    /// from; among equal maxima the latest in scan order, and a NaN once
+    /// seen (the latest NaN). Gradient: `dy` summed into the returned
+    /// indices.
+    CumMax,
+    /// `torch.cummin`, as [`ScanOp::CumMax`].
+    CumMin,
+    /// `torch.logcumsumexp`: `log sum exp` of the prefix (exclusive: starts
+    /// at -inf). Gradient `dx_j = sum_{i >= j} dy_i exp(x_j - y_i)`.
+    LogCumSumExp,
+}
+
+impl ScanOp {
+    /// Every op, in declaration order.
+    pub const ALL: [ScanOp; 5] = [
+        ScanOp::CumSum,
+        ScanOp::CumProd,
+        ScanOp::CumMax,
+        ScanOp::CumMin,
+        ScanOp::LogCumSumExp,
+    ];
+
+    /// The op's name (PyTorch's).
+    pub fn name(self) -> &'static str {
+        match self {
+            ScanOp::CumSum => "cumsum",
+            ScanOp::CumProd => "cumprod",
+            ScanOp::CumMax => "cummax",
+            ScanOp::CumMin => "cummin",
+            ScanOp::LogCumSumExp => "logcumsumexp",
+        }
+    }
+
+    /// True for the ops that return indices.
+    pub fn has_indices(self) -> bool {
+        matches!(self, ScanOp::CumMax | ScanOp::CumMin)
+    }
+
+    /// The forward kernel and the backward passes (scan.cu's codes).
+    fn codes(self) -> (u32, &'static [u32]) {
+        match self {
+            ScanOp::CumSum => (0, &[0]),
+            ScanOp::CumProd => (1, &[5, 6]),
+            ScanOp::CumMax => (2, &[7]),
+            ScanOp::CumMin => (3, &[7]),
+            ScanOp::LogCumSumExp => (4, &[8]),
+        }
+    }
+}
+
+/// A scan of a rank-`N` tensor along `dim`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ScanDescriptor<const N: usize> {
+    /// The combine.
+    pub op: ScanOp,
+    /// Element type of `x` and `y`.
+    pub element: ElementKind,
+    /// Shape of `x` (and `y`).
+    pub shape: [usize; N],
+    /// The scanned dim.
+    pub dim: usize,
+    /// `y[i]` combines the elements before `i` only (cumsum, cumprod and
+    /// logcumsumexp).
+    pub exclusive: bool,
+    /// Scan from the last index down (`flip(scan(flip(x)))`); indices stay
+    /// positions along the dim.
+    pub reverse: bool,
+}
+
+impl<const N: usize> ScanDescriptor<N> {
+    /// An inclusive forward scan of `shape` along `dim`.
+    pub fn new(op: ScanOp, element: ElementKind, shape: [usize; N], dim: usize) -> Self {
+        ScanDescriptor {
+            op,
+            element,
+            shape,
+            dim,
+            exclusive: false,
+            reverse: false,
+        }
+    }
+    /// Exclusive (true) or inclusive.
+    pub fn with_exclusive(mut self, exclusive: bool) -> Self {
+        self.exclusive = exclusive;
+        self
+    }
+    /// Reverse (true) or forward.
+    pub fn with_reverse(mut self, reverse: bool) -> Self {
+        self.reverse = reverse;
+        self
+    }
+}
+
+/// Arguments of [`ScanPlan`]'s [`Plan::run`].
+pub struct ScanArgs<'a, T, const N: usize> {
+    /// Input, any strides (0 = broadcast).
+    pub x: TensorRef<'a, T, N>,
+    /// Output, any non-overlapping strides; must not overlap `x`.
+    pub y: TensorMut<'a, T, N>,
+    /// cummax and cummin: the indices (required); other ops: None.
+    pub indices: Option<TensorMut<'a, i64, N>>,
+}
+
+/// Arguments of [`ScanPlan`]'s [`Backward::run_bw`].
+pub struct ScanBwArgs<'a, T, const N: usize> {
+    /// The forward input (read by cumprod and logcumsumexp).
+    pub x: TensorRef<'a, T, N>,
+    /// The forward output: required by logcumsumexp, else None.
+    pub y: Option<TensorRef<'a, T, N>>,
+    /// The forward indices: required by cummax and cummin, else None.
+    pub indices: Option<TensorRef<'a, i64, N>>,
+    /// Gradient of `y`.
+    pub dy: TensorRef<'a, T, N>,
+    /// Gradient of `x`; must not overlap the other operands.
+    pub dx: TensorMut<'a, T, N>,
+}
+
+/// A scan along one dim of a strided tensor, and its backward.
+/// Deterministic: each line is scanned in a fixed order by one block or
+/// one thread, no atomics.
+///
+/// # Shapes
+/// `x`, `y`, `indices`, `dy`, `dx`: `desc.shape` (rank `1 <= N <= 8`).
+/// # Layout
+/// Any strides; `x` and `dy` may broadcast (stride 0). A scan along a dim
+/// of stride 1 runs a block per line; along an outer dim (or over lines of
+/// at most 32 elements) a thread per line, consecutive threads on
+/// consecutive lines. 64-bit offsets.
+/// # Dtypes
+/// f32, f64, f16, bf16; f16/bf16 accumulate in f32, f64 in f64; indices
+/// i64. Others: `Error::Unsupported`.
+/// # Errors
+/// `DtypeMismatch` if `desc.element != T::KIND`; `InvalidDescriptor` for a
+/// dim past the rank or an exclusive cummax/cummin; `ShapeMismatch`,
+/// `ContextMismatch`, `WorkspaceTooSmall` and `InvalidArgument`
+/// (overlapping operands, a missing or unexpected `indices` or `y`) from
+/// `run` and `run_bw`.
+pub struct ScanPlan<T: Element, const N: usize> {
+    desc: ScanDescriptor<N>,
+    sku: KernelSku,
+    fw: Kernels,
+    bw: Vec<Kernels>,
+    sm_count: u32,
+    _t: PhantomData<T>,
+}
+
+const OP: &str = "scan";
+
+/// The block-per-line and thread-per-line kernels of one code.
+struct Kernels {
+    block: Function,
+    thread: Function,
+}
+
+impl Kernels {
+    fn load(module: &baracuda_driver::Module, code: u32) -> Result<Self> {
+        Ok(Kernels {
+            block: module.function(&format!("scan_block_{code}"))?,
+            thread: module.function(&format!("scan_thread_{code}"))?,
+        })
+    }
+}
+
+/// The module of scan.cu for dtype code `dtype`.
+pub(crate) fn spec(dtype: u32) -> ModuleSpec {
+    ModuleSpec::new(&kernel_sources::SCAN).define("BARACUDA_DTYPE", dtype)
+}
+
+/// Threads per block of both kernels (`SCAN_THREADS`).
+const THREADS: u32 = 256;
+/// Operand slots of `ScanParams` (`SLOTS`).
+const SLOTS: usize = 6;
+const X: usize = 0;
+const Y: usize = 1;
+const DY: usize = 2;
+const YFW: usize = 3;
+const IDX: usize = 4;
+const WS: usize = 5;
+
+/// The accumulator of scan.cu (`ACC`), a marker for the workspace.
+enum Acc {}
+
+/// `Axis` of scan.cu.
+#[repr(C)]
+#[derive(Copy, Clone, Default)]
+struct Axis {
+    stride: [i64; MAX_RANK],
+    start: i64,
+    step: i64,
+}
+
+/// `ScanParams` of scan.cu, field for field.
+#[repr(C)]
+#[derive(Copy, Clone)]
+struct ScanParams<T: 'static> {
+    x: DevPtr<T>,
+    y: DevPtrMut<T>,
+    dy: DevPtr<T>,
+    yfw: DevPtr<T>,
+    idx: DevPtrMut<i64>,
+    idx_in: DevPtr<i64>,
+    ws: DevPtrMut<Acc>,
+    ax: [Axis; SLOTS],
+    shape: [u64; MAX_RANK],
+    len: u64,
+    lines: u64,
+    rank: u32,
+    exclusive: u32,
+    flipped: u32,
+    pad: u32,
+}
+
+fn invalid(field: &'static str, value: String, reason: &str) -> Error {
+    Error::InvalidDescriptor {
+        op: OP,
+        field,
+        value,
+        reason: reason.into(),
+    }
+}
+
+/// `InvalidArgument` naming `arg`: given without being read, or missing.
+fn check_presence(arg: &'static str, given: bool, wanted: bool, op: ScanOp) -> Result<()> {
+    let reason = match (given, wanted) {
+        (true, false) => format!("{} has no {arg}", op.name()),
+        (false, true) => format!("missing: {} needs {arg}", op.name()),
+        _ => return Ok(()),
+    };
+    Err(Error::InvalidArgument { op: OP, arg, reason })
+}
+
+/// Byte range of a view of any element type, empty for an empty view.
+fn byte_range<E>(ptr: u64, shape: &[usize], strides: &[usize]) -> (u64, u64) {
+    if shape.contains(&0) {
+        return (ptr, ptr);
+    }
+    let last: usize = shape.iter().zip(strides).map(|(&d, &s)| (d - 1) * s).sum();
+    (ptr, ptr + ((last + 1) * core::mem::size_of::<E>()) as u64)
+}
+
+/// `InvalidArgument` naming `out` when its bytes meet `other`'s (the
+/// indices against the value operands, which have another element type).
+fn check_apart(out: (&'static str, (u64, u64)), other: (&str, (u64, u64))) -> Result<()> {
+    let ((name, (a0, a1)), (input, (b0, b1))) = (out, other);
+    if a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1 {
+        return Err(Error::InvalidArgument {
+            op: OP,
+            arg: name,
+            reason: format!("overlaps {input}"),
+        });
+    }
+    Ok(())
+}
+
+impl<T: Element, const N: usize> ScanPlan<T, N> {
+    fn len(&self) -> usize {
+        self.desc.shape[self.desc.dim]
+    }
+    fn lines(&self) -> usize {
+        let n: usize = self.desc.shape.iter().product();
+        n / self.len().max(1)
+    }
+    /// Bytes of cumprod's backward workspace: one accumulator per element.
+    fn bw_bytes(&self) -> usize {
+        if self.desc.op == ScanOp::CumProd {
+            let acc = T::KIND.float_accumulator().size_bytes();
+            (self.desc.shape.iter().product::<usize>() * acc).next_multiple_of(256)
+        } else {
+            0
+        }
+    }
+    /// The axis of an operand of `strides` when positions run from the
+    /// last index down (`flipped`) or up.
+    fn axis(&self, strides: &[usize; N], flipped: bool) -> Axis {
+        let mut ax = Axis::default();
+        let mut k = 0;
+        for (d, &s) in strides.iter().enumerate() {
+            if d != self.desc.dim {
+                ax.stride[k] = s as i64;
+                k += 1;
+            }
+        }
+        let s = strides[self.desc.dim] as i64;
+        let last = self.len().saturating_sub(1) as i64;
+        (ax.start, ax.step) = if flipped { (last * s, -s) } else { (0, s) };
+        ax
+    }
+    /// Params with every pointer null; `flipped` and the shape set.
+    fn params(&self, flipped: bool) -> ScanParams<T> {
+        let mut shape = [1u64; MAX_RANK];
+        let mut k = 0;
+        for (d, &e) in self.desc.shape.iter().enumerate() {
+            if d != self.desc.dim {
+                shape[k] = e as u64;
+                k += 1;
+            }
+        }
+        ScanParams {
+            x: DevPtr::NULL,
+            y: DevPtrMut::NULL,
+            dy: DevPtr::NULL,
+            yfw: DevPtr::NULL,
+            idx: DevPtrMut::NULL,
+            idx_in: DevPtr::NULL,
+            ws: DevPtrMut::NULL,
+            ax: [Axis::default(); SLOTS],
+            shape,
+            len: self.len() as u64,
+            lines: self.lines() as u64,
+            rank: (N - 1) as u32,
+            exclusive: u32::from(self.desc.exclusive),
+            flipped: u32::from(flipped),
+            pad: 0,
+        }
+    }
+    /// Enqueue `k` over every line. `lead` is the scan-dim stride of the
+    /// operand the kernel mostly reads.
+    ///
+    /// # Safety
+    /// Every non-null pointer of `p` must reach each element its axis
+    /// addresses for `p.len` positions over `p.lines` lines.
+    unsafe fn launch(&self, stream: &Stream, k: &Kernels, p: ScanParams<T>, lead: usize) -> Result<()> {
+        let (len, lines) = (self.len(), self.lines());
+        if len == 0 || lines == 0 {
+            return Ok(());
+        }
+        // A thread per line for short lines, and along outer dims when
+        // there are lines enough to fill the GPU (1024 lines: 4 blocks).
+        let per_thread = len <= 32 || (lead != 1 && lines >= 1024);
+        let (f, blocks) = if per_thread {
+            (&k.thread, lines.div_ceil(THREADS as usize))
+        } else {
+            let cap = self.sm_count as usize * 64;
+            (&k.block, lines.min(cap))
+        };
+        let mut args = LaunchArgs::new();
+        args.push(p)?;
+        let cfg = LaunchConfig::linear(blocks.clamp(1, i32::MAX as usize) as u32, THREADS);
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { f.launch(stream, cfg, &mut args) }
+    }
+}
+
+impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
+    type Descriptor = ScanDescriptor<N>;
+    type Args<'a> = ScanArgs<'a, T, N>;
+
+    fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
+        let dtype = crate::checks::float_dtype_code::<T, N>(OP, desc.element, "scans take")?;
+        if desc.dim >= N {
+            return Err(invalid(
+                "dim",
+                desc.dim.to_string(),
+                &format!("past the rank {N}"),
+            ));
+        }
+        if desc.exclusive && desc.op.has_indices() {
+            return Err(invalid(
+                "exclusive",
+                "true".into(),
+                &format!("{} has no value before the first element", desc.op.name()),
+            ));
+        }
+        pref.check_backend(OP, &[BackendKind::Baracuda])?;
+        let module = stream.context().module(&spec(dtype))?;
+        let (fw, bw) = desc.op.codes();
+        let plan = ScanPlan {
+            desc: *desc,
+            sku: KernelSku {
+                op: format!("scan.{}", desc.op.name()),
+                element: T::KIND,
+                backend: BackendKind::Baracuda,
+                arch: stream.context().device().arch,
+                variant: "block per line / thread per line".into(),
+                precision: PrecisionGuarantee::float(T::KIND, true),
+            },
+            fw: Kernels::load(&module, fw)?,
+            bw: bw
+                .iter()
+                .map(|&c| Kernels::load(&module, c))
+                .collect::<Result<_>>()?,
+            sm_count: stream.context().device().sm_count,
+            _t: PhantomData,
+        };
+        pref.check_workspace(OP, plan.bw_bytes())?;
+        Ok(plan)
+    }
+
+    fn sku(&self) -> &KernelSku {
+        &self.sku
+    }
+
+    fn workspace_size(&self) -> usize {
+        0
+    }
+
+    fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
+        let (x, y) = (&args.x, &args.y);
+        let shape = &self.desc.shape;
+        check_shape(OP, "x", shape, x.shape())?;
+        check_shape(OP, "y", shape, y.shape())?;
+        check_ctx(OP, "x", stream, x.data().ctx_id())?;
+        check_ctx(OP, "y", stream, y.data().ctx_id())?;
+        check_presence("indices", args.indices.is_some(), self.desc.op.has_indices(), self.desc.op)?;
+        workspace.check_ptr(OP, 0, stream.context().id())?;
+        check_alias(OP, &Extent::of_mut("y", y), &Extent::of("x", x), false)?;
+        let mut p = self.params(self.desc.reverse);
+        p.x = x.data().ptr();
+        p.y = y.data().ptr();
+        p.ax[X] = self.axis(x.strides(), self.desc.reverse);
+        p.ax[Y] = self.axis(y.strides(), self.desc.reverse);
+        if let Some(idx) = &args.indices {
+            check_shape(OP, "indices", shape, idx.shape())?;
+            check_ctx(OP, "indices", stream, idx.data().ctx_id())?;
+            let ir = byte_range::<i64>(idx.data().ptr().addr(), idx.shape(), idx.strides());
+            check_apart(("indices", ir), ("x", byte_range::<T>(p.x.addr(), shape, x.strides())))?;
+            check_apart(("indices", ir), ("y", byte_range::<T>(p.y.addr(), shape, y.strides())))?;
+            p.idx = idx.data().ptr();
+            p.ax[IDX] = self.axis(idx.strides(), self.desc.reverse);
+        }
+        // SAFETY: every view's bounds were proven at construction and its
+        // shape checked above; the axes come from those strides.
+        unsafe { self.launch(stream, &self.fw, p, x.strides()[self.desc.dim]) }
+    }
+}
+
+impl<T: Element, const N: usize> Backward for ScanPlan<T, N> {
+    type BwArgs<'a> = ScanBwArgs<'a, T, N>;
+
+    fn grads(&self) -> Grads {
+        Grad::X.into()
+    }
+
+    fn bw_workspace_size(&self, wants: Grads) -> usize {
+        if wants.contains(Grad::X) {
+            self.bw_bytes()
+        } else {
+            0
+        }
+    }
+
+    fn run_bw(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::BwArgs<'_>) -> Result<()> {
+        let op = self.desc.op;
+        let shape = &self.desc.shape;
+        let (x, dy, dx) = (&args.x, &args.dy, &args.dx);
+        check_shape(OP, "x", shape, x.shape())?;
+        check_shape(OP, "dy", shape, dy.shape())?;
+        check_shape(OP, "dx", shape, dx.shape())?;
+        for (arg, ctx) in [("x", x.data().ctx_id()), ("dy", dy.data().ctx_id()), ("dx", dx.data().ctx_id())] {
+            check_ctx(OP, arg, stream, ctx)?;
+        }
+        check_presence("y", args.y.is_some(), op == ScanOp::LogCumSumExp, op)?;
+        check_presence("indices", args.indices.is_some(), op.has_indices(), op)?;
+        let ws = workspace.check_ptr(OP, self.bw_bytes(), stream.context().id())?;
+        let dx_extent = Extent::of_mut("dx", dx);
+        check_alias(OP, &dx_extent, &Extent::of("x", x), false)?;
+        check_alias(OP, &dx_extent, &Extent::of("dy", dy), false)?;
+        // The backward scans run against the forward direction.
+        let (fw_flip, bw_flip) = (self.desc.reverse, !self.desc.reverse);
+        let mut p = self.params(bw_flip);
+        p.x = x.data().ptr();
+        p.y = dx.data().ptr();
+        p.dy = dy.data().ptr();
+        p.ax[X] = self.axis(x.strides(), bw_flip);
+        p.ax[Y] = self.axis(dx.strides(), bw_flip);
+        p.ax[DY] = self.axis(dy.strides(), bw_flip);
+        if let Some(y) = &args.y {
+            check_shape(OP, "y", shape, y.shape())?;
+            check_ctx(OP, "y", stream, y.data().ctx_id())?;
+            check_alias(OP, &dx_extent, &Extent::of("y", y), false)?;
+            p.yfw = y.data().ptr();
+            p.ax[YFW] = self.axis(y.strides(), bw_flip);
+        }
+        if let Some(idx) = &args.indices {
+            check_shape(OP, "indices", shape, idx.shape())?;
+            check_ctx(OP, "indices", stream, idx.data().ctx_id())?;
+            let ir = byte_range::<i64>(idx.data().ptr().addr(), shape, idx.strides());
+            check_apart(("dx", byte_range::<T>(p.y.addr(), shape, dx.strides())), ("indices", ir))?;
+            p.idx_in = idx.data().ptr();
+            p.ax[IDX] = self.axis(idx.strides(), bw_flip);
+        }
+        let dim = self.desc.dim;
+        match op {
+            ScanOp::CumSum => {
+                // cumsum of dy the other way: the forward kernel on dy.
+                p.x = p.dy;
+                p.ax[X] = p.ax[DY];
+                // SAFETY: the views were bounds-checked at construction and
+                // their shapes above.
+                unsafe { self.launch(stream, &self.bw[0], p, dy.strides()[dim]) }
+            }
+            ScanOp::CumProd => {
+                let dense = contiguous_strides(shape);
+                p.ws = ws.cast();
+                p.ax[WS] = self.axis(&dense, bw_flip);
+                // SAFETY: as above; the workspace holds one accumulator per
+                // element (`bw_bytes`, checked above).
+                unsafe { self.launch(stream, &self.bw[0], p, x.strides()[dim]) }?;
+                let mut q = p;
+                q.flipped = u32::from(fw_flip);
+                for s in [X, Y, WS] {
+                    let strides = match s {
+                        X => *x.strides(),
+                        Y => *dx.strides(),
+                        _ => dense,
+                    };
+                    q.ax[s] = self.axis(&strides, fw_flip);
+                }
+                // SAFETY: as above; pass 1 wrote the workspace before on
+                // the same stream.
+                unsafe { self.launch(stream, &self.bw[1], q, x.strides()[dim]) }
+            }
+            // SAFETY: as above.
+            _ => unsafe { self.launch(stream, &self.bw[0], p, dy.strides()[dim]) },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_match_the_kernel_layout() {
+        // 7 pointers, 6 axes of 10 words, 8 extents, len, lines, 4 u32
+        assert_eq!(core::mem::size_of::<ScanParams<f32>>(), 56 + 6 * 80 + 64 + 16 + 16);
+    }
+
+    #[test]
+    fn byte_ranges_meet_only_when_they_share_bytes() {
+        let a = byte_range::<i64>(0x1000, &[2, 3], &[3, 1]);
+        assert_eq!(a, (0x1000, 0x1030));
+        assert!(check_apart(("i", a), ("x", (0x102c, 0x1040))).is_err());
+        assert!(check_apart(("i", a), ("x", (0x1030, 0x1040))).is_ok());
+        assert!(check_apart(("i", (0x1000, 0x1000)), ("x", (0, 0x2000))).is_ok());
+    }
+
+    #[test]
+    fn every_op_has_a_forward_and_a_backward() {
+        for op in ScanOp::ALL {
+            let (fw, bw) = op.codes();
+            assert!(fw <= 8 && !bw.is_empty() && bw.iter().all(|&c| c <= 8));
+        }
+    }
+}

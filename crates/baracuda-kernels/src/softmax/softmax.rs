@@ -1,0 +1,495 @@
+//! Softmax along one dim: with `z = x` (softmin: `z = -x`),
+//! `y = exp(z - max z) / sum exp(z - max z)` (log-softmax: its log), and
+//! the backward `dx` from `y` and `dy`.
+//!
+//! The math of each op is in [`SoftmaxOp`] and at the top of
+//! `kernels/softmax/softmax.cu`.
+
+use core::marker::PhantomData;
+
+use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
+use baracuda_kernels_types::{
+    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
+    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+};
+
+use crate::checks::{byte_span, check_ctx, check_disjoint, check_shape, float_dtype_code};
+use crate::kernel_sources;
+use crate::{Backward, Plan};
+
+/// A softmax-like op along one dim.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SoftmaxOp {
+    /// `y = exp(x - m) / sum exp(x - m)`, `m = max x`. Gradient
+    /// `dx = y (dy - sum(dy y))`.
+    Softmax,
+    /// `y = (x - m) - log sum exp(x - m)`. Gradient
+    /// `dx = dy - exp(y) sum(dy)`.
+    LogSoftmax,
+    /// `softmax(-x)`. Gradient `dx = -y (dy - sum(dy y))`.
+    Softmin,
+}
+
+impl SoftmaxOp {
+    /// Every op, in declaration order.
+    pub const ALL: [SoftmaxOp; 3] = [
+        SoftmaxOp::Softmax,
+        SoftmaxOp::LogSoftmax,
+        SoftmaxOp::Softmin,
+    ];
+
+    /// The op's name (PyTorch's).
+    pub fn name(self) -> &'static str {
+        match self {
+            SoftmaxOp::Softmax => "softmax",
+            SoftmaxOp::LogSoftmax => "log_softmax",
+            SoftmaxOp::Softmin => "softmin",
+        }
+    }
+
+    /// `BARACUDA_OP` of softmax.cu.
+    fn code(self) -> u32 {
+        match self {
+            SoftmaxOp::Softmax => 0,
+            SoftmaxOp::LogSoftmax => 1,
+            SoftmaxOp::Softmin => 2,
+        }
+    }
+}
+
+/// A softmax of a rank-`N` tensor of one element type along `dim`.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct SoftmaxDescriptor<const N: usize> {
+    /// The op.
+    pub op: SoftmaxOp,
+    /// Element type of every operand.
+    pub element: ElementKind,
+    /// Shape of `x` (and of `y`, `dy`, `dx`).
+    pub shape: [usize; N],
+    /// The dim the softmax runs along.
+    pub dim: usize,
+}
+
+impl<const N: usize> SoftmaxDescriptor<N> {
+    /// `op` along the last dim of `shape`.
+    pub fn new(op: SoftmaxOp, element: ElementKind, shape: [usize; N]) -> Self {
+        SoftmaxDescriptor {
+            op,
+            element,
+            shape,
+            dim: N.saturating_sub(1),
+        }
+    }
+    /// Run along `dim`.
+    pub fn with_dim(mut self, dim: usize) -> Self {
+        self.dim = dim;
+        self
+    }
+}
+
+/// Arguments of [`SoftmaxPlan`]'s [`Plan::run`].
+pub struct SoftmaxArgs<'a, T, const N: usize> {
+    /// Input, any strides (0 = broadcast).
+    pub x: TensorRef<'a, T, N>,
+    /// Output, any non-overlapping strides; must not overlap `x`.
+    pub y: TensorMut<'a, T, N>,
+}
+
+/// Arguments of [`SoftmaxPlan`]'s [`Backward::run_bw`].
+pub struct SoftmaxBwArgs<'a, T, const N: usize> {
+    /// The forward output.
+    pub y: TensorRef<'a, T, N>,
+    /// Gradient of the output.
+    pub dy: TensorRef<'a, T, N>,
+    /// Gradient of the input; must not overlap `y` or `dy`.
+    pub dx: TensorMut<'a, T, N>,
+}
+
+/// Softmax, log-softmax or softmin along one dim of a strided tensor, and
+/// its backward. Deterministic: each row is folded in a fixed order
+/// inside one thread group, no atomics.
+///
+/// # Shapes
+/// Every operand `desc.shape` (rank `1 <= N <= 8`), any extent along
+/// `desc.dim` (an empty tensor writes nothing).
+/// # Layout
+/// Any strides; `x`, `y` (backward) and `dy` may broadcast (stride 0).
+/// When the dim is contiguous in every operand, or the rows are few, a
+/// group of threads runs each row (16-byte loads when aligned; rows that
+/// fit in shared memory are read once); otherwise one thread runs each
+/// row, with neighbouring threads on neighbouring rows. Offsets are
+/// 64-bit.
+/// # Dtypes
+/// f32, f64, f16, bf16; f16/bf16 compute in f32, f64 in f64. Others:
+/// `Error::Unsupported`.
+/// # Special values
+/// A row holding NaN or +inf, or only -inf, is NaN throughout, as
+/// PyTorch's.
+/// # Errors
+/// `DtypeMismatch` if `desc.element != T::KIND`; `InvalidDescriptor` for
+/// a `dim` past the rank (or rank 0); `ShapeMismatch`, `ContextMismatch`
+/// and `InvalidArgument` (an output overlapping an input) from `run` and
+/// `run_bw`.
+pub struct SoftmaxPlan<T: Element, const N: usize> {
+    desc: SoftmaxDescriptor<N>,
+    sku: KernelSku,
+    fw_row: Function,
+    fw_col: Function,
+    bw_row: Function,
+    bw_col: Function,
+    sm_count: u32,
+    /// Dynamic shared memory the row kernels may take, in bytes.
+    smem_limit_bytes: usize,
+    _t: PhantomData<T>,
+}
+
+const OP: &str = "softmax";
+
+/// The module of `op` on dtype code `dtype`.
+pub(crate) fn spec(dtype: u32, op: SoftmaxOp) -> ModuleSpec {
+    ModuleSpec::new(&kernel_sources::SOFTMAX)
+        .define("BARACUDA_DTYPE", dtype)
+        .define("BARACUDA_OP", op.code())
+}
+
+/// The checks `select` runs before it touches the GPU: the kernel dtype
+/// code of a valid descriptor, else the typed error.
+pub(crate) fn validate<T: Element, const N: usize>(desc: &SoftmaxDescriptor<N>) -> Result<u32> {
+    let dtype = float_dtype_code::<T, N>(OP, desc.element, "softmax takes")?;
+    if desc.dim >= N {
+        return Err(Error::InvalidDescriptor {
+            op: OP,
+            field: "dim",
+            value: desc.dim.to_string(),
+            reason: format!("past the rank {N}"),
+        });
+    }
+    Ok(dtype)
+}
+
+impl<T: Element, const N: usize> Plan for SoftmaxPlan<T, N> {
+    type Descriptor = SoftmaxDescriptor<N>;
+    type Args<'a> = SoftmaxArgs<'a, T, N>;
+
+    fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
+        let dtype = validate::<T, N>(desc)?;
+        pref.check_backend(OP, &[BackendKind::Baracuda])?;
+        pref.check_workspace(OP, 0)?;
+        let ctx = stream.context();
+        let module = ctx.module(&spec(dtype, desc.op))?;
+        let device = ctx.device();
+        // The kernels' static shared memory is under 1 KiB.
+        let smem_limit_bytes = device.smem_per_block_optin_bytes.saturating_sub(2048);
+        let fw_row = module.function("softmax_fw_row")?;
+        let bw_row = module.function("softmax_bw_row")?;
+        fw_row.set_max_dynamic_smem(smem_limit_bytes)?;
+        bw_row.set_max_dynamic_smem(smem_limit_bytes)?;
+        Ok(SoftmaxPlan {
+            desc: *desc,
+            sku: KernelSku {
+                op: format!("softmax.{}", desc.op.name()),
+                element: T::KIND,
+                backend: BackendKind::Baracuda,
+                arch: device.arch,
+                variant: "row groups (cached in shared memory or online) / one thread per row"
+                    .into(),
+                precision: PrecisionGuarantee::float(T::KIND, true),
+            },
+            fw_row,
+            fw_col: module.function("softmax_fw_col")?,
+            bw_row,
+            bw_col: module.function("softmax_bw_col")?,
+            sm_count: device.sm_count,
+            smem_limit_bytes,
+            _t: PhantomData,
+        })
+    }
+
+    fn sku(&self) -> &KernelSku {
+        &self.sku
+    }
+
+    fn workspace_size(&self) -> usize {
+        0
+    }
+
+    fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
+        let (x, y) = (&args.x, &args.y);
+        check_shape(OP, "x", &self.desc.shape, x.shape())?;
+        check_shape(OP, "y", &self.desc.shape, y.shape())?;
+        check_ctx(OP, "x", stream, x.data().ctx_id())?;
+        check_ctx(OP, "y", stream, y.data().ctx_id())?;
+        check_disjoint(OP, &[byte_span("y", &y.as_const())], &[byte_span("x", x)])?;
+        let op = Operands {
+            x: (x.data().ptr(), x.strides()),
+            g: (DevPtr::NULL, &[0; N]),
+            out: (y.data().ptr(), y.strides()),
+        };
+        // SAFETY: both views were bounds-checked at construction and have
+        // the plan's shape; they do not overlap.
+        unsafe { self.launch(stream, Pass::Forward, op) }
+    }
+}
+
+impl<T: Element, const N: usize> Backward for SoftmaxPlan<T, N> {
+    type BwArgs<'a> = SoftmaxBwArgs<'a, T, N>;
+
+    fn grads(&self) -> Grads {
+        Grad::X.into()
+    }
+
+    fn bw_workspace_size(&self, _wants: Grads) -> usize {
+        0
+    }
+
+    fn run_bw(
+        &self,
+        stream: &Stream,
+        _workspace: Workspace<'_>,
+        args: Self::BwArgs<'_>,
+    ) -> Result<()> {
+        let (y, dy, dx) = (&args.y, &args.dy, &args.dx);
+        check_shape(OP, "y", &self.desc.shape, y.shape())?;
+        check_shape(OP, "dy", &self.desc.shape, dy.shape())?;
+        check_shape(OP, "dx", &self.desc.shape, dx.shape())?;
+        check_ctx(OP, "y", stream, y.data().ctx_id())?;
+        check_ctx(OP, "dy", stream, dy.data().ctx_id())?;
+        check_ctx(OP, "dx", stream, dx.data().ctx_id())?;
+        check_disjoint(
+            OP,
+            &[byte_span("dx", &dx.as_const())],
+            &[byte_span("y", y), byte_span("dy", dy)],
+        )?;
+        let op = Operands {
+            x: (y.data().ptr(), y.strides()),
+            g: (dy.data().ptr(), dy.strides()),
+            out: (dx.data().ptr(), dx.strides()),
+        };
+        // SAFETY: every view was bounds-checked at construction and has
+        // the plan's shape; dx overlaps neither input.
+        unsafe { self.launch(stream, Pass::Backward, op) }
+    }
+}
+
+/// Which kernels a launch runs.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Pass {
+    Forward,
+    Backward,
+}
+
+/// A launch's operands with their strides: `x` (the backward's `y`), `g`
+/// (the backward's `dy`, null forward) and `out`.
+struct Operands<'s, T, const N: usize> {
+    x: (DevPtr<T>, &'s [usize; N]),
+    g: (DevPtr<T>, &'s [usize; N]),
+    out: (DevPtrMut<T>, &'s [usize; N]),
+}
+
+/// `SoftmaxParams` of `softmax.cu`, field for field.
+#[repr(C)]
+struct SoftmaxParams<T> {
+    x: DevPtr<T>,
+    g: DevPtr<T>,
+    out: DevPtrMut<T>,
+    rows: u64,
+    n: u64,
+    cache_elems: u64,
+    rank: u32,
+    group: u32,
+    vec: u32,
+    cache_chunks: u32,
+    shape: [u64; MAX_RANK],
+    sx: [i64; MAX_RANK],
+    sg: [i64; MAX_RANK],
+    so: [i64; MAX_RANK],
+    ax: i64,
+    ag: i64,
+    ao: i64,
+}
+
+impl<T> Clone for SoftmaxParams<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SoftmaxParams<T> {}
+
+/// Rows below which the group kernel runs even when the dim is strided:
+/// one thread per row would leave most of the GPU idle (8192 threads are
+/// 62 per SM of an H200).
+const COLUMN_MIN_ROWS: usize = 8192;
+/// Threads per block of the column kernel (`__launch_bounds__(256)`).
+const COLUMN_THREADS: u32 = 256;
+/// Threads per block of the row kernel at least (several rows per block
+/// when a row takes fewer).
+const ROW_MIN_THREADS: usize = 256;
+
+/// How one launch runs: the kernel choice and its launch shape.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+struct Shape {
+    /// Row kernel: threads per row; 0 runs the column kernel.
+    group: usize,
+    threads: usize,
+    blocks: usize,
+    /// Leading 16-byte chunks of each row kept in shared memory.
+    cache_chunks: usize,
+    smem_bytes: usize,
+}
+
+/// The launch of `rows` rows of `n` elements of `elem_bytes` each: `vec`
+/// when the dim is contiguous in every operand, `arrays` arrays cached per
+/// row (1 forward: x; 2 backward: y and dy).
+///
+/// Example, bf16 [32768, 4096] forward: 8 elements per 16-byte vector,
+/// 4096 / 32 = 128 threads per row, 2 rows per 256-thread block, all 512
+/// chunks of both rows cached (16 KiB), 16384 blocks capped at
+/// 132 SMs * 8 * 8 = 8448. A 128256-element bf16 row keeps 225 KiB of its
+/// 250 KiB in shared memory and reads the last 10% twice.
+fn shape_of(
+    rows: usize,
+    n: usize,
+    elem_bytes: usize,
+    vec: bool,
+    arrays: usize,
+    sm_count: usize,
+    smem_limit_bytes: usize,
+) -> Shape {
+    if !vec && rows >= COLUMN_MIN_ROWS {
+        return Shape {
+            group: 0,
+            threads: COLUMN_THREADS as usize,
+            blocks: rows.div_ceil(COLUMN_THREADS as usize).min(sm_count * 64),
+            cache_chunks: 0,
+            smem_bytes: 0,
+        };
+    }
+    let per_vec = 16 / elem_bytes;
+    let group = n.div_ceil(4 * per_vec).next_power_of_two().clamp(32, 1024);
+    let threads = group.max(ROW_MIN_THREADS);
+    let rows_per_block = threads / group;
+    let chunk_bytes = rows_per_block * 16 * arrays;
+    let cache_chunks = n.div_ceil(per_vec).min(smem_limit_bytes / chunk_bytes);
+    let blocks_per_sm = (2048 / threads).max(1) * 8;
+    Shape {
+        group,
+        threads,
+        blocks: rows.div_ceil(rows_per_block).min(sm_count * blocks_per_sm),
+        cache_chunks,
+        smem_bytes: cache_chunks * chunk_bytes,
+    }
+}
+
+/// `v` padded with zeros to [`MAX_RANK`] entries.
+fn padded<E: Copy + Default>(v: impl Iterator<Item = E>) -> [E; MAX_RANK] {
+    let mut a = [E::default(); MAX_RANK];
+    for (s, e) in a.iter_mut().zip(v) {
+        *s = e;
+    }
+    a
+}
+
+impl<T: Element, const N: usize> SoftmaxPlan<T, N> {
+    /// Enqueue one pass over every row.
+    ///
+    /// # Safety
+    /// Every non-null operand must hold every element its strides reach
+    /// over the plan's shape, and `out` must overlap no input.
+    unsafe fn launch(&self, stream: &Stream, pass: Pass, op: Operands<'_, T, N>) -> Result<()> {
+        let dim = self.desc.dim;
+        let n = self.desc.shape[dim];
+        let outer: Vec<usize> = (0..N).filter(|&d| d != dim).collect();
+        let rows: usize = outer.iter().map(|&d| self.desc.shape[d]).product();
+        if n == 0 || rows == 0 {
+            return Ok(());
+        }
+        let bw = pass == Pass::Backward;
+        let vec = op.x.1[dim] == 1 && op.out.1[dim] == 1 && (!bw || op.g.1[dim] == 1);
+        let shape = shape_of(
+            rows,
+            n,
+            core::mem::size_of::<T>(),
+            vec,
+            if bw { 2 } else { 1 },
+            self.sm_count.max(1) as usize,
+            self.smem_limit_bytes,
+        );
+        let strides = |s: &[usize; N]| padded(outer.iter().map(|&d| s[d] as i64));
+        let p = SoftmaxParams {
+            x: op.x.0,
+            g: op.g.0,
+            out: op.out.0,
+            rows: rows as u64,
+            n: n as u64,
+            cache_elems: (shape.cache_chunks * (16 / core::mem::size_of::<T>())) as u64,
+            rank: outer.len() as u32,
+            group: shape.group as u32,
+            vec: vec as u32,
+            cache_chunks: shape.cache_chunks as u32,
+            shape: padded(outer.iter().map(|&d| self.desc.shape[d] as u64)),
+            sx: strides(op.x.1),
+            sg: strides(op.g.1),
+            so: strides(op.out.1),
+            ax: op.x.1[dim] as i64,
+            ag: op.g.1[dim] as i64,
+            ao: op.out.1[dim] as i64,
+        };
+        let f = match (bw, shape.group) {
+            (false, 0) => &self.fw_col,
+            (false, _) => &self.fw_row,
+            (true, 0) => &self.bw_col,
+            (true, _) => &self.bw_row,
+        };
+        let cfg = LaunchConfig {
+            grid: (shape.blocks.clamp(1, i32::MAX as usize) as u32, 1, 1),
+            block: (shape.threads as u32, 1, 1),
+            smem_bytes: shape.smem_bytes as u32,
+        };
+        let mut args = LaunchArgs::new();
+        args.push(p)?;
+        // SAFETY: forwarded from the caller's contract; the kernels reach
+        // exactly the offsets the shape and strides give, and the dynamic
+        // shared memory is within what `select` allowed.
+        unsafe { f.launch(stream, cfg, &mut args) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_layout_matches_cuda() {
+        // 3 pointers, 3 u64, 4 u32, 4 arrays of 8, 3 i64
+        assert_eq!(
+            core::mem::size_of::<SoftmaxParams<f32>>(),
+            24 + 24 + 16 + 4 * 64 + 24
+        );
+    }
+
+    #[test]
+    fn launch_shapes_follow_the_extent() {
+        let limit = 227 * 1024 - 2048;
+        // bf16 [32768, 4096]: 128 threads a row, two rows a block, cached
+        let s = shape_of(32768, 4096, 2, true, 1, 132, limit);
+        assert_eq!((s.group, s.threads, s.cache_chunks), (128, 256, 512));
+        assert_eq!((s.smem_bytes, s.blocks), (2 * 4096 * 2, 132 * 8 * 8));
+        // short rows: a warp a row, eight rows a block, the tail chunk too
+        let s = shape_of(1000, 7, 4, true, 1, 132, limit);
+        assert_eq!((s.group, s.threads, s.cache_chunks), (32, 256, 2));
+        // the vocabulary row: 1024 threads, 225 KiB of 250 KiB cached
+        let s = shape_of(4096, 128256, 2, true, 1, 132, limit);
+        assert_eq!((s.group, s.cache_chunks), (1024, limit / 16));
+        assert!(s.smem_bytes <= limit && s.cache_chunks < 128256 / 8);
+        // f32 [4096, 32768]: forward all cached, backward most
+        assert_eq!(shape_of(4096, 32768, 4, true, 1, 132, limit).cache_chunks, 8192);
+        let bw = shape_of(4096, 32768, 4, true, 2, 132, limit);
+        assert_eq!((bw.cache_chunks, bw.smem_bytes), (limit / 32, limit / 32 * 32));
+        // a strided dim over many rows: one thread per row
+        let s = shape_of(100_000, 64, 4, false, 1, 132, limit);
+        assert_eq!((s.group, s.threads, s.smem_bytes), (0, 256, 0));
+        // a strided dim over few rows: still the row kernel
+        assert_eq!(shape_of(300, 70, 4, false, 1, 132, limit).group, 32);
+    }
+}

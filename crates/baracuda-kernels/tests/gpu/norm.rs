@@ -1,0 +1,690 @@
+//! GPU tests of the norm family: the `layer_norm` and `rms_norm` rows of
+//! the op table, against `reference::norm`.
+//!
+//! Samples: hidden sizes 1, small odd tails, 4096 (the register kernel) and
+//! 40000 (the element-wise kernel), a single row, no rows, two normalized
+//! dims, rows with a gap between them (aligned: register kernel; odd:
+//! element-wise kernel), a misaligned x, weight and bias absent, NaN and
+//! infinities (forward), and a realistic [256, 8192]. Each sample checks
+//! y, the saved mean and rstd, dx, dweight and dbias (those the sample
+//! has), and that nothing outside the views (guards, row gaps) was written.
+
+use baracuda_kernels::reference::norm::Norm;
+use baracuda_kernels::*;
+
+use crate::harness::*;
+use crate::reduce::view_result;
+use crate::table::{BadInputs, OpCase, Tensors};
+
+/// How a sample lays out its row-shaped operands (x, y, dy, dx).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Layout {
+    /// Row-major.
+    Contiguous,
+    /// Each row followed by `pad` unused elements.
+    Gapped(usize),
+    /// x starts one element into its buffer.
+    Misaligned,
+}
+
+/// One normalization problem of a row.
+#[derive(Clone, Debug)]
+pub struct NormSample {
+    layer: bool,
+    shape: Vec<usize>,
+    k: usize,
+    weight: bool,
+    bias: bool,
+    layout: Layout,
+    special: bool,
+    eps: f64,
+}
+
+impl NormSample {
+    fn rows(&self) -> usize {
+        self.shape[..self.shape.len() - self.k].iter().product()
+    }
+    fn h(&self) -> usize {
+        self.shape[self.shape.len() - self.k..].iter().product()
+    }
+    fn reference(&self) -> Norm {
+        Norm {
+            layer: self.layer,
+            rows: self.rows(),
+            h: self.h(),
+            eps: self.eps,
+        }
+    }
+    fn descriptor<const N: usize>(&self, kind: ElementKind) -> NormDescriptor<N> {
+        let shape = arr::<N>(&self.shape);
+        let d = if self.layer {
+            NormDescriptor::layer_norm(kind, shape, self.k)
+        } else {
+            NormDescriptor::rms_norm(kind, shape, self.k)
+        };
+        d.with_eps(self.eps)
+            .with_weight(self.weight)
+            .with_bias(self.bias)
+    }
+    /// Strides and buffer length of a row-shaped operand.
+    fn row_layout(&self, gapped: bool) -> (Vec<usize>, usize) {
+        let mut st = contiguous(&self.shape);
+        let (rows, h) = (self.rows(), self.h());
+        match self.layout {
+            Layout::Gapped(pad) if gapped => {
+                let outer = self.shape.len() - self.k;
+                let mut s = h + pad;
+                for d in (0..outer).rev() {
+                    st[d] = s;
+                    s *= self.shape[d];
+                }
+                (st, rows * (h + pad))
+            }
+            _ => (st, rows * h),
+        }
+    }
+}
+
+const EPS: f64 = 1e-5;
+
+fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
+    std::array::from_fn(|i| v.get(i).copied().unwrap_or(1))
+}
+
+/// The row of LayerNorm (`LAYER`) or RMSNorm.
+pub const fn row<const LAYER: bool>(name: &'static str) -> OpCase<NormSample> {
+    OpCase {
+        name,
+        dtypes: FLOATS,
+        backward: true,
+        samples: |_| samples(LAYER),
+        inputs,
+        run,
+        reference,
+        tolerance,
+        bad_inputs: || bad_inputs(LAYER),
+        unsupported: |kind| unsupported(LAYER, kind),
+    }
+}
+
+/// The family's rows of the op table.
+pub(crate) static ROWS: &[&dyn crate::table::Row] =
+    &[&row::<true>("layer_norm"), &row::<false>("rms_norm")];
+
+crate::table_tests!(ROWS; layer_norm, rms_norm);
+
+// ---------------------------------------------------------------------------
+// Samples
+// ---------------------------------------------------------------------------
+
+fn samples(layer: bool) -> Vec<NormSample> {
+    use Layout::*;
+    let s = |shape: &[usize], k: usize, layout| NormSample {
+        layer,
+        shape: shape.to_vec(),
+        k,
+        weight: true,
+        bias: layer,
+        layout,
+        special: false,
+        eps: EPS,
+    };
+    let bare = |mut x: NormSample| {
+        x.weight = false;
+        x.bias = false;
+        x
+    };
+    let special = |mut x: NormSample| {
+        x.special = true;
+        x
+    };
+    // Rows of one element: RMSNorm's dx = rstd dy (1 - xhat^2) cancels to
+    // eps / x^2 (ill-conditioned for a small eps), so a large eps there.
+    let mut one = s(&[5, 1], 1, Contiguous);
+    one.eps = 0.5;
+    let mut v = vec![
+        one,
+        s(&[7, 13], 1, Contiguous),
+        s(&[3, 37], 1, Misaligned),
+        bare(s(&[9, 100], 1, Contiguous)),
+        s(&[4096], 1, Contiguous),
+        s(&[16, 4096], 1, Contiguous),
+        bare(s(&[16, 4096], 1, Contiguous)),
+        s(&[0, 64], 1, Contiguous),
+        s(&[3, 5, 40], 2, Contiguous),
+        s(&[2, 3, 8, 16], 2, Gapped(16)),
+        s(&[6, 256], 1, Gapped(128)),
+        s(&[6, 250], 1, Gapped(3)),
+        s(&[4, 40000], 1, Contiguous),
+        special(s(&[6, 64], 1, Contiguous)),
+        special(s(&[6, 61], 1, Contiguous)),
+        s(&[256, 8192], 1, Contiguous),
+    ];
+    if layer {
+        // LayerNorm with a weight but no bias
+        let mut x = s(&[10, 96], 1, Contiguous);
+        x.bias = false;
+        v.push(x);
+    }
+    v
+}
+
+/// x (logical, row-major; LayerNorm's rows off-centre), weight, bias, dy.
+fn inputs(s: &NormSample, rng: &mut Rng) -> Tensors {
+    let (rows, h) = (s.rows(), s.h());
+    let mut x = rng.vec(rows * h, -2.0, 2.0);
+    if s.layer {
+        x.iter_mut().for_each(|v| *v += 1.5);
+    }
+    if s.special && rows >= 3 {
+        x[1] = f64::NAN;
+        x[h + 2] = f64::INFINITY;
+        x[2 * h] = f64::NEG_INFINITY;
+    }
+    let mut t = Tensors::default();
+    t.push("x", x);
+    if s.weight {
+        t.push("weight", rng.vec(h, 0.5, 1.5));
+    }
+    if s.bias {
+        t.push("bias", rng.vec(h, -1.0, 1.0));
+    }
+    t.push("dy", rng.vec(rows * h, -1.0, 1.0));
+    t
+}
+
+/// NaN as f64::MAX, so that compare() accepts a NaN where one is due.
+fn nan_marked(v: Vec<f64>) -> Vec<f64> {
+    v.into_iter()
+        .map(|x| if x.is_nan() { f64::MAX } else { x })
+        .collect()
+}
+
+fn reference(_: ElementKind, s: &NormSample, inputs: &Tensors, got: &Tensors) -> Tensors {
+    let r = s.reference();
+    let x = inputs.get("x");
+    let (w, b) = (inputs.find("weight"), inputs.find("bias"));
+    let out = r.forward(x, w, b);
+    let mut t = Tensors::default();
+    t.push("y", nan_marked(out.y));
+    if s.layer {
+        t.push("mean", nan_marked(out.mean));
+    }
+    t.push("rstd", nan_marked(out.rstd));
+    if got.find("dx").is_some() {
+        let g = r.backward(x, w, inputs.get("dy"));
+        t.push("dx", g.dx);
+        if s.weight {
+            t.push("dweight", g.dweight);
+        }
+        if s.bias {
+            t.push("dbias", g.dbias);
+        }
+    }
+    t
+}
+
+fn tolerance(kind: ElementKind, s: &NormSample, name: &str, want: &[f64]) -> Tolerance {
+    let (u_t, u_acc) = (kind.unit_roundoff(), acc_roundoff(kind));
+    let depth = (s.h() as f64 + 2.0).log2();
+    let finite: Vec<f64> = want
+        .iter()
+        .copied()
+        .filter(|v| v.is_finite() && *v != f64::MAX)
+        .collect();
+    match name {
+        // statistics in the accumulator type, never rounded to T
+        "mean" | "rstd" => Tolerance::of_max(64.0 * u_acc * depth, 64.0 * u_acc * depth, &finite),
+        // column sums over the rows
+        "dweight" | "dbias" => {
+            let rows = s.rows() as f64;
+            let fold = 64.0 * u_acc * (rows + 2.0).log2() * (rows + 1.0).sqrt() * depth;
+            Tolerance::of_max(2.0 * u_t + fold, fold, &finite)
+        }
+        // y and dx: one rounding to T, and the statistics' error, which
+        // follows the row's largest terms
+        _ => {
+            let fold = 64.0 * u_acc * depth;
+            Tolerance::of_max(2.0 * u_t + fold, 2.0 * u_t + fold, &finite)
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Device runs
+// ---------------------------------------------------------------------------
+
+fn run(
+    kind: ElementKind,
+    s: &NormSample,
+    inputs: &Tensors,
+    backward: bool,
+) -> Result<Tensors, String> {
+    crate::with_float!(kind, T => match (s.shape.len(), s.k) {
+        (1, 1) => if s.layer { run_ranked::<T, LayerNorm, 1, 1>(s, inputs, backward) }
+                  else { run_ranked::<T, RmsNorm, 1, 1>(s, inputs, backward) },
+        (2, 1) => if s.layer { run_ranked::<T, LayerNorm, 2, 1>(s, inputs, backward) }
+                  else { run_ranked::<T, RmsNorm, 2, 1>(s, inputs, backward) },
+        (3, 2) => if s.layer { run_ranked::<T, LayerNorm, 3, 2>(s, inputs, backward) }
+                  else { run_ranked::<T, RmsNorm, 3, 2>(s, inputs, backward) },
+        (4, 2) => if s.layer { run_ranked::<T, LayerNorm, 4, 2>(s, inputs, backward) }
+                  else { run_ranked::<T, RmsNorm, 4, 2>(s, inputs, backward) },
+        other => Err(format!("no test instance for ranks {other:?}")),
+    })
+}
+
+/// Saved statistics as f64: the accumulator type's values from their
+/// bytes (read back as u8 values).
+fn stats_values(kind: ElementKind, bytes: &[f64]) -> Vec<f64> {
+    let b: Vec<u8> = bytes.iter().map(|&v| v as u8).collect();
+    if kind == ElementKind::F64 {
+        b.chunks_exact(8)
+            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
+            .collect()
+    } else {
+        b.chunks_exact(4)
+            .map(|c| f64::from(f32::from_le_bytes(c.try_into().expect("4 bytes"))))
+            .collect()
+    }
+}
+
+/// A dense view of a parameter, when the sample has it.
+fn param_view<T: Element, const K: usize>(
+    b: &Option<DeviceBuffer<T>>,
+    shape: [usize; K],
+) -> Result<Option<TensorRef<'_, T, K>>, String> {
+    b.as_ref()
+        .map(|b| TensorRef::contiguous(b.as_slice(), shape).map_err(|e| e.to_string()))
+        .transpose()
+}
+
+/// A dense view of a parameter's gradient, when asked.
+fn grad_view<T: Element, const K: usize>(
+    b: &mut Guarded<T>,
+    on: bool,
+    shape: [usize; K],
+) -> Result<Option<TensorMut<'_, T, K>>, String> {
+    on.then(|| TensorMut::contiguous(b.slice_mut(), shape).map_err(|e| e.to_string()))
+        .transpose()
+}
+
+fn run_ranked<T: Element, Kind: NormKind, const N: usize, const K: usize>(
+    s: &NormSample,
+    inputs: &Tensors,
+    backward: bool,
+) -> Result<Tensors, String> {
+    let g = gpu();
+    let what = format!("{} {} {:?} {:?}", Kind::NAME, T::KIND, s.shape, s.layout);
+    let e = |e: Error| format!("{what}: {e}");
+    let plan = select::<NormPlan<T, Kind, N, K>>(&s.descriptor::<N>(T::KIND), &Default::default())?;
+    let norm_shape: [usize; K] = std::array::from_fn(|i| s.shape[N - K + i]);
+    let (xs, x_len) = s.row_layout(true);
+    let x_off = usize::from(s.layout == Layout::Misaligned);
+    let mut host = vec![0.0; x_off];
+    host.extend(scatter(inputs.get("x"), &s.shape, &xs, x_len));
+    let (xbuf, _) = upload::<T>(&host);
+    let x_slice = xbuf
+        .as_slice()
+        .slice(x_off..xbuf.len())
+        .expect("offset in buffer");
+    let x =
+        TensorRef::new(x_slice, arr::<N>(&s.shape), arr::<N>(&xs)).map_err(|e| e.to_string())?;
+    let param = |name: &str| inputs.find(name).map(upload::<T>).map(|(b, _)| b);
+    let (wbuf, bbuf) = (param("weight"), param("bias"));
+    let (weight, bias) = (
+        param_view(&wbuf, norm_shape)?,
+        param_view(&bbuf, norm_shape)?,
+    );
+    let (ys, y_len) = s.row_layout(true);
+    let mut y = Guarded::<T>::new(y_len);
+    let mut stats = Guarded::<u8>::new(plan.stats_bytes());
+    plan.run(
+        &g.stream,
+        Workspace::None,
+        NormArgs {
+            x,
+            weight,
+            bias,
+            y: TensorMut::new(y.slice_mut(), arr::<N>(&s.shape), arr::<N>(&ys))
+                .map_err(|e| e.to_string())?,
+            stats: Some(stats.slice_mut()),
+        },
+    )
+    .map_err(e)?;
+    let mut t = Tensors::default();
+    t.push("y", nan_marked(view_result(&what, &y, &s.shape, &ys)?));
+    let st = stats_values(T::KIND, &stats.result(&format!("{what} stats"))?);
+    let rows = s.rows();
+    if Kind::SAVES_MEAN {
+        t.push("mean", nan_marked(st[..rows].to_vec()));
+        t.push("rstd", nan_marked(st[rows..].to_vec()));
+    } else {
+        t.push("rstd", nan_marked(st));
+    }
+    if !backward || s.special {
+        return Ok(t);
+    }
+    let (dys, dy_len) = s.row_layout(true);
+    let (dybuf, _) = upload::<T>(&scatter(inputs.get("dy"), &s.shape, &dys, dy_len));
+    let dy = TensorRef::new(dybuf.as_slice(), arr::<N>(&s.shape), arr::<N>(&dys))
+        .map_err(|e| e.to_string())?;
+    let (dxs, dx_len) = s.row_layout(true);
+    let mut dx = Guarded::<T>::new(dx_len);
+    let h = s.h();
+    let mut dw = Guarded::<T>::new(h);
+    let mut db = Guarded::<T>::new(h);
+    let wants = plan.grads();
+    let mut ws = workspace(plan.bw_workspace_size(wants));
+    plan.run_bw(
+        &g.stream,
+        Workspace::Borrowed(ws.as_slice_mut()),
+        NormBwArgs {
+            x,
+            weight,
+            stats: stats.slice(),
+            dy,
+            dx: Some(
+                TensorMut::new(dx.slice_mut(), arr::<N>(&s.shape), arr::<N>(&dxs))
+                    .map_err(|e| e.to_string())?,
+            ),
+            dweight: grad_view(&mut dw, s.weight, norm_shape)?,
+            dbias: grad_view(&mut db, s.bias, norm_shape)?,
+        },
+    )
+    .map_err(|e| format!("{what} backward: {e}"))?;
+    t.push(
+        "dx",
+        view_result(&format!("{what} dx"), &dx, &s.shape, &dxs)?,
+    );
+    for (name, buf, on) in [("dweight", &dw, s.weight), ("dbias", &db, s.bias)] {
+        if on {
+            t.push(name, buf.result(&format!("{what} {name}"))?);
+        } else {
+            buf.untouched(&format!("{what} {name} (not asked)"))?;
+        }
+    }
+    Ok(t)
+}
+
+// ---------------------------------------------------------------------------
+// Bad inputs and other dtypes
+// ---------------------------------------------------------------------------
+
+fn bad_inputs(layer: bool) -> Result<usize, String> {
+    if layer {
+        bad_inputs_of::<LayerNorm>()
+    } else {
+        bad_inputs_of::<RmsNorm>()
+    }
+}
+
+/// Every select and run check, each returning its error and writing
+/// nothing.
+fn bad_inputs_of<Kind: NormKind>() -> Result<usize, String> {
+    let g = gpu();
+    let mut b = BadInputs::default();
+    let pref = PlanPreference::default();
+    let layer = Kind::SAVES_MEAN;
+    let desc = if layer {
+        NormDescriptor::layer_norm(ElementKind::F32, [4, 96], 1)
+    } else {
+        NormDescriptor::rms_norm(ElementKind::F32, [4, 96], 1)
+    };
+    let sel = |d: &NormDescriptor<2>, p: &PlanPreference| {
+        NormPlan::<f32, Kind, 2, 1>::select(&g.stream, d, p)
+    };
+    let f64_desc = NormDescriptor {
+        element: ElementKind::F64,
+        ..desc
+    };
+    b.expect(
+        "f64 descriptor, f32 plan",
+        sel(&f64_desc, &pref),
+        dtype_mismatch,
+        &[],
+    )?;
+    let two = NormDescriptor {
+        normalized_dims: 2,
+        ..desc
+    };
+    b.expect(
+        "normalized_dims 2, K 1",
+        sel(&two, &pref),
+        invalid_descriptor("normalized_dims"),
+        &[],
+    )?;
+    b.expect(
+        "eps NaN",
+        sel(&desc.with_eps(f64::NAN), &pref),
+        invalid_descriptor("eps"),
+        &[],
+    )?;
+    b.expect(
+        "eps -1",
+        sel(&desc.with_eps(-1.0), &pref),
+        invalid_descriptor("eps"),
+        &[],
+    )?;
+    let empty = NormDescriptor {
+        shape: [4, 0],
+        ..desc
+    };
+    b.expect(
+        "no normalized elements",
+        sel(&empty, &pref),
+        invalid_descriptor("shape"),
+        &[],
+    )?;
+    if !layer {
+        b.expect(
+            "RMSNorm with a bias",
+            sel(&desc.with_bias(true), &pref),
+            invalid_descriptor("bias"),
+            &[],
+        )?;
+    }
+    let cudnn = pref.with_backend(BackendKind::Cudnn);
+    b.expect(
+        "backend cuDNN",
+        sel(&desc, &cudnn),
+        preference_rejected("backend"),
+        &[],
+    )?;
+
+    let plan = sel(&desc, &pref).map_err(|e| e.to_string())?;
+    let mut rng = Rng::new(0x0A0B);
+    let (xb, _) = upload::<f32>(&rng.vec(4 * 96, -1.0, 1.0));
+    let (wb, _) = upload::<f32>(&rng.vec(96, 0.5, 1.5));
+    let x = TensorRef::contiguous(xb.as_slice(), [4, 96]).map_err(|e| e.to_string())?;
+    let w = TensorRef::contiguous(wb.as_slice(), [96]).map_err(|e| e.to_string())?;
+    let bias = || layer.then_some(w);
+    let mut y = Guarded::<f32>::new(4 * 96);
+    let mut st = Guarded::<u8>::new(plan.stats_bytes());
+    let fw = |x: TensorRef<'_, f32, 2>,
+              weight,
+              y: &mut Guarded<f32>,
+              stats: Option<DeviceSliceMut<'_, u8>>| {
+        let y = TensorMut::contiguous(y.slice_mut(), [4, 96]).expect("y view");
+        plan.run(
+            &g.stream,
+            Workspace::None,
+            NormArgs {
+                x,
+                weight,
+                bias: bias(),
+                y,
+                stats,
+            },
+        )
+    };
+    let x3 = TensorRef::contiguous(xb.as_slice(), [3, 96]).map_err(|e| e.to_string())?;
+    let xv = TensorRef::new(xb.as_slice(), [4, 96], [1, 4]).map_err(|e| e.to_string())?;
+    let r = plan.run(
+        &g.stream,
+        Workspace::None,
+        NormArgs {
+            x: x3,
+            weight: Some(w),
+            bias: bias(),
+            y: TensorMut::contiguous(y.slice_mut(), [4, 96]).expect("y view"),
+            stats: None,
+        },
+    );
+    b.expect("x [3, 96]", r, shape_mismatch("x"), &[&y])?;
+    let r = fw(xv, Some(w), &mut y, None);
+    b.expect(
+        "x with strided normalized dim",
+        r,
+        invalid_argument("x"),
+        &[&y],
+    )?;
+    let r = fw(x, None, &mut y, None);
+    b.expect("weight missing", r, invalid_argument("weight"), &[&y])?;
+    let mut short = Guarded::<u8>::new(8);
+    let r = fw(x, Some(w), &mut y, Some(short.slice_mut()));
+    b.expect(
+        "statistics of 8 bytes",
+        r,
+        invalid_argument("stats"),
+        &[&y, &short],
+    )?;
+    // y inside x's memory
+    let shared = Guarded::<f32>::new(4 * 96 + 8);
+    let xs = TensorRef::contiguous(
+        shared.slice().slice(0..4 * 96).expect("x in buffer"),
+        [4, 96],
+    )
+    .map_err(|e| e.to_string())?;
+    let sp = shared.slice();
+    // SAFETY: a bad-input test: the run must reject the aliasing view
+    // before anything is enqueued, so nothing reads or writes through it.
+    let alias =
+        unsafe { DeviceSliceMut::<f32>::from_raw_parts(sp.addr() + 32, 4 * 96, sp.ctx_id()) };
+    let r = plan.run(
+        &g.stream,
+        Workspace::None,
+        NormArgs {
+            x: xs,
+            weight: Some(w),
+            bias: bias(),
+            y: TensorMut::contiguous(alias, [4, 96]).expect("alias view"),
+            stats: None,
+        },
+    );
+    b.expect("y overlapping x", r, invalid_argument("y"), &[&shared])?;
+    if layer {
+        let nobias = sel(&desc.with_bias(false), &pref).map_err(|e| e.to_string())?;
+        let r = nobias.run(
+            &g.stream,
+            Workspace::None,
+            NormArgs {
+                x,
+                weight: Some(w),
+                bias: Some(w),
+                y: TensorMut::contiguous(y.slice_mut(), [4, 96]).expect("y view"),
+                stats: None,
+            },
+        );
+        b.expect(
+            "bias without one in the descriptor",
+            r,
+            invalid_argument("bias"),
+            &[&y],
+        )?;
+    }
+
+    // Backward: statistics from a good forward first.
+    fw(x, Some(w), &mut y, Some(st.slice_mut())).map_err(|e| e.to_string())?;
+    let (dyb, _) = upload::<f32>(&rng.vec(4 * 96, -1.0, 1.0));
+    let dy = TensorRef::contiguous(dyb.as_slice(), [4, 96]).map_err(|e| e.to_string())?;
+    let mut dx = Guarded::<f32>::new(4 * 96);
+    let mut dw = Guarded::<f32>::new(96);
+    let mut ws = workspace(plan.bw_workspace_size(plan.grads()));
+    let bw = |plan: &NormPlan<f32, Kind, 2>,
+              ws: Option<&mut DeviceBuffer<u8>>,
+              weight,
+              stats,
+              dx: Option<TensorMut<'_, f32, 2>>,
+              dweight: Option<TensorMut<'_, f32, 1>>| {
+        let ws = ws.map_or(Workspace::None, |w| Workspace::Borrowed(w.as_slice_mut()));
+        let args = NormBwArgs {
+            x,
+            weight,
+            stats,
+            dy,
+            dx,
+            dweight,
+            dbias: None,
+        };
+        plan.run_bw(&g.stream, ws, args)
+    };
+    let mut dx5 = Guarded::<f32>::new(5 * 96);
+    let r = bw(
+        &plan,
+        Some(&mut ws),
+        Some(w),
+        st.slice(),
+        rows_view(&mut dx5, 5),
+        None,
+    );
+    b.expect("dx [5, 96]", r, shape_mismatch("dx"), &[&dx5])?;
+    let dwv = Some(TensorMut::contiguous(dw.slice_mut(), [96]).expect("dw view"));
+    let r = bw(&plan, None, Some(w), st.slice(), rows_view(&mut dx, 4), dwv);
+    b.expect(
+        "dweight without a workspace",
+        r,
+        workspace_too_small,
+        &[&dx, &dw],
+    )?;
+    let r = bw(
+        &plan,
+        Some(&mut ws),
+        Some(w),
+        short.slice(),
+        rows_view(&mut dx, 4),
+        None,
+    );
+    b.expect(
+        "statistics of 8 bytes",
+        r,
+        invalid_argument("stats"),
+        &[&dx],
+    )?;
+    let bare = sel(&desc.with_weight(false).with_bias(false), &pref).map_err(|e| e.to_string())?;
+    let dwv = Some(TensorMut::contiguous(dw.slice_mut(), [96]).expect("dw view"));
+    let r = bw(&bare, Some(&mut ws), None, st.slice(), None, dwv);
+    b.expect(
+        "dweight without a weight",
+        r,
+        invalid_argument("dw"),
+        &[&dw],
+    )?;
+    // dx written over dy
+    let dys = dyb.as_slice();
+    // SAFETY: a bad-input test: the run must reject the aliasing view
+    // before anything is enqueued.
+    let dxa = unsafe { DeviceSliceMut::<f32>::from_raw_parts(dys.addr(), 4 * 96, dys.ctx_id()) };
+    let dxa = Some(TensorMut::contiguous(dxa, [4, 96]).expect("dx view"));
+    let r = bw(&plan, Some(&mut ws), Some(w), st.slice(), dxa, None);
+    b.expect("dx over dy", r, invalid_argument("dx"), &[])?;
+    b.done()
+}
+
+/// `b` as `rows` rows of 96.
+fn rows_view(b: &mut Guarded<f32>, rows: usize) -> Option<TensorMut<'_, f32, 2>> {
+    Some(TensorMut::contiguous(b.slice_mut(), [rows, 96]).expect("rows view"))
+}
+
+/// Selecting on `kind`, which the rows do not claim, is `Unsupported`.
+fn unsupported(layer: bool, kind: ElementKind) -> Result<(), String> {
+    crate::with_element!(kind, T => {
+        let what = format!("norm on {kind}");
+        if layer {
+            let desc = NormDescriptor::layer_norm(kind, [8, 3], 1);
+            expect_unsupported::<LayerNormPlan<T, 2>>(&what, &desc)
+        } else {
+            let desc = NormDescriptor::rms_norm(kind, [8, 3], 1);
+            expect_unsupported::<RmsNormPlan<T, 2>>(&what, &desc)
+        }
+    })
+}

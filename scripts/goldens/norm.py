@@ -1,0 +1,55 @@
+"""Goldens of the norm family: f64 inputs, PyTorch's outputs, saved
+statistics and autograd gradients of F.layer_norm (weight and bias, weight
+only, none; normalized_shape of one and of two dims) and F.rms_norm
+(weight, none) over a [3, 4, 5] tensor, and layer_norm over rows of one
+element. Checked by crates/baracuda-kernels/tests/golden_norm.rs."""
+
+SHAPE = (3, 4, 5)
+EPS = 1e-5
+# name -> (layer, normalized dims, weight, bias)
+CASES = {
+    "layer.1.wb": (True, 1, True, True),
+    "layer.1.w": (True, 1, True, False),
+    "layer.1.none": (True, 1, False, False),
+    "layer.2.wb": (True, 2, True, True),
+    "rms.1.w": (False, 1, True, False),
+    "rms.1.none": (False, 1, False, False),
+    "rms.2.w": (False, 2, True, False),
+}
+
+
+def make(torch):
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(2028)
+    r = lambda *s: torch.rand(*s, generator=g, dtype=torch.float64)
+    out = {}
+    cases = dict(CASES)
+    cases["layer.h1.wb"] = (True, 1, True, True)
+    for name, (layer, k, has_w, has_b) in cases.items():
+        shape = (6, 1) if name == "layer.h1.wb" else SHAPE
+        norm_shape = shape[len(shape) - k:]
+        x = (r(*shape) * 4 - 2 + (1.5 if layer else 0.0)).requires_grad_()
+        w = (r(*norm_shape) + 0.5).requires_grad_() if has_w else None
+        b = (r(*norm_shape) * 2 - 1).requires_grad_() if has_b else None
+        dims = tuple(range(len(shape) - k, len(shape)))
+        if layer:
+            y = F.layer_norm(x, norm_shape, w, b, EPS)
+            mean = x.detach().mean(dims)
+            var = x.detach().var(dims, correction=0)
+        else:
+            y = F.rms_norm(x, norm_shape, w, EPS)
+            mean = torch.zeros_like(x.detach().mean(dims))
+            var = (x.detach() ** 2).mean(dims)
+        dy = r(*shape) * 2 - 1
+        inputs = [x] + [t for t in (w, b) if t is not None]
+        grads = torch.autograd.grad(y, inputs, dy)
+        out.update({f"{name}.x": x, f"{name}.dy": dy, f"{name}.y": y, f"{name}.dx": grads[0],
+                    f"{name}.mean": mean, f"{name}.rstd": 1.0 / torch.sqrt(var + EPS)})
+        rest = list(grads[1:])
+        if has_w:
+            out[f"{name}.weight"] = w
+            out[f"{name}.dweight"] = rest.pop(0)
+        if has_b:
+            out[f"{name}.bias"] = b
+            out[f"{name}.dbias"] = rest.pop(0)
+    return out
