@@ -56,7 +56,12 @@ fn scans_and_gradients_match_pytorch() {
 fn special_lines_match_pytorch() {
     let data = bytes("scan");
     let t = SafeTensors::deserialize(&data).expect("safetensors");
-    for op in [ScanOp::CumMax, ScanOp::CumMin, ScanOp::CumProd, ScanOp::LogCumSumExp] {
+    for op in [
+        ScanOp::CumMax,
+        ScanOp::CumMin,
+        ScanOp::CumProd,
+        ScanOp::LogCumSumExp,
+    ] {
         let key = format!("special.{}", op.name());
         let rows = t.tensor(&format!("{key}.x")).expect("special x").shape()[0];
         let s = Scan {
