@@ -1,4 +1,4 @@
-//! f64 oracles of the scans ([`ScanOp`]) along one dim of a row-major
+//! f64 oracles of the scans ([`ScanOp`](crate::ScanOp)) along one dim of a row-major
 //! tensor, and their gradients, as PyTorch defines them.
 
 use crate::ScanOp;
