@@ -11,11 +11,9 @@
 //     dw[j] = sum_rows dy xhat, db[j] = sum_rows dy.
 //
 // Work split:
-//   norm_fw_v<V>, norm_bw_v<V>  the row in registers, a block per row
-//            at a time, each thread V 16-byte vectors (x read once; the
-//            two-pass statistics are exact in registers). The forward's
-//            blocks stay resident over many rows, keeping the weight and
-//            bias in registers. Taken when h is a multiple
+//   norm_fw_v<V>, norm_bw_v<V>  the row in registers: one block per row,
+//            each thread V 16-byte vectors (x read once; the two-pass
+//            statistics are exact in registers). Taken when h is a multiple
 //            of VEC, every row start is 16-byte aligned and h / VEC <=
 //            512 * 8.
 //   norm_fw_loop, norm_bw_loop  any h and alignment: one block per row,
@@ -128,38 +126,13 @@ __device__ __forceinline__ void load_row(const T* __restrict__ r, u64 h, ACC (&v
     }
 }
 
-// The weight and bias chunks of thread threadIdx.x (zeros past h; w and b
-// untouched when absent).
-template <int V>
-__device__ __forceinline__ void load_params(const NormParams& p, T (&w)[V][VEC], T (&b)[V][VEC]) {
-#pragma unroll
-    for (int j = 0; j < V; ++j) {
-        const u64 c = threadIdx.x + (u64)j * blockDim.x;
-        if (c * VEC >= p.h) continue;
-        if (p.w) load_vec(p.w, c, w[j]);
-        if (p.b) load_vec(p.b, c, b[j]);
-    }
-}
-
-// Blocks stay resident over rows blockIdx.x, + gridDim.x, ... (the host
-// launches what fits at once). Up to 4 vectors a thread the weight and bias
-// are loaded once per block and kept in registers; past that once per row.
-// Each row's sums take one barrier each (group_allreduce, two arrays used
-// in turn).
 template <int V>
 __device__ __forceinline__ void fw_regs(const NormParams& p) {
-    constexpr bool KEEP = V <= 4;
-    __shared__ ACC red[2][32];
-    const auto add = [](ACC l, ACC r) { return l + r; };
-    int phase = 0;
     const u64 h = p.h;
     const ACC inv_h = ACC(1) / ACC(h);
-    T w[V][VEC], b[V][VEC];
-    if (KEEP) load_params<V>(p, w, b);
     for (u64 row = blockIdx.x; row < p.rows; row += gridDim.x) {
         ACC v[V][VEC];
         load_row<V>(p.x + row_off(p, row, p.sx), h, v);
-        if (!KEEP) load_params<V>(p, w, b);
         ACC s = 0;
 #pragma unroll
         for (int j = 0; j < V; ++j)
@@ -167,8 +140,7 @@ __device__ __forceinline__ void fw_regs(const NormParams& p) {
             for (int e = 0; e < VEC; ++e) s += LAYER ? v[j][e] : v[j][e] * v[j][e];
         ACC mean = 0, sq = s;
         if (LAYER) {
-            mean = group_allreduce(s, blockDim.x, add, red[phase]) * inv_h;
-            phase ^= 1;
+            mean = block_sum(s) * inv_h;
             sq = 0;
 #pragma unroll
             for (int j = 0; j < V; ++j) {
@@ -180,23 +152,20 @@ __device__ __forceinline__ void fw_regs(const NormParams& p) {
                 }
             }
         }
-        const ACC rstd = ACC(1) / sqrt(group_allreduce(sq, blockDim.x, add, red[phase]) * inv_h + ACC(p.eps));
-        phase ^= 1;
-        if (threadIdx.x == 0) {
-            if (p.mean) p.mean[row] = mean;
-            if (p.rstd) p.rstd[row] = rstd;
-        }
+        const ACC rstd = finish_row(p, row, mean, sq, inv_h);
         T* out = p.out + row_off(p, row, p.so);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
             const u64 c = threadIdx.x + (u64)j * blockDim.x;
             if (c * VEC >= h) continue;
-            T t[VEC];
+            T w[VEC], b[VEC], t[VEC];
+            if (p.w) load_vec(p.w, c, w);
+            if (p.b) load_vec(p.b, c, b);
 #pragma unroll
             for (int e = 0; e < VEC; ++e) {
                 ACC y = (v[j][e] - mean) * rstd;
-                if (p.w) y *= to_acc(w[j][e]);
-                if (p.b) y += to_acc(b[j][e]);
+                if (p.w) y *= to_acc(w[e]);
+                if (p.b) y += to_acc(b[e]);
                 t[e] = from_acc(y);
             }
             store_vec(out, c, t);

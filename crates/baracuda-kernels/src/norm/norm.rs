@@ -217,38 +217,21 @@ pub(crate) fn spec(dtype: u32, kind: u32) -> ModuleSpec {
 /// Register-row kernels by vectors per thread, and the element-wise one.
 struct Kernels {
     regs: [Function; 4],
-    /// Blocks of each register kernel resident on one SM at the plan's
-    /// threads per block (the forward launches no more than fit at once).
-    resident: [u32; 4],
     any: Function,
 }
 
 /// Vectors per thread of `Kernels::regs`.
 const REG_VECS: [usize; 4] = [1, 2, 4, 8];
-
-/// Threads per block of the register kernels for rows of `chunks` 16-byte
-/// vectors: two vectors a thread, 32 to [`MAX_THREADS`].
-fn reg_threads(chunks: usize) -> usize {
-    chunks.div_ceil(2).next_power_of_two().clamp(32, MAX_THREADS)
-}
 /// Most threads per block (`__launch_bounds__(512)`).
 const MAX_THREADS: usize = 512;
 /// Backward blocks per SM (each writes a partial row of dw and db).
 const BW_BLOCKS_PER_SM: usize = 4;
 
 impl Kernels {
-    /// The kernels of `dir` ("fw" or "bw"), register kernels run with
-    /// `threads` per block.
-    fn load(module: &Module, dir: &str, threads: usize) -> Result<Self> {
+    fn load(module: &Module, dir: &str) -> Result<Self> {
         let f = |v: usize| module.function(&format!("norm_{dir}_v{v}"));
-        let regs = [f(1)?, f(2)?, f(4)?, f(8)?];
-        let mut resident = [1; 4];
-        for (r, f) in resident.iter_mut().zip(&regs) {
-            *r = f.max_active_blocks_per_sm(threads as u32, 0)?.max(1);
-        }
         Ok(Kernels {
-            regs,
-            resident,
+            regs: [f(1)?, f(2)?, f(4)?, f(8)?],
             any: module.function(&format!("norm_{dir}_loop"))?,
         })
     }
@@ -427,7 +410,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> NormPlan<T, Kin
             });
         let chunks = h / vec;
         if aligned && chunks <= MAX_THREADS * REG_VECS[3] {
-            let threads = reg_threads(chunks);
+            let threads = chunks.div_ceil(2).next_power_of_two().clamp(32, MAX_THREADS);
             let per = chunks.div_ceil(threads).next_power_of_two();
             let i = REG_VECS.iter().position(|&v| v == per).unwrap_or(3);
             return (Some(i), threads as u32);
@@ -523,7 +506,6 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPl
         }
         pref.check_backend(OP, &[BackendKind::Baracuda])?;
         let module = stream.context().module(&spec(dtype, Kind::CODE))?;
-        let threads = reg_threads(desc.hidden().div_ceil(16 / core::mem::size_of::<T>()));
         let plan = NormPlan {
             desc: *desc,
             sku: KernelSku {
@@ -534,8 +516,8 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPl
                 variant: "row in registers / element-wise rows, fixed-order dweight".into(),
                 precision: PrecisionGuarantee::float(T::KIND, true),
             },
-            fw: Kernels::load(&module, "fw", threads)?,
-            bw: Kernels::load(&module, "bw", threads)?,
+            fw: Kernels::load(&module, "fw")?,
+            bw: Kernels::load(&module, "bw")?,
             params: module.function("norm_bw_params")?,
             sm_count: stream.context().device().sm_count,
             _t: PhantomData,
@@ -602,11 +584,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPl
             &[args.x.strides(), args.y.strides()],
         );
         let f = regs.map_or(&self.fw.any, |i| &self.fw.regs[i]);
-        // register kernels: the blocks that fit at once, each over many rows
-        let resident = regs.map_or(1 << 30, |i| {
-            self.fw.resident[i] as usize * self.sm_count.max(1) as usize
-        });
-        let grid = self.rows().min(resident).min(1 << 30) as u32;
+        let grid = self.rows().min(1 << 30) as u32;
         // SAFETY: x, y, weight and bias were checked against the plan's
         // shapes (their bounds proven at construction) with dense
         // normalized dims; the statistics hold stats_bytes.
