@@ -10,6 +10,8 @@
 //                  result is exact in lane order: every merge takes the
 //                  lower lanes' state as `lo`, so the bits depend only on
 //                  the inputs and the group size, never on scheduling.
+//   group_allreduce the same total in every thread of the group, one
+//                  barrier.
 //   welford_*      running (count, mean, M2) and Chan's merge of two runs:
 //                  variance without the cancellation of sum(x^2) - n mean^2.
 //   lse_*          online log-sum-exp (max, sum exp(x - max)), merged by
@@ -78,6 +80,35 @@ __device__ __forceinline__ S group_reduce(S v, u32 group, F merge, S* smem) {
         v = w;
     }
     return v;
+}
+
+// group_reduce with the total in every thread of the group, one
+// __syncthreads() when group > 32: each warp's butterfly total goes to
+// `smem[warp]`, then every warp of the group merges its group's entries
+// with the same butterflies (so all of them hold the same bits). `smem`
+// holds blockDim.x / 32 states; callers alternate between two such arrays
+// on consecutive calls (the barrier of one call orders the reads of the
+// previous call's array before the writes of the next).
+template <typename S, typename F>
+__device__ __forceinline__ S group_allreduce(S v, u32 group, F merge, S* smem) {
+    const u32 lane = threadIdx.x & 31u;
+    const u32 width = group < 32u ? group : 32u;
+    for (u32 off = width >> 1; off > 0; off >>= 1) {
+        const S o = shfl_xor_state(v, (int)off);
+        v = (lane & off) ? merge(o, v) : merge(v, o);
+    }
+    if (group <= 32u) return v;
+    const u32 warp = threadIdx.x >> 5;
+    if (lane == 0) smem[warp] = v;
+    __syncthreads();
+    const u32 warps = group >> 5;           // warps per group (<= 32)
+    const u32 first = warp & ~(warps - 1);  // the group's first warp
+    S w = smem[first + (lane & (warps - 1))];
+    for (u32 off = warps >> 1; off > 0; off >>= 1) {
+        const S o = shfl_xor_state(w, (int)off);
+        w = (lane & off) ? merge(o, w) : merge(w, o);
+    }
+    return w;
 }
 
 // Welford running moments: count n, mean, M2 = sum (x - mean)^2.

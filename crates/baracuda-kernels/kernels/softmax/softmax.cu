@@ -179,6 +179,141 @@ __device__ __forceinline__ void store_chunk(T* p, i64 st, u64 i, int cnt, bool v
 
 __device__ __forceinline__ int chunk_len(u64 n, u64 i) { return n - i < (u64)VEC ? (int)(n - i) : VEC; }
 
+// ---------------------------------------------------------------------------
+// Rows in registers: each of the `group` threads of a row holds V chunks
+// (chunk c = t + j * group), all loaded before any arithmetic, so a thread
+// has V loads in flight. FW: max over the group, exp(z - max) kept in
+// registers, sum over the group, y; one read of x, one exp per element. BW:
+// sum(dy y) (log_softmax: sum(dy)) over the group, dx; one read of y and
+// dy. Two reductions (FW) or one (BW), one barrier each.
+// ---------------------------------------------------------------------------
+
+// The row's base pointer of operand `p` (strides `s`), or `p` itself for a
+// dead row.
+__device__ __forceinline__ i64 row_offset(const SoftmaxParams& p, u64 row, bool live, const i64* s) {
+    return live ? strided_offset(row, p.rank, p.shape, s) : 0;
+}
+
+template <int V>
+__device__ __forceinline__ void fw_reg(const SoftmaxParams& p) {
+    __shared__ ACC red[2][32];
+    const u32 G = p.group, rpb = blockDim.x / G, t = threadIdx.x % G, rib = threadIdx.x / G;
+    for (u64 base = (u64)blockIdx.x * rpb; base < p.rows; base += (u64)gridDim.x * rpb) {
+        const u64 row = base + rib;
+        const bool live = row < p.rows;
+        const T* x = p.x + row_offset(p, row, live, p.sx);
+        T* y = p.out + row_offset(p, row, live, p.so);
+        const bool vec = p.vec && aligned16(x) && aligned16(y);
+        ACC z[V][VEC];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            const u64 i = (t + (u64)j * G) * VEC;
+            const int cnt = live && i < p.n ? chunk_len(p.n, i) : 0;
+            T v[VEC];
+            if (cnt > 0) load_chunk(x, p.ax, i, cnt, vec, v);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) z[j][k] = k < cnt ? fw_in(v[k]) : -acc_inf();
+        }
+        ACC m = -acc_inf();
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) m = nan_max(m, z[j][k]);
+        m = group_allreduce(m, G, [](ACC l, ACC h) { return nan_max(l, h); }, red[0]);
+        ACC s = ACC(0);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            const u64 i = (t + (u64)j * G) * VEC;
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                // padding (z = -inf) adds nothing, also when m is -inf
+                const ACC e = m_exp(z[j][k] - m);
+                if (i + k < p.n) s += e;
+#if BARACUDA_OP != LOG_SOFTMAX
+                z[j][k] = e;
+#endif
+            }
+        }
+        s = group_allreduce(s, G, [](ACC l, ACC h) { return l + h; }, red[1]);
+        const ACC c = fw_coef(s);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            const u64 i = (t + (u64)j * G) * VEC;
+            if (!live || i >= p.n) continue;
+            T o[VEC];
+#pragma unroll
+            for (int k = 0; k < VEC; ++k)
+#if BARACUDA_OP == LOG_SOFTMAX
+                o[k] = from_acc((z[j][k] - m) - c);
+#else
+                o[k] = from_acc(z[j][k] * c);
+#endif
+            store_chunk(y, p.ao, i, chunk_len(p.n, i), vec, o);
+        }
+    }
+}
+
+template <int V>
+__device__ __forceinline__ void bw_reg(const SoftmaxParams& p) {
+    __shared__ ACC red[2][32];
+    const u32 G = p.group, rpb = blockDim.x / G, t = threadIdx.x % G, rib = threadIdx.x / G;
+    int phase = 0;
+    for (u64 base = (u64)blockIdx.x * rpb; base < p.rows; base += (u64)gridDim.x * rpb) {
+        const u64 row = base + rib;
+        const bool live = row < p.rows;
+        const T* y = p.x + row_offset(p, row, live, p.sx);
+        const T* dy = p.g + row_offset(p, row, live, p.sg);
+        T* dx = p.out + row_offset(p, row, live, p.so);
+        const bool vec = p.vec && aligned16(y) && aligned16(dy) && aligned16(dx);
+        T vy[V][VEC], vg[V][VEC];
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            const u64 i = (t + (u64)j * G) * VEC;
+            const int cnt = live && i < p.n ? chunk_len(p.n, i) : 0;
+            if (cnt > 0) {
+                load_chunk(y, p.ax, i, cnt, vec, vy[j]);
+                load_chunk(dy, p.ag, i, cnt, vec, vg[j]);
+            }
+        }
+        ACC s = ACC(0);
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            const u64 i = (t + (u64)j * G) * VEC;
+#pragma unroll
+            for (int k = 0; k < VEC; ++k)
+                if (live && i + k < p.n) s += bw_term(to_acc(vy[j][k]), to_acc(vg[j][k]));
+        }
+        // one reduction per row: alternate the arrays row by row
+        const ACC tot = group_allreduce(s, G, [](ACC l, ACC h) { return l + h; }, red[phase]);
+        phase ^= 1;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+            const u64 i = (t + (u64)j * G) * VEC;
+            if (!live || i >= p.n) continue;
+            T o[VEC];
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) o[k] = bw_out(to_acc(vy[j][k]), to_acc(vg[j][k]), tot);
+            store_chunk(dx, p.ao, i, chunk_len(p.n, i), vec, o);
+        }
+    }
+}
+
+#define SOFTMAX_REG(V)                                                                          \
+    extern "C" __global__ void __launch_bounds__(1024) softmax_fw_reg##V(const SoftmaxParams p) { \
+        fw_reg<V>(p);                                                                           \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(1024) softmax_bw_reg##V(const SoftmaxParams p) { \
+        bw_reg<V>(p);                                                                           \
+    }
+SOFTMAX_REG(1)
+SOFTMAX_REG(2)
+SOFTMAX_REG(4)
+SOFTMAX_REG(8)
+
+// ---------------------------------------------------------------------------
+// Rows past the registers: the leading chunks cached in shared memory.
+// ---------------------------------------------------------------------------
+
 extern "C" __global__ void __launch_bounds__(1024) softmax_fw_row(const SoftmaxParams p) {
     extern __shared__ __align__(16) unsigned char dyn[];
     __shared__ Pair red[32], bc[32];

@@ -134,6 +134,8 @@ pub struct SoftmaxBwArgs<'a, T, const N: usize> {
 pub struct SoftmaxPlan<T: Element, const N: usize> {
     desc: SoftmaxDescriptor<N>,
     sku: KernelSku,
+    fw_reg: [Function; REG_VECS.len()],
+    bw_reg: [Function; REG_VECS.len()],
     fw_row: Function,
     fw_col: Function,
     bw_row: Function,
@@ -185,6 +187,10 @@ impl<T: Element, const N: usize> Plan for SoftmaxPlan<T, N> {
         let bw_row = module.function("softmax_bw_row")?;
         fw_row.set_max_dynamic_smem(smem_limit_bytes)?;
         bw_row.set_max_dynamic_smem(smem_limit_bytes)?;
+        let reg = |pass: &str| -> Result<[Function; REG_VECS.len()]> {
+            let f = |v: usize| module.function(&format!("softmax_{pass}_reg{v}"));
+            Ok([f(1)?, f(2)?, f(4)?, f(8)?])
+        };
         Ok(SoftmaxPlan {
             desc: *desc,
             sku: KernelSku {
@@ -192,10 +198,12 @@ impl<T: Element, const N: usize> Plan for SoftmaxPlan<T, N> {
                 element: T::KIND,
                 backend: BackendKind::Baracuda,
                 arch: device.arch,
-                variant: "row groups (cached in shared memory or online) / one thread per row"
+                variant: "row groups (in registers, or cached in shared memory) / one thread per row"
                     .into(),
                 precision: PrecisionGuarantee::float(T::KIND, true),
             },
+            fw_reg: reg("fw")?,
+            bw_reg: reg("bw")?,
             fw_row,
             fw_col: module.function("softmax_fw_col")?,
             bw_row,
@@ -326,31 +334,56 @@ const COLUMN_THREADS: u32 = 256;
 /// when a row takes fewer).
 const ROW_MIN_THREADS: usize = 256;
 
+/// Vectors per thread of the register kernels (`softmax_{fw,bw}_reg<V>`).
+const REG_VECS: [usize; 4] = [1, 2, 4, 8];
+/// Bytes of row values a thread of the register kernels holds at most: 32
+/// registers, so that 1024-thread blocks stay within 64 registers a thread.
+const REG_BYTES: usize = 128;
+/// Most threads a row of the register kernels takes. A 1024-thread row
+/// leaves one block per SM, whose loads stop at every reduction: the
+/// cached kernel measured faster on f32 [4096, 32768] (0.61 ms against
+/// 0.63 on an H200).
+const REG_MAX_GROUP: usize = 512;
+
 /// How one launch runs: the kernel choice and its launch shape.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 struct Shape {
-    /// Row kernel: threads per row; 0 runs the column kernel.
+    /// Row kernels: threads per row; 0 runs the column kernel.
     group: usize,
+    /// Register kernel: index into [`REG_VECS`]; `None` runs the cached
+    /// row kernel (or the column kernel).
+    regs: Option<usize>,
     threads: usize,
     blocks: usize,
-    /// Leading 16-byte chunks of each row kept in shared memory.
+    /// Cached row kernel: leading 16-byte chunks of each row kept in
+    /// shared memory.
     cache_chunks: usize,
     smem_bytes: usize,
 }
 
-/// The launch of `rows` rows of `n` elements of `elem_bytes` each: `vec`
-/// when the dim is contiguous in every operand, `arrays` arrays cached per
-/// row (1 forward: x; 2 backward: y and dy).
+/// The launch of `rows` rows of `n` elements of `elem_bytes` each
+/// (accumulated in `acc_bytes`): `vec` when the dim is contiguous in every
+/// operand, `arrays` input arrays per row (1 forward: x; 2 backward: y and
+/// dy).
 ///
-/// Example, bf16 [32768, 4096] forward: 8 elements per 16-byte vector,
-/// 4096 / 32 = 128 threads per row, 2 rows per 256-thread block, all 512
-/// chunks of both rows cached (16 KiB), 16384 blocks capped at
-/// 132 SMs * 8 * 8 = 8448. A 128256-element bf16 row keeps 225 KiB of its
-/// 250 KiB in shared memory and reads the last 10% twice.
+/// Rows whose 16-byte chunks fit in the registers of up to 1024 threads
+/// ([`REG_BYTES`] a thread: the forward keeps exp(z - max) in `acc_bytes`,
+/// the backward y and dy as loaded) of up to [`REG_MAX_GROUP`] threads run
+/// the register kernels, each thread holding a power of two of chunks, the
+/// group the smallest power of two (from 32) that covers the row. Longer
+/// rows run the cached row kernel.
+///
+/// Example, bf16 [32768, 4096] forward: 512 chunks of 8, 4 chunks (32 f32)
+/// a thread, 128 threads a row, two rows a 256-thread block. A
+/// 128256-element bf16 row needs more than 1024 threads x 4 chunks: the
+/// cached kernel keeps 225 KiB of its 250 KiB in shared memory and reads
+/// the last 10% twice.
+#[allow(clippy::too_many_arguments)]
 fn shape_of(
     rows: usize,
     n: usize,
     elem_bytes: usize,
+    acc_bytes: usize,
     vec: bool,
     arrays: usize,
     sm_count: usize,
@@ -359,6 +392,7 @@ fn shape_of(
     if !vec && rows >= COLUMN_MIN_ROWS {
         return Shape {
             group: 0,
+            regs: None,
             threads: COLUMN_THREADS as usize,
             blocks: rows.div_ceil(COLUMN_THREADS as usize).min(sm_count * 64),
             cache_chunks: 0,
@@ -366,14 +400,32 @@ fn shape_of(
         };
     }
     let per_vec = 16 / elem_bytes;
+    let chunks = n.div_ceil(per_vec);
+    let held = if arrays == 1 { per_vec * acc_bytes } else { 16 * arrays };
+    let vmax = (REG_BYTES / held).clamp(1, REG_VECS[REG_VECS.len() - 1]);
+    let group = chunks.div_ceil(vmax).next_power_of_two().clamp(32, REG_MAX_GROUP);
+    let per = chunks.div_ceil(group).next_power_of_two();
+    if per <= vmax {
+        let threads = group.max(ROW_MIN_THREADS);
+        let blocks_per_sm = (2048 / threads).max(1) * 8;
+        return Shape {
+            group,
+            regs: REG_VECS.iter().position(|&v| v == per),
+            threads,
+            blocks: rows.div_ceil(threads / group).min(sm_count * blocks_per_sm),
+            cache_chunks: 0,
+            smem_bytes: 0,
+        };
+    }
     let group = n.div_ceil(4 * per_vec).next_power_of_two().clamp(32, 1024);
     let threads = group.max(ROW_MIN_THREADS);
     let rows_per_block = threads / group;
     let chunk_bytes = rows_per_block * 16 * arrays;
-    let cache_chunks = n.div_ceil(per_vec).min(smem_limit_bytes / chunk_bytes);
+    let cache_chunks = chunks.min(smem_limit_bytes / chunk_bytes);
     let blocks_per_sm = (2048 / threads).max(1) * 8;
     Shape {
         group,
+        regs: None,
         threads,
         blocks: rows.div_ceil(rows_per_block).min(sm_count * blocks_per_sm),
         cache_chunks,
@@ -410,6 +462,7 @@ impl<T: Element, const N: usize> SoftmaxPlan<T, N> {
             rows,
             n,
             core::mem::size_of::<T>(),
+            if T::KIND == ElementKind::F64 { 8 } else { 4 },
             vec,
             if bw { 2 } else { 1 },
             self.sm_count.max(1) as usize,
@@ -435,11 +488,13 @@ impl<T: Element, const N: usize> SoftmaxPlan<T, N> {
             ag: op.g.1[dim] as i64,
             ao: op.out.1[dim] as i64,
         };
-        let f = match (bw, shape.group) {
-            (false, 0) => &self.fw_col,
-            (false, _) => &self.fw_row,
-            (true, 0) => &self.bw_col,
-            (true, _) => &self.bw_row,
+        let f = match (bw, shape.group, shape.regs) {
+            (false, _, Some(v)) => &self.fw_reg[v],
+            (true, _, Some(v)) => &self.bw_reg[v],
+            (false, 0, None) => &self.fw_col,
+            (false, _, None) => &self.fw_row,
+            (true, 0, None) => &self.bw_col,
+            (true, _, None) => &self.bw_row,
         };
         let cfg = LaunchConfig {
             grid: (shape.blocks.clamp(1, i32::MAX as usize) as u32, 1, 1),
@@ -471,25 +526,40 @@ mod tests {
     #[test]
     fn launch_shapes_follow_the_extent() {
         let limit = 227 * 1024 - 2048;
-        // bf16 [32768, 4096]: 128 threads a row, two rows a block, cached
-        let s = shape_of(32768, 4096, 2, true, 1, 132, limit);
-        assert_eq!((s.group, s.threads, s.cache_chunks), (128, 256, 512));
-        assert_eq!((s.smem_bytes, s.blocks), (2 * 4096 * 2, 132 * 8 * 8));
-        // short rows: a warp a row, eight rows a block, the tail chunk too
-        let s = shape_of(1000, 7, 4, true, 1, 132, limit);
-        assert_eq!((s.group, s.threads, s.cache_chunks), (32, 256, 2));
-        // the vocabulary row: 1024 threads, 225 KiB of 250 KiB cached
-        let s = shape_of(4096, 128256, 2, true, 1, 132, limit);
-        assert_eq!((s.group, s.cache_chunks), (1024, limit / 16));
-        assert!(s.smem_bytes <= limit && s.cache_chunks < 128256 / 8);
-        // f32 [4096, 32768]: forward all cached, backward most
-        assert_eq!(shape_of(4096, 32768, 4, true, 1, 132, limit).cache_chunks, 8192);
-        let bw = shape_of(4096, 32768, 4, true, 2, 132, limit);
+        // bf16 [32768, 4096] forward: 4 chunks (32 f32) a thread, 128
+        // threads a row, two rows a block, in registers
+        let s = shape_of(32768, 4096, 2, 4, true, 1, 132, limit);
+        assert_eq!((s.group, s.regs, s.threads, s.smem_bytes), (128, Some(2), 256, 0));
+        assert_eq!(s.blocks, 132 * 8 * 8);
+        // its backward holds y and dy as loaded (packed bf16): 4 chunks
+        // of each
+        let s = shape_of(32768, 4096, 2, 4, true, 2, 132, limit);
+        assert_eq!((s.group, s.regs), (128, Some(2)));
+        // short rows: a warp a row, eight rows a block, one chunk a thread
+        let s = shape_of(1000, 7, 4, 4, true, 1, 132, limit);
+        assert_eq!((s.group, s.regs, s.threads), (32, Some(0), 256));
+        // f32 [4096, 32768]: 8192 chunks need 1024 threads x 8; cached,
+        // forward and backward
+        let s = shape_of(4096, 32768, 4, 4, true, 1, 132, limit);
+        assert_eq!((s.group, s.regs, s.cache_chunks), (1024, None, 8192));
+        // f32 rows of 16384: 512 threads x 8 chunks in registers
+        let s = shape_of(4096, 16384, 4, 4, true, 1, 132, limit);
+        assert_eq!((s.group, s.regs, s.threads), (512, Some(3), 512));
+        let bw = shape_of(4096, 32768, 4, 4, true, 2, 132, limit);
+        assert_eq!(bw.regs, None);
         assert_eq!((bw.cache_chunks, bw.smem_bytes), (limit / 32, limit / 32 * 32));
+        // the vocabulary row: cached, 225 KiB of 250 KiB
+        let s = shape_of(4096, 128256, 2, 4, true, 1, 132, limit);
+        assert_eq!((s.group, s.regs, s.cache_chunks), (1024, None, limit / 16));
+        assert!(s.smem_bytes <= limit && s.cache_chunks < 128256 / 8);
+        // f64 forward: 2 elements a chunk, 16 bytes each held
+        let s = shape_of(64, 4096, 8, 8, true, 1, 132, limit);
+        assert_eq!((s.group, s.regs), (256, Some(3)));
         // a strided dim over many rows: one thread per row
-        let s = shape_of(100_000, 64, 4, false, 1, 132, limit);
-        assert_eq!((s.group, s.threads, s.smem_bytes), (0, 256, 0));
-        // a strided dim over few rows: still the row kernel
-        assert_eq!(shape_of(300, 70, 4, false, 1, 132, limit).group, 32);
+        let s = shape_of(100_000, 64, 4, 4, false, 1, 132, limit);
+        assert_eq!((s.group, s.regs, s.threads, s.smem_bytes), (0, None, 256, 0));
+        // a strided dim over few rows: a row group, element loads
+        let s = shape_of(300, 70, 4, 4, false, 1, 132, limit);
+        assert_eq!((s.group, s.regs), (32, Some(0)));
     }
 }
