@@ -32,7 +32,8 @@
 # BARACUDA_TEST_SMALL_ELEMS (the small-sample bound, 65536 by default) and
 # BARACUDA_TEST_DTYPES (comma-separated dtypes the rows check, all by
 # default) shrink a pass further for racecheck, which slows kernels with
-# shared memory the most.
+# shared memory the most; SANITIZE_THREADS sets the test threads (8 by
+# default; racecheck tracks launches from one thread more reliably).
 #
 # With the device tool: `scripts/gpu-test.sh pack` here, then run
 # `scripts/gpu-test.sh run` there with carry ["gpu-pack"].
@@ -119,7 +120,7 @@ sanitize() {
     echo "== compute-sanitizer --tool $tool (log: $log)"
     set +e
     "${bound[@]}" "$cs" --tool "$tool" --error-exitcode 99 --print-limit 50 --report-api-errors no \
-      "${exclude[@]}" "./$PACK/kernels-gpu" --ignored --test-threads=8 "${skip[@]}" "$@" \
+      "${exclude[@]}" "./$PACK/kernels-gpu" --ignored --test-threads="${SANITIZE_THREADS:-8}" "${skip[@]}" "$@" \
       >"$log" 2>&1
     rc=$?
     set -e
