@@ -35,11 +35,13 @@ use crate::{Backward, Plan};
 pub struct ConvArgs<'a, T, const R: usize> {
     /// Input activations `[N, C_in, spatial...]` (layout strides).
     pub x: TensorRef<'a, T, R>,
-    /// Filter.
+    /// Filter: `[c_out, c_in/groups, kernel...]` for a convolution,
+    /// `[c_in, c_out/groups, kernel...]` for a transposed one (layout
+    /// strides).
     pub w: TensorRef<'a, T, R>,
-    /// Bias `[c_out]`, added per output channel when given.
+    /// Bias `[c_out]`, dense, added per output channel when given.
     pub bias: Option<TensorRef<'a, T, 1>>,
-    /// Output, overwritten.
+    /// Output `[N, C_out, output...]` (layout strides), overwritten.
     pub y: TensorMut<'a, T, R>,
 }
 
