@@ -66,19 +66,30 @@ impl<const N: usize> AdaptivePoolDescriptor<N> {
 super::pool::pool_plan!(
     /// Adaptive pooling of spatial rank `N` on rank-`R = N + 2` tensors.
     ///
+    /// Output `o` along an axis of `input` extent `in` and `output` extent
+    /// `out` pools the inputs `[floor(o*in/out), ceil((o+1)*in/out))`;
+    /// windows may overlap and differ in size. Max (`M` = [`PoolMax`]):
+    /// `y[o] = max x` over the window (NaN wins), `indices[o]` the flat
+    /// spatial input index of the first maximum; avg ([`PoolAvg`]): the
+    /// window's mean. Backward as [`PoolPlan`](super::PoolPlan)'s: max
+    /// `dx[i] = sum of dy[o] with indices[o] == i`, avg `dx[i] = sum of
+    /// dy[o] / |window(o)|` over the windows holding `i`.
+    ///
     /// # Shapes
-    /// `x`: `[batch, channels, input...]`; `y`, `indices`: `[batch, channels,
-    /// output...]`.
+    /// `x`, `dx`: `[batch, channels, input...]`; `y`, `dy`, `indices`:
+    /// `[batch, channels, output...]` (an `output` extent may exceed the
+    /// input's).
     /// # Layout
-    /// Dense channels-first or channels-last.
+    /// Dense channels-first or channels-last. No workspace.
     /// # Aliasing
     /// None, as [`PoolPlan`](super::PoolPlan): an output overlapping an input
     /// or the other output is `InvalidArgument` naming it.
     /// # Dtypes
-    /// f32, f64, f16, bf16; indices i64.
+    /// f32, f64, f16, bf16; indices i64. Others: `Unsupported`.
     /// # Errors
-    /// `InvalidDescriptor` for non-positive extents; otherwise as
-    /// [`PoolPlan`](super::PoolPlan).
+    /// `InvalidDescriptor` for a zero batch, channel count, input or
+    /// output extent; otherwise as [`PoolPlan`](super::PoolPlan)
+    /// (`indices` given to, or missing from, the max modes only).
     [T: Element, M: PoolReduce, const N: usize, const R: usize] AdaptivePoolPlan<T, M, N, R>,
     (T, M),
     AdaptivePoolDescriptor<N>

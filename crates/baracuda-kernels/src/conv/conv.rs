@@ -35,11 +35,13 @@ use crate::{Backward, Plan};
 pub struct ConvArgs<'a, T, const R: usize> {
     /// Input activations `[N, C_in, spatial...]` (layout strides).
     pub x: TensorRef<'a, T, R>,
-    /// Filter.
+    /// Filter: `[c_out, c_in/groups, kernel...]` for a convolution,
+    /// `[c_in, c_out/groups, kernel...]` for a transposed one (layout
+    /// strides).
     pub w: TensorRef<'a, T, R>,
-    /// Bias `[c_out]`, added per output channel when given.
+    /// Bias `[c_out]`, dense, added per output channel when given.
     pub bias: Option<TensorRef<'a, T, 1>>,
-    /// Output, overwritten.
+    /// Output `[N, C_out, output...]` (layout strides), overwritten.
     pub y: TensorMut<'a, T, R>,
 }
 
@@ -85,12 +87,15 @@ rank_aliases!("convolution backward args", ConvBwArgs<'a, T> => Conv1dBwArgs, Co
 /// workspace sizes count that copy.
 ///
 /// # Shapes
-/// `x`: `[batch, c_in, input...]`, `w`: `[c_out, c_in/groups, filter...]`,
-/// `y`: `[batch, c_out, output...]` (see [`ConvDescriptor::output`]);
-/// bias `[c_out]`.
+/// `x`, `dx`: `[batch, c_in, input...]`, `w`, `dw`: `[c_out, c_in/groups,
+/// filter...]`, `y`, `dy`: `[batch, c_out, output...]` (see
+/// [`ConvDescriptor::output`]); bias, `dbias`: `[c_out]`.
 /// # Layout
 /// Dense in the descriptor's [`ConvLayout`] (NCHW-style or NHWC-style;
-/// filters in the matching order). Shapes are always given as `[N, C, ...]`.
+/// filters in the matching order); strides of extent-1 dims are free.
+/// Shapes are always given as `[N, C, ...]`. Bias and `dbias` dense. The
+/// workspace is `workspace_size()` bytes for `run` and
+/// `bw_workspace_size(wants)` for `run_bw`.
 /// # Aliasing
 /// None: every output (`y`; `dx`, `dw`, `dbias`) differs in shape and
 /// indexing from every input, so an output that overlaps an input (`x`,
@@ -100,13 +105,23 @@ rank_aliases!("convolution backward args", ConvBwArgs<'a, T> => Conv1dBwArgs, Co
 /// f32 (IEEE unless `allow_tf32`), f64, f16 and bf16 (f32 accumulation).
 /// Others: `Unsupported`.
 /// # Errors
-/// `select`: `InvalidDescriptor` naming the field, `DtypeMismatch`,
-/// `Unsupported` (also for activations other than identity and ReLU),
-/// `PreferenceRejected` (no algorithm within `max_workspace_bytes` or
-/// deterministic), `Cudnn`. `run`, `run_bw`: `ShapeMismatch`,
-/// `InvalidArgument` (strides; `y` missing under ReLU; overlapping
-/// outputs), `ContextMismatch`, `WorkspaceTooSmall`. Both only enqueue:
-/// no allocation, no sync.
+/// `select`: `InvalidDescriptor` naming the field (a zero batch, channel
+/// count, extent, kernel, stride, dilation or group count, groups not
+/// dividing both channel counts, a window that does not fit the padded
+/// input); `Overflow` when a padded extent does not fit in `usize`;
+/// `DtypeMismatch` when `desc.element` is not `T`; `Unsupported` (another
+/// dtype, activations other than identity and ReLU, an extent past
+/// 2^31 - 1, or no cuDNN engine for a direction); `PreferenceRejected`
+/// (a forced backend the problem has no path on: cuBLASLt and baracuda
+/// run pointwise convolutions only; no algorithm within
+/// `max_workspace_bytes` or deterministic when asked); `LibraryNotFound`
+/// and `Cudnn` from loading and querying cuDNN. `run`, `run_bw`:
+/// `ShapeMismatch`; `InvalidArgument` (strides not the layout's dense
+/// ones; `y` missing under ReLU; overlapping outputs; operands not
+/// 16-byte aligned when `CublasLt` was forced); `ContextMismatch` (an
+/// operand or the workspace on another context, or a stream of another
+/// context than `select`'s); `WorkspaceTooSmall`. Both only enqueue: no
+/// allocation, no sync.
 #[derive(Debug)]
 pub struct ConvPlan<T: Element, const N: usize, const R: usize>
 where

@@ -74,18 +74,29 @@ impl<const N: usize> LpPoolDescriptor<N> {
 super::pool::pool_plan!(
     /// Lp pooling of spatial rank `N` on rank-`R = N + 2` tensors.
     ///
+    /// `y[o] = (sum_window x^p / pool(o) * kernel_prod)^(1/p)`, with
+    /// `pool(o)` the window clipped to the input (the whole window unless
+    /// `ceil_mode` lets the last one hang over), so usually
+    /// `(sum x^p)^(1/p)`: PyTorch's `LPPool`. Backward, reading `x` and
+    /// `y`: `dx[i] = sum_o dy[o] * (kernel_prod / pool(o)) * x[i]^(p-1) *
+    /// y[o]^(1-p)` over the windows holding `i`. `p` runs in f32.
+    ///
     /// # Shapes
-    /// `x`: `[batch, channels, input...]`; `y`: `[batch, channels, output...]`.
+    /// `x`, `dx`: `[batch, channels, input...]`; `y`, `dy`: `[batch,
+    /// channels, output...]`.
     /// # Layout
-    /// Dense channels-first or channels-last.
+    /// Dense channels-first or channels-last. No workspace.
     /// # Aliasing
     /// None, as [`PoolPlan`](super::PoolPlan): an output overlapping an input
     /// or the other output is `InvalidArgument` naming it.
     /// # Dtypes
-    /// f32, f64, f16, bf16 (f32 accumulation).
+    /// f32, f64, f16, bf16 (f32 accumulation). Others: `Unsupported`.
     /// # Errors
-    /// `InvalidDescriptor` for `p` not finite and > 0 and the windowed-pool
-    /// checks; `run_bw` needs `x` and `y` (`InvalidArgument` otherwise).
+    /// `InvalidDescriptor` for `p` not finite and > 0, a padding other
+    /// than 0 or a dilation other than 1, and the windowed-pool checks of
+    /// [`PoolPlan`](super::PoolPlan); otherwise as there, with
+    /// `InvalidArgument` for `indices` given to `run` and for `x` or `y`
+    /// missing from `run_bw`.
     [T: Element, const N: usize, const R: usize] LpPoolPlan<T, N, R>,
     T,
     LpPoolDescriptor<N>

@@ -650,11 +650,24 @@ pool_plan!(
     /// Max or average pooling (`M`) of spatial rank `N` on rank-`R = N + 2`
     /// tensors.
     ///
+    /// Output `o` pools the taps `o*stride - padding + j*dilation`,
+    /// `j < kernel`, per spatial axis, that lie in the input. Max:
+    /// `y[o] = max x` over them (NaN wins) and `indices[o]` the flat
+    /// spatial input index of the first maximum. Avg: `y[o] = sum x /
+    /// divisor(o)`, the divisor `divisor_override`, else the window
+    /// clipped to `[-padding, input + padding)` (`count_include_pad`),
+    /// else the count of in-bounds taps. Backward (a gather, no atomics):
+    /// max `dx[i] = sum of dy[o] over the outputs with indices[o] == i`;
+    /// avg `dx[i] = sum of dy[o] / divisor(o) over the windows holding i`.
+    ///
     /// # Shapes
-    /// `x`: `[batch, channels, input...]`; `y` and `indices`: `[batch,
-    /// channels, output...]` (see [`PoolDescriptor::output`]).
+    /// `x`, `dx`: `[batch, channels, input...]`; `y`, `dy` and `indices`:
+    /// `[batch, channels, output...]` (see [`PoolDescriptor::output`]).
     /// # Layout
-    /// Dense channels-first or channels-last (descriptor's `layout`).
+    /// Dense channels-first or channels-last (descriptor's `layout`);
+    /// strides of extent-1 dims are free. No workspace: `workspace_size`
+    /// and `bw_workspace_size` are 0 and the `workspace` argument is not
+    /// read.
     /// # Aliasing
     /// None: `y` and `indices` (forward) and `dx` (backward) are indexed
     /// unlike every input, so an output overlapping an input or the other
@@ -662,12 +675,16 @@ pool_plan!(
     /// # Dtypes
     /// f32, f64, f16, bf16 (f32 accumulation; f64 in f64); indices i64.
     /// # Errors
-    /// `InvalidDescriptor` (zero extents, padding above half the kernel,
-    /// empty output, a divisor override on max), `DtypeMismatch`,
-    /// `Unsupported`, `PreferenceRejected` for a backend other than baracuda;
-    /// from `run`: `ShapeMismatch`, `InvalidArgument` (strides, indices on
-    /// avg, missing indices in max backward, overlapping outputs),
-    /// `ContextMismatch`.
+    /// From `select`: `InvalidDescriptor` (zero extents, a kernel, stride
+    /// or dilation of 0, padding above half the kernel, empty output, a
+    /// divisor override of 0 or on max), `Overflow` (an extent or element
+    /// count past `usize` or `i64`), `DtypeMismatch` when `desc.element`
+    /// is not `T`, `Unsupported` (another dtype, a size past 2^31 - 1),
+    /// `PreferenceRejected` for a backend other than baracuda, and the
+    /// kernel JIT's errors. From `run` and `run_bw`: `ShapeMismatch`;
+    /// `InvalidArgument` (strides not the layout's dense ones, indices on
+    /// avg, missing indices in max backward, overlapping outputs);
+    /// `ContextMismatch` for an operand on another context.
     [T: Element, M: PoolReduce, const N: usize, const R: usize] PoolPlan<T, M, N, R>,
     (T, M),
     PoolDescriptor<N>

@@ -37,15 +37,25 @@ use crate::{Backward, Plan};
 /// tensors, through cuDNN: `y = act(conv_transpose(x, w) + bias)`, and its
 /// backward `dx = conv(dz, w)`, `dw`, `dbias` (`dz` as in [`ConvPlan`]).
 ///
+/// Per spatial position (`c` and `k` in the same group, `q` the window
+/// position, out-of-range positions dropped):
+/// `y[n, k, i*stride - pad + q*dilation] += x[n, c, i] * w[c, k, q]`, then
+/// the bias per channel `k` and the activation. Backward, with
+/// `o = i*stride - pad + q*dilation`:
+/// `dx[n, c, i] = sum_{k, q} dz[n, k, o] * w[c, k, q]`,
+/// `dw[c, k, q] = sum_{n, i} x[n, c, i] * dz[n, k, o]`,
+/// `dbias[k] = sum_{n, o} dz[n, k, o]`.
+///
 /// # Shapes
-/// `x`: `[batch, c_in, input...]`, `w`: `[c_in, c_out/groups, filter...]`,
-/// `y`: `[batch, c_out, output...]` (see [`ConvTransposeDescriptor::output`]);
-/// bias `[c_out]`.
+/// `x`, `dx`: `[batch, c_in, input...]`, `w`, `dw`: `[c_in, c_out/groups,
+/// filter...]`, `y`, `dy`: `[batch, c_out, output...]` (see
+/// [`ConvTransposeDescriptor::output`]); bias, `dbias`: `[c_out]`.
 /// # Layout
 /// Dense in the descriptor's [`ConvLayout`](super::ConvLayout); shapes in
-/// `[N, C, ...]` order.
+/// `[N, C, ...]` order. Workspace as [`ConvPlan`]'s.
 /// # Dtypes
-/// f32 (IEEE unless `allow_tf32`), f64, f16, bf16.
+/// f32 (IEEE unless `allow_tf32`), f64, f16, bf16, as [`ConvPlan`].
+/// Others: `Unsupported`.
 /// # Aliasing
 /// None, as [`ConvPlan`]: an output overlapping an input or another
 /// output is `InvalidArgument` naming it.

@@ -25,17 +25,21 @@ use crate::{Backward, Plan};
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum BinaryOp {
-    /// `a + b`.
+    /// `a + b`. Gradients `da = dy`, `db = dy`.
     Add,
-    /// `a - b`.
+    /// `a - b`. Gradients `da = dy`, `db = -dy`.
     Sub,
-    /// `a * b`.
+    /// `a * b`. Gradients `da = dy b`, `db = dy a`.
     Mul,
-    /// `a / b` (true division).
+    /// `a / b` (true division). Gradients `da = dy / b`,
+    /// `db = -dy a / b^2`.
     Div,
-    /// `max(a, b)`, NaN if either is NaN; gradient split in half on ties.
+    /// `max(a, b)`, NaN if either is NaN. Gradient `dy` to the larger
+    /// operand, split in half on ties; a NaN operand passes `dy` to both
+    /// (PyTorch's).
     Maximum,
-    /// `min(a, b)`, NaN if either is NaN; gradient split in half on ties.
+    /// `min(a, b)`, NaN if either is NaN. Gradient `dy` to the smaller
+    /// operand, otherwise as [`BinaryOp::Maximum`].
     Minimum,
 }
 
@@ -170,10 +174,15 @@ fn check_desc<T: Element, const N: usize>(
 }
 
 /// `out = f(a, b)` elementwise with broadcasting, and its backward
-/// `da = reduce(dy * df/da)`, `db = reduce(dy * df/db)`.
+/// `da = reduce(dy * df/da)`, `db = reduce(dy * df/db)`, where `reduce`
+/// sums over the axes along which that input was broadcast; `f` and its
+/// partial derivatives for each op are in [`BinaryOp`].
 ///
 /// # Shapes
-/// `a`: `a_shape`, `b`: `b_shape`, `out`: their broadcast; rank `N <= 8`.
+/// `a`: `a_shape`, `b`: `b_shape`, `out`: their broadcast
+/// ([`BinaryDescriptor::out_shape`]); rank `N <= 8`. The forward takes no
+/// workspace (`workspace_size` is 0 and `run` does not read it); the
+/// backward's is `bw_workspace_size(wants)`.
 /// # Layout
 /// Any strides; contiguous, 16-byte-aligned, same-shape operands take the
 /// vectorised kernel, everything else the strided kernel (64-bit offsets).
@@ -202,9 +211,17 @@ fn check_desc<T: Element, const N: usize>(
 /// `da` and `db` never share memory. Any other overlap is
 /// `InvalidArgument` naming the output, and nothing is written.
 /// # Errors
-/// `BroadcastMismatch` from `select`; `ShapeMismatch`, `ContextMismatch`,
-/// `InvalidArgument` (an overlap the aliasing rules above forbid) from
-/// `run` and `run_bw`; `WorkspaceTooSmall` from `run_bw`.
+/// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
+/// `Unsupported` for another dtype or a rank `N > 8`;
+/// `BroadcastMismatch` when an axis of `a_shape` and `b_shape` differs and
+/// neither is 1; `PreferenceRejected` when `pref` forces a backend other
+/// than `Baracuda`. From `run`, `run_bw` and the in-place forms:
+/// `ShapeMismatch` when a view's shape is not the one above;
+/// `ContextMismatch` when a view (or the backward's workspace) lives on
+/// another context; `InvalidArgument` for an overlap the aliasing rules
+/// above forbid, or an in-place form whose written input is broadcast.
+/// From `run_bw`: `WorkspaceTooSmall` when the workspace is smaller than
+/// `bw_workspace_size` of the gradients given.
 pub struct BinaryPlan<T: Element, const N: usize> {
     desc: BinaryDescriptor<N>,
     out_shape: [usize; N],

@@ -23,18 +23,21 @@ pub enum UnaryOp {
     /// `max(x, 0)`; NaN propagates. Gradient `x <= 0 ? 0 : 1`.
     Relu,
     /// `x/2 * (1 + erf(x/sqrt(2)))` (PyTorch `gelu`, approximate='none').
+    /// Gradient `Phi(x) + x phi(x)` (the standard normal CDF and density).
     GeluErf,
     /// `x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3)))` (approximate='tanh').
+    /// Gradient `(1 + t)/2 + x (1 - t^2) k (1 + 3c x^2) / 2`, with
+    /// `t` the tanh, `k = sqrt(2/pi)`, `c = 0.044715`.
     GeluTanh,
-    /// `x * sigmoid(x)`.
+    /// `x * sigmoid(x)`. Gradient `s (1 + x (1 - s))`, `s = sigmoid(x)`.
     Silu,
-    /// `1 / (1 + exp(-x))`.
+    /// `1 / (1 + exp(-x))`. Gradient `s (1 - s)`.
     Sigmoid,
-    /// `tanh(x)`.
+    /// `tanh(x)`. Gradient `1 - tanh(x)^2`.
     Tanh,
-    /// `exp(x)`.
+    /// `exp(x)`. Gradient `exp(x)`.
     Exp,
-    /// `-x`.
+    /// `-x`. Gradient `-1`.
     Neg,
 }
 
@@ -113,10 +116,13 @@ pub struct UnaryBwArgs<'a, T, const N: usize> {
     pub dx: TensorMut<'a, T, N>,
 }
 
-/// `y = f(x)` elementwise, and its backward `dx = dy * f'(x)`.
+/// `y = f(x)` elementwise, and its backward `dx = dy * f'(x)`; `f` and
+/// `f'` of each op are in [`UnaryOp`].
 ///
 /// # Shapes
-/// `x`, `y`, `dy`, `dx`: `desc.shape`, rank `N <= 8`.
+/// `x`, `y`, `dy`, `dx`: `desc.shape`, rank `N <= 8`. No workspace:
+/// `workspace_size` and `bw_workspace_size` are 0 and the `workspace`
+/// argument is not read.
 /// # Layout
 /// Any strides; `x` and `dy` may broadcast (stride 0). Contiguous, 16-byte
 /// aligned operands take the vectorised kernel; others the strided kernel
@@ -130,9 +136,14 @@ pub struct UnaryBwArgs<'a, T, const N: usize> {
 /// f32, f64, f16, bf16; f16/bf16 compute in f32 and round once.
 /// Others: `Error::Unsupported`.
 /// # Errors
-/// `DtypeMismatch` if `desc.element != T::KIND`; `ShapeMismatch` from `run`
-/// and `run_bw` when a view's shape differs; `ContextMismatch`;
-/// `InvalidArgument` when an output overlaps an input other than in place.
+/// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
+/// `Unsupported` for another dtype or a rank `N > 8`;
+/// `PreferenceRejected` when `pref` forces a backend other than
+/// `Baracuda`. From `run`, `run_bw` and the in-place forms:
+/// `ShapeMismatch` when a view's shape is not `desc.shape`;
+/// `ContextMismatch` when a view lives on another context than the
+/// stream's; `InvalidArgument` when an output overlaps an input other
+/// than in place.
 pub struct UnaryPlan<T: Element, const N: usize> {
     desc: UnaryDescriptor<N>,
     sku: KernelSku,

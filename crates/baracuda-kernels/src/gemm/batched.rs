@@ -282,12 +282,22 @@ pub struct BatchedGemmArgs<'a, T, O = T> {
     pub beta: f64,
 }
 
-/// A strided batch of GEMMs in one cuBLASLt call.
+/// A strided batch of GEMMs in one cuBLASLt call:
+/// `D[i] = act(alpha op(A[i]) op(B[i]) + beta C[i] + bias[i])` for
+/// `i < batch`, each entry computed as [`GemmPlan`] computes one (aux
+/// entries hold the pre-activation). No backward.
 ///
 /// # Shapes
 /// Entry `i` of `A` is `m x k` at offset `i * stride_a` (orders and leading
 /// dimensions as in [`GemmDescriptor`]); likewise `B`, `C`, `D` and the
 /// aux output; entry `i`'s bias is `n` elements at `i * stride_bias`.
+/// # Layout
+/// `A`, `B`, `C`, `D` and aux are whole-batch [`DeviceSlice`]s, each at
+/// least `(batch - 1) * stride + one entry's span` elements long and
+/// 16-byte aligned; a stride of 0 broadcasts one `A`, `B`, `C` or bias
+/// to every entry. The bias is a `[batch, n]` view of strides
+/// `[stride_bias, 1]`, 16-byte aligned. The workspace is
+/// `workspace_size()` bytes.
 /// # Dtypes
 /// `T -> O`, exactly as [`GemmPlan`]: f32 -> f32 (IEEE; TF32 only with
 /// `allow_tf32`), f64 -> f64, f16 -> f16, f16 -> f32, bf16 -> bf16,
@@ -298,11 +308,20 @@ pub struct BatchedGemmArgs<'a, T, O = T> {
 /// bytes (and aux entries lie a multiple of 8 elements apart); otherwise
 /// one epilogue-kernel pass covers the whole batch (the SKU says which).
 /// # Errors
-/// `InvalidDescriptor` (zero sizes, short leading dimensions, overlapping
-/// `D` or aux entries, aux without activation), `Unsupported` (a dtype
-/// pair); `ShapeMismatch` when a slice is too short, `InvalidArgument`
-/// (alignment, a missing or unexpected `c`, bias or aux),
-/// `ContextMismatch`, `WorkspaceTooSmall` from `run`.
+/// From `select`: `InvalidDescriptor` ([`GemmPlan`]'s descriptor checks,
+/// a `batch` of 0 or past 2^31 - 1, `stride_d` or `stride_aux` below one
+/// entry's span so that output entries would overlap); `Overflow` when
+/// one output entry's span does not fit in `usize`; `Unsupported` (a
+/// dtype pair, or no cuBLASLt algorithm), `PreferenceRejected` and the
+/// library errors as [`GemmPlan`]. From `run`: `ShapeMismatch` when a
+/// slice is too short or the bias is not `[batch, n]`; `InvalidArgument`
+/// (a slice or bias not 16-byte aligned, bias strides other than
+/// `[stride_bias, 1]`, `beta != 0` without `c`, [`GemmC::Output`] without
+/// `ldc == ldd` and (for `batch > 1`) `stride_c == stride_d`, a bias or
+/// aux given against the descriptor or missing, an overlap the aliasing
+/// rules refuse);
+/// `ContextMismatch` for a slice or workspace on another context;
+/// `WorkspaceTooSmall`.
 /// # Aliasing
 /// `D` may be `C` ([`GemmC::Output`], or a `C` slice at `D`'s address)
 /// when `ldc == ldd` and `stride_c == stride_d`: every entry accumulates

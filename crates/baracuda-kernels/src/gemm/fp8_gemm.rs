@@ -72,17 +72,38 @@ pub struct Fp8GemmArgs<'a, A, B, O> {
 /// `Send + Sync` whatever they are).
 type Operands<A, B, O> = fn() -> (A, B, O);
 
-/// e4m3/e5m2 GEMM through cuBLASLt.
+/// e4m3/e5m2 GEMM through cuBLASLt:
+/// `D[i, j] = scale_a * scale_b * sum_l A[i, l] B[l, j]`, accumulated in
+/// f32 and rounded once to `O`; with the descriptor's `amax`, also
+/// `amax = max_ij |D[i, j]|` (of the stored `D`). No bias, activation or
+/// `C`, and no backward.
 ///
+/// # Shapes
+/// `A`: `m x k`, `B`: `k x n`, `D`: `m x n`; `scale_a`, `scale_b` and
+/// `amax`: `[1]` f32.
+/// # Layout
+/// Layout `Rcr` or `Rcc` (row-major `A`, column-major `B`, `D` in either
+/// order), the descriptor's leading dimensions; `k`, `lda`, `ldb` and the
+/// contiguous extent of `D` multiples of 16, `ldd` a multiple of 16 bytes
+/// (the module doc says why). Every matrix and each scale 16-byte aligned
+/// (each scale its own allocation). The workspace is `workspace_size()`
+/// bytes.
 /// # Dtypes
 /// `A x B`: e4m3 x e4m3, e5m2 x e4m3 or e4m3 x e5m2 (`F8E4M3`, `F8E5M2`);
 /// `O`: bf16, f16 or f32; all nine combinations, f32 accumulation.
 /// e5m2 x e5m2 and any other type: `Unsupported`.
 /// # Errors
-/// `Unsupported` (dtypes, layout, epilogue, sizes outside the fp8 rules of
-/// the module doc, or no fp8 algorithm on this GPU), `InvalidDescriptor`;
-/// from `run` as [`super::GemmPlan`], `ShapeMismatch` for a scale or amax
-/// other than `[1]`, `InvalidArgument` for a scale not 16-byte aligned.
+/// From `select`: `Unsupported` (dtypes, a layout other than `Rcr`/`Rcc`,
+/// an epilogue or `save_aux`, `k` or the contiguous extent of `D` not a
+/// multiple of 16, `ldd` not a multiple of 16 bytes, or no fp8 algorithm
+/// on this GPU: fp8 needs sm_89 or newer); `InvalidDescriptor`
+/// ([`super::GemmPlan`]'s descriptor checks, `lda` or `ldb` not a
+/// multiple of 16); `PreferenceRejected` and the library errors as
+/// [`super::GemmPlan`]. From `run`: as [`super::GemmPlan`] for `A`, `B`,
+/// `D` and the workspace; `ShapeMismatch` for a scale or amax other than
+/// `[1]`, `ContextMismatch` for one on another context,
+/// `InvalidArgument` for a scale not 16-byte aligned or an `amax` given
+/// against the descriptor or missing.
 /// # Aliasing
 /// `D` and amax overlap neither each other nor `A`, `B` or the scales
 /// (`InvalidArgument` naming the output).

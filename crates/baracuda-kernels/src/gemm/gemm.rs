@@ -256,11 +256,22 @@ fn fused_epilogue(desc: &GemmDescriptor, o: ElementKind, batch: &Batch) -> Optio
     }
 }
 
-/// `D = act(alpha * op(A) op(B) + beta * C + bias)` through cuBLASLt.
+/// `D = act(alpha * op(A) op(B) + beta * C + bias)` through cuBLASLt:
+/// `Z[i, j] = alpha sum_l A[i, l] B[l, j] + beta C[i, j] + bias[j]`,
+/// `D = act(Z)` with `act` the epilogue's activation, and `aux = Z` when
+/// the descriptor has `save_aux` (what an activation's backward reads).
+/// No backward: a GEMM's gradients are GEMMs of their own
+/// ([`super::LinearPlan`] runs a layer's).
 ///
 /// # Shapes
 /// `A`: `m x k`, `B`: `k x n`, `C`, `D`, `aux`: `m x n`, bias: `n`; orders
 /// from the [`LayoutSku`], leading dimensions from the descriptor.
+/// # Layout
+/// Each matrix a [`MatrixRef`] / [`MatrixMut`] whose order is the
+/// layout's and whose leading dimension is the descriptor's (`lda`,
+/// `ldb`, `ldc`, `ldd`; aux shares `ldd`), 16-byte aligned; the bias a
+/// unit-stride `[n]` view, 16-byte aligned. The workspace is
+/// `workspace_size()` bytes (the algorithm's).
 /// # Dtypes
 /// `T -> O`, exactly: f32 -> f32 (IEEE; TF32 only with `allow_tf32`),
 /// f64 -> f64 (f64 accumulation), f16 -> f16, f16 -> f32, bf16 -> bf16,
@@ -272,12 +283,22 @@ fn fused_epilogue(desc: &GemmDescriptor, o: ElementKind, batch: &Batch) -> Optio
 /// GELU-erf, a bias on a column-major `D`, and ReLU's aux run in one extra
 /// elementwise pass over `D` (the SKU says which).
 /// # Errors
-/// `InvalidDescriptor` (zero sizes, short leading dimensions, aux without
-/// activation), `Unsupported`, `PreferenceRejected` from `select`;
-/// `ShapeMismatch`, `InvalidArgument` (order, ld, alignment to 16 bytes,
-/// a bias of stride other than 1, missing `c`/bias/aux, an overlap the
-/// aliasing rules refuse), `ContextMismatch`, `WorkspaceTooSmall` from
-/// `run`.
+/// From `select`: `InvalidDescriptor` (an `m`, `n` or `k` of 0 or past
+/// 2^31 - 1, a leading dimension below the packed one, `save_aux` without
+/// an activation); `Unsupported` for a `T -> O` pair not listed above, or
+/// when cuBLASLt offers no algorithm for the problem (within
+/// `max_workspace_bytes`, and deterministic when `pref` asks);
+/// `PreferenceRejected` when `pref` forces a backend other than
+/// `CublasLt` or caps the workspace below the algorithm's;
+/// `LibraryNotFound` or `Cublas` from loading and querying cuBLASLt, and
+/// the kernel JIT's errors for the epilogue kernel. From `run`:
+/// `ShapeMismatch` for a matrix or bias of other extents;
+/// `InvalidArgument` for a matrix in another order or with another
+/// leading dimension than the plan's, an operand not 16-byte aligned, a
+/// bias of stride other than 1, `beta != 0` without `c`, [`GemmC::Output`]
+/// with `ldc != ldd`, a bias or aux given against the descriptor or
+/// missing, and an overlap the aliasing rules refuse; `ContextMismatch`
+/// for an operand or workspace on another context; `WorkspaceTooSmall`.
 /// # Aliasing
 /// `D` may be `C`: [`GemmC::Output`] (or a `C` view of exactly `D`'s
 /// elements) accumulates in place, `D = act(alpha op(A) op(B) + beta D +

@@ -191,11 +191,21 @@ pub struct GroupedGemmArgs<'a, T> {
     pub beta: f64,
 }
 
-/// Many GEMMs of different shapes in one call.
+/// Many GEMMs of different shapes in one call:
+/// `D[g] = act(alpha op(A[g]) op(B[g]) + beta C[g] + bias[g])` for every
+/// group `g`, each computed as [`GemmPlan`] computes one (aux holds the
+/// pre-activation); groups with `m_g = 0` are skipped. No backward.
 ///
 /// # Shapes
 /// Group `g`: `A` `m_g x k_g`, `B` `k_g x n_g`, `C`, `D` and aux
 /// `m_g x n_g`, packed, in the descriptor's layout; bias `n_g`.
+/// # Layout
+/// One list entry per group (empty groups included) in each list given.
+/// Every matrix packed (leading dimension the row or column length its
+/// order gives) and 16-byte aligned; `C`, `D` and aux in `D`'s order;
+/// each bias a unit-stride view, 16-byte aligned. The workspace is
+/// `workspace_size()` bytes, the largest group's, shared by the groups
+/// in stream order.
 /// # Dtypes
 /// `T` = f32 (IEEE; TF32 only with `allow_tf32`), f64, f16 or bf16, with
 /// `C`, `D`, bias and aux in `T` too (f32 accumulation; f64 for f64).
@@ -203,12 +213,19 @@ pub struct GroupedGemmArgs<'a, T> {
 /// # Epilogues
 /// Every [`GemmPlan`] epilogue, per group as there.
 /// # Errors
-/// `InvalidDescriptor` (no groups, `n` or `k` of 0, aux without
-/// activation), `Unsupported`; `ShapeMismatch` when an argument list
+/// From `select`: `InvalidDescriptor` (no groups, an `n` or `k` of 0 or a
+/// size past 2^31 - 1, aux without activation); `Unsupported` (a dtype
+/// not listed, or no cuBLASLt algorithm for a group); `PreferenceRejected`
+/// when `pref` forces a backend other than `CublasLt` or caps the
+/// workspace below the largest group's; the library errors as
+/// [`GemmPlan`]. From `run`: `ShapeMismatch` when an argument list
 /// differs from the group count or an empty group's operand from its
-/// shape, `InvalidArgument` for a missing or unexpected `c`, bias or aux
-/// list, and every check of [`GemmPlan`] per group. Every group is checked
-/// before any is enqueued, so a bad argument writes nothing.
+/// shape; `InvalidArgument` for `beta != 0` without `c` or a missing or
+/// unexpected bias or aux list; `WorkspaceTooSmall`, and
+/// `ContextMismatch` for a workspace on another context; every check of
+/// [`GemmPlan`] per group, and the overlap checks across groups below.
+/// Every group is checked before any is enqueued, so a bad argument
+/// writes nothing.
 /// # Aliasing
 /// Each group's `D` may be its `C` ([`GemmC::Output`]: every group
 /// accumulates in place). No other output (`D`, aux) overlaps an input or

@@ -92,17 +92,31 @@ pub(crate) fn prepare_tn(
     Prepared::new(stream, &p, pref)?.ok_or_else(|| Error::Unsupported { op, what: what() })
 }
 
-/// s8 x s8 -> s32 / f32 / bf16 GEMM through cuBLASLt.
+/// s8 x s8 -> s32 / f32 / bf16 GEMM through cuBLASLt:
+/// `D[i, j] = scale * sum_l A[i, l] B[l, j]`, the sum exact in s32. With
+/// an f32 or bf16 output the s32 result is kept in the workspace and one
+/// elementwise pass writes `scale * acc` rounded once to `O`. No bias,
+/// activation or `C`, and no backward.
 ///
 /// # Shapes
-/// As [`super::GemmPlan`].
+/// `A`: `m x k`, `B`: `k x n`, `D`: `m x n`.
+/// # Layout
+/// Layout `Rcr` or `Rcc` (row-major `A`, column-major `B`, `D` in either
+/// order), the descriptor's leading dimensions with `lda` and `ldb`
+/// multiples of 16; every matrix 16-byte aligned. The workspace is
+/// `workspace_size()` bytes: the algorithm's, plus the s32 result for f32
+/// and bf16 outputs.
 /// # Dtypes
 /// Operands s8, s32 accumulation; output `O` = i32 (exact, `scale` 1),
 /// f32 or bf16 (scaled, one rounding). Other outputs: `Unsupported`.
 /// # Errors
-/// `Unsupported` (layout, epilogue, output dtype), `InvalidDescriptor`
-/// (sizes, leading dimensions not multiples of 16); from `run` as
-/// [`super::GemmPlan`], and `InvalidArgument` for `scale != 1` with s32
+/// From `select`: `Unsupported` (a layout other than `Rcr`/`Rcc`, an
+/// epilogue or `save_aux`, an output dtype other than i32, f32, bf16, or
+/// no cuBLASLt int8 algorithm), `InvalidDescriptor`
+/// ([`super::GemmPlan`]'s descriptor checks, `lda` or `ldb` not a
+/// multiple of 16), `PreferenceRejected` and the library errors as
+/// [`super::GemmPlan`]. From `run`: as [`super::GemmPlan`] for `A`, `B`,
+/// `D` and the workspace, and `InvalidArgument` for `scale != 1` with s32
 /// output.
 /// # Aliasing
 /// `D` overlaps neither `A` nor `B` (`InvalidArgument` naming `d`).

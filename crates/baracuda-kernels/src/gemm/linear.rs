@@ -332,23 +332,41 @@ pub struct LinearBwArgs<'a, T> {
 
 /// `Y = act(X W^T + b)` and its backward.
 ///
+/// Forward: `Z = X W^T + b`, `Y = act(Z)` (`act` and the bias from the
+/// descriptor's epilogue), and `aux = Z` when the descriptor has
+/// `save_aux`. Backward: `dZ = dY * act'(Z)` (`dZ = dY` without an
+/// activation), `dX = dZ W`, `dW = dZ^T X`, `db = sum over tokens of dZ`,
+/// each when its output is given.
+///
 /// # Shapes
-/// See the module doc.
+/// `X`, `dX`: `[tokens, in_features]`; `W`, `dW`: `[out_features,
+/// in_features]`; `Y`, `aux`, `dY`: `[tokens, out_features]`; bias,
+/// `dbias`: `[out_features]`.
 /// # Layout
 /// Every matrix row-major, with the descriptor's leading dimension (any
-/// at least its row length). The skinny forward kernel serves only packed
-/// `X`, `W` and `Y`; other layouts run cuBLASLt.
+/// at least its row length): `ldx`, `ldw`, `ldy` (also `aux`), `lddx`,
+/// `lddw`, `lddy`; every matrix, the bias and `dbias` 16-byte aligned,
+/// the bias and `dbias` of unit stride. The skinny forward kernel serves
+/// only packed `X`, `W` and `Y`; other layouts run cuBLASLt. One
+/// workspace of `workspace_size()` bytes serves forward and backward
+/// (`bw_workspace_size` is the same for every choice of gradients).
 /// # Dtypes
 /// `T` = f32 (IEEE unless `allow_tf32`), f64, f16 or bf16, every tensor of
 /// forward and backward in `T` (f32 accumulation; f64 for f64). Others:
 /// `Unsupported`.
 /// # Errors
-/// `InvalidDescriptor` (a zero size, a leading dimension below its row
-/// length) from `select`; as [`GemmPlan`], with the layer's argument names
-/// (`x`, `w`, `y`, `aux`, `dy`, `dx`, `dw`, `dbias`) for a matrix of the wrong
-/// shape or leading dimension; `InvalidArgument` when `aux` is missing for
-/// a backward through an activation or `db` is asked without `dw` or
-/// without a bias, or a bias or `dbias` has a stride other than 1.
+/// From `select`: `InvalidDescriptor` (a zero size, a leading dimension
+/// below its row length, and [`GemmPlan`]'s descriptor checks of the
+/// forward matmul); `Unsupported` (a dtype not listed, or no cuBLASLt
+/// algorithm for one of the matmuls); `PreferenceRejected` when `pref`
+/// forces a backend other than `CublasLt` or caps the workspace below
+/// the plan's; the library and JIT errors as [`GemmPlan`]. From `run` and
+/// `run_bw`: as [`GemmPlan`], with the layer's argument names (`x`, `w`,
+/// `y`, `aux`, `dy`, `dx`, `dw`, `dbias`) for a matrix of the wrong shape,
+/// order or leading dimension, and `WorkspaceTooSmall`;
+/// `InvalidArgument` when `aux` is missing for a backward through an
+/// activation, `dbias` is asked without `dw` or without a bias in the
+/// epilogue, or a bias or `dbias` has a stride other than 1.
 /// # Aliasing
 /// No output may overlap an input or another output: in the forward `y`
 /// and `aux` against `x`, `w`, the bias and each other; in the backward

@@ -167,6 +167,17 @@ pub struct NormBwArgs<'a, T, const N: usize, const K: usize> {
 /// dbias are per-block partial sums in the workspace added in a fixed
 /// order.
 ///
+/// # Math
+/// Per row `r` of `h` = [`NormDescriptor::hidden`] elements (`w = 1` and
+/// `b = 0` when the descriptor has none):
+/// - LayerNorm: `mean = sum_j x / h`, `var = sum_j (x - mean)^2 / h`
+///   (biased), `rstd = 1 / sqrt(var + eps)`, `xhat = (x - mean) rstd`;
+/// - RMSNorm: `rstd = 1 / sqrt(sum_j x^2 / h + eps)`, `xhat = x rstd`;
+/// - `y = xhat w + b`.
+///
+/// Backward, with `g = dy w`: `dx = rstd (g - c - xhat a)` where
+/// `a = sum_j g xhat / h` and `c = sum_j g / h` (LayerNorm; 0 for
+/// RMSNorm); `dweight[j] = sum_r dy xhat`, `dbias[j] = sum_r dy`.
 /// # Shapes
 /// `x`, `y`, `dy`, `dx`: `desc.shape`; `weight`, `bias`, `dweight`,
 /// `dbias`: its last `K` dims (`K >= 1`, `desc.normalized_dims == K`).
@@ -175,6 +186,11 @@ pub struct NormBwArgs<'a, T, const N: usize, const K: usize> {
 /// any strides (0 broadcasts an input). Rows of a multiple of 16 bytes,
 /// 16-byte aligned, up to 4096 vectors are held in registers (x read
 /// once); other rows take the element-wise kernel.
+/// # Workspace
+/// The forward takes none (`workspace_size()` is 0, the `workspace`
+/// argument is not read). The backward's `bw_workspace_size(wants)` holds
+/// per-block partial rows of dweight (and dbias) in f32 (f64 for f64); 0
+/// when only `dx` is asked.
 /// # Statistics
 /// The forward saves, per row in row-major order, LayerNorm's mean then
 /// (after every row's mean) the rstd `1 / sqrt(var + eps)`, RMSNorm's rstd
@@ -185,13 +201,18 @@ pub struct NormBwArgs<'a, T, const N: usize, const K: usize> {
 /// Statistics and arithmetic in f32 (f64 for f64). Others:
 /// `Error::Unsupported`.
 /// # Errors
-/// `DtypeMismatch` if `desc.element != T::KIND`; `InvalidDescriptor` for a
-/// `normalized_dims` other than `K` or 0, no normalized elements, a
-/// negative or NaN eps, a bias on RMSNorm; `ShapeMismatch`,
-/// `ContextMismatch`, `WorkspaceTooSmall` and `InvalidArgument` (a
-/// weight or bias given against the descriptor, non-dense normalized dims,
-/// overlapping operands, short or misaligned statistics) from `run` and
-/// `run_bw`.
+/// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
+/// `Unsupported` for another dtype or a rank `N > 8`; `InvalidDescriptor`
+/// for a `normalized_dims` other than `K`, a `K` of 0 or past `N`, no
+/// normalized elements, a negative or non-finite eps, a bias on RMSNorm;
+/// `PreferenceRejected` when `pref` forces a backend other than
+/// `Baracuda`; the kernel JIT's errors. From `run` and `run_bw`:
+/// `ShapeMismatch` for a view of another shape; `ContextMismatch` for a
+/// view, the statistics or the workspace on another context;
+/// `WorkspaceTooSmall` (`run_bw`); `InvalidArgument` for a weight or bias
+/// given against the descriptor or missing, a `dweight` or `dbias` the
+/// descriptor has no parameter for, non-dense normalized dims,
+/// overlapping operands, and short or misaligned statistics.
 pub struct NormPlan<T: Element, Kind: NormKind, const N: usize, const K: usize = 1> {
     desc: NormDescriptor<N>,
     sku: KernelSku,

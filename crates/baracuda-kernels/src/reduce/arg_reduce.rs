@@ -150,6 +150,12 @@ pub struct ArgReduceBwArgs<'a, T, const N: usize, const M: usize> {
 /// total order, and split reductions merge their states from the
 /// workspace without atomics.
 ///
+/// # Math
+/// With `o` a position over the kept dims and `r` the row-major position
+/// over the reduced ones: `indices[o] = first argmax_r x[o, r]` (argmin
+/// for [`ArgReduceOp::Min`]), `values[o] = x[o, indices[o]]`. Backward
+/// of the values: `dx[o, r] = dv[o]` where `r == indices[o]`, 0
+/// elsewhere.
 /// # Shapes
 /// `x`, `dx`: `desc.shape` (rank `N <= 8`); values, indices, `dv`:
 /// [`ArgReduceDescriptor::output_shape`] (rank `M`).
@@ -157,7 +163,9 @@ pub struct ArgReduceBwArgs<'a, T, const N: usize, const M: usize> {
 /// Any strides; `x` and `dv` may broadcast. A reduction over one
 /// contiguous aligned run per output (the last dim, or all dims of a
 /// contiguous tensor) uses 16-byte loads and one block per long row;
-/// others read with strides.
+/// others read with strides. `workspace_size()` holds the (value,
+/// index) states of a split reduction (0 when each output is reduced by
+/// one block); the backward takes no workspace.
 /// # Dtypes
 /// f32, f64, f16, bf16 in `x` and the values; indices i64. Others:
 /// `Error::Unsupported`.
@@ -166,11 +174,16 @@ pub struct ArgReduceBwArgs<'a, T, const N: usize, const M: usize> {
 /// extreme of both ops, so a set holding NaN yields its first NaN
 /// (PyTorch's).
 /// # Errors
-/// `DtypeMismatch` if `desc.element != T::KIND`; `InvalidDescriptor` for
-/// a dim past `N` or an `M` that does not match dim and keepdim;
-/// `InvalidArgument` from `select` for a reduction over no element (PyTorch
-/// raises); `ShapeMismatch`, `ContextMismatch`, `WorkspaceTooSmall` and
-/// `InvalidArgument` (overlapping operands) from `run` and `run_bw`.
+/// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
+/// `Unsupported` for another dtype or a rank `N > 8`; `InvalidDescriptor`
+/// for a dim past `N` or an `M` that does not match dim and keepdim;
+/// `InvalidArgument` for a reduction over no element (PyTorch raises);
+/// `PreferenceRejected` when `pref` forces a backend other than
+/// `Baracuda` or caps the workspace below `workspace_size()`; the kernel
+/// JIT's errors. From `run` and `run_bw`: `ShapeMismatch`,
+/// `ContextMismatch` (a view or the workspace on another context),
+/// `WorkspaceTooSmall` (`run`), and `InvalidArgument` for an output
+/// overlapping an input or the other output.
 pub struct ArgReducePlan<T: Element, const N: usize, const M: usize = N> {
     desc: ArgReduceDescriptor<N>,
     sku: KernelSku,

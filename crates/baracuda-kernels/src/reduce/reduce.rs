@@ -235,6 +235,11 @@ pub struct ReduceBwArgs<'a, T, const N: usize, const M: usize> {
 /// blocks writes per-block states to the workspace and merges them in a
 /// fixed order.
 ///
+/// # Math
+/// With `o` a position over the kept dims and `r` over the reduced ones,
+/// `y[o] = fold_r x[o, r]` and `dx[o, r] = dy[o] * dfold/dx[o, r]`, the
+/// fold and its gradient per [`ReduceOp`] (var and std with the
+/// descriptor's `correction`, norm with its `p`).
 /// # Shapes
 /// `x`, `dx`: `desc.shape` (rank `N <= 8`); `y`, `dy`:
 /// [`ReduceDescriptor::output_shape`] (rank `M`: `N` with keepdim, else
@@ -244,6 +249,12 @@ pub struct ReduceBwArgs<'a, T, const N: usize, const M: usize> {
 /// the innermost contiguous dims runs the row kernel (16-byte loads when
 /// aligned), one over outer dims of a tensor whose innermost dim is kept
 /// the column kernel; offsets are 64-bit.
+/// # Workspace
+/// `workspace_size()`: the per-block states of a split reduction (0 when
+/// each output is folded by one block). `bw_workspace_size(Grad::X)`: for
+/// nanmean, prod, amax, amin, var, std and the inf norms, whose backward
+/// first reduces a statistic, one statistic per output plus that
+/// reduction's split states; 0 for the others.
 /// # Dtypes
 /// f32, f64, f16, bf16; f16/bf16 accumulate in f32, f64 in f64. Others:
 /// `Error::Unsupported`.
@@ -252,11 +263,17 @@ pub struct ReduceBwArgs<'a, T, const N: usize, const M: usize> {
 /// logsumexp: -inf; amax, amin and the inf norms: `InvalidArgument` from
 /// `select`, as PyTorch raises.
 /// # Errors
-/// `DtypeMismatch` if `desc.element != T::KIND`; `InvalidDescriptor` for
-/// dims past `N`, an `M` that does not match dims and keepdim, a NaN p or
-/// correction; `ShapeMismatch`, `ContextMismatch`, `WorkspaceTooSmall`
-/// and `InvalidArgument` (overlapping operands, a missing `y` in the
-/// backward) from `run` and `run_bw`.
+/// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
+/// `Unsupported` for another dtype or a rank `N > 8`; `InvalidDescriptor`
+/// for dims past `N`, an `M` that does not match dims and keepdim, a NaN
+/// p or correction; `InvalidArgument` for an empty amax, amin or inf-norm
+/// reduction (above); `PreferenceRejected` when `pref` forces a backend
+/// other than `Baracuda` or caps the workspace below `workspace_size()`;
+/// the kernel JIT's errors. From `run` and `run_bw`: `ShapeMismatch` for
+/// a view of another shape; `ContextMismatch` for a view or workspace on
+/// another context; `WorkspaceTooSmall`; `InvalidArgument` for an output
+/// overlapping an input, or a missing `y` in the backward of an op that
+/// reads it.
 pub struct ReducePlan<T: Element, const N: usize, const M: usize = N> {
     desc: ReduceDescriptor<N>,
     sku: KernelSku,

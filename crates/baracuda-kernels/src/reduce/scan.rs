@@ -150,6 +150,13 @@ pub struct ScanBwArgs<'a, T, const N: usize> {
 /// Deterministic: each line is scanned in a fixed order by one block or
 /// one thread, no atomics.
 ///
+/// # Math
+/// Along `dim`, `y[i] = x[0] (+) x[1] (+) ... (+) x[i]` with the combine
+/// of [`ScanOp`]; exclusive scans stop at `x[i - 1]` and start from the
+/// identity (0, 1, -inf), reversed scans run from the last index down.
+/// cummax and cummin also write `indices[i]`, the position along `dim`
+/// of the element `y[i]` came from. The backward `dx` is each op's
+/// gradient in [`ScanOp`] (cumsum: `dy` scanned the other way).
 /// # Shapes
 /// `x`, `y`, `indices`, `dy`, `dx`: `desc.shape` (rank `1 <= N <= 8`).
 /// # Layout
@@ -157,15 +164,24 @@ pub struct ScanBwArgs<'a, T, const N: usize> {
 /// of stride 1 runs a block per line; along an outer dim (or over lines of
 /// at most 32 elements) a thread per line, consecutive threads on
 /// consecutive lines. 64-bit offsets.
+/// # Workspace
+/// None for `run` (`workspace_size()` is 0); cumprod's backward takes
+/// `bw_workspace_size(Grad::X)`, one accumulator per element, the other
+/// ops' none.
 /// # Dtypes
 /// f32, f64, f16, bf16; f16/bf16 accumulate in f32, f64 in f64; indices
 /// i64. Others: `Error::Unsupported`.
 /// # Errors
-/// `DtypeMismatch` if `desc.element != T::KIND`; `InvalidDescriptor` for a
-/// dim past the rank or an exclusive cummax/cummin; `ShapeMismatch`,
-/// `ContextMismatch`, `WorkspaceTooSmall` and `InvalidArgument`
-/// (overlapping operands, a missing or unexpected `indices` or `y`) from
-/// `run` and `run_bw`.
+/// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
+/// `Unsupported` for another dtype or a rank `N > 8`; `InvalidDescriptor`
+/// for a dim past the rank (every dim for `N = 0`) or an exclusive
+/// cummax/cummin; `PreferenceRejected` when `pref` forces a backend other
+/// than `Baracuda` or caps the workspace below cumprod's backward; the
+/// kernel JIT's errors. From `run` and `run_bw`: `ShapeMismatch`,
+/// `ContextMismatch` (a view or the workspace on another context),
+/// `WorkspaceTooSmall` (cumprod's `run_bw`), and `InvalidArgument` for an
+/// output overlapping an input (in place included) or a missing or
+/// unexpected `indices` or `y`.
 pub struct ScanPlan<T: Element, const N: usize> {
     desc: ScanDescriptor<N>,
     sku: KernelSku,

@@ -110,9 +110,18 @@ pub struct SoftmaxBwArgs<'a, T, const N: usize> {
 /// its backward. Deterministic: each row is folded in a fixed order
 /// inside one thread group, no atomics.
 ///
+/// # Math
+/// Along `desc.dim`, with `m = max x`: softmax `y = exp(x - m) / sum
+/// exp(x - m)`, log-softmax `y = (x - m) - log sum exp(x - m)`, softmin
+/// the softmax of `-x`. The backward reads the forward's `y` (not `x`):
+/// softmax `dx = y (dy - sum(dy y))`, log-softmax `dx = dy - exp(y)
+/// sum(dy)`, softmin `dx = -y (dy - sum(dy y))`, the sums along the dim
+/// ([`SoftmaxOp`]).
 /// # Shapes
-/// Every operand `desc.shape` (rank `1 <= N <= 8`), any extent along
-/// `desc.dim` (an empty tensor writes nothing).
+/// Every operand (`x`, `y`, `dy`, `dx`) `desc.shape` (rank `1 <= N <=
+/// 8`), any extent along `desc.dim` (an empty tensor writes nothing). No
+/// workspace: `workspace_size` and `bw_workspace_size` are 0 and the
+/// `workspace` argument is not read.
 /// # Layout
 /// Any strides; `x`, `y` (backward) and `dy` may broadcast (stride 0).
 /// When the dim is contiguous in every operand, or the rows are few, a
@@ -127,10 +136,14 @@ pub struct SoftmaxBwArgs<'a, T, const N: usize> {
 /// A row holding NaN or +inf, or only -inf, is NaN throughout, as
 /// PyTorch's.
 /// # Errors
-/// `DtypeMismatch` if `desc.element != T::KIND`; `InvalidDescriptor` for
-/// a `dim` past the rank (or rank 0); `ShapeMismatch`, `ContextMismatch`
-/// and `InvalidArgument` (an output overlapping an input) from `run` and
-/// `run_bw`.
+/// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
+/// `Unsupported` for another dtype or a rank `N > 8`; `InvalidDescriptor`
+/// for a `dim` past the rank (or rank 0); `PreferenceRejected` when
+/// `pref` forces a backend other than `Baracuda`; the kernel JIT's
+/// errors. From `run` and `run_bw`: `ShapeMismatch` for a view of another
+/// shape, `ContextMismatch` for a view on another context, and
+/// `InvalidArgument` for an output overlapping an input (in place
+/// included).
 pub struct SoftmaxPlan<T: Element, const N: usize> {
     desc: SoftmaxDescriptor<N>,
     sku: KernelSku,
