@@ -12,8 +12,13 @@ use crate::harness::{gpu, Rng};
 
 /// A family's plans and their inputs on the device.
 pub(super) trait Exercise: Send + Sync {
-    /// Elements of each output, and the workspace bytes.
+    /// Elements of each f32 output, and the workspace bytes.
     fn outputs(&self) -> (Vec<usize>, usize);
+    /// Elements of each i64 output (the indices of max pooling, index
+    /// reductions and cummax / cummin): none unless the exercise says.
+    fn index_outputs(&self) -> Vec<usize> {
+        Vec::new()
+    }
     /// Enqueue every plan on `stream`, writing `out`.
     fn enqueue(&self, stream: &Stream, out: &mut Outs) -> Result<()>;
 }
@@ -62,62 +67,107 @@ pub(super) static EXERCISES: &[FamilyExercise] = &[
     },
 ];
 
-/// The outputs and workspace of one runner of an [`Exercise`].
+/// The outputs and workspace of one runner of an [`Exercise`]: the f32
+/// outputs, then the i64 ones.
 pub(super) struct Outs {
     bufs: Vec<DeviceBuffer<f32>>,
+    idx: Vec<DeviceBuffer<i64>>,
     ws: DeviceBuffer<u8>,
 }
 
 impl Outs {
-    /// Poisoned outputs and a workspace on `stream`.
+    /// Poisoned outputs (every byte 0xFF) and a workspace on `stream`.
     pub fn new(stream: &Stream, ex: &dyn Exercise) -> Result<Outs> {
         let (sizes, ws) = ex.outputs();
         let bufs = sizes
             .iter()
             .map(|&n| DeviceBuffer::filled_bytes(stream, n, 0xFF))
             .collect::<Result<_>>()?;
+        let idx = ex
+            .index_outputs()
+            .iter()
+            .map(|&n| DeviceBuffer::filled_bytes(stream, n, 0xFF))
+            .collect::<Result<_>>()?;
         Ok(Outs {
             bufs,
+            idx,
             ws: DeviceBuffer::zeros(stream, ws.max(1))?,
         })
     }
-    /// Poison every output again (NaN), on `stream`.
+    /// Poison every output again (NaN, and -1 in the indices), on
+    /// `stream`.
     pub fn poison(&mut self, stream: &Stream) -> Result<()> {
         self.bufs
             .iter_mut()
+            .try_for_each(|b| b.fill_bytes(stream, 0xFF))?;
+        self.idx
+            .iter_mut()
             .try_for_each(|b| b.fill_bytes(stream, 0xFF))
     }
-    /// The outputs' bits, after everything enqueued on `stream`.
+    /// The outputs' bits, after everything enqueued on `stream`: the f32
+    /// outputs, then each i64 output as 32-bit words, low word first (a
+    /// poisoned word reads as a NaN, both words of an index in `0..2^30`
+    /// as finite numbers).
     pub fn bits(&self, stream: &Stream) -> Result<Vec<Vec<u32>>> {
-        self.bufs
+        let floats = self
+            .bufs
             .iter()
-            .map(|b| Ok(b.to_host(stream)?.iter().map(|v| v.to_bits()).collect()))
-            .collect()
+            .map(|b| Ok(b.to_host(stream)?.iter().map(|v| v.to_bits()).collect()));
+        let indices = self.idx.iter().map(|b| {
+            Ok(b.to_host(stream)?
+                .iter()
+                .flat_map(|&v| {
+                    let v = v as u64;
+                    [v as u32, (v >> 32) as u32]
+                })
+                .collect())
+        });
+        floats.chain(indices).collect()
     }
-    /// The workspace and the outputs, in the order `outputs` listed them.
+    /// The workspace and the outputs, in the order `outputs` and
+    /// `index_outputs` listed them.
     fn parts(&mut self) -> (&mut DeviceBuffer<u8>, Parts<'_>) {
-        (&mut self.ws, Parts(self.bufs.iter_mut()))
+        (
+            &mut self.ws,
+            Parts {
+                bufs: self.bufs.iter_mut(),
+                idx: self.idx.iter_mut(),
+            },
+        )
     }
 }
 
-/// The outputs of one run, taken in order.
-struct Parts<'a>(std::slice::IterMut<'a, DeviceBuffer<f32>>);
+/// The outputs of one run, taken in order: f32 outputs with
+/// [`Parts::take`], i64 ones with [`Parts::take_idx`].
+struct Parts<'a> {
+    bufs: std::slice::IterMut<'a, DeviceBuffer<f32>>,
+    idx: std::slice::IterMut<'a, DeviceBuffer<i64>>,
+}
 
 impl<'a> Parts<'a> {
-    /// The next `N` outputs.
+    /// The next `N` f32 outputs.
     fn take<const N: usize>(&mut self) -> Result<[&'a mut DeviceBuffer<f32>; N]> {
-        let mut bufs = Vec::with_capacity(N);
-        for _ in 0..N {
-            bufs.push(self.0.next().ok_or_else(|| Error::InvalidArgument {
-                op: "exercise",
-                arg: "outputs",
-                reason: "fewer outputs than the exercise writes".into(),
-            })?);
-        }
-        Ok(bufs
-            .try_into()
-            .unwrap_or_else(|_| unreachable!("N outputs were taken")))
+        next_n(&mut self.bufs)
     }
+    /// The next `N` i64 outputs.
+    fn take_idx<const N: usize>(&mut self) -> Result<[&'a mut DeviceBuffer<i64>; N]> {
+        next_n(&mut self.idx)
+    }
+}
+
+/// The next `N` items of `it`; `InvalidArgument` when it has fewer.
+fn next_n<'a, T, const N: usize>(it: &mut std::slice::IterMut<'a, T>) -> Result<[&'a mut T; N]> {
+    let mut bufs = Vec::with_capacity(N);
+    for _ in 0..N {
+        bufs.push(it.next().ok_or_else(|| Error::InvalidArgument {
+            op: "exercise",
+            arg: "outputs",
+            reason: "fewer outputs than the exercise writes".into(),
+        })?);
+    }
+    Ok(bufs
+        .try_into()
+        .unwrap_or_else(|_| unreachable!("N outputs were taken")))
 }
 
 /// `buf` as a workspace.
@@ -143,6 +193,17 @@ fn input(n: usize, seed: u64) -> Result<DeviceBuffer<f32>> {
     DeviceBuffer::from_host(&gpu().stream, &v)
 }
 
+/// `n` seeded values in `[-2 scale, 2 scale)`, rounded to `T`, on the
+/// shared stream (the s8 and fp8 operands of the quantized GEMMs).
+fn input_as<T: Element>(n: usize, seed: u64, scale: f64) -> Result<DeviceBuffer<T>> {
+    let v: Vec<T> = Rng::new(seed)
+        .vec(n, -2.0, 2.0)
+        .iter()
+        .map(|&x| T::from_f64(x * scale))
+        .collect();
+    DeviceBuffer::from_host(&gpu().stream, &v)
+}
+
 /// The preference every exercise selects with: bitwise-repeatable runs.
 fn deterministic() -> PlanPreference {
     PlanPreference::default().with_deterministic(true)
@@ -152,14 +213,17 @@ fn elems(shape: &[usize]) -> usize {
     shape.iter().product()
 }
 
-fn view<const N: usize>(b: &DeviceBuffer<f32>, shape: [usize; N]) -> Result<TensorRef<'_, f32, N>> {
+fn view<T: Element, const N: usize>(
+    b: &DeviceBuffer<T>,
+    shape: [usize; N],
+) -> Result<TensorRef<'_, T, N>> {
     TensorRef::contiguous(b.as_slice(), shape)
 }
 
-fn view_mut<const N: usize>(
-    b: &mut DeviceBuffer<f32>,
+fn view_mut<T: Element, const N: usize>(
+    b: &mut DeviceBuffer<T>,
     shape: [usize; N],
-) -> Result<TensorMut<'_, f32, N>> {
+) -> Result<TensorMut<'_, T, N>> {
     TensorMut::contiguous(b.as_slice_mut(), shape)
 }
 
@@ -254,13 +318,19 @@ impl Exercise for Elementwise {
 
 /// A 3x3 convolution with a bias (cuDNN) forward and backward; on its
 /// output, a 3x3 transposed convolution (cuDNN) and average, adaptive
-/// average and Lp pooling, each forward and backward.
+/// average and Lp pooling, each forward and backward; a 1-D and a 3-D
+/// convolution with a bias (cuDNN) forward and backward; and on the 3x3
+/// convolution's output, a 3x3 max pooling with stride 2 writing its
+/// indices, and its backward from them.
 struct Conv {
     conv: Conv2dPlan<f32>,
     transposed: ConvTranspose2dPlan<f32>,
     avg: AvgPool2dPlan<f32>,
     adaptive: AdaptiveAvgPool2dPlan<f32>,
     lp: LpPool2dPlan<f32>,
+    conv1: Conv1dPlan<f32>,
+    conv3: Conv3dPlan<f32>,
+    max: MaxPool2dPlan<f32>,
     x: DeviceBuffer<f32>,
     w: DeviceBuffer<f32>,
     bias: DeviceBuffer<f32>,
@@ -269,6 +339,14 @@ struct Conv {
     dyt: DeviceBuffer<f32>,
     dpool: DeviceBuffer<f32>,
     dadaptive: DeviceBuffer<f32>,
+    x1: DeviceBuffer<f32>,
+    w1: DeviceBuffer<f32>,
+    bias1: DeviceBuffer<f32>,
+    dy1: DeviceBuffer<f32>,
+    x3: DeviceBuffer<f32>,
+    w3: DeviceBuffer<f32>,
+    bias3: DeviceBuffer<f32>,
+    dy3: DeviceBuffer<f32>,
 }
 
 /// Input, filter and output of the convolution.
@@ -281,6 +359,17 @@ const CONVT_W: [usize; 4] = [16, 8, 3, 3];
 /// Outputs of the 2x2 average and Lp poolings, and of the adaptive one.
 const POOL_Y: [usize; 4] = [2, 16, 8, 8];
 const ADAPTIVE_Y: [usize; 4] = [2, 16, 5, 5];
+/// The 3x3 max pooling with stride 2 and padding 1 maps `CONV_Y` to
+/// `POOL_Y` too: `(16 + 2 - 3) / 2 + 1 = 8`.
+const MAX_Y: [usize; 4] = POOL_Y;
+/// Input, filter and output of the 1-D convolution (kernel 3, padding 1).
+const CONV1_X: [usize; 3] = [2, 8, 64];
+const CONV1_W: [usize; 3] = [16, 8, 3];
+const CONV1_Y: [usize; 3] = [2, 16, 64];
+/// Input, filter and output of the 3-D convolution (kernel 3, padding 1).
+const CONV3_X: [usize; 5] = [2, 4, 6, 6, 6];
+const CONV3_W: [usize; 5] = [8, 4, 3, 3, 3];
+const CONV3_Y: [usize; 5] = [2, 8, 6, 6, 6];
 
 impl Conv {
     fn new() -> Result<Self> {
@@ -298,12 +387,23 @@ impl Conv {
         let adaptive = AdaptiveAvgPool2dPlan::select(st, &a, &pref)?;
         let l = LpPoolDescriptor::new(2, 16, [16, 16], [2, 2], 2.0, f32_);
         let lp = LpPool2dPlan::select(st, &l, &pref)?;
+        let d1 = Conv1dDescriptor::new(2, 8, 16, [64], [3], f32_).with_padding([1]);
+        let conv1 = Conv1dPlan::select(st, &d1, &pref)?;
+        let d3 = Conv3dDescriptor::new(2, 4, 8, [6, 6, 6], [3, 3, 3], f32_).with_padding([1, 1, 1]);
+        let conv3 = Conv3dPlan::select(st, &d3, &pref)?;
+        let m = Pool2dDescriptor::new(2, 16, [16, 16], [3, 3], f32_)
+            .with_stride([2, 2])
+            .with_padding([1, 1]);
+        let max = MaxPool2dPlan::select(st, &m, &pref)?;
         Ok(Conv {
             conv,
             transposed,
             avg,
             adaptive,
             lp,
+            conv1,
+            conv3,
+            max,
             x: input(elems(&CONV_X), 11)?,
             w: input(elems(&CONV_W), 12)?,
             bias: input(16, 13)?,
@@ -312,6 +412,14 @@ impl Conv {
             dyt: input(elems(&CONV_X), 16)?,
             dpool: input(elems(&POOL_Y), 17)?,
             dadaptive: input(elems(&ADAPTIVE_Y), 18)?,
+            x1: input(elems(&CONV1_X), 19)?,
+            w1: input(elems(&CONV1_W), 20)?,
+            bias1: input(CONV1_W[0], 21)?,
+            dy1: input(elems(&CONV1_Y), 22)?,
+            x3: input(elems(&CONV3_X), 23)?,
+            w3: input(elems(&CONV3_W), 24)?,
+            bias3: input(CONV3_W[0], 25)?,
+            dy3: input(elems(&CONV3_Y), 26)?,
         })
     }
 }
@@ -325,6 +433,10 @@ impl Exercise for Conv {
             self.conv.bw_workspace_size(all),
             self.transposed.workspace_size(),
             self.transposed.bw_workspace_size(xw),
+            self.conv1.workspace_size(),
+            self.conv1.bw_workspace_size(all),
+            self.conv3.workspace_size(),
+            self.conv3.bw_workspace_size(all),
         ]
         .into_iter()
         .max()
@@ -343,8 +455,21 @@ impl Exercise for Conv {
             &CONV_Y,
             &POOL_Y,
             &CONV_Y,
+            &CONV1_Y,
+            &CONV1_X,
+            &CONV1_W,
+            &CONV1_W[..1],
+            &CONV3_Y,
+            &CONV3_X,
+            &CONV3_W,
+            &CONV3_W[..1],
+            &MAX_Y,
+            &CONV_Y,
         ];
         (sizes.iter().map(|s| elems(s)).collect(), ws)
+    }
+    fn index_outputs(&self) -> Vec<usize> {
+        vec![elems(&MAX_Y)]
     }
     fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
         let (ws, mut parts) = out.parts();
@@ -423,68 +548,236 @@ impl Exercise for Conv {
         let dadaptive = view(&self.dadaptive, ADAPTIVE_Y)?;
         pool(&self.adaptive, st, (y, dadaptive), (py, pdx), ADAPTIVE_Y)?;
         let [py, pdx] = parts.take()?;
-        pool(&self.lp, st, (y, dpool), (py, pdx), POOL_Y)
+        pool(&self.lp, st, (y, dpool), (py, pdx), POOL_Y)?;
+
+        let bufs = parts.take()?;
+        let ins = [&self.x1, &self.w1, &self.bias1, &self.dy1];
+        conv_pass(&self.conv1, st, ws, ins, bufs, (CONV1_X, CONV1_W, CONV1_Y))?;
+        let bufs = parts.take()?;
+        let ins = [&self.x3, &self.w3, &self.bias3, &self.dy3];
+        conv_pass(&self.conv3, st, ws, ins, bufs, (CONV3_X, CONV3_W, CONV3_Y))?;
+
+        let [my, mdx] = parts.take()?;
+        let [mi] = parts.take_idx()?;
+        let mut indices = view_mut(mi, MAX_Y)?;
+        let args = PoolArgs {
+            x: y,
+            y: view_mut(my, MAX_Y)?,
+            indices: Some(indices.reborrow()),
+        };
+        self.max.run(st, Workspace::None, args)?;
+        let args = PoolBwArgs {
+            dy: dpool,
+            indices: Some(indices.as_const()),
+            x: None,
+            y: None,
+            dx: view_mut(mdx, CONV_Y)?,
+        };
+        self.max.run_bw(st, Workspace::None, args)
     }
+}
+
+/// A convolution with a bias forward, then its backward with every
+/// gradient: `ins` are x, w, bias and dy; `bufs` y, dx, dw and dbias;
+/// `shapes` those of x, w and y.
+fn conv_pass<const N: usize, const R: usize>(
+    plan: &ConvPlan<f32, N, R>,
+    st: &Stream,
+    ws: &mut DeviceBuffer<u8>,
+    [x, w, bias, dy]: [&DeviceBuffer<f32>; 4],
+    [y, dx, dw, db]: [&mut DeviceBuffer<f32>; 4],
+    (xs, wsh, ys): ([usize; R], [usize; R], [usize; R]),
+) -> Result<()>
+where
+    Rank<N, R>: SpatialRank,
+{
+    let (x, w) = (view(x, xs)?, view(w, wsh)?);
+    let args = ConvArgs {
+        x,
+        w,
+        bias: Some(view(bias, [wsh[0]])?),
+        y: view_mut(y, ys)?,
+    };
+    plan.run(st, borrowed(ws), args)?;
+    let args = ConvBwArgs {
+        x,
+        w,
+        y: None,
+        dy: view(dy, ys)?,
+        dx: Some(view_mut(dx, xs)?),
+        dw: Some(view_mut(dw, wsh)?),
+        dbias: Some(view_mut(db, [wsh[0]])?),
+    };
+    plan.run_bw(st, borrowed(ws), args)
 }
 
 // ---------------------------------------------------------------------------
 // GEMM
 // ---------------------------------------------------------------------------
 
-/// A linear layer with a bias (cuBLASLt) forward and backward, and a GEMM
-/// with column-major `B` and `D`.
+/// A linear layer with a bias (cuBLASLt) forward and backward; a GEMM
+/// with column-major `B` and `D`; a strided batch of GEMMs with a bias per
+/// entry; grouped GEMMs of three shapes (`Rcr`); an s8 x s8 GEMM with a
+/// scaled f32 output; and, where the GPU has fp8 (compute capability 8.9
+/// or newer), an e4m3 x e4m3 GEMM with an f32 output and its amax.
 struct Gemm {
     linear: LinearPlan<f32>,
     gemm: GemmPlan<f32>,
+    batched: BatchedGemmPlan<f32>,
+    grouped: GroupedGemmPlan<f32>,
+    int: IntGemmPlan<f32>,
+    fp8: Option<Fp8Gemm>,
     x: DeviceBuffer<f32>,
     w: DeviceBuffer<f32>,
     bias: DeviceBuffer<f32>,
     dy: DeviceBuffer<f32>,
     a: DeviceBuffer<f32>,
     b: DeviceBuffer<f32>,
+    batch_a: DeviceBuffer<f32>,
+    batch_b: DeviceBuffer<f32>,
+    batch_bias: DeviceBuffer<f32>,
+    /// Each group's `A` and `B`, in allocations of their own.
+    group_a: Vec<DeviceBuffer<f32>>,
+    group_b: Vec<DeviceBuffer<f32>>,
+    int_a: DeviceBuffer<i8>,
+    int_b: DeviceBuffer<i8>,
+}
+
+/// The fp8 GEMM and its operands; each scale in an allocation of its own,
+/// as cuBLASLt's fp8 kernels want.
+struct Fp8Gemm {
+    plan: Fp8GemmPlan<float8::F8E4M3, float8::F8E4M3, f32>,
+    a: DeviceBuffer<float8::F8E4M3>,
+    b: DeviceBuffer<float8::F8E4M3>,
+    scale_a: DeviceBuffer<f32>,
+    scale_b: DeviceBuffer<f32>,
 }
 
 /// Tokens, in and out features of the linear layer.
 const LIN: (usize, usize, usize) = (96, 64, 48);
 /// `m`, `n`, `k` of the GEMM.
 const MNK: (usize, usize, usize) = (40, 56, 72);
+/// Entries, and `m`, `n`, `k` of each, of the batched GEMM (`Rrr`,
+/// packed).
+const BATCH: (usize, (usize, usize, usize)) = (3, (24, 40, 32));
+/// `(m, n, k)` of each grouped GEMM (`Rcr`, packed).
+const GROUPS: [(usize, usize, usize); 3] = [(16, 24, 32), (40, 8, 48), (1, 56, 16)];
+/// `m`, `n`, `k` of the s8 GEMM (`Rcr`: `lda = ldb = k`, a multiple of
+/// 16), and the scale of its output.
+const INT_MNK: (usize, usize, usize) = (32, 24, 64);
+const INT_SCALE: f32 = 0.5;
+/// `m`, `n`, `k` of the fp8 GEMM (`Rcr`: `k` and `n`, the contiguous
+/// extent of `D`, multiples of 16), and the scales of `A` and `B`.
+const FP8_MNK: (usize, usize, usize) = (32, 48, 64);
+const FP8_SCALES: (f32, f32) = (0.25, 0.5);
 
 impl Gemm {
     fn new() -> Result<Self> {
         let st = &gpu().stream;
+        let pref = deterministic();
         let (t, i, o) = LIN;
         let mut d = LinearDescriptor::new(t, i, o);
         d.epilogue = EpilogueKind::Bias;
-        let linear = LinearPlan::select(st, &d, &deterministic())?;
+        let linear = LinearPlan::select(st, &d, &pref)?;
         let (m, n, k) = MNK;
         let g = GemmDescriptor::new(m, n, k, LayoutSku::Rcc);
-        let gemm = GemmPlan::select(st, &g, &deterministic())?;
+        let gemm = GemmPlan::select(st, &g, &pref)?;
+        let (count, (bm, bn, bk)) = BATCH;
+        let g = GemmDescriptor::new(bm, bn, bk, LayoutSku::Rrr).with_epilogue(EpilogueKind::Bias);
+        let batched = BatchedGemmPlan::select(st, &BatchedGemmDescriptor::packed(g, count), &pref)?;
+        let g = GroupedGemmDescriptor::new(GROUPS.to_vec(), LayoutSku::Rcr);
+        let grouped = GroupedGemmPlan::select(st, &g, &pref)?;
+        let (im, in_, ik) = INT_MNK;
+        let gemm_int = GemmDescriptor::new(im, in_, ik, LayoutSku::Rcr);
+        let int = IntGemmPlan::select(st, &IntGemmDescriptor { gemm: gemm_int }, &pref)?;
         Ok(Gemm {
             linear,
             gemm,
+            batched,
+            grouped,
+            int,
+            fp8: Fp8Gemm::new(st, &pref)?,
             x: input(t * i, 21)?,
             w: input(o * i, 22)?,
             bias: input(o, 23)?,
             dy: input(t * o, 24)?,
             a: input(m * k, 25)?,
             b: input(k * n, 26)?,
+            batch_a: input(count * bm * bk, 27)?,
+            batch_b: input(count * bk * bn, 28)?,
+            batch_bias: input(count * bn, 29)?,
+            group_a: GROUPS
+                .iter()
+                .enumerate()
+                .map(|(j, &(gm, _, gk))| input(gm * gk, 30 + j as u64))
+                .collect::<Result<_>>()?,
+            group_b: GROUPS
+                .iter()
+                .enumerate()
+                .map(|(j, &(_, gn, gk))| input(gk * gn, 40 + j as u64))
+                .collect::<Result<_>>()?,
+            // Integers in [-120, 120).
+            int_a: input_as(im * ik, 50, 60.0)?,
+            int_b: input_as(ik * in_, 51, 60.0)?,
         })
+    }
+}
+
+impl Fp8Gemm {
+    /// The plan and its operands; `None` when the GPU has no fp8 (compute
+    /// capability below 8.9) and `select` says `Unsupported`.
+    fn new(st: &Stream, pref: &PlanPreference) -> Result<Option<Self>> {
+        let (m, n, k) = FP8_MNK;
+        let desc = Fp8GemmDescriptor {
+            gemm: GemmDescriptor::new(m, n, k, LayoutSku::Rcr),
+            amax: true,
+        };
+        let plan = match Fp8GemmPlan::select(st, &desc, pref) {
+            Ok(plan) => plan,
+            Err(Error::Unsupported { .. })
+                if st.context().device().arch.compute_capability() < 89 =>
+            {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        };
+        let scale = |v: f32| DeviceBuffer::from_host(st, &[v]);
+        Ok(Some(Fp8Gemm {
+            plan,
+            a: input_as(m * k, 52, 1.0)?,
+            b: input_as(k * n, 53, 1.0)?,
+            scale_a: scale(FP8_SCALES.0)?,
+            scale_b: scale(FP8_SCALES.1)?,
+        }))
     }
 }
 
 impl Exercise for Gemm {
     fn outputs(&self) -> (Vec<usize>, usize) {
         let ((t, i, o), (m, n, _)) = (LIN, MNK);
+        let (count, (bm, bn, _)) = BATCH;
+        let (im, in_, _) = INT_MNK;
         let all = Grad::X | Grad::Weight | Grad::Bias;
         let ws = [
             self.linear.workspace_size(),
             self.linear.bw_workspace_size(all),
             self.gemm.workspace_size(),
+            self.batched.workspace_size(),
+            self.grouped.workspace_size(),
+            self.int.workspace_size(),
+            self.fp8.as_ref().map_or(0, |f| f.plan.workspace_size()),
         ]
         .into_iter()
         .max()
         .unwrap_or(0);
-        (vec![t * o, t * i, o * i, o, m * n], ws)
+        let mut sizes = vec![t * o, t * i, o * i, o, m * n, count * bm * bn];
+        sizes.extend(GROUPS.iter().map(|&(gm, gn, _)| gm * gn));
+        sizes.push(im * in_);
+        if self.fp8.is_some() {
+            let (fm, fn_, _) = FP8_MNK;
+            sizes.extend([fm * fn_, 1]);
+        }
+        (sizes, ws)
     }
     fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
         let ((t, i, o), (m, n, k)) = (LIN, MNK);
@@ -521,7 +814,66 @@ impl Exercise for Gemm {
             alpha: 1.0,
             beta: 0.0,
         };
-        self.gemm.run(st, borrowed(ws), args)
+        self.gemm.run(st, borrowed(ws), args)?;
+
+        let (count, (_, bn, _)) = BATCH;
+        let [d] = parts.take()?;
+        let args = BatchedGemmArgs {
+            a: self.batch_a.as_slice(),
+            b: self.batch_b.as_slice(),
+            c: GemmC::None,
+            d: d.as_slice_mut(),
+            bias: Some(view(&self.batch_bias, [count, bn])?),
+            aux: None,
+            alpha: 1.0,
+            beta: 0.0,
+        };
+        self.batched.run(st, borrowed(ws), args)?;
+
+        let ds: [_; GROUPS.len()] = parts.take()?;
+        let mut args = GroupedGemmArgs {
+            a: Vec::with_capacity(GROUPS.len()),
+            b: Vec::with_capacity(GROUPS.len()),
+            c: GemmC::None,
+            d: Vec::with_capacity(GROUPS.len()),
+            bias: None,
+            aux: None,
+            alpha: 1.0,
+            beta: 0.0,
+        };
+        for (j, (d, &(gm, gn, gk))) in ds.into_iter().zip(&GROUPS).enumerate() {
+            args.a
+                .push(MatrixRef::row_major(self.group_a[j].as_slice(), gm, gk)?);
+            let b = self.group_b[j].as_slice();
+            args.b.push(MatrixRef::new(b, gk, gn, gk, col)?);
+            args.d.push(MatrixMut::row_major(d.as_slice_mut(), gm, gn)?);
+        }
+        self.grouped.run(st, borrowed(ws), args)?;
+
+        let (m, n, k) = INT_MNK;
+        let [d] = parts.take()?;
+        let args = IntGemmArgs {
+            a: MatrixRef::row_major(self.int_a.as_slice(), m, k)?,
+            b: MatrixRef::new(self.int_b.as_slice(), k, n, k, col)?,
+            d: MatrixMut::row_major(d.as_slice_mut(), m, n)?,
+            scale: INT_SCALE,
+        };
+        self.int.run(st, borrowed(ws), args)?;
+
+        let Some(f) = &self.fp8 else {
+            return Ok(());
+        };
+        let (m, n, k) = FP8_MNK;
+        let [d, amax] = parts.take()?;
+        let args = Fp8GemmArgs {
+            a: MatrixRef::row_major(f.a.as_slice(), m, k)?,
+            b: MatrixRef::new(f.b.as_slice(), k, n, k, col)?,
+            d: MatrixMut::row_major(d.as_slice_mut(), m, n)?,
+            scale_a: view(&f.scale_a, [1])?,
+            scale_b: view(&f.scale_b, [1])?,
+            amax: Some(view_mut(amax, [1])?),
+        };
+        f.plan.run(st, borrowed(ws), args)
     }
 }
 
@@ -531,13 +883,23 @@ impl Exercise for Gemm {
 
 /// Every reduction forward and backward over the rows of a matrix (the
 /// row kernel) and over its columns (the column kernel, split over the
-/// reduced dim through the workspace).
+/// reduced dim through the workspace); max and min with their values and
+/// i64 indices, forward and backward, over the rows (16-byte loads) and
+/// over the columns (strided, split through the workspace); every scan
+/// (cummax and cummin with i64 indices) forward and backward along the
+/// rows and along the columns.
 struct Reduce {
     rows: Vec<ReducePlan<f32, 2, 1>>,
     cols: Vec<ReducePlan<f32, 2, 1>>,
+    arg_rows: Vec<ArgReducePlan<f32, 2, 1>>,
+    arg_cols: Vec<ArgReducePlan<f32, 2, 1>>,
+    /// Each scan with its op, along dim 1 then dim 0.
+    scans: Vec<(ScanOp, ScanPlan<f32, 2>)>,
     x: DeviceBuffer<f32>,
     dy_rows: DeviceBuffer<f32>,
     dy_cols: DeviceBuffer<f32>,
+    /// The gradient of the scans' outputs.
+    dy: DeviceBuffer<f32>,
 }
 
 /// The reduced matrix: few columns and many rows, so the column
@@ -551,12 +913,24 @@ impl Reduce {
                 .with_dims(&[dim])
                 .with_correction(1.0)
         };
+        let arg = |op, dim| ArgReduceDescriptor::new(op, ElementKind::F32, RED).with_dim(dim);
+        let mut scans = Vec::new();
+        for dim in [1, 0] {
+            let plans = select_each(&ScanOp::ALL, |op| {
+                ScanDescriptor::new(op, ElementKind::F32, RED, dim)
+            })?;
+            scans.extend(ScanOp::ALL.into_iter().zip(plans));
+        }
         Ok(Reduce {
             rows: select_each(&ReduceOp::ALL, |op| desc(op, 1))?,
             cols: select_each(&ReduceOp::ALL, |op| desc(op, 0))?,
+            arg_rows: select_each(&ArgReduceOp::ALL, |op| arg(op, 1))?,
+            arg_cols: select_each(&ArgReduceOp::ALL, |op| arg(op, 0))?,
+            scans,
             x: input(elems(&RED), 7)?,
             dy_rows: input(RED[0], 8)?,
             dy_cols: input(RED[1], 9)?,
+            dy: input(elems(&RED), 10)?,
         })
     }
 }
@@ -564,21 +938,44 @@ impl Reduce {
 impl Exercise for Reduce {
     fn outputs(&self) -> (Vec<usize>, usize) {
         let n = elems(&RED);
+        // The reductions' y and dx, the index reductions' values and dx,
+        // each over the rows then over the columns; the scans' y and dx.
+        let per_set = [
+            (self.rows.len(), RED[0]),
+            (self.cols.len(), RED[1]),
+            (self.arg_rows.len(), RED[0]),
+            (self.arg_cols.len(), RED[1]),
+            (self.scans.len(), n),
+        ];
         let mut sizes = Vec::new();
-        for _ in &self.rows {
-            sizes.extend([RED[0], n]);
+        for (plans, m) in per_set {
+            for _ in 0..plans {
+                sizes.extend([m, n]);
+            }
         }
-        for _ in &self.cols {
-            sizes.extend([RED[1], n]);
-        }
-        let ws = self
+        let reduce = self
             .rows
             .iter()
             .chain(&self.cols)
-            .map(|p| p.workspace_size().max(p.bw_workspace_size(Grad::X.into())))
-            .max()
-            .unwrap_or(0);
+            .map(|p| p.workspace_size().max(p.bw_workspace_size(Grad::X.into())));
+        let arg = self
+            .arg_rows
+            .iter()
+            .chain(&self.arg_cols)
+            .map(|p| p.workspace_size().max(p.bw_workspace_size(Grad::X.into())));
+        let scan = self
+            .scans
+            .iter()
+            .map(|(_, p)| p.workspace_size().max(p.bw_workspace_size(Grad::X.into())));
+        let ws = reduce.chain(arg).chain(scan).max().unwrap_or(0);
         (sizes, ws)
+    }
+    fn index_outputs(&self) -> Vec<usize> {
+        let mut sizes = vec![RED[0]; self.arg_rows.len()];
+        sizes.extend(vec![RED[1]; self.arg_cols.len()]);
+        let with_indices = self.scans.iter().filter(|(op, _)| op.has_indices());
+        sizes.extend(with_indices.map(|_| elems(&RED)));
+        sizes
     }
     fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
         let (ws, mut parts) = out.parts();
@@ -602,6 +999,59 @@ impl Exercise for Reduce {
                 };
                 plan.run_bw(st, borrowed(ws), args)?;
             }
+        }
+
+        let sets = [
+            (&self.arg_rows, &self.dy_rows, RED[0]),
+            (&self.arg_cols, &self.dy_cols, RED[1]),
+        ];
+        for (plans, dv, m) in sets {
+            let dv = view(dv, [m])?;
+            for plan in plans {
+                let [values, dx] = parts.take()?;
+                let [indices] = parts.take_idx()?;
+                let mut indices = view_mut(indices, [m])?;
+                let args = ArgReduceArgs {
+                    x,
+                    values: Some(view_mut(values, [m])?),
+                    indices: indices.reborrow(),
+                };
+                plan.run(st, borrowed(ws), args)?;
+                let args = ArgReduceBwArgs {
+                    indices: indices.as_const(),
+                    dv,
+                    dx: view_mut(dx, RED)?,
+                };
+                plan.run_bw(st, borrowed(ws), args)?;
+            }
+        }
+
+        let dy = view(&self.dy, RED)?;
+        for (op, plan) in &self.scans {
+            let [y, dx] = parts.take()?;
+            let mut indices = if op.has_indices() {
+                let [i] = parts.take_idx()?;
+                Some(view_mut(i, RED)?)
+            } else {
+                None
+            };
+            let mut y = view_mut(y, RED)?;
+            let args = ScanArgs {
+                x,
+                y: y.reborrow(),
+                indices: indices.as_mut().map(|i| i.reborrow()),
+            };
+            plan.run(st, Workspace::None, args)?;
+            // logcumsumexp's backward reads y; cummax's and cummin's the
+            // indices; each refuses what it does not read.
+            let args = ScanBwArgs {
+                x,
+                y: (*op == ScanOp::LogCumSumExp).then(|| y.as_const()),
+                indices: indices.as_ref().map(|i| i.as_const()),
+                dy,
+                dx: view_mut(dx, RED)?,
+            };
+            plan.run_bw(st, borrowed(ws), args)?;
         }
         Ok(())
     }
