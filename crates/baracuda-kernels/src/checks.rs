@@ -36,18 +36,18 @@ pub(crate) fn span_bytes<T>(shape: &[usize], strides: &[usize]) -> usize {
 }
 
 /// `ShapeMismatch` naming `arg` unless `got` is `expected`.
-pub(crate) fn check_shape<const N: usize>(
+pub(crate) fn check_shape(
     op: &'static str,
     arg: &'static str,
-    expected: &[usize; N],
-    got: &[usize; N],
+    expected: &[usize],
+    got: &[usize],
 ) -> Result<()> {
     if expected != got {
         return Err(Error::ShapeMismatch {
             op,
             arg,
-            expected: Shape::from(&expected[..]),
-            got: Shape::from(&got[..]),
+            expected: Shape::from(expected),
+            got: Shape::from(got),
         });
     }
     Ok(())
@@ -93,6 +93,58 @@ pub(crate) fn check_ctx(
 ) -> Result<()> {
     if stream.context().id() != ctx {
         return Err(Error::ContextMismatch { op, arg });
+    }
+    Ok(())
+}
+
+/// A view as `run` checks it against the plan: its argument name, the
+/// shape the plan expects, its shape and its context.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct View<'s> {
+    arg: &'static str,
+    expected: &'s [usize],
+    shape: &'s [usize],
+    ctx: usize,
+}
+
+impl<'s> View<'s> {
+    /// A read-only view `arg` the plan expects of shape `expected`.
+    pub(crate) fn of<T: Element, const N: usize>(
+        arg: &'static str,
+        expected: &'s [usize; N],
+        v: &'s TensorRef<'_, T, N>,
+    ) -> Self {
+        View {
+            arg,
+            expected,
+            shape: v.shape(),
+            ctx: v.data().ctx_id(),
+        }
+    }
+    /// A writable view `arg` the plan expects of shape `expected`.
+    pub(crate) fn of_mut<T: Element, const N: usize>(
+        arg: &'static str,
+        expected: &'s [usize; N],
+        v: &'s TensorMut<'_, T, N>,
+    ) -> Self {
+        View {
+            arg,
+            expected,
+            shape: v.shape(),
+            ctx: v.data().ctx_id(),
+        }
+    }
+}
+
+/// Every view's shape ([`check_shape`]: `ShapeMismatch` naming the first
+/// that differs), then every view's context ([`check_ctx`]:
+/// `ContextMismatch` naming the first on another context).
+pub(crate) fn check_views(op: &'static str, stream: &Stream, views: &[View<'_>]) -> Result<()> {
+    for v in views {
+        check_shape(op, v.arg, v.expected, v.shape)?;
+    }
+    for v in views {
+        check_ctx(op, v.arg, stream, v.ctx)?;
     }
     Ok(())
 }

@@ -83,6 +83,92 @@ impl<T, O> Clone for ReduceParams<T, O> {
 }
 impl<T, O> Copy for ReduceParams<T, O> {}
 
+/// The logical dims of a reduction of a rank-`N` tensor: its shape, which
+/// dims it folds, and whether the output keeps them with extent 1.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct ReducedDims<const N: usize> {
+    pub shape: [usize; N],
+    pub reduced: [bool; N],
+    pub keepdim: bool,
+}
+
+impl<const N: usize> ReducedDims<N> {
+    /// The dims of `shape` for which `is_reduced(d)` holds are folded.
+    pub(crate) fn new(shape: [usize; N], keepdim: bool, is_reduced: impl Fn(usize) -> bool) -> Self {
+        ReducedDims {
+            shape,
+            reduced: core::array::from_fn(is_reduced),
+            keepdim,
+        }
+    }
+
+    /// Shape of the output: the reduced dims as 1 (keepdim) or dropped.
+    pub(crate) fn output_shape(&self) -> Vec<usize> {
+        (0..N)
+            .filter_map(|d| match (self.reduced[d], self.keepdim) {
+                (false, _) => Some(self.shape[d]),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect()
+    }
+
+    /// [`ReducedDims::output_shape`] as an array of the plan's output rank
+    /// `M` (which `select` checked).
+    pub(crate) fn output_array<const M: usize>(&self) -> [usize; M] {
+        let v = self.output_shape();
+        core::array::from_fn(|i| v[i])
+    }
+
+    /// Elements each output folds (the product of the reduced extents).
+    pub(crate) fn n_red(&self) -> usize {
+        self.extent_product(true)
+    }
+
+    /// Outputs (the product of the kept extents).
+    pub(crate) fn n_out(&self) -> usize {
+        self.extent_product(false)
+    }
+
+    fn extent_product(&self, reduced: bool) -> usize {
+        (0..N)
+            .filter(|&d| self.reduced[d] == reduced)
+            .map(|d| self.shape[d])
+            .product()
+    }
+
+    /// An output view's strides (rank `M`) spread over x's `N` dims: 0
+    /// along every reduced dim, kept or dropped.
+    pub(crate) fn spread<const M: usize>(&self, strides: &[usize; M]) -> [usize; N] {
+        let mut out = [0usize; N];
+        let mut k = 0;
+        for (d, o) in out.iter_mut().enumerate() {
+            if !self.reduced[d] {
+                *o = strides[k];
+            }
+            if !self.reduced[d] || self.keepdim {
+                k += 1;
+            }
+        }
+        out
+    }
+
+    /// Row-major strides over the reduced dims (`reduced`) or the kept
+    /// dims, as if those dims alone were stored densely; 0 along the
+    /// others.
+    pub(crate) fn dense_strides(&self, reduced: bool) -> [usize; N] {
+        let mut strides = [0usize; N];
+        let mut s = 1usize;
+        for d in (0..N).rev() {
+            if self.reduced[d] == reduced {
+                strides[d] = s;
+                s *= self.shape[d];
+            }
+        }
+        strides
+    }
+}
+
 /// A kept dim: extent and the strides of x, y and the auxiliary input.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub(crate) struct KeptDim {

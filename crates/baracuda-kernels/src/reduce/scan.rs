@@ -15,7 +15,7 @@ use baracuda_kernels_types::{
     MAX_RANK,
 };
 
-use crate::checks::{check_alias, check_ctx, check_shape, Extent};
+use crate::checks::{check_alias, check_views, Extent, View};
 use crate::kernel_sources;
 use crate::{Backward, Plan};
 
@@ -428,10 +428,7 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
     fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
         let (x, y) = (&args.x, &args.y);
         let shape = &self.desc.shape;
-        check_shape(OP, "x", shape, x.shape())?;
-        check_shape(OP, "y", shape, y.shape())?;
-        check_ctx(OP, "x", stream, x.data().ctx_id())?;
-        check_ctx(OP, "y", stream, y.data().ctx_id())?;
+        check_views(OP, stream, &[View::of("x", shape, x), View::of_mut("y", shape, y)])?;
         check_presence("indices", args.indices.is_some(), self.desc.op.has_indices(), self.desc.op)?;
         workspace.check_ptr(OP, 0, stream.context().id())?;
         check_alias(OP, &Extent::of_mut("y", y), &Extent::of("x", x), false)?;
@@ -441,8 +438,7 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
         p.ax[X] = self.axis(x.strides(), self.desc.reverse);
         p.ax[Y] = self.axis(y.strides(), self.desc.reverse);
         if let Some(idx) = &args.indices {
-            check_shape(OP, "indices", shape, idx.shape())?;
-            check_ctx(OP, "indices", stream, idx.data().ctx_id())?;
+            check_views(OP, stream, &[View::of_mut("indices", shape, idx)])?;
             let ir = byte_range::<i64>(idx.data().ptr().addr(), idx.shape(), idx.strides());
             check_apart(("indices", ir), ("x", byte_range::<T>(p.x.addr(), shape, x.strides())))?;
             check_apart(("indices", ir), ("y", byte_range::<T>(p.y.addr(), shape, y.strides())))?;
@@ -474,12 +470,8 @@ impl<T: Element, const N: usize> Backward for ScanPlan<T, N> {
         let op = self.desc.op;
         let shape = &self.desc.shape;
         let (x, dy, dx) = (&args.x, &args.dy, &args.dx);
-        check_shape(OP, "x", shape, x.shape())?;
-        check_shape(OP, "dy", shape, dy.shape())?;
-        check_shape(OP, "dx", shape, dx.shape())?;
-        for (arg, ctx) in [("x", x.data().ctx_id()), ("dy", dy.data().ctx_id()), ("dx", dx.data().ctx_id())] {
-            check_ctx(OP, arg, stream, ctx)?;
-        }
+        let views = [View::of("x", shape, x), View::of("dy", shape, dy), View::of_mut("dx", shape, dx)];
+        check_views(OP, stream, &views)?;
         check_presence("y", args.y.is_some(), op == ScanOp::LogCumSumExp, op)?;
         check_presence("indices", args.indices.is_some(), op.has_indices(), op)?;
         let ws = workspace.check_ptr(OP, self.bw_bytes(), stream.context().id())?;
@@ -496,15 +488,13 @@ impl<T: Element, const N: usize> Backward for ScanPlan<T, N> {
         p.ax[Y] = self.axis(dx.strides(), bw_flip);
         p.ax[DY] = self.axis(dy.strides(), bw_flip);
         if let Some(y) = &args.y {
-            check_shape(OP, "y", shape, y.shape())?;
-            check_ctx(OP, "y", stream, y.data().ctx_id())?;
+            check_views(OP, stream, &[View::of("y", shape, y)])?;
             check_alias(OP, &dx_extent, &Extent::of("y", y), false)?;
             p.yfw = y.data().ptr();
             p.ax[YFW] = self.axis(y.strides(), bw_flip);
         }
         if let Some(idx) = &args.indices {
-            check_shape(OP, "indices", shape, idx.shape())?;
-            check_ctx(OP, "indices", stream, idx.data().ctx_id())?;
+            check_views(OP, stream, &[View::of("indices", shape, idx)])?;
             let ir = byte_range::<i64>(idx.data().ptr().addr(), shape, idx.strides());
             check_apart(("dx", byte_range::<T>(p.y.addr(), shape, dx.strides())), ("indices", ir))?;
             p.idx_in = idx.data().ptr();

@@ -13,7 +13,7 @@ use baracuda_kernels_types::{
     PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
-use crate::checks::{byte_span, check_ctx, check_disjoint, check_shape, float_dtype_code};
+use crate::checks::{byte_span, check_disjoint, check_views, float_dtype_code, View};
 use crate::kernel_sources;
 use crate::{Backward, Plan};
 
@@ -224,10 +224,8 @@ impl<T: Element, const N: usize> Plan for SoftmaxPlan<T, N> {
 
     fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
         let (x, y) = (&args.x, &args.y);
-        check_shape(OP, "x", &self.desc.shape, x.shape())?;
-        check_shape(OP, "y", &self.desc.shape, y.shape())?;
-        check_ctx(OP, "x", stream, x.data().ctx_id())?;
-        check_ctx(OP, "y", stream, y.data().ctx_id())?;
+        let shape = &self.desc.shape;
+        check_views(OP, stream, &[View::of("x", shape, x), View::of_mut("y", shape, y)])?;
         check_disjoint(OP, &[byte_span("y", &y.as_const())], &[byte_span("x", x)])?;
         let op = Operands {
             x: (x.data().ptr(), x.strides()),
@@ -258,12 +256,13 @@ impl<T: Element, const N: usize> Backward for SoftmaxPlan<T, N> {
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
         let (y, dy, dx) = (&args.y, &args.dy, &args.dx);
-        check_shape(OP, "y", &self.desc.shape, y.shape())?;
-        check_shape(OP, "dy", &self.desc.shape, dy.shape())?;
-        check_shape(OP, "dx", &self.desc.shape, dx.shape())?;
-        check_ctx(OP, "y", stream, y.data().ctx_id())?;
-        check_ctx(OP, "dy", stream, dy.data().ctx_id())?;
-        check_ctx(OP, "dx", stream, dx.data().ctx_id())?;
+        let shape = &self.desc.shape;
+        let views = [
+            View::of("y", shape, y),
+            View::of("dy", shape, dy),
+            View::of_mut("dx", shape, dx),
+        ];
+        check_views(OP, stream, &views)?;
         check_disjoint(
             OP,
             &[byte_span("dx", &dx.as_const())],
