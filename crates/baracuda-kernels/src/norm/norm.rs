@@ -7,7 +7,7 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Module, ModuleSpec, Stream};
+use baracuda_driver::{Function, LaunchConfig, Module, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, DeviceSlice, DeviceSliceMut, Element, ElementKind, Error, Grad,
     Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result, Shape, TensorMut, TensorRef,
@@ -16,6 +16,7 @@ use baracuda_kernels_types::{
 
 use crate::checks::{check_alias, check_grads, optional_arg, span_bytes, Extent};
 use crate::kernel_sources;
+use crate::launch::launch_params;
 use crate::{Backward, Plan};
 
 const OP: &str = "norm";
@@ -463,21 +464,6 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> NormPlan<T, Kin
     }
 }
 
-/// Enqueue `f` over `grid` blocks of `threads` with `p`.
-///
-/// # Safety
-/// Every pointer in `p` must hold what the kernel reaches for its rows,
-/// hidden size and strides.
-unsafe fn launch<T>(stream: &Stream, f: &Function, cfg: LaunchConfig, p: NormParams<T>) -> Result<()>
-where
-    NormParams<T>: 'static,
-{
-    let mut args = LaunchArgs::new();
-    args.push(p)?;
-    // SAFETY: forwarded from the caller.
-    unsafe { f.launch(stream, cfg, &mut args) }
-}
-
 impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPlan<T, Kind, N, K> {
     type Descriptor = NormDescriptor<N>;
     type Args<'a> = NormArgs<'a, T, N, K>;
@@ -588,7 +574,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPl
         // SAFETY: x, y, weight and bias were checked against the plan's
         // shapes (their bounds proven at construction) with dense
         // normalized dims; the statistics hold stats_bytes.
-        unsafe { launch(stream, f, LaunchConfig::linear(grid, threads), p) }
+        unsafe { launch_params(stream, f, LaunchConfig::linear(grid, threads), p) }
     }
 }
 
@@ -704,7 +690,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Backward
             // SAFETY: every operand was checked against the plan's shapes
             // with dense normalized dims; the statistics hold stats_bytes
             // and the workspace blocks * h accumulators per gradient.
-            unsafe { launch(stream, f, cfg, p) }?;
+            unsafe { launch_params(stream, f, cfg, p) }?;
         }
         if params_wanted {
             let cfg = LaunchConfig {
@@ -714,7 +700,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Backward
             };
             // SAFETY: as above; the partials were written by the launch
             // before on the same stream (none when there are no rows).
-            unsafe { launch(stream, &self.params, cfg, p) }?;
+            unsafe { launch_params(stream, &self.params, cfg, p) }?;
         }
         Ok(())
     }

@@ -8,18 +8,19 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
+use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
     PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
 use super::layout::{
-    grid_x, launch_elementwise, max_splits, merge, padded, Geometry, RedDim, ReducedDims,
+    launch_elementwise, launch_split, max_splits, merge, Geometry, RedDim, ReducedDims,
     BLOCKS_PER_SM, THREADS,
 };
 use crate::checks::{byte_span, check_disjoint, check_views, float_dtype_code, View};
 use crate::kernel_sources;
+use crate::launch::{grid_x, padded};
 use crate::{Backward, Plan};
 
 /// Which extreme an [`ArgReducePlan`] finds.
@@ -415,28 +416,17 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
             pad: 0,
         };
         let blocks = n_out.div_ceil(THREADS as usize / group);
-        let mut a = LaunchArgs::new();
-        a.push(p)?;
         let cfg = LaunchConfig {
             grid: (grid_x(blocks), splits as u32, 1),
             block: (THREADS, 1, 1),
             smem_bytes: 0,
         };
+        let kernels = (&self.row, &self.combine);
         // SAFETY: x, values and indices were bounds-checked at their views'
         // construction and their shapes against the plan above; the
         // geometry comes from those shapes and strides; `splits` is at most
         // `self.splits`, for which `partial` was checked.
-        unsafe { self.row.launch(stream, cfg, &mut a) }?;
-        if splits > 1 {
-            let warps = (THREADS / 32) as usize;
-            let cfg = LaunchConfig::linear(grid_x(n_out.div_ceil(warps)), THREADS);
-            let mut a = LaunchArgs::new();
-            a.push(p)?;
-            // SAFETY: as above; the states were written by the launch
-            // before on the same stream.
-            unsafe { self.combine.launch(stream, cfg, &mut a) }?;
-        }
-        Ok(())
+        unsafe { launch_split(stream, kernels, cfg, p, splits, n_out) }
     }
 }
 

@@ -12,8 +12,10 @@
 //!   along it, coalesced);
 //! - else `reduce_row` over strided segments (any strides, broadcast too).
 
-use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
+use baracuda_driver::{Function, LaunchConfig, Stream};
 use baracuda_kernels_types::{DevPtr, DevPtrMut, Element, Error, Result, MAX_RANK};
+
+use crate::launch::{grid_x, launch_params, padded};
 
 /// Threads per block of every reduction kernel (`__launch_bounds__(256)`).
 pub(crate) const THREADS: u32 = 256;
@@ -343,15 +345,6 @@ pub(crate) struct Launch<T, O> {
     pub sm_count: u32,
 }
 
-/// `v` padded with zeros to [`MAX_RANK`] entries (the kernels' arrays).
-pub(crate) fn padded<E: Copy + Default>(v: impl Iterator<Item = E>) -> [E; MAX_RANK] {
-    let mut a = [E::default(); MAX_RANK];
-    for (s, e) in a.iter_mut().zip(v) {
-        *s = e;
-    }
-    a
-}
-
 impl<T: Element, O: 'static> Launch<T, O> {
     /// Enqueue the reduction (and the combine pass when it splits).
     ///
@@ -369,22 +362,10 @@ impl<T: Element, O: 'static> Launch<T, O> {
             Kernel::Row => &k.row,
             Kernel::Col => &k.col,
         };
-        let mut args = LaunchArgs::new();
-        args.push(p)?;
         // SAFETY: forwarded from the caller's contract; the geometry came
         // from the views' shapes and strides, and `splits` fits the
         // workspace (checked by `configure`).
-        unsafe { f.launch(stream, cfg, &mut args) }?;
-        if p.splits > 1 {
-            let warps = (THREADS / 32) as usize;
-            let mut args = LaunchArgs::new();
-            args.push(p)?;
-            let cfg = LaunchConfig::linear(grid_x(n_out.div_ceil(warps)), THREADS);
-            // SAFETY: as above; the partials were written by the launch
-            // before on the same stream.
-            unsafe { k.combine.launch(stream, cfg, &mut args) }?;
-        }
-        Ok(())
+        unsafe { launch_split(stream, (f, &k.combine), cfg, p, p.splits as usize, n_out) }
     }
 
     /// The kernel, its parameters and its launch shape (`n_out > 0`).
@@ -505,11 +486,6 @@ impl<T: Element, O: 'static> Launch<T, O> {
     }
 }
 
-/// Blocks in x for `blocks` of work: the kernels loop over the rest.
-pub(crate) fn grid_x(blocks: usize) -> u32 {
-    blocks.clamp(1, i32::MAX as usize) as u32
-}
-
 /// `BwParams` of `reduce.cu`.
 #[repr(C)]
 pub(crate) struct BwParams<T> {
@@ -616,10 +592,35 @@ pub(crate) unsafe fn launch_elementwise<P: Copy + 'static>(
         .div_ceil(THREADS as usize)
         .min(BLOCKS_PER_SM * 4 * sm_count.max(1) as usize);
     let f = if n <= u32::MAX as usize { kernels.0 } else { kernels.1 };
-    let mut args = LaunchArgs::new();
-    args.push(p)?;
     // SAFETY: forwarded from the caller's contract.
-    unsafe { f.launch(stream, LaunchConfig::linear(grid_x(blocks), THREADS), &mut args) }
+    unsafe { launch_params(stream, f, LaunchConfig::linear(grid_x(blocks), THREADS), p) }
+}
+
+/// Launch a split reduction: `kernels.0` with `cfg` and parameters `p`,
+/// then, when it split each of the `n_out` outputs `splits > 1` ways, the
+/// combine `kernels.1` (a warp per output) over the states it wrote.
+///
+/// # Safety
+/// Every address in `p` must hold what both kernels reach for `n_out`
+/// outputs of `splits` states each.
+pub(crate) unsafe fn launch_split<P: Copy + 'static>(
+    stream: &Stream,
+    kernels: (&Function, &Function),
+    cfg: LaunchConfig,
+    p: P,
+    splits: usize,
+    n_out: usize,
+) -> Result<()> {
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { launch_params(stream, kernels.0, cfg, p) }?;
+    if splits > 1 {
+        let warps = (THREADS / 32) as usize;
+        let cfg = LaunchConfig::linear(grid_x(n_out.div_ceil(warps)), THREADS);
+        // SAFETY: as above; the states were written by the launch before
+        // on the same stream.
+        unsafe { launch_params(stream, kernels.1, cfg, p) }?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
+use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     contiguous_strides, BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads,
     KernelSku, PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
@@ -17,6 +17,7 @@ use baracuda_kernels_types::{
 
 use crate::checks::{check_alias, check_views, Extent, View};
 use crate::kernel_sources;
+use crate::launch::{grid_x, launch_params};
 use crate::{Backward, Plan};
 
 /// A scan's combine.
@@ -364,11 +365,9 @@ impl<T: Element, const N: usize> ScanPlan<T, N> {
             let cap = self.sm_count as usize * 64;
             (&k.block, lines.min(cap))
         };
-        let mut args = LaunchArgs::new();
-        args.push(p)?;
-        let cfg = LaunchConfig::linear(blocks.clamp(1, i32::MAX as usize) as u32, THREADS);
+        let cfg = LaunchConfig::linear(grid_x(blocks), THREADS);
         // SAFETY: forwarded from the caller's contract.
-        unsafe { f.launch(stream, cfg, &mut args) }
+        unsafe { launch_params(stream, f, cfg, p) }
     }
 }
 

@@ -7,7 +7,7 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
+use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
     PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
@@ -15,6 +15,7 @@ use baracuda_kernels_types::{
 
 use crate::checks::{byte_span, check_disjoint, check_views, float_dtype_code, View};
 use crate::kernel_sources;
+use crate::launch::{grid_x, launch_params, padded};
 use crate::{Backward, Plan};
 
 /// A softmax-like op along one dim.
@@ -432,15 +433,6 @@ fn shape_of(
     }
 }
 
-/// `v` padded with zeros to [`MAX_RANK`] entries.
-fn padded<E: Copy + Default>(v: impl Iterator<Item = E>) -> [E; MAX_RANK] {
-    let mut a = [E::default(); MAX_RANK];
-    for (s, e) in a.iter_mut().zip(v) {
-        *s = e;
-    }
-    a
-}
-
 impl<T: Element, const N: usize> SoftmaxPlan<T, N> {
     /// Enqueue one pass over every row.
     ///
@@ -496,16 +488,14 @@ impl<T: Element, const N: usize> SoftmaxPlan<T, N> {
             (true, _, None) => &self.bw_row,
         };
         let cfg = LaunchConfig {
-            grid: (shape.blocks.clamp(1, i32::MAX as usize) as u32, 1, 1),
+            grid: (grid_x(shape.blocks), 1, 1),
             block: (shape.threads as u32, 1, 1),
             smem_bytes: shape.smem_bytes as u32,
         };
-        let mut args = LaunchArgs::new();
-        args.push(p)?;
         // SAFETY: forwarded from the caller's contract; the kernels reach
         // exactly the offsets the shape and strides give, and the dynamic
         // shared memory is within what `select` allowed.
-        unsafe { f.launch(stream, cfg, &mut args) }
+        unsafe { launch_params(stream, f, cfg, p) }
     }
 }
 
