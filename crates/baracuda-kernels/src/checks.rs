@@ -84,6 +84,35 @@ pub(crate) fn float_dtype_code<T: Element, const N: usize>(
     Ok(code)
 }
 
+/// `InvalidDescriptor` naming `field` of `op`, its value and why.
+pub(crate) fn invalid_descriptor(
+    op: &'static str,
+    field: &'static str,
+    value: String,
+    reason: &str,
+) -> Error {
+    Error::InvalidDescriptor {
+        op,
+        field,
+        value,
+        reason: reason.into(),
+    }
+}
+
+/// `InvalidDescriptor` naming field `dim` unless `dim` is a dim of a
+/// rank-`N` tensor.
+pub(crate) fn check_dim<const N: usize>(op: &'static str, dim: usize) -> Result<()> {
+    if dim >= N {
+        return Err(invalid_descriptor(
+            op,
+            "dim",
+            dim.to_string(),
+            &format!("past the rank {N}"),
+        ));
+    }
+    Ok(())
+}
+
 /// `ContextMismatch` naming `arg` unless context `ctx` is `stream`'s.
 pub(crate) fn check_ctx(
     op: &'static str,

@@ -10,13 +10,17 @@ use core::marker::PhantomData;
 use baracuda_driver::{Function, LaunchConfig, Module, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, DeviceSlice, DeviceSliceMut, Element, ElementKind, Error, Grad,
-    Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result, Shape, TensorMut, TensorRef,
+    Grads, KernelSku, PlanPreference, Result, Shape, TensorMut, TensorRef,
     Workspace, MAX_RANK,
 };
 
-use crate::checks::{check_alias, check_grads, optional_arg, span_bytes, Extent};
+use crate::checks::{
+    check_alias, check_grads, float_dtype_code, invalid_descriptor, optional_arg, span_bytes,
+    Extent,
+};
 use crate::kernel_sources;
 use crate::launch::launch_params;
+use crate::plan::own_float_sku;
 use crate::{Backward, Plan};
 
 const OP: &str = "norm";
@@ -292,15 +296,6 @@ fn check_disjoint(out: &Span, others: &[Span]) -> Result<()> {
     Ok(())
 }
 
-fn invalid(field: &'static str, value: String, reason: &str) -> Error {
-    Error::InvalidDescriptor {
-        op: OP,
-        field,
-        value,
-        reason: reason.into(),
-    }
-}
-
 fn shape_mismatch(arg: &'static str, expected: &[usize], got: &[usize]) -> Error {
     Error::ShapeMismatch {
         op: OP,
@@ -469,39 +464,39 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPl
     type Args<'a> = NormArgs<'a, T, N, K>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = crate::checks::float_dtype_code::<T, N>(OP, desc.element, "normalizations take")?;
+        let dtype = float_dtype_code::<T, N>(OP, desc.element, "normalizations take")?;
         if desc.normalized_dims != K || K == 0 || K > N {
-            return Err(invalid(
+            return Err(invalid_descriptor(
+                OP,
                 "normalized_dims",
                 desc.normalized_dims.to_string(),
                 &format!("the plan normalizes the last K = {K} of {N} dims (K >= 1)"),
             ));
         }
         if desc.hidden() == 0 {
-            return Err(invalid(
+            return Err(invalid_descriptor(
+                OP,
                 "shape",
                 format!("{:?}", desc.shape),
                 "the normalized dims hold no elements",
             ));
         }
         if !desc.eps.is_finite() || desc.eps < 0.0 {
-            return Err(invalid("eps", desc.eps.to_string(), "must be finite and >= 0"));
+            let eps = desc.eps.to_string();
+            return Err(invalid_descriptor(OP, "eps", eps, "must be finite and >= 0"));
         }
         if desc.bias && !Kind::SAVES_MEAN {
-            return Err(invalid("bias", "true".into(), "RMSNorm has no bias"));
+            return Err(invalid_descriptor(OP, "bias", "true".into(), "RMSNorm has no bias"));
         }
         pref.check_backend(OP, &[BackendKind::Baracuda])?;
         let module = stream.context().module(&spec(dtype, Kind::CODE))?;
         let plan = NormPlan {
             desc: *desc,
-            sku: KernelSku {
-                op: format!("norm.{}", Kind::NAME),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: stream.context().device().arch,
-                variant: "row in registers / element-wise rows, fixed-order dweight".into(),
-                precision: PrecisionGuarantee::float(T::KIND, true),
-            },
+            sku: own_float_sku::<T>(
+                stream,
+                format!("norm.{}", Kind::NAME),
+                "row in registers / element-wise rows, fixed-order dweight",
+            ),
             fw: Kernels::load(&module, "fw")?,
             bw: Kernels::load(&module, "bw")?,
             params: module.function("norm_bw_params")?,

@@ -11,16 +11,17 @@ use core::marker::PhantomData;
 use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+    PlanPreference, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
 use super::layout::{
     launch_elementwise, launch_split, max_splits, merge, Geometry, RedDim, ReducedDims,
     BLOCKS_PER_SM, THREADS,
 };
-use crate::checks::{byte_span, check_disjoint, check_views, float_dtype_code, View};
+use crate::checks::{byte_span, check_dim, check_disjoint, check_views, float_dtype_code, View};
 use crate::kernel_sources;
 use crate::launch::{grid_x, padded};
+use crate::plan::own_float_sku;
 use crate::{Backward, Plan};
 
 /// Which extreme an [`ArgReducePlan`] finds.
@@ -289,26 +290,13 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let dtype = float_dtype_code::<T, N>(OP, desc.element, "index reductions take")?;
-        if let Some(d) = desc.dim.filter(|&d| d >= N) {
-            return Err(Error::InvalidDescriptor {
-                op: OP,
-                field: "dim",
-                value: d.to_string(),
-                reason: format!("past the rank {N}"),
-            });
-        }
-        let out_rank = desc.output_shape().len();
-        if out_rank != M {
-            return Err(Error::InvalidDescriptor {
-                op: OP,
-                field: "keepdim",
-                value: desc.keepdim.to_string(),
-                reason: format!(
-                    "the outputs have rank {out_rank} with this dim, the plan's rank {M}"
-                ),
-            });
+        if let Some(d) = desc.dim {
+            check_dim::<N>(OP, d)?;
         }
         let dims = desc.dims();
+        dims.check_output_rank::<M>(OP, |r| {
+            format!("the outputs have rank {r} with this dim, the plan's rank {M}")
+        })?;
         if dims.n_red() == 0 {
             return Err(Error::InvalidArgument {
                 op: OP,
@@ -321,15 +309,11 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
         let sm_count = stream.context().device().sm_count;
         let plan = ArgReducePlan {
             desc: *desc,
-            sku: KernelSku {
-                op: format!("reduce.{}", desc.op.name()),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: stream.context().device().arch,
-                variant: "row (16-byte loads) / strided, split with a (value, index) combine"
-                    .into(),
-                precision: PrecisionGuarantee::float(T::KIND, true),
-            },
+            sku: own_float_sku::<T>(
+                stream,
+                format!("reduce.{}", desc.op.name()),
+                "row (16-byte loads) / strided, split with a (value, index) combine",
+            ),
             row: module.function("arg_row")?,
             combine: module.function("arg_combine")?,
             bw32: module.function("arg_bw32")?,

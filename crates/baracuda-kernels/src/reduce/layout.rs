@@ -15,6 +15,7 @@
 use baracuda_driver::{Function, LaunchConfig, Stream};
 use baracuda_kernels_types::{DevPtr, DevPtrMut, Element, Error, Result, MAX_RANK};
 
+use crate::checks::invalid_descriptor;
 use crate::launch::{grid_x, launch_params, padded};
 
 /// Threads per block of every reduction kernel (`__launch_bounds__(256)`).
@@ -120,6 +121,21 @@ impl<const N: usize> ReducedDims<N> {
     pub(crate) fn output_array<const M: usize>(&self) -> [usize; M] {
         let v = self.output_shape();
         core::array::from_fn(|i| v[i])
+    }
+
+    /// `InvalidDescriptor` naming `keepdim` of `op` unless the output has
+    /// the plan's rank `M`; `reason` says so from the output's rank.
+    pub(crate) fn check_output_rank<const M: usize>(
+        &self,
+        op: &'static str,
+        reason: impl FnOnce(usize) -> String,
+    ) -> Result<()> {
+        let rank = self.output_shape().len();
+        if rank != M {
+            let value = self.keepdim.to_string();
+            return Err(invalid_descriptor(op, "keepdim", value, &reason(rank)));
+        }
+        Ok(())
     }
 
     /// Elements each output folds (the product of the reduced extents).

@@ -9,15 +9,18 @@ use core::marker::PhantomData;
 use baracuda_driver::{Function, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
+    PlanPreference, Result, TensorMut, TensorRef, Workspace,
 };
 
 use super::layout::{
     max_splits, state_bytes, stat_bytes, BwLaunch, Geometry, Launch, OpArgs, ReduceKernels,
     ReducedDims, StatPair,
 };
-use crate::checks::{byte_span, check_disjoint, check_views, float_dtype_code, View};
+use crate::checks::{
+    byte_span, check_disjoint, check_views, float_dtype_code, invalid_descriptor, View,
+};
 use crate::kernel_sources;
+use crate::plan::own_float_sku;
 use crate::{Backward, Plan};
 
 /// A reduction.
@@ -277,15 +280,6 @@ pub(crate) fn spec(dtype: u32, code: u32) -> ModuleSpec {
         .define("BARACUDA_OP", code)
 }
 
-fn invalid(field: &'static str, value: String, reason: &str) -> Error {
-    Error::InvalidDescriptor {
-        op: OP,
-        field,
-        value,
-        reason: reason.into(),
-    }
-}
-
 impl<T: Element, const N: usize, const M: usize> ReducePlan<T, N, M> {
     fn n_out(&self) -> usize {
         self.desc.dims().n_out()
@@ -357,27 +351,25 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let dtype = float_dtype_code::<T, N>(OP, desc.element, "reductions take")?;
         if N < 32 && desc.dims >> N != 0 {
-            return Err(invalid(
+            return Err(invalid_descriptor(
+                OP,
                 "dims",
                 format!("{:#b}", desc.dims),
                 &format!("names a dim past the rank {N}"),
             ));
         }
-        let out_rank = desc.output_shape().len();
-        if out_rank != M {
-            return Err(invalid(
-                "keepdim",
-                desc.keepdim.to_string(),
-                &format!("the output has rank {out_rank} with these dims, the plan's y rank {M}"),
-            ));
-        }
+        let dims = desc.dims();
+        dims.check_output_rank::<M>(OP, |r| {
+            format!("the output has rank {r} with these dims, the plan's y rank {M}")
+        })?;
         if desc.correction.is_nan() {
-            return Err(invalid("correction", "NaN".into(), "must be a number"));
+            let why = "must be a number";
+            return Err(invalid_descriptor(OP, "correction", "NaN".into(), why));
         }
         if desc.op == ReduceOp::Norm && desc.p.is_nan() {
-            return Err(invalid("p", "NaN".into(), "must be a number or +-inf"));
+            let why = "must be a number or +-inf";
+            return Err(invalid_descriptor(OP, "p", "NaN".into(), why));
         }
-        let dims = desc.dims();
         let n_red = dims.n_red();
         if n_red == 0 && desc.op.needs_elements(desc.p) {
             return Err(Error::InvalidArgument {
@@ -396,14 +388,11 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
         let n_out = dims.n_out();
         let plan = ReducePlan {
             desc: *desc,
-            sku: KernelSku {
-                op: format!("reduce.{}", desc.op.name()),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: stream.context().device().arch,
-                variant: "row / column / strided, split with a fixed-order combine".into(),
-                precision: PrecisionGuarantee::float(T::KIND, true),
-            },
+            sku: own_float_sku::<T>(
+                stream,
+                format!("reduce.{}", desc.op.name()),
+                "row / column / strided, split with a fixed-order combine",
+            ),
             code,
             fw: ReduceKernels::load(&module, "reduce")?,
             stat: if has_stat(code) {

@@ -11,13 +11,16 @@ use core::marker::PhantomData;
 use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     contiguous_strides, BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads,
-    KernelSku, PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
+    KernelSku, PlanPreference, Result, TensorMut, TensorRef, Workspace,
     MAX_RANK,
 };
 
-use crate::checks::{check_alias, check_views, Extent, View};
+use crate::checks::{
+    check_alias, check_dim, check_views, float_dtype_code, invalid_descriptor, Extent, View,
+};
 use crate::kernel_sources;
 use crate::launch::{grid_x, launch_params};
+use crate::plan::own_float_sku;
 use crate::{Backward, Plan};
 
 /// A scan's combine.
@@ -242,15 +245,6 @@ struct ScanParams<T: 'static> {
     pad: u32,
 }
 
-fn invalid(field: &'static str, value: String, reason: &str) -> Error {
-    Error::InvalidDescriptor {
-        op: OP,
-        field,
-        value,
-        reason: reason.into(),
-    }
-}
-
 /// `InvalidArgument` naming `arg`: given without being read, or missing.
 fn check_presence(arg: &'static str, given: bool, wanted: bool, op: ScanOp) -> Result<()> {
     let reason = match (given, wanted) {
@@ -376,16 +370,11 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
     type Args<'a> = ScanArgs<'a, T, N>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = crate::checks::float_dtype_code::<T, N>(OP, desc.element, "scans take")?;
-        if desc.dim >= N {
-            return Err(invalid(
-                "dim",
-                desc.dim.to_string(),
-                &format!("past the rank {N}"),
-            ));
-        }
+        let dtype = float_dtype_code::<T, N>(OP, desc.element, "scans take")?;
+        check_dim::<N>(OP, desc.dim)?;
         if desc.exclusive && desc.op.has_indices() {
-            return Err(invalid(
+            return Err(invalid_descriptor(
+                OP,
                 "exclusive",
                 "true".into(),
                 &format!("{} has no value before the first element", desc.op.name()),
@@ -396,14 +385,11 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
         let (fw, bw) = desc.op.codes();
         let plan = ScanPlan {
             desc: *desc,
-            sku: KernelSku {
-                op: format!("scan.{}", desc.op.name()),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: stream.context().device().arch,
-                variant: "block per line / thread per line".into(),
-                precision: PrecisionGuarantee::float(T::KIND, true),
-            },
+            sku: own_float_sku::<T>(
+                stream,
+                format!("scan.{}", desc.op.name()),
+                "block per line / thread per line",
+            ),
             fw: Kernels::load(&module, fw)?,
             bw: bw
                 .iter()

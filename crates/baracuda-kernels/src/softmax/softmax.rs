@@ -9,13 +9,14 @@ use core::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Grad, Grads, KernelSku,
+    PlanPreference, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
-use crate::checks::{byte_span, check_disjoint, check_views, float_dtype_code, View};
+use crate::checks::{byte_span, check_dim, check_disjoint, check_views, float_dtype_code, View};
 use crate::kernel_sources;
 use crate::launch::{grid_x, launch_params, padded};
+use crate::plan::own_float_sku;
 use crate::{Backward, Plan};
 
 /// A softmax-like op along one dim.
@@ -160,14 +161,7 @@ pub(crate) fn spec(dtype: u32, op: SoftmaxOp) -> ModuleSpec {
 /// code of a valid descriptor, else the typed error.
 pub(crate) fn validate<T: Element, const N: usize>(desc: &SoftmaxDescriptor<N>) -> Result<u32> {
     let dtype = float_dtype_code::<T, N>(OP, desc.element, "softmax takes")?;
-    if desc.dim >= N {
-        return Err(Error::InvalidDescriptor {
-            op: OP,
-            field: "dim",
-            value: desc.dim.to_string(),
-            reason: format!("past the rank {N}"),
-        });
-    }
+    check_dim::<N>(OP, desc.dim)?;
     Ok(dtype)
 }
 
@@ -194,15 +188,11 @@ impl<T: Element, const N: usize> Plan for SoftmaxPlan<T, N> {
         };
         Ok(SoftmaxPlan {
             desc: *desc,
-            sku: KernelSku {
-                op: format!("softmax.{}", desc.op.name()),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: device.arch,
-                variant: "row groups (in registers, or cached in shared memory) / one thread per row"
-                    .into(),
-                precision: PrecisionGuarantee::float(T::KIND, true),
-            },
+            sku: own_float_sku::<T>(
+                stream,
+                format!("softmax.{}", desc.op.name()),
+                "row groups (in registers, or cached in shared memory) / one thread per row",
+            ),
             fw_reg: reg("fw")?,
             bw_reg: reg("bw")?,
             fw_row,
