@@ -248,6 +248,7 @@ enum Acc {}
 
 /// `NormParams` of norm.cu, field for field.
 #[repr(C)]
+#[derive(Copy, Clone)]
 struct NormParams<T> {
     x: DevPtr<T>,
     dy: DevPtr<T>,
@@ -269,13 +270,6 @@ struct NormParams<T> {
     rank: u32,
     blocks: u32,
 }
-
-impl<T> Clone for NormParams<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for NormParams<T> {}
 
 /// An operand's memory, for the overlap checks: name, first byte, bytes.
 type Span = (&'static str, DevPtr<u8>, usize);

@@ -504,6 +504,7 @@ impl<T: Element, O: 'static> Launch<T, O> {
 
 /// `BwParams` of `reduce.cu`.
 #[repr(C)]
+#[derive(Copy, Clone)]
 pub(crate) struct BwParams<T> {
     dx: DevPtrMut<T>,
     x: DevPtr<T>,
@@ -517,13 +518,6 @@ pub(crate) struct BwParams<T> {
     stride: [[i64; MAX_RANK]; 5],
     op: OpArgs,
 }
-
-impl<T> Clone for BwParams<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for BwParams<T> {}
 
 /// The backward's operands: dx, x, dy, y, stat, each with its strides
 /// over x's dims (0 along reduced dims for dy, y and stat).

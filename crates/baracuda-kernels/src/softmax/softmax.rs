@@ -287,6 +287,7 @@ struct Operands<'s, T, const N: usize> {
 
 /// `SoftmaxParams` of `softmax.cu`, field for field.
 #[repr(C)]
+#[derive(Copy, Clone)]
 struct SoftmaxParams<T> {
     x: DevPtr<T>,
     g: DevPtr<T>,
@@ -306,13 +307,6 @@ struct SoftmaxParams<T> {
     ag: i64,
     ao: i64,
 }
-
-impl<T> Clone for SoftmaxParams<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for SoftmaxParams<T> {}
 
 /// Rows below which the group kernel runs even when the dim is strided:
 /// one thread per row would leave most of the GPU idle (8192 threads are
