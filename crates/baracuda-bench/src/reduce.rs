@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 use crate::cases::{bad_pass, by_dtype, CaseFile, Checked, Job, NoSettings, RawCase, Row, RunFn};
 use crate::harness::{
-    random_buffer, rotation_of, time_eager_rotating_ms, time_passes, time_rotating_ms,
+    random_sets, rotation_of, time_eager_rotating_ms, time_passes, time_rotating_ms,
 };
 
 /// A reduction case's parameters.
@@ -98,7 +98,7 @@ fn job(c: &RawCase) -> Checked<Job> {
 }
 
 /// The job of a `copy` case: the bandwidth ceiling (also of the softmax
-/// family's file).
+/// and norm families' files).
 pub(crate) fn copy_job(c: &RawCase) -> Checked<Job> {
     let dtype = c.dtype()?;
     let passes = c.passes(&["fw"])?;
@@ -118,11 +118,9 @@ fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
     std::array::from_fn(|i| v[i])
 }
 
-/// `placements` buffers of `n` seeded random values in `[-2, 2)`.
+/// `sets` buffers of `n` seeded random values in `[-2, 2)`.
 fn inputs<T: Element>(s: &Stream, n: usize, sets: usize) -> Result<Vec<DeviceBuffer<T>>> {
-    (0..sets as u64)
-        .map(|i| random_buffer::<T>(s, n, 11 + 16 * i, -2.0, 2.0))
-        .collect()
+    random_sets::<T>(s, n, sets, 11, -2.0, 2.0)
 }
 
 fn reduce<T: Element, const N: usize, const M: usize>(
