@@ -579,6 +579,20 @@ mod tests {
     }
 
     #[test]
+    fn dims_past_the_rank_name_the_field() {
+        assert!(check_dim::<3>("t", 2).is_ok());
+        assert_eq!(
+            check_dim::<3>("t", 3),
+            Err(Error::InvalidDescriptor {
+                op: "t",
+                field: "dim",
+                value: "3".into(),
+                reason: "past the rank 3".into(),
+            })
+        );
+    }
+
+    #[test]
     fn strides() {
         assert_eq!(
             layout_strides(&[2, 3, 4, 5], ConvLayout::ChannelsLast),
