@@ -24,10 +24,7 @@ use float8::F8E4M3;
 use half::{bf16, f16};
 use serde::Deserialize;
 
-use crate::cases::{
-    bad_pass, by_dtype, de_dtype, de_layout, CaseFile, Checked, Job, NoSettings, RawCase, Row,
-    RunFn,
-};
+use crate::cases::{bad_pass, by_dtype, de_dtype, de_layout, Checked, Job, RawCase, Row, RunFn};
 use crate::harness::{
     emit, part, part_mut, random_buffer, rotation_of, time_ms, time_passes, time_rotating_ms,
 };
@@ -114,13 +111,8 @@ fn workspace(s: &Stream, bytes: usize) -> Result<DeviceBuffer<u8>> {
     DeviceBuffer::zeros(s, bytes.max(1))
 }
 
-/// The jobs of the gemm case file.
-pub fn jobs(file: &CaseFile) -> Checked<Vec<Job>> {
-    let NoSettings {} = file.settings()?;
-    file.cases.iter().map(job).collect()
-}
-
-fn job(c: &RawCase) -> Checked<Job> {
+/// The job of one case of the gemm case file.
+pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     let dtype = c.dtype()?;
     let fw = || c.passes(&["fw"]);
     let mnk = |g: Gemm| (format!("m{} n{} k{}", g.m, g.n, g.k), 2 * g.m * g.n * g.k);

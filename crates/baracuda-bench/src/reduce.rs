@@ -10,7 +10,7 @@ use baracuda_kernels::*;
 use half::{bf16, f16};
 use serde::Deserialize;
 
-use crate::cases::{bad_pass, by_dtype, CaseFile, Checked, Job, NoSettings, RawCase, Row, RunFn};
+use crate::cases::{bad_pass, by_dtype, Checked, Job, RawCase, Row, RunFn};
 use crate::harness::{
     random_sets, rotation_of, time_eager_rotating_ms, time_passes, time_rotating_ms,
 };
@@ -36,13 +36,8 @@ struct CopyParams {
 /// The (rank of x, rank of y) pairs the bench is built for.
 const RANKS: [(usize, usize); 4] = [(1, 0), (2, 1), (3, 1), (4, 1)];
 
-/// The jobs of the reduce case file.
-pub fn jobs(file: &CaseFile) -> Checked<Vec<Job>> {
-    let NoSettings {} = file.settings()?;
-    file.cases.iter().map(job).collect()
-}
-
-fn job(c: &RawCase) -> Checked<Job> {
+/// The job of one case of the reduce case file.
+pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     let dtype = c.dtype()?;
     let passes = c.passes(&["fw"])?;
     let size = dtype.size_bytes();
