@@ -137,18 +137,21 @@ pub(crate) struct View<'s> {
 }
 
 impl<'s> View<'s> {
+    fn new(arg: &'static str, expected: &'s [usize], shape: &'s [usize], ctx: usize) -> Self {
+        View {
+            arg,
+            expected,
+            shape,
+            ctx,
+        }
+    }
     /// A read-only view `arg` the plan expects of shape `expected`.
     pub(crate) fn of<T: Element, const N: usize>(
         arg: &'static str,
         expected: &'s [usize; N],
         v: &'s TensorRef<'_, T, N>,
     ) -> Self {
-        View {
-            arg,
-            expected,
-            shape: v.shape(),
-            ctx: v.data().ctx_id(),
-        }
+        View::new(arg, expected, v.shape(), v.data().ctx_id())
     }
     /// A writable view `arg` the plan expects of shape `expected`.
     pub(crate) fn of_mut<T: Element, const N: usize>(
@@ -156,12 +159,7 @@ impl<'s> View<'s> {
         expected: &'s [usize; N],
         v: &'s TensorMut<'_, T, N>,
     ) -> Self {
-        View {
-            arg,
-            expected,
-            shape: v.shape(),
-            ctx: v.data().ctx_id(),
-        }
+        View::new(arg, expected, v.shape(), v.data().ctx_id())
     }
 }
 
