@@ -129,6 +129,16 @@ impl CaseFile {
         serde_json::from_value(Value::Object(self.settings.clone()))
             .map_err(|e| format!("{} case file settings: {e}", self.family))
     }
+
+    /// The jobs of a family without settings ([`NoSettings`]): `job` of
+    /// every case.
+    pub fn jobs_without_settings(
+        &self,
+        job: impl Fn(&RawCase) -> Checked<Job>,
+    ) -> Checked<Vec<Job>> {
+        let NoSettings {} = self.settings()?;
+        self.cases.iter().map(job).collect()
+    }
 }
 
 /// The settings of a family that has none: its file holds only `family`
@@ -313,11 +323,11 @@ pub fn jobs(family: &str, text: &str) -> Checked<Vec<Job>> {
     let file = CaseFile::parse(family, text)?;
     let jobs = match family {
         "elementwise" => crate::elementwise::jobs(&file)?,
-        "conv" => crate::conv::jobs(&file)?,
-        "gemm" => crate::gemm::jobs(&file)?,
-        "reduce" => crate::reduce::jobs(&file)?,
-        "softmax" => crate::softmax::jobs(&file)?,
-        "norm" => crate::norm::jobs(&file)?,
+        "conv" => file.jobs_without_settings(crate::conv::job)?,
+        "gemm" => file.jobs_without_settings(crate::gemm::job)?,
+        "reduce" => file.jobs_without_settings(crate::reduce::job)?,
+        "softmax" => file.jobs_without_settings(crate::softmax::job)?,
+        "norm" => file.jobs_without_settings(crate::norm::job)?,
         other => return Err(format!("unknown family {other:?}")),
     };
     let mut keys = std::collections::HashSet::new();

@@ -12,9 +12,7 @@ use baracuda_kernels::*;
 use half::{bf16, f16};
 use serde::Deserialize;
 
-use crate::cases::{
-    bad_pass, by_dtype, de_conv_layout, CaseFile, Checked, Job, NoSettings, RawCase, Row, RunFn,
-};
+use crate::cases::{bad_pass, by_dtype, de_conv_layout, Checked, Job, RawCase, Row, RunFn};
 use crate::harness::{part, part_mut, random_buffer, rotation_of, time_passes, time_rotating_ms};
 
 /// A convolution case's parameters (PyTorch `nn.ConvNd`; the filter,
@@ -94,13 +92,8 @@ fn adaptive_pool_descriptor(p: &AdaptivePool, dtype: ElementKind) -> PoolDescrip
     PoolDescriptor2d::AdaptiveAvg(d)
 }
 
-/// The jobs of the conv case file.
-pub fn jobs(file: &CaseFile) -> Checked<Vec<Job>> {
-    let NoSettings {} = file.settings()?;
-    file.cases.iter().map(job).collect()
-}
-
-fn job(c: &RawCase) -> Checked<Job> {
+/// The job of one case of the conv case file.
+pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     let dtype = c.dtype()?;
     match c.op.as_str() {
         "conv" => {

@@ -20,7 +20,7 @@ use half::{bf16, f16};
 use serde::Deserialize;
 
 use crate::cases::{bad_pass, by_dtype, CaseFile, Checked, Job, RawCase, Row, RunFn};
-use crate::harness::{random_buffer, time_eager_rotating_ms, time_passes, time_rotating_ms};
+use crate::harness::{time_eager_rotating_ms, time_passes, time_rotating_ms};
 
 /// The family's settings.
 #[derive(Deserialize)]
@@ -125,9 +125,7 @@ fn random_sets<T: Element>(
     lo: f64,
     hi: f64,
 ) -> Result<Vec<DeviceBuffer<T>>> {
-    (0..z.placements as u64)
-        .map(|i| random_buffer::<T>(s, z.n, seed + 16 * i, lo, hi))
-        .collect()
+    crate::harness::random_sets::<T>(s, z.n, z.placements, seed, lo, hi)
 }
 
 /// One output buffer of `n` elements: an op's outputs do not rotate, as

@@ -24,10 +24,7 @@ use float8::F8E4M3;
 use half::{bf16, f16};
 use serde::Deserialize;
 
-use crate::cases::{
-    bad_pass, by_dtype, de_dtype, de_layout, CaseFile, Checked, Job, NoSettings, RawCase, Row,
-    RunFn,
-};
+use crate::cases::{bad_pass, by_dtype, de_dtype, de_layout, Checked, Job, RawCase, Row, RunFn};
 use crate::harness::{
     emit, part, part_mut, random_buffer, rotation_of, time_ms, time_passes, time_rotating_ms,
 };
@@ -114,13 +111,8 @@ fn workspace(s: &Stream, bytes: usize) -> Result<DeviceBuffer<u8>> {
     DeviceBuffer::zeros(s, bytes.max(1))
 }
 
-/// The jobs of the gemm case file.
-pub fn jobs(file: &CaseFile) -> Checked<Vec<Job>> {
-    let NoSettings {} = file.settings()?;
-    file.cases.iter().map(job).collect()
-}
-
-fn job(c: &RawCase) -> Checked<Job> {
+/// The job of one case of the gemm case file.
+pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     let dtype = c.dtype()?;
     let fw = || c.passes(&["fw"]);
     let mnk = |g: Gemm| (format!("m{} n{} k{}", g.m, g.n, g.k), 2 * g.m * g.n * g.k);
@@ -237,6 +229,20 @@ fn fw_row(rows: &[Row]) -> Result<&Row> {
     }
 }
 
+/// Time the forward-only `run` with a workspace of `workspace_bytes`
+/// and print the case's one row.
+fn time_fw(
+    s: &Stream,
+    row: &Row,
+    workspace_bytes: usize,
+    mut run: impl FnMut(Workspace<'_>) -> Result<()>,
+) -> Result<()> {
+    let mut ws = workspace(s, workspace_bytes)?;
+    let ms = time_ms(s, || run(Workspace::Borrowed(ws.as_slice_mut())))?;
+    emit(row, ms);
+    Ok(())
+}
+
 /// `D = A B` (`a @ b` in PyTorch).
 fn matmul<T: Element>(s: &Stream, g: Gemm, pref: &PlanPreference, rows: &[Row]) -> Result<()> {
     let row = fw_row(rows)?;
@@ -245,11 +251,10 @@ fn matmul<T: Element>(s: &Stream, g: Gemm, pref: &PlanPreference, rows: &[Row]) 
     let mut d = DeviceBuffer::<T>::uninit(s, g.m * g.n)?;
     let desc = GemmDescriptor::new(g.m, g.n, g.k, g.layout);
     let plan = GemmPlan::<T>::select(s, &desc, pref)?;
-    let mut ws = workspace(s, plan.workspace_size())?;
-    let ms = time_ms(s, || {
+    time_fw(s, row, plan.workspace_size(), |ws| {
         plan.run(
             s,
-            Workspace::Borrowed(ws.as_slice_mut()),
+            ws,
             GemmArgs {
                 a: mat_a(a.as_slice(), g)?,
                 b: mat_b(b.as_slice(), g)?,
@@ -261,9 +266,7 @@ fn matmul<T: Element>(s: &Stream, g: Gemm, pref: &PlanPreference, rows: &[Row]) 
                 beta: 0.0,
             },
         )
-    })?;
-    emit(row, ms);
-    Ok(())
+    })
 }
 
 /// e4m3 x e4m3 -> bf16 with unit per-tensor scales (`rcr`: row-major A,
@@ -280,11 +283,10 @@ fn fp8(s: &Stream, g: Gemm, rows: &[Row]) -> Result<()> {
         amax: false,
     };
     let plan = Fp8GemmPlan::<F8E4M3, F8E4M3, bf16>::select(s, &desc, &pref())?;
-    let mut ws = workspace(s, plan.workspace_size())?;
-    let ms = time_ms(s, || {
+    time_fw(s, row, plan.workspace_size(), |ws| {
         plan.run(
             s,
-            Workspace::Borrowed(ws.as_slice_mut()),
+            ws,
             Fp8GemmArgs {
                 a: mat_a(a.as_slice(), g)?,
                 b: mat_b(b.as_slice(), g)?,
@@ -294,9 +296,7 @@ fn fp8(s: &Stream, g: Gemm, rows: &[Row]) -> Result<()> {
                 amax: None,
             },
         )
-    })?;
-    emit(row, ms);
-    Ok(())
+    })
 }
 
 /// s8 x s8 -> s32 (`rcr`, as `torch._int_mm(a, b_t.t())` takes it).
@@ -309,11 +309,10 @@ fn int8(s: &Stream, g: Gemm, rows: &[Row]) -> Result<()> {
         gemm: GemmDescriptor::new(g.m, g.n, g.k, g.layout),
     };
     let plan = IntGemmPlan::<i32>::select(s, &desc, &pref())?;
-    let mut ws = workspace(s, plan.workspace_size())?;
-    let ms = time_ms(s, || {
+    time_fw(s, row, plan.workspace_size(), |ws| {
         plan.run(
             s,
-            Workspace::Borrowed(ws.as_slice_mut()),
+            ws,
             IntGemmArgs {
                 a: mat_a(a.as_slice(), g)?,
                 b: mat_b(b.as_slice(), g)?,
@@ -321,9 +320,7 @@ fn int8(s: &Stream, g: Gemm, rows: &[Row]) -> Result<()> {
                 scale: 1.0,
             },
         )
-    })?;
-    emit(row, ms);
-    Ok(())
+    })
 }
 
 /// The linear layer of case `l`.
@@ -475,11 +472,10 @@ fn batched<T: Element>(s: &Stream, b: Bmm, rows: &[Row]) -> Result<()> {
     let mut d = DeviceBuffer::<T>::uninit(s, batch * m * n)?;
     let desc = BatchedGemmDescriptor::packed(GemmDescriptor::new(m, n, k, layout), batch);
     let plan = BatchedGemmPlan::<T>::select(s, &desc, &pref())?;
-    let mut ws = workspace(s, plan.workspace_size())?;
-    let ms = time_ms(s, || {
+    time_fw(s, row, plan.workspace_size(), |ws| {
         plan.run(
             s,
-            Workspace::Borrowed(ws.as_slice_mut()),
+            ws,
             BatchedGemmArgs {
                 a: a.as_slice(),
                 b: bb.as_slice(),
@@ -491,9 +487,7 @@ fn batched<T: Element>(s: &Stream, b: Bmm, rows: &[Row]) -> Result<()> {
                 beta: 0.0,
             },
         )
-    })?;
-    emit(row, ms);
-    Ok(())
+    })
 }
 
 /// `y[tokens of e] = x[tokens of e] W_e^T` for every expert, in one
@@ -509,56 +503,54 @@ fn grouped<T: Element>(s: &Stream, g: &GroupedLinear, rows: &[Row]) -> Result<()
     let desc =
         GroupedGemmDescriptor::new(tokens.iter().map(|&t| (t, n, k)).collect(), LayoutSku::Rcr);
     let plan = GroupedGemmPlan::<T>::select(s, &desc, &pref())?;
-    let mut ws = workspace(s, plan.workspace_size())?;
-    let ms =
-        time_ms(s, || {
-            let mut a = Vec::with_capacity(experts);
-            let mut b = Vec::with_capacity(experts);
-            let mut d = Vec::with_capacity(experts);
-            let mut rest = y.as_slice_mut();
-            let mut start = 0;
-            for (e, &t) in tokens.iter().enumerate() {
-                let xs = x.as_slice().slice(start * k..(start + t) * k).ok_or(
-                    Error::InvalidArgument {
+    time_fw(s, row, plan.workspace_size(), |ws| {
+        let mut a = Vec::with_capacity(experts);
+        let mut b = Vec::with_capacity(experts);
+        let mut d = Vec::with_capacity(experts);
+        let mut rest = y.as_slice_mut();
+        let mut start = 0;
+        for (e, &t) in tokens.iter().enumerate() {
+            let xs =
+                x.as_slice()
+                    .slice(start * k..(start + t) * k)
+                    .ok_or(Error::InvalidArgument {
                         op: "moe bench",
                         arg: "x",
                         reason: "token split beyond x".into(),
-                    },
-                )?;
-                let ws_ = w.as_slice().slice(e * n * k..(e + 1) * n * k).ok_or(
-                    Error::InvalidArgument {
+                    })?;
+            let ws_ =
+                w.as_slice()
+                    .slice(e * n * k..(e + 1) * n * k)
+                    .ok_or(Error::InvalidArgument {
                         op: "moe bench",
                         arg: "w",
                         reason: "expert beyond w".into(),
-                    },
-                )?;
-                let (ys, tail) = rest.split_at(t * n).ok_or(Error::InvalidArgument {
-                    op: "moe bench",
-                    arg: "y",
-                    reason: "token split beyond y".into(),
-                })?;
-                rest = tail;
-                a.push(MatrixRef::new(xs, t, k, k, MatrixOrder::RowMajor)?);
-                // W_e [n, k] row-major is W_e^T [k, n] column-major.
-                b.push(MatrixRef::new(ws_, k, n, k, MatrixOrder::ColMajor)?);
-                d.push(MatrixMut::new(ys, t, n, n, MatrixOrder::RowMajor)?);
-                start += t;
-            }
-            plan.run(
-                s,
-                Workspace::Borrowed(ws.as_slice_mut()),
-                GroupedGemmArgs {
-                    a,
-                    b,
-                    c: GemmC::None,
-                    d,
-                    bias: None,
-                    aux: None,
-                    alpha: 1.0,
-                    beta: 0.0,
-                },
-            )
-        })?;
-    emit(row, ms);
-    Ok(())
+                    })?;
+            let (ys, tail) = rest.split_at(t * n).ok_or(Error::InvalidArgument {
+                op: "moe bench",
+                arg: "y",
+                reason: "token split beyond y".into(),
+            })?;
+            rest = tail;
+            a.push(MatrixRef::new(xs, t, k, k, MatrixOrder::RowMajor)?);
+            // W_e [n, k] row-major is W_e^T [k, n] column-major.
+            b.push(MatrixRef::new(ws_, k, n, k, MatrixOrder::ColMajor)?);
+            d.push(MatrixMut::new(ys, t, n, n, MatrixOrder::RowMajor)?);
+            start += t;
+        }
+        plan.run(
+            s,
+            ws,
+            GroupedGemmArgs {
+                a,
+                b,
+                c: GemmC::None,
+                d,
+                bias: None,
+                aux: None,
+                alpha: 1.0,
+                beta: 0.0,
+            },
+        )
+    })
 }

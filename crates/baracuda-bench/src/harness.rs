@@ -263,6 +263,24 @@ fn median_bracketed(s: &Stream, n: usize, mut work: impl FnMut() -> Result<()>) 
     Ok(ms[ms.len() / 2])
 }
 
+/// `sets` buffers of `n` seeded uniform values in `[lo, hi)`, each its own
+/// allocation; set `i` uses seed `seed + 16 * i` ([`random_buffer`]).
+///
+/// # Errors
+/// Allocation or copy failure.
+pub fn random_sets<T: Element>(
+    s: &Stream,
+    n: usize,
+    sets: usize,
+    seed: u64,
+    lo: f64,
+    hi: f64,
+) -> Result<Vec<DeviceBuffer<T>>> {
+    (0..sets as u64)
+        .map(|i| random_buffer::<T>(s, n, seed + 16 * i, lo, hi))
+        .collect()
+}
+
 /// A device buffer of `n` seeded uniform values in `[lo, hi)` (generated
 /// on the host in parallel, then copied).
 ///

@@ -9,10 +9,8 @@ use baracuda_kernels::*;
 use half::{bf16, f16};
 use serde::Deserialize;
 
-use crate::cases::{bad_pass, by_dtype, CaseFile, Checked, Job, NoSettings, RawCase, Row, RunFn};
-use crate::harness::{
-    random_buffer, rotation_of, time_eager_rotating_ms, time_passes, time_rotating_ms,
-};
+use crate::cases::{bad_pass, by_dtype, Checked, Job, RawCase, Row, RunFn};
+use crate::harness::{random_buffer, random_sets, rotation_of, time_passes, time_rotating_ms};
 
 /// A case's parameters (the copy ceiling's too).
 #[derive(Deserialize)]
@@ -24,28 +22,16 @@ struct Params {
 
 const EPS: f64 = 1e-5;
 
-/// The jobs of the norm case file.
-pub fn jobs(file: &CaseFile) -> Checked<Vec<Job>> {
-    let NoSettings {} = file.settings()?;
-    file.cases.iter().map(job).collect()
-}
-
-fn job(c: &RawCase) -> Checked<Job> {
+/// The job of one case of the norm case file.
+pub(crate) fn job(c: &RawCase) -> Checked<Job> {
+    if c.op == "copy" {
+        return crate::reduce::copy_job(c);
+    }
     let dtype = c.dtype()?;
     let size = dtype.size_bytes();
     let Params { shape } = c.params()?;
     let n: usize = shape.iter().product();
     let shape_s = format!("{shape:?}");
-    if c.op == "copy" {
-        let passes = c.passes(&["fw"])?;
-        let rows = c.rows(&passes, dtype, &shape_s, |r| {
-            r.bytes(2 * n * size).rotation(2 * n * size)
-        });
-        let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
-            Box::new(move |s: &Stream, rows: &[Row]| copy::<T>(s, n, rows))
-        });
-        return Ok(c.job(rows, run));
-    }
     let layer = match c.op.as_str() {
         "layer_norm" => true,
         "rms_norm" => false,
@@ -75,20 +61,6 @@ fn job(c: &RawCase) -> Checked<Job> {
     Ok(c.job(rows, run))
 }
 
-/// `sets` buffers of `n` seeded random values in `[lo, hi)`.
-fn inputs<T: Element>(
-    s: &Stream,
-    n: usize,
-    sets: usize,
-    seed: u64,
-    lo: f64,
-    hi: f64,
-) -> Result<Vec<DeviceBuffer<T>>> {
-    (0..sets as u64)
-        .map(|i| random_buffer::<T>(s, n, seed + 16 * i, lo, hi))
-        .collect()
-}
-
 fn norm<T: Element, Kind: NormKind>(s: &Stream, shape: [usize; 2], rows: &[Row]) -> Result<()> {
     let [m, h] = shape;
     let desc = if Kind::SAVES_MEAN {
@@ -99,8 +71,8 @@ fn norm<T: Element, Kind: NormKind>(s: &Stream, shape: [usize; 2], rows: &[Row])
     .with_eps(EPS);
     let plan = NormPlan::<T, Kind, 2>::select(s, &desc, &PlanPreference::default())?;
     let sets = rotation_of(s, rows)?;
-    let xs = inputs::<T>(s, m * h, sets, 11, -2.0, 2.0)?;
-    let dys = inputs::<T>(s, m * h, sets, 12, -1.0, 1.0)?;
+    let xs = random_sets::<T>(s, m * h, sets, 11, -2.0, 2.0)?;
+    let dys = random_sets::<T>(s, m * h, sets, 12, -1.0, 1.0)?;
     let w = random_buffer::<T>(s, h, 13, 0.5, 1.5)?;
     let b = random_buffer::<T>(s, h, 14, -1.0, 1.0)?;
     let mut y = DeviceBuffer::<T>::uninit(s, m * h)?;
@@ -151,20 +123,6 @@ fn norm<T: Element, Kind: NormKind>(s: &Stream, shape: [usize; 2], rows: &[Row])
                 },
             )
         }),
-        p => Err(bad_pass(p)),
-    })
-}
-
-/// Device-to-device copy of `n` elements: the bandwidth ceiling (bytes
-/// read + bytes written), timed eagerly as the reduce family's.
-fn copy<T: Element>(s: &Stream, n: usize, rows: &[Row]) -> Result<()> {
-    let sets = rotation_of(s, rows)?;
-    let xs = inputs::<T>(s, n, sets, 11, -2.0, 2.0)?;
-    let mut ys = (0..sets)
-        .map(|_| DeviceBuffer::<T>::uninit(s, n))
-        .collect::<Result<Vec<_>>>()?;
-    time_passes(rows, |pass| match pass {
-        "fw" => time_eager_rotating_ms(s, sets, |i| ys[i].copy_from(s, &xs[i])),
         p => Err(bad_pass(p)),
     })
 }

@@ -10,9 +10,9 @@ use baracuda_kernels::*;
 use half::{bf16, f16};
 use serde::Deserialize;
 
-use crate::cases::{bad_pass, by_dtype, CaseFile, Checked, Job, NoSettings, RawCase, Row, RunFn};
+use crate::cases::{bad_pass, by_dtype, Checked, Job, RawCase, Row, RunFn};
 use crate::harness::{
-    random_buffer, rotation_of, time_eager_rotating_ms, time_passes, time_rotating_ms,
+    random_sets, rotation_of, time_eager_rotating_ms, time_passes, time_rotating_ms,
 };
 
 /// A reduction case's parameters.
@@ -36,13 +36,8 @@ struct CopyParams {
 /// The (rank of x, rank of y) pairs the bench is built for.
 const RANKS: [(usize, usize); 4] = [(1, 0), (2, 1), (3, 1), (4, 1)];
 
-/// The jobs of the reduce case file.
-pub fn jobs(file: &CaseFile) -> Checked<Vec<Job>> {
-    let NoSettings {} = file.settings()?;
-    file.cases.iter().map(job).collect()
-}
-
-fn job(c: &RawCase) -> Checked<Job> {
+/// The job of one case of the reduce case file.
+pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     let dtype = c.dtype()?;
     let passes = c.passes(&["fw"])?;
     let size = dtype.size_bytes();
@@ -98,7 +93,7 @@ fn job(c: &RawCase) -> Checked<Job> {
 }
 
 /// The job of a `copy` case: the bandwidth ceiling (also of the softmax
-/// family's file).
+/// and norm families' files).
 pub(crate) fn copy_job(c: &RawCase) -> Checked<Job> {
     let dtype = c.dtype()?;
     let passes = c.passes(&["fw"])?;
@@ -118,11 +113,9 @@ fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
     std::array::from_fn(|i| v[i])
 }
 
-/// `placements` buffers of `n` seeded random values in `[-2, 2)`.
+/// `sets` buffers of `n` seeded random values in `[-2, 2)`.
 fn inputs<T: Element>(s: &Stream, n: usize, sets: usize) -> Result<Vec<DeviceBuffer<T>>> {
-    (0..sets as u64)
-        .map(|i| random_buffer::<T>(s, n, 11 + 16 * i, -2.0, 2.0))
-        .collect()
+    random_sets::<T>(s, n, sets, 11, -2.0, 2.0)
 }
 
 fn reduce<T: Element, const N: usize, const M: usize>(

@@ -9,7 +9,7 @@ use baracuda_kernels::*;
 use half::{bf16, f16};
 use serde::Deserialize;
 
-use crate::cases::{bad_pass, by_dtype, CaseFile, Checked, Job, NoSettings, RawCase, Row, RunFn};
+use crate::cases::{bad_pass, by_dtype, Checked, Job, RawCase, Row, RunFn};
 use crate::harness::{random_buffer, rotation_of, time_passes, time_rotating_ms};
 
 /// A softmax case's parameters.
@@ -20,13 +20,8 @@ struct Params {
     shape: [usize; 2],
 }
 
-/// The jobs of the softmax case file.
-pub fn jobs(file: &CaseFile) -> Checked<Vec<Job>> {
-    let NoSettings {} = file.settings()?;
-    file.cases.iter().map(job).collect()
-}
-
-fn job(c: &RawCase) -> Checked<Job> {
+/// The job of one case of the softmax case file.
+pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     if c.op == "copy" {
         return crate::reduce::copy_job(c);
     }

@@ -6,13 +6,9 @@ use cudarc::driver::DriverError;
 
 /// A CUDA driver status as an [`Error::Cuda`].
 pub fn cuda_error(call: &'static str, e: DriverError) -> Error {
-    let name = format!("{:?}", e.0);
     Error::Cuda {
         call,
-        status: LibraryStatus {
-            code: e.0 as i64,
-            name,
-        },
+        status: library_status(e.0, e.0 as i64),
     }
 }
 
@@ -28,25 +24,26 @@ pub fn alloc_error(call: &'static str, bytes: usize, e: DriverError) -> Error {
 
 /// A cuBLAS / cuBLASLt status as an [`Error::Cublas`].
 pub fn cublas_error(call: &'static str, e: cudarc::cublaslt::result::CublasError) -> Error {
-    let name = format!("{:?}", e.0);
     Error::Cublas {
         call,
-        status: LibraryStatus {
-            code: e.0 as i64,
-            name,
-        },
+        status: library_status(e.0, e.0 as i64),
     }
 }
 
 /// A cuDNN status as an [`Error::Cudnn`].
 pub fn cudnn_error(call: &'static str, e: cudarc::cudnn::result::CudnnError) -> Error {
-    let name = format!("{:?}", e.0);
     Error::Cudnn {
         call,
-        status: LibraryStatus {
-            code: e.0 as i64,
-            name,
-        },
+        status: library_status(e.0, e.0 as i64),
+    }
+}
+
+/// A library's status: its numeric `code` and its name (the status
+/// enum's variant, as `Debug` writes it).
+fn library_status(status: impl core::fmt::Debug, code: i64) -> LibraryStatus {
+    LibraryStatus {
+        code,
+        name: format!("{status:?}"),
     }
 }
 

@@ -36,18 +36,18 @@ pub(crate) fn span_bytes<T>(shape: &[usize], strides: &[usize]) -> usize {
 }
 
 /// `ShapeMismatch` naming `arg` unless `got` is `expected`.
-pub(crate) fn check_shape<const N: usize>(
+pub(crate) fn check_shape(
     op: &'static str,
     arg: &'static str,
-    expected: &[usize; N],
-    got: &[usize; N],
+    expected: &[usize],
+    got: &[usize],
 ) -> Result<()> {
     if expected != got {
         return Err(Error::ShapeMismatch {
             op,
             arg,
-            expected: Shape::from(&expected[..]),
-            got: Shape::from(&got[..]),
+            expected: Shape::from(expected),
+            got: Shape::from(got),
         });
     }
     Ok(())
@@ -84,6 +84,35 @@ pub(crate) fn float_dtype_code<T: Element, const N: usize>(
     Ok(code)
 }
 
+/// `InvalidDescriptor` naming `field` of `op`, its value and why.
+pub(crate) fn invalid_descriptor(
+    op: &'static str,
+    field: &'static str,
+    value: String,
+    reason: &str,
+) -> Error {
+    Error::InvalidDescriptor {
+        op,
+        field,
+        value,
+        reason: reason.into(),
+    }
+}
+
+/// `InvalidDescriptor` naming field `dim` unless `dim` is a dim of a
+/// rank-`N` tensor.
+pub(crate) fn check_dim<const N: usize>(op: &'static str, dim: usize) -> Result<()> {
+    if dim >= N {
+        return Err(invalid_descriptor(
+            op,
+            "dim",
+            dim.to_string(),
+            &format!("past the rank {N}"),
+        ));
+    }
+    Ok(())
+}
+
 /// `ContextMismatch` naming `arg` unless context `ctx` is `stream`'s.
 pub(crate) fn check_ctx(
     op: &'static str,
@@ -93,6 +122,56 @@ pub(crate) fn check_ctx(
 ) -> Result<()> {
     if stream.context().id() != ctx {
         return Err(Error::ContextMismatch { op, arg });
+    }
+    Ok(())
+}
+
+/// A view as `run` checks it against the plan: its argument name, the
+/// shape the plan expects, its shape and its context.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct View<'s> {
+    arg: &'static str,
+    expected: &'s [usize],
+    shape: &'s [usize],
+    ctx: usize,
+}
+
+impl<'s> View<'s> {
+    fn new(arg: &'static str, expected: &'s [usize], shape: &'s [usize], ctx: usize) -> Self {
+        View {
+            arg,
+            expected,
+            shape,
+            ctx,
+        }
+    }
+    /// A read-only view `arg` the plan expects of shape `expected`.
+    pub(crate) fn of<T: Element, const N: usize>(
+        arg: &'static str,
+        expected: &'s [usize; N],
+        v: &'s TensorRef<'_, T, N>,
+    ) -> Self {
+        View::new(arg, expected, v.shape(), v.data().ctx_id())
+    }
+    /// A writable view `arg` the plan expects of shape `expected`.
+    pub(crate) fn of_mut<T: Element, const N: usize>(
+        arg: &'static str,
+        expected: &'s [usize; N],
+        v: &'s TensorMut<'_, T, N>,
+    ) -> Self {
+        View::new(arg, expected, v.shape(), v.data().ctx_id())
+    }
+}
+
+/// Every view's shape ([`check_shape`]: `ShapeMismatch` naming the first
+/// that differs), then every view's context ([`check_ctx`]:
+/// `ContextMismatch` naming the first on another context).
+pub(crate) fn check_views(op: &'static str, stream: &Stream, views: &[View<'_>]) -> Result<()> {
+    for v in views {
+        check_shape(op, v.arg, v.expected, v.shape)?;
+    }
+    for v in views {
+        check_ctx(op, v.arg, stream, v.ctx)?;
     }
     Ok(())
 }
@@ -495,6 +574,20 @@ mod tests {
         assert_eq!(overlap(&e, &x), Overlap::Disjoint);
         let z = Extent::new("y", p(0x1010), &[4, 1], &[1, 1]);
         assert_eq!(overlap(&z, &x), Overlap::Disjoint);
+    }
+
+    #[test]
+    fn dims_past_the_rank_name_the_field() {
+        assert!(check_dim::<3>("t", 2).is_ok());
+        assert_eq!(
+            check_dim::<3>("t", 3),
+            Err(Error::InvalidDescriptor {
+                op: "t",
+                field: "dim",
+                value: "3".into(),
+                reason: "past the rank 3".into(),
+            })
+        );
     }
 
     #[test]

@@ -7,6 +7,7 @@ mod checks;
 #[cfg(test)]
 mod fuzz;
 mod kernel_sources;
+mod launch;
 mod plan;
 mod scratch;
 

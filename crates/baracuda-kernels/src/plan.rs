@@ -32,8 +32,22 @@
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{
-    Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result, Workspace,
+    BackendKind, Element, Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result, Workspace,
 };
+
+/// The [`KernelSku`] of a plan that runs this crate's own deterministic
+/// float kernels on element type `T` on `stream`'s device: `op` and
+/// `variant` as given, [`PrecisionGuarantee::float`].
+pub(crate) fn own_float_sku<T: Element>(stream: &Stream, op: String, variant: &str) -> KernelSku {
+    KernelSku {
+        op,
+        element: T::KIND,
+        backend: BackendKind::Baracuda,
+        arch: stream.context().device().arch,
+        variant: variant.into(),
+        precision: PrecisionGuarantee::float(T::KIND, true),
+    }
+}
 
 /// A selected implementation of one op for one problem.
 pub trait Plan: Sized + Send + Sync {

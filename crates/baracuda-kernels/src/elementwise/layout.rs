@@ -7,7 +7,7 @@ use baracuda_kernels_types::{
     MAX_RANK,
 };
 
-use crate::checks::{check_ctx, check_shape};
+use crate::checks::{check_ctx, check_shape, float_dtype_code};
 use crate::kernel_sources;
 
 /// Threads per block of the strided and reduction kernels, and the most
@@ -130,14 +130,6 @@ pub(crate) type Out<'s, T> = (DevPtrMut<T>, &'s [usize]);
 /// An input of a pointwise map: where it is read, and its element strides.
 pub(crate) type In<'s, T> = (DevPtr<T>, &'s [usize]);
 
-/// The `BARACUDA_DTYPE` value of an element kind, or `Unsupported`.
-pub(crate) fn dtype_id(op: &'static str, kind: ElementKind) -> Result<u32> {
-    crate::kernel_sources::dtype_code(kind).ok_or_else(|| Error::Unsupported {
-        op,
-        what: format!("dtype {kind}; elementwise kernels take f32, f64, f16 and bf16"),
-    })
-}
-
 /// The checks every elementwise `select` starts with: the descriptor's
 /// element type is `T`, a supported dtype (its `BARACUDA_DTYPE` value is
 /// returned), rank `N <= 8`, and the preference allows our kernels.
@@ -149,21 +141,7 @@ pub(crate) fn check_select<T: Element, const N: usize>(
     element: ElementKind,
     pref: &PlanPreference,
 ) -> Result<u32> {
-    if element != T::KIND {
-        return Err(Error::DtypeMismatch {
-            op,
-            arg: "desc.element",
-            expected: T::KIND,
-            got: element,
-        });
-    }
-    let dt = dtype_id(op, T::KIND)?;
-    if N > MAX_RANK {
-        return Err(Error::Unsupported {
-            op,
-            what: format!("rank {N} > {MAX_RANK}"),
-        });
-    }
+    let dt = float_dtype_code::<T, N>(op, element, "elementwise kernels take")?;
     pref.check_backend(op, &[BackendKind::Baracuda])?;
     Ok(dt)
 }

@@ -7,15 +7,20 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Module, ModuleSpec, Stream};
+use baracuda_driver::{Function, LaunchConfig, Module, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, DeviceSlice, DeviceSliceMut, Element, ElementKind, Error, Grad,
-    Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result, Shape, TensorMut, TensorRef,
+    Grads, KernelSku, PlanPreference, Result, Shape, TensorMut, TensorRef,
     Workspace, MAX_RANK,
 };
 
-use crate::checks::{check_alias, check_grads, optional_arg, span_bytes, Extent};
+use crate::checks::{
+    check_alias, check_grads, float_dtype_code, invalid_descriptor, optional_arg, span_bytes,
+    Extent,
+};
 use crate::kernel_sources;
+use crate::launch::launch_params;
+use crate::plan::own_float_sku;
 use crate::{Backward, Plan};
 
 const OP: &str = "norm";
@@ -264,6 +269,7 @@ enum Acc {}
 
 /// `NormParams` of norm.cu, field for field.
 #[repr(C)]
+#[derive(Copy, Clone)]
 struct NormParams<T> {
     x: DevPtr<T>,
     dy: DevPtr<T>,
@@ -286,13 +292,6 @@ struct NormParams<T> {
     blocks: u32,
 }
 
-impl<T> Clone for NormParams<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for NormParams<T> {}
-
 /// An operand's memory, for the overlap checks: name, first byte, bytes.
 type Span = (&'static str, DevPtr<u8>, usize);
 
@@ -310,15 +309,6 @@ fn check_disjoint(out: &Span, others: &[Span]) -> Result<()> {
         check_alias(OP, &o, &Extent::new(s.0, s.1, &len, &one), false)?;
     }
     Ok(())
-}
-
-fn invalid(field: &'static str, value: String, reason: &str) -> Error {
-    Error::InvalidDescriptor {
-        op: OP,
-        field,
-        value,
-        reason: reason.into(),
-    }
 }
 
 fn shape_mismatch(arg: &'static str, expected: &[usize], got: &[usize]) -> Error {
@@ -484,59 +474,44 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> NormPlan<T, Kin
     }
 }
 
-/// Enqueue `f` over `grid` blocks of `threads` with `p`.
-///
-/// # Safety
-/// Every pointer in `p` must hold what the kernel reaches for its rows,
-/// hidden size and strides.
-unsafe fn launch<T>(stream: &Stream, f: &Function, cfg: LaunchConfig, p: NormParams<T>) -> Result<()>
-where
-    NormParams<T>: 'static,
-{
-    let mut args = LaunchArgs::new();
-    args.push(p)?;
-    // SAFETY: forwarded from the caller.
-    unsafe { f.launch(stream, cfg, &mut args) }
-}
-
 impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPlan<T, Kind, N, K> {
     type Descriptor = NormDescriptor<N>;
     type Args<'a> = NormArgs<'a, T, N, K>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = crate::checks::float_dtype_code::<T, N>(OP, desc.element, "normalizations take")?;
+        let dtype = float_dtype_code::<T, N>(OP, desc.element, "normalizations take")?;
         if desc.normalized_dims != K || K == 0 || K > N {
-            return Err(invalid(
+            return Err(invalid_descriptor(
+                OP,
                 "normalized_dims",
                 desc.normalized_dims.to_string(),
                 &format!("the plan normalizes the last K = {K} of {N} dims (K >= 1)"),
             ));
         }
         if desc.hidden() == 0 {
-            return Err(invalid(
+            return Err(invalid_descriptor(
+                OP,
                 "shape",
                 format!("{:?}", desc.shape),
                 "the normalized dims hold no elements",
             ));
         }
         if !desc.eps.is_finite() || desc.eps < 0.0 {
-            return Err(invalid("eps", desc.eps.to_string(), "must be finite and >= 0"));
+            let eps = desc.eps.to_string();
+            return Err(invalid_descriptor(OP, "eps", eps, "must be finite and >= 0"));
         }
         if desc.bias && !Kind::SAVES_MEAN {
-            return Err(invalid("bias", "true".into(), "RMSNorm has no bias"));
+            return Err(invalid_descriptor(OP, "bias", "true".into(), "RMSNorm has no bias"));
         }
         pref.check_backend(OP, &[BackendKind::Baracuda])?;
         let module = stream.context().module(&spec(dtype, Kind::CODE))?;
         let plan = NormPlan {
             desc: *desc,
-            sku: KernelSku {
-                op: format!("norm.{}", Kind::NAME),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: stream.context().device().arch,
-                variant: "row in registers / element-wise rows, fixed-order dweight".into(),
-                precision: PrecisionGuarantee::float(T::KIND, true),
-            },
+            sku: own_float_sku::<T>(
+                stream,
+                format!("norm.{}", Kind::NAME),
+                "row in registers / element-wise rows, fixed-order dweight",
+            ),
             fw: Kernels::load(&module, "fw")?,
             bw: Kernels::load(&module, "bw")?,
             params: module.function("norm_bw_params")?,
@@ -609,7 +584,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPl
         // SAFETY: x, y, weight and bias were checked against the plan's
         // shapes (their bounds proven at construction) with dense
         // normalized dims; the statistics hold stats_bytes.
-        unsafe { launch(stream, f, LaunchConfig::linear(grid, threads), p) }
+        unsafe { launch_params(stream, f, LaunchConfig::linear(grid, threads), p) }
     }
 }
 
@@ -725,7 +700,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Backward
             // SAFETY: every operand was checked against the plan's shapes
             // with dense normalized dims; the statistics hold stats_bytes
             // and the workspace blocks * h accumulators per gradient.
-            unsafe { launch(stream, f, cfg, p) }?;
+            unsafe { launch_params(stream, f, cfg, p) }?;
         }
         if params_wanted {
             let cfg = LaunchConfig {
@@ -735,7 +710,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Backward
             };
             // SAFETY: as above; the partials were written by the launch
             // before on the same stream (none when there are no rows).
-            unsafe { launch(stream, &self.params, cfg, p) }?;
+            unsafe { launch_params(stream, &self.params, cfg, p) }?;
         }
         Ok(())
     }

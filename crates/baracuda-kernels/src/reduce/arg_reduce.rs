@@ -8,18 +8,20 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
+use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+    PlanPreference, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
 use super::layout::{
-    grid_x, launch_elementwise, max_splits, merge, padded, Geometry, RedDim, BLOCKS_PER_SM,
-    THREADS,
+    launch_elementwise, launch_split, max_splits, merge, Geometry, RedDim, ReducedDims,
+    BLOCKS_PER_SM, THREADS,
 };
-use crate::checks::{byte_span, check_ctx, check_disjoint, check_shape, float_dtype_code};
+use crate::checks::{byte_span, check_dim, check_disjoint, check_views, float_dtype_code, View};
 use crate::kernel_sources;
+use crate::launch::{grid_x, padded};
+use crate::plan::own_float_sku;
 use crate::{Backward, Plan};
 
 /// Which extreme an [`ArgReducePlan`] finds.
@@ -99,27 +101,10 @@ impl<const N: usize> ArgReduceDescriptor<N> {
     /// Shape of the values and indices: the reduced dims as 1 (keepdim)
     /// or dropped.
     pub fn output_shape(&self) -> Vec<usize> {
-        (0..N)
-            .filter_map(|d| match (self.is_reduced(d), self.keepdim) {
-                (false, _) => Some(self.shape[d]),
-                (true, true) => Some(1),
-                (true, false) => None,
-            })
-            .collect()
+        self.dims().output_shape()
     }
-    /// Elements each output reduces.
-    fn n_red(&self) -> usize {
-        (0..N)
-            .filter(|&d| self.is_reduced(d))
-            .map(|d| self.shape[d])
-            .product()
-    }
-    /// Outputs.
-    fn n_out(&self) -> usize {
-        (0..N)
-            .filter(|&d| !self.is_reduced(d))
-            .map(|d| self.shape[d])
-            .product()
+    fn dims(&self) -> ReducedDims<N> {
+        ReducedDims::new(self.shape, self.keepdim, |d| self.is_reduced(d))
     }
 }
 
@@ -295,29 +280,17 @@ fn shape_launch(n_out: usize, n_red: usize, vec_elems: usize, sm_count: u32, max
     (group, n_red.div_ceil(chunk), chunk)
 }
 
-/// A view's strides over x's `N` dims: 0 along reduced dims.
-fn spread<const N: usize, const M: usize>(desc: &ArgReduceDescriptor<N>, strides: &[usize; M]) -> [usize; N] {
-    let mut out = [0usize; N];
-    let mut k = 0;
-    for (d, o) in out.iter_mut().enumerate() {
-        if !desc.is_reduced(d) {
-            *o = strides[k];
-        }
-        if !desc.is_reduced(d) || desc.keepdim {
-            k += 1;
-        }
-    }
-    out
-}
-
 impl<T: Element, const N: usize, const M: usize> ArgReducePlan<T, N, M> {
     fn out_shape(&self) -> [usize; M] {
-        let v = self.desc.output_shape();
-        core::array::from_fn(|i| v[i])
+        self.desc.dims().output_array()
+    }
+    /// A view's strides over x's `N` dims: 0 along reduced dims.
+    fn spread(&self, strides: &[usize; M]) -> [usize; N] {
+        self.desc.dims().spread(strides)
     }
     fn partial_bytes(&self) -> usize {
         if self.splits > 1 {
-            (self.desc.n_out() * self.splits * STATE_BYTES).next_multiple_of(256)
+            (self.desc.dims().n_out() * self.splits * STATE_BYTES).next_multiple_of(256)
         } else {
             0
         }
@@ -330,26 +303,14 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let dtype = float_dtype_code::<T, N>(OP, desc.element, "index reductions take")?;
-        if let Some(d) = desc.dim.filter(|&d| d >= N) {
-            return Err(Error::InvalidDescriptor {
-                op: OP,
-                field: "dim",
-                value: d.to_string(),
-                reason: format!("past the rank {N}"),
-            });
+        if let Some(d) = desc.dim {
+            check_dim::<N>(OP, d)?;
         }
-        let out_rank = desc.output_shape().len();
-        if out_rank != M {
-            return Err(Error::InvalidDescriptor {
-                op: OP,
-                field: "keepdim",
-                value: desc.keepdim.to_string(),
-                reason: format!(
-                    "the outputs have rank {out_rank} with this dim, the plan's rank {M}"
-                ),
-            });
-        }
-        if desc.n_red() == 0 {
+        let dims = desc.dims();
+        dims.check_output_rank::<M>(OP, |r| {
+            format!("the outputs have rank {r} with this dim, the plan's rank {M}")
+        })?;
+        if dims.n_red() == 0 {
             return Err(Error::InvalidArgument {
                 op: OP,
                 arg: "desc.shape",
@@ -361,21 +322,17 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
         let sm_count = stream.context().device().sm_count;
         let plan = ArgReducePlan {
             desc: *desc,
-            sku: KernelSku {
-                op: format!("reduce.{}", desc.op.name()),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: stream.context().device().arch,
-                variant: "row (16-byte loads) / strided, split with a (value, index) combine"
-                    .into(),
-                precision: PrecisionGuarantee::float(T::KIND, true),
-            },
+            sku: own_float_sku::<T>(
+                stream,
+                format!("reduce.{}", desc.op.name()),
+                "row (16-byte loads) / strided, split with a (value, index) combine",
+            ),
             row: module.function("arg_row")?,
             combine: module.function("arg_combine")?,
             bw32: module.function("arg_bw32")?,
             bw64: module.function("arg_bw64")?,
             sm_count,
-            splits: max_splits(desc.n_out(), desc.n_red(), sm_count),
+            splits: max_splits(dims.n_out(), dims.n_red(), sm_count),
             _t: PhantomData,
         };
         pref.check_workspace(OP, plan.workspace_size())?;
@@ -393,10 +350,11 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
     fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
         let out = self.out_shape();
         let x = &args.x;
-        check_shape(OP, "x", &self.desc.shape, x.shape())?;
-        check_shape(OP, "indices", &out, args.indices.shape())?;
-        check_ctx(OP, "x", stream, x.data().ctx_id())?;
-        check_ctx(OP, "indices", stream, args.indices.data().ctx_id())?;
+        let views = [
+            View::of("x", &self.desc.shape, x),
+            View::of_mut("indices", &out, &args.indices),
+        ];
+        check_views(OP, stream, &views)?;
         let xp = x.data().ptr();
         let ip = args.indices.data().ptr();
         let x_span = byte_span("x", x);
@@ -404,17 +362,16 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
         check_disjoint(OP, &[i_span], &[x_span])?;
         let (vp, v_strides) = match &args.values {
             Some(v) => {
-                check_shape(OP, "values", &out, v.shape())?;
-                check_ctx(OP, "values", stream, v.data().ctx_id())?;
+                check_views(OP, stream, &[View::of_mut("values", &out, v)])?;
                 let vp = v.data().ptr();
                 check_disjoint(OP, &[byte_span("values", &v.as_const())], &[x_span, i_span])?;
-                (vp, spread(&self.desc, v.strides()))
+                (vp, self.spread(v.strides()))
             }
             None => (DevPtrMut::NULL, [0; N]),
         };
         let partial = workspace.check_ptr(OP, self.partial_bytes(), stream.context().id())?;
-        let reduced: [bool; N] = core::array::from_fn(|d| self.desc.is_reduced(d));
-        let i_strides = spread(&self.desc, args.indices.strides());
+        let reduced = self.desc.dims().reduced;
+        let i_strides = self.spread(args.indices.strides());
         let kept = Geometry::new(&self.desc.shape, &reduced, x.strides(), &v_strides, &i_strides).kept;
         let red = logical_red(&self.desc.shape, &reduced, x.strides());
         let n_out: usize = kept.iter().map(|k| k.extent).product();
@@ -456,28 +413,17 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
             pad: 0,
         };
         let blocks = n_out.div_ceil(THREADS as usize / group);
-        let mut a = LaunchArgs::new();
-        a.push(p)?;
         let cfg = LaunchConfig {
             grid: (grid_x(blocks), splits as u32, 1),
             block: (THREADS, 1, 1),
             smem_bytes: 0,
         };
+        let kernels = (&self.row, &self.combine);
         // SAFETY: x, values and indices were bounds-checked at their views'
         // construction and their shapes against the plan above; the
         // geometry comes from those shapes and strides; `splits` is at most
         // `self.splits`, for which `partial` was checked.
-        unsafe { self.row.launch(stream, cfg, &mut a) }?;
-        if splits > 1 {
-            let warps = (THREADS / 32) as usize;
-            let cfg = LaunchConfig::linear(grid_x(n_out.div_ceil(warps)), THREADS);
-            let mut a = LaunchArgs::new();
-            a.push(p)?;
-            // SAFETY: as above; the states were written by the launch
-            // before on the same stream.
-            unsafe { self.combine.launch(stream, cfg, &mut a) }?;
-        }
-        Ok(())
+        unsafe { launch_split(stream, kernels, cfg, p, splits, n_out) }
     }
 }
 
@@ -499,12 +445,12 @@ impl<T: Element, const N: usize, const M: usize> Backward for ArgReducePlan<T, N
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
         let out = self.out_shape();
-        check_shape(OP, "indices", &out, args.indices.shape())?;
-        check_shape(OP, "dv", &out, args.dv.shape())?;
-        check_shape(OP, "dx", &self.desc.shape, args.dx.shape())?;
-        check_ctx(OP, "indices", stream, args.indices.data().ctx_id())?;
-        check_ctx(OP, "dv", stream, args.dv.data().ctx_id())?;
-        check_ctx(OP, "dx", stream, args.dx.data().ctx_id())?;
+        let views = [
+            View::of("indices", &out, &args.indices),
+            View::of("dv", &out, &args.dv),
+            View::of_mut("dx", &self.desc.shape, &args.dx),
+        ];
+        check_views(OP, stream, &views)?;
         let (ip, dvp, dxp) = (
             args.indices.data().ptr(),
             args.dv.data().ptr(),
@@ -520,19 +466,11 @@ impl<T: Element, const N: usize, const M: usize> Backward for ArgReducePlan<T, N
             return Ok(());
         }
         // The position r steps: row-major over the reduced dims.
-        let mut r_step = [0usize; N];
-        let mut s = 1;
-        for d in (0..N).rev() {
-            if self.desc.is_reduced(d) {
-                r_step[d] = s;
-                s *= self.desc.shape[d];
-            }
-        }
         let strides = [
             *args.dx.strides(),
-            spread(&self.desc, args.dv.strides()),
-            spread(&self.desc, args.indices.strides()),
-            r_step,
+            self.spread(args.dv.strides()),
+            self.spread(args.indices.strides()),
+            self.desc.dims().dense_strides(true),
         ];
         let mut p = ArgBwParams {
             dx: dxp,
@@ -565,7 +503,8 @@ mod tests {
         assert_eq!(d.with_keepdim(true).output_shape(), vec![1, 1, 1]);
         assert_eq!(d.with_dim(1).output_shape(), vec![2, 4]);
         assert_eq!(d.with_dim(1).with_keepdim(true).output_shape(), vec![2, 1, 4]);
-        assert_eq!((d.with_dim(2).n_red(), d.with_dim(2).n_out()), (4, 6));
+        let dims = d.with_dim(2).dims();
+        assert_eq!((dims.n_red(), dims.n_out()), (4, 6));
     }
 
     #[test]
@@ -591,8 +530,10 @@ mod tests {
     #[test]
     fn strides_spread_over_x_dims() {
         let d = ArgReduceDescriptor::new(ArgReduceOp::Min, ElementKind::F32, [2, 3, 4]).with_dim(1);
-        assert_eq!(spread(&d, &[4, 1]), [4, 0, 1]);
-        assert_eq!(spread(&d.with_keepdim(true), &[4, 4, 1]), [4, 0, 1]);
+        assert_eq!(d.dims().spread(&[4, 1]), [4, 0, 1]);
+        assert_eq!(d.with_keepdim(true).dims().spread(&[4, 4, 1]), [4, 0, 1]);
+        assert_eq!(d.dims().dense_strides(true), [0, 1, 0]);
+        assert_eq!(d.dims().dense_strides(false), [4, 0, 1]);
     }
 
     #[test]

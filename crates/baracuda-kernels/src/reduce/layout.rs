@@ -12,8 +12,11 @@
 //!   along it, coalesced);
 //! - else `reduce_row` over strided segments (any strides, broadcast too).
 
-use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
+use baracuda_driver::{Function, LaunchConfig, Stream};
 use baracuda_kernels_types::{DevPtr, DevPtrMut, Element, Error, Result, MAX_RANK};
+
+use crate::checks::invalid_descriptor;
+use crate::launch::{grid_x, launch_params, padded};
 
 /// Threads per block of every reduction kernel (`__launch_bounds__(256)`).
 pub(crate) const THREADS: u32 = 256;
@@ -82,6 +85,107 @@ impl<T, O> Clone for ReduceParams<T, O> {
     }
 }
 impl<T, O> Copy for ReduceParams<T, O> {}
+
+/// The logical dims of a reduction of a rank-`N` tensor: its shape, which
+/// dims it folds, and whether the output keeps them with extent 1.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub(crate) struct ReducedDims<const N: usize> {
+    pub shape: [usize; N],
+    pub reduced: [bool; N],
+    pub keepdim: bool,
+}
+
+impl<const N: usize> ReducedDims<N> {
+    /// The dims of `shape` for which `is_reduced(d)` holds are folded.
+    pub(crate) fn new(shape: [usize; N], keepdim: bool, is_reduced: impl Fn(usize) -> bool) -> Self {
+        ReducedDims {
+            shape,
+            reduced: core::array::from_fn(is_reduced),
+            keepdim,
+        }
+    }
+
+    /// Shape of the output: the reduced dims as 1 (keepdim) or dropped.
+    pub(crate) fn output_shape(&self) -> Vec<usize> {
+        (0..N)
+            .filter_map(|d| match (self.reduced[d], self.keepdim) {
+                (false, _) => Some(self.shape[d]),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect()
+    }
+
+    /// [`ReducedDims::output_shape`] as an array of the plan's output rank
+    /// `M` (which `select` checked).
+    pub(crate) fn output_array<const M: usize>(&self) -> [usize; M] {
+        let v = self.output_shape();
+        core::array::from_fn(|i| v[i])
+    }
+
+    /// `InvalidDescriptor` naming `keepdim` of `op` unless the output has
+    /// the plan's rank `M`; `reason` says so from the output's rank.
+    pub(crate) fn check_output_rank<const M: usize>(
+        &self,
+        op: &'static str,
+        reason: impl FnOnce(usize) -> String,
+    ) -> Result<()> {
+        let rank = self.output_shape().len();
+        if rank != M {
+            let value = self.keepdim.to_string();
+            return Err(invalid_descriptor(op, "keepdim", value, &reason(rank)));
+        }
+        Ok(())
+    }
+
+    /// Elements each output folds (the product of the reduced extents).
+    pub(crate) fn n_red(&self) -> usize {
+        self.extent_product(true)
+    }
+
+    /// Outputs (the product of the kept extents).
+    pub(crate) fn n_out(&self) -> usize {
+        self.extent_product(false)
+    }
+
+    fn extent_product(&self, reduced: bool) -> usize {
+        (0..N)
+            .filter(|&d| self.reduced[d] == reduced)
+            .map(|d| self.shape[d])
+            .product()
+    }
+
+    /// An output view's strides (rank `M`) spread over x's `N` dims: 0
+    /// along every reduced dim, kept or dropped.
+    pub(crate) fn spread<const M: usize>(&self, strides: &[usize; M]) -> [usize; N] {
+        let mut out = [0usize; N];
+        let mut k = 0;
+        for (d, o) in out.iter_mut().enumerate() {
+            if !self.reduced[d] {
+                *o = strides[k];
+            }
+            if !self.reduced[d] || self.keepdim {
+                k += 1;
+            }
+        }
+        out
+    }
+
+    /// Row-major strides over the reduced dims (`reduced`) or the kept
+    /// dims, as if those dims alone were stored densely; 0 along the
+    /// others.
+    pub(crate) fn dense_strides(&self, reduced: bool) -> [usize; N] {
+        let mut strides = [0usize; N];
+        let mut s = 1usize;
+        for d in (0..N).rev() {
+            if self.reduced[d] == reduced {
+                strides[d] = s;
+                s *= self.shape[d];
+            }
+        }
+        strides
+    }
+}
 
 /// A kept dim: extent and the strides of x, y and the auxiliary input.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -257,15 +361,6 @@ pub(crate) struct Launch<T, O> {
     pub sm_count: u32,
 }
 
-/// `v` padded with zeros to [`MAX_RANK`] entries (the kernels' arrays).
-pub(crate) fn padded<E: Copy + Default>(v: impl Iterator<Item = E>) -> [E; MAX_RANK] {
-    let mut a = [E::default(); MAX_RANK];
-    for (s, e) in a.iter_mut().zip(v) {
-        *s = e;
-    }
-    a
-}
-
 impl<T: Element, O: 'static> Launch<T, O> {
     /// Enqueue the reduction (and the combine pass when it splits).
     ///
@@ -283,22 +378,10 @@ impl<T: Element, O: 'static> Launch<T, O> {
             Kernel::Row => &k.row,
             Kernel::Col => &k.col,
         };
-        let mut args = LaunchArgs::new();
-        args.push(p)?;
         // SAFETY: forwarded from the caller's contract; the geometry came
         // from the views' shapes and strides, and `splits` fits the
         // workspace (checked by `configure`).
-        unsafe { f.launch(stream, cfg, &mut args) }?;
-        if p.splits > 1 {
-            let warps = (THREADS / 32) as usize;
-            let mut args = LaunchArgs::new();
-            args.push(p)?;
-            let cfg = LaunchConfig::linear(grid_x(n_out.div_ceil(warps)), THREADS);
-            // SAFETY: as above; the partials were written by the launch
-            // before on the same stream.
-            unsafe { k.combine.launch(stream, cfg, &mut args) }?;
-        }
-        Ok(())
+        unsafe { launch_split(stream, (f, &k.combine), cfg, p, p.splits as usize, n_out) }
     }
 
     /// The kernel, its parameters and its launch shape (`n_out > 0`).
@@ -419,13 +502,9 @@ impl<T: Element, O: 'static> Launch<T, O> {
     }
 }
 
-/// Blocks in x for `blocks` of work: the kernels loop over the rest.
-pub(crate) fn grid_x(blocks: usize) -> u32 {
-    blocks.clamp(1, i32::MAX as usize) as u32
-}
-
 /// `BwParams` of `reduce.cu`.
 #[repr(C)]
+#[derive(Copy, Clone)]
 pub(crate) struct BwParams<T> {
     dx: DevPtrMut<T>,
     x: DevPtr<T>,
@@ -439,13 +518,6 @@ pub(crate) struct BwParams<T> {
     stride: [[i64; MAX_RANK]; 5],
     op: OpArgs,
 }
-
-impl<T> Clone for BwParams<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for BwParams<T> {}
 
 /// The backward's operands: dx, x, dy, y, stat, each with its strides
 /// over x's dims (0 along reduced dims for dy, y and stat).
@@ -530,10 +602,35 @@ pub(crate) unsafe fn launch_elementwise<P: Copy + 'static>(
         .div_ceil(THREADS as usize)
         .min(BLOCKS_PER_SM * 4 * sm_count.max(1) as usize);
     let f = if n <= u32::MAX as usize { kernels.0 } else { kernels.1 };
-    let mut args = LaunchArgs::new();
-    args.push(p)?;
     // SAFETY: forwarded from the caller's contract.
-    unsafe { f.launch(stream, LaunchConfig::linear(grid_x(blocks), THREADS), &mut args) }
+    unsafe { launch_params(stream, f, LaunchConfig::linear(grid_x(blocks), THREADS), p) }
+}
+
+/// Launch a split reduction: `kernels.0` with `cfg` and parameters `p`,
+/// then, when it split each of the `n_out` outputs `splits > 1` ways, the
+/// combine `kernels.1` (a warp per output) over the states it wrote.
+///
+/// # Safety
+/// Every address in `p` must hold what both kernels reach for `n_out`
+/// outputs of `splits` states each.
+pub(crate) unsafe fn launch_split<P: Copy + 'static>(
+    stream: &Stream,
+    kernels: (&Function, &Function),
+    cfg: LaunchConfig,
+    p: P,
+    splits: usize,
+    n_out: usize,
+) -> Result<()> {
+    // SAFETY: forwarded from the caller's contract.
+    unsafe { launch_params(stream, kernels.0, cfg, p) }?;
+    if splits > 1 {
+        let warps = (THREADS / 32) as usize;
+        let cfg = LaunchConfig::linear(grid_x(n_out.div_ceil(warps)), THREADS);
+        // SAFETY: as above; the states were written by the launch before
+        // on the same stream.
+        unsafe { launch_params(stream, kernels.1, cfg, p) }?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

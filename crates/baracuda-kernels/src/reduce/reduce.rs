@@ -9,15 +9,18 @@ use core::marker::PhantomData;
 use baracuda_driver::{Function, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
+    PlanPreference, Result, TensorMut, TensorRef, Workspace,
 };
 
 use super::layout::{
     max_splits, state_bytes, stat_bytes, BwLaunch, Geometry, Launch, OpArgs, ReduceKernels,
-    StatPair,
+    ReducedDims, StatPair,
 };
-use crate::checks::{byte_span, check_ctx, check_disjoint, check_shape, float_dtype_code};
+use crate::checks::{
+    byte_span, check_disjoint, check_views, float_dtype_code, invalid_descriptor, View,
+};
 use crate::kernel_sources;
+use crate::plan::own_float_sku;
 use crate::{Backward, Plan};
 
 /// A reduction.
@@ -198,13 +201,10 @@ impl<const N: usize> ReduceDescriptor<N> {
     }
     /// Shape of `y`: the reduced dims as 1 (keepdim) or dropped.
     pub fn output_shape(&self) -> Vec<usize> {
-        (0..N)
-            .filter_map(|d| match (self.is_reduced(d), self.keepdim) {
-                (false, _) => Some(self.shape[d]),
-                (true, true) => Some(1),
-                (true, false) => None,
-            })
-            .collect()
+        self.dims().output_shape()
+    }
+    fn dims(&self) -> ReducedDims<N> {
+        ReducedDims::new(self.shape, self.keepdim, |d| self.is_reduced(d))
     }
 }
 
@@ -297,33 +297,15 @@ pub(crate) fn spec(dtype: u32, code: u32) -> ModuleSpec {
         .define("BARACUDA_OP", code)
 }
 
-fn invalid(field: &'static str, value: String, reason: &str) -> Error {
-    Error::InvalidDescriptor {
-        op: OP,
-        field,
-        value,
-        reason: reason.into(),
-    }
-}
-
 impl<T: Element, const N: usize, const M: usize> ReducePlan<T, N, M> {
     fn n_out(&self) -> usize {
-        (0..N)
-            .filter(|&d| !self.desc.is_reduced(d))
-            .map(|d| self.desc.shape[d])
-            .product()
-    }
-    fn n_red(&self) -> usize {
-        (0..N)
-            .filter(|&d| self.desc.is_reduced(d))
-            .map(|d| self.desc.shape[d])
-            .product()
+        self.desc.dims().n_out()
     }
     fn op_args(&self) -> OpArgs {
         OpArgs {
             p: self.desc.p,
             correction: self.desc.correction,
-            n_red: self.n_red() as u64,
+            n_red: self.desc.dims().n_red() as u64,
         }
     }
     /// Bytes of the split states.
@@ -345,22 +327,10 @@ impl<T: Element, const N: usize, const M: usize> ReducePlan<T, N, M> {
     /// A view's strides spread over x's `N` dims: a dropped reduced dim
     /// (and any reduced dim) gets stride 0.
     fn spread(&self, strides: &[usize; M]) -> [usize; N] {
-        let mut out = [0usize; N];
-        let mut k = 0;
-        for (d, o) in out.iter_mut().enumerate() {
-            let present = !self.desc.is_reduced(d) || self.desc.keepdim;
-            if present {
-                if !self.desc.is_reduced(d) {
-                    *o = strides[k];
-                }
-                k += 1;
-            }
-        }
-        out
+        self.desc.dims().spread(strides)
     }
     fn out_shape(&self) -> [usize; M] {
-        let v = self.desc.output_shape();
-        core::array::from_fn(|i| v[i])
+        self.desc.dims().output_array()
     }
     fn launch<O: 'static>(
         &self,
@@ -371,7 +341,7 @@ impl<T: Element, const N: usize, const M: usize> ReducePlan<T, N, M> {
         aux: (DevPtr<T>, [usize; N]),
         partial: DevPtrMut<u8>,
     ) -> Result<()> {
-        let reduced: [bool; N] = core::array::from_fn(|d| self.desc.is_reduced(d));
+        let reduced = self.desc.dims().reduced;
         let geometry = Geometry::new(&self.desc.shape, &reduced, x.1, &y.1, &aux.1);
         let launch = Launch {
             x: x.0,
@@ -398,30 +368,26 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let dtype = float_dtype_code::<T, N>(OP, desc.element, "reductions take")?;
         if N < 32 && desc.dims >> N != 0 {
-            return Err(invalid(
+            return Err(invalid_descriptor(
+                OP,
                 "dims",
                 format!("{:#b}", desc.dims),
                 &format!("names a dim past the rank {N}"),
             ));
         }
-        let out_rank = desc.output_shape().len();
-        if out_rank != M {
-            return Err(invalid(
-                "keepdim",
-                desc.keepdim.to_string(),
-                &format!("the output has rank {out_rank} with these dims, the plan's y rank {M}"),
-            ));
-        }
+        let dims = desc.dims();
+        dims.check_output_rank::<M>(OP, |r| {
+            format!("the output has rank {r} with these dims, the plan's y rank {M}")
+        })?;
         if desc.correction.is_nan() {
-            return Err(invalid("correction", "NaN".into(), "must be a number"));
+            let why = "must be a number";
+            return Err(invalid_descriptor(OP, "correction", "NaN".into(), why));
         }
         if desc.op == ReduceOp::Norm && desc.p.is_nan() {
-            return Err(invalid("p", "NaN".into(), "must be a number or +-inf"));
+            let why = "must be a number or +-inf";
+            return Err(invalid_descriptor(OP, "p", "NaN".into(), why));
         }
-        let n_red: usize = (0..N)
-            .filter(|&d| desc.is_reduced(d))
-            .map(|d| desc.shape[d])
-            .product();
+        let n_red = dims.n_red();
         if n_red == 0 && desc.op.needs_elements(desc.p) {
             return Err(Error::InvalidArgument {
                 op: OP,
@@ -436,20 +402,14 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
         let code = op_code(desc.op, desc.p);
         let module = stream.context().module(&spec(dtype, code))?;
         let sm_count = stream.context().device().sm_count;
-        let n_out: usize = (0..N)
-            .filter(|&d| !desc.is_reduced(d))
-            .map(|d| desc.shape[d])
-            .product();
+        let n_out = dims.n_out();
         let plan = ReducePlan {
             desc: *desc,
-            sku: KernelSku {
-                op: format!("reduce.{}", desc.op.name()),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: stream.context().device().arch,
-                variant: "row / column / strided, split with a fixed-order combine".into(),
-                precision: PrecisionGuarantee::float(T::KIND, true),
-            },
+            sku: own_float_sku::<T>(
+                stream,
+                format!("reduce.{}", desc.op.name()),
+                "row / column / strided, split with a fixed-order combine",
+            ),
             code,
             fw: ReduceKernels::load(&module, "reduce")?,
             stat: if has_stat(code) {
@@ -477,10 +437,9 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
 
     fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
         let (x, y) = (&args.x, &args.y);
-        check_shape(OP, "x", &self.desc.shape, x.shape())?;
-        check_shape(OP, "y", &self.out_shape(), y.shape())?;
-        check_ctx(OP, "x", stream, x.data().ctx_id())?;
-        check_ctx(OP, "y", stream, y.data().ctx_id())?;
+        let out = self.out_shape();
+        let views = [View::of("x", &self.desc.shape, x), View::of_mut("y", &out, y)];
+        check_views(OP, stream, &views)?;
         let partial = workspace.check_ptr(OP, self.partial_bytes(), stream.context().id())?;
         let (xp, yp) = (x.data().ptr(), y.data().ptr());
         check_disjoint(OP, &[byte_span("y", &y.as_const())], &[byte_span("x", x)])?;
@@ -517,16 +476,16 @@ impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
         let out = self.out_shape();
-        check_shape(OP, "x", &self.desc.shape, args.x.shape())?;
-        check_shape(OP, "dy", &out, args.dy.shape())?;
-        check_shape(OP, "dx", &self.desc.shape, args.dx.shape())?;
-        check_ctx(OP, "x", stream, args.x.data().ctx_id())?;
-        check_ctx(OP, "dy", stream, args.dy.data().ctx_id())?;
-        check_ctx(OP, "dx", stream, args.dx.data().ctx_id())?;
+        let shape = &self.desc.shape;
+        let views = [
+            View::of("x", shape, &args.x),
+            View::of("dy", &out, &args.dy),
+            View::of_mut("dx", shape, &args.dx),
+        ];
+        check_views(OP, stream, &views)?;
         let y = match (&args.y, bw_reads_y(self.code)) {
             (Some(y), _) => {
-                check_shape(OP, "y", &out, y.shape())?;
-                check_ctx(OP, "y", stream, y.data().ctx_id())?;
+                check_views(OP, stream, &[View::of("y", &out, y)])?;
                 Some(*y)
             }
             (None, false) => None,
@@ -558,14 +517,7 @@ impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M
         };
         // The statistic: one Stat2 per output, dense over the kept dims.
         let stat_ptr: DevPtrMut<StatPair> = ws.cast();
-        let mut stat_strides = [0usize; N];
-        let mut s = 1usize;
-        for d in (0..N).rev() {
-            if !self.desc.is_reduced(d) {
-                stat_strides[d] = s;
-                s *= self.desc.shape[d];
-            }
-        }
+        let stat_strides = self.desc.dims().dense_strides(false);
         if let Some(stat) = &self.stat {
             let partial = ws.byte_add(self.stat_bytes());
             self.launch(

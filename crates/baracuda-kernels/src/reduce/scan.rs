@@ -8,15 +8,19 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
+use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     contiguous_strides, BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads,
-    KernelSku, PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace,
+    KernelSku, PlanPreference, Result, TensorMut, TensorRef, Workspace,
     MAX_RANK,
 };
 
-use crate::checks::{check_alias, check_ctx, check_shape, Extent};
+use crate::checks::{
+    check_alias, check_dim, check_views, float_dtype_code, invalid_descriptor, Extent, View,
+};
 use crate::kernel_sources;
+use crate::launch::{grid_x, launch_params};
+use crate::plan::own_float_sku;
 use crate::{Backward, Plan};
 
 /// A scan's combine.
@@ -257,15 +261,6 @@ struct ScanParams<T: 'static> {
     pad: u32,
 }
 
-fn invalid(field: &'static str, value: String, reason: &str) -> Error {
-    Error::InvalidDescriptor {
-        op: OP,
-        field,
-        value,
-        reason: reason.into(),
-    }
-}
-
 /// `InvalidArgument` naming `arg`: given without being read, or missing.
 fn check_presence(arg: &'static str, given: bool, wanted: bool, op: ScanOp) -> Result<()> {
     let reason = match (given, wanted) {
@@ -380,11 +375,9 @@ impl<T: Element, const N: usize> ScanPlan<T, N> {
             let cap = self.sm_count as usize * 64;
             (&k.block, lines.min(cap))
         };
-        let mut args = LaunchArgs::new();
-        args.push(p)?;
-        let cfg = LaunchConfig::linear(blocks.clamp(1, i32::MAX as usize) as u32, THREADS);
+        let cfg = LaunchConfig::linear(grid_x(blocks), THREADS);
         // SAFETY: forwarded from the caller's contract.
-        unsafe { f.launch(stream, cfg, &mut args) }
+        unsafe { launch_params(stream, f, cfg, p) }
     }
 }
 
@@ -393,16 +386,11 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
     type Args<'a> = ScanArgs<'a, T, N>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = crate::checks::float_dtype_code::<T, N>(OP, desc.element, "scans take")?;
-        if desc.dim >= N {
-            return Err(invalid(
-                "dim",
-                desc.dim.to_string(),
-                &format!("past the rank {N}"),
-            ));
-        }
+        let dtype = float_dtype_code::<T, N>(OP, desc.element, "scans take")?;
+        check_dim::<N>(OP, desc.dim)?;
         if desc.exclusive && desc.op.has_indices() {
-            return Err(invalid(
+            return Err(invalid_descriptor(
+                OP,
                 "exclusive",
                 "true".into(),
                 &format!("{} has no value before the first element", desc.op.name()),
@@ -413,14 +401,11 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
         let (fw, bw) = desc.op.codes();
         let plan = ScanPlan {
             desc: *desc,
-            sku: KernelSku {
-                op: format!("scan.{}", desc.op.name()),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: stream.context().device().arch,
-                variant: "block per line / thread per line".into(),
-                precision: PrecisionGuarantee::float(T::KIND, true),
-            },
+            sku: own_float_sku::<T>(
+                stream,
+                format!("scan.{}", desc.op.name()),
+                "block per line / thread per line",
+            ),
             fw: Kernels::load(&module, fw)?,
             bw: bw
                 .iter()
@@ -444,10 +429,7 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
     fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
         let (x, y) = (&args.x, &args.y);
         let shape = &self.desc.shape;
-        check_shape(OP, "x", shape, x.shape())?;
-        check_shape(OP, "y", shape, y.shape())?;
-        check_ctx(OP, "x", stream, x.data().ctx_id())?;
-        check_ctx(OP, "y", stream, y.data().ctx_id())?;
+        check_views(OP, stream, &[View::of("x", shape, x), View::of_mut("y", shape, y)])?;
         check_presence("indices", args.indices.is_some(), self.desc.op.has_indices(), self.desc.op)?;
         workspace.check_ptr(OP, 0, stream.context().id())?;
         check_alias(OP, &Extent::of_mut("y", y), &Extent::of("x", x), false)?;
@@ -457,8 +439,7 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
         p.ax[X] = self.axis(x.strides(), self.desc.reverse);
         p.ax[Y] = self.axis(y.strides(), self.desc.reverse);
         if let Some(idx) = &args.indices {
-            check_shape(OP, "indices", shape, idx.shape())?;
-            check_ctx(OP, "indices", stream, idx.data().ctx_id())?;
+            check_views(OP, stream, &[View::of_mut("indices", shape, idx)])?;
             let ir = byte_range::<i64>(idx.data().ptr().addr(), idx.shape(), idx.strides());
             check_apart(("indices", ir), ("x", byte_range::<T>(p.x.addr(), shape, x.strides())))?;
             check_apart(("indices", ir), ("y", byte_range::<T>(p.y.addr(), shape, y.strides())))?;
@@ -490,12 +471,8 @@ impl<T: Element, const N: usize> Backward for ScanPlan<T, N> {
         let op = self.desc.op;
         let shape = &self.desc.shape;
         let (x, dy, dx) = (&args.x, &args.dy, &args.dx);
-        check_shape(OP, "x", shape, x.shape())?;
-        check_shape(OP, "dy", shape, dy.shape())?;
-        check_shape(OP, "dx", shape, dx.shape())?;
-        for (arg, ctx) in [("x", x.data().ctx_id()), ("dy", dy.data().ctx_id()), ("dx", dx.data().ctx_id())] {
-            check_ctx(OP, arg, stream, ctx)?;
-        }
+        let views = [View::of("x", shape, x), View::of("dy", shape, dy), View::of_mut("dx", shape, dx)];
+        check_views(OP, stream, &views)?;
         check_presence("y", args.y.is_some(), op == ScanOp::LogCumSumExp, op)?;
         check_presence("indices", args.indices.is_some(), op.has_indices(), op)?;
         let ws = workspace.check_ptr(OP, self.bw_bytes(), stream.context().id())?;
@@ -512,15 +489,13 @@ impl<T: Element, const N: usize> Backward for ScanPlan<T, N> {
         p.ax[Y] = self.axis(dx.strides(), bw_flip);
         p.ax[DY] = self.axis(dy.strides(), bw_flip);
         if let Some(y) = &args.y {
-            check_shape(OP, "y", shape, y.shape())?;
-            check_ctx(OP, "y", stream, y.data().ctx_id())?;
+            check_views(OP, stream, &[View::of("y", shape, y)])?;
             check_alias(OP, &dx_extent, &Extent::of("y", y), false)?;
             p.yfw = y.data().ptr();
             p.ax[YFW] = self.axis(y.strides(), bw_flip);
         }
         if let Some(idx) = &args.indices {
-            check_shape(OP, "indices", shape, idx.shape())?;
-            check_ctx(OP, "indices", stream, idx.data().ctx_id())?;
+            check_views(OP, stream, &[View::of("indices", shape, idx)])?;
             let ir = byte_range::<i64>(idx.data().ptr().addr(), shape, idx.strides());
             check_apart(("dx", byte_range::<T>(p.y.addr(), shape, dx.strides())), ("indices", ir))?;
             p.idx_in = idx.data().ptr();

@@ -7,14 +7,16 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
+use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Grad, Grads, KernelSku,
+    PlanPreference, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
-use crate::checks::{byte_span, check_ctx, check_disjoint, check_shape, float_dtype_code};
+use crate::checks::{byte_span, check_dim, check_disjoint, check_views, float_dtype_code, View};
 use crate::kernel_sources;
+use crate::launch::{grid_x, launch_params, padded};
+use crate::plan::own_float_sku;
 use crate::{Backward, Plan};
 
 /// A softmax-like op along one dim.
@@ -172,14 +174,7 @@ pub(crate) fn spec(dtype: u32, op: SoftmaxOp) -> ModuleSpec {
 /// code of a valid descriptor, else the typed error.
 pub(crate) fn validate<T: Element, const N: usize>(desc: &SoftmaxDescriptor<N>) -> Result<u32> {
     let dtype = float_dtype_code::<T, N>(OP, desc.element, "softmax takes")?;
-    if desc.dim >= N {
-        return Err(Error::InvalidDescriptor {
-            op: OP,
-            field: "dim",
-            value: desc.dim.to_string(),
-            reason: format!("past the rank {N}"),
-        });
-    }
+    check_dim::<N>(OP, desc.dim)?;
     Ok(dtype)
 }
 
@@ -206,15 +201,11 @@ impl<T: Element, const N: usize> Plan for SoftmaxPlan<T, N> {
         };
         Ok(SoftmaxPlan {
             desc: *desc,
-            sku: KernelSku {
-                op: format!("softmax.{}", desc.op.name()),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: device.arch,
-                variant: "row groups (in registers, or cached in shared memory) / one thread per row"
-                    .into(),
-                precision: PrecisionGuarantee::float(T::KIND, true),
-            },
+            sku: own_float_sku::<T>(
+                stream,
+                format!("softmax.{}", desc.op.name()),
+                "row groups (in registers, or cached in shared memory) / one thread per row",
+            ),
             fw_reg: reg("fw")?,
             bw_reg: reg("bw")?,
             fw_row,
@@ -237,10 +228,8 @@ impl<T: Element, const N: usize> Plan for SoftmaxPlan<T, N> {
 
     fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
         let (x, y) = (&args.x, &args.y);
-        check_shape(OP, "x", &self.desc.shape, x.shape())?;
-        check_shape(OP, "y", &self.desc.shape, y.shape())?;
-        check_ctx(OP, "x", stream, x.data().ctx_id())?;
-        check_ctx(OP, "y", stream, y.data().ctx_id())?;
+        let shape = &self.desc.shape;
+        check_views(OP, stream, &[View::of("x", shape, x), View::of_mut("y", shape, y)])?;
         check_disjoint(OP, &[byte_span("y", &y.as_const())], &[byte_span("x", x)])?;
         let op = Operands {
             x: (x.data().ptr(), x.strides()),
@@ -271,12 +260,13 @@ impl<T: Element, const N: usize> Backward for SoftmaxPlan<T, N> {
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
         let (y, dy, dx) = (&args.y, &args.dy, &args.dx);
-        check_shape(OP, "y", &self.desc.shape, y.shape())?;
-        check_shape(OP, "dy", &self.desc.shape, dy.shape())?;
-        check_shape(OP, "dx", &self.desc.shape, dx.shape())?;
-        check_ctx(OP, "y", stream, y.data().ctx_id())?;
-        check_ctx(OP, "dy", stream, dy.data().ctx_id())?;
-        check_ctx(OP, "dx", stream, dx.data().ctx_id())?;
+        let shape = &self.desc.shape;
+        let views = [
+            View::of("y", shape, y),
+            View::of("dy", shape, dy),
+            View::of_mut("dx", shape, dx),
+        ];
+        check_views(OP, stream, &views)?;
         check_disjoint(
             OP,
             &[byte_span("dx", &dx.as_const())],
@@ -310,6 +300,7 @@ struct Operands<'s, T, const N: usize> {
 
 /// `SoftmaxParams` of `softmax.cu`, field for field.
 #[repr(C)]
+#[derive(Copy, Clone)]
 struct SoftmaxParams<T> {
     x: DevPtr<T>,
     g: DevPtr<T>,
@@ -329,13 +320,6 @@ struct SoftmaxParams<T> {
     ag: i64,
     ao: i64,
 }
-
-impl<T> Clone for SoftmaxParams<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for SoftmaxParams<T> {}
 
 /// Rows below which the group kernel runs even when the dim is strided:
 /// one thread per row would leave most of the GPU idle (8192 threads are
@@ -446,15 +430,6 @@ fn shape_of(
     }
 }
 
-/// `v` padded with zeros to [`MAX_RANK`] entries.
-fn padded<E: Copy + Default>(v: impl Iterator<Item = E>) -> [E; MAX_RANK] {
-    let mut a = [E::default(); MAX_RANK];
-    for (s, e) in a.iter_mut().zip(v) {
-        *s = e;
-    }
-    a
-}
-
 impl<T: Element, const N: usize> SoftmaxPlan<T, N> {
     /// Enqueue one pass over every row.
     ///
@@ -510,16 +485,14 @@ impl<T: Element, const N: usize> SoftmaxPlan<T, N> {
             (true, _, None) => &self.bw_row,
         };
         let cfg = LaunchConfig {
-            grid: (shape.blocks.clamp(1, i32::MAX as usize) as u32, 1, 1),
+            grid: (grid_x(shape.blocks), 1, 1),
             block: (shape.threads as u32, 1, 1),
             smem_bytes: shape.smem_bytes as u32,
         };
-        let mut args = LaunchArgs::new();
-        args.push(p)?;
         // SAFETY: forwarded from the caller's contract; the kernels reach
         // exactly the offsets the shape and strides give, and the dynamic
         // shared memory is within what `select` allowed.
-        unsafe { f.launch(stream, cfg, &mut args) }
+        unsafe { launch_params(stream, f, cfg, p) }
     }
 }
 
