@@ -873,6 +873,29 @@ mod tests {
     }
 
     #[test]
+    fn select_names_the_op_of_a_broadcast_mismatch() {
+        let bad = BinaryDescriptor {
+            op: BinaryOp::Add,
+            element: ElementKind::F32,
+            a_shape: [4, 2],
+            b_shape: [1, 3],
+        };
+        let pref = PlanPreference::default();
+        assert!(matches!(
+            check_desc::<f32, 2>("binary", &bad, &pref),
+            Err(Error::BroadcastMismatch { op: "binary", .. })
+        ));
+        let f16 = BinaryDescriptor {
+            element: ElementKind::F16,
+            ..bad
+        };
+        assert!(matches!(
+            check_desc::<f32, 2>("binary", &f16, &pref),
+            Err(Error::DtypeMismatch { .. })
+        ));
+    }
+
+    #[test]
     fn reductions_follow_the_worked_example() {
         assert_eq!(plan_reduction(1, 4096 * 513, 132), (1, 256, 513, 4096));
         assert_eq!(plan_reduction(1024, 8192, 132), (256, 1, 256, 32));

@@ -429,6 +429,29 @@ mod tests {
     }
 
     #[test]
+    fn select_checks_return_their_variants() {
+        let pref = PlanPreference::default();
+        assert_eq!(check_select::<f32, 2>("t", ElementKind::F32, &pref), Ok(0));
+        assert!(matches!(
+            check_select::<f32, 2>("t", ElementKind::F16, &pref),
+            Err(Error::DtypeMismatch { op: "t", .. })
+        ));
+        assert!(matches!(
+            check_select::<i32, 2>("t", ElementKind::I32, &pref),
+            Err(Error::Unsupported { op: "t", .. })
+        ));
+        assert!(matches!(
+            check_select::<f32, 9>("t", ElementKind::F32, &pref),
+            Err(Error::Unsupported { op: "t", .. })
+        ));
+        let cudnn = pref.with_backend(BackendKind::Cudnn);
+        assert!(matches!(
+            check_select::<f32, 2>("t", ElementKind::F32, &cudnn),
+            Err(Error::PreferenceRejected { field: "backend", .. })
+        ));
+    }
+
+    #[test]
     fn params_layout_matches_cuda() {
         // 8 + 4 + 4 + 64 + 2*64 + 3*64 + 2*8 + 3*8
         assert_eq!(std::mem::size_of::<StridedArgs<f32>>(), 440);

@@ -501,6 +501,15 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ranks_past_eight_are_unsupported() {
+        let desc = SoftmaxDescriptor::new(SoftmaxOp::ALL[0], ElementKind::F32, [1; 9]);
+        assert!(matches!(
+            validate::<f32, 9>(&desc),
+            Err(baracuda_kernels_types::Error::Unsupported { op: OP, .. })
+        ));
+    }
+
+    #[test]
     fn params_layout_matches_cuda() {
         // 3 pointers, 3 u64, 4 u32, 4 arrays of 8, 3 i64
         assert_eq!(

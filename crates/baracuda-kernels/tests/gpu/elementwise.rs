@@ -374,7 +374,102 @@ pub fn unary_bad_inputs() -> Result<usize, String> {
         matches!(e, Error::ShapeMismatch { arg: "dx", .. })
     })?;
     check_untouched::<f32>("unary_backward bad input", &download(&dx), &[])?;
-    Ok(8)
+    // y on another context
+    let y_addr = y.as_slice().addr();
+    // SAFETY: the address is never dereferenced: run rejects the context first.
+    let foreign_y = unsafe { DeviceSliceMut::<f32>::from_raw_parts(y_addr, 64, 0xDEAD) };
+    let r = plan.run(
+        s,
+        Workspace::None,
+        UnaryArgs {
+            x: TensorRef::contiguous(x.as_slice(), [64]).unwrap(),
+            y: TensorMut::contiguous(foreign_y, [64]).unwrap(),
+        },
+    );
+    expect_err("y context", r, |e| {
+        matches!(e, Error::ContextMismatch { arg: "y", .. })
+    })?;
+    // in place: xy of the wrong shape, then on another context
+    let r = plan.run_in_place(
+        s,
+        Workspace::None,
+        TensorMut::contiguous(y.as_slice_mut(), [65]).unwrap(),
+    );
+    expect_err("xy shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "xy", .. })
+    })?;
+    // SAFETY: the address is never dereferenced: run rejects the context first.
+    let foreign_y = unsafe { DeviceSliceMut::<f32>::from_raw_parts(y_addr, 64, 0xDEAD) };
+    let r = plan.run_in_place(
+        s,
+        Workspace::None,
+        TensorMut::contiguous(foreign_y, [64]).unwrap(),
+    );
+    expect_err("xy context", r, |e| {
+        matches!(e, Error::ContextMismatch { arg: "xy", .. })
+    })?;
+    untouched(&y)?;
+    // backward: x and dy of the wrong shape, dx on another context
+    let r = bw.run_bw(
+        s,
+        Workspace::None,
+        UnaryBwArgs {
+            x: TensorRef::contiguous(x.as_slice(), [65]).unwrap(),
+            dy: TensorRef::contiguous(x.as_slice(), [64]).unwrap(),
+            dx: TensorMut::contiguous(dx.as_slice_mut(), [64]).unwrap(),
+        },
+    );
+    expect_err("backward x shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "x", .. })
+    })?;
+    let r = bw.run_bw(
+        s,
+        Workspace::None,
+        UnaryBwArgs {
+            x: TensorRef::contiguous(x.as_slice(), [64]).unwrap(),
+            dy: TensorRef::contiguous(x.as_slice(), [65]).unwrap(),
+            dx: TensorMut::contiguous(dx.as_slice_mut(), [64]).unwrap(),
+        },
+    );
+    expect_err("dy shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "dy", .. })
+    })?;
+    let dx_addr = dx.as_slice().addr();
+    // SAFETY: the address is never dereferenced: run rejects the context first.
+    let foreign_dx = unsafe { DeviceSliceMut::<f32>::from_raw_parts(dx_addr, 64, 0xDEAD) };
+    let r = bw.run_bw(
+        s,
+        Workspace::None,
+        UnaryBwArgs {
+            x: TensorRef::contiguous(x.as_slice(), [64]).unwrap(),
+            dy: TensorRef::contiguous(x.as_slice(), [64]).unwrap(),
+            dx: TensorMut::contiguous(foreign_dx, [64]).unwrap(),
+        },
+    );
+    expect_err("dx context", r, |e| {
+        matches!(e, Error::ContextMismatch { arg: "dx", .. })
+    })?;
+    // backward in place: x and dy_dx of the wrong shape
+    let r = bw.run_bw_in_place(
+        s,
+        Workspace::None,
+        TensorRef::contiguous(x.as_slice(), [65]).unwrap(),
+        TensorMut::contiguous(dx.as_slice_mut(), [64]).unwrap(),
+    );
+    expect_err("in-place backward x shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "x", .. })
+    })?;
+    let r = bw.run_bw_in_place(
+        s,
+        Workspace::None,
+        TensorRef::contiguous(x.as_slice(), [64]).unwrap(),
+        TensorMut::contiguous(dx.as_slice_mut(), [65]).unwrap(),
+    );
+    expect_err("dy_dx shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "dy_dx", .. })
+    })?;
+    check_untouched::<f32>("unary_backward bad input", &download(&dx), &[])?;
+    Ok(16)
 }
 
 // ---------------------------------------------------------------------------
@@ -739,7 +834,99 @@ pub fn binary_bad_inputs() -> Result<usize, String> {
         matches!(e, Error::ShapeMismatch { arg: "da", .. })
     })?;
     check_untouched::<f32>("binary bw bad da", &download(&da), &[])?;
-    Ok(7)
+    // descriptor dtype differs from T
+    let f16 = BinaryDescriptor {
+        element: ElementKind::F16,
+        ..desc
+    };
+    expect_err("dtype", BinaryPlan::<f32, 2>::select(s, &f16, &pref), |e| {
+        matches!(e, Error::DtypeMismatch { .. })
+    })?;
+    // a and b of the wrong shape
+    let a_t = || TensorRef::contiguous(a.as_slice(), [4096, 513]).unwrap();
+    let b_t = || TensorRef::contiguous(b.as_slice(), [1, 1]).unwrap();
+    let r = bw.run(
+        s,
+        Workspace::None,
+        BinaryArgs {
+            a: TensorRef::contiguous(a.as_slice(), [513, 4096]).unwrap(),
+            b: b_t(),
+            out: TensorMut::contiguous(out.as_slice_mut(), [4096, 513]).unwrap(),
+        },
+    );
+    expect_err("a shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "a", .. })
+    })?;
+    let r = bw.run(
+        s,
+        Workspace::None,
+        BinaryArgs {
+            a: a_t(),
+            b: TensorRef::contiguous(a.as_slice(), [1, 2]).unwrap(),
+            out: TensorMut::contiguous(out.as_slice_mut(), [4096, 513]).unwrap(),
+        },
+    );
+    expect_err("b shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "b", .. })
+    })?;
+    // out on another context
+    let out_addr = out.as_slice().addr();
+    // SAFETY: the address is never dereferenced: run rejects the context first.
+    let foreign = unsafe { DeviceSliceMut::<f32>::from_raw_parts(out_addr, 4096 * 513, 0xDEAD) };
+    let r = bw.run(
+        s,
+        Workspace::None,
+        BinaryArgs {
+            a: a_t(),
+            b: b_t(),
+            out: TensorMut::contiguous(foreign, [4096, 513]).unwrap(),
+        },
+    );
+    expect_err("out context", r, |e| {
+        matches!(e, Error::ContextMismatch { arg: "out", .. })
+    })?;
+    // in place into a of the wrong shape
+    let r = bw.run_in_place_a(
+        s,
+        Workspace::None,
+        TensorMut::contiguous(out.as_slice_mut(), [513, 4096]).unwrap(),
+        b_t(),
+    );
+    expect_err("in-place a shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "a", .. })
+    })?;
+    check_untouched::<f32>("binary bad forward", &download(&out), &[])?;
+    // backward: dy and db of the wrong shape
+    let r = bw.run_bw(
+        s,
+        Workspace::Borrowed(ws.as_slice_mut()),
+        BinaryBwArgs {
+            a: a_t(),
+            b: b_t(),
+            dy: TensorRef::contiguous(a.as_slice(), [513, 4096]).unwrap(),
+            da: Some(TensorMut::contiguous(da.as_slice_mut(), [4096, 513]).unwrap()),
+            db: None,
+        },
+    );
+    expect_err("dy shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "dy", .. })
+    })?;
+    let r = bw.run_bw(
+        s,
+        Workspace::Borrowed(ws.as_slice_mut()),
+        BinaryBwArgs {
+            a: a_t(),
+            b: b_t(),
+            dy: a_t(),
+            da: None,
+            db: Some(TensorMut::contiguous(da.as_slice_mut(), [1, 2]).unwrap()),
+        },
+    );
+    expect_err("db shape", r, |e| {
+        matches!(e, Error::ShapeMismatch { arg: "db", .. })
+    })?;
+    check_untouched::<f32>("binary bw bad dy, db", &download(&da), &[])?;
+    Ok(14)
 }
 
 /// 64-bit offsets: a strided view whose elements lie past 2^32 in a bf16
