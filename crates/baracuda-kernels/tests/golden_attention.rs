@@ -15,24 +15,25 @@ use baracuda_kernels::reference::attention::{
 use golden::{bytes, close, get};
 use safetensors::SafeTensors;
 
-/// (name, batch, heads_q, heads_kv, sq, sk, d, dv, scale)
-const CASES: &[(
-    &str,
-    usize,
-    usize,
-    usize,
-    usize,
-    usize,
-    usize,
-    usize,
-    Option<f64>,
-)] = &[
-    ("plain", 2, 2, 2, 5, 5, 4, 4, None),
-    ("gqa", 2, 4, 2, 3, 5, 4, 3, Some(0.3)),
-    ("causal_tl", 1, 2, 2, 3, 5, 4, 4, None),
-    ("causal_br", 1, 2, 2, 3, 5, 4, 4, None),
-    ("bool", 2, 2, 1, 3, 5, 4, 4, None),
-    ("bias", 1, 2, 2, 3, 4, 4, 4, None),
+/// One golden case: its name and the problem's sizes.
+struct Case {
+    name: &'static str,
+    /// batch, heads_q, heads_kv, sq, sk, d, dv
+    sizes: [usize; 7],
+    scale: Option<f64>,
+}
+
+const fn case(name: &'static str, sizes: [usize; 7], scale: Option<f64>) -> Case {
+    Case { name, sizes, scale }
+}
+
+const CASES: &[Case] = &[
+    case("plain", [2, 2, 2, 5, 5, 4, 4], None),
+    case("gqa", [2, 4, 2, 3, 5, 4, 3], Some(0.3)),
+    case("causal_tl", [1, 2, 2, 3, 5, 4, 4], None),
+    case("causal_br", [1, 2, 2, 3, 5, 4, 4], None),
+    case("bool", [2, 2, 1, 3, 5, 4, 4], None),
+    case("bias", [1, 2, 2, 3, 4, 4, 4], None),
 ];
 
 #[test]
@@ -40,7 +41,8 @@ const CASES: &[(
 fn sdpa_and_gradients_match_pytorch() {
     let data = bytes("attention");
     let t = SafeTensors::deserialize(&data).expect("safetensors");
-    for &(name, b, hq, hk, sq, sk, d, dv, scale) in CASES {
+    for &Case { name, sizes, scale } in CASES {
+        let [b, hq, hk, sq, sk, d, dv] = sizes;
         let k = |s: &str| format!("{name}.{s}");
         let mut p = Attention::new(b, hq, hk, sq, sk, d);
         p.head_dim_v = dv;

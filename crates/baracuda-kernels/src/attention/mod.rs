@@ -1,12 +1,16 @@
-//! Attention: scaled dot-product attention forward and backward, decode
-//! against a paged KV cache, rotary embeddings and the KV append. This
-//! module holds the f64 reference the plans are checked against.
+//! Attention: rotary position embedding ([`RopePlan`]); scaled
+//! dot-product attention, decode against a paged KV cache and the KV
+//! append follow. [`reference`] holds the f64 oracles of all of them.
 
 pub mod reference;
+mod rope;
+
+pub use reference::RopeStyle;
+pub use rope::{RopeArgs, RopeBwArgs, RopeDescriptor, RopeFreqs, RopePlan};
 
 use baracuda_driver::ModuleSpec;
 
-/// Every module the family's plans can request (none yet).
+/// Every module the family's plans can request: RoPE on each float dtype.
 pub(crate) fn module_specs() -> Vec<ModuleSpec> {
-    Vec::new()
+    (0..4).map(rope::spec).collect()
 }

@@ -148,7 +148,7 @@ impl Attention {
         let keep = self
             .mask
             .as_ref()
-            .is_none_or(|m| m.at(self, b, h, i as usize, j as usize));
+            .is_none_or(|m| m.at(self, b, h, i, j as usize));
         causal && left && right && keep
     }
 
@@ -474,39 +474,48 @@ pub enum RopeStyle {
     GptJ,
 }
 
-/// A rotary embedding of `x` `[tokens, heads, dim]` (token `t` at position
-/// `positions[t]`): the first `rotary_dim` elements of each head rotate by
-/// `positions[t] * theta^(-2e / rotary_dim)` per pair `e`, the rest pass
-/// through. `inverse` rotates the other way: the backward (the rotation is
-/// orthogonal, so `dx` is `dy` rotated back).
-pub fn rope(
-    style: RopeStyle,
-    x: &[f64],
-    heads: usize,
-    dim: usize,
-    rotary_dim: usize,
-    positions: &[f64],
-    theta: f64,
-    inverse: bool,
-) -> Vec<f64> {
-    let mut y = x.to_vec();
-    let half = rotary_dim / 2;
-    for (t, &pos) in positions.iter().enumerate() {
-        for h in 0..heads {
-            let base = (t * heads + h) * dim;
-            for e in 0..half {
-                let angle = pos * theta.powf(-2.0 * e as f64 / rotary_dim as f64);
-                let (sin, cos) = if inverse { (-angle).sin_cos() } else { angle.sin_cos() };
-                let (a, b) = match style {
-                    RopeStyle::NeoX => (base + e, base + e + half),
-                    RopeStyle::GptJ => (base + 2 * e, base + 2 * e + 1),
-                };
-                y[a] = x[a] * cos - x[b] * sin;
-                y[b] = x[b] * cos + x[a] * sin;
+/// A rotary embedding of tensors `[tokens, heads, dim]`: the first
+/// `rotary_dim` elements of each head rotate pair by pair, the rest pass
+/// through.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Rope {
+    /// How elements pair.
+    pub style: RopeStyle,
+    /// Heads per token.
+    pub heads: usize,
+    /// Elements per head.
+    pub dim: usize,
+    /// Leading elements of each head that rotate (even).
+    pub rotary_dim: usize,
+    /// Pair `e` of a token at position `pos` rotates by
+    /// `pos * theta^(-2e / rotary_dim)`.
+    pub theta: f64,
+}
+
+impl Rope {
+    /// `x` (token `t` at `positions[t]`) rotated; `inverse` rotates the
+    /// other way: the backward (the rotation is orthogonal, so `dx` is `dy`
+    /// rotated back).
+    pub fn apply(&self, x: &[f64], positions: &[f64], inverse: bool) -> Vec<f64> {
+        let mut y = x.to_vec();
+        let half = self.rotary_dim / 2;
+        for (t, &pos) in positions.iter().enumerate() {
+            for h in 0..self.heads {
+                let base = (t * self.heads + h) * self.dim;
+                for e in 0..half {
+                    let angle = pos * self.theta.powf(-2.0 * e as f64 / self.rotary_dim as f64);
+                    let (sin, cos) = if inverse { (-angle).sin_cos() } else { angle.sin_cos() };
+                    let (a, b) = match self.style {
+                        RopeStyle::NeoX => (base + e, base + e + half),
+                        RopeStyle::GptJ => (base + 2 * e, base + 2 * e + 1),
+                    };
+                    y[a] = x[a] * cos - x[b] * sin;
+                    y[b] = x[b] * cos + x[a] * sin;
+                }
             }
         }
+        y
     }
-    y
 }
 
 #[cfg(test)]
@@ -687,31 +696,45 @@ mod tests {
 
     #[test]
     fn rope_rotates_pairs_and_its_inverse_is_the_backward() {
-        let (heads, dim, rot) = (2, 6, 4);
+        let (heads, dim) = (2, 6);
         let x = vals(3 * heads * dim, 41);
         let pos = [0.0, 1.0, 7.0];
         for style in [RopeStyle::NeoX, RopeStyle::GptJ] {
-            let y = rope(style, &x, heads, dim, rot, &pos, 10000.0, false);
+            let r = Rope {
+                style,
+                heads,
+                dim,
+                rotary_dim: 4,
+                theta: 10000.0,
+            };
+            let y = r.apply(&x, &pos, false);
             // position 0 and the pass-through tail are unchanged
             assert_eq!(&y[..heads * dim], &x[..heads * dim]);
             assert_eq!(y[heads * dim + 4], x[heads * dim + 4]);
             // a rotation keeps each pair's norm
-            let back = rope(style, &y, heads, dim, rot, &pos, 10000.0, true);
+            let back = r.apply(&y, &pos, true);
             for (a, b) in back.iter().zip(&x) {
                 assert!((a - b).abs() < 1e-14);
             }
             // the inverse is the gradient: <dy, rope(x)> = <rope^-1(dy), x>
             let dy = vals(x.len(), 42);
-            let dx = rope(style, &dy, heads, dim, rot, &pos, 10000.0, true);
+            let dx = r.apply(&dy, &pos, true);
             assert!((dot(&dy, &y) - dot(&dx, &x)).abs() < 1e-12);
         }
         // NeoX pairs e with e + 2, GPT-J 2e with 2e + 1
         let mut one = vec![0.0; dim];
         one[0] = 1.0;
         let angle = 1.0f64;
-        let y = rope(RopeStyle::NeoX, &one, 1, dim, rot, &[angle], 10000.0, false);
+        let one_head = |style| Rope {
+            style,
+            heads: 1,
+            dim,
+            rotary_dim: 4,
+            theta: 10000.0,
+        };
+        let y = one_head(RopeStyle::NeoX).apply(&one, &[angle], false);
         assert!((y[0] - angle.cos()).abs() < 1e-15 && (y[2] - angle.sin()).abs() < 1e-15);
-        let y = rope(RopeStyle::GptJ, &one, 1, dim, rot, &[angle], 10000.0, false);
+        let y = one_head(RopeStyle::GptJ).apply(&one, &[angle], false);
         assert!((y[0] - angle.cos()).abs() < 1e-15 && (y[1] - angle.sin()).abs() < 1e-15);
     }
 }
