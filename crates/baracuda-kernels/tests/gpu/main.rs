@@ -21,6 +21,7 @@ mod harness;
 mod norm;
 mod reduce;
 mod reliability;
+mod rope;
 mod scan;
 mod softmax;
 mod table;
@@ -114,6 +115,7 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("reduce", scan::ROWS),
     ("softmax", softmax::ROWS),
     ("norm", norm::ROWS),
+    ("attention", rope::ROWS),
 ];
 
 #[test]
