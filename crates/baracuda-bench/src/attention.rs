@@ -1,0 +1,78 @@
+//! Attention benchmark cases, from `bench/cases/attention.json` (which
+//! `bench/torch_cases/attention.py` reads too): NeoX RoPE over whole heads
+//! of a contiguous `[batch, seq, heads, head_dim]` tensor at the sequence
+//! index, forward and backward, and the copy that sets the bandwidth
+//! ceiling. Traffic: each pass reads one tensor and writes one.
+
+use baracuda_kernels::*;
+use half::{bf16, f16};
+use serde::Deserialize;
+
+use crate::cases::{bad_pass, by_dtype, Checked, Job, RawCase, Row, RunFn};
+use crate::harness::{random_buffer, rotation_of, time_passes, time_rotating_ms};
+
+/// A RoPE case's parameters.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Params {
+    /// `[batch, seq, heads, head_dim]`.
+    shape: [usize; 4],
+}
+
+/// The job of one case of the attention case file.
+pub(crate) fn job(c: &RawCase) -> Checked<Job> {
+    if c.op == "copy" {
+        return crate::reduce::copy_job(c);
+    }
+    if c.op != "rope" {
+        return Err(c.unknown_op());
+    }
+    let dtype = c.dtype()?;
+    let passes = c.passes(&["fw", "bw"])?;
+    let Params { shape } = c.params()?;
+    let bytes = shape.iter().product::<usize>() * dtype.size_bytes();
+    let rows = c.rows(&passes, dtype, &format!("{shape:?}"), |r| {
+        r.bytes(2 * bytes).rotation(2 * bytes)
+    });
+    let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
+        Box::new(move |s: &Stream, rows: &[Row]| rope::<T>(s, shape, rows))
+    });
+    Ok(c.job(rows, run))
+}
+
+fn rope<T: Element>(s: &Stream, shape: [usize; 4], rows: &[Row]) -> Result<()> {
+    let desc = RopeDescriptor::new(T::KIND, shape, 10000.0);
+    let plan = RopePlan::<T>::select(s, &desc, &PlanPreference::default())?;
+    let sets = rotation_of(s, rows)?;
+    let n = shape.iter().product();
+    let xs = (0..sets as u64)
+        .map(|i| random_buffer::<T>(s, n, 17 + 16 * i, -2.0, 2.0))
+        .collect::<Result<Vec<_>>>()?;
+    let mut out = DeviceBuffer::<T>::uninit(s, n)?;
+    let run = |i: usize, out: &mut DeviceBuffer<T>, inverse: bool| {
+        let x = TensorRef::contiguous(xs[i].as_slice(), shape)?;
+        let y = TensorMut::contiguous(out.as_slice_mut(), shape)?;
+        if inverse {
+            let args = RopeBwArgs {
+                dy: x,
+                positions: None,
+                table: None,
+                dx: y,
+            };
+            plan.run_bw(s, Workspace::None, args)
+        } else {
+            let args = RopeArgs {
+                x,
+                positions: None,
+                table: None,
+                y,
+            };
+            plan.run(s, Workspace::None, args)
+        }
+    };
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, sets, |i| run(i, &mut out, false)),
+        "bw" => time_rotating_ms(s, sets, |i| run(i, &mut out, true)),
+        p => Err(bad_pass(p)),
+    })
+}
