@@ -1,12 +1,17 @@
-//! Attention: rotary position embedding ([`RopePlan`]); scaled
-//! dot-product attention, decode against a paged KV cache and the KV
-//! append follow. [`reference`] holds the f64 oracles of all of them.
+//! Attention: scaled dot-product attention forward through cuDNN's fused
+//! attention ([`SdpaPlan`]) and rotary position embedding ([`RopePlan`]);
+//! the backward, our own Hopper kernels, decode against a paged KV cache
+//! and the KV append follow. [`reference`] holds the f64 oracles of all of
+//! them.
 
 pub mod reference;
 mod rope;
+mod sdpa;
 
 pub use reference::RopeStyle;
+pub use reference::CausalAlign;
 pub use rope::{RopeArgs, RopeBwArgs, RopeDescriptor, RopeFreqs, RopePlan};
+pub use sdpa::{SdpaArgs, SdpaDescriptor, SdpaPlan};
 
 use baracuda_driver::ModuleSpec;
 

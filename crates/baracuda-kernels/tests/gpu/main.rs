@@ -23,6 +23,7 @@ mod reduce;
 mod reliability;
 mod rope;
 mod scan;
+mod sdpa;
 mod softmax;
 mod table;
 
@@ -116,6 +117,7 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("softmax", softmax::ROWS),
     ("norm", norm::ROWS),
     ("attention", rope::ROWS),
+    ("attention", sdpa::ROWS),
 ];
 
 #[test]
