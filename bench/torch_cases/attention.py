@@ -15,11 +15,21 @@ SETTINGS = {}
 OPS = {
     "copy": Op(("fw",), FLOATS, {"shape": [int]}),
     "rope": Op(("fw", "bw"), FLOATS, {"shape": [int]}),
+    "sdpa": Op(("fw",), ("bf16", "f16"), {"shape": [int], "causal": bool}),
 }
 
 
 def rows(case):
     shape, size = case["shape"], caselist.SIZE[case["dtype"]]
+    if case["op"] == "sdpa":
+        if len(shape) != 6:
+            raise caselist.CaseError(f"sdpa case {case['name']!r}: shape {shape} is not [b, hq, hkv, sq, sk, d]")
+        b, hq, hk, sq, sk, d = shape
+        flops = 4 * b * hq * sq * sk * d
+        if case["causal"]:
+            flops //= 2
+        shape_s = f"b{b} hq{hq} hkv{hk} sq{sq} sk{sk} d{d}" + (" causal" if case["causal"] else "")
+        return [caselist.row(case, p, shape_s, flops=flops) for p in case["passes"]]
     n = 1
     for e in shape:
         n *= e
@@ -38,6 +48,18 @@ def cases(torch, settings, cases):
     for case in cases:
         by_pass = {r["pass"]: r for r in rows(case)}
         dtype = caselist.torch_dtype(torch, case["dtype"])
+        if case["op"] == "sdpa":
+            b, hq, hk, sq, sk, d = case["shape"]
+            q = torch.rand(b, hq, sq, d, device=dev, generator=g).to(dtype) * 2 - 1
+            k = torch.rand(b, hk, sk, d, device=dev, generator=g).to(dtype) * 2 - 1
+            v = torch.rand(b, hk, sk, d, device=dev, generator=g).to(dtype) * 2 - 1
+            F = torch.nn.functional
+            causal = case["causal"]
+            # PyTorch's own choice of backend (cuDNN, flash or efficient)
+            f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hk)
+            yield by_pass["fw"], [f]
+            del q, k, v
+            continue
         sets = rotation(torch, max(r["rotation_bytes"] for r in by_pass.values()))
         xs = [(torch.rand(case["shape"], device=dev, generator=g) * 4 - 2).to(dtype) for _ in range(sets)]
         if case["op"] == "copy":

@@ -1,8 +1,11 @@
 //! Attention benchmark cases, from `bench/cases/attention.json` (which
-//! `bench/torch_cases/attention.py` reads too): NeoX RoPE over whole heads
-//! of a contiguous `[batch, seq, heads, head_dim]` tensor at the sequence
-//! index, forward and backward, and the copy that sets the bandwidth
-//! ceiling. Traffic: each pass reads one tensor and writes one.
+//! `bench/torch_cases/attention.py` reads too): scaled dot-product
+//! attention forward on dense BHSD bf16 tensors (causal or not, GQA), NeoX
+//! RoPE over whole heads of a contiguous `[batch, seq, heads, head_dim]`
+//! tensor at the sequence index, forward and backward, and the copy that
+//! sets the bandwidth ceiling. Work: attention 4 b hq sq sk d FLOPs (half
+//! when causal, FlashAttention's count); RoPE reads one tensor and writes
+//! one.
 
 use baracuda_kernels::*;
 use half::{bf16, f16};
@@ -19,10 +22,23 @@ struct Params {
     shape: [usize; 4],
 }
 
+/// An attention case's parameters.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SdpaParams {
+    /// `[batch, heads_q, heads_kv, seq_q, seq_k, head_dim]`.
+    shape: [usize; 6],
+    /// Top-left causal mask.
+    causal: bool,
+}
+
 /// The job of one case of the attention case file.
 pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     if c.op == "copy" {
         return crate::reduce::copy_job(c);
+    }
+    if c.op == "sdpa" {
+        return sdpa_job(c);
     }
     if c.op != "rope" {
         return Err(c.unknown_op());
@@ -38,6 +54,56 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
         Box::new(move |s: &Stream, rows: &[Row]| rope::<T>(s, shape, rows))
     });
     Ok(c.job(rows, run))
+}
+
+fn sdpa_job(c: &RawCase) -> Checked<Job> {
+    let dtype = c.dtype()?;
+    let passes = c.passes(&["fw"])?;
+    let SdpaParams { shape, causal } = c.params()?;
+    let [b, hq, hk, sq, sk, d] = shape;
+    let full = 4 * b * hq * sq * sk * d;
+    let flops = if causal { full / 2 } else { full };
+    let shape_s = format!(
+        "b{b} hq{hq} hkv{hk} sq{sq} sk{sk} d{d}{}",
+        if causal { " causal" } else { "" }
+    );
+    let rows = c.rows(&passes, dtype, &shape_s, |r| r.flops(flops));
+    let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16], T => {
+        Box::new(move |s: &Stream, rows: &[Row]| sdpa::<T>(s, shape, causal, rows))
+    });
+    Ok(c.job(rows, run))
+}
+
+fn sdpa<T: Element>(s: &Stream, shape: [usize; 6], causal: bool, rows: &[Row]) -> Result<()> {
+    let [b, hq, hk, sq, sk, d] = shape;
+    let mut desc = SdpaDescriptor::new(T::KIND, b, hq, hk, sq, sk, d);
+    if causal {
+        desc = desc.with_causal(CausalAlign::TopLeft);
+    }
+    let plan = SdpaPlan::<T>::select(s, &desc, &PlanPreference::default())?;
+    let q = random_buffer::<T>(s, b * hq * sq * d, 21, -1.0, 1.0)?;
+    let k = random_buffer::<T>(s, b * hk * sk * d, 22, -1.0, 1.0)?;
+    let v = random_buffer::<T>(s, b * hk * sk * d, 23, -1.0, 1.0)?;
+    let mut o = DeviceBuffer::<T>::uninit(s, b * hq * sq * d)?;
+    let mut lse = DeviceBuffer::<f32>::uninit(s, b * hq * sq)?;
+    let mut ws = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, 1, |_| {
+            plan.run(
+                s,
+                Workspace::Borrowed(ws.as_slice_mut()),
+                SdpaArgs {
+                    q: TensorRef::contiguous(q.as_slice(), [b, hq, sq, d])?,
+                    k: TensorRef::contiguous(k.as_slice(), [b, hk, sk, d])?,
+                    v: TensorRef::contiguous(v.as_slice(), [b, hk, sk, d])?,
+                    bias: None,
+                    o: TensorMut::contiguous(o.as_slice_mut(), [b, hq, sq, d])?,
+                    lse: Some(TensorMut::contiguous(lse.as_slice_mut(), [b, hq, sq])?),
+                },
+            )
+        }),
+        p => Err(bad_pass(p)),
+    })
 }
 
 fn rope<T: Element>(s: &Stream, shape: [usize; 4], rows: &[Row]) -> Result<()> {
