@@ -282,16 +282,20 @@ impl GraphBuilder {
             .is_virtual(true)
             .build()
     }
+    /// `y = mode(x, b)` (`t`: a select's condition), computing in
+    /// `compute`; `axis` for index generation and the index arithmetic.
+    #[allow(clippy::too_many_arguments)]
     fn pointwise(
         &mut self,
         mode: PointwiseMode,
+        compute: ElementKind,
         x: &Tensor,
         b: Option<&Tensor>,
         t: Option<&Tensor>,
         y: &Tensor,
         axis: Option<i64>,
     ) -> Result<()> {
-        let mut params = PointwiseParams::new(mode, ElementKind::F32);
+        let mut params = PointwiseParams::new(mode, compute);
         params.axis = axis;
         let params = OpParams::pointwise(&params)?;
         let mut op = Operation::builder(OpKind::Pointwise)
@@ -377,33 +381,37 @@ fn forward_ops(desc: &SdpaDescriptor, strides: &[[usize; 4]; 5]) -> Result<Vec<O
     let s0 = g.virt(&scores, f32_)?;
     g.matmul(&q, &kt, &s0)?;
     let mut s = g.virt(&scores, f32_)?;
-    g.pointwise(PointwiseMode::Mul, &s0, Some(&scale), None, &s, None)?;
+    g.pointwise(PointwiseMode::Mul, f32_, &s0, Some(&scale), None, &s, None)?;
     if let Some(shape) = desc.bias_shape() {
         let bias = tensor(uid::BIAS, &shape, bs)?;
         let sb = g.virt(&scores, f32_)?;
-        g.pointwise(PointwiseMode::Add, &s, Some(&bias), None, &sb, None)?;
+        g.pointwise(PointwiseMode::Add, f32_, &s, Some(&bias), None, &sb, None)?;
         s = sb;
     }
     if let Some(align) = desc.causal {
         let row = g.virt(&scores, ElementKind::I32)?;
-        g.pointwise(PointwiseMode::GenIndex, &s, None, None, &row, Some(2))?;
+        g.pointwise(PointwiseMode::GenIndex, f32_, &s, None, None, &row, Some(2))?;
         let col = g.virt(&scores, ElementKind::I32)?;
-        g.pointwise(PointwiseMode::GenIndex, &s, None, None, &col, Some(3))?;
+        g.pointwise(PointwiseMode::GenIndex, f32_, &s, None, None, &col, Some(3))?;
         let row = if align == CausalAlign::BottomRight {
-            // the diagonal moves right by sk - sq
-            let diag = scalar(uid::DIAG, ElementKind::I32)?;
-            let shifted = g.virt(&scores, ElementKind::I32)?;
-            g.pointwise(PointwiseMode::Add, &row, Some(&diag), None, &shifted, None)?;
+            // the diagonal moves right by sk - sq (index arithmetic in
+            // int32 along the key axis, as cuDNN's band masks take it)
+            let i32_ = ElementKind::I32;
+            let diag = scalar(uid::DIAG, i32_)?;
+            let shifted = g.virt(&scores, i32_)?;
+            g.pointwise(PointwiseMode::Add, i32_, &row, Some(&diag), None, &shifted, Some(3))?;
             shifted
         } else {
             row
         };
         let keep = g.virt(&scores, ElementKind::Bool)?;
-        g.pointwise(PointwiseMode::CmpGe, &row, Some(&col), None, &keep, None)?;
+        let bool_ = ElementKind::Bool;
+        g.pointwise(PointwiseMode::CmpGe, bool_, &row, Some(&col), None, &keep, None)?;
         let neg_inf = scalar(uid::NEG_INF, f32_)?;
         let masked = g.virt(&scores, f32_)?;
         g.pointwise(
             PointwiseMode::BinarySelect,
+            f32_,
             &s,
             Some(&neg_inf),
             Some(&keep),
@@ -417,22 +425,23 @@ fn forward_ops(desc: &SdpaDescriptor, strides: &[[usize; 4]; 5]) -> Result<Vec<O
     let m = g.virt(&rows, f32_)?;
     g.reduce(ReductionOp::Max, &s, &m)?;
     let z = g.virt(&scores, f32_)?;
-    g.pointwise(PointwiseMode::Sub, &s, Some(&m), None, &z, None)?;
+    g.pointwise(PointwiseMode::Sub, f32_, &s, Some(&m), None, &z, None)?;
     let ex = g.virt(&scores, f32_)?;
-    g.pointwise(PointwiseMode::Exp, &z, None, None, &ex, None)?;
+    g.pointwise(PointwiseMode::Exp, f32_, &z, None, None, &ex, None)?;
     let l = g.virt(&rows, f32_)?;
     g.reduce(ReductionOp::Add, &ex, &l)?;
     if desc.save_lse {
         let log_l = g.virt(&rows, f32_)?;
-        g.pointwise(PointwiseMode::Log, &l, None, None, &log_l, None)?;
+        g.pointwise(PointwiseMode::Log, f32_, &l, None, None, &log_l, None)?;
         let lse = Tensor::builder(uid::LSE, f32_)
             .dims(&rows)
             .strides(&[hq * sq, sq, 1, 1])
             .build()?;
-        g.pointwise(PointwiseMode::Add, &m, Some(&log_l), None, &lse, None)?;
+        g.pointwise(PointwiseMode::Add, f32_, &m, Some(&log_l), None, &lse, None)?;
     }
-    let p = g.virt(&scores, f32_)?;
-    g.pointwise(PointwiseMode::Div, &ex, Some(&l), None, &p, None)?;
+    // P in the element type: the second matmul runs on tensor cores in it
+    let p = g.virt(&scores, e)?;
+    g.pointwise(PointwiseMode::Div, f32_, &ex, Some(&l), None, &p, None)?;
     g.matmul(&p, &v, &o)?;
     Ok(g.ops)
 }
