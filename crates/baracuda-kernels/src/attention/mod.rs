@@ -1,6 +1,6 @@
-//! Attention: scaled dot-product attention forward through cuDNN's fused
-//! attention ([`SdpaPlan`]) and rotary position embedding ([`RopePlan`]);
-//! the backward, our own Hopper kernels, decode against a paged KV cache
+//! Attention: scaled dot-product attention forward and backward through
+//! cuDNN's fused attention ([`SdpaPlan`]) and rotary position embedding
+//! ([`RopePlan`]); our own Hopper kernels, decode against a paged KV cache
 //! and the KV append follow. [`reference`] holds the f64 oracles of all of
 //! them.
 
@@ -11,7 +11,7 @@ mod sdpa;
 pub use reference::RopeStyle;
 pub use reference::CausalAlign;
 pub use rope::{RopeArgs, RopeBwArgs, RopeDescriptor, RopeFreqs, RopePlan};
-pub use sdpa::{SdpaArgs, SdpaDescriptor, SdpaPlan};
+pub use sdpa::{SdpaArgs, SdpaBwArgs, SdpaDescriptor, SdpaPlan};
 
 use baracuda_driver::ModuleSpec;
 

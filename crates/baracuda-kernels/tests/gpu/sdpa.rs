@@ -1,11 +1,12 @@
-//! GPU tests of [`SdpaPlan`] (cuDNN fused attention, forward) against
-//! `reference::attention::sdpa`: GQA and MQA, sq != sk, head dims 64, 128
+//! GPU tests of [`SdpaPlan`] (cuDNN fused attention, forward and backward)
+//! against `reference::attention::{sdpa, sdpa_backward}`: GQA and MQA, sq != sk, head dims 64, 128
 //! and 256, a separate value head dim, custom scale, causal masks of both
 //! alignments, an additive bias broadcast over batch or heads, sequence
 //! lengths off the tile size, and a realistic [1, 16, 1024, 128] causal
 //! case. O is compared at bf16/f16 attention's error level (P rounds to
 //! the element type before the second matmul, as in every flash kernel);
-//! the logsumexp in f32.
+//! the logsumexp in f32; dQ, dK, dV at the same level relative to their
+//! largest element.
 
 use baracuda_kernels::reference::attention as r;
 use baracuda_kernels::*;
@@ -27,7 +28,7 @@ pub struct SdpaSample {
 pub const ROW: OpCase<SdpaSample> = OpCase {
     name: "attention_sdpa",
     dtypes: &[ElementKind::F16, ElementKind::Bf16],
-    backward: false,
+    backward: true,
     samples: |_| samples(),
     inputs,
     run,
@@ -120,10 +121,12 @@ fn inputs(s: &SdpaSample, rng: &mut Rng) -> Tensors {
     if s.bias.is_some() {
         t.push("bias", rng.vec(s.bias_len(), -1.0, 1.0));
     }
+    let no = s.problem().sizes()[3];
+    t.push("do", rng.vec(no, -1.0, 1.0));
     t
 }
 
-fn reference(_: ElementKind, s: &SdpaSample, inputs: &Tensors, _: &Tensors) -> Tensors {
+fn reference(_: ElementKind, s: &SdpaSample, inputs: &Tensors, got: &Tensors) -> Tensors {
     let mut p = s.problem();
     if let Some((b, h)) = s.bias {
         p.bias = Some(r::Broadcast {
@@ -134,6 +137,18 @@ fn reference(_: ElementKind, s: &SdpaSample, inputs: &Tensors, _: &Tensors) -> T
     }
     let (o, lse) = r::sdpa(&p, inputs.get("q"), inputs.get("k"), inputs.get("v"));
     let mut t = Tensors::default();
+    if got.find("dq").is_some() {
+        let g = r::sdpa_backward(
+            &p,
+            inputs.get("q"),
+            inputs.get("k"),
+            inputs.get("v"),
+            inputs.get("do"),
+        );
+        t.push("dq", g.dq);
+        t.push("dk", g.dk);
+        t.push("dv", g.dv);
+    }
     t.push("o", o);
     t.push("lse", lse);
     t
@@ -144,6 +159,8 @@ fn tolerance(kind: ElementKind, _: &SdpaSample, name: &str, want: &[f64]) -> Tol
     match name {
         // P rounds to T before P V; O rounds once more
         "o" => Tolerance::of_max(4.0 * u, 8.0 * u, want),
+        // P and dS round to T before their matmuls
+        "dq" | "dk" | "dv" => Tolerance::of_max(8.0 * u, 16.0 * u, want),
         // f32 statistics of logits from T inputs (rounded on both sides)
         _ => Tolerance {
             rtol: 1e-5,
@@ -152,15 +169,24 @@ fn tolerance(kind: ElementKind, _: &SdpaSample, name: &str, want: &[f64]) -> Tol
     }
 }
 
-fn run(kind: ElementKind, s: &SdpaSample, inputs: &Tensors, _: bool) -> Result<Tensors, String> {
+fn run(
+    kind: ElementKind,
+    s: &SdpaSample,
+    inputs: &Tensors,
+    backward: bool,
+) -> Result<Tensors, String> {
     match kind {
-        ElementKind::F16 => run_typed::<half::f16>(s, inputs),
-        ElementKind::Bf16 => run_typed::<half::bf16>(s, inputs),
+        ElementKind::F16 => run_typed::<half::f16>(s, inputs, backward),
+        ElementKind::Bf16 => run_typed::<half::bf16>(s, inputs, backward),
         other => Err(format!("no test instance for {other}")),
     }
 }
 
-fn run_typed<T: Element>(s: &SdpaSample, inputs: &Tensors) -> Result<Tensors, String> {
+fn run_typed<T: Element>(
+    s: &SdpaSample,
+    inputs: &Tensors,
+    backward: bool,
+) -> Result<Tensors, String> {
     let g = gpu();
     let [b, hq, hk, sq, sk, d, dv] = s.sizes;
     let what = format!("sdpa {} {:?}", T::KIND, s);
@@ -195,6 +221,40 @@ fn run_typed<T: Element>(s: &SdpaSample, inputs: &Tensors) -> Result<Tensors, St
     let mut t = Tensors::default();
     t.push("o", o.result(&what)?);
     t.push("lse", lse.result(&what)?);
+    if !backward {
+        return Ok(t);
+    }
+    let (dob, _) = upload::<T>(inputs.get("do"));
+    let mut dq = Guarded::<T>::new(b * hq * sq * d);
+    let mut dk = Guarded::<T>::new(b * hk * sk * d);
+    let mut dv_ = Guarded::<T>::new(b * hk * sk * dv);
+    let mut wsb = workspace(plan.bw_workspace_size(Grad::Q | Grad::K | Grad::V));
+    let bias = match (&bb, s.bias) {
+        (Some((buf, _)), Some((bbat, bh))) => {
+            Some(TensorRef::contiguous(buf.as_slice(), [bbat, bh, sq, sk]).map_err(e)?)
+        }
+        _ => None,
+    };
+    plan.run_bw(
+        &g.stream,
+        Workspace::Borrowed(wsb.as_slice_mut()),
+        SdpaBwArgs {
+            q: TensorRef::contiguous(qb.as_slice(), [b, hq, sq, d]).map_err(e)?,
+            k: TensorRef::contiguous(kb.as_slice(), [b, hk, sk, d]).map_err(e)?,
+            v: TensorRef::contiguous(vb.as_slice(), [b, hk, sk, dv]).map_err(e)?,
+            o: TensorRef::contiguous(o.slice(), [b, hq, sq, dv]).map_err(e)?,
+            lse: TensorRef::contiguous(lse.slice(), [b, hq, sq]).map_err(e)?,
+            bias,
+            d_o: TensorRef::contiguous(dob.as_slice(), [b, hq, sq, dv]).map_err(e)?,
+            dq: Some(TensorMut::contiguous(dq.slice_mut(), [b, hq, sq, d]).map_err(e)?),
+            dk: Some(TensorMut::contiguous(dk.slice_mut(), [b, hk, sk, d]).map_err(e)?),
+            dv: Some(TensorMut::contiguous(dv_.slice_mut(), [b, hk, sk, dv]).map_err(e)?),
+        },
+    )
+    .map_err(|err| format!("{what} backward: {err}"))?;
+    t.push("dq", dq.result(&what)?);
+    t.push("dk", dk.result(&what)?);
+    t.push("dv", dv_.result(&what)?);
     Ok(t)
 }
 
