@@ -15,7 +15,7 @@ SETTINGS = {}
 OPS = {
     "copy": Op(("fw",), FLOATS, {"shape": [int]}),
     "rope": Op(("fw", "bw"), FLOATS, {"shape": [int]}),
-    "sdpa": Op(("fw",), ("bf16", "f16"), {"shape": [int], "causal": bool}),
+    "sdpa": Op(("fw", "bw"), ("bf16", "f16"), {"shape": [int], "causal": bool}),
 }
 
 
@@ -29,7 +29,9 @@ def rows(case):
         if case["causal"]:
             flops //= 2
         shape_s = f"b{b} hq{hq} hkv{hk} sq{sq} sk{sk} d{d}" + (" causal" if case["causal"] else "")
-        return [caselist.row(case, p, shape_s, flops=flops) for p in case["passes"]]
+        # the backward's five matmuls against the forward's two
+        return [caselist.row(case, p, shape_s, flops=flops if p == "fw" else flops * 5 // 2)
+                for p in case["passes"]]
     n = 1
     for e in shape:
         n *= e
@@ -57,7 +59,14 @@ def cases(torch, settings, cases):
             causal = case["causal"]
             # PyTorch's own choice of backend (cuDNN, flash or efficient)
             f = lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hk)
-            yield by_pass["fw"], [f]
+            if "fw" in by_pass:
+                yield by_pass["fw"], [f]
+            if "bw" in by_pass:
+                qg, kg, vg = (t.detach().requires_grad_() for t in (q, k, v))
+                o = F.scaled_dot_product_attention(qg, kg, vg, is_causal=causal, enable_gqa=hq != hk)
+                do = torch.rand_like(o) * 2 - 1
+                yield by_pass["bw"], [lambda: torch.autograd.grad(o, (qg, kg, vg), do, retain_graph=True)]
+                del qg, kg, vg, o, do
             del q, k, v
             continue
         sets = rotation(torch, max(r["rotation_bytes"] for r in by_pass.values()))

@@ -58,7 +58,7 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
 
 fn sdpa_job(c: &RawCase) -> Checked<Job> {
     let dtype = c.dtype()?;
-    let passes = c.passes(&["fw"])?;
+    let passes = c.passes(&["fw", "bw"])?;
     let SdpaParams { shape, causal } = c.params()?;
     let [b, hq, hk, sq, sk, d] = shape;
     let full = 4 * b * hq * sq * sk * d;
@@ -67,7 +67,11 @@ fn sdpa_job(c: &RawCase) -> Checked<Job> {
         "b{b} hq{hq} hkv{hk} sq{sq} sk{sk} d{d}{}",
         if causal { " causal" } else { "" }
     );
-    let rows = c.rows(&passes, dtype, &shape_s, |r| r.flops(flops));
+    // the backward's five matmuls against the forward's two
+    let rows = c.rows(&passes, dtype, &shape_s, |r| {
+        let work = if r.pass == "fw" { flops } else { flops * 5 / 2 };
+        r.flops(work)
+    });
     let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16], T => {
         Box::new(move |s: &Stream, rows: &[Row]| sdpa::<T>(s, shape, causal, rows))
     });
@@ -86,7 +90,28 @@ fn sdpa<T: Element>(s: &Stream, shape: [usize; 6], causal: bool, rows: &[Row]) -
     let v = random_buffer::<T>(s, b * hk * sk * d, 23, -1.0, 1.0)?;
     let mut o = DeviceBuffer::<T>::uninit(s, b * hq * sq * d)?;
     let mut lse = DeviceBuffer::<f32>::uninit(s, b * hq * sq)?;
-    let mut ws = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
+    let all = Grad::Q | Grad::K | Grad::V;
+    let ws_bytes = plan.workspace_size().max(plan.bw_workspace_size(all));
+    let mut ws = DeviceBuffer::<u8>::uninit(s, ws_bytes.max(1))?;
+    let d_o = random_buffer::<T>(s, b * hq * sq * d, 24, -1.0, 1.0)?;
+    let mut dq = DeviceBuffer::<T>::uninit(s, b * hq * sq * d)?;
+    let mut dk = DeviceBuffer::<T>::uninit(s, b * hk * sk * d)?;
+    let mut dv = DeviceBuffer::<T>::uninit(s, b * hk * sk * d)?;
+    // the backward reads the forward's O and logsumexp
+    if rows.iter().any(|r| r.pass == "bw") {
+        plan.run(
+            s,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            SdpaArgs {
+                q: TensorRef::contiguous(q.as_slice(), [b, hq, sq, d])?,
+                k: TensorRef::contiguous(k.as_slice(), [b, hk, sk, d])?,
+                v: TensorRef::contiguous(v.as_slice(), [b, hk, sk, d])?,
+                bias: None,
+                o: TensorMut::contiguous(o.as_slice_mut(), [b, hq, sq, d])?,
+                lse: Some(TensorMut::contiguous(lse.as_slice_mut(), [b, hq, sq])?),
+            },
+        )?;
+    }
     time_passes(rows, |pass| match pass {
         "fw" => time_rotating_ms(s, 1, |_| {
             plan.run(
@@ -99,6 +124,24 @@ fn sdpa<T: Element>(s: &Stream, shape: [usize; 6], causal: bool, rows: &[Row]) -
                     bias: None,
                     o: TensorMut::contiguous(o.as_slice_mut(), [b, hq, sq, d])?,
                     lse: Some(TensorMut::contiguous(lse.as_slice_mut(), [b, hq, sq])?),
+                },
+            )
+        }),
+        "bw" => time_rotating_ms(s, 1, |_| {
+            plan.run_bw(
+                s,
+                Workspace::Borrowed(ws.as_slice_mut()),
+                SdpaBwArgs {
+                    q: TensorRef::contiguous(q.as_slice(), [b, hq, sq, d])?,
+                    k: TensorRef::contiguous(k.as_slice(), [b, hk, sk, d])?,
+                    v: TensorRef::contiguous(v.as_slice(), [b, hk, sk, d])?,
+                    o: TensorRef::contiguous(o.as_slice(), [b, hq, sq, d])?,
+                    lse: TensorRef::contiguous(lse.as_slice(), [b, hq, sq])?,
+                    bias: None,
+                    d_o: TensorRef::contiguous(d_o.as_slice(), [b, hq, sq, d])?,
+                    dq: Some(TensorMut::contiguous(dq.as_slice_mut(), [b, hq, sq, d])?),
+                    dk: Some(TensorMut::contiguous(dk.as_slice_mut(), [b, hk, sk, d])?),
+                    dv: Some(TensorMut::contiguous(dv.as_slice_mut(), [b, hk, sk, d])?),
                 },
             )
         }),
