@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 /// Every family, in the order `baracuda-bench` runs them, with its case
 /// file as built in.
-pub const FAMILIES: [(&str, &str); 6] = [
+pub const FAMILIES: [(&str, &str); 7] = [
     (
         "elementwise",
         include_str!("../../../bench/cases/elementwise.json"),
@@ -30,6 +30,10 @@ pub const FAMILIES: [(&str, &str); 6] = [
     ("reduce", include_str!("../../../bench/cases/reduce.json")),
     ("softmax", include_str!("../../../bench/cases/softmax.json")),
     ("norm", include_str!("../../../bench/cases/norm.json")),
+    (
+        "attention",
+        include_str!("../../../bench/cases/attention.json"),
+    ),
 ];
 
 /// Names a directory whose `<family>.json` files replace the built-in ones.
@@ -328,6 +332,7 @@ pub fn jobs(family: &str, text: &str) -> Checked<Vec<Job>> {
         "reduce" => file.jobs_without_settings(crate::reduce::job)?,
         "softmax" => file.jobs_without_settings(crate::softmax::job)?,
         "norm" => file.jobs_without_settings(crate::norm::job)?,
+        "attention" => file.jobs_without_settings(crate::attention::job)?,
         other => return Err(format!("unknown family {other:?}")),
     };
     let mut keys = std::collections::HashSet::new();

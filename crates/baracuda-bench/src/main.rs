@@ -1,12 +1,13 @@
 //! baracuda GPU benchmarks: one JSON line per case and pass (format in
 //! `harness`). `baracuda-bench [family...]` runs the named families
-//! (default: all): `elementwise`, `conv`, `gemm`, `reduce`, `softmax`, `norm`. The cases come from
+//! (default: all): `elementwise`, `conv`, `gemm`, `reduce`, `softmax`, `norm`, `attention`. The cases come from
 //! `bench/cases/<family>.json` (built in; see `cases`), which
 //! `bench/torch_baseline.py` reads to time the same cases with PyTorch;
 //! `scripts/bench-vs-torch.sh` runs both. `baracuda-bench --list
 //! [family...]` prints the case rows (name, pass, dtype, shape, work)
 //! without touching a GPU.
 
+mod attention;
 mod cases;
 mod conv;
 mod elementwise;

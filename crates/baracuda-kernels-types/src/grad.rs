@@ -24,10 +24,25 @@ pub enum Grad {
     Weight,
     /// `dbias`: the bias.
     Bias,
+    /// `dq`: the queries of attention.
+    Q,
+    /// `dk`: the keys of attention.
+    K,
+    /// `dv`: the values of attention.
+    V,
 }
 
 impl Grad {
-    const ALL: [Grad; 5] = [Grad::X, Grad::A, Grad::B, Grad::Weight, Grad::Bias];
+    const ALL: [Grad; 8] = [
+        Grad::X,
+        Grad::A,
+        Grad::B,
+        Grad::Weight,
+        Grad::Bias,
+        Grad::Q,
+        Grad::K,
+        Grad::V,
+    ];
 
     const fn bit(self) -> u8 {
         1 << self as u8
@@ -41,6 +56,9 @@ impl Grad {
             Grad::B => "db",
             Grad::Weight => "dw",
             Grad::Bias => "dbias",
+            Grad::Q => "dq",
+            Grad::K => "dk",
+            Grad::V => "dv",
         }
     }
 }

@@ -78,6 +78,10 @@ source!(
     NORM = "norm/norm.cu"
 );
 source!(
+    /// Rotary position embedding, forward and backward.
+    ROPE = "attention/rope.cu"
+);
+source!(
     /// Convolution bias epilogue, bias and ReLU gradients.
     CONV_BIAS = "conv/bias.cu"
 );

@@ -67,6 +67,8 @@ families! {
     softmax;
     /// LayerNorm and RMSNorm, forward and backward.
     norm;
+    /// Scaled dot-product attention, rotary embeddings, KV caches.
+    attention;
 }
 
 /// Every NVRTC module any plan can request (every family, dtype and

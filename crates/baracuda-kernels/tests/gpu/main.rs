@@ -21,7 +21,9 @@ mod harness;
 mod norm;
 mod reduce;
 mod reliability;
+mod rope;
 mod scan;
+mod sdpa;
 mod softmax;
 mod table;
 
@@ -114,6 +116,8 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("reduce", scan::ROWS),
     ("softmax", softmax::ROWS),
     ("norm", norm::ROWS),
+    ("attention", rope::ROWS),
+    ("attention", sdpa::ROWS),
 ];
 
 #[test]

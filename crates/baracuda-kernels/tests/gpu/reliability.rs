@@ -56,6 +56,8 @@ const _: () = {
     send_sync::<SoftmaxPlan<bf16, 3>>();
     send_sync::<LayerNormPlan<f32, 3, 2>>();
     send_sync::<RmsNormPlan<half::bf16, 2>>();
+    send_sync::<RopePlan<bf16>>();
+    send_sync::<SdpaPlan<bf16>>();
 };
 
 /// Iterations each thread runs in the concurrency tests.

@@ -15,6 +15,7 @@ use baracuda_kernels_types::{Error, Result};
 use super::descriptor::{Descriptor, Value, A, D};
 use super::params::{OpParams, ParamsKind, Scalar};
 use super::tensor::Tensor;
+use crate::{ensure_loaded, CudaLib};
 
 /// The kinds of operation node.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -39,6 +40,9 @@ pub enum OpKind {
     /// `Y = reduce(X)` over the axes where Y has extent 1; ports X, Y;
     /// [`OpParams::reduction`].
     Reduction,
+    /// `Y` is `X` seen with other dims and strides (a transpose inside a
+    /// graph); ports X, Y; no parameters.
+    Reshape,
 }
 
 /// A slot of an operation node, named as cuDNN names the attribute.
@@ -81,10 +85,11 @@ enum Slot {
     Scalar,
 }
 
-/// One kind's descriptor type, parameter attribute and ports.
+/// One kind's descriptor type, parameter attribute (if it takes
+/// parameters) and ports.
 struct Schema {
     ty: D,
-    params: (A, ParamsKind),
+    params: Option<(A, ParamsKind)>,
     ports: &'static [(Port, A, Slot)],
 }
 
@@ -95,10 +100,10 @@ fn schema(kind: OpKind) -> &'static Schema {
     match kind {
         OpKind::ConvolutionForward => &Schema {
             ty: D::CUDNN_BACKEND_OPERATION_CONVOLUTION_FORWARD_DESCRIPTOR,
-            params: (
+            params: Some((
                 A::CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_CONV_DESC,
                 ParamsKind::Convolution,
-            ),
+            )),
             ports: &[
                 (P::X, A::CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_X, Tn),
                 (P::W, A::CUDNN_ATTR_OPERATION_CONVOLUTION_FORWARD_W, Tn),
@@ -113,10 +118,10 @@ fn schema(kind: OpKind) -> &'static Schema {
         },
         OpKind::ConvolutionBackwardData => &Schema {
             ty: D::CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_DATA_DESCRIPTOR,
-            params: (
+            params: Some((
                 A::CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_CONV_DESC,
                 ParamsKind::Convolution,
-            ),
+            )),
             ports: &[
                 (P::DX, A::CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_DX, Tn),
                 (P::W, A::CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_DATA_W, Tn),
@@ -135,10 +140,10 @@ fn schema(kind: OpKind) -> &'static Schema {
         },
         OpKind::ConvolutionBackwardFilter => &Schema {
             ty: D::CUDNN_BACKEND_OPERATION_CONVOLUTION_BACKWARD_FILTER_DESCRIPTOR,
-            params: (
+            params: Some((
                 A::CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_CONV_DESC,
                 ParamsKind::Convolution,
-            ),
+            )),
             ports: &[
                 (P::X, A::CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_X, Tn),
                 (P::DW, A::CUDNN_ATTR_OPERATION_CONVOLUTION_BWD_FILTER_DW, Tn),
@@ -157,10 +162,10 @@ fn schema(kind: OpKind) -> &'static Schema {
         },
         OpKind::Pointwise => &Schema {
             ty: D::CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR,
-            params: (
+            params: Some((
                 A::CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR,
                 ParamsKind::Pointwise,
-            ),
+            )),
             ports: &[
                 (P::X, A::CUDNN_ATTR_OPERATION_POINTWISE_XDESC, Tn),
                 (P::B, A::CUDNN_ATTR_OPERATION_POINTWISE_BDESC, Tn),
@@ -174,7 +179,7 @@ fn schema(kind: OpKind) -> &'static Schema {
         },
         OpKind::Matmul => &Schema {
             ty: D::CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR,
-            params: (A::CUDNN_ATTR_OPERATION_MATMUL_DESC, ParamsKind::Matmul),
+            params: Some((A::CUDNN_ATTR_OPERATION_MATMUL_DESC, ParamsKind::Matmul)),
             ports: &[
                 (P::A, A::CUDNN_ATTR_OPERATION_MATMUL_ADESC, Tn),
                 (P::B, A::CUDNN_ATTR_OPERATION_MATMUL_BDESC, Tn),
@@ -183,13 +188,21 @@ fn schema(kind: OpKind) -> &'static Schema {
         },
         OpKind::Reduction => &Schema {
             ty: D::CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR,
-            params: (
+            params: Some((
                 A::CUDNN_ATTR_OPERATION_REDUCTION_DESC,
                 ParamsKind::Reduction,
-            ),
+            )),
             ports: &[
                 (P::X, A::CUDNN_ATTR_OPERATION_REDUCTION_XDESC, Tn),
                 (P::Y, A::CUDNN_ATTR_OPERATION_REDUCTION_YDESC, Tn),
+            ],
+        },
+        OpKind::Reshape => &Schema {
+            ty: D::CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR,
+            params: None,
+            ports: &[
+                (P::X, A::CUDNN_ATTR_OPERATION_RESHAPE_XDESC, Tn),
+                (P::Y, A::CUDNN_ATTR_OPERATION_RESHAPE_YDESC, Tn),
             ],
         },
     }
@@ -217,7 +230,7 @@ pub struct Operation {
     pub(crate) desc: Arc<Descriptor>,
     kind: OpKind,
     tensors: Vec<(Port, Tensor)>,
-    _params: OpParams,
+    _params: Option<OpParams>,
 }
 
 impl std::fmt::Debug for Operation {
@@ -277,7 +290,7 @@ impl<'a> OperationBuilder<'a> {
     pub fn build(self) -> Result<Operation> {
         let kind = self.kind;
         let s = schema(kind);
-        let (params_attr, params_kind) = s.params;
+
         let bad = |arg: &'static str, reason: String| Error::InvalidArgument {
             op: OP,
             arg,
@@ -293,20 +306,20 @@ impl<'a> OperationBuilder<'a> {
                 Item::Params(_) if params.is_some() => {
                     return Err(bad("params", format!("{kind:?} given parameters twice")));
                 }
-                Item::Params(p) if p.kind != params_kind => {
-                    return Err(bad(
-                        "params",
-                        format!(
-                            "{kind:?} takes {params_kind:?} parameters, got {:?}",
-                            p.kind
-                        ),
-                    ));
-                }
-                Item::Params(p) => {
-                    params = Some((*p).clone());
-                    attrs.push(params_attr);
-                    continue;
-                }
+                Item::Params(p) => match s.params {
+                    None => return Err(bad("params", format!("{kind:?} takes no parameters"))),
+                    Some((_, k)) if p.kind != k => {
+                        return Err(bad(
+                            "params",
+                            format!("{kind:?} takes {k:?} parameters, got {:?}", p.kind),
+                        ));
+                    }
+                    Some((attr, _)) => {
+                        params = Some((*p).clone());
+                        attrs.push(attr);
+                        continue;
+                    }
+                },
                 Item::Tensor(port, _) => (*port, Slot::Tensor),
                 Item::Scalar(port, _) => (*port, Slot::Scalar),
             };
@@ -325,13 +338,12 @@ impl<'a> OperationBuilder<'a> {
             seen.push(port);
             attrs.push(attr);
         }
-        let params = params.ok_or_else(|| {
-            bad(
-                "params",
-                format!("{kind:?} needs {params_kind:?} parameters"),
-            )
-        })?;
-        // The parameters' existence proves cuDNN is loaded.
+        if let (Some((_, k)), None) = (s.params, &params) {
+            return Err(bad("params", format!("{kind:?} needs {k:?} parameters")));
+        }
+        if params.is_none() {
+            ensure_loaded(CudaLib::Cudnn)?;
+        }
         let mut d = Descriptor::new(s.ty)?;
         let mut tensors = Vec::new();
         for (item, &attr) in self.items.iter().zip(&attrs) {
@@ -367,6 +379,7 @@ mod tests {
             OpKind::Pointwise,
             OpKind::Matmul,
             OpKind::Reduction,
+            OpKind::Reshape,
         ] {
             let ports = schema(kind).ports;
             for (i, (p, a, _)) in ports.iter().enumerate() {

@@ -65,6 +65,11 @@ pub(super) static EXERCISES: &[FamilyExercise] = &[
         libraries: &[],
         make: || Ok(Box::new(Norms::new()?)),
     },
+    FamilyExercise {
+        family: "attention",
+        libraries: &[],
+        make: || Ok(Box::new(Attention::new()?)),
+    },
 ];
 
 /// The outputs and workspace of one runner of an [`Exercise`]: the f32
@@ -1227,4 +1232,72 @@ fn norm_pass<Kind: NormKind>(
         dbias: db.map(|d| view_mut(d, [NORM[1]])).transpose()?,
     };
     plan.run_bw(st, Workspace::Borrowed(ws.reborrow()), args)
+}
+
+// ---------------------------------------------------------------------------
+// Attention
+// ---------------------------------------------------------------------------
+
+/// RoPE forward and backward: NeoX over whole heads with the sequence
+/// index, GPT-J over half of each head with given positions.
+struct Attention {
+    neox: RopePlan<f32>,
+    gptj: RopePlan<f32>,
+    x: DeviceBuffer<f32>,
+    dy: DeviceBuffer<f32>,
+    pos: DeviceBuffer<i64>,
+}
+
+/// `[batch, seq, heads, head_dim]` of the rotated tensor.
+const ROPE: [usize; 4] = [2, 64, 4, 64];
+
+impl Attention {
+    fn new() -> Result<Self> {
+        let st = &gpu().stream;
+        let pref = deterministic();
+        let d = RopeDescriptor::new(ElementKind::F32, ROPE, 10000.0);
+        let pos: Vec<i64> = (0..ROPE[0] * ROPE[1])
+            .map(|i| (i * 37 % 5000) as i64)
+            .collect();
+        Ok(Attention {
+            neox: RopePlan::select(st, &d, &pref)?,
+            gptj: RopePlan::select(
+                st,
+                &d.with_style(RopeStyle::GptJ).with_rotary_dim(ROPE[3] / 2),
+                &pref,
+            )?,
+            x: input(elems(&ROPE), 30)?,
+            dy: input(elems(&ROPE), 31)?,
+            pos: DeviceBuffer::from_host(st, &pos)?,
+        })
+    }
+}
+
+impl Exercise for Attention {
+    fn outputs(&self) -> (Vec<usize>, usize) {
+        (vec![elems(&ROPE); 4], 0)
+    }
+    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
+        let (_, mut parts) = out.parts();
+        let (x, dy) = (view(&self.x, ROPE)?, view(&self.dy, ROPE)?);
+        let pos = TensorRef::contiguous(self.pos.as_slice(), [ROPE[0], ROPE[1]])?;
+        for (plan, positions) in [(&self.neox, None), (&self.gptj, Some(pos))] {
+            let [y, dx] = parts.take()?;
+            let args = RopeArgs {
+                x,
+                positions,
+                table: None,
+                y: view_mut(y, ROPE)?,
+            };
+            plan.run(st, Workspace::None, args)?;
+            let args = RopeBwArgs {
+                dy,
+                positions,
+                table: None,
+                dx: view_mut(dx, ROPE)?,
+            };
+            plan.run_bw(st, Workspace::None, args)?;
+        }
+        Ok(())
+    }
 }

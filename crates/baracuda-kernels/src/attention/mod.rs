@@ -1,0 +1,21 @@
+//! Attention: scaled dot-product attention forward and backward through
+//! cuDNN's fused attention ([`SdpaPlan`]) and rotary position embedding
+//! ([`RopePlan`]); our own Hopper kernels, decode against a paged KV cache
+//! and the KV append follow. [`reference`] holds the f64 oracles of all of
+//! them.
+
+pub mod reference;
+mod rope;
+mod sdpa;
+
+pub use reference::RopeStyle;
+pub use reference::CausalAlign;
+pub use rope::{RopeArgs, RopeBwArgs, RopeDescriptor, RopeFreqs, RopePlan};
+pub use sdpa::{SdpaArgs, SdpaBwArgs, SdpaDescriptor, SdpaPlan};
+
+use baracuda_driver::ModuleSpec;
+
+/// Every module the family's plans can request: RoPE on each float dtype.
+pub(crate) fn module_specs() -> Vec<ModuleSpec> {
+    (0..4).map(rope::spec).collect()
+}
