@@ -232,13 +232,13 @@ impl<I: Element, O: Element, const N: usize> Plan for CastPlan<I, O, N> {
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let spec = check_desc::<I, O, N>(desc, pref)?;
-        let fw = CastKernels::load::<I, O>(stream, &spec)?;
+        let fw = CastKernels::load(stream, &spec)?;
         let bw = if I::KIND.is_float() && O::KIND.is_float() {
             let bw_spec = cast_spec(O::KIND, I::KIND).ok_or_else(|| Error::Unsupported {
                 op: OP,
                 what: format!("{} -> {}", O::KIND, I::KIND),
             })?;
-            Some(CastKernels::load::<O, I>(stream, &bw_spec)?)
+            Some(CastKernels::load(stream, &bw_spec)?)
         } else {
             None
         };
@@ -359,7 +359,7 @@ struct CastKernels {
 }
 
 impl CastKernels {
-    fn load<A: Element, B: Element>(stream: &Stream, spec: &ModuleSpec) -> Result<Self> {
+    fn load(stream: &Stream, spec: &ModuleSpec) -> Result<Self> {
         let module = stream.context().module(spec)?;
         let strided32 = module.function("cast_strided32")?;
         let per_sm = strided32.max_active_blocks_per_sm(THREADS, 0)?.max(1);
