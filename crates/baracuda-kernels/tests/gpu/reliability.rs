@@ -56,6 +56,8 @@ const _: () = {
     send_sync::<SoftmaxPlan<bf16, 3>>();
     send_sync::<LayerNormPlan<f32, 3, 2>>();
     send_sync::<RmsNormPlan<half::bf16, 2>>();
+    send_sync::<CastPlan<f32, bf16, 2>>();
+    send_sync::<CastPlan<bf16, float8::F8E4M3, 1>>();
 };
 
 /// Iterations each thread runs in the concurrency tests.
