@@ -1,7 +1,7 @@
 """PyTorch baselines of the elementwise family, from bench/cases/
 elementwise.json (which crates/baracuda-bench/src/elementwise.rs reads too):
-unary and binary ops on contiguous tensors, their backward passes, and the
-device-to-device copy ceiling.
+unary and binary ops on contiguous tensors, their backward passes, casts
+between dtypes (`x.to(to)`), and the device-to-device copy ceiling.
 
 Every case, the copy included, rotates over the file's `placements` buffer
 sets: its inputs are that many separate allocations of random values, and
@@ -54,7 +54,8 @@ BINARY = {
     "minimum": (lambda torch: torch.minimum, None),
 }
 SETTINGS = {"placements": int}
-OPS = {"copy": Op(("fw",), FLOATS, {"len": int})}
+OPS = {"copy": Op(("fw",), FLOATS, {"len": int}),
+       "cast": Op(("fw",), ("bf16", "f32"), {"len": int, "to": str})}
 OPS.update({op: Op(("fw", "bw") if bw else ("fw",), FLOATS, {"len": int})
             for op, (_, bw) in {**UNARY, **BINARY}.items()})
 
@@ -70,6 +71,9 @@ def _tensors(op, pass_):
 
 def rows(case):
     n, size = case["len"], caselist.SIZE[case["dtype"]]
+    if case["op"] == "cast":
+        moved = n * (size + caselist.SIZE[case["to"]])
+        return [caselist.row(case, p, f"[{n}]", bytes=moved) for p in case["passes"]]
     return [caselist.row(case, p, f"[{n}]", bytes=_tensors(case["op"], p) * n * size) for p in case["passes"]]
 
 
@@ -91,6 +95,11 @@ def cases(torch, settings, cases):
             ys = [torch.empty_like(x) for x in xs]
             yield by_pass["fw"], [(lambda x=x, y=y: y.copy_(x)) for x, y in zip(xs, ys)]
             del xs, ys
+        elif op == "cast":
+            to = caselist.torch_dtype(torch, case["to"])
+            xs = rand(n, -4, 4, dtype)
+            yield by_pass["fw"], [(lambda x=x: x.to(to)) for x in xs]
+            del xs
         elif op in UNARY:
             fw, bw = UNARY[op]
             xs = rand(n, -4, 4, dtype)

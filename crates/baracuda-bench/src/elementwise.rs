@@ -1,7 +1,7 @@
 //! Elementwise benchmark cases, from `bench/cases/elementwise.json` (which
 //! `bench/torch_cases/elementwise.py` reads too): unary and binary ops on
-//! contiguous tensors, their backward passes, and the device-to-device copy
-//! that sets the bandwidth ceiling.
+//! contiguous tensors, their backward passes, casts between dtypes, and the
+//! device-to-device copy that sets the bandwidth ceiling.
 //!
 //! Every case, the copy included, rotates its inputs over the file's
 //! `placements` buffer sets, each a separate allocation with its own random
@@ -40,12 +40,21 @@ struct Settings {
 struct Params {
     /// Elements per tensor.
     len: usize,
+    /// The output dtype of a `cast` (its input is the case's `dtype`).
+    #[serde(default, deserialize_with = "de_opt_dtype")]
+    to: Option<ElementKind>,
+}
+
+fn de_opt_dtype<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ElementKind>, D::Error> {
+    crate::cases::de_dtype(d).map(Some)
 }
 
 /// What a case computes.
 #[derive(Clone, Copy)]
 enum Kind {
     Copy,
+    /// `x.to(ElementKind)`.
+    Cast(ElementKind),
     Unary(UnaryOp),
     Binary(BinaryOp),
 }
@@ -62,7 +71,7 @@ impl Kind {
 
     fn passes(self) -> &'static [&'static str] {
         match self {
-            Kind::Copy => &["fw"],
+            Kind::Copy | Kind::Cast(_) => &["fw"],
             _ => &["fw", "bw"],
         }
     }
@@ -71,7 +80,7 @@ impl Kind {
     /// traffic: every input read once, every output written once).
     fn tensors(self, pass: &str) -> usize {
         match (self, pass) {
-            (Kind::Copy, _) | (Kind::Unary(_), "fw") => 2,
+            (Kind::Copy | Kind::Cast(_), _) | (Kind::Unary(_), "fw") => 2,
             (Kind::Unary(_), _) | (Kind::Binary(_), "fw") => 3,
             (Kind::Binary(_), _) => 5,
         }
@@ -97,18 +106,35 @@ pub fn jobs(file: &CaseFile) -> Checked<Vec<Job>> {
 }
 
 fn job(c: &RawCase, placements: usize) -> Checked<Job> {
-    let Params { len } = c.params()?;
-    let kind = Kind::of(&c.op).ok_or_else(|| c.unknown_op())?;
+    let Params { len, to } = c.params()?;
+    let kind = match (c.op.as_str(), to) {
+        ("cast", Some(to)) => Kind::Cast(to),
+        ("cast", None) => return Err(c.error("cast needs `to`, the output dtype")),
+        (_, Some(_)) => return Err(c.error("only cast takes `to`")),
+        _ => Kind::of(&c.op).ok_or_else(|| c.unknown_op())?,
+    };
     let dtype = c.dtype()?;
     let passes = c.passes(kind.passes())?;
     let rows = c.rows(&passes, dtype, &format!("[{len}]"), |r| {
-        let bytes = kind.tensors(r.pass) * len * dtype.size_bytes();
+        let bytes = match kind {
+            Kind::Cast(to) => len * (dtype.size_bytes() + to.size_bytes()),
+            _ => kind.tensors(r.pass) * len * dtype.size_bytes(),
+        };
         r.bytes(bytes)
     });
     let z = Sizes { n: len, placements };
+    if let Kind::Cast(to) = kind {
+        let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F32 => f32], I => {
+            by_dtype!(c, to, [Bf16 => bf16, Fp8E4M3 => float8::F8E4M3], O => {
+                Box::new(move |s: &Stream, rows: &[Row]| cast::<I, O>(s, z, rows))
+            })
+        });
+        return Ok(c.job(rows, run));
+    }
     let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
         Box::new(move |s: &Stream, rows: &[Row]| match kind {
             Kind::Copy => copy::<T>(s, z, rows),
+            Kind::Cast(_) => Err(bad_pass("cast")),
             Kind::Unary(op) => unary::<T>(s, z, op, rows),
             Kind::Binary(op) => binary::<T>(s, z, op, rows),
         })
@@ -226,6 +252,28 @@ fn binary<T: Element>(s: &Stream, z: Sizes, op: BinaryOp, rows: &[Row]) -> Resul
                 )
             })
         }
+        p => Err(bad_pass(p)),
+    })
+}
+
+/// `y = O(x)`, PyTorch's `x.to(to)`: no saturation, no scale.
+fn cast<I: Element, O: Element>(s: &Stream, z: Sizes, rows: &[Row]) -> Result<()> {
+    let n = z.n;
+    let xs = random_sets::<I>(s, z, 7, -4.0, 4.0)?;
+    let mut y = output::<O>(s, z)?;
+    let desc = CastDescriptor::new(I::KIND, O::KIND, [n]);
+    let plan = CastPlan::<I, O, 1>::select(s, &desc, &PlanPreference::default())?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, z.placements, |i| {
+            plan.run(
+                s,
+                Workspace::None,
+                CastArgs {
+                    x: TensorRef::contiguous(xs[i].as_slice(), [n])?,
+                    y: TensorMut::contiguous(y.as_slice_mut(), [n])?,
+                },
+            )
+        }),
         p => Err(bad_pass(p)),
     })
 }

@@ -58,6 +58,10 @@ source!(
     BINARY = "elementwise/binary.cu"
 );
 source!(
+    /// Conversions between element types.
+    CAST = "elementwise/cast.cu"
+);
+source!(
     /// Reductions over any dims, forward and backward.
     REDUCE = "reduce/reduce.cu"
 );
@@ -114,6 +118,24 @@ pub(crate) fn dtype_code(kind: ElementKind) -> Option<u32> {
     }
 }
 
+/// The element-type code of `kernels/elementwise/cast.cu` (`CAST_FROM`,
+/// `CAST_TO`) for `kind`, or None for kinds it does not convert (u32). The
+/// float kinds keep their [`dtype_code`].
+pub(crate) fn element_code(kind: ElementKind) -> Option<u32> {
+    match kind {
+        ElementKind::Fp8E4M3 => Some(4),
+        ElementKind::Fp8E5M2 => Some(5),
+        ElementKind::I8 => Some(6),
+        ElementKind::U8 => Some(7),
+        ElementKind::I16 => Some(8),
+        ElementKind::I32 => Some(9),
+        ElementKind::I64 => Some(10),
+        ElementKind::Bool => Some(11),
+        ElementKind::U32 => None,
+        k => dtype_code(k),
+    }
+}
+
 /// `source` specialised for `kind` (`-DBARACUDA_DTYPE`), or None when
 /// `dtype.cuh` has no such specialisation.
 pub(crate) fn typed_spec(source: &'static KernelSource, kind: ElementKind) -> Option<ModuleSpec> {
@@ -137,5 +159,21 @@ mod tests {
         .collect();
         assert_eq!(codes, [0, 1, 2, 3]);
         assert_eq!(dtype_code(ElementKind::I32), None);
+    }
+
+    #[test]
+    fn element_codes_extend_the_float_codes() {
+        let mut seen = Vec::new();
+        for k in ElementKind::ALL {
+            if let Some(c) = element_code(k) {
+                assert!(!seen.contains(&c), "{k}: code {c} twice");
+                if let Some(d) = dtype_code(k) {
+                    assert_eq!(c, d, "{k}");
+                }
+                seen.push(c);
+            }
+        }
+        assert_eq!(seen.len(), 12);
+        assert_eq!(element_code(ElementKind::U32), None);
     }
 }

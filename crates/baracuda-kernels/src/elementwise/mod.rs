@@ -2,21 +2,26 @@
 //! forward and backward.
 //!
 //! One CUDA source per sub-family (`kernels/elementwise/unary.cu`,
-//! `binary.cu`), compiled once per dtype with every op in it.
+//! `binary.cu`), compiled once per dtype and op; conversions between
+//! element types (`cast.cu`) once per pair of types.
 
 pub mod reference;
 mod binary;
+mod cast;
 mod layout;
 mod unary;
 
 pub use binary::{
     BinaryArgs, BinaryBwArgs, BinaryBwInPlaceArgs, BinaryDescriptor, BinaryOp, BinaryPlan,
 };
+pub use cast::{CastArgs, CastBwArgs, CastDescriptor, CastPlan, Fp8Mode};
 pub use unary::{UnaryArgs, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan};
 
 use baracuda_driver::ModuleSpec;
 
 /// Every module the family's plans can request.
 pub(crate) fn module_specs() -> Vec<ModuleSpec> {
-    layout::family_specs()
+    let mut v = layout::family_specs();
+    v.extend(cast::cast_specs());
+    v
 }

@@ -1,6 +1,8 @@
 //! f64 oracles for the elementwise family.
 
-use crate::elementwise::{BinaryOp, UnaryOp};
+use baracuda_kernels_types::ElementKind;
+
+use crate::elementwise::{BinaryOp, Fp8Mode, UnaryOp};
 
 /// `erf` in f64, accurate to ~1e-15: the Maclaurin series below |x| = 2.5
 /// and the Laplace continued fraction of `erfc` above (Rust's std has no
@@ -288,6 +290,156 @@ pub struct BinaryGrads {
     pub db_abs: Vec<f64>,
 }
 
+// ---------------------------------------------------------------------------
+// Casts
+// ---------------------------------------------------------------------------
+
+/// A source value of a cast: a float (exactly an f32, or an f64 for f64
+/// sources, after the scale) or an integer.
+#[derive(Copy, Clone, Debug)]
+enum Src {
+    F32(f32),
+    F64(f64),
+    Int(i64),
+}
+
+/// `a` rounded to nearest even onto the grid of a binary float format with
+/// `p` significand bits (the implicit one included) and least normal
+/// exponent `emin`, its exponent range unbounded above: exact, since `a` is
+/// an f32 and every such grid point is an f64.
+fn round_to_grid(a: f32, p: i32, emin: i32) -> f64 {
+    let x = f64::from(a);
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    // f32 values are normal f64 values: the biased exponent is exact.
+    let e = (((x.to_bits() >> 52) & 0x7FF) as i32 - 1023).max(emin);
+    let q = 2f64.powi(e - (p - 1));
+    (x / q).round_ties_even() * q
+}
+
+/// `a` (an f32) converted to fp8 `to` under `mode`, as a value: nearest
+/// even, then the mode's overflow rule (see [`Fp8Mode`]).
+///
+/// [`Fp8Mode`]: crate::elementwise::Fp8Mode
+pub fn fp8_value(a: f32, to: ElementKind, mode: Fp8Mode) -> f64 {
+    let (p, emin, max) = match to {
+        ElementKind::Fp8E4M3 => (4, -6, 448.0f32),
+        _ => (3, -14, 57344.0f32),
+    };
+    if a.is_nan() {
+        return f64::NAN;
+    }
+    if mode == Fp8Mode::Saturate {
+        return round_to_grid(a.clamp(-max, max), p, emin);
+    }
+    let r = round_to_grid(a, p, emin);
+    if r.abs() <= f64::from(max) {
+        r
+    } else if to == ElementKind::Fp8E4M3 {
+        f64::NAN
+    } else {
+        f64::INFINITY.copysign(r)
+    }
+}
+
+/// The f32 a source enters a narrow float conversion as.
+fn src_f32(s: Src) -> f32 {
+    match s {
+        Src::F32(v) => v,
+        Src::F64(v) => v as f32,
+        Src::Int(i) => i as f32,
+    }
+}
+
+/// One element cast from `from` to `to` (the rules of
+/// [`CastPlan`](crate::elementwise::CastPlan)). `x` is the element's value
+/// (exact for every kind, i64 within 2^53 and its limits that are powers
+/// of two); the result is the value `to` holds, NaN for any NaN.
+pub fn cast_scalar(
+    from: ElementKind,
+    to: ElementKind,
+    x: f64,
+    fp8: Fp8Mode,
+    scale: Option<f32>,
+) -> f64 {
+    use ElementKind as K;
+    let scale = scale.unwrap_or(1.0);
+    let src = match from {
+        K::F64 => Src::F64(x * f64::from(scale)),
+        k if k.is_float() => Src::F32(x as f32 * scale),
+        K::Bool => Src::Int(i64::from(x != 0.0)),
+        _ => {
+            let i = x as i64;
+            if matches!(to, K::Fp8E4M3 | K::Fp8E5M2) {
+                Src::F32(i as f32 * scale)
+            } else {
+                Src::Int(i)
+            }
+        }
+    };
+    let float = match src {
+        Src::F32(v) => Some(f64::from(v)),
+        Src::F64(v) => Some(v),
+        Src::Int(_) => None,
+    };
+    match to {
+        K::F64 => match src {
+            Src::Int(i) => i as f64,
+            _ => float.unwrap_or(f64::NAN),
+        },
+        K::F32 => match src {
+            Src::F32(v) => f64::from(v),
+            Src::F64(v) => f64::from(v as f32),
+            Src::Int(i) => f64::from(i as f32),
+        },
+        K::F16 => half::f16::from_f32(src_f32(src)).to_f64(),
+        K::Bf16 => half::bf16::from_f32(src_f32(src)).to_f64(),
+        K::Fp8E4M3 | K::Fp8E5M2 => fp8_value(src_f32(src), to, fp8),
+        K::Bool => match (src, float) {
+            (Src::Int(i), _) => f64::from(u8::from(i != 0)),
+            (_, Some(v)) => f64::from(u8::from(v != 0.0)),
+            _ => unreachable!("a float source has a value"),
+        },
+        K::U8 => f64::from(to_int(src, |v| v as i64) as u8),
+        K::I8 => f64::from(to_int(src, |v| i64::from(v as i8)) as i8),
+        K::I16 => f64::from(to_int(src, |v| i64::from(v as i16)) as i16),
+        K::I32 => f64::from(to_int(src, |v| i64::from(v as i32)) as i32),
+        K::I64 => to_int(src, |v| v as i64) as f64,
+        K::U32 => f64::from(to_int(src, |v| i64::from(v as u32)) as u32),
+    }
+}
+
+/// An integer result: a float source through `trunc` (Rust's `as`:
+/// toward zero, saturating, NaN to 0), an integer source as is (the
+/// caller's `as` then wraps it).
+fn to_int(s: Src, trunc: impl Fn(f64) -> i64) -> i64 {
+    match s {
+        Src::F32(v) => trunc(f64::from(v)),
+        Src::F64(v) => trunc(v),
+        Src::Int(i) => i,
+    }
+}
+
+/// [`cast_scalar`] over a slice.
+pub fn cast(
+    from: ElementKind,
+    to: ElementKind,
+    x: &[f64],
+    fp8: Fp8Mode,
+    scale: Option<f32>,
+) -> Vec<f64> {
+    x.iter()
+        .map(|&v| cast_scalar(from, to, v, fp8, scale))
+        .collect()
+}
+
+/// The backward of a float cast `from -> to`: `dx = from(dy * scale)`,
+/// without saturation.
+pub fn cast_backward(from: ElementKind, to: ElementKind, dy: &[f64], scale: Option<f32>) -> Vec<f64> {
+    cast(to, from, dy, Fp8Mode::NoSaturate, scale)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,5 +511,178 @@ mod tests {
         let g = binary_backward(BinaryOp::Add, &[0.0; 6], &[2, 3], &b, &[1, 3], &[1.0; 6]);
         assert_eq!(g.db, vec![2.0, 2.0, 2.0]);
         assert_eq!(g.da, vec![1.0; 6]);
+    }
+}
+
+#[cfg(test)]
+mod cast_tests {
+    use super::*;
+    use ElementKind as K;
+
+    const NS: Fp8Mode = Fp8Mode::NoSaturate;
+    const SAT: Fp8Mode = Fp8Mode::Saturate;
+
+    fn c(from: K, to: K, x: f64) -> f64 {
+        cast_scalar(from, to, x, NS, None)
+    }
+
+    /// Equal values, NaN equal to NaN, and the sign of zero checked.
+    fn same(got: f64, want: f64) -> bool {
+        (got.is_nan() && want.is_nan()) || (got == want && got.is_sign_negative() == want.is_sign_negative())
+    }
+
+    fn check(cases: &[(K, K, f64, f64)]) {
+        for &(from, to, x, want) in cases {
+            let got = c(from, to, x);
+            assert!(same(got, want), "{from} -> {to} of {x:e}: {got:e}, expected {want:e}");
+        }
+    }
+
+    #[test]
+    fn float_to_narrow_float_rounds_to_nearest_even() {
+        let p = |e: i32| 2f64.powi(e);
+        check(&[
+            (K::F32, K::F16, 65504.0, 65504.0),
+            (K::F32, K::F16, 65519.0, 65504.0),
+            (K::F32, K::F16, 65520.0, f64::INFINITY),
+            (K::F32, K::F16, 1.0 + p(-11), 1.0),
+            (K::F32, K::F16, 1.0 + 3.0 * p(-11), 1.0 + p(-9)),
+            (K::F32, K::F16, -0.0, -0.0),
+            (K::F32, K::F16, p(-24), p(-24)),
+            (K::F32, K::F16, p(-25), 0.0),
+            (K::F32, K::F16, -1.5 * p(-25), -p(-24)),
+            (K::F32, K::F16, f64::NEG_INFINITY, f64::NEG_INFINITY),
+            (K::F32, K::F16, f64::NAN, f64::NAN),
+            (K::F32, K::Bf16, 1.0 + p(-8), 1.0),
+            (K::F32, K::Bf16, 1.0 + 3.0 * p(-8), 1.0 + p(-6)),
+            (K::F32, K::Bf16, f64::from(f32::MAX), f64::INFINITY),
+            (K::F32, K::Bf16, p(-133), p(-133)),
+            (K::F64, K::F32, 1.0 + p(-24), 1.0),
+            (K::F64, K::F32, 1e300, f64::INFINITY),
+            (K::F64, K::F32, 1e-50, 0.0),
+            // f64 -> f16 rounds through f32: 1 + 2^-11 + 2^-40 is above the
+            // f16 midpoint, but its f32 is the midpoint, which ties to 1.
+            (K::F64, K::F16, 1.0 + p(-11) + p(-40), 1.0),
+            (K::F16, K::F32, 65504.0, 65504.0),
+            (K::Bf16, K::F16, p(100), f64::INFINITY),
+            (K::F16, K::Bf16, 1.0 + p(-10), 1.0),
+        ]);
+    }
+
+    #[test]
+    fn fp8_follows_its_mode() {
+        let p = |e: i32| 2f64.powi(e);
+        check(&[
+            (K::F32, K::Fp8E4M3, 448.0, 448.0),
+            (K::F32, K::Fp8E4M3, 464.0, 448.0),
+            (K::F32, K::Fp8E4M3, 465.0, f64::NAN),
+            (K::F32, K::Fp8E4M3, f64::INFINITY, f64::NAN),
+            (K::F32, K::Fp8E4M3, -1e6, f64::NAN),
+            (K::F32, K::Fp8E4M3, p(-9), p(-9)),
+            (K::F32, K::Fp8E4M3, p(-10), 0.0),
+            (K::F32, K::Fp8E4M3, -3.0 * p(-10), -p(-8)),
+            (K::F32, K::Fp8E4M3, 1.0625, 1.0),
+            (K::F32, K::Fp8E4M3, 1.1875, 1.25),
+            (K::F32, K::Fp8E5M2, 57344.0, 57344.0),
+            (K::F32, K::Fp8E5M2, 61439.0, 57344.0),
+            (K::F32, K::Fp8E5M2, 61440.0, f64::INFINITY),
+            (K::F32, K::Fp8E5M2, f64::NEG_INFINITY, f64::NEG_INFINITY),
+            (K::F32, K::Fp8E5M2, p(-16), p(-16)),
+            (K::F32, K::Fp8E5M2, p(-17), 0.0),
+            (K::F32, K::Fp8E5M2, f64::NAN, f64::NAN),
+            (K::Fp8E5M2, K::Fp8E4M3, 512.0, f64::NAN),
+            (K::Fp8E4M3, K::Fp8E5M2, 448.0, 448.0),
+            (K::I32, K::Fp8E4M3, 17.0, 16.0),
+            (K::I32, K::Fp8E4M3, 1000.0, f64::NAN),
+        ]);
+        let sat = |to, x| cast_scalar(K::F32, to, x, SAT, None);
+        assert_eq!(sat(K::Fp8E4M3, 1e6), 448.0);
+        assert_eq!(sat(K::Fp8E4M3, f64::NEG_INFINITY), -448.0);
+        assert_eq!(sat(K::Fp8E4M3, 465.0), 448.0);
+        assert!(sat(K::Fp8E4M3, f64::NAN).is_nan());
+        assert_eq!(sat(K::Fp8E5M2, f64::INFINITY), 57344.0);
+        assert_eq!(sat(K::Fp8E5M2, -61440.0), -57344.0);
+        // the scale multiplies first, in f32
+        assert_eq!(cast_scalar(K::Bf16, K::Fp8E4M3, 3.0, NS, Some(100.0)), 288.0);
+        assert!(cast_scalar(K::F32, K::Fp8E4M3, 3.0, NS, Some(200.0)).is_nan());
+        assert_eq!(cast_scalar(K::F32, K::Fp8E4M3, 3.0, SAT, Some(200.0)), 448.0);
+        assert_eq!(cast_scalar(K::F64, K::Fp8E5M2, 0.25, NS, Some(0.5)), 0.125);
+    }
+
+    #[test]
+    fn saturating_fp8_matches_the_float8_crate() {
+        // float8's from_f32 is NVIDIA's SATFINITE conversion; sweep a few
+        // hundred thousand f32 values through both.
+        let mut bits = 0u32;
+        while bits < 0xFF80_0000 {
+            let a = f32::from_bits(bits);
+            if a.is_finite() {
+                let e4 = fp8_value(a, K::Fp8E4M3, SAT);
+                let e5 = fp8_value(a, K::Fp8E5M2, SAT);
+                assert_eq!(e4, float8::F8E4M3::from_f32(a).to_f64(), "e4m3 {a:e}");
+                assert_eq!(e5, float8::F8E5M2::from_f32(a).to_f64(), "e5m2 {a:e}");
+            }
+            bits = bits.wrapping_add(0x2A3B);
+        }
+    }
+
+    #[test]
+    fn float_to_int_truncates_and_saturates() {
+        check(&[
+            (K::F32, K::I32, 2.7, 2.0),
+            (K::F32, K::I32, -2.7, -2.0),
+            (K::F32, K::I32, f64::NAN, 0.0),
+            (K::F32, K::I32, 1e10, f64::from(i32::MAX)),
+            (K::F32, K::I8, 300.0, 127.0),
+            (K::F32, K::I8, f64::NEG_INFINITY, -128.0),
+            (K::F16, K::I16, -65504.0, -32768.0),
+            (K::F64, K::I64, 1e300, i64::MAX as f64),
+            (K::F64, K::I64, -1e300, i64::MIN as f64),
+            (K::F32, K::U8, -1.0, 255.0),
+            (K::F32, K::U8, -1.5, 255.0),
+            (K::F32, K::U8, 300.0, 44.0),
+            (K::F32, K::U8, 256.5, 0.0),
+            (K::F32, K::U8, f64::NAN, 0.0),
+            (K::F32, K::U8, f64::INFINITY, 255.0),
+            (K::F32, K::U8, f64::NEG_INFINITY, 0.0),
+            (K::Bf16, K::I32, -0.0, 0.0),
+        ]);
+    }
+
+    #[test]
+    fn int_and_bool_casts() {
+        check(&[
+            (K::I32, K::I8, 300.0, 44.0),
+            (K::I32, K::U8, -1.0, 255.0),
+            (K::I64, K::I32, i64::MIN as f64, 0.0),
+            (K::I16, K::I8, -129.0, 127.0),
+            (K::U8, K::I8, 200.0, -56.0),
+            (K::I64, K::F32, 16777217.0, 16777216.0),
+            (K::I32, K::F32, 16777219.0, 16777220.0),
+            // through f32, as c10: 2^24 + 2^16 + 1 -> 2^24 + 2^16 -> 2^24
+            (K::I32, K::Bf16, 16842753.0, 16777216.0),
+            (K::I32, K::F16, 70000.0, f64::INFINITY),
+            (K::I64, K::F64, -9007199254740992.0, -9007199254740992.0),
+            (K::F32, K::Bool, f64::NAN, 1.0),
+            (K::F32, K::Bool, -0.0, 0.0),
+            (K::F32, K::Bool, 1e-30, 1.0),
+            (K::I64, K::Bool, -5.0, 1.0),
+            (K::Bool, K::F32, 1.0, 1.0),
+            (K::Bool, K::I64, 0.0, 0.0),
+            (K::Bool, K::Fp8E4M3, 1.0, 1.0),
+            (K::I8, K::I8, -7.0, -7.0),
+        ]);
+    }
+
+    #[test]
+    fn backward_casts_the_gradient_back() {
+        let dy = [1.0, -0.25, 448.0];
+        assert_eq!(
+            cast_backward(K::F32, K::Fp8E4M3, &dy, Some(2.0)),
+            vec![2.0, -0.5, 896.0]
+        );
+        let dx = cast_backward(K::Fp8E5M2, K::F32, &[1e6, 3.0], None);
+        assert!(dx[0].is_infinite());
+        assert_eq!(dx[1], 3.0);
     }
 }

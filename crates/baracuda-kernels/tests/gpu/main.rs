@@ -13,6 +13,7 @@
 //! tensors and faults.
 
 mod arg_reduce;
+mod cast;
 mod conv;
 mod driver;
 mod elementwise;
@@ -79,6 +80,13 @@ static TABLE: &[&dyn Row] = &[
     binary_row!("binary_div", BinaryOp::Div),
     binary_row!("binary_maximum", BinaryOp::Maximum),
     binary_row!("binary_minimum", BinaryOp::Minimum),
+    &CheckCase {
+        name: "cast",
+        dtypes: cast::CAST_KINDS,
+        check: cast::check_cast,
+        bad_inputs: cast::cast_bad_inputs,
+        unsupported: cast::cast_unsupported,
+    },
 ];
 
 crate::table_tests!(
@@ -97,6 +105,7 @@ crate::table_tests!(
     binary_div,
     binary_maximum,
     binary_minimum,
+    cast,
 );
 
 #[test]

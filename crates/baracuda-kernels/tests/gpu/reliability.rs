@@ -58,6 +58,8 @@ const _: () = {
     send_sync::<RmsNormPlan<half::bf16, 2>>();
     send_sync::<RopePlan<bf16>>();
     send_sync::<SdpaPlan<bf16>>();
+    send_sync::<CastPlan<f32, bf16, 2>>();
+    send_sync::<CastPlan<bf16, float8::F8E4M3, 1>>();
 };
 
 /// Iterations each thread runs in the concurrency tests.
