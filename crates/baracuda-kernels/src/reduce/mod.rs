@@ -14,6 +14,8 @@
 
 pub mod reference;
 mod arg_reduce;
+#[cfg(test)]
+mod fuzz;
 mod layout;
 mod logical_reduce;
 #[allow(clippy::module_inception)] // the family and its one plan share the name
