@@ -2,7 +2,7 @@
 (which crates/baracuda-bench/src/reduce.rs reads too): reductions of
 contiguous tensors over the case's dims (keepdim false; the norm is
 torch.linalg.vector_norm with p = 2; argmax and argmin take one dim and
-write i64 indices), each timed eagerly and as
+write i64 indices; all and any write bool, count_nonzero i64), each timed eagerly and as
 torch.compile of the same function (the third element of what cases()
 yields; torch_baseline.py reports it as compile_ms), and the
 device-to-device copy ceiling. Inputs rotate over buffer sets by L2 size,
@@ -28,9 +28,15 @@ REDUCE = {
     "norm": lambda torch, d: lambda x: torch.linalg.vector_norm(x, 2, d),
     "argmax": lambda torch, d: lambda x: x.argmax(d[0]),
     "argmin": lambda torch, d: lambda x: x.argmin(d[0]),
+    "all": lambda torch, d: lambda x: torch.all(x, dim=d),
+    "any": lambda torch, d: lambda x: torch.any(x, dim=d),
+    "count_nonzero": lambda torch, d: lambda x: torch.count_nonzero(x, dim=d),
 }
 # Ops whose output is i64 indices over exactly one dim.
 INDEX_OPS = ("argmax", "argmin")
+# Bytes of one output element of the ops whose output is not the input's
+# dtype.
+OUT_SIZE = {"argmax": 8, "argmin": 8, "all": 1, "any": 1, "count_nonzero": 8}
 # Scans along one dim (inclusive, forward); cummax/cummin return indices too.
 SCAN = {
     "cumsum": lambda torch, d: lambda x: x.cumsum(d),
@@ -75,7 +81,7 @@ def rows(case):
     if case["op"] in INDEX_OPS and len(dims) != 1:
         raise caselist.CaseError(f"reduce case {case['name']!r}: {case['op']} takes one dim")
     n_out = _prod(shape[d] for d in range(len(shape)) if d not in dims)
-    b = n * size + n_out * (8 if case["op"] in INDEX_OPS else size)
+    b = n * size + n_out * OUT_SIZE.get(case["op"], size)
     return [caselist.row(case, p, shape_s, bytes=b, rotation_bytes=b) for p in case["passes"]]
 
 

@@ -3,7 +3,9 @@ autograd gradients for every reduction over dims (0, 2) of a [4, 5, 6]
 tensor: ties for amax/amin, zeros for prod, NaNs for nansum/nanmean, the
 vector norm at several orders, var/std at several corrections, the
 empty reductions; and max/min with indices over dim 1 (ties, and NaN)
-with the values' gradient, and argmax/argmin over all dims. Checked by crates/baracuda-kernels/tests/golden_reduce.rs."""
+with the values' gradient, and argmax/argmin over all dims; all, any and
+count_nonzero over dims (0, 2), dim 1 and all dims of an input with zeros,
+-0.0 and NaN, and over an empty dim. Checked by crates/baracuda-kernels/tests/golden_reduce.rs."""
 
 SHAPE = (4, 5, 6)
 DIMS = (0, 2)
@@ -77,4 +79,21 @@ def make(torch):
     }
     for name, y in empty.items():
         out[f"empty.{name}.y"] = y
+    # all / any / count_nonzero: zeros (a third), -0.0 (zero) and NaN
+    # (nonzero); one [4, 5, 6] input, three dim sets, and [3, 0] over dim 1
+    x = torch.floor(r(*SHAPE) * 3)
+    x[x == 1] = -0.0
+    x[0, 2, 1] = float("nan")
+    x[3, 0, 0] = float("nan")
+    x[:, 4, :] = 2.0  # a slice without zeros: all true there
+    out["logical.x"] = x
+    logical = {
+        "all": lambda x, d: torch.all(x, dim=d),
+        "any": lambda x, d: torch.any(x, dim=d),
+        "count_nonzero": lambda x, d: torch.count_nonzero(x, dim=d),
+    }
+    for op, f in logical.items():
+        for key, d in (("02", (0, 2)), ("1", (1,)), ("all", (0, 1, 2))):
+            out[f"logical.{op}.{key}.y"] = f(x, d).double().reshape(-1)
+        out[f"logical.{op}.empty.y"] = f(e, (1,)).double()
     return out

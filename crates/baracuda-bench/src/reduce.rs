@@ -1,7 +1,8 @@
 //! Reduce benchmark cases, from `bench/cases/reduce.json` (which
 //! `bench/torch_cases/reduce.py` reads too): reductions of contiguous
 //! tensors over the case's dims (keepdim false; the norm is p = 2; argmax
-//! and argmin over one dim, writing i64 indices), and the
+//! and argmin over one dim, writing i64 indices; all and any writing
+//! bool, count_nonzero i64), and the
 //! device-to-device copy that sets the bandwidth ceiling. Inputs rotate
 //! over buffer sets by L2 size ([`rotation_of`]); the cases are
 //! all larger than L2, so they run on one set.
@@ -49,7 +50,8 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     }
     let arg_op = ArgReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
     let op = ReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
-    if arg_op.is_none() && op.is_none() {
+    let logical_op = LogicalReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
+    if arg_op.is_none() && op.is_none() && logical_op.is_none() {
         return Err(c.unknown_op());
     }
     let Params { shape, dims } = c.params()?;
@@ -71,13 +73,26 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
         .filter(|d| !dims.contains(d))
         .map(|d| shape[d])
         .product();
-    let out_size = if arg_op.is_some() { 8 } else { size };
+    let out_size = match (arg_op, logical_op) {
+        (Some(_), _) | (_, Some(LogicalReduceOp::CountNonzero)) => 8,
+        (_, Some(_)) => 1,
+        _ => size,
+    };
     let bytes = n * size + n_out * out_size;
     let rows = c.rows(&passes, dtype, &format!("{shape:?}"), |r| {
         r.bytes(bytes).rotation(bytes)
     });
     let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
         Box::new(move |s: &Stream, rows: &[Row]| match (arg_op, op, ranks) {
+            _ if logical_op.is_some() => {
+                let l = logical_op.expect("matched above");
+                match ranks {
+                    (1, 0) => logical_reduce::<T, 1, 0>(s, l, &shape, &dims, rows),
+                    (2, 1) => logical_reduce::<T, 2, 1>(s, l, &shape, &dims, rows),
+                    (3, 1) => logical_reduce::<T, 3, 1>(s, l, &shape, &dims, rows),
+                    _ => logical_reduce::<T, 4, 1>(s, l, &shape, &dims, rows),
+                }
+            }
             (Some(a), _, (2, 1)) => arg_reduce::<T, 2, 1>(s, a, &shape, dims[0], rows),
             (Some(a), _, (3, 1)) => arg_reduce::<T, 3, 1>(s, a, &shape, dims[0], rows),
             (Some(a), _, (4, 1)) => arg_reduce::<T, 4, 1>(s, a, &shape, dims[0], rows),
@@ -171,6 +186,50 @@ fn arg_reduce<T: Element, const N: usize, const M: usize>(
                     x: TensorRef::contiguous(xs[i].as_slice(), arr::<N>(shape))?,
                     values: None,
                     indices: TensorMut::contiguous(idx.as_slice_mut(), arr::<M>(&out))?,
+                },
+            )
+        }),
+        p => Err(bad_pass(p)),
+    })
+}
+
+/// all, any (bool output) or count_nonzero (i64) over `dims`.
+fn logical_reduce<T: Element, const N: usize, const M: usize>(
+    s: &Stream,
+    op: LogicalReduceOp,
+    shape: &[usize],
+    dims: &[usize],
+    rows: &[Row],
+) -> Result<()> {
+    if op == LogicalReduceOp::CountNonzero {
+        logical_reduce_into::<T, i64, N, M>(s, op, shape, dims, rows)
+    } else {
+        logical_reduce_into::<T, bool, N, M>(s, op, shape, dims, rows)
+    }
+}
+
+fn logical_reduce_into<T: Element, O: Element, const N: usize, const M: usize>(
+    s: &Stream,
+    op: LogicalReduceOp,
+    shape: &[usize],
+    dims: &[usize],
+    rows: &[Row],
+) -> Result<()> {
+    let desc = LogicalReduceDescriptor::new(op, T::KIND, arr::<N>(shape)).with_dims(dims);
+    let plan = LogicalReducePlan::<T, O, N, M>::select(s, &desc, &PlanPreference::default())?;
+    let sets = rotation_of(s, rows)?;
+    let xs = inputs::<T>(s, shape.iter().product(), sets)?;
+    let out = desc.output_shape();
+    let mut y = DeviceBuffer::<O>::uninit(s, out.iter().product())?;
+    let mut ws = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, sets, |i| {
+            plan.run(
+                s,
+                Workspace::Borrowed(ws.as_slice_mut()),
+                LogicalReduceArgs {
+                    x: TensorRef::contiguous(xs[i].as_slice(), arr::<N>(shape))?,
+                    y: TensorMut::contiguous(y.as_slice_mut(), arr::<M>(&out))?,
                 },
             )
         }),

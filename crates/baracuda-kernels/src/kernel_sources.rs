@@ -70,6 +70,10 @@ source!(
     ARG_REDUCE = "reduce/arg_reduce.cu"
 );
 source!(
+    /// all, any and count_nonzero over any dims.
+    LOGICAL_REDUCE = "reduce/logical_reduce.cu"
+);
+source!(
     /// Scans along one dim, forward and backward.
     SCAN = "reduce/scan.cu"
 );

@@ -3,10 +3,11 @@
 //! from `scripts/goldens/reduce.py`): every op over dims (0, 2) of a
 //! [4, 5, 6] tensor, forward and gradient, and the empty reductions; max
 //! and min with indices over dim 1 and argmax/argmin over all dims, with
-//! ties and NaN.
+//! ties and NaN; all, any and count_nonzero over several dim sets of an
+//! input with zeros, -0.0 and NaN, and over an empty dim.
 
 use baracuda_kernels::reference::reduce::{self as r, Reduction};
-use baracuda_kernels::{ArgReduceOp, ReduceOp};
+use baracuda_kernels::{ArgReduceOp, LogicalReduceOp, ReduceOp};
 use safetensors::SafeTensors;
 
 #[path = "support/golden.rs"]
@@ -116,5 +117,35 @@ fn index_reductions_match_pytorch() {
             let (_, flat) = r::arg_reduce(op, &shape, &[true; 3], &get(&t, &a("x")));
             close(&a("indices"), &flat, &get(&t, &a("indices")));
         }
+    }
+}
+
+#[test]
+#[ignore = "needs tests/golden/reduce.safetensors regenerated from scripts/goldens/reduce.py (python3 scripts/make_goldens.py on a machine with PyTorch)"]
+fn logical_reductions_match_pytorch() {
+    let data = bytes("reduce");
+    let t = SafeTensors::deserialize(&data).expect("safetensors");
+    let x = get(&t, "logical.x");
+    let shape = [4, 5, 6];
+    let sets = [
+        ("02", [true, false, true]),
+        ("1", [false, true, false]),
+        ("all", [true, true, true]),
+    ];
+    for op in LogicalReduceOp::ALL {
+        for (key, reduced) in sets {
+            let k = format!("logical.{}.{key}.y", op.name());
+            close(
+                &k,
+                &r::logical_reduce(op, &shape, &reduced, &x),
+                &get(&t, &k),
+            );
+        }
+        let k = format!("logical.{}.empty.y", op.name());
+        close(
+            &k,
+            &r::logical_reduce(op, &[3, 0], &[false, true], &[]),
+            &get(&t, &k),
+        );
     }
 }

@@ -1,23 +1,33 @@
 //! Reductions: sum, mean, prod, amax/amin, var/std, logsumexp, the NaN
 //! variants and vector norms over any subset of dims of a strided tensor,
 //! forward and backward, deterministic; max and min with indices,
-//! argmax and argmin (`arg_reduce.rs`).
+//! argmax and argmin (`arg_reduce.rs`); all, any and count_nonzero
+//! (`logical_reduce.rs`).
 //!
-//! Two CUDA sources, each compiled once per dtype and op:
-//! `kernels/reduce/reduce.cu` (the value reductions) and
-//! `kernels/reduce/arg_reduce.cu` (the index reductions); their building
+//! Three CUDA sources, each compiled once per dtype and op:
+//! `kernels/reduce/reduce.cu` (the value reductions),
+//! `kernels/reduce/arg_reduce.cu` (the index reductions) and
+//! `kernels/reduce/logical_reduce.cu` (the logical reductions, once per
+//! element width); their building
 //! blocks (group reductions, Welford and online
 //! log-sum-exp merges) are in `kernels/common/reduce.cuh`.
 
 pub mod reference;
 mod arg_reduce;
+#[cfg(test)]
+mod fuzz;
 mod layout;
+mod logical_reduce;
 #[allow(clippy::module_inception)] // the family and its one plan share the name
 mod reduce;
 mod scan;
 
 pub use arg_reduce::{
     ArgReduceArgs, ArgReduceBwArgs, ArgReduceDescriptor, ArgReduceOp, ArgReducePlan,
+};
+pub use logical_reduce::{
+    LogicalReduceArgs, LogicalReduceDescriptor, LogicalReduceOp, LogicalReducePlan,
+    LOGICAL_REDUCE_KINDS,
 };
 pub use reduce::{ReduceArgs, ReduceBwArgs, ReduceDescriptor, ReduceOp, ReducePlan};
 pub use scan::{ScanArgs, ScanBwArgs, ScanDescriptor, ScanOp, ScanPlan};
@@ -26,13 +36,15 @@ use baracuda_driver::ModuleSpec;
 
 
 /// Every module the family's plans can request: each reduction on each
-/// float dtype, and the scans of each float dtype.
+/// float dtype, the logical reductions of each element width, and the
+/// scans of each float dtype.
 pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     (0..4)
         .flat_map(|dtype| reduce::OP_CODES.map(move |code| reduce::spec(dtype, code)))
         .chain((0..4).flat_map(|dtype| {
             ArgReduceOp::ALL.map(|op| arg_reduce::spec(dtype, op))
         }))
+        .chain(logical_reduce::specs())
         .chain((0..4).map(scan::spec))
         .collect()
 }

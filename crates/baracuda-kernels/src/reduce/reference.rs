@@ -4,7 +4,7 @@
 /// The scans' oracles.
 pub mod scan;
 
-use crate::{ArgReduceOp, ReduceOp};
+use crate::{ArgReduceOp, LogicalReduceOp, ReduceOp};
 
 /// A reduction problem: the op, the input's shape, which dims are reduced,
 /// the var/std correction and the norm order.
@@ -305,9 +305,47 @@ pub fn arg_reduce_backward(
         .collect()
 }
 
+/// [`LogicalReduceOp`] over the dims `reduced` of a row-major `x` of
+/// `shape`, as f64: all and any 1.0 or 0.0, count_nonzero the count. An
+/// element is nonzero when `x != 0.0` (NaN is, -0.0 is not); over no
+/// element all is 1, any and count 0.
+pub fn logical_reduce(op: LogicalReduceOp, shape: &[usize], reduced: &[bool], x: &[f64]) -> Vec<f64> {
+    let r = Reduction::new(ReduceOp::Sum, shape, reduced);
+    r.groups(x)
+        .0
+        .iter()
+        .map(|g| {
+            let nonzero = g.iter().filter(|&&v| v != 0.0).count();
+            match op {
+                LogicalReduceOp::All => f64::from(u8::from(nonzero == g.len())),
+                LogicalReduceOp::Any => f64::from(u8::from(nonzero > 0)),
+                LogicalReduceOp::CountNonzero => nonzero as f64,
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn logical_reductions_count_nan_and_not_negative_zero() {
+        // [[0, -0, NaN], [1, 2, NaN]]
+        let x = [0.0, -0.0, f64::NAN, 1.0, 2.0, f64::NAN];
+        let red = |op, reduced: &[bool]| logical_reduce(op, &[2, 3], reduced, &x);
+        assert_eq!(red(LogicalReduceOp::CountNonzero, &[false, true]), [1.0, 3.0]);
+        assert_eq!(red(LogicalReduceOp::CountNonzero, &[true, false]), [1.0, 1.0, 2.0]);
+        assert_eq!(red(LogicalReduceOp::All, &[true, false]), [0.0, 0.0, 1.0]);
+        assert_eq!(red(LogicalReduceOp::Any, &[false, true]), [1.0, 1.0]);
+        assert_eq!(red(LogicalReduceOp::All, &[true, true]), [0.0]);
+        assert_eq!(red(LogicalReduceOp::CountNonzero, &[true, true]), [4.0]);
+        // over no element
+        let empty = |op| logical_reduce(op, &[2, 0], &[false, true], &[]);
+        assert_eq!(empty(LogicalReduceOp::All), [1.0, 1.0]);
+        assert_eq!(empty(LogicalReduceOp::Any), [0.0, 0.0]);
+        assert_eq!(empty(LogicalReduceOp::CountNonzero), [0.0, 0.0]);
+    }
 
     fn problem(op: ReduceOp, p: f64) -> Reduction {
         Reduction {

@@ -8,7 +8,8 @@
 //! dtype is `Unsupported`, and the row's bad inputs. The elementwise rows
 //! are below; the conv family's (convolution and pooling) are in
 //! `conv.rs`, the GEMM family's in `gemm.rs`, the reduce family's in
-//! `reduce.rs` (reductions) and `scan.rs` (scans). `reliability.rs` runs every row from many threads at once
+//! `reduce.rs` (reductions), `arg_reduce.rs` (index reductions),
+//! `logical_reduce.rs` (all, any, count_nonzero) and `scan.rs` (scans). `reliability.rs` runs every row from many threads at once
 //! and, over one exercise per family, shared plans, graph capture, large
 //! tensors and faults.
 
@@ -19,6 +20,7 @@ mod driver;
 mod elementwise;
 mod gemm;
 mod harness;
+mod logical_reduce;
 mod norm;
 mod reduce;
 mod reliability;
@@ -122,6 +124,7 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("gemm", gemm::ROWS),
     ("reduce", reduce::ROWS),
     ("reduce", arg_reduce::ROWS),
+    ("reduce", logical_reduce::ROWS),
     ("reduce", scan::ROWS),
     ("softmax", softmax::ROWS),
     ("norm", norm::ROWS),

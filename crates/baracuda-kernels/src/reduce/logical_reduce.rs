@@ -1,0 +1,422 @@
+//! Logical reductions over any subset of dims: `torch.all`, `torch.any`
+//! and `torch.count_nonzero`, `c[o] = #{r : x[o, r] != 0}` and then
+//! `c == n`, `c != 0` or `c` itself.
+//!
+//! The kernels are `kernels/reduce/logical_reduce.cu`; the dims are merged
+//! and ordered, and the row, column or split launch chosen, by
+//! `layout.rs`, as for [`ReducePlan`](super::ReducePlan).
+
+use core::marker::PhantomData;
+
+use baracuda_driver::{ModuleSpec, Stream};
+use baracuda_kernels_types::{
+    BackendKind, DevPtr, Element, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
+    PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+};
+
+use super::layout::{max_splits, Geometry, Launch, OpArgs, ReduceKernels, ReducedDims};
+use crate::checks::{byte_span, check_disjoint, check_views, invalid_descriptor, View};
+use crate::kernel_sources;
+use crate::Plan;
+
+/// A logical reduction.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum LogicalReduceOp {
+    /// Every element is nonzero (`torch.all`); true over nothing.
+    All,
+    /// Some element is nonzero (`torch.any`); false over nothing.
+    Any,
+    /// The number of nonzero elements (`torch.count_nonzero`), as i64.
+    CountNonzero,
+}
+
+impl LogicalReduceOp {
+    /// Every op, in declaration order.
+    pub const ALL: [LogicalReduceOp; 3] = [
+        LogicalReduceOp::All,
+        LogicalReduceOp::Any,
+        LogicalReduceOp::CountNonzero,
+    ];
+
+    /// The op's name (PyTorch's).
+    pub fn name(self) -> &'static str {
+        match self {
+            LogicalReduceOp::All => "all",
+            LogicalReduceOp::Any => "any",
+            LogicalReduceOp::CountNonzero => "count_nonzero",
+        }
+    }
+
+    /// `LOGICAL_OP` of logical_reduce.cu.
+    fn code(self) -> u32 {
+        match self {
+            LogicalReduceOp::All => 0,
+            LogicalReduceOp::Any => 1,
+            LogicalReduceOp::CountNonzero => 2,
+        }
+    }
+}
+
+/// The input kinds the plan takes.
+pub const LOGICAL_REDUCE_KINDS: [ElementKind; 10] = [
+    ElementKind::F32,
+    ElementKind::F64,
+    ElementKind::F16,
+    ElementKind::Bf16,
+    ElementKind::I8,
+    ElementKind::U8,
+    ElementKind::I16,
+    ElementKind::I32,
+    ElementKind::I64,
+    ElementKind::Bool,
+];
+
+/// How logical_reduce.cu reads an input kind: its width in bytes and
+/// whether it is a float (whose sign bit alone is zero), or None for a
+/// kind the plan does not take.
+fn storage(kind: ElementKind) -> Option<(u32, bool)> {
+    LOGICAL_REDUCE_KINDS
+        .contains(&kind)
+        .then(|| (kind.size_bytes() as u32, kind.is_float()))
+}
+
+/// A logical reduction of a rank-`N` tensor.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct LogicalReduceDescriptor<const N: usize> {
+    /// The reduction.
+    pub op: LogicalReduceOp,
+    /// Element type of `x`.
+    pub element: ElementKind,
+    /// Shape of `x`.
+    pub shape: [usize; N],
+    /// The reduced dims: bit `d` set reduces dim `d`. 0 reduces nothing
+    /// (every output tests one element).
+    pub dims: u32,
+    /// `y` keeps the reduced dims with extent 1 (rank `N`); otherwise they
+    /// are dropped.
+    pub keepdim: bool,
+}
+
+impl<const N: usize> LogicalReduceDescriptor<N> {
+    /// `op` over every dim of `shape`, keepdim false (PyTorch's defaults).
+    pub fn new(op: LogicalReduceOp, element: ElementKind, shape: [usize; N]) -> Self {
+        LogicalReduceDescriptor {
+            op,
+            element,
+            shape,
+            dims: if N >= 32 { u32::MAX } else { (1u32 << N) - 1 },
+            keepdim: false,
+        }
+    }
+    /// Reduce exactly `dims` (a dim past 31 is kept as an invalid bit that
+    /// `select` rejects).
+    pub fn with_dims(mut self, dims: &[usize]) -> Self {
+        self.dims = dims
+            .iter()
+            .fold(0, |m, &d| m | 1u32.checked_shl(d as u32).unwrap_or(1 << 31));
+        self
+    }
+    /// Keep the reduced dims with extent 1.
+    pub fn with_keepdim(mut self, keepdim: bool) -> Self {
+        self.keepdim = keepdim;
+        self
+    }
+    /// Whether dim `d` is reduced.
+    pub fn is_reduced(&self, d: usize) -> bool {
+        d < 32 && self.dims & (1 << d) != 0
+    }
+    /// Shape of `y`: the reduced dims as 1 (keepdim) or dropped.
+    pub fn output_shape(&self) -> Vec<usize> {
+        self.dims().output_shape()
+    }
+    /// Element type of `y`, PyTorch's: i64 for count_nonzero; for all and
+    /// any u8 when `x` is u8, else bool.
+    pub fn output_element(&self) -> ElementKind {
+        match (self.op, self.element) {
+            (LogicalReduceOp::CountNonzero, _) => ElementKind::I64,
+            (_, ElementKind::U8) => ElementKind::U8,
+            _ => ElementKind::Bool,
+        }
+    }
+    fn dims(&self) -> ReducedDims<N> {
+        ReducedDims::new(self.shape, self.keepdim, |d| self.is_reduced(d))
+    }
+}
+
+/// Arguments of [`LogicalReducePlan`]'s [`Plan::run`].
+pub struct LogicalReduceArgs<'a, I, O, const N: usize, const M: usize> {
+    /// Input, any strides (0 = broadcast).
+    pub x: TensorRef<'a, I, N>,
+    /// Output, shape [`LogicalReduceDescriptor::output_shape`], any
+    /// non-overlapping strides; must not overlap `x`.
+    pub y: TensorMut<'a, O, M>,
+}
+
+/// `torch.all`, `torch.any` or `torch.count_nonzero` over any subset of
+/// dims of a strided tensor. Deterministic: the state is an exact count,
+/// and a reduction split over several blocks adds per-block counts from
+/// the workspace.
+///
+/// # Math
+/// With `o` a position over the kept dims and `r` over the reduced ones
+/// (`n` of them), `c[o] = #{r : x[o, r] != 0}`; all: `y[o] = (c[o] == n)`,
+/// any: `y[o] = (c[o] != 0)`, count_nonzero: `y[o] = c[o]`. NaN is nonzero,
+/// -0.0 is zero. Over no element: all true, any false, count 0.
+/// # Shapes
+/// `x`: `desc.shape` (rank `N <= 8`); `y`:
+/// [`LogicalReduceDescriptor::output_shape`] (rank `M`: `N` with keepdim,
+/// else `N` minus the reduced dims).
+/// # Layout
+/// Any strides; `x` may broadcast (stride 0). The row, column and split
+/// kernels of [`ReducePlan`](super::ReducePlan), 16-byte loads when
+/// aligned; offsets are 64-bit.
+/// # Workspace
+/// `workspace_size()`: one u64 count per output and split of a split
+/// reduction (0 when each output is reduced by one block).
+/// # Dtypes
+/// `x` ([`LOGICAL_REDUCE_KINDS`]): f32, f64, f16, bf16, i8, u8, i16, i32,
+/// i64, bool. `y` ([`LogicalReduceDescriptor::output_element`], PyTorch's):
+/// all and any give bool, or u8 for a u8 `x`; count_nonzero gives i64.
+/// fp8 and u32 `x`: `Error::Unsupported`.
+/// # Gradient
+/// None: the outputs are not differentiable, and the plan has no
+/// [`Backward`](crate::Backward).
+/// # Errors
+/// From `select`: `DtypeMismatch` if `desc.element != I::KIND` (arg
+/// `desc.element`) or `O` is not the output element (arg `y`);
+/// `Unsupported` for another input dtype or a rank `N > 8`;
+/// `InvalidDescriptor` for dims past `N` or an `M` that does not match
+/// dims and keepdim; `PreferenceRejected` when `pref` forces a backend
+/// other than `Baracuda` or caps the workspace below `workspace_size()`;
+/// the kernel JIT's errors. From `run`: `ShapeMismatch`,
+/// `ContextMismatch` (a view or the workspace on another context),
+/// `WorkspaceTooSmall`, and `InvalidArgument` for `y` overlapping `x`.
+pub struct LogicalReducePlan<I: Element, O: Element, const N: usize, const M: usize = N> {
+    desc: LogicalReduceDescriptor<N>,
+    sku: KernelSku,
+    kernels: ReduceKernels,
+    sm_count: u32,
+    /// Splits the workspace holds per output.
+    splits: usize,
+    _t: PhantomData<(I, O)>,
+}
+
+const OP: &str = "reduce";
+
+/// Bytes of one split count (a u64).
+const COUNT_BYTES: usize = 8;
+
+/// The module of `op` on elements of `bytes` bytes, floats or not.
+pub(crate) fn spec(bytes: u32, float: bool, op: LogicalReduceOp) -> ModuleSpec {
+    ModuleSpec::new(&kernel_sources::LOGICAL_REDUCE)
+        .define("LOGICAL_BYTES", bytes)
+        .define("LOGICAL_FLOAT", u32::from(float))
+        .define("LOGICAL_OP", op.code())
+}
+
+/// Every module the plan can request: each op on each (width, float)
+/// pair of [`LOGICAL_REDUCE_KINDS`].
+pub(crate) fn specs() -> Vec<ModuleSpec> {
+    let mut storages: Vec<(u32, bool)> = LOGICAL_REDUCE_KINDS.iter().filter_map(|&k| storage(k)).collect();
+    storages.sort_unstable();
+    storages.dedup();
+    storages
+        .into_iter()
+        .flat_map(|(b, f)| LogicalReduceOp::ALL.map(move |op| spec(b, f, op)))
+        .collect()
+}
+
+/// The descriptor checks of `select`, before it touches the GPU: the
+/// (width, float) pair the kernel reads the input as.
+pub(crate) fn validate<I: Element, O: Element, const N: usize, const M: usize>(
+    desc: &LogicalReduceDescriptor<N>,
+) -> Result<(u32, bool)> {
+    if desc.element != I::KIND {
+        return Err(Error::DtypeMismatch {
+            op: OP,
+            arg: "desc.element",
+            expected: I::KIND,
+            got: desc.element,
+        });
+    }
+    let storage = storage(I::KIND).ok_or_else(|| Error::Unsupported {
+        op: OP,
+        what: format!(
+            "{} on dtype {}; logical reductions take f32, f64, f16, bf16, i8, u8, i16, i32, i64 and bool",
+            desc.op.name(),
+            I::KIND
+        ),
+    })?;
+    if N > MAX_RANK {
+        return Err(Error::Unsupported {
+            op: OP,
+            what: format!("rank {N} > {MAX_RANK}"),
+        });
+    }
+    if O::KIND != desc.output_element() {
+        return Err(Error::DtypeMismatch {
+            op: OP,
+            arg: "y",
+            expected: desc.output_element(),
+            got: O::KIND,
+        });
+    }
+    if N < 32 && desc.dims >> N != 0 {
+        return Err(invalid_descriptor(
+            OP,
+            "dims",
+            format!("{:#b}", desc.dims),
+            &format!("names a dim past the rank {N}"),
+        ));
+    }
+    desc.dims().check_output_rank::<M>(OP, |r| {
+        format!("the output has rank {r} with these dims, the plan's y rank {M}")
+    })?;
+    Ok(storage)
+}
+
+impl<I: Element, O: Element, const N: usize, const M: usize> LogicalReducePlan<I, O, N, M> {
+    fn partial_bytes(&self) -> usize {
+        if self.splits > 1 {
+            (self.desc.dims().n_out() * self.splits * COUNT_BYTES).next_multiple_of(256)
+        } else {
+            0
+        }
+    }
+}
+
+impl<I: Element, O: Element, const N: usize, const M: usize> Plan for LogicalReducePlan<I, O, N, M> {
+    type Descriptor = LogicalReduceDescriptor<N>;
+    type Args<'a> = LogicalReduceArgs<'a, I, O, N, M>;
+
+    fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
+        let (bytes, float) = validate::<I, O, N, M>(desc)?;
+        pref.check_backend(OP, &[BackendKind::Baracuda])?;
+        let module = stream.context().module(&spec(bytes, float, desc.op))?;
+        let sm_count = stream.context().device().sm_count;
+        let dims = desc.dims();
+        let plan = LogicalReducePlan {
+            desc: *desc,
+            sku: KernelSku {
+                op: format!("reduce.{}", desc.op.name()),
+                element: I::KIND,
+                backend: BackendKind::Baracuda,
+                arch: stream.context().device().arch,
+                variant: "row / column / strided, split with a fixed-order combine".into(),
+                precision: PrecisionGuarantee {
+                    math: MathPrecision::Integer,
+                    accumulator: ElementKind::I64,
+                    deterministic: true,
+                    bit_stable_on_same_hardware: true,
+                },
+            },
+            kernels: ReduceKernels::load(&module, "logical")?,
+            sm_count,
+            splits: max_splits(dims.n_out(), dims.n_red(), sm_count),
+            _t: PhantomData,
+        };
+        pref.check_workspace(OP, plan.workspace_size())?;
+        Ok(plan)
+    }
+
+    fn sku(&self) -> &KernelSku {
+        &self.sku
+    }
+
+    fn workspace_size(&self) -> usize {
+        self.partial_bytes()
+    }
+
+    fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
+        let (x, y) = (&args.x, &args.y);
+        let dims = self.desc.dims();
+        let out: [usize; M] = dims.output_array();
+        let views = [View::of("x", &self.desc.shape, x), View::of_mut("y", &out, y)];
+        check_views(OP, stream, &views)?;
+        let partial = workspace.check_ptr(OP, self.partial_bytes(), stream.context().id())?;
+        check_disjoint(OP, &[byte_span("y", &y.as_const())], &[byte_span("x", x)])?;
+        let geometry = Geometry::new(
+            &self.desc.shape,
+            &dims.reduced,
+            x.strides(),
+            &dims.spread(y.strides()),
+            &[0; N],
+        );
+        let launch = Launch {
+            x: x.data().ptr(),
+            y: y.data().ptr(),
+            aux: DevPtr::<I>::NULL,
+            partial: partial.cast(),
+            max_splits: self.splits,
+            geometry,
+            op: OpArgs {
+                p: 0.0,
+                correction: 0.0,
+                n_red: dims.n_red() as u64,
+            },
+            sm_count: self.sm_count,
+        };
+        // SAFETY: x and y were bounds-checked at their views' construction
+        // and their shapes against the plan above; the geometry comes from
+        // those shapes and strides; the workspace holds `self.splits`
+        // counts per output (`partial_bytes`), checked above. The column
+        // kernel's shared memory, sized by `Launch` for reduce.cu's larger
+        // state, holds its u64 counts.
+        unsafe { launch.run(stream, &self.kernels) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_elements_follow_pytorch() {
+        let d = |op, k| LogicalReduceDescriptor::new(op, k, [2, 3]).output_element();
+        assert_eq!(d(LogicalReduceOp::All, ElementKind::F32), ElementKind::Bool);
+        assert_eq!(d(LogicalReduceOp::Any, ElementKind::Bool), ElementKind::Bool);
+        assert_eq!(d(LogicalReduceOp::Any, ElementKind::U8), ElementKind::U8);
+        assert_eq!(d(LogicalReduceOp::All, ElementKind::I8), ElementKind::Bool);
+        assert_eq!(d(LogicalReduceOp::CountNonzero, ElementKind::U8), ElementKind::I64);
+    }
+
+    #[test]
+    fn output_shapes_follow_dims_and_keepdim() {
+        let d = LogicalReduceDescriptor::new(LogicalReduceOp::Any, ElementKind::F32, [2, 3, 4]);
+        assert_eq!(d.output_shape(), Vec::<usize>::new());
+        assert_eq!(d.with_dims(&[1]).output_shape(), vec![2, 4]);
+        assert_eq!(d.with_dims(&[0, 2]).with_keepdim(true).output_shape(), vec![1, 3, 1]);
+        assert_eq!(d.with_dims(&[]).output_shape(), vec![2, 3, 4]);
+    }
+
+    #[test]
+    fn kinds_share_modules_by_width() {
+        assert_eq!(storage(ElementKind::F16), storage(ElementKind::Bf16));
+        assert_eq!(storage(ElementKind::Bool), Some((1, false)));
+        assert_eq!(storage(ElementKind::F64), Some((8, true)));
+        assert_eq!(storage(ElementKind::U32), None);
+        assert_eq!(storage(ElementKind::Fp8E4M3), None);
+        // (1, int) (2, int) (2, float) (4, int) (4, float) (8, int) (8, float)
+        assert_eq!(specs().len(), 7 * 3);
+    }
+
+    #[test]
+    fn validation_names_the_bad_field() {
+        let d = LogicalReduceDescriptor::new(LogicalReduceOp::All, ElementKind::F32, [4, 5]).with_dims(&[1]);
+        assert_eq!(validate::<f32, bool, 2, 1>(&d).ok(), Some((4, true)));
+        let e = validate::<f32, i64, 2, 1>(&d).unwrap_err();
+        assert!(matches!(e, Error::DtypeMismatch { arg: "y", .. }), "{e}");
+        let e = validate::<f64, bool, 2, 1>(&d).unwrap_err();
+        assert!(matches!(e, Error::DtypeMismatch { arg: "desc.element", .. }), "{e}");
+        let e = validate::<f32, bool, 2, 2>(&d).unwrap_err();
+        assert!(matches!(e, Error::InvalidDescriptor { field: "keepdim", .. }), "{e}");
+        let e = validate::<f32, bool, 2, 1>(&d.with_dims(&[2])).unwrap_err();
+        assert!(matches!(e, Error::InvalidDescriptor { field: "dims", .. }), "{e}");
+        let u = LogicalReduceDescriptor::new(LogicalReduceOp::Any, ElementKind::U32, [4]);
+        let e = validate::<u32, bool, 1, 0>(&u).unwrap_err();
+        assert!(matches!(e, Error::Unsupported { .. }), "{e}");
+        let c = LogicalReduceDescriptor::new(LogicalReduceOp::CountNonzero, ElementKind::U8, [4]);
+        assert_eq!(validate::<u8, i64, 1, 0>(&c).ok(), Some((1, false)));
+    }
+}
