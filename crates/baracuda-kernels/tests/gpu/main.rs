@@ -18,6 +18,7 @@ mod conv;
 mod driver;
 mod elementwise;
 mod gemm;
+mod group_norm;
 mod harness;
 mod norm;
 mod reduce;
