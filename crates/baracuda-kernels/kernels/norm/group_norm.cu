@@ -110,21 +110,26 @@ extern "C" __global__ void __launch_bounds__(256) gn_fw_partial(const GnParams p
             st.m2 = max(q - s * ds, ACC(0));
         }
         st = group_reduce(st, blockDim.x, wf_merge, smem);
-        if (threadIdx.x == 0) p.ws[blk * 3] = st.n, p.ws[blk * 3 + 1] = st.mean, p.ws[blk * 3 + 2] = st.m2;
+        if (threadIdx.x == 0) {
+            p.ws[blk * 3] = st.n;
+            p.ws[blk * 3 + 1] = st.mean;
+            p.ws[blk * 3 + 2] = st.m2;
+        }
         __syncthreads();
     }
 }
 
 extern "C" __global__ void __launch_bounds__(256) gn_fw_stats(const GnParams p) {
     const u64 groups = p.batch * p.groups;
-    const u64 r = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (r >= groups) return;
-    const ACC* w = p.ws + r * p.splits * 3;
-    Wf acc{w[0], w[1], w[2]};
-    for (u32 k = 1; k < p.splits; ++k) acc = wf_merge(acc, Wf{w[3 * k], w[3 * k + 1], w[3 * k + 2]});
-    const ACC var = acc.m2 / ACC(p.cg * p.spatial);
-    p.mean[r] = acc.mean;
-    p.rstd[r] = ACC(1) / sqrt(var + ACC(p.eps));
+    const u64 step = (u64)gridDim.x * blockDim.x;
+    for (u64 r = (u64)blockIdx.x * blockDim.x + threadIdx.x; r < groups; r += step) {
+        const ACC* w = p.ws + r * p.splits * 3;
+        Wf acc{w[0], w[1], w[2]};
+        for (u32 k = 1; k < p.splits; ++k) acc = wf_merge(acc, Wf{w[3 * k], w[3 * k + 1], w[3 * k + 2]});
+        const ACC var = acc.m2 / ACC(p.cg * p.spatial);
+        p.mean[r] = acc.mean;
+        p.rstd[r] = ACC(1) / sqrt(var + ACC(p.eps));
+    }
 }
 
 // The lines of gn_fw_apply and gn_bw_apply: channels-first N C lines of S
@@ -134,24 +139,28 @@ __device__ __forceinline__ void line_shape(const GnParams& p, u64& lines, u64& l
     len = p.channels_last ? p.channels : p.spatial;
 }
 
-// Channel of element j of line `line`, and the batch index.
-__device__ __forceinline__ u64 line_channel(const GnParams& p, u64 line, u64 j) {
-    return p.channels_last ? j : line % p.channels;
-}
-__device__ __forceinline__ u64 line_batch(const GnParams& p, u64 line) {
-    return line / (p.channels_last ? p.spatial : p.channels);
+// The channel of element j of line `line`, and its group's statistics
+// row. Channels-first: one per line; channels-last: C < 2^32 (the host
+// checks), so the division is 32-bit.
+__device__ __forceinline__ void line_channel(const GnParams& p, u64 line, u64 j, u64& c, u64& r) {
+    if (p.channels_last) {
+        c = j;
+        r = line / p.spatial * p.groups + (u32)j / (u32)p.cg;
+    } else {
+        c = line % p.channels;
+        r = line / p.channels * p.groups + c / p.cg;
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(256) gn_fw_apply(const GnParams p) {
     u64 lines, len;
     line_shape(p, lines, len);
     for (u64 line = blockIdx.x; line < lines; line += gridDim.x) {
-        const u64 n = line_batch(p, line);
         const T* x = p.x + line * len;
         T* y = p.out + line * len;
         for (u64 j = threadIdx.x; j < len; j += blockDim.x) {
-            const u64 c = line_channel(p, line, j);
-            const u64 r = n * p.groups + c / p.cg;
+            u64 c, r;
+            line_channel(p, line, j, c, r);
             ACC v = (to_acc(x[j]) - p.mean[r]) * p.rstd[r];
             if (p.w) v *= to_acc(p.w[c]);
             if (p.b) v += to_acc(p.b[c]);
@@ -224,8 +233,9 @@ extern "C" __global__ void __launch_bounds__(256) gn_bw_params(const GnParams p)
     const u64 t = (u64)blockIdx.x * blockDim.x + threadIdx.x;
     const ACC* A = p.ws;
     const ACC* B = p.ws + nc;
-    if (p.out && t < groups) {
-        const u64 n = t / p.groups, c0 = (t % p.groups) * p.cg;
+    const u64 step = (u64)gridDim.x * blockDim.x;
+    for (u64 i = t; p.out && i < groups; i += step) {
+        const u64 n = i / p.groups, c0 = (i % p.groups) * p.cg;
         ACC sa = 0, sb = 0;
         for (u64 c = c0; c < c0 + p.cg; ++c) {
             const ACC w = p.w ? to_acc(p.w[c]) : ACC(1);
@@ -233,17 +243,17 @@ extern "C" __global__ void __launch_bounds__(256) gn_bw_params(const GnParams p)
             sb += w * B[n * p.channels + c];
         }
         const ACC inv_m = ACC(1) / ACC(p.cg * p.spatial);
-        p.ws[2 * nc + t] = sa * inv_m;
-        p.ws[2 * nc + groups + t] = sb * inv_m;
+        p.ws[2 * nc + i] = sa * inv_m;
+        p.ws[2 * nc + groups + i] = sb * inv_m;
     }
-    if (t < p.channels && (p.dw || p.db)) {
+    for (u64 c = t; (p.dw || p.db) && c < p.channels; c += step) {
         ACC sw = 0, sb = 0;
         for (u64 n = 0; n < p.batch; ++n) {
-            sw += A[n * p.channels + t];
-            sb += B[n * p.channels + t];
+            sw += A[n * p.channels + c];
+            sb += B[n * p.channels + c];
         }
-        if (p.dw) p.dw[t] = from_acc(sw);
-        if (p.db) p.db[t] = from_acc(sb);
+        if (p.dw) p.dw[c] = from_acc(sw);
+        if (p.db) p.db[c] = from_acc(sb);
     }
 }
 
@@ -255,13 +265,12 @@ extern "C" __global__ void __launch_bounds__(256) gn_bw_apply(const GnParams p) 
     const ACC* ca = p.ws + 2 * nc;
     const ACC* ck = ca + groups;
     for (u64 line = blockIdx.x; line < lines; line += gridDim.x) {
-        const u64 n = line_batch(p, line);
         const T* x = p.x + line * len;
         const T* dy = p.dy + line * len;
         T* dx = p.out + line * len;
         for (u64 j = threadIdx.x; j < len; j += blockDim.x) {
-            const u64 c = line_channel(p, line, j);
-            const u64 r = n * p.groups + c / p.cg;
+            u64 c, r;
+            line_channel(p, line, j, c, r);
             const ACC rstd = p.rstd[r];
             const ACC xhat = (to_acc(x[j]) - p.mean[r]) * rstd;
             const ACC g = p.w ? to_acc(dy[j]) * to_acc(p.w[c]) : to_acc(dy[j]);

@@ -63,6 +63,7 @@ proptest! {
                     || eps < 0.0
                     || shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).is_none_or(|n| n > 1 << 56)
                     || desc.group_channels() > 1 << 24
+                    || shape[1] > u32::MAX as usize
                     || shape[1..].iter().try_fold(1usize, |a, &d| a.checked_mul(d)).is_none_or(|n| n > 1 << 56);
                 prop_assert!(bad, "{desc:?} rejected: {e}");
                 typed("group_norm", &e)?;

@@ -160,6 +160,9 @@ impl<const R: usize> GroupNormDescriptor<R> {
                 &format!("must divide the {} channels", self.channels()),
             ));
         }
+        if self.channels() > u32::MAX as usize {
+            return Err(invalid_descriptor(OP, "shape", shape, "more than 2^32 - 1 channels"));
+        }
         if self.group_channels() > MAX_GROUP_CHANNELS {
             return Err(invalid_descriptor(
                 OP,
@@ -258,7 +261,8 @@ pub struct GroupNormBwArgs<'a, T, const R: usize> {
 /// # Errors
 /// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
 /// `Unsupported` for another dtype or a rank other than 3 to 5;
-/// `InvalidDescriptor` for a zero channel count or spatial extent, a
+/// `InvalidDescriptor` for a zero channel count or spatial extent, more
+/// than 2^32 - 1 channels or 2^56 elements, a
 /// `groups` of 0 or not dividing `C`, more than 2^24 channels per group,
 /// a negative or non-finite eps; `PreferenceRejected` when `pref` forces a
 /// backend other than `Baracuda` or caps the workspace below
