@@ -630,10 +630,11 @@ impl<T: Element, const R: usize> Backward for GroupNormPlan<T, R> {
             inputs.push(*o);
         }
         let ws = workspace.check_ptr(OP, self.bw_workspace_size(wants), ctx)?;
-        if self.desc.stat_rows() == 0 || outputs.is_empty() {
+        let params_wanted = dw != 0 || db != 0;
+        let rows = self.desc.stat_rows();
+        if !params_wanted && (rows == 0 || dx == 0) {
             return Ok(());
         }
-        let rows = self.desc.stat_rows();
         let acc = Self::acc_bytes();
         let mut p = self.params();
         p.x = DevPtr::from_addr(xp);
@@ -664,13 +665,17 @@ impl<T: Element, const R: usize> Backward for GroupNormPlan<T, R> {
         // SAFETY: every view was checked against the descriptor's shapes,
         // dense in its layout; the statistics hold stats_bytes, the
         // workspace 2 N C sums (and 2 N G coefficients when dx is asked).
-        // The launches run in order on one stream; the kernel reading the
-        // statistics as mutable pointers only reads them.
+        // The launches run in order on one stream; the kernels reading the
+        // statistics through mutable pointers only read them. With no
+        // batch only the parameter kernel runs: it writes zero dweight
+        // and dbias and reads nothing.
         unsafe {
-            launch_params(stream, reduce.0, reduce.1, p)?;
+            if rows > 0 {
+                launch_params(stream, reduce.0, reduce.1, p)?;
+            }
             let cfg = LaunchConfig::linear(grid(params_threads.div_ceil(THREADS as usize)), THREADS);
             launch_params(stream, &self.k.bw_params, cfg, p)?;
-            if dx != 0 {
+            if dx != 0 && rows > 0 {
                 let cfg = LaunchConfig::linear(grid(self.lines()), self.line_threads());
                 launch_params(stream, &self.k.bw_apply, cfg, p)?;
             }
