@@ -31,8 +31,10 @@
 //                  a thread per channel: dw and db, summed over n in order.
 //   gn_bw_apply    as gn_fw_apply, writes dx.
 // Traffic: FW reads x twice and writes y; BW reads x and dy twice and
-// writes dx. Offsets 64-bit; per-block element counts 32-bit (the host
-// bounds chunk).
+// writes dx. 16-byte vector loads where the host found every start
+// aligned (vec_group: each group chunk, and for channels-last each
+// position's cg channels; vec_line: each line); element loads otherwise.
+// Offsets 64-bit; per-block element counts 32-bit (the host bounds chunk).
 // Specialised by: BARACUDA_DTYPE (T, ACC).
 #include "common/dtype.cuh"
 #include "common/reduce.cuh"
@@ -58,6 +60,8 @@ struct GnParams {
     double eps;
     u32 splits;
     u32 channels_last;
+    u32 vec_group;    // gn_fw_partial loads 16-byte vectors (host: aligned)
+    u32 vec_line;     // the line kernels load 16-byte vectors
 };
 
 struct Wf {
@@ -94,14 +98,30 @@ extern "C" __global__ void __launch_bounds__(256) gn_fw_partial(const GnParams p
         const T* x = p.x + group_base(p, r) + (p.channels_last ? lo / cg * p.channels : lo);
         ACC shift = 0, s = 0, q = 0;
         u32 cnt = 0;
-        for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
-            const u64 off = p.channels_last ? (u64)(i / cg) * p.channels + i % cg : (u64)i;
-            const ACC v = to_acc(x[off]);
+        auto push = [&](ACC v) {
             if (cnt == 0) shift = v;
             const ACC d = v - shift;
             s += d;
             q += d * d;
             ++cnt;
+        };
+        if (p.vec_group) {
+            // count, cg (channels-last) and the chunk start are whole vectors
+            const u32 cgv = cg / VEC;
+#pragma unroll 4
+            for (u32 i = threadIdx.x; i < count / VEC; i += blockDim.x) {
+                const u64 off = p.channels_last ? (u64)(i / cgv) * p.channels + (u64)(i % cgv) * VEC
+                                                : (u64)i * VEC;
+                T t[VEC];
+                load_vec(x + off, 0, t);
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) push(to_acc(t[e]));
+            }
+        } else {
+            for (u32 i = threadIdx.x; i < count; i += blockDim.x) {
+                const u64 off = p.channels_last ? (u64)(i / cg) * p.channels + i % cg : (u64)i;
+                push(to_acc(x[off]));
+            }
         }
         Wf st{ACC(cnt), ACC(0), ACC(0)};
         if (cnt) {
@@ -152,19 +172,32 @@ __device__ __forceinline__ void line_channel(const GnParams& p, u64 line, u64 j,
     }
 }
 
+__device__ __forceinline__ ACC fw_elem(const GnParams& p, u64 line, u64 j, T xv) {
+    u64 c, r;
+    line_channel(p, line, j, c, r);
+    ACC v = (to_acc(xv) - p.mean[r]) * p.rstd[r];
+    if (p.w) v *= to_acc(p.w[c]);
+    if (p.b) v += to_acc(p.b[c]);
+    return v;
+}
+
 extern "C" __global__ void __launch_bounds__(256) gn_fw_apply(const GnParams p) {
     u64 lines, len;
     line_shape(p, lines, len);
     for (u64 line = blockIdx.x; line < lines; line += gridDim.x) {
         const T* x = p.x + line * len;
         T* y = p.out + line * len;
-        for (u64 j = threadIdx.x; j < len; j += blockDim.x) {
-            u64 c, r;
-            line_channel(p, line, j, c, r);
-            ACC v = (to_acc(x[j]) - p.mean[r]) * p.rstd[r];
-            if (p.w) v *= to_acc(p.w[c]);
-            if (p.b) v += to_acc(p.b[c]);
-            y[j] = from_acc(v);
+        if (p.vec_line) {
+            // len is whole vectors, x and y 16-byte aligned
+            for (u64 v = threadIdx.x; v < len / VEC; v += blockDim.x) {
+                T t[VEC];
+                load_vec(x, v, t);
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) t[e] = from_acc(fw_elem(p, line, v * VEC + e, t[e]));
+                store_vec(y, v, t);
+            }
+        } else {
+            for (u64 j = threadIdx.x; j < len; j += blockDim.x) y[j] = from_acc(fw_elem(p, line, j, x[j]));
         }
     }
 }
@@ -178,10 +211,25 @@ extern "C" __global__ void __launch_bounds__(256) gn_bw_reduce_cf(const GnParams
         const T* x = p.x + line * p.spatial;
         const T* dy = p.dy + line * p.spatial;
         Two s{0, 0};
-        for (u64 j = threadIdx.x; j < p.spatial; j += blockDim.x) {
-            const ACC d = to_acc(dy[j]);
-            s.a += d * (to_acc(x[j]) - mean);
-            s.b += d;
+        if (p.vec_line) {
+            // S is whole vectors, x and dy 16-byte aligned
+            for (u64 v = threadIdx.x; v < p.spatial / VEC; v += blockDim.x) {
+                T tx[VEC], td[VEC];
+                load_vec(x, v, tx);
+                load_vec(dy, v, td);
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) {
+                    const ACC d = to_acc(td[e]);
+                    s.a += d * (to_acc(tx[e]) - mean);
+                    s.b += d;
+                }
+            }
+        } else {
+            for (u64 j = threadIdx.x; j < p.spatial; j += blockDim.x) {
+                const ACC d = to_acc(dy[j]);
+                s.a += d * (to_acc(x[j]) - mean);
+                s.b += d;
+            }
         }
         s = group_reduce(s, blockDim.x, [](Two l, Two h) { return Two{l.a + h.a, l.b + h.b}; }, smem);
         if (threadIdx.x == 0) {
@@ -257,6 +305,16 @@ extern "C" __global__ void __launch_bounds__(256) gn_bw_params(const GnParams p)
     }
 }
 
+__device__ __forceinline__ ACC bw_elem(const GnParams& p, const ACC* ca, const ACC* ck, u64 line, u64 j, T xv,
+                                       T dyv) {
+    u64 c, r;
+    line_channel(p, line, j, c, r);
+    const ACC rstd = p.rstd[r];
+    const ACC xhat = (to_acc(xv) - p.mean[r]) * rstd;
+    const ACC g = p.w ? to_acc(dyv) * to_acc(p.w[c]) : to_acc(dyv);
+    return rstd * (g - ck[r] - xhat * ca[r]);
+}
+
 extern "C" __global__ void __launch_bounds__(256) gn_bw_apply(const GnParams p) {
     u64 lines, len;
     line_shape(p, lines, len);
@@ -268,13 +326,19 @@ extern "C" __global__ void __launch_bounds__(256) gn_bw_apply(const GnParams p) 
         const T* x = p.x + line * len;
         const T* dy = p.dy + line * len;
         T* dx = p.out + line * len;
-        for (u64 j = threadIdx.x; j < len; j += blockDim.x) {
-            u64 c, r;
-            line_channel(p, line, j, c, r);
-            const ACC rstd = p.rstd[r];
-            const ACC xhat = (to_acc(x[j]) - p.mean[r]) * rstd;
-            const ACC g = p.w ? to_acc(dy[j]) * to_acc(p.w[c]) : to_acc(dy[j]);
-            dx[j] = from_acc(rstd * (g - ck[r] - xhat * ca[r]));
+        if (p.vec_line) {
+            // len is whole vectors, x, dy and dx 16-byte aligned
+            for (u64 v = threadIdx.x; v < len / VEC; v += blockDim.x) {
+                T tx[VEC], td[VEC];
+                load_vec(x, v, tx);
+                load_vec(dy, v, td);
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) tx[e] = from_acc(bw_elem(p, ca, ck, line, v * VEC + e, tx[e], td[e]));
+                store_vec(dx, v, tx);
+            }
+        } else {
+            for (u64 j = threadIdx.x; j < len; j += blockDim.x)
+                dx[j] = from_acc(bw_elem(p, ca, ck, line, j, x[j], dy[j]));
         }
     }
 }

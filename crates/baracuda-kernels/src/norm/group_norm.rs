@@ -324,18 +324,20 @@ struct GnParams<T> {
     eps: f64,
     splits: u32,
     channels_last: u32,
+    vec_group: u32,
+    vec_line: u32,
 }
 
-/// How a group of `m` elements (`cg` channels per position) is split
-/// over statistics blocks for `rows` groups on `sms` SMs: (splits, chunk),
-/// chunk a multiple of `cg`.
-fn split_groups(rows: usize, m: usize, cg: usize, sms: usize) -> (usize, usize) {
+/// How a group of `m` elements is split over statistics blocks for `rows`
+/// groups on `sms` SMs: (splits, chunk), chunk a multiple of `unit` (whole
+/// positions of the group's channels, whole vectors).
+fn split_groups(rows: usize, m: usize, unit: usize, sms: usize) -> (usize, usize) {
     let target = FW_BLOCKS_PER_SM * sms.max(1);
     let want = target.div_ceil(rows.max(1));
     let most = m.div_ceil(MIN_CHUNK).max(1);
     let least = m.div_ceil(MAX_CHUNK).max(1);
     let splits = want.min(most).max(least);
-    let chunk = m.div_ceil(splits).div_ceil(cg) * cg;
+    let chunk = m.div_ceil(splits).div_ceil(unit) * unit;
     (m.div_ceil(chunk), chunk)
 }
 
@@ -346,6 +348,30 @@ fn grid(blocks: usize) -> u32 {
 impl<T: Element, const R: usize> GroupNormPlan<T, R> {
     fn acc_bytes() -> usize {
         T::KIND.float_accumulator().size_bytes()
+    }
+    /// Elements of T in a 16-byte vector (`VEC` of dtype.cuh).
+    fn vec() -> usize {
+        16 / core::mem::size_of::<T>()
+    }
+    /// Whether gn_fw_partial may load vectors from `x` at `addr`: every
+    /// group chunk (and channels-last position run) starts on 16 bytes.
+    fn vec_group(&self, addr: u64) -> bool {
+        let (d, v) = (&self.desc, Self::vec());
+        addr % 16 == 0
+            && match d.layout {
+                ConvLayout::ChannelsFirst => d.group_elements() % v == 0,
+                ConvLayout::ChannelsLast => d.group_channels() % v == 0 && d.channels() % v == 0,
+            }
+    }
+    /// Whether the line kernels may load vectors from operands at `addrs`
+    /// (null ones ignored): lines of whole vectors, 16-byte aligned.
+    fn vec_line(&self, addrs: &[u64]) -> bool {
+        let d = &self.desc;
+        let len = match d.layout {
+            ConvLayout::ChannelsFirst => d.spatial(),
+            ConvLayout::ChannelsLast => d.channels(),
+        };
+        len % Self::vec() == 0 && addrs.iter().all(|a| a % 16 == 0)
     }
     /// Bytes of the statistics the forward saves and the backward reads:
     /// `2 * N * groups` accumulators.
@@ -408,6 +434,8 @@ impl<T: Element, const R: usize> GroupNormPlan<T, R> {
             eps: d.eps,
             splits: self.splits as u32,
             channels_last: (d.layout == ConvLayout::ChannelsLast) as u32,
+            vec_group: 0,
+            vec_line: 0,
         }
     }
     /// Blocks of the line kernels (fw and bw apply).
@@ -449,8 +477,8 @@ impl<T: Element, const R: usize> Plan for GroupNormPlan<T, R> {
         let module = stream.context().module(&spec)?;
         let f = |name: &str| module.function(name);
         let sms = stream.context().device().sm_count as usize;
-        let (splits, chunk) =
-            split_groups(desc.stat_rows(), desc.group_elements(), desc.group_channels(), sms);
+        let unit = desc.group_channels() * Self::vec();
+        let (splits, chunk) = split_groups(desc.stat_rows(), desc.group_elements(), unit, sms);
         let plan = GroupNormPlan {
             desc: *desc,
             sku: own_float_sku::<T>(
@@ -535,6 +563,8 @@ impl<T: Element, const R: usize> Plan for GroupNormPlan<T, R> {
         p.ws = ws.cast();
         p.mean = stats.cast();
         p.rstd = stats.byte_add(rows * acc).cast();
+        p.vec_group = self.vec_group(xp) as u32;
+        p.vec_line = self.vec_line(&[xp, yp]) as u32;
         let lin = |blocks: usize| LaunchConfig::linear(grid(blocks), THREADS);
         // SAFETY: x, y, weight and bias were checked against the
         // descriptor's shapes, dense in its layout; the workspace holds the
@@ -646,6 +676,7 @@ impl<T: Element, const R: usize> Backward for GroupNormPlan<T, R> {
         p.rstd = DevPtrMut::from_addr(s.addr() + (rows * acc) as u64);
         p.dw = DevPtrMut::from_addr(dw);
         p.db = DevPtrMut::from_addr(db);
+        p.vec_line = self.vec_line(&[xp, dyp, dx]) as u32;
         let d = &self.desc;
         let reduce = match d.layout {
             ConvLayout::ChannelsFirst => (
@@ -700,12 +731,12 @@ mod tests {
 
     #[test]
     fn splits_cover_the_group_in_whole_positions() {
-        for (rows, m, cg) in [(1, 1 << 26, 16), (1024, 65536, 16), (3, 7, 7), (1, 100_003, 1)] {
-            let (splits, chunk) = split_groups(rows, m, cg, 132);
-            assert_eq!(chunk % cg, 0);
-            assert!(chunk <= MAX_CHUNK + cg);
+        for (rows, m, unit) in [(1, 1 << 26, 128), (1024, 65536, 128), (3, 7, 7), (1, 100_003, 8)] {
+            let (splits, chunk) = split_groups(rows, m, unit, 132);
+            assert_eq!(chunk % unit, 0);
+            assert!(chunk <= MAX_CHUNK + unit);
             assert!(splits * chunk >= m && (splits - 1) * chunk < m);
         }
-        assert_eq!(split_groups(1024, 65536, 16, 132).0, 1);
+        assert_eq!(split_groups(1024, 65536, 128, 132).0, 1);
     }
 }
