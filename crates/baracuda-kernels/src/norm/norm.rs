@@ -300,7 +300,7 @@ pub(super) fn span_of<T>(arg: &'static str, ptr: DevPtr<T>, shape: &[usize], str
 }
 
 /// `InvalidArgument` when output `out` shares a byte with any of `others`.
-pub(super) fn check_disjoint(out: &Span, others: &[Span]) -> Result<()> {
+fn check_disjoint(out: &Span, others: &[Span]) -> Result<()> {
     check_disjoint_in(OP, out, others)
 }
 
