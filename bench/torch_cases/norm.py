@@ -1,7 +1,8 @@
 """PyTorch baselines of the norm family, from bench/cases/norm.json (which
 crates/baracuda-bench/src/norm.rs reads too): F.layer_norm (weight and
 bias) and F.rms_norm (weight) over the last dim of a contiguous matrix,
-eps 1e-5, forward and backward (dx and every parameter gradient, through
+and F.group_norm (weight and bias) of a contiguous [N, C, spatial...] in
+`groups` groups, eps 1e-5, forward and backward (dx and every parameter gradient, through
 autograd), each timed eagerly and as torch.compile of the same forward
 (the third element of what cases() yields), and the device-to-device copy
 ceiling. Inputs rotate over buffer sets by L2 size, as on the Rust side."""
@@ -10,11 +11,12 @@ from .caselist import Op
 
 FLOATS = ("bf16", "f16", "f32", "f64")
 # op -> parameters (weight, bias) it takes
-PARAMS = {"layer_norm": 2, "rms_norm": 1}
+PARAMS = {"layer_norm": 2, "rms_norm": 1, "group_norm": 2}
 EPS = 1e-5
 SETTINGS = {}
 OPS = {"copy": Op(("fw",), FLOATS, {"shape": [int]})}
-OPS.update({op: Op(("fw", "bw"), FLOATS, {"shape": [int]}) for op in PARAMS})
+OPS.update({op: Op(("fw", "bw"), FLOATS, {"shape": [int]}) for op in ("layer_norm", "rms_norm")})
+OPS["group_norm"] = Op(("fw", "bw"), FLOATS, {"shape": [int], "groups": int})
 
 
 def rows(case):
@@ -26,15 +28,25 @@ def rows(case):
     if case["op"] == "copy":
         return [caselist.row(case, p, shape_s, bytes=2 * n * size, rotation_bytes=2 * n * size)
                 for p in case["passes"]]
-    if len(shape) != 2:
+    if case["op"] == "group_norm":
+        if not 3 <= len(shape) <= 5:
+            raise caselist.CaseError(f"norm case {case['name']!r}: shape {shape} is not [N, C, spatial] of rank 3 to 5")
+        h = shape[1]
+    elif len(shape) != 2:
         raise caselist.CaseError(f"norm case {case['name']!r}: shape {shape} is not (rows, h)")
-    p, h = PARAMS[case["op"]], shape[1]
+    else:
+        h = shape[1]
+    p = PARAMS[case["op"]]
     work = {"fw": (2 * n + p * h) * size, "bw": (3 * n + 2 * p * h) * size}
     return [caselist.row(case, q, shape_s, bytes=work[q], rotation_bytes=3 * n * size) for q in case["passes"]]
 
 
-def _fn(torch, op):
+def _fn(torch, case):
     F = torch.nn.functional
+    op = case["op"]
+    if op == "group_norm":
+        groups = case["groups"]
+        return lambda x, w, b: F.group_norm(x, groups, w, b, EPS)
     if op == "layer_norm":
         return lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, EPS)
     return lambda x, w, b: F.rms_norm(x, (x.shape[-1],), w, EPS)
@@ -61,10 +73,10 @@ def cases(torch, settings, cases):
                 yield row, [(lambda x=x, y=y: y.copy_(x)) for x, y in zip(xs, ys)]
             del ys, xs
             continue
-        h = shape[-1]
+        h = shape[1] if case["op"] == "group_norm" else shape[-1]
         w = rand([h], 0.5, 1.5).requires_grad_()
         b = rand([h], -1.0, 1.0).requires_grad_() if PARAMS[case["op"]] == 2 else None
-        f = _fn(torch, case["op"])
+        f = _fn(torch, case)
         compiled = torch.compile(f, dynamic=False)
         for row in by_pass:
             if row["pass"] == "fw":

@@ -1,7 +1,8 @@
 //! Norm benchmark cases, from `bench/cases/norm.json` (which
 //! `bench/torch_cases/norm.py` reads too): LayerNorm (weight and bias) and
-//! RMSNorm (weight) over the last dim of a contiguous matrix, eps 1e-5,
-//! forward (saving the statistics) and backward (dx and every parameter
+//! RMSNorm (weight) over the last dim of a contiguous matrix, and
+//! GroupNorm (weight and bias) of a contiguous `[N, C, spatial...]` in
+//! `groups` groups, eps 1e-5, forward (saving the statistics) and backward (dx and every parameter
 //! gradient), and the device-to-device copy that sets the bandwidth
 //! ceiling. Inputs rotate over buffer sets by L2 size ([`rotation_of`]).
 
@@ -16,8 +17,12 @@ use crate::harness::{random_buffer, random_sets, rotation_of, time_passes, time_
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Params {
-    /// Shape of x: (rows, h) for the norms.
+    /// Shape of x: (rows, h) for LayerNorm and RMSNorm, `[N, C,
+    /// spatial...]` for GroupNorm.
     shape: Vec<usize>,
+    /// GroupNorm's groups.
+    #[serde(default)]
+    groups: Option<usize>,
 }
 
 const EPS: f64 = 1e-5;
@@ -29,7 +34,13 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     }
     let dtype = c.dtype()?;
     let size = dtype.size_bytes();
-    let Params { shape } = c.params()?;
+    let Params { shape, groups } = c.params()?;
+    if c.op == "group_norm" {
+        return group_job(c, shape, groups);
+    }
+    if groups.is_some() {
+        return Err(c.error(format!("{} takes no groups", c.op)));
+    }
     let n: usize = shape.iter().product();
     let shape_s = format!("{shape:?}");
     let layer = match c.op.as_str() {
@@ -120,6 +131,106 @@ fn norm<T: Element, Kind: NormKind>(s: &Stream, shape: [usize; 2], rows: &[Row])
                     dbias: Kind::SAVES_MEAN
                         .then(|| TensorMut::contiguous(db.as_slice_mut(), [h]))
                         .transpose()?,
+                },
+            )
+        }),
+        p => Err(bad_pass(p)),
+    })
+}
+
+/// The job of a GroupNorm case: work as LayerNorm's with `h = C`.
+fn group_job(c: &RawCase, shape: Vec<usize>, groups: Option<usize>) -> Checked<Job> {
+    let dtype = c.dtype()?;
+    let size = dtype.size_bytes();
+    let Some(groups) = groups else {
+        return Err(c.error("group_norm needs groups"));
+    };
+    if !(3..=5).contains(&shape.len()) {
+        return Err(c.error(format!(
+            "shape {shape:?} is not [N, C, spatial] of rank 3 to 5"
+        )));
+    }
+    let n: usize = shape.iter().product();
+    let ch = shape[1];
+    let shape_s = format!("{shape:?}");
+    let passes = c.passes(&["fw", "bw"])?;
+    let rows = c.rows(&passes, dtype, &shape_s, |r| {
+        let bytes = match r.pass {
+            "fw" => 2 * n + 2 * ch,
+            _ => 3 * n + 4 * ch,
+        };
+        r.bytes(bytes * size).rotation(3 * n * size)
+    });
+    let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
+        let shape = shape.clone();
+        Box::new(move |s: &Stream, rows: &[Row]| match shape.len() {
+            3 => group_norm::<T, 3>(s, &shape, groups, rows),
+            4 => group_norm::<T, 4>(s, &shape, groups, rows),
+            _ => group_norm::<T, 5>(s, &shape, groups, rows),
+        })
+    });
+    Ok(c.job(rows, run))
+}
+
+fn group_norm<T: Element, const R: usize>(
+    s: &Stream,
+    shape: &[usize],
+    groups: usize,
+    rows: &[Row],
+) -> Result<()> {
+    let shape: [usize; R] = core::array::from_fn(|i| shape[i]);
+    let (n, ch) = (shape.iter().product::<usize>(), shape[1]);
+    let desc = GroupNormDescriptor::group_norm(T::KIND, shape, groups).with_eps(EPS);
+    let plan = GroupNormPlan::<T, R>::select(s, &desc, &PlanPreference::default())?;
+    let sets = rotation_of(s, rows)?;
+    let xs = random_sets::<T>(s, n, sets, 11, -2.0, 2.0)?;
+    let dys = random_sets::<T>(s, n, sets, 12, -1.0, 1.0)?;
+    let w = random_buffer::<T>(s, ch, 13, 0.5, 1.5)?;
+    let b = random_buffer::<T>(s, ch, 14, -1.0, 1.0)?;
+    let mut y = DeviceBuffer::<T>::uninit(s, n)?;
+    let mut dx = DeviceBuffer::<T>::uninit(s, n)?;
+    let mut dw = DeviceBuffer::<T>::uninit(s, ch)?;
+    let mut db = DeviceBuffer::<T>::uninit(s, ch)?;
+    let mut stats = (0..sets)
+        .map(|_| DeviceBuffer::<u8>::uninit(s, plan.stats_bytes().max(1)))
+        .collect::<Result<Vec<_>>>()?;
+    let ws_bytes = plan
+        .workspace_size()
+        .max(plan.bw_workspace_size(plan.grads()));
+    let mut ws = DeviceBuffer::<u8>::uninit(s, ws_bytes.max(1))?;
+    let weight = TensorRef::contiguous(w.as_slice(), [ch])?;
+    let bias = TensorRef::contiguous(b.as_slice(), [ch])?;
+    let mut forward = |i: usize, stats: &mut DeviceBuffer<u8>, ws: &mut DeviceBuffer<u8>| {
+        plan.run(
+            s,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            GroupNormArgs {
+                x: TensorRef::contiguous(xs[i].as_slice(), shape)?,
+                weight: Some(weight),
+                bias: Some(bias),
+                y: TensorMut::contiguous(y.as_slice_mut(), shape)?,
+                stats: Some(stats.as_slice_mut()),
+            },
+        )
+    };
+    // every set's statistics, for the backward
+    for (i, st) in stats.iter_mut().enumerate() {
+        forward(i, st, &mut ws)?;
+    }
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, sets, |i| forward(i, &mut stats[i], &mut ws)),
+        "bw" => time_rotating_ms(s, sets, |i| {
+            plan.run_bw(
+                s,
+                Workspace::Borrowed(ws.as_slice_mut()),
+                GroupNormBwArgs {
+                    x: TensorRef::contiguous(xs[i].as_slice(), shape)?,
+                    weight: Some(weight),
+                    stats: stats[i].as_slice(),
+                    dy: TensorRef::contiguous(dys[i].as_slice(), shape)?,
+                    dx: Some(TensorMut::contiguous(dx.as_slice_mut(), shape)?),
+                    dweight: Some(TensorMut::contiguous(dw.as_slice_mut(), [ch])?),
+                    dbias: Some(TensorMut::contiguous(db.as_slice_mut(), [ch])?),
                 },
             )
         }),

@@ -86,6 +86,10 @@ source!(
     NORM = "norm/norm.cu"
 );
 source!(
+    /// GroupNorm (and InstanceNorm), forward and backward.
+    GROUP_NORM = "norm/group_norm.cu"
+);
+source!(
     /// Rotary position embedding, forward and backward.
     ROPE = "attention/rope.cu"
 );

@@ -4,10 +4,14 @@
 //! One CUDA source (`kernels/norm/norm.cu`) compiled once per dtype and
 //! kind; its block reductions are `kernels/common/reduce.cuh`'s.
 
+#[cfg(test)]
+mod fuzz;
+mod group_norm;
 pub mod reference;
 #[allow(clippy::module_inception)] // the family and its one plan share the name
 mod norm;
 
+pub use group_norm::{GroupNormArgs, GroupNormBwArgs, GroupNormDescriptor, GroupNormPlan};
 pub use norm::{
     LayerNorm, LayerNormPlan, NormArgs, NormBwArgs, NormDescriptor, NormKind, NormPlan, RmsNorm,
     RmsNormPlan,
@@ -20,5 +24,6 @@ use baracuda_driver::ModuleSpec;
 pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     (0..4)
         .flat_map(|dtype| [0, 1].map(move |kind| norm::spec(dtype, kind)))
+        .chain(group_norm::module_specs())
         .collect()
 }

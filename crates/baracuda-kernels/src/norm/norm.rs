@@ -265,7 +265,7 @@ impl Kernels {
 
 /// The accumulator type of the statistics and partials (f32 or f64), a
 /// marker for typed addresses.
-enum Acc {}
+pub(super) enum Acc {}
 
 /// `NormParams` of norm.cu, field for field.
 #[repr(C)]
@@ -293,20 +293,25 @@ struct NormParams<T> {
 }
 
 /// An operand's memory, for the overlap checks: name, first byte, bytes.
-type Span = (&'static str, DevPtr<u8>, usize);
+pub(super) type Span = (&'static str, DevPtr<u8>, usize);
 
-fn span_of<T>(arg: &'static str, ptr: DevPtr<T>, shape: &[usize], strides: &[usize]) -> Span {
+pub(super) fn span_of<T>(arg: &'static str, ptr: DevPtr<T>, shape: &[usize], strides: &[usize]) -> Span {
     (arg, ptr.cast(), span_bytes::<T>(shape, strides))
 }
 
 /// `InvalidArgument` when output `out` shares a byte with any of `others`.
 fn check_disjoint(out: &Span, others: &[Span]) -> Result<()> {
+    check_disjoint_in(OP, out, others)
+}
+
+/// [`check_disjoint`] reporting op `op`.
+pub(super) fn check_disjoint_in(op: &'static str, out: &Span, others: &[Span]) -> Result<()> {
     let one = [1usize];
     let (o_len, o_one) = ([out.2], one);
     let o = Extent::new(out.0, out.1, &o_len, &o_one);
     for s in others {
         let len = [s.2];
-        check_alias(OP, &o, &Extent::new(s.0, s.1, &len, &one), false)?;
+        check_alias(op, &o, &Extent::new(s.0, s.1, &len, &one), false)?;
     }
     Ok(())
 }

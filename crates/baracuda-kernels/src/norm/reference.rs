@@ -1,5 +1,6 @@
 //! LayerNorm and RMSNorm over rows of `h` elements (row-major `x` of
-//! `rows * h`), forward and backward, in f64.
+//! `rows * h`), and GroupNorm over channels-first `[N, C, S]`, forward and
+//! backward, in f64.
 
 /// One normalization problem.
 #[derive(Clone, Debug)]
@@ -101,6 +102,88 @@ impl Norm {
     }
 }
 
+/// One GroupNorm problem on channels-first `x` of `[batch, channels,
+/// spatial]` (InstanceNorm: `groups == channels`).
+#[derive(Clone, Debug)]
+pub struct GroupNorm {
+    /// Batch `N`.
+    pub batch: usize,
+    /// Channels `C`.
+    pub channels: usize,
+    /// Spatial positions (the product of the spatial dims).
+    pub spatial: usize,
+    /// Groups; divides `channels`.
+    pub groups: usize,
+    /// Added to the variance.
+    pub eps: f64,
+}
+
+impl GroupNorm {
+    /// Elements of a group.
+    fn m(&self) -> usize {
+        self.channels / self.groups * self.spatial
+    }
+    /// The elements of group `r = n * groups + g`, contiguous in
+    /// channels-first order.
+    fn range(&self, r: usize) -> core::ops::Range<usize> {
+        r * self.m()..(r + 1) * self.m()
+    }
+    /// The channel of element `i` of `x`.
+    fn channel(&self, i: usize) -> usize {
+        i / self.spatial % self.channels
+    }
+
+    /// `y = xhat * weight[c] + bias[c]`, with the mean and rstd of every
+    /// group (`[batch, groups]`, row-major).
+    pub fn forward(&self, x: &[f64], weight: Option<&[f64]>, bias: Option<&[f64]>) -> NormOut {
+        let mut out = NormOut {
+            y: vec![0.0; x.len()],
+            ..NormOut::default()
+        };
+        let m = self.m() as f64;
+        for r in 0..self.batch * self.groups {
+            let g = &x[self.range(r)];
+            let mean = g.iter().sum::<f64>() / m;
+            let var = g.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / m;
+            let rstd = 1.0 / (var + self.eps).sqrt();
+            out.mean.push(mean);
+            out.rstd.push(rstd);
+            for i in self.range(r) {
+                let c = self.channel(i);
+                let w = weight.map_or(1.0, |w| w[c]);
+                let b = bias.map_or(0.0, |b| b[c]);
+                out.y[i] = (x[i] - mean) * rstd * w + b;
+            }
+        }
+        out
+    }
+
+    /// The gradients of `sum(y * dy)` with respect to x, the weight and the
+    /// bias (`[channels]`).
+    pub fn backward(&self, x: &[f64], weight: Option<&[f64]>, dy: &[f64]) -> NormGrads {
+        let fw = self.forward(x, None, None);
+        let m = self.m() as f64;
+        let mut g = NormGrads {
+            dx: vec![0.0; x.len()],
+            dweight: vec![0.0; self.channels],
+            dbias: vec![0.0; self.channels],
+        };
+        for r in 0..self.batch * self.groups {
+            let rstd = fw.rstd[r];
+            let gw = |i: usize| dy[i] * weight.map_or(1.0, |w| w[self.channel(i)]);
+            let a = self.range(r).map(|i| gw(i) * fw.y[i]).sum::<f64>() / m;
+            let k = self.range(r).map(gw).sum::<f64>() / m;
+            for i in self.range(r) {
+                let xhat = fw.y[i];
+                g.dx[i] = rstd * (gw(i) - k - xhat * a);
+                g.dweight[self.channel(i)] += dy[i] * xhat;
+                g.dbias[self.channel(i)] += dy[i];
+            }
+        }
+        g
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -158,6 +241,54 @@ mod tests {
     fn gradients_match_finite_differences() {
         check_fd(true);
         check_fd(false);
+    }
+
+    #[test]
+    fn group_norm_gradients_match_finite_differences() {
+        for (groups, spatial) in [(1, 3), (2, 3), (4, 2), (4, 1)] {
+            let p = GroupNorm {
+                batch: 2,
+                channels: 4,
+                spatial,
+                groups,
+                eps: 1e-3,
+            };
+            let len = 2 * 4 * spatial;
+            let (x, w, b, dy) = (input(len, 1), input(4, 2), input(4, 3), input(len, 4));
+            let loss = |v: &[Vec<f64>; 3]| -> f64 {
+                let y = p.forward(&v[0], Some(&v[1]), Some(&v[2])).y;
+                y.iter().zip(&dy).map(|(a, b)| a * b).sum()
+            };
+            let g = p.backward(&x, Some(&w), &dy);
+            let e = 1e-6;
+            for (which, grad) in [(0, &g.dx), (1, &g.dweight), (2, &g.dbias)] {
+                for (i, &an) in grad.iter().enumerate() {
+                    let mut v = [x.clone(), w.clone(), b.clone()];
+                    v[which][i] += e;
+                    let hi = loss(&v);
+                    v[which][i] -= 2.0 * e;
+                    let num = (hi - loss(&v)) / (2.0 * e);
+                    assert!(
+                        (an - num).abs() < 1e-6 * (1.0 + num.abs()),
+                        "groups {groups} spatial {spatial} grad {which}[{i}]: {an} vs {num}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn instance_norm_normalizes_each_channel() {
+        let p = GroupNorm {
+            batch: 1,
+            channels: 2,
+            spatial: 2,
+            groups: 2,
+            eps: 0.0,
+        };
+        let out = p.forward(&[1.0, 3.0, 10.0, 20.0], None, Some(&[0.5, -0.5]));
+        assert_eq!(out.mean, vec![2.0, 15.0]);
+        assert_eq!(out.y, vec![-0.5, 1.5, -1.5, 0.5]);
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod conv;
 mod driver;
 mod elementwise;
 mod gemm;
+mod group_norm;
 mod harness;
 mod logical_reduce;
 mod norm;

@@ -1,5 +1,6 @@
 //! GPU tests of the norm family: the `layer_norm` and `rms_norm` rows of
-//! the op table, against `reference::norm`.
+//! the op table, against `reference::norm` (the `group_norm` row is in
+//! `group_norm.rs`).
 //!
 //! Samples: hidden sizes 1, small odd tails, 4096 (the register kernel) and
 //! 40000 (the element-wise kernel), a single row, no rows, two normalized
@@ -108,10 +109,13 @@ pub const fn row<const LAYER: bool>(name: &'static str) -> OpCase<NormSample> {
 }
 
 /// The family's rows of the op table.
-pub(crate) static ROWS: &[&dyn crate::table::Row] =
-    &[&row::<true>("layer_norm"), &row::<false>("rms_norm")];
+pub(crate) static ROWS: &[&dyn crate::table::Row] = &[
+    &row::<true>("layer_norm"),
+    &row::<false>("rms_norm"),
+    &crate::group_norm::ROW,
+];
 
-crate::table_tests!(ROWS; layer_norm, rms_norm);
+crate::table_tests!(ROWS; layer_norm, rms_norm, group_norm);
 
 // ---------------------------------------------------------------------------
 // Samples

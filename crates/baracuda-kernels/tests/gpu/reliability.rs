@@ -58,6 +58,7 @@ const _: () = {
     send_sync::<SoftmaxPlan<bf16, 3>>();
     send_sync::<LayerNormPlan<f32, 3, 2>>();
     send_sync::<RmsNormPlan<half::bf16, 2>>();
+    send_sync::<GroupNormPlan<half::bf16, 4>>();
     send_sync::<RopePlan<bf16>>();
     send_sync::<SdpaPlan<bf16>>();
     send_sync::<CastPlan<f32, bf16, 2>>();

@@ -1119,11 +1119,13 @@ impl Exercise for Softmax {
 // ---------------------------------------------------------------------------
 
 /// LayerNorm (weight and bias) and RMSNorm (weight) forward and backward
-/// with every gradient, over rows of 1024 (the register kernel); the
-/// statistics live at the start of the workspace.
+/// with every gradient, over rows of 1024 (the register kernel), and
+/// GroupNorm (weight and bias, channels-last) likewise; the statistics
+/// live at the start of the workspace.
 struct Norms {
     layer: LayerNormPlan<f32, 2>,
     rms: RmsNormPlan<f32, 2>,
+    group: GroupNormPlan<f32, 4>,
     x: DeviceBuffer<f32>,
     w: DeviceBuffer<f32>,
     b: DeviceBuffer<f32>,
@@ -1132,6 +1134,9 @@ struct Norms {
 
 /// The normalized matrix.
 const NORM: [usize; 2] = [512, 1024];
+/// GroupNorm's `[N, C, H, W]` (8 groups), on the first elements of the
+/// matrix's buffers.
+const GROUP: [usize; 4] = [4, 64, 16, 32];
 
 impl Norms {
     fn new() -> Result<Self> {
@@ -1148,6 +1153,12 @@ impl Norms {
                 &NormDescriptor::rms_norm(ElementKind::F32, NORM, 1),
                 &pref,
             )?,
+            group: Plan::select(
+                st,
+                &GroupNormDescriptor::group_norm(ElementKind::F32, GROUP, 8)
+                    .with_layout(ConvLayout::ChannelsLast),
+                &pref,
+            )?,
             x: input(elems(&NORM), 10)?,
             w: input(NORM[1], 11)?,
             b: input(NORM[1], 12)?,
@@ -1160,6 +1171,7 @@ impl Norms {
         self.layer
             .stats_bytes()
             .max(self.rms.stats_bytes())
+            .max(self.group.stats_bytes())
             .next_multiple_of(256)
     }
 }
@@ -1169,7 +1181,13 @@ impl Exercise for Norms {
         let (n, h) = (elems(&NORM), NORM[1]);
         let ws = self.layer.bw_workspace_size(self.layer.grads());
         let ws = ws.max(self.rms.bw_workspace_size(self.rms.grads()));
-        (vec![n, n, h, h, n, n, h], self.stats_region() + ws)
+        let ws = ws.max(self.group.workspace_size());
+        let ws = ws.max(self.group.bw_workspace_size(self.group.grads()));
+        let (g, c) = (elems(&GROUP), GROUP[1]);
+        (
+            vec![n, n, h, h, n, n, h, g, g, c, c],
+            self.stats_region() + ws,
+        )
     }
     fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
         let (ws, mut parts) = out.parts();
@@ -1196,8 +1214,50 @@ impl Exercise for Norms {
             &mut rest,
         )?;
         let bufs = parts.take()?;
-        norm_pass(&self.rms, st, [x, dy], w, None, bufs, &mut stats, &mut rest)
+        norm_pass(&self.rms, st, [x, dy], w, None, bufs, &mut stats, &mut rest)?;
+        let [y, dx, dw, db] = parts.take()?;
+        let c = GROUP[1];
+        let cl = [c * GROUP[2] * GROUP[3], 1, GROUP[3] * c, c];
+        let (gx, gdy) = (prefix(&self.x, GROUP, cl)?, prefix(&self.dy, GROUP, cl)?);
+        let (gw, gb) = (prefix(&self.w, [c], [1])?, prefix(&self.b, [c], [1])?);
+        let args = GroupNormArgs {
+            x: gx,
+            weight: Some(gw),
+            bias: Some(gb),
+            y: TensorMut::new(y.as_slice_mut(), GROUP, cl)?,
+            stats: Some(stats.reborrow()),
+        };
+        self.group
+            .run(st, Workspace::Borrowed(rest.reborrow()), args)?;
+        let args = GroupNormBwArgs {
+            x: gx,
+            weight: Some(gw),
+            stats: stats.as_const(),
+            dy: gdy,
+            dx: Some(TensorMut::new(dx.as_slice_mut(), GROUP, cl)?),
+            dweight: Some(view_mut(dw, [c])?),
+            dbias: Some(view_mut(db, [c])?),
+        };
+        self.group
+            .run_bw(st, Workspace::Borrowed(rest.reborrow()), args)
     }
+}
+
+/// The first elements of `b` as a view of `shape` with `strides`.
+fn prefix<const N: usize>(
+    b: &DeviceBuffer<f32>,
+    shape: [usize; N],
+    strides: [usize; N],
+) -> Result<TensorRef<'_, f32, N>> {
+    let s = b
+        .as_slice()
+        .slice(0..elems(&shape))
+        .ok_or(Error::InvalidArgument {
+            op: "exercise",
+            arg: "input",
+            reason: "smaller than the view".into(),
+        })?;
+    TensorRef::new(s, shape, strides)
 }
 
 /// One norm plan forward (saving the statistics in `stats`) and backward
