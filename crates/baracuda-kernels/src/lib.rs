@@ -65,7 +65,7 @@ families! {
     reduce;
     /// Softmax, log-softmax and softmin along one dim.
     softmax;
-    /// LayerNorm and RMSNorm, forward and backward.
+    /// LayerNorm, RMSNorm, GroupNorm and InstanceNorm, forward and backward.
     norm;
     /// Scaled dot-product attention, rotary embeddings, KV caches.
     attention;
