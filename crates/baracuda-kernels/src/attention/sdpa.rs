@@ -17,7 +17,7 @@ use baracuda_kernels_types::{
 use std::sync::Arc;
 
 use super::reference::CausalAlign;
-use crate::checks::{byte_span, check_ctx, check_disjoint, check_shape};
+use crate::checks::{byte_span, check_ctx, check_disjoint, check_shape, ByteSpan};
 use crate::{Backward, Plan};
 
 const OP: &str = "sdpa";
@@ -797,26 +797,7 @@ impl<T: Element> Plan for SdpaPlan<T> {
         check_strides("k", args.k.strides(), &dense[1])?;
         check_strides("v", args.v.strides(), &dense[2])?;
         check_strides("o", args.o.strides(), &dense[3])?;
-        match (d.bias_shape(), &args.bias) {
-            (Some(shape), Some(bias)) => {
-                check_shape(OP, "bias", &shape, bias.shape())?;
-                check_ctx(OP, "bias", stream, bias.data().ctx_id())?;
-                inputs.push(byte_span("bias", bias));
-                binds.push((uid::BIAS, bias.data().ptr().addr()));
-            }
-            (None, None) => {}
-            (want, _) => {
-                return Err(Error::InvalidArgument {
-                    op: OP,
-                    arg: "bias",
-                    reason: if want.is_some() {
-                        "the descriptor adds a bias; pass one".into()
-                    } else {
-                        "the descriptor has no bias".into()
-                    },
-                })
-            }
-        }
+        self.bind_bias(stream, &args.bias, &mut inputs, &mut binds)?;
         match (d.save_lse, &args.lse) {
             (true, Some(lse)) => {
                 check_shape(OP, "lse", &[d.batch, d.heads_q, d.seq_q], lse.shape())?;
@@ -882,6 +863,36 @@ impl<T: Element> SdpaPlan<T> {
             d.k_shape().iter().product(),
             d.v_shape().iter().product(),
         ]
+    }
+    /// Check the bias against the descriptor (given exactly when it has
+    /// one) and bind it.
+    fn bind_bias(
+        &self,
+        stream: &Stream,
+        bias: &Option<TensorRef<'_, T, 4>>,
+        inputs: &mut Vec<ByteSpan>,
+        binds: &mut Vec<(i64, u64)>,
+    ) -> Result<()> {
+        match (self.desc.bias_shape(), bias) {
+            (Some(shape), Some(bias)) => {
+                check_shape(OP, "bias", &shape, bias.shape())?;
+                check_ctx(OP, "bias", stream, bias.data().ctx_id())?;
+                check_strides("bias", bias.strides(), &self.strides[4])?;
+                inputs.push(byte_span("bias", bias));
+                binds.push((uid::BIAS, bias.data().ptr().addr()));
+                Ok(())
+            }
+            (None, None) => Ok(()),
+            (want, _) => Err(Error::InvalidArgument {
+                op: OP,
+                arg: "bias",
+                reason: if want.is_some() {
+                    "the descriptor adds a bias; pass it".into()
+                } else {
+                    "the descriptor has no bias".into()
+                },
+            }),
+        }
     }
     /// Host addresses of the by-value scalars of the forward graph, or
     /// of the `backward` one.
@@ -958,26 +969,7 @@ impl<T: Element> Backward for SdpaPlan<T> {
             (uid::DO, args.d_o.data().ptr().addr()),
             (uid::LSE, args.lse.data().ptr().addr()),
         ];
-        match (d.bias_shape(), &args.bias) {
-            (Some(shape), Some(bias)) => {
-                check_shape(OP, "bias", &shape, bias.shape())?;
-                check_ctx(OP, "bias", stream, bias.data().ctx_id())?;
-                inputs.push(byte_span("bias", bias));
-                binds.push((uid::BIAS, bias.data().ptr().addr()));
-            }
-            (None, None) => {}
-            (want, _) => {
-                return Err(Error::InvalidArgument {
-                    op: OP,
-                    arg: "bias",
-                    reason: if want.is_some() {
-                        "the descriptor adds a bias; pass the forward's".into()
-                    } else {
-                        "the descriptor has no bias".into()
-                    },
-                })
-            }
-        }
+        self.bind_bias(stream, &args.bias, &mut inputs, &mut binds)?;
         let grads = [
             (Grad::Q, "dq", &args.dq, d.q_shape(), dense[0], uid::DQ),
             (Grad::K, "dk", &args.dk, d.k_shape(), dense[1], uid::DK),
