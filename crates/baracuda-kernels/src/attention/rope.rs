@@ -142,13 +142,9 @@ pub(crate) fn spec(dtype: u32) -> ModuleSpec {
     ModuleSpec::new(&kernel_sources::ROPE).define("BARACUDA_DTYPE", dtype)
 }
 
+/// `InvalidDescriptor` of this op.
 fn invalid(field: &'static str, value: String, reason: &str) -> Error {
-    Error::InvalidDescriptor {
-        op: OP,
-        field,
-        value,
-        reason: reason.into(),
-    }
+    crate::checks::invalid_descriptor(OP, field, value, reason)
 }
 
 /// The checks `select` runs before it touches the GPU.

@@ -227,13 +227,9 @@ mod uid {
     pub const DQ_ACC: i64 = 16;
 }
 
+/// `InvalidDescriptor` of this op.
 fn invalid(field: &'static str, value: String, reason: &str) -> Error {
-    Error::InvalidDescriptor {
-        op: OP,
-        field,
-        value,
-        reason: reason.into(),
-    }
+    crate::checks::invalid_descriptor(OP, field, value, reason)
 }
 
 /// The checks `select` runs before it touches the GPU.
