@@ -52,6 +52,19 @@ __device__ __forceinline__ S shfl_xor_state(const S& v, int off) {
     return map_words(v, [off](unsigned w) { return __shfl_xor_sync(0xffffffffu, w, off); });
 }
 
+// Xor butterflies over the aligned runs of `width` lanes (a power of two,
+// up to 32): every lane ends with its run's total, each merge taking the
+// lower lanes' state as `lo`, so all lanes of a run hold the same bits.
+template <typename S, typename F>
+__device__ __forceinline__ S butterfly(S v, u32 width, F merge) {
+    const u32 lane = threadIdx.x & 31u;
+    for (u32 off = width >> 1; off > 0; off >>= 1) {
+        const S o = shfl_xor_state(v, (int)off);
+        v = (lane & off) ? merge(o, v) : merge(v, o);
+    }
+    return v;
+}
+
 // Merge the states of `group` consecutive threads (group a power of two,
 // blockDim.x a multiple of it, every thread of the block calling). The
 // group's first thread returns the total; `smem` holds blockDim.x / 32
@@ -59,11 +72,7 @@ __device__ __forceinline__ S shfl_xor_state(const S& v, int off) {
 template <typename S, typename F>
 __device__ __forceinline__ S group_reduce(S v, u32 group, F merge, S* smem) {
     const u32 lane = threadIdx.x & 31u;
-    const u32 width = group < 32u ? group : 32u;
-    for (u32 off = width >> 1; off > 0; off >>= 1) {
-        const S o = shfl_xor_state(v, (int)off);
-        v = (lane & off) ? merge(o, v) : merge(v, o);
-    }
+    v = butterfly(v, group < 32u ? group : 32u, merge);
     if (group <= 32u) return v;
     const u32 warp = threadIdx.x >> 5;
     __syncthreads();
@@ -72,12 +81,7 @@ __device__ __forceinline__ S group_reduce(S v, u32 group, F merge, S* smem) {
     const u32 warps = group >> 5;           // warps per group (<= 32)
     const u32 first = warp & ~(warps - 1);  // the group's first warp
     if (warp == first) {
-        S w = smem[first + (lane < warps ? lane : 0)];
-        for (u32 off = warps >> 1; off > 0; off >>= 1) {
-            const S o = shfl_xor_state(w, (int)off);
-            w = (lane & off) ? merge(o, w) : merge(w, o);
-        }
-        v = w;
+        v = butterfly(smem[first + (lane < warps ? lane : 0)], warps, merge);
     }
     return v;
 }
@@ -92,23 +96,14 @@ __device__ __forceinline__ S group_reduce(S v, u32 group, F merge, S* smem) {
 template <typename S, typename F>
 __device__ __forceinline__ S group_allreduce(S v, u32 group, F merge, S* smem) {
     const u32 lane = threadIdx.x & 31u;
-    const u32 width = group < 32u ? group : 32u;
-    for (u32 off = width >> 1; off > 0; off >>= 1) {
-        const S o = shfl_xor_state(v, (int)off);
-        v = (lane & off) ? merge(o, v) : merge(v, o);
-    }
+    v = butterfly(v, group < 32u ? group : 32u, merge);
     if (group <= 32u) return v;
     const u32 warp = threadIdx.x >> 5;
     if (lane == 0) smem[warp] = v;
     __syncthreads();
     const u32 warps = group >> 5;           // warps per group (<= 32)
     const u32 first = warp & ~(warps - 1);  // the group's first warp
-    S w = smem[first + (lane & (warps - 1))];
-    for (u32 off = warps >> 1; off > 0; off >>= 1) {
-        const S o = shfl_xor_state(w, (int)off);
-        w = (lane & off) ? merge(o, w) : merge(w, o);
-    }
-    return w;
+    return butterfly(smem[first + (lane & (warps - 1))], warps, merge);
 }
 
 // Welford running moments: count n, mean, M2 = sum (x - mean)^2.

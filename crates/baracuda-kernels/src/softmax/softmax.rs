@@ -450,7 +450,7 @@ impl<T: Element, const N: usize> SoftmaxPlan<T, N> {
             rows,
             n,
             core::mem::size_of::<T>(),
-            if T::KIND == ElementKind::F64 { 8 } else { 4 },
+            T::KIND.float_accumulator().size_bytes(),
             vec,
             if bw { 2 } else { 1 },
             self.sm_count.max(1) as usize,

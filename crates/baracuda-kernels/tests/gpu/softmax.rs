@@ -330,22 +330,11 @@ fn bad_inputs(op: SoftmaxOp) -> Result<usize, String> {
         element: ElementKind::F64,
         ..desc
     };
-    b.expect(
-        "f64 descriptor, f32 plan",
-        sel(&f64_desc, &pref),
-        dtype_mismatch,
-        &[],
-    )?;
+    b.own_kernel_select::<SoftmaxPlan<f32, 2>>(&desc, &f64_desc)?;
     b.expect(
         "dim 2 of rank 2",
         sel(&desc.with_dim(2), &pref),
         invalid_descriptor("dim"),
-        &[],
-    )?;
-    b.expect(
-        "backend cuDNN",
-        sel(&desc, &pref.with_backend(BackendKind::Cudnn)),
-        preference_rejected("backend"),
         &[],
     )?;
     let plan = sel(&desc, &pref).map_err(|e| e.to_string())?;

@@ -16,7 +16,7 @@
 
 use std::fmt::Debug;
 
-use baracuda_kernels::{ElementKind, Error};
+use baracuda_kernels::{BackendKind, ElementKind, Error, Plan, PlanPreference};
 
 use crate::harness::{
     compare, dtype_selected, expect_err, round_to, small_elems, small_mode, small_scope, Poisoned,
@@ -321,6 +321,30 @@ impl BadInputs {
         self.checked += 1;
         expect_err(what, r, pred)?;
         outputs.iter().try_for_each(|o| o.untouched(what))
+    }
+    /// The select checks every plan of this crate's own kernels makes: a
+    /// descriptor of another dtype than the plan's (`other_dtype`) is
+    /// `DtypeMismatch`, and a cuDNN backend preference
+    /// `PreferenceRejected`.
+    pub fn own_kernel_select<P: Plan>(
+        &mut self,
+        desc: &P::Descriptor,
+        other_dtype: &P::Descriptor,
+    ) -> Result<(), String> {
+        let st = &crate::harness::gpu().stream;
+        let pref = PlanPreference::default();
+        self.expect(
+            "descriptor of another dtype",
+            P::select(st, other_dtype, &pref),
+            crate::harness::dtype_mismatch,
+            &[],
+        )?;
+        self.expect(
+            "backend cuDNN",
+            P::select(st, desc, &pref.with_backend(BackendKind::Cudnn)),
+            crate::harness::preference_rejected("backend"),
+            &[],
+        )
     }
     /// How many were checked: what a row's `bad_inputs` returns.
     pub fn done(self) -> Result<usize, String> {
