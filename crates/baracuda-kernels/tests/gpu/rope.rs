@@ -364,12 +364,7 @@ fn bad_inputs() -> Result<usize, String> {
         element: ElementKind::F64,
         ..desc
     };
-    b.expect(
-        "f64 descriptor, f32 plan",
-        sel(&f64_desc),
-        dtype_mismatch,
-        &[],
-    )?;
+    b.own_kernel_select::<RopePlan<f32>>(&desc, &f64_desc)?;
     b.expect(
         "odd rotary_dim",
         sel(&desc.with_rotary_dim(3)),
@@ -390,12 +385,6 @@ fn bad_inputs() -> Result<usize, String> {
         "theta 0",
         sel(&zero_theta),
         invalid_descriptor("freqs.theta"),
-        &[],
-    )?;
-    b.expect(
-        "backend cuDNN",
-        RopePlan::<f32>::select(&g.stream, &desc, &pref.with_backend(BackendKind::Cudnn)),
-        preference_rejected("backend"),
         &[],
     )?;
     let plan = sel(&desc).map_err(|e| e.to_string())?;
