@@ -37,7 +37,6 @@ const CASES: &[Case] = &[
 ];
 
 #[test]
-#[ignore = "needs tests/golden/attention.safetensors from scripts/goldens/attention.py (scripts/make_goldens.py on a machine with PyTorch)"]
 fn sdpa_and_gradients_match_pytorch() {
     let data = bytes("attention");
     let t = SafeTensors::deserialize(&data).expect("safetensors");

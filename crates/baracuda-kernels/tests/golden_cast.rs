@@ -44,7 +44,6 @@ fn mismatches(x: &[f64], got: &[f64], want: &[f64]) -> Vec<String> {
 }
 
 #[test]
-#[ignore = "needs tests/golden/cast.safetensors (python3 scripts/make_goldens.py on the GPU machine)"]
 fn casts_match_pytorch() {
     let data = bytes("cast");
     let t = SafeTensors::deserialize(&data).expect("safetensors");

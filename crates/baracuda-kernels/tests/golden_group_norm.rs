@@ -37,7 +37,6 @@ const CASES: &[(&str, usize, usize, usize, usize, bool, bool)] = &[
 ];
 
 #[test]
-#[ignore = "needs tests/golden/group_norm.safetensors from scripts/goldens/group_norm.py (scripts/make_goldens.py on a machine with PyTorch)"]
 fn group_norm_matches_pytorch() {
     let data = bytes("group_norm");
     let t = SafeTensors::deserialize(&data).expect("group_norm goldens");

@@ -121,7 +121,6 @@ fn index_reductions_match_pytorch() {
 }
 
 #[test]
-#[ignore = "needs tests/golden/reduce.safetensors regenerated from scripts/goldens/reduce.py (python3 scripts/make_goldens.py on a machine with PyTorch)"]
 fn logical_reductions_match_pytorch() {
     let data = bytes("reduce");
     let t = SafeTensors::deserialize(&data).expect("safetensors");

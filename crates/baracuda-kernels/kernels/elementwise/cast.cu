@@ -1,7 +1,7 @@
 // cast.cu: y = convert(x) from one element type to another; the backward
 // dx = convert(dy) is the same kernel with the types swapped.
 //
-// FW  y[i] = TO(x[i] * scale)      (scale multiplies float sources only)
+// FW  y[i] = TO(x[i] * scale)      (a scale only into fp8, from any source)
 //
 // Rules (PyTorch's `x.to(dtype)` on CUDA; cast.rs documents them in full):
 //   float -> float  round to nearest even once from f32 (from f64 for f32
@@ -12,11 +12,11 @@
 //                   clamps every finite or infinite value to +-448.
 //   -> fp8 e5m2     |v| >= 61440 gives +-inf, unless SATURATE (+-57344).
 //                   NaN stays NaN in both modes.
-//   float -> int    truncate toward zero, saturate to the type's range,
-//                   NaN -> 0 (cvt.rzi's rule, written out so it does not
-//                   depend on the compiler's lowering of narrow types);
-//                   u8 is the low byte of that truncation to i64, as
-//                   c10's cast routes float -> uint8 through int64.
+//   float -> int    PyTorch's static_cast on the GPU: i8, i16, i32 through
+//                   cvt.rzi.s32 (saturating to int32, NaN 0 from f32 and
+//                   INT32_MIN from f64) then wrapped; i64 by cvt.rzi.s64
+//                   (NaN INT64_MIN); u8 the low byte of that i64, as c10
+//                   routes float -> uint8 through int64.
 //   int -> float    round to nearest even (i64 -> f32 directly; -> f16,
 //                   bf16, fp8 through f32, as c10 does).
 //   int -> int      two's complement truncation (wraps).
@@ -84,19 +84,10 @@ __device__ __forceinline__ i64 src_i(I v) {
 #endif
 }
 
-// ---- float -> integer: truncate, saturate, NaN -> 0 ----
-template <typename I, typename F>
-__device__ __forceinline__ I sat_trunc(F v, F lo, F hi_excl, I imin, I imax) {
-    if (v != v) return 0;
-    if (v >= hi_excl) return imax;
-    if (v <= lo) return imin;
-    return (I)v;
-}
-template <typename F>
-__device__ __forceinline__ i64 trunc_i64(F v) {
-    return sat_trunc<i64, F>(v, F(-9223372036854775808.0), F(9223372036854775808.0),
-                             (i64)(-9223372036854775807LL - 1), (i64)9223372036854775807LL);
-}
+// ---- float -> integer: the GPU's cvt.rzi, as PyTorch's static_cast ----
+// To i8, i16, i32: cvt.rzi.s32 (toward zero, saturating to int32; NaN is 0
+// from f32 and INT32_MIN from f64), then two's complement truncation. To
+// i64 and u8: cvt.rzi.s64 (saturating; NaN is INT64_MIN), u8 its low byte.
 
 // ---- f32 -> fp8: round to nearest even, the mode's overflow rule ----
 // SATFINITE (hardware cvt on sm_89+, cuda_fp8's exact software path
@@ -152,36 +143,30 @@ struct CvtFp8 {
 };
 template <> struct Cvt<4> : CvtFp8<__NV_E4M3, __nv_fp8_e4m3> {};
 template <> struct Cvt<5> : CvtFp8<__NV_E5M2, __nv_fp8_e5m2> {};
-template <typename I, i64 MIN, i64 MAX>
+template <typename I>
 struct CvtInt {
-    static __device__ __forceinline__ I f(float v, bool) {
-        return sat_trunc<I, float>(v, float(MIN), -float(MIN), (I)MIN, (I)MAX);
-    }
-    static __device__ __forceinline__ I f(double v, bool) {
-        return sat_trunc<I, double>(v, double(MIN), -double(MIN), (I)MIN, (I)MAX);
-    }
+    static __device__ __forceinline__ I f(float v, bool) { return (I)__float2int_rz(v); }
+    static __device__ __forceinline__ I f(double v, bool) { return (I)__double2int_rz(v); }
     static __device__ __forceinline__ I f(i64 v, bool) { return (I)v; }
 };
-template <> struct Cvt<6> : CvtInt<signed char, -128, 127> {};
-template <> struct Cvt<8> : CvtInt<short, -32768, 32767> {};
-template <> struct Cvt<9> : CvtInt<int, -2147483648LL, 2147483647LL> {};
-template <> struct Cvt<10> {
-    static __device__ __forceinline__ i64 f(float v, bool) { return trunc_i64(v); }
-    static __device__ __forceinline__ i64 f(double v, bool) { return trunc_i64(v); }
-    static __device__ __forceinline__ i64 f(i64 v, bool) { return v; }
+template <> struct Cvt<6> : CvtInt<signed char> {};
+template <> struct Cvt<8> : CvtInt<short> {};
+template <> struct Cvt<9> : CvtInt<int> {};
+template <typename I>
+struct CvtLong {
+    static __device__ __forceinline__ I f(float v, bool) { return (I)__float2ll_rz(v); }
+    static __device__ __forceinline__ I f(double v, bool) { return (I)__double2ll_rz(v); }
+    static __device__ __forceinline__ I f(i64 v, bool) { return (I)v; }
 };
-template <> struct Cvt<7> {
-    static __device__ __forceinline__ unsigned char f(float v, bool) { return (unsigned char)trunc_i64(v); }
-    static __device__ __forceinline__ unsigned char f(double v, bool) { return (unsigned char)trunc_i64(v); }
-    static __device__ __forceinline__ unsigned char f(i64 v, bool) { return (unsigned char)v; }
-};
+template <> struct Cvt<10> : CvtLong<i64> {};
+template <> struct Cvt<7> : CvtLong<unsigned char> {};
 template <> struct Cvt<11> {
     static __device__ __forceinline__ unsigned char f(float v, bool) { return v != 0.f; }
     static __device__ __forceinline__ unsigned char f(double v, bool) { return v != 0.0; }
     static __device__ __forceinline__ unsigned char f(i64 v, bool) { return v != 0; }
 };
 
-// One element: load, scale (float sources; integer sources only into fp8),
+// One element: load, scale (only into fp8; bool and integers through f32),
 // convert.
 __device__ __forceinline__ TO cast1(TI x, float scale, bool sat) {
 #if CAST_FROM == 1

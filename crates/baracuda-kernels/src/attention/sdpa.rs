@@ -203,7 +203,8 @@ pub struct SdpaPlan<T: Element> {
 struct Scalars {
     scale: f32,
     neg_inf: f32,
-    diag_offset: i32,
+    seq_k: i32,
+    seq_q: i32,
     one: f32,
 }
 
@@ -217,7 +218,7 @@ mod uid {
     pub const BIAS: i64 = 6;
     pub const SCALE: i64 = 7;
     pub const NEG_INF: i64 = 8;
-    pub const DIAG: i64 = 9;
+    pub const SEQ_K: i64 = 9;
     pub const DO: i64 = 10;
     pub const DQ: i64 = 11;
     pub const DK: i64 = 12;
@@ -225,6 +226,7 @@ mod uid {
     pub const ONE: i64 = 14;
     pub const ROW_SUM: i64 = 15;
     pub const DQ_ACC: i64 = 16;
+    pub const SEQ_Q: i64 = 17;
 }
 
 /// `InvalidDescriptor` of this op.
@@ -456,12 +458,16 @@ fn logits(
         let col = g.virt(&scores, ElementKind::I32)?;
         g.pointwise(PointwiseMode::GenIndex, f32_, &s, None, None, &col, Some(3))?;
         let row = if align == CausalAlign::BottomRight {
-            // the diagonal moves right by sk - sq (index arithmetic in
-            // int32 along the key axis, as cuDNN's band masks take it)
+            // the diagonal moves right by sk - sq: row + sk - sq (index
+            // arithmetic in int32 along the key axis, the form cuDNN's
+            // fused attention matches)
             let i32_ = ElementKind::I32;
-            let diag = scalar(uid::DIAG, i32_)?;
+            let seq_k = scalar(uid::SEQ_K, i32_)?;
+            let plus = g.virt(&scores, i32_)?;
+            g.pointwise(PointwiseMode::Add, i32_, &row, Some(&seq_k), None, &plus, Some(3))?;
+            let seq_q = scalar(uid::SEQ_Q, i32_)?;
             let shifted = g.virt(&scores, i32_)?;
-            g.pointwise(PointwiseMode::Add, i32_, &row, Some(&diag), None, &shifted, Some(3))?;
+            g.pointwise(PointwiseMode::Sub, i32_, &plus, Some(&seq_q), None, &shifted, Some(3))?;
             shifted
         } else {
             row
@@ -724,7 +730,6 @@ impl<T: Element> SdpaPlan<T> {
         } else {
             Err("the plan saves no logsumexp (save_lse), which the backward reads".into())
         };
-        let diag = desc.seq_k as i64 - desc.seq_q as i64;
         Ok(SdpaPlan {
             desc: *desc,
             sku: KernelSku {
@@ -741,7 +746,8 @@ impl<T: Element> SdpaPlan<T> {
             scalars: Box::new(Scalars {
                 scale: desc.scale() as f32,
                 neg_inf: f32::NEG_INFINITY,
-                diag_offset: diag.clamp(i32::MIN as i64, i32::MAX as i64) as i32,
+                seq_k: i32::try_from(desc.seq_k).unwrap_or(i32::MAX),
+                seq_q: i32::try_from(desc.seq_q).unwrap_or(i32::MAX),
                 one: 1.0,
             }),
             handle,
@@ -902,7 +908,8 @@ impl<T: Element> SdpaPlan<T> {
             v.push((uid::NEG_INF, &sc.neg_inf as *const f32 as u64));
         }
         if self.desc.causal == Some(CausalAlign::BottomRight) {
-            v.push((uid::DIAG, &sc.diag_offset as *const i32 as u64));
+            v.push((uid::SEQ_K, &sc.seq_k as *const i32 as u64));
+            v.push((uid::SEQ_Q, &sc.seq_q as *const i32 as u64));
         }
         v
     }

@@ -97,10 +97,13 @@ pub struct CastBwArgs<'a, I, O, const N: usize> {
 ///   take a float (two roundings).
 /// - to fp8: [`Fp8Mode`]; with a scale, `x * scale` in f32 (f64 for f64
 ///   `x`, then through f32), rounded once.
-/// - float to i8, i16, i32, i64: truncate toward zero, saturate to the
-///   type's range, NaN to 0 (the GPU's `cvt.rzi`); to u8: the low byte of
-///   that conversion to i64 (c10 routes float to uint8 through int64), so
-///   -1.5 gives 255.
+/// - float to integer: PyTorch's `static_cast` as the GPU runs it. To i8,
+///   i16 and i32: truncate toward zero saturating to the int32 range (NaN
+///   gives 0 from a 32-bit or narrower float, `i32::MIN` from f64), then
+///   two's complement truncation, so `inf` to i8 gives -1 and 448 gives
+///   -64. To i64: saturating, NaN gives `i64::MIN`. To u8: the low byte of
+///   the i64 conversion (c10 routes float to uint8 through int64), so -1.5
+///   gives 255.
 /// - integer to float: round to nearest even (to f16, bf16, fp8 through
 ///   f32, as c10 does); integer to integer: two's complement truncation.
 /// - to bool: `x != 0` (NaN is true); from bool: 0 or 1.

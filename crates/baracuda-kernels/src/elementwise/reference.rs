@@ -368,9 +368,13 @@ pub fn cast_scalar(
     let src = match from {
         K::F64 => Src::F64(x * f64::from(scale)),
         k if k.is_float() => Src::F32(x as f32 * scale),
-        K::Bool => Src::Int(i64::from(x != 0.0)),
         _ => {
-            let i = x as i64;
+            // integer and bool sources: scaled only into fp8
+            let i = if from == K::Bool {
+                i64::from(x != 0.0)
+            } else {
+                x as i64
+            };
             if matches!(to, K::Fp8E4M3 | K::Fp8E5M2) {
                 Src::F32(i as f32 * scale)
             } else {
@@ -401,22 +405,41 @@ pub fn cast_scalar(
             (_, Some(v)) => f64::from(u8::from(v != 0.0)),
             _ => unreachable!("a float source has a value"),
         },
-        K::U8 => f64::from(to_int(src, |v| v as i64) as u8),
-        K::I8 => f64::from(to_int(src, |v| i64::from(v as i8)) as i8),
-        K::I16 => f64::from(to_int(src, |v| i64::from(v as i16)) as i16),
-        K::I32 => f64::from(to_int(src, |v| i64::from(v as i32)) as i32),
-        K::I64 => to_int(src, |v| v as i64) as f64,
-        K::U32 => f64::from(to_int(src, |v| i64::from(v as u32)) as u32),
+        K::U8 => f64::from(rzi_s64(src) as u8),
+        K::I8 => f64::from(rzi_s32(src) as i8),
+        K::I16 => f64::from(rzi_s32(src) as i16),
+        K::I32 => f64::from(rzi_s32(src) as i32),
+        K::I64 => rzi_s64(src) as f64,
+        K::U32 => f64::from(match src {
+            Src::F32(v) => v as u32,
+            Src::F64(v) => v as u32,
+            Src::Int(i) => i as u32,
+        }),
     }
 }
 
-/// An integer result: a float source through `trunc` (Rust's `as`:
-/// toward zero, saturating, NaN to 0), an integer source as is (the
+/// The GPU's `cvt.rzi.s32` of a float source (toward zero, saturating to
+/// int32; NaN is 0 from f32 and `i32::MIN` from f64), an integer source
+/// as is: what PyTorch's `static_cast` to i8, i16 and i32 starts from (the
 /// caller's `as` then wraps it).
-fn to_int(s: Src, trunc: impl Fn(f64) -> i64) -> i64 {
+fn rzi_s32(s: Src) -> i64 {
     match s {
-        Src::F32(v) => trunc(f64::from(v)),
-        Src::F64(v) => trunc(v),
+        Src::F32(v) if v.is_nan() => 0,
+        Src::F64(v) if v.is_nan() => i64::from(i32::MIN),
+        Src::F32(v) => i64::from(v as i32),
+        Src::F64(v) => i64::from(v as i32),
+        Src::Int(i) => i,
+    }
+}
+
+/// The GPU's `cvt.rzi.s64` of a float source (toward zero, saturating;
+/// NaN is `i64::MIN`), an integer source as is.
+fn rzi_s64(s: Src) -> i64 {
+    match s {
+        Src::F32(v) if v.is_nan() => i64::MIN,
+        Src::F64(v) if v.is_nan() => i64::MIN,
+        Src::F32(v) => v as i64,
+        Src::F64(v) => v as i64,
         Src::Int(i) => i,
     }
 }
@@ -632,10 +655,16 @@ mod cast_tests {
             (K::F32, K::I32, 2.7, 2.0),
             (K::F32, K::I32, -2.7, -2.0),
             (K::F32, K::I32, f64::NAN, 0.0),
+            (K::F64, K::I32, f64::NAN, f64::from(i32::MIN)),
             (K::F32, K::I32, 1e10, f64::from(i32::MAX)),
-            (K::F32, K::I8, 300.0, 127.0),
-            (K::F32, K::I8, f64::NEG_INFINITY, -128.0),
-            (K::F16, K::I16, -65504.0, -32768.0),
+            // through int32, then wrapped (PyTorch's static_cast on the GPU)
+            (K::F32, K::I8, 300.0, 44.0),
+            (K::F32, K::I8, f64::INFINITY, -1.0),
+            (K::F32, K::I8, f64::NEG_INFINITY, 0.0),
+            (K::Fp8E4M3, K::I8, 448.0, -64.0),
+            (K::F16, K::I16, -65504.0, 32.0),
+            (K::F64, K::I16, 1e300, -1.0),
+            (K::F32, K::I64, f64::NAN, i64::MIN as f64),
             (K::F64, K::I64, 1e300, i64::MAX as f64),
             (K::F64, K::I64, -1e300, i64::MIN as f64),
             (K::F32, K::U8, -1.0, 255.0),

@@ -164,20 +164,20 @@ fn inputs(s: &RopeSample, rng: &mut Rng) -> Tensors {
         let angle =
             |p: usize, e: usize| p as f64 * THETA.powf(-2.0 * e as f64 / s.rotary_dim as f64);
         let f32_of = |v: f64| v as f32 as f64;
-        t.push(
+        t.push_exact(
             "cos",
             (0..rows * half)
                 .map(|i| f32_of(angle(i / half, i % half).cos()))
                 .collect(),
         );
-        t.push(
+        t.push_exact(
             "sin",
             (0..rows * half)
                 .map(|i| f32_of(angle(i / half, i % half).sin()))
                 .collect(),
         );
     }
-    t.push("positions", pos);
+    t.push_exact("positions", pos);
     t
 }
 

@@ -51,14 +51,24 @@ pub trait Row: Sync {
 /// Host tensors by name, each in logical (row-major) order unless its row
 /// says otherwise (the GEMM family's operands are stored buffers, leading
 /// dimensions and all): the inputs of one sample, or the outputs of one
-/// run, or their references.
+/// run, or their references. An input pushed with
+/// [`push_exact`](Self::push_exact) (positions, f32 tables: data whose type
+/// is not the row's dtype) is left as drawn when the inputs are rounded to
+/// the dtype.
 #[derive(Clone, Default)]
-pub struct Tensors(Vec<(String, Vec<f64>)>);
+pub struct Tensors(Vec<(String, Vec<f64>)>, Vec<String>);
 
 impl Tensors {
     /// Add `values` as `name`.
     pub fn push(&mut self, name: impl Into<String>, values: Vec<f64>) {
         self.0.push((name.into(), values));
+    }
+    /// Add `values` as `name`, an input the rounding to the row's dtype
+    /// leaves as it is.
+    pub fn push_exact(&mut self, name: impl Into<String>, values: Vec<f64>) {
+        let name = name.into();
+        self.1.push(name.clone());
+        self.0.push((name, values));
     }
     /// The tensor `name`, if there is one.
     pub fn find(&self, name: &str) -> Option<&[f64]> {
@@ -143,11 +153,16 @@ pub struct OpCase<S: 'static> {
 }
 
 impl<S: Debug + 'static> OpCase<S> {
-    /// The sample's inputs rounded to `kind`.
+    /// The sample's inputs rounded to `kind` (those pushed exact as they
+    /// are).
     fn rounded(kind: ElementKind, raw: Tensors) -> Tensors {
         let mut inputs = Tensors::default();
         for (name, v) in raw.iter() {
-            inputs.push(name, round_to(kind, v));
+            if raw.1.iter().any(|n| n == name) {
+                inputs.push_exact(name, v.to_vec());
+            } else {
+                inputs.push(name, round_to(kind, v));
+            }
         }
         inputs
     }

@@ -134,8 +134,9 @@ impl TensorBuilder {
         self
     }
     /// Byte alignment every address bound to the tensor will have (cuDNN
-    /// picks vectorised engines from it; unset, it assumes the element
-    /// size).
+    /// picks vectorised engines from it). Unset: the element size for a
+    /// tensor in memory, 16 for a virtual or by-value one (cuDNN rejects a
+    /// tensor without one).
     pub fn alignment(mut self, bytes: i64) -> Self {
         self.alignment = Some(bytes);
         self
@@ -183,9 +184,12 @@ impl TensorBuilder {
         d.set(A::CUDNN_ATTR_TENSOR_DIMENSIONS, Value::I64(&self.dims))?;
         d.set(A::CUDNN_ATTR_TENSOR_STRIDES, Value::I64(&self.strides))?;
         d.set(A::CUDNN_ATTR_TENSOR_UNIQUE_ID, Value::I64(&[self.uid]))?;
-        if let Some(bytes) = self.alignment {
-            d.set(A::CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, Value::I64(&[bytes]))?;
-        }
+        let bytes = self.alignment.unwrap_or(if self.is_virtual || self.by_value {
+            16
+        } else {
+            self.dtype.size_bytes() as i64
+        });
+        d.set(A::CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, Value::I64(&[bytes]))?;
         if self.is_virtual {
             d.set(A::CUDNN_ATTR_TENSOR_IS_VIRTUAL, Value::Bool(true))?;
         }
