@@ -23,8 +23,9 @@
 //   its block's rows (registers, or its block's workspace row in the loop
 //   kernel), then writes partial[k][j]. norm_bw_params sums the partials
 //   of each column in block order into dw and db.
-// Block reductions are `group_reduce` (common/reduce.cuh): fixed order, so
-// results are bitwise reproducible for a given shape and launch.
+// Block reductions are `group_allreduce` (common/reduce.cuh), one barrier
+// each: fixed order, so results are bitwise reproducible for a given shape
+// and launch.
 // Traffic: FW reads x (and w, b: L2-resident) once and writes y; BW reads x
 // and dy once and writes dx, plus blocks * h * 4 bytes of partials each
 // for dw and db. Memory bound: judged by TB/s against the copy ceiling.
@@ -66,27 +67,24 @@ struct Two {
     ACC a, b;
 };
 
-// Sum of `v` over the block, returned to every thread.
-__device__ __forceinline__ ACC block_sum(ACC v) {
-    __shared__ ACC smem[32];
-    __shared__ ACC total;
-    v = group_reduce(v, blockDim.x, [](ACC l, ACC h) { return l + h; }, smem);
-    if (threadIdx.x == 0) total = v;
-    __syncthreads();
-    v = total;
-    __syncthreads();
+// Sum of `v` over the block, returned to every thread, with one barrier
+// (group_allreduce). Consecutive calls alternate between two shared arrays
+// (`phase` flips on each call; every thread of the block makes the same
+// calls), so the barrier of one call orders the previous call's reads
+// before the next call's writes.
+__device__ __forceinline__ ACC block_sum(ACC v, u32& phase) {
+    __shared__ ACC smem[2][32];
+    v = group_allreduce(v, blockDim.x, [](ACC l, ACC h) { return l + h; }, smem[phase]);
+    phase ^= 1u;
     return v;
 }
 
-// Sums of both fields over the block, returned to every thread.
-__device__ __forceinline__ Two block_sum2(Two v) {
-    __shared__ Two smem[32];
-    __shared__ Two total;
-    v = group_reduce(v, blockDim.x, [](Two l, Two h) { return Two{l.a + h.a, l.b + h.b}; }, smem);
-    if (threadIdx.x == 0) total = v;
-    __syncthreads();
-    v = total;
-    __syncthreads();
+// Sums of both fields over the block, returned to every thread, as
+// block_sum.
+__device__ __forceinline__ Two block_sum2(Two v, u32& phase) {
+    __shared__ Two smem[2][32];
+    v = group_allreduce(v, blockDim.x, [](Two l, Two h) { return Two{l.a + h.a, l.b + h.b}; }, smem[phase]);
+    phase ^= 1u;
     return v;
 }
 
@@ -96,8 +94,9 @@ __device__ __forceinline__ i64 row_off(const NormParams& p, u64 row, const i64* 
 
 // The row's rstd from its sum of squares `sq` (of deviations from the mean
 // for LayerNorm), saved with the mean by the block's first thread.
-__device__ __forceinline__ ACC finish_row(const NormParams& p, u64 row, ACC mean, ACC sq, ACC inv_h) {
-    const ACC rstd = ACC(1) / sqrt(block_sum(sq) * inv_h + ACC(p.eps));
+__device__ __forceinline__ ACC finish_row(const NormParams& p, u64 row, ACC mean, ACC sq, ACC inv_h,
+                                          u32& phase) {
+    const ACC rstd = ACC(1) / sqrt(block_sum(sq, phase) * inv_h + ACC(p.eps));
     if (threadIdx.x == 0) {
         if (p.mean) p.mean[row] = mean;
         if (p.rstd) p.rstd[row] = rstd;
@@ -109,50 +108,65 @@ __device__ __forceinline__ ACC finish_row(const NormParams& p, u64 row, ACC mean
 // Row in registers
 // ---------------------------------------------------------------------------
 
+// The thread's V vectors of row `r` (zeros past h), as stored.
 template <int V>
-__device__ __forceinline__ void load_row(const T* __restrict__ r, u64 h, ACC (&v)[V][VEC]) {
+__device__ __forceinline__ void load_row_raw(const T* __restrict__ r, u64 h, T (&v)[V][VEC]) {
 #pragma unroll
     for (int j = 0; j < V; ++j) {
         const u64 c = threadIdx.x + (u64)j * blockDim.x;
-        T t[VEC];
         if (c * VEC < h) {
-            load_vec(r, c, t);
-#pragma unroll
-            for (int e = 0; e < VEC; ++e) v[j][e] = to_acc(t[e]);
+            load_vec(r, c, v[j]);
         } else {
 #pragma unroll
-            for (int e = 0; e < VEC; ++e) v[j][e] = ACC(0);
+            for (int e = 0; e < VEC; ++e) v[j][e] = from_acc(ACC(0));
         }
     }
+}
+
+// The same widened to ACC.
+template <int V>
+__device__ __forceinline__ void load_row(const T* __restrict__ r, u64 h, ACC (&v)[V][VEC]) {
+    T t[V][VEC];
+    load_row_raw<V>(r, h, t);
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[j][e] = to_acc(t[j][e]);
 }
 
 template <int V>
 __device__ __forceinline__ void fw_regs(const NormParams& p) {
     const u64 h = p.h;
     const ACC inv_h = ACC(1) / ACC(h);
+    u32 phase = 0;
     for (u64 row = blockIdx.x; row < p.rows; row += gridDim.x) {
-        ACC v[V][VEC];
-        load_row<V>(p.x + row_off(p, row, p.sx), h, v);
+        // the row as stored (half the registers of ACC for 16-bit types),
+        // widened where used
+        T v[V][VEC];
+        load_row_raw<V>(p.x + row_off(p, row, p.sx), h, v);
         ACC s = 0;
 #pragma unroll
         for (int j = 0; j < V; ++j)
 #pragma unroll
-            for (int e = 0; e < VEC; ++e) s += LAYER ? v[j][e] : v[j][e] * v[j][e];
+            for (int e = 0; e < VEC; ++e) {
+                const ACC a = to_acc(v[j][e]);
+                s += LAYER ? a : a * a;
+            }
         ACC mean = 0, sq = s;
         if (LAYER) {
-            mean = block_sum(s) * inv_h;
+            mean = block_sum(s, phase) * inv_h;
             sq = 0;
 #pragma unroll
             for (int j = 0; j < V; ++j) {
                 const bool in = (threadIdx.x + (u64)j * blockDim.x) * VEC < h;
 #pragma unroll
                 for (int e = 0; e < VEC; ++e) {
-                    const ACC d = v[j][e] - mean;
+                    const ACC d = to_acc(v[j][e]) - mean;
                     sq += in ? d * d : ACC(0);
                 }
             }
         }
-        const ACC rstd = finish_row(p, row, mean, sq, inv_h);
+        const ACC rstd = finish_row(p, row, mean, sq, inv_h, phase);
         T* out = p.out + row_off(p, row, p.so);
 #pragma unroll
         for (int j = 0; j < V; ++j) {
@@ -163,7 +177,7 @@ __device__ __forceinline__ void fw_regs(const NormParams& p) {
             if (p.b) load_vec(p.b, c, b);
 #pragma unroll
             for (int e = 0; e < VEC; ++e) {
-                ACC y = (v[j][e] - mean) * rstd;
+                ACC y = (to_acc(v[j][e]) - mean) * rstd;
                 if (p.w) y *= to_acc(w[e]);
                 if (p.b) y += to_acc(b[e]);
                 t[e] = from_acc(y);
@@ -182,6 +196,7 @@ __device__ __forceinline__ void bw_regs(const NormParams& p) {
     for (int j = 0; j < V; ++j)
 #pragma unroll
         for (int e = 0; e < VEC; ++e) dw[j][e] = db[j][e] = ACC(0);
+    u32 phase = 0;
     for (u64 row = blockIdx.x; row < p.rows; row += p.blocks) {
         ACC x[V][VEC], g[V][VEC];
         load_row<V>(p.x + row_off(p, row, p.sx), h, x);
@@ -208,7 +223,7 @@ __device__ __forceinline__ void bw_regs(const NormParams& p) {
             }
         }
         if (!p.out) continue;
-        s = block_sum2(s);
+        s = block_sum2(s, phase);
         const ACC a = s.a * inv_h, cm = LAYER ? s.b * inv_h : ACC(0);
         T* out = p.out + row_off(p, row, p.so);
 #pragma unroll
@@ -256,6 +271,7 @@ REG_KERNELS(8)
 extern "C" __global__ void __launch_bounds__(512) norm_fw_loop(const NormParams p) {
     const u64 h = p.h;
     const ACC inv_h = ACC(1) / ACC(h);
+    u32 phase = 0;
     for (u64 row = blockIdx.x; row < p.rows; row += gridDim.x) {
         const T* x = p.x + row_off(p, row, p.sx);
         ACC s = 0;
@@ -265,14 +281,14 @@ extern "C" __global__ void __launch_bounds__(512) norm_fw_loop(const NormParams 
         }
         ACC mean = 0, sq = s;
         if (LAYER) {
-            mean = block_sum(s) * inv_h;
+            mean = block_sum(s, phase) * inv_h;
             sq = 0;
             for (u64 i = threadIdx.x; i < h; i += blockDim.x) {
                 const ACC d = to_acc(x[i]) - mean;
                 sq += d * d;
             }
         }
-        const ACC rstd = finish_row(p, row, mean, sq, inv_h);
+        const ACC rstd = finish_row(p, row, mean, sq, inv_h, phase);
         T* out = p.out + row_off(p, row, p.so);
         for (u64 i = threadIdx.x; i < h; i += blockDim.x) {
             ACC y = (to_acc(x[i]) - mean) * rstd;
@@ -294,6 +310,7 @@ extern "C" __global__ void __launch_bounds__(512) norm_bw_loop(const NormParams 
         pw[i] = ACC(0);
         if (pb) pb[i] = ACC(0);
     }
+    u32 phase = 0;
     for (u64 row = blockIdx.x; row < p.rows; row += p.blocks) {
         const T* x = p.x + row_off(p, row, p.sx);
         const T* dy = p.dy + row_off(p, row, p.sdy);
@@ -310,7 +327,7 @@ extern "C" __global__ void __launch_bounds__(512) norm_bw_loop(const NormParams 
             s.b += gg;
         }
         if (!p.out) continue;
-        s = block_sum2(s);
+        s = block_sum2(s, phase);
         const ACC a = s.a * inv_h, cm = LAYER ? s.b * inv_h : ACC(0);
         T* out = p.out + row_off(p, row, p.so);
         for (u64 i = threadIdx.x; i < h; i += blockDim.x) {
