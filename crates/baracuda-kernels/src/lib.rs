@@ -67,7 +67,7 @@ families! {
     softmax;
     /// LayerNorm, RMSNorm, GroupNorm and InstanceNorm, forward and backward.
     norm;
-    /// Scaled dot-product attention, rotary embeddings, KV caches.
+    /// Scaled dot-product attention and rotary position embeddings.
     attention;
 }
 

@@ -1,8 +1,8 @@
 //! Attention: scaled dot-product attention forward and backward through
 //! cuDNN's fused attention ([`SdpaPlan`]) and rotary position embedding
-//! ([`RopePlan`]); our own Hopper kernels, decode against a paged KV cache
-//! and the KV append follow. The [`mod@reference`] module holds the f64
-//! oracles of all of them.
+//! ([`RopePlan`]). The [`mod@reference`] module holds their f64 oracles,
+//! with those of decoding against a paged KV cache, variable-length
+//! batches and dropout.
 
 pub mod reference;
 mod rope;
