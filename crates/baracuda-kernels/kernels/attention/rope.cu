@@ -17,20 +17,23 @@
 // for f64): exact to f32 rounding for positions far beyond 2^20.
 //
 // Work split:
-//   rope_rows  16-byte vectors, for x and y with unit element stride,
-//       16-byte aligned bases and token and head strides, and rotary_dim / 2
-//       (NeoX) or rotary_dim (GPT-J) and d multiples of VEC. A row is one
-//       head of one token; its `head_items` items are the rotated vectors
-//       (NeoX: the vector at e and the one at e + rotary_dim / 2; GPT-J: one
-//       vector of VEC / 2 pairs) then the pass-through vectors. A block
-//       takes a group of rows: `tokens_per_cta` consecutive tokens with all
-//       their heads, or `heads_per_cta` heads of one token (grid-stride over
-//       the groups). It computes the cos and sin of its tokens' rotary_dim /
-//       2 pairs once into shared memory, every head reusing them; each
-//       thread keeps one item column and takes rows ROPE_ROWS apart, up to
-//       ROPE_ROWS_PER_THREAD of them per pass with their loads in flight
-//       while the block computes the angles. 32-bit indices within the
-//       block, 64-bit element offsets.
+//   rope_rows  16-byte vectors of VEC elements, for x and y with unit
+//       element stride, 16-byte aligned bases and batch, seq and head
+//       strides that are whole vectors, and rotary_dim / 2 (NeoX) or
+//       rotary_dim (GPT-J) and d multiples of VEC. A row is one head of one
+//       token; its `head_items` items are the rotated ones (NeoX: the vector
+//       at e and the one at e + rotary_dim / 2; GPT-J: one vector of VEC / 2
+//       pairs), then the pass-through vectors. A block takes a group of
+//       rows: `tokens_per_cta` consecutive tokens with all their heads, or
+//       `heads_per_cta` heads of one token (grid-stride over the groups). It
+//       computes the cos and sin of its tokens' rotary_dim / 2 pairs once
+//       into shared memory, every head reusing them. Each thread keeps one
+//       item column and takes rows blockDim / head_items apart, up to
+//       ROPE_ROWS_PER_THREAD of them per pass, their loads in flight while
+//       the block computes the angles. 32-bit indices within the block,
+//       64-bit element offsets. The host (rope.rs `row_split`) also keeps
+//       head_items <= 256, one token's angles within 48 KiB of shared
+//       memory and the tokens below 2^31.
 //   rope  any strides, the fallback: one thread per pair (grid-stride,
 //       64-bit indices), then one thread per pass-through element; each
 //       thread computes its own angle.
