@@ -3,8 +3,10 @@
 //! index or given positions (up to 10^5, where the angle reduction
 //! matters), angles from theta (with position scaling) or from cos/sin
 //! tables, a position outside the tables (NaN out), strided outputs, a
-//! head-major (BHSD) input viewed as BSHD, empty and size-1 tensors, and a
-//! realistic [4, 512, 8, 128].
+//! misaligned input, a head-major (BHSD) input viewed as BSHD, many heads
+//! of few tokens and many tokens of one head, empty and size-1 tensors,
+//! and a realistic [4, 512, 8, 128]. Each sample names the kernel it is
+//! for (16-byte vectors or strided) and the run checks that one ran.
 
 use baracuda_kernels::reference::attention::Rope;
 use baracuda_kernels::*;
@@ -28,6 +30,9 @@ pub struct RopeSample {
     out_of_range: bool,
     pos_scale: f64,
     layout: Layout,
+    /// The kernel the plan must take on every dtype (`RopePlan::vectorized`):
+    /// the 16-byte vector one, or the strided one; `None` for empty samples.
+    vectorized: Option<bool>,
 }
 
 const THETA: f64 = 10000.0;
@@ -62,6 +67,7 @@ fn samples() -> Vec<RopeSample> {
         out_of_range: false,
         pos_scale: 1.0,
         layout,
+        vectorized: None,
     };
     let pos = |mut x: RopeSample, max| {
         x.max_pos = Some(max);
@@ -71,33 +77,65 @@ fn samples() -> Vec<RopeSample> {
         x.table = Some(rows);
         x
     };
+    let outside = |mut x: RopeSample| {
+        x.out_of_range = true;
+        x
+    };
+    // the kernel each dtype's run must take
+    let vector = |mut x: RopeSample| {
+        x.vectorized = Some(true);
+        x
+    };
+    let strided = |mut x: RopeSample| {
+        x.vectorized = Some(false);
+        x
+    };
     let (neox, gptj) = (RopeStyle::NeoX, RopeStyle::GptJ);
     let mut scaled = pos(s(neox, [2, 6, 3, 32], 32, Contiguous), 4000);
     scaled.pos_scale = 4.0;
-    let mut outside = table(pos(s(gptj, [1, 9, 2, 16], 16, Contiguous), 40), 33);
-    outside.out_of_range = true;
     vec![
-        // size 1, whole and partial heads, both pairings
-        s(neox, [1, 1, 1, 2], 2, Contiguous),
-        s(neox, [2, 7, 3, 64], 64, Contiguous),
-        s(gptj, [2, 7, 3, 64], 64, Contiguous),
-        s(neox, [2, 7, 3, 64], 32, StridedOut),
-        s(gptj, [3, 5, 2, 96], 24, StridedOut),
+        // size 1 (a head of one pair: strided), whole and partial heads,
+        // both pairings
+        strided(s(neox, [1, 1, 1, 2], 2, Contiguous)),
+        vector(s(neox, [2, 7, 3, 64], 64, Contiguous)),
+        vector(s(gptj, [2, 7, 3, 64], 64, Contiguous)),
+        strided(s(neox, [2, 7, 3, 64], 32, StridedOut)),
+        strided(s(gptj, [3, 5, 2, 96], 24, StridedOut)),
+        // x one element into its buffer
+        strided(s(neox, [2, 7, 3, 64], 64, Misaligned)),
+        strided(s(gptj, [2, 7, 3, 64], 32, Misaligned)),
         // given positions, far ones (the f64 angle reduction), scaled
-        pos(s(neox, [2, 5, 4, 128], 128, Contiguous), 100_000),
-        pos(s(gptj, [2, 5, 4, 128], 64, Contiguous), 100_000),
-        scaled,
+        vector(pos(s(neox, [2, 5, 4, 128], 128, Contiguous), 100_000)),
+        vector(pos(s(gptj, [2, 5, 4, 128], 64, Contiguous), 100_000)),
+        vector(pos(s(neox, [2, 5, 4, 128], 64, Contiguous), 100_000)),
+        vector(scaled),
         // a BHSD tensor viewed as BSHD
-        s(neox, [2, 33, 4, 64], 64, Transposed),
-        // tables, and a position past them
-        table(pos(s(neox, [2, 9, 2, 16], 16, Contiguous), 32), 33),
-        table(s(gptj, [1, 12, 3, 40], 20, StridedOut), 12),
-        outside,
+        vector(s(neox, [2, 33, 4, 64], 64, Transposed)),
+        // tables, and a position past them (both kernels)
+        vector(table(pos(s(neox, [2, 9, 2, 16], 16, Contiguous), 32), 33)),
+        vector(table(s(neox, [3, 4, 5, 48], 32, Contiguous), 4)),
+        strided(table(s(gptj, [1, 12, 3, 40], 20, StridedOut), 12)),
+        vector(outside(table(
+            pos(s(gptj, [1, 9, 2, 16], 16, Contiguous), 40),
+            33,
+        ))),
+        vector(outside(table(
+            pos(s(neox, [2, 5, 3, 32], 16, Contiguous), 40),
+            33,
+        ))),
+        strided(outside(table(
+            pos(s(gptj, [1, 9, 2, 16], 16, StridedOut), 40),
+            33,
+        ))),
+        // many heads of few tokens (a block per head), many tokens of one
+        // head (blocks of several tokens, across batch rows)
+        vector(pos(s(neox, [1, 2, 64, 256], 256, Contiguous), 1000)),
+        vector(pos(s(gptj, [64, 33, 1, 32], 32, Contiguous), 5000)),
         // empty
         s(neox, [3, 0, 2, 8], 8, Contiguous),
         s(neox, [2, 3, 0, 8], 4, Contiguous),
         // realistic
-        s(neox, [4, 512, 8, 128], 128, Contiguous),
+        vector(s(neox, [4, 512, 8, 128], 128, Contiguous)),
     ]
 }
 
@@ -132,6 +170,11 @@ impl RopeSample {
             .with_style(self.style)
             .with_rotary_dim(self.rotary_dim)
             .with_freqs(freqs)
+    }
+    /// Elements before the input view in its buffer (one for
+    /// `Misaligned`).
+    fn x_offset(&self) -> usize {
+        usize::from(self.layout == Layout::Misaligned)
     }
     /// Strides of the input view: BSHD, or BHSD memory for `Transposed`.
     fn x_strides(&self) -> [usize; 4] {
@@ -316,10 +359,24 @@ fn run_typed<T: Element>(
         &[("x", "y")]
     };
     for &(input, output) in passes {
-        let (buf, _) = upload::<T>(&scatter(inputs.get(input), &s.shape, &xs, s.n()));
-        let view = TensorRef::new(buf.as_slice(), s.shape, xs).map_err(|e| e.to_string())?;
+        let at = s.x_offset();
+        let mut vals = vec![0.0; at];
+        vals.extend(scatter(inputs.get(input), &s.shape, &xs, s.n()));
+        let (buf, _) = upload::<T>(&vals);
+        let x_slice = buf.as_slice().slice(at..vals.len()).ok_or("x view")?;
+        let view = TensorRef::new(x_slice, s.shape, xs).map_err(|e| e.to_string())?;
         let mut out = Guarded::<T>::new(o_len);
         let out_view = TensorMut::new(out.slice_mut(), s.shape, os).map_err(|e| e.to_string())?;
+        if let Some(want) = s.vectorized {
+            let got = plan.vectorized(&view, &out_view);
+            if got != want {
+                return Err(format!(
+                    "{what} {output}: the {} kernel ran, the sample is for the {} one",
+                    if got { "vector" } else { "strided" },
+                    if want { "vector" } else { "strided" },
+                ));
+            }
+        }
         let (positions, table) = (extras.positions(s)?, extras.table(s)?);
         let r = if output == "y" {
             plan.run(
