@@ -67,6 +67,12 @@ struct Two {
     ACC a, b;
 };
 
+// a * b rounded on its own, never fused into a following add or subtract:
+// the backward's g = dy w then enters g - mean(g) exactly as it entered
+// mean(g), so a row whose g are all equal (one element) gives dx = 0.
+__device__ __forceinline__ float mul_rn(float a, float b) { return __fmul_rn(a, b); }
+__device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(a, b); }
+
 // Sum of `v` over the block, returned to every thread, with one barrier
 // (group_allreduce). Consecutive calls alternate between two shared arrays
 // (`phase` flips on each call; every thread of the block makes the same
@@ -215,7 +221,7 @@ __device__ __forceinline__ void bw_regs(const NormParams& p) {
                 const ACC dy = g[j][e];
                 dw[j][e] += dy * xhat;
                 if (LAYER) db[j][e] += dy;
-                const ACC gg = (p.w && c * VEC < h) ? dy * to_acc(w[e]) : dy;
+                const ACC gg = (p.w && c * VEC < h) ? mul_rn(dy, to_acc(w[e])) : dy;
                 x[j][e] = xhat;
                 g[j][e] = gg;
                 s.a += gg * xhat;
@@ -322,7 +328,7 @@ extern "C" __global__ void __launch_bounds__(512) norm_bw_loop(const NormParams 
             const ACC d = to_acc(dy[i]);
             if (pw) pw[i] += d * xhat;
             if (pb) pb[i] += d;
-            const ACC gg = p.w ? d * to_acc(p.w[i]) : d;
+            const ACC gg = p.w ? mul_rn(d, to_acc(p.w[i])) : d;
             s.a += gg * xhat;
             s.b += gg;
         }
@@ -333,7 +339,7 @@ extern "C" __global__ void __launch_bounds__(512) norm_bw_loop(const NormParams 
         for (u64 i = threadIdx.x; i < h; i += blockDim.x) {
             const ACC xhat = (to_acc(x[i]) - mean) * rstd;
             const ACC d = to_acc(dy[i]);
-            const ACC gg = p.w ? d * to_acc(p.w[i]) : d;
+            const ACC gg = p.w ? mul_rn(d, to_acc(p.w[i])) : d;
             out[i] = from_acc(rstd * (gg - cm - xhat * a));
         }
     }
