@@ -18,8 +18,8 @@
 //                  rescaling to the larger max; -inf maxima are handled so
 //                  that exp(-inf - -inf) never appears.
 //   strided_offset the offset of a linear index over up to 8 strided dims
-//                  (innermost last), 64-bit offsets, 32-bit divisions
-//                  where the index fits.
+//                  (innermost last), 64-bit; no division for the
+//                  outermost dim (a row index over one dim has none).
 //   strided_offsets the same for K operands at once (elementwise
 //                  backward passes).
 //
@@ -176,25 +176,6 @@ __device__ __forceinline__ A lse_value(A m, A s) {
     return m + log(s);
 }
 
-// q = i / e and r = i % e, in 32-bit arithmetic when i fits (a 64-bit
-// division is a long software sequence; these run once per row or element
-// of kernels that are otherwise a few instructions per byte).
-template <typename I>
-__device__ __forceinline__ I div_mod(I i, I e, I& r) {
-    if (sizeof(I) == 8 && (i >> 32) == 0) {
-        if (e > i) {
-            r = i;
-            return 0;
-        }
-        const u32 q = (u32)i / (u32)e;
-        r = (I)((u32)i - q * (u32)e);
-        return (I)q;
-    }
-    const I q = i / e;
-    r = i - q * e;
-    return q;
-}
-
 // Offset of linear index `i` (< the product of the dims) over `rank` dims
 // of `shape` (innermost last) with element strides `stride`. The
 // outermost dim takes what is left of `i` without a division.
@@ -204,9 +185,9 @@ __device__ __forceinline__ i64 strided_offset(I i, u32 rank, const u64* shape, c
 #pragma unroll
     for (int d = REDUCE_MAX_RANK - 1; d >= 1; --d) {
         if (d < (int)rank) {
-            I r;
-            i = div_mod(i, (I)shape[d], r);
-            off += (i64)r * stride[d];
+            const I e = (I)shape[d];
+            off += (i64)(i % e) * stride[d];
+            i /= e;
         }
     }
     if (rank > 0) off += (i64)i * stride[0];
@@ -223,10 +204,11 @@ __device__ __forceinline__ void strided_offsets(I i, u32 rank, const u64* shape,
 #pragma unroll
     for (int d = REDUCE_MAX_RANK - 1; d >= 1; --d) {
         if (d < (int)rank) {
-            I r;
-            i = div_mod(i, (I)shape[d], r);
+            const I e = (I)shape[d];
+            const i64 c = (i64)(i % e);
+            i /= e;
 #pragma unroll
-            for (int k = 0; k < K; ++k) off[k] += (i64)r * stride[k][d];
+            for (int k = 0; k < K; ++k) off[k] += c * stride[k][d];
         }
     }
     if (rank > 0) {
