@@ -498,7 +498,8 @@ fn missing_library_child() {
                 .any(|(r, l)| *r == row.name() && *l == lib);
             match (row.check_one(row_kind(*row)), needs_hidden) {
                 (Ok(_), false) => {}
-                (Err(err), true) if err.contains(&format!("could not load the CUDA library {name}")) => {}
+                (Err(err), true)
+                    if err.contains(&format!("could not load the CUDA library {name}")) => {}
                 (r, _) => failures.push(format!(
                     "{family} {} without {name}: {:?}",
                     row.name(),

@@ -184,11 +184,13 @@ impl TensorBuilder {
         d.set(A::CUDNN_ATTR_TENSOR_DIMENSIONS, Value::I64(&self.dims))?;
         d.set(A::CUDNN_ATTR_TENSOR_STRIDES, Value::I64(&self.strides))?;
         d.set(A::CUDNN_ATTR_TENSOR_UNIQUE_ID, Value::I64(&[self.uid]))?;
-        let bytes = self.alignment.unwrap_or(if self.is_virtual || self.by_value {
-            16
-        } else {
-            self.dtype.size_bytes() as i64
-        });
+        let bytes = self
+            .alignment
+            .unwrap_or(if self.is_virtual || self.by_value {
+                16
+            } else {
+                self.dtype.size_bytes() as i64
+            });
         d.set(A::CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, Value::I64(&[bytes]))?;
         if self.is_virtual {
             d.set(A::CUDNN_ATTR_TENSOR_IS_VIRTUAL, Value::Bool(true))?;
