@@ -592,6 +592,115 @@ pub fn unary_derivative(op: UnaryOp, x: f64) -> f64 {
     }
 }
 
+/// The unary ops the tests check, by case name: [`UnaryOp::ALL`]'s (the
+/// parametrised ones with other values than PyTorch's defaults, and both
+/// kinds of an optional argument), as the GPU rows (`unary_<name>`), the
+/// goldens (`scripts/goldens/elementwise.py`) and the finite-difference
+/// test name them.
+pub fn unary_cases() -> Vec<(&'static str, UnaryOp)> {
+    use UnaryOp as U;
+    let mut v: Vec<(&'static str, UnaryOp)> = UnaryOp::ALL
+        .into_iter()
+        .filter(|op| {
+            !matches!(
+                op,
+                U::LeakyRelu { .. }
+                    | U::Elu { .. }
+                    | U::Celu { .. }
+                    | U::Softplus { .. }
+                    | U::Hardtanh { .. }
+                    | U::Clamp { .. }
+                    | U::Logit { .. }
+                    | U::Softshrink { .. }
+                    | U::Hardshrink { .. }
+                    | U::Threshold { .. }
+                    | U::NanToNum { .. }
+            )
+        })
+        .map(|op| (op.name(), op))
+        .collect();
+    v.extend([
+        (
+            "leaky_relu",
+            U::LeakyRelu {
+                negative_slope: 0.2,
+            },
+        ),
+        ("elu", U::Elu { alpha: 1.5 }),
+        ("celu", U::Celu { alpha: 0.75 }),
+        (
+            "softplus",
+            U::Softplus {
+                beta: 2.0,
+                threshold: 4.0,
+            },
+        ),
+        (
+            "softplus_default",
+            U::Softplus {
+                beta: 1.0,
+                threshold: 20.0,
+            },
+        ),
+        (
+            "hardtanh",
+            U::Hardtanh {
+                min_val: -1.5,
+                max_val: 2.0,
+            },
+        ),
+        (
+            "clamp",
+            U::Clamp {
+                min: Some(-1.0),
+                max: Some(2.0),
+            },
+        ),
+        (
+            "clamp_min",
+            U::Clamp {
+                min: Some(-0.5),
+                max: None,
+            },
+        ),
+        (
+            "clamp_max",
+            U::Clamp {
+                min: None,
+                max: Some(0.25),
+            },
+        ),
+        ("logit", U::Logit { eps: None }),
+        ("logit_eps", U::Logit { eps: Some(0.125) }),
+        ("softshrink", U::Softshrink { lambd: 0.75 }),
+        ("hardshrink", U::Hardshrink { lambd: 1.25 }),
+        (
+            "threshold",
+            U::Threshold {
+                threshold: -1.0,
+                value: 2.0,
+            },
+        ),
+        (
+            "nan_to_num",
+            U::NanToNum {
+                nan: 0.0,
+                posinf: None,
+                neginf: None,
+            },
+        ),
+        (
+            "nan_to_num_values",
+            U::NanToNum {
+                nan: 1.5,
+                posinf: Some(100.0),
+                neginf: Some(-1e6),
+            },
+        ),
+    ]);
+    v
+}
+
 /// Where `op`'s inputs are drawn from in the tests: its domain, or the
 /// part of it where the values are of interest (the special values and
 /// [`unary_edges`] add the rest, out-of-domain inputs included).
@@ -1003,38 +1112,10 @@ mod tests {
         assert_eq!(erf(0.0), 0.0);
     }
 
-/// Every op with the parameters the tests use besides [`UnaryOp::ALL`]'s.
+/// Every op of [`UnaryOp::ALL`] and of [`unary_cases`].
     fn ops_with_parameters() -> Vec<UnaryOp> {
         let mut v = UnaryOp::ALL.to_vec();
-        v.extend([
-            UnaryOp::LeakyRelu {
-                negative_slope: 0.2,
-            },
-            UnaryOp::Elu { alpha: 1.5 },
-            UnaryOp::Celu { alpha: 0.75 },
-            UnaryOp::Softplus {
-                beta: 2.0,
-                threshold: 4.0,
-            },
-            UnaryOp::Hardtanh {
-                min_val: -1.5,
-                max_val: 2.0,
-            },
-            UnaryOp::Clamp {
-                min: Some(-0.5),
-                max: None,
-            },
-            UnaryOp::Clamp {
-                min: None,
-                max: Some(0.25),
-            },
-            UnaryOp::Logit { eps: Some(0.125) },
-            UnaryOp::Softshrink { lambd: 0.75 },
-            UnaryOp::Threshold {
-                threshold: -1.0,
-                value: 2.0,
-            },
-        ]);
+        v.extend(unary_cases().into_iter().map(|(_, op)| op));
         v
     }
 

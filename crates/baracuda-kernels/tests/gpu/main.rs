@@ -290,6 +290,16 @@ crate::table_tests!(
     cast,
 );
 
+/// Every unary case of the reference (what the goldens and the
+/// finite-difference test check) has its row, `unary_<case>`.
+#[test]
+fn every_unary_case_has_a_row() {
+    for (name, _) in baracuda_kernels::reference::elementwise::unary_cases() {
+        let row = format!("unary_{name}");
+        assert!(TABLE.iter().any(|r| r.name() == row), "no row {row}");
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn elementwise_64bit_offsets() {
