@@ -40,6 +40,9 @@ pub fn erf(x: f64) -> f64 {
 /// has no digits left:
 /// erfc(x) = exp(-x^2)/sqrt(pi) * 1/(x + 1/2/(x + 1/(x + 3/2/(x + ...)))).
 fn erfc_cf(ax: f64) -> f64 {
+    if ax == f64::INFINITY {
+        return 0.0;
+    }
     let mut f = ax;
     let mut c = ax;
     let mut d = 0.0;
@@ -1275,6 +1278,10 @@ mod tests {
             (U::NanToNum { nan: 0.0, posinf: None, neginf: None }, -inf, f64::MIN),
             (U::NanToNum { nan: 2.0, posinf: Some(3.0), neginf: None }, nan, 2.0),
             (U::Lgamma, -inf, inf),
+            (U::Erf, inf, 1.0),
+            (U::Erf, -inf, -1.0),
+            (U::Erfc, inf, 0.0),
+            (U::Erfc, -inf, 2.0),
             (U::Digamma, 0.0, -inf),
         ];
         for (op, x, want) in cases {
