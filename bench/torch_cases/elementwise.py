@@ -1,7 +1,9 @@
 """PyTorch baselines of the elementwise family, from bench/cases/
 elementwise.json (which crates/baracuda-bench/src/elementwise.rs reads too):
 unary and binary ops on contiguous tensors, their backward passes, casts
-between dtypes (`x.to(to)`), and the device-to-device copy ceiling.
+between dtypes (`x.to(to)`), and the device-to-device copy ceiling. The
+unary ops of COMPILED are also timed as torch.compile of the same function
+(compile_ms).
 
 Every case, the copy included, rotates over the file's `placements` buffer
 sets: its inputs are that many separate allocations of random values, and
@@ -44,6 +46,27 @@ UNARY = {
     "exp": (lambda torch: torch.exp, None),
     "neg": (lambda torch: torch.neg, None),
 }
+# The unary ops timed eagerly and as torch.compile of the same function
+# (compile_ms): forward as PyTorch's function; backward as autograd runs
+# it, the aten *_backward kernel where there is one, else the formula of
+# derivatives.yaml written in x (its `result` recomputed from x).
+COMPILED = {
+    "sqrt": (lambda torch: torch.sqrt, lambda torch: lambda x, dy: dy / (2 * torch.sqrt(x))),
+    "abs": (lambda torch: torch.abs, lambda torch: lambda x, dy: dy * torch.sgn(x)),
+    "log": (lambda torch: torch.log, lambda torch: lambda x, dy: dy.div(x)),
+    "sin": (lambda torch: torch.sin, lambda torch: lambda x, dy: dy * torch.cos(x)),
+    "erfinv": (lambda torch: torch.erfinv,
+               lambda torch: lambda x, dy: 0.5 * 1.7724538509055159 * torch.exp(torch.erfinv(x).pow(2)) * dy),
+    "lgamma": (lambda torch: torch.lgamma, lambda torch: lambda x, dy: dy * torch.digamma(x)),
+    "softplus": (lambda torch: torch.nn.functional.softplus,
+                 lambda torch: lambda x, dy: torch.ops.aten.softplus_backward(dy, x, 1.0, 20.0)),
+    "mish": (lambda torch: torch.nn.functional.mish,
+             lambda torch: lambda x, dy: torch.ops.aten.mish_backward(dy, x)),
+}
+UNARY.update(COMPILED)
+# Where a unary op's inputs are drawn from (the default [-4, 4)): its
+# domain, as reference::unary_domain on the Rust side.
+DOMAIN = {"sqrt": (0.01, 10), "log": (0.01, 10), "erfinv": (-0.999, 0.999), "lgamma": (0.05, 12)}
 BINARY = {
     "add": (lambda torch: torch.add, None),
     "sub": (lambda torch: torch.sub, None),
@@ -102,14 +125,24 @@ def cases(torch, settings, cases):
             del xs
         elif op in UNARY:
             fw, bw = UNARY[op]
-            xs = rand(n, -4, 4, dtype)
+            xs = rand(n, *DOMAIN.get(op, (-4, 4)), dtype)
             if "fw" in by_pass:
                 f = fw(torch)
-                yield by_pass["fw"], [(lambda x=x, f=f: f(x)) for x in xs]
+                eager = [(lambda x=x, f=f: f(x)) for x in xs]
+                if op in COMPILED:
+                    c = torch.compile(f, dynamic=False)
+                    yield by_pass["fw"], eager, [(lambda x=x, c=c: c(x)) for x in xs]
+                else:
+                    yield by_pass["fw"], eager
             if "bw" in by_pass:
                 b = bw(torch)
                 dys = rand(n, -1, 1, dtype)
-                yield by_pass["bw"], [(lambda x=x, dy=dy, b=b: b(x, dy)) for x, dy in zip(xs, dys)]
+                eager = [(lambda x=x, dy=dy, b=b: b(x, dy)) for x, dy in zip(xs, dys)]
+                if op in COMPILED:
+                    c = torch.compile(b, dynamic=False)
+                    yield by_pass["bw"], eager, [(lambda x=x, dy=dy, c=c: c(x, dy)) for x, dy in zip(xs, dys)]
+                else:
+                    yield by_pass["bw"], eager
                 del dys
             del xs
         else:

@@ -1,10 +1,72 @@
 """Goldens of the elementwise family: f64 inputs, PyTorch's outputs and its
 autograd gradients for every unary and binary op (binary with broadcasting,
 and with ties for maximum/minimum). Checked by
-crates/baracuda-kernels/tests/golden_elementwise.rs."""
+crates/baracuda-kernels/tests/golden_elementwise.rs.
+
+The unary ops after the first eight (UNARY_SPECIAL) also run on special
+values (NaN, +-inf, +-0, huge, tiny, their domain edges and kinks), on CUDA
+when there is a GPU: the CUDA kernels and their edge cases are what
+UnaryPlan matches. Their parameters are the GPU test rows' (tests/gpu/
+main.rs), keyed by the row name without `unary_`."""
 
 UNARY = ["relu", "gelu_erf", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "neg"]
 BINARY = ["add", "sub", "mul", "div", "maximum", "minimum"]
+
+
+def unary_special(torch):
+    """name -> (function, lo, hi, edges): random inputs in [lo, hi), plus
+    the specials and the edges."""
+    F = torch.nn.functional
+    t = torch
+    half = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5]
+    unit = [1.0, -1.0, 0.999, -0.999, 1.001, -1.001]
+    return {
+        "abs": (t.abs, -5, 5, []), "sign": (t.sign, -5, 5, []), "sgn": (t.sgn, -5, 5, []),
+        "reciprocal": (t.reciprocal, 0.05, 5, []), "sqrt": (t.sqrt, 0.01, 10, []),
+        "rsqrt": (t.rsqrt, 0.01, 10, []), "square": (t.square, -5, 5, []),
+        "exp2": (t.exp2, -5, 5, []), "expm1": (t.expm1, -5, 5, []),
+        "log": (t.log, 0.01, 10, []), "log2": (t.log2, 0.01, 10, []),
+        "log10": (t.log10, 0.01, 10, []), "log1p": (t.log1p, -0.99, 5, [-1.0, -1.5, -0.999]),
+        "sin": (t.sin, -5, 5, []), "cos": (t.cos, -5, 5, []), "tan": (t.tan, -1.5, 1.5, []),
+        "asin": (t.asin, -0.999, 0.999, unit), "acos": (t.acos, -0.999, 0.999, unit),
+        "atan": (t.atan, -5, 5, []), "sinh": (t.sinh, -5, 5, []), "cosh": (t.cosh, -5, 5, []),
+        "asinh": (t.asinh, -5, 5, []), "acosh": (t.acosh, 1.001, 10, [1.0, 0.5, -1.0, 1.001, -2.0]),
+        "atanh": (t.atanh, -0.999, 0.999, unit), "erf": (t.erf, -5, 5, []),
+        "erfc": (t.erfc, -5, 5, []), "erfinv": (t.erfinv, -0.999, 0.999, unit),
+        # no negative integers: PyTorch's trigamma (digamma's gradient) is a
+        # large finite value there where the reference has the pole's inf
+        "lgamma": (t.lgamma, 0.05, 12, [1.0, 2.0, -0.5, -1.5, -0.25]),
+        "digamma": (t.digamma, 0.05, 12, [1.0, 2.0, -0.5, -1.5, -0.25, 1.4616321449683622]),
+        "sinc": (t.sinc, -5, 5, [1.0, -1.0, 2.0, 0.125]),
+        "logsigmoid": (F.logsigmoid, -5, 5, []), "softsign": (F.softsign, -5, 5, []),
+        "mish": (F.mish, -5, 5, []), "hardswish": (F.hardswish, -5, 5, [-3.0, 3.0]),
+        "hardsigmoid": (F.hardsigmoid, -5, 5, [-3.0, 3.0]), "relu6": (F.relu6, -5, 5, [6.0]),
+        "selu": (F.selu, -5, 5, []), "tanhshrink": (F.tanhshrink, -5, 5, []),
+        "floor": (t.floor, -5, 5, half), "ceil": (t.ceil, -5, 5, half),
+        "round": (t.round, -5, 5, half), "trunc": (t.trunc, -5, 5, half),
+        "frac": (t.frac, -5, 5, half),
+        "leaky_relu": (lambda x: F.leaky_relu(x, 0.2), -5, 5, []),
+        "elu": (lambda x: F.elu(x, 1.5), -5, 5, []),
+        "celu": (lambda x: F.celu(x, 0.75), -5, 5, []),
+        "softplus": (lambda x: F.softplus(x, 2.0, 4.0), -5, 5, [2.0, -2.0]),
+        "softplus_default": (F.softplus, -5, 5, []),
+        "hardtanh": (lambda x: F.hardtanh(x, -1.5, 2.0), -5, 5, [-1.5, 2.0]),
+        "clamp": (lambda x: t.clamp(x, -1.0, 2.0), -5, 5, [2.0]),
+        "clamp_min": (lambda x: t.clamp(x, min=-0.5), -5, 5, [-0.5]),
+        "clamp_max": (lambda x: t.clamp(x, max=0.25), -5, 5, [0.25]),
+        "logit": (t.logit, 0.01, 0.99, [1.0, -0.5, 1.5]),
+        "logit_eps": (lambda x: t.logit(x, 0.125), 0.01, 0.99, [1.0, -0.5, 1.5, 0.125, 0.875, 0.0625]),
+        "softshrink": (lambda x: F.softshrink(x, 0.75), -5, 5, [0.75, -0.75]),
+        "hardshrink": (lambda x: F.hardshrink(x, 1.25), -5, 5, [1.25, -1.25]),
+        "threshold": (lambda x: F.threshold(x, -1.0, 2.0), -5, 5, []),
+        "nan_to_num": (t.nan_to_num, -5, 5, []),
+        "nan_to_num_values": (lambda x: t.nan_to_num(x, 1.5, 100.0, -1e6), -5, 5, []),
+    }
+
+
+SPECIALS = [0.0, -0.0, float("nan"), float("inf"), float("-inf"), 1e300, -1e300, 1e30, -1e30,
+            100.0, -100.0, 1e-30, -1e-30, 1e-5, -1e-5, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0,
+            6.0, -6.0]
 
 
 def make(torch):
@@ -39,4 +101,12 @@ def make(torch):
         da, db = torch.autograd.grad(y, (a, b), dy)
         out.update({f"binary.{name}.a": a, f"binary.{name}.b": b, f"binary.{name}.dy": dy,
                     f"binary.{name}.out": y, f"binary.{name}.da": da, f"binary.{name}.db": db})
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    for name, (f, lo, hi, edges) in unary_special(torch).items():
+        x0 = torch.cat([torch.tensor(SPECIALS + edges, dtype=torch.float64), r(40) * (hi - lo) + lo])
+        x = x0.to(dev).requires_grad_()
+        dy = (r(len(x0)) * 2 - 1).to(dev)
+        y = f(x)
+        (dx,) = torch.autograd.grad(y, (x,), dy)
+        out.update({f"unary.{name}.x": x, f"unary.{name}.dy": dy, f"unary.{name}.y": y, f"unary.{name}.dx": dx})
     return out

@@ -171,7 +171,13 @@ fn output_sets<T: Element>(s: &Stream, z: Sizes) -> Result<Vec<DeviceBuffer<T>>>
 
 fn unary<T: Element>(s: &Stream, z: Sizes, op: UnaryOp, rows: &[Row]) -> Result<()> {
     let n = z.n;
-    let xs = random_sets::<T>(s, z, 1, -4.0, 4.0)?;
+    // [-4, 4), or the op's domain where it is narrower (the PyTorch side's
+    // DOMAIN)
+    let (lo, hi) = match reference::elementwise::unary_domain(op) {
+        (lo, hi) if lo > -4.0 || hi < 4.0 => (lo, hi),
+        _ => (-4.0, 4.0),
+    };
+    let xs = random_sets::<T>(s, z, 1, lo, hi)?;
     let mut y = output::<T>(s, z)?;
     let plan = UnaryPlan::<T, 1>::select(
         s,

@@ -92,3 +92,23 @@ __device__ __forceinline__ void pointwise_contig(const T* const (&in)[NIN], T* c
     extern "C" __global__ void __launch_bounds__(256) PREFIX##_strided64_##NAME(StridedArgs p) { \
         pointwise_strided<NIN, NOUT, u64>(p, F());                                          \
     }
+
+// As POINTWISE_KERNELS, with one more kernel parameter `const P q` that
+// builds the functor (F{q}): after `n` in the contiguous kernel (PARAMS
+// lists the operands and `u64 n` only), after the StridedArgs in the
+// strided ones. The unary ops take their parameters this way.
+#define POINTWISE_KERNELS_P(PREFIX, NAME, F, NIN, NOUT, PARAMS, INS, OUTS, P)                   \
+    extern "C" __global__ void __launch_bounds__(256) PREFIX##_contig_##NAME(PW_UNPAREN PARAMS,   \
+                                                                            const P q) {         \
+        const T* const pw_in[NIN] = {PW_UNPAREN INS};                                           \
+        T* const pw_out[NOUT] = {PW_UNPAREN OUTS};                                              \
+        pointwise_contig<NIN, NOUT>(pw_in, pw_out, n, F{q});                                    \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(256) PREFIX##_strided32_##NAME(StridedArgs p,    \
+                                                                               const P q) {      \
+        pointwise_strided<NIN, NOUT, u32>(p, F{q});                                             \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(256) PREFIX##_strided64_##NAME(StridedArgs p,    \
+                                                                               const P q) {      \
+        pointwise_strided<NIN, NOUT, u64>(p, F{q});                                             \
+    }

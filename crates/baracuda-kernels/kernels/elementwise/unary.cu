@@ -14,6 +14,19 @@
 //   neg        -x                                     -1
 //   (k = sqrt(2/pi), c = 0.044715, as PyTorch's approximate='tanh')
 //
+// The other ops are PyTorch's functions of the same name (UnaryOp in
+// src/elementwise/unary.rs documents each): forward and backward follow
+// PyTorch's CUDA kernels and derivatives.yaml for NaN, the infinities, -0,
+// domain edges and kinks, each op's UnaryMath specialisation below. Their
+// math is the CUDA math library's in ACC (f32 for f16, bf16 and f32; f64
+// for f64), IEEE, no approximate forms; derivative formulas are rewritten
+// only where that keeps digits and not semantics (1 - x^2 as one fma).
+// Parameters arrive as the kernels' last argument, UnaryParams (four
+// doubles, rounded to ACC where used): one module serves every value.
+// digamma and its derivative (trigamma, also lgamma's) are series of this
+// file: recurrence up to x >= 10, then the asymptotic expansion; the
+// reflection for x < 0 takes sinpi/cospi of the exact fraction of x.
+//
 // Contiguous: pointwise.cuh (one 16-byte vector per input per
 // thread, one pass of the grid, scalar tail). Strided: strided.cuh (one
 // element per iteration with up to rank-8 offsets, u32 or u64 linear index).
@@ -44,13 +57,31 @@
 // x/2 (1 + tanh(.)) without tanhf; exp on 16-bit types is one approximate
 // exp2 (exp_16bit), lighter than expf's range reduction. f32 and f64 keep
 // IEEE division, expf and tanhf.
-// Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_OP (the op's index)
-// limits the module to one op's kernels, so a plan compiles only what it runs.
+// Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_OP (the op's index in
+// UnaryOp::ALL, the enum below) and BARACUDA_OP_NAME (its name, the
+// kernels' suffix) make the module one op's kernels, so a plan compiles
+// only what it runs.
 #include "common/dtype.cuh"
 #include "common/strided.cuh"
 #include "common/pointwise.cuh"
 
-enum { RELU = 0, GELU_ERF = 1, GELU_TANH = 2, SILU = 3, SIGMOID = 4, TANH = 5, EXP = 6, NEG = 7 };
+// UnaryOp::ALL's order.
+enum {
+    RELU, GELU_ERF, GELU_TANH, SILU, SIGMOID, TANH, EXP, NEG,
+    ABS, SIGN, SGN, RECIPROCAL, SQRT, RSQRT, SQUARE, EXP2, EXPM1, LOG, LOG2, LOG10, LOG1P,
+    SIN, COS, TAN, ASIN, ACOS, ATAN, SINH, COSH, ASINH, ACOSH, ATANH,
+    ERF, ERFC, ERFINV, LGAMMA, DIGAMMA, SINC,
+    LOGSIGMOID, SOFTSIGN, MISH, HARDSWISH, HARDSIGMOID, RELU6, SELU, TANHSHRINK,
+    FLOOR, CEIL, ROUND, TRUNC, FRAC,
+    LEAKY_RELU, ELU, CELU, SOFTPLUS, HARDTANH, CLAMP, LOGIT, SOFTSHRINK, HARDSHRINK, THRESHOLD,
+    NAN_TO_NUM
+};
+
+// The parameters of an op (UnaryParams in unary.rs), as the host passes
+// them; each op's row says which slots it reads.
+struct UnaryParams {
+    double p[4];
+};
 
 #if BARACUDA_DTYPE != 1
 #include "common/fast_math.cuh"
@@ -86,102 +117,310 @@ __device__ __forceinline__ double normal_cdf(double x) { return 0.5 * (1.0 + erf
 __device__ __forceinline__ double gelu_erf(double x) { return x * normal_cdf(x); }
 #endif
 
-template <int OP>
-__device__ __forceinline__ ACC unary_f(ACC x) {
-    if (OP == RELU) return x < ACC(0) ? ACC(0) : x;
-    if (OP == GELU_ERF) return gelu_erf(x);
-#if BARACUDA_DTYPE >= 2
-    if (OP == GELU_TANH) return x * sigmoid_approx(1.5957691216057308f * (x + 0.044715f * x * x * x));
-    if (OP == SILU) return x * sigmoid_approx(x);
-    if (OP == SIGMOID) return sigmoid_approx(x);
-    if (OP == EXP) return exp_16bit(x);
-#else
-    if (OP == GELU_TANH) {
-        const ACC k = ACC(0.79788456080286535588);
-        return ACC(0.5) * x * (ACC(1) + m_tanh(k * (x + ACC(0.044715) * x * x * x)));
+// CUDA math functions without float overloads of the same name.
+__device__ __forceinline__ float m_rsqrt(float x) { return rsqrtf(x); }
+__device__ __forceinline__ double m_rsqrt(double x) { return rsqrt(x); }
+__device__ __forceinline__ float m_erfinv(float x) { return erfinvf(x); }
+__device__ __forceinline__ double m_erfinv(double x) { return erfinv(x); }
+__device__ __forceinline__ float m_sinpi(float x) { return sinpif(x); }
+__device__ __forceinline__ double m_sinpi(double x) { return sinpi(x); }
+__device__ __forceinline__ float m_cospi(float x) { return cospif(x); }
+__device__ __forceinline__ double m_cospi(double x) { return cospi(x); }
+
+#define M_PI_ACC ACC(3.14159265358979323846)
+#define NAN_ACC ACC(__longlong_as_double(0x7FF8000000000000ll))
+#define INF_ACC ACC(__longlong_as_double(0x7FF0000000000000ll))
+
+// std::max / std::min as PyTorch's device code evaluates them: the first
+// argument when the comparison is false, so a NaN first argument passes.
+__device__ __forceinline__ ACC pt_max(ACC a, ACC b) { return a < b ? b : a; }
+__device__ __forceinline__ ACC pt_min(ACC a, ACC b) { return b < a ? b : a; }
+
+// sign as PyTorch's (0 < x) - (x < 0): 0 for ±0 and NaN.
+__device__ __forceinline__ ACC sign_of(ACC x) { return ACC((ACC(0) < x) - (x < ACC(0))); }
+
+// digamma(x): -inf at +0, +inf at -0, NaN at the negative integers and
+// -inf; otherwise psi(x) = psi(1 - x) - pi cot(pi x) for x < 0 (cot from
+// the exact fraction of x), the recurrence psi(x) = psi(x + 1) - 1/x up to
+// x >= 10, and ln x - 1/(2x) - sum B_2k / (2k x^2k) (k <= 7: below 1e-17
+// relative from 10 on).
+__device__ __forceinline__ ACC digamma(ACC x) {
+    if (x == ACC(0)) return copysign(INF_ACC, -x);
+    ACC r = 0;
+    if (x < ACC(0)) {
+        const ACC frac = x - trunc(x);
+        if (frac == ACC(0)) return NAN_ACC;  // a negative integer, or -inf
+        r = -M_PI_ACC * m_cospi(frac) / m_sinpi(frac);
+        x = ACC(1) - x;
     }
-    if (OP == SILU) return x / (ACC(1) + m_exp(-x));
-    if (OP == SIGMOID) return ACC(1) / (ACC(1) + m_exp(-x));
-#endif
-    if (OP == TANH) return m_tanh(x);
-    if (OP == EXP) return m_exp(x);
-    return -x;  // NEG
+    while (x < ACC(10)) {
+        r -= ACC(1) / x;
+        x += ACC(1);
+    }
+    const ACC z = ACC(1) / (x * x);
+    const ACC s =
+        z * (ACC(1.0 / 12) -
+             z * (ACC(1.0 / 120) -
+                  z * (ACC(1.0 / 252) -
+                       z * (ACC(1.0 / 240) - z * (ACC(1.0 / 132) - z * (ACC(691.0 / 32760) - z * ACC(1.0 / 12)))))));
+    return r + log(x) - ACC(0.5) / x - s;
 }
 
-template <int OP>
-__device__ __forceinline__ ACC unary_df(ACC x, ACC dy) {
-    if (OP == RELU) return x <= ACC(0) ? ACC(0) : dy;  // as threshold_backward: NaN passes dy
-    if (OP == GELU_ERF) {
-        const ACC cdf = normal_cdf(x);
-        const ACC pdf = m_exp(ACC(-0.5) * x * x) * ACC(0.39894228040143267794);
-        return dy * (cdf + x * pdf);
+// trigamma(x) = polygamma(1, x): +inf at the non-positive integers (sinpi
+// of an integer is exactly 0), psi1(x) = pi^2 / sin^2(pi x) - psi1(1 - x)
+// below 1/2, the recurrence psi1(x) = psi1(x + 1) + 1/x^2 up to x >= 10,
+// and (1 + 1/(2x) + sum B_2k / x^2k) / x.
+__device__ __forceinline__ ACC trigamma(ACC x) {
+    ACC sign = 1, r = 0;
+    if (x < ACC(0.5)) {
+        const ACC s = m_sinpi(x);
+        r = -(M_PI_ACC * M_PI_ACC) / (s * s);
+        sign = -1;
+        x = ACC(1) - x;
     }
-    if (OP == GELU_TANH) {
-        const ACC k = ACC(0.79788456080286535588);
-        const ACC c = ACC(0.044715);
-        const ACC t = m_tanh(k * (x + c * x * x * x));
-        const ACC dinner = k * (ACC(1) + ACC(3) * c * x * x);
-        return dy * (ACC(0.5) * (ACC(1) + t) + ACC(0.5) * x * (ACC(1) - t * t) * dinner);
+    while (x < ACC(10)) {
+        r += ACC(1) / (x * x);
+        x += ACC(1);
     }
-    if (OP == SILU) {
-        const ACC s = ACC(1) / (ACC(1) + m_exp(-x));
-        return dy * s * (ACC(1) + x * (ACC(1) - s));
-    }
-    if (OP == SIGMOID) {
-        const ACC s = ACC(1) / (ACC(1) + m_exp(-x));
-        return dy * s * (ACC(1) - s);
-    }
-    if (OP == TANH) {
-        const ACC t = m_tanh(x);
-        return dy * (ACC(1) - t * t);
-    }
-#if BARACUDA_DTYPE >= 2
-    if (OP == EXP) return dy * exp_16bit(x);
-#endif
-    if (OP == EXP) return dy * m_exp(x);
-    return -dy;  // NEG
+    const ACC z = ACC(1) / (x * x);
+    const ACC t =
+        z * (ACC(1.0 / 6) -
+             z * (ACC(1.0 / 30) -
+                  z * (ACC(1.0 / 42) - z * (ACC(1.0 / 30) - z * (ACC(5.0 / 66) - z * (ACC(691.0 / 2730) - z * ACC(7.0 / 6)))))));
+    return sign * (r + (ACC(1) + ACC(0.5) / x + t) / x);
 }
+
+// d sinc / dx = (cos(pi x) - sinc(x)) / x; for |x| < 0.16 the series
+// pi^2 x sum_k>=1 (-1)^k 2k (pi x)^(2k-2) / (2k+1)! (through k = 8: below
+// 1e-17 relative there), which the difference would cancel. 0 at 0.
+__device__ __forceinline__ ACC sinc_derivative(ACC x) {
+    const ACC px = M_PI_ACC * x;
+    if (fabs(x) < ACC(0.16)) {
+        const ACC y = px * px;
+        const ACC q =
+            ACC(-1.0 / 3) +
+            y * (ACC(1.0 / 30) +
+                 y * (ACC(-1.0 / 840) +
+                      y * (ACC(1.0 / 45360) +
+                           y * (ACC(-1.0 / 3991680) +
+                                y * (ACC(1.0 / 518918400) + y * (ACC(-1.0 / 93405312000.0) + y * ACC(1.0 / 22230464256000.0)))))));
+        return M_PI_ACC * px * q;
+    }
+    return (m_cospi(x) - m_sinpi(x) / px) / x;
+}
+
+// elu_kernel and elu_backward_kernel (is_result false): p0 alpha, p1
+// scale, p2 input scale, each rounded to ACC, negcoef = alpha * scale in
+// ACC. A NaN x takes the positive branch of the gradient.
+__device__ __forceinline__ ACC elu_f(ACC x, ACC alpha, ACC scale, ACC in_scale) {
+    return x > ACC(0) ? x * scale : expm1(x * in_scale) * (alpha * scale);
+}
+__device__ __forceinline__ ACC elu_df(ACC x, ACC dy, ACC alpha, ACC scale, ACC in_scale) {
+    return x <= ACC(0) ? dy * in_scale * (alpha * scale) * exp(x * in_scale) : dy * scale;
+}
+
+// PyTorch's clamp with scalar bounds: NaN passes, then lo, then hi.
+__device__ __forceinline__ ACC clamp_f(ACC x, ACC lo, ACC hi) {
+    if (m_isnan(x)) return x;
+    const ACC r = x < lo ? lo : x;
+    return hi < r ? hi : r;
+}
+
+// One op: y = f(x), dx = df(x, dy); q the op's parameters.
+template <int OP>
+struct UnaryMath;
+
+#define UNARY_OP(ID, FW, BW)                                                                \
+    template <>                                                                             \
+    struct UnaryMath<ID> {                                                                  \
+        static __device__ __forceinline__ ACC f(ACC x, const UnaryParams& q) { FW }         \
+        static __device__ __forceinline__ ACC df(ACC x, ACC dy, const UnaryParams& q) { BW } \
+    };
+
+UNARY_OP(RELU, return x < ACC(0) ? ACC(0) : x;,
+         return x <= ACC(0) ? ACC(0) : dy;)  // as threshold_backward: NaN passes dy
+UNARY_OP(GELU_ERF, return gelu_erf(x);, {
+    const ACC cdf = normal_cdf(x);
+    const ACC pdf = m_exp(ACC(-0.5) * x * x) * ACC(0.39894228040143267794);
+    return dy * (cdf + x * pdf);
+})
+#if BARACUDA_DTYPE >= 2
+#define GELU_TANH_FW return x * sigmoid_approx(1.5957691216057308f * (x + 0.044715f * x * x * x));
+#define SILU_FW return x * sigmoid_approx(x);
+#define SIGMOID_FW return sigmoid_approx(x);
+#define EXP_FW return exp_16bit(x);
+#define EXP_BW return dy * exp_16bit(x);
+#else
+#define GELU_TANH_FW                                                      \
+    const ACC k = ACC(0.79788456080286535588);                            \
+    return ACC(0.5) * x * (ACC(1) + m_tanh(k * (x + ACC(0.044715) * x * x * x)));
+#define SILU_FW return x / (ACC(1) + m_exp(-x));
+#define SIGMOID_FW return ACC(1) / (ACC(1) + m_exp(-x));
+#define EXP_FW return m_exp(x);
+#define EXP_BW return dy * m_exp(x);
+#endif
+UNARY_OP(GELU_TANH, GELU_TANH_FW, {
+    const ACC k = ACC(0.79788456080286535588);
+    const ACC c = ACC(0.044715);
+    const ACC t = m_tanh(k * (x + c * x * x * x));
+    const ACC dinner = k * (ACC(1) + ACC(3) * c * x * x);
+    return dy * (ACC(0.5) * (ACC(1) + t) + ACC(0.5) * x * (ACC(1) - t * t) * dinner);
+})
+UNARY_OP(SILU, SILU_FW, {
+    const ACC s = ACC(1) / (ACC(1) + m_exp(-x));
+    return dy * s * (ACC(1) + x * (ACC(1) - s));
+})
+UNARY_OP(SIGMOID, SIGMOID_FW, {
+    const ACC s = ACC(1) / (ACC(1) + m_exp(-x));
+    return dy * s * (ACC(1) - s);
+})
+UNARY_OP(TANH, return m_tanh(x);, {
+    const ACC t = m_tanh(x);
+    return dy * (ACC(1) - t * t);
+})
+UNARY_OP(EXP, EXP_FW, EXP_BW)
+UNARY_OP(NEG, return -x;, return -dy;)
+
+//       op           forward                                   backward (dx)
+UNARY_OP(ABS,         return fabs(x);,                          return dy * sign_of(x);)
+UNARY_OP(SIGN,        return sign_of(x);,                       return ACC(0);)
+UNARY_OP(SGN,         return sign_of(x);,                       return ACC(0);)
+UNARY_OP(RECIPROCAL,  return ACC(1) / x;,                       const ACC r = ACC(1) / x; return -dy * (r * r);)
+UNARY_OP(SQRT,        return sqrt(x);,                          return dy / (ACC(2) * sqrt(x));)
+UNARY_OP(RSQRT,       return m_rsqrt(x);,                       const ACC r = m_rsqrt(x); return ACC(-0.5) * dy * (r * r * r);)
+UNARY_OP(SQUARE,      return x * x;,                            return dy * (ACC(2) * x);)
+UNARY_OP(EXP2,        return exp2(x);,                          return dy * exp2(x) * ACC(0.69314718055994530942);)
+UNARY_OP(EXPM1,       return expm1(x);,                         return dy * exp(x);)
+UNARY_OP(LOG,         return log(x);,                           return dy / x;)
+UNARY_OP(LOG2,        return log2(x);,                          return dy / (x * ACC(0.69314718055994530942));)
+UNARY_OP(LOG10,       return log10(x);,                         return dy / (x * ACC(2.30258509299404568402));)
+UNARY_OP(LOG1P,       return log1p(x);,                         return dy / (x + ACC(1));)
+UNARY_OP(SIN,         return sin(x);,                           return dy * cos(x);)
+UNARY_OP(COS,         return cos(x);,                           return dy * -sin(x);)
+UNARY_OP(TAN,         return tan(x);,                           const ACC t = tan(x); return dy * (ACC(1) + t * t);)
+UNARY_OP(ASIN,        return asin(x);,                          return dy * m_rsqrt(fma(-x, x, ACC(1)));)
+UNARY_OP(ACOS,        return acos(x);,                          return dy * -m_rsqrt(fma(-x, x, ACC(1)));)
+UNARY_OP(ATAN,        return atan(x);,                          return dy / fma(x, x, ACC(1));)
+UNARY_OP(SINH,        return sinh(x);,                          return dy * cosh(x);)
+UNARY_OP(COSH,        return cosh(x);,                          return dy * sinh(x);)
+UNARY_OP(ASINH,       return asinh(x);,                         return dy * m_rsqrt(fma(x, x, ACC(1)));)
+UNARY_OP(ACOSH,       return acosh(x);,                         return dy * m_rsqrt(fma(x, x, ACC(-1)));)
+UNARY_OP(ATANH,       return atanh(x);,                         return dy / fma(-x, x, ACC(1));)
+UNARY_OP(ERF,         return erf(x);,                           return ACC(1.12837916709551257390) * exp(-(x * x)) * dy;)
+UNARY_OP(ERFC,        return erfc(x);,                          return ACC(-1.12837916709551257390) * exp(-(x * x)) * dy;)
+UNARY_OP(ERFINV,      return m_erfinv(x);,                      const ACC e = m_erfinv(x);
+                      return ACC(0.88622692545275801365) * exp(e * e) * dy;)
+UNARY_OP(LGAMMA,      return lgamma(x);,                        return dy * digamma(x);)
+UNARY_OP(DIGAMMA,     return digamma(x);,                       return dy * trigamma(x);)
+UNARY_OP(SINC,        if (x == ACC(0)) return ACC(1);
+                      const ACC px = M_PI_ACC * x; return m_sinpi(x) / px;,
+                      return x == ACC(0) ? ACC(0) : dy * sinc_derivative(x);)
+// log_sigmoid_forward / log_sigmoid_backward
+UNARY_OP(LOGSIGMOID,  return pt_min(ACC(0), x) - log1p(exp(-fabs(x)));, {
+                      const ACC z = exp(-fabs(x));
+                      return x < ACC(0) ? dy * (ACC(1) - z / (ACC(1) + z)) : dy * (z / (ACC(1) + z));
+})
+// x / (1 + |x|) as PyTorch's composite; its gradient is NaN at ±inf
+UNARY_OP(SOFTSIGN,    return x / (ACC(1) + fabs(x));, {
+                      const ACC b = ACC(1) + fabs(x);
+                      return isinf(x) ? NAN_ACC : dy / (b * b);
+})
+UNARY_OP(MISH,        return x * tanh(log1p(exp(x)));, {
+                      const ACC s = ACC(1) / (ACC(1) + exp(-x));
+                      const ACC t = tanh(log1p(exp(x)));
+                      return dy * (t + x * s * (ACC(1) - t * t));
+})
+// hardswish / hardsigmoid with PyTorch's one_sixth, (float)(1.0f / 6.0f)
+UNARY_OP(HARDSWISH,   return x * pt_min(pt_max(x + ACC(3), ACC(0)), ACC(6)) * ACC(1.0f / 6.0f);,
+                      if (x < ACC(-3)) return ACC(0);
+                      if (x <= ACC(3)) return dy * (x / ACC(3) + ACC(0.5));
+                      return dy;)
+UNARY_OP(HARDSIGMOID, return pt_min(pt_max(x + ACC(3), ACC(0)), ACC(6)) * ACC(1.0f / 6.0f);,
+                      return x > ACC(-3) && x < ACC(3) ? dy * ACC(1.0f / 6.0f) : ACC(0);)
+// hardtanh(x, 0, 6)
+UNARY_OP(RELU6,       return clamp_f(x, ACC(0), ACC(6));,
+                      return x <= ACC(0) || x >= ACC(6) ? ACC(0) : dy;)
+// elu with PyTorch's alpha and scale
+UNARY_OP(SELU,        return elu_f(x, ACC(1.6732632423543772848170429916717), ACC(1.0507009873554804934193349852946), ACC(1));,
+                      return elu_df(x, dy, ACC(1.6732632423543772848170429916717), ACC(1.0507009873554804934193349852946), ACC(1));)
+UNARY_OP(TANHSHRINK,  return x - tanh(x);,                      const ACC t = tanh(x); return dy * (t * t);)
+UNARY_OP(FLOOR,       return floor(x);,                         return ACC(0);)
+UNARY_OP(CEIL,        return ceil(x);,                          return ACC(0);)
+UNARY_OP(ROUND,       return rint(x);,                          return ACC(0);)
+UNARY_OP(TRUNC,       return trunc(x);,                         return ACC(0);)
+UNARY_OP(FRAC,        return x - trunc(x);,                     return dy;)
+// p0 negative_slope
+UNARY_OP(LEAKY_RELU,  return x > ACC(0) ? x : x * ACC(q.p[0]);,
+                      return x > ACC(0) ? dy : dy * ACC(q.p[0]);)
+// p0 alpha, p1 scale, p2 input scale (celu: 1 / alpha)
+UNARY_OP(ELU,         return elu_f(x, ACC(q.p[0]), ACC(q.p[1]), ACC(q.p[2]));,
+                      return elu_df(x, dy, ACC(q.p[0]), ACC(q.p[1]), ACC(q.p[2]));)
+UNARY_OP(CELU,        return elu_f(x, ACC(q.p[0]), ACC(q.p[1]), ACC(q.p[2]));,
+                      return elu_df(x, dy, ACC(q.p[0]), ACC(q.p[1]), ACC(q.p[2]));)
+// p0 beta, p1 threshold
+UNARY_OP(SOFTPLUS,    const ACC beta = ACC(q.p[0]);
+                      return x * beta > ACC(q.p[1]) ? x : log1p(exp(x * beta)) / beta;, {
+                      const ACC beta = ACC(q.p[0]);
+                      const ACC z = exp(x * beta);
+                      return x * beta > ACC(q.p[1]) ? dy : dy * z / (z + ACC(1));
+})
+// p0 min_val, p1 max_val
+UNARY_OP(HARDTANH,    return clamp_f(x, ACC(q.p[0]), ACC(q.p[1]));,
+                      return x <= ACC(q.p[0]) || x >= ACC(q.p[1]) ? ACC(0) : dy;)
+// p0 min (-inf: none), p1 max (inf: none)
+UNARY_OP(CLAMP,       return clamp_f(x, ACC(q.p[0]), ACC(q.p[1]));,
+                      return x >= ACC(q.p[0]) && x <= ACC(q.p[1]) ? dy : ACC(0);)
+// p0 eps (negative: none); logit_backward
+UNARY_OP(LOGIT,       const ACC eps = ACC(q.p[0]);
+                      const ACC z = eps < ACC(0) ? x : (x < eps ? eps : (x > ACC(1) - eps ? ACC(1) - eps : x));
+                      return log(z / (ACC(1) - z));, {
+                      const ACC eps = ACC(q.p[0]);
+                      const ACC g = dy / (x * (ACC(1) - x));
+                      if (eps < ACC(0)) return x < ACC(0) || x > ACC(1) ? NAN_ACC : g;
+                      return x < eps || x > ACC(1) - eps ? ACC(0) : g;
+})
+// p0 lambd (rounded to T)
+UNARY_OP(SOFTSHRINK,  const ACC l = ACC(q.p[0]);
+                      return m_isnan(x) ? x : (x > l ? x - l : (x < -l ? x + l : ACC(0)));,
+                      const ACC l = ACC(q.p[0]); return x >= -l && x <= l ? ACC(0) : dy;)
+UNARY_OP(HARDSHRINK,  const ACC l = ACC(q.p[0]); return x >= -l && x <= l ? ACC(0) : x;,
+                      const ACC l = ACC(q.p[0]); return x >= -l && x <= l ? ACC(0) : dy;)
+// p0 threshold, p1 value (rounded to T)
+UNARY_OP(THRESHOLD,   return x <= ACC(q.p[0]) ? ACC(q.p[1]) : x;,
+                      return x <= ACC(q.p[0]) ? ACC(0) : dy;)
+// p0 nan, p1 posinf, p2 neginf (rounded to T; the host fills the defaults)
+UNARY_OP(NAN_TO_NUM,  if (m_isnan(x)) return ACC(q.p[0]);
+                      if (isinf(x)) return x > ACC(0) ? ACC(q.p[1]) : ACC(q.p[2]);
+                      return x;,
+                      return dy * ACC(isfinite(x) ? 1 : 0);)
 
 template <int OP>
 struct UnaryFw {
-    __device__ __forceinline__ void operator()(const ACC (&a)[1], ACC (&r)[1]) const { r[0] = unary_f<OP>(a[0]); }
+    UnaryParams q;
+    __device__ __forceinline__ void operator()(const ACC (&a)[1], ACC (&r)[1]) const {
+        r[0] = UnaryMath<OP>::f(a[0], q);
+    }
 };
 
 template <int OP>
 struct UnaryBw {
+    UnaryParams q;
     __device__ __forceinline__ void operator()(const ACC (&a)[2], ACC (&r)[1]) const {
-        r[0] = unary_df<OP>(a[0], a[1]);
+        r[0] = UnaryMath<OP>::df(a[0], a[1], q);
     }
 };
 
-// Contiguous kernels take (x, y, n) and (x, dy, dx, n); strided ones the
-// same operands as StridedArgs inputs and outputs.
-#define UNARY_KERNELS(NAME, OP)                                                                   \
-    POINTWISE_KERNELS(unary_fw, NAME, UnaryFw<OP>, 1, 1, (const T* x, T* y, u64 n), (x), (y))    \
-    POINTWISE_KERNELS(unary_bw, NAME, UnaryBw<OP>, 2, 1, (const T* x, const T* dy, T* dx, u64 n), \
-                      (x, dy), (dx))
+// Contiguous kernels take (x, y, n, q) and (x, dy, dx, n, q); strided ones
+// the same operands as StridedArgs inputs and outputs, then q.
+#define UNARY_KERNELS(NAME, OP)                                                                        \
+    POINTWISE_KERNELS_P(unary_fw, NAME, UnaryFw<OP>, 1, 1, (const T* x, T* y, u64 n), (x), (y),        \
+                        UnaryParams)                                                                   \
+    POINTWISE_KERNELS_P(unary_bw, NAME, UnaryBw<OP>, 2, 1, (const T* x, const T* dy, T* dx, u64 n),    \
+                        (x, dy), (dx), UnaryParams)
+// Expands BARACUDA_OP_NAME before UNARY_KERNELS pastes it.
+#define UNARY_KERNELS_OF(NAME, OP) UNARY_KERNELS(NAME, OP)
 
-#if !defined(BARACUDA_OP) || BARACUDA_OP == 0
-UNARY_KERNELS(relu, RELU)
+#if !defined(BARACUDA_OP) || !defined(BARACUDA_OP_NAME)
+#error "BARACUDA_OP and BARACUDA_OP_NAME must be defined (an op of UnaryOp::ALL)"
 #endif
-#if !defined(BARACUDA_OP) || BARACUDA_OP == 1
-UNARY_KERNELS(gelu_erf, GELU_ERF)
-#endif
-#if !defined(BARACUDA_OP) || BARACUDA_OP == 2
-UNARY_KERNELS(gelu_tanh, GELU_TANH)
-#endif
-#if !defined(BARACUDA_OP) || BARACUDA_OP == 3
-UNARY_KERNELS(silu, SILU)
-#endif
-#if !defined(BARACUDA_OP) || BARACUDA_OP == 4
-UNARY_KERNELS(sigmoid, SIGMOID)
-#endif
-#if !defined(BARACUDA_OP) || BARACUDA_OP == 5
-UNARY_KERNELS(tanh, TANH)
-#endif
-#if !defined(BARACUDA_OP) || BARACUDA_OP == 6
-UNARY_KERNELS(exp, EXP)
-#endif
-#if !defined(BARACUDA_OP) || BARACUDA_OP == 7
-UNARY_KERNELS(neg, NEG)
-#endif
+UNARY_KERNELS_OF(BARACUDA_OP_NAME, BARACUDA_OP)

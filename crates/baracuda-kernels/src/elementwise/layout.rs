@@ -200,8 +200,7 @@ pub(crate) fn family_specs() -> Vec<ModuleSpec> {
     let mut v = Vec::new();
     for dt in 0..4 {
         for op in super::UnaryOp::ALL {
-            let shape = contig_shape(op.is_transcendental(), dt);
-            v.push(spec(&kernel_sources::UNARY, dt, op.index(), shape));
+            v.push(super::unary::unary_spec(dt, op).0);
         }
         for op in super::BinaryOp::ALL {
             v.push(binary_spec(dt, op, ArchSku::Sm80));
@@ -303,6 +302,25 @@ impl MapKernels {
         outs: &[Out<'_, T>],
         ins: &[In<'_, T>],
     ) -> Result<()> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { self.launch_with::<T, ()>(stream, shape, outs, ins, None) }
+    }
+
+    /// [`launch`](Self::launch) with one more kernel argument `tail` when
+    /// it is `Some`: after `n` for the contiguous kernel, after the
+    /// `StridedArgs` for the strided ones (the unary ops' parameters).
+    ///
+    /// # Safety
+    /// As [`launch`](Self::launch); `P` must be laid out as the kernels'
+    /// last parameter (`#[repr(C)]`).
+    pub(crate) unsafe fn launch_with<T: Element, P: Copy + 'static>(
+        &self,
+        stream: &Stream,
+        shape: &[usize],
+        outs: &[Out<'_, T>],
+        ins: &[In<'_, T>],
+        tail: Option<P>,
+    ) -> Result<()> {
         let n: usize = shape.iter().product();
         if n == 0 {
             return Ok(());
@@ -348,6 +366,9 @@ impl MapKernels {
                 args.push(*p)?;
             }
             args.push(n as u64)?;
+            if let Some(t) = tail {
+                args.push(t)?;
+            }
             // SAFETY: forwarded from the caller's contract.
             return unsafe {
                 self.contig.launch(
@@ -389,6 +410,9 @@ impl MapKernels {
         };
         let mut args = LaunchArgs::new();
         args.push(p)?;
+        if let Some(t) = tail {
+            args.push(t)?;
+        }
         // SAFETY: forwarded from the caller's contract.
         unsafe { f.launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args) }
     }

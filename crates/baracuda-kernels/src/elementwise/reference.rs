@@ -40,10 +40,13 @@ pub fn erf(x: f64) -> f64 {
 /// has no digits left:
 /// erfc(x) = exp(-x^2)/sqrt(pi) * 1/(x + 1/2/(x + 1/(x + 3/2/(x + ...)))).
 fn erfc_cf(ax: f64) -> f64 {
+    if ax == f64::INFINITY {
+        return 0.0;
+    }
     let mut f = ax;
     let mut c = ax;
     let mut d = 0.0;
-    for k in 1..200 {
+    for k in 1..400 {
         let an = k as f64 / 2.0;
         d = ax + an * d;
         d = if d == 0.0 { 1e-300 } else { 1.0 / d };
@@ -75,57 +78,695 @@ fn sigmoid(x: f64) -> f64 {
     1.0 / (1.0 + (-x).exp())
 }
 
+/// `ln |Gamma(x)|` in f64, accurate to ~1e-15 (absolute near its zeros
+/// at 1 and 2): Lanczos (g = 7, 9 terms) from 1/2 up, the reflection
+/// `ln(pi / |sin(pi x)|) - lgamma(1 - x)` below (sin of the exact fraction
+/// of `x`); +inf at 0, the negative integers and ±inf.
+pub fn lgamma(x: f64) -> f64 {
+    const G: [f64; 9] = [
+        0.999_999_999_999_809_9,
+        676.520_368_121_885_1,
+        -1_259.139_216_722_402_8,
+        771.323_428_777_653_1,
+        -176.615_029_162_140_6,
+        12.507_343_278_686_905,
+        -0.138_571_095_265_720_12,
+        9.984_369_578_019_572e-6,
+        1.505_632_735_149_311_6e-7,
+    ];
+    if x.is_nan() {
+        return x;
+    }
+    if x.is_infinite() {
+        return f64::INFINITY;
+    }
+    if x < 0.5 {
+        let frac = x - x.trunc();
+        let s = (std::f64::consts::PI * frac).sin().abs();
+        return (std::f64::consts::PI / s).ln() - lgamma(1.0 - x);
+    }
+    let z = x - 1.0;
+    let mut a = G[0];
+    for (i, g) in G.iter().enumerate().skip(1) {
+        a += g / (z + i as f64);
+    }
+    let t = z + 7.5;
+    0.5 * (2.0 * std::f64::consts::PI).ln() + (z + 0.5) * t.ln() - t + a.ln()
+}
+
+/// `digamma(x)` in f64 (PyTorch's edges: -inf at +0, +inf at -0, NaN at
+/// the negative integers and -inf): the reflection through the exact
+/// fraction of `x` below 0, the recurrence up to 10, then the asymptotic
+/// series.
+pub fn digamma(x: f64) -> f64 {
+    if x == 0.0 {
+        return f64::INFINITY.copysign(-x);
+    }
+    let mut x = x;
+    let mut r = 0.0;
+    if x < 0.0 {
+        let frac = x - x.trunc();
+        if frac == 0.0 || frac.is_nan() {
+            return f64::NAN;
+        }
+        r = -std::f64::consts::PI / (std::f64::consts::PI * frac).tan();
+        x = 1.0 - x;
+    }
+    while x < 10.0 {
+        r -= 1.0 / x;
+        x += 1.0;
+    }
+    let z = 1.0 / (x * x);
+    let s = z
+        * (1.0 / 12.0
+            - z * (1.0 / 120.0
+                - z * (1.0 / 252.0
+                    - z * (1.0 / 240.0 - z * (1.0 / 132.0 - z * (691.0 / 32760.0 - z / 12.0))))));
+    r + x.ln() - 0.5 / x - s
+}
+
+/// `polygamma(1, x)` in f64: +inf at the non-positive integers, the
+/// reflection below 1/2, the recurrence up to 10, the asymptotic series.
+pub fn trigamma(x: f64) -> f64 {
+    let pi = std::f64::consts::PI;
+    let (mut x, mut r, mut sign) = (x, 0.0, 1.0);
+    if x < 0.5 {
+        let frac = x - x.trunc();
+        let s = (pi * frac).sin();
+        r = -(pi * pi) / (s * s);
+        sign = -1.0;
+        x = 1.0 - x;
+    }
+    while x < 10.0 {
+        r += 1.0 / (x * x);
+        x += 1.0;
+    }
+    let z = 1.0 / (x * x);
+    let t = z
+        * (1.0 / 6.0
+            - z * (1.0 / 30.0
+                - z * (1.0 / 42.0 - z * (1.0 / 30.0 - z * (5.0 / 66.0 - z * (691.0 / 2730.0 - z * 7.0 / 6.0))))));
+    sign * (r + (1.0 + 0.5 / x + t) / x)
+}
+
+/// `erfinv(x)` in f64: ±inf at ±1, NaN outside [-1, 1]; a starting
+/// approximation refined by Newton steps on `erf` (on `erfc` of `1 - |x|`
+/// from |x| = 1/2 on, where `erf` has no digits left to resolve it).
+pub fn erfinv(x: f64) -> f64 {
+    if x.is_nan() || x.abs() > 1.0 {
+        return f64::NAN;
+    }
+    if x.abs() == 1.0 {
+        return f64::INFINITY.copysign(x);
+    }
+    if x == 0.0 {
+        return x;
+    }
+    let a = x.abs();
+    // starting point: erf(y) ~ sign(y) sqrt(1 - exp(-y^2 (4/pi + c y^2) / (1 + c y^2)))
+    let c = 0.147;
+    let l = (1.0 - a * a).ln();
+    let t = 2.0 / (std::f64::consts::PI * c) + l / 2.0;
+    let mut y = ((t * t - l / c).sqrt() - t).sqrt();
+    let k = std::f64::consts::FRAC_2_SQRT_PI;
+    for _ in 0..60 {
+        let step = if a < 0.5 {
+            (erf(y) - a) / (k * (-y * y).exp())
+        } else {
+            // the continued fraction from 0.8 on (within 300 steps there):
+            // 1 - erf(y) would leave erfc ~1e-16 / erfc(y) relative
+            let c = if y >= 0.8 { erfc_cf(y) } else { erfc(y) };
+            -(c - (1.0 - a)) / (k * (-y * y).exp())
+        };
+        y -= step;
+        if step.abs() <= 1e-17 * y.abs() {
+            break;
+        }
+    }
+    y.copysign(x)
+}
+
+/// `sinc(x) = sin(pi x) / (pi x)`, 1 at 0.
+fn sinc(x: f64) -> f64 {
+    if x == 0.0 {
+        return 1.0;
+    }
+    let px = std::f64::consts::PI * x;
+    sin_pi(x) / px
+}
+
+/// `sin(pi x)` with `x` reduced exactly first (0 at every integer).
+fn sin_pi(x: f64) -> f64 {
+    let r = x % 2.0; // exact
+    (std::f64::consts::PI * r).sin()
+}
+
+/// `cos(pi x)` with `x` reduced exactly first.
+fn cos_pi(x: f64) -> f64 {
+    let r = x % 2.0;
+    (std::f64::consts::PI * r).cos()
+}
+
+/// `d sinc / dx`: the series near 0 (where the difference cancels), else
+/// `(cos(pi x) - sinc(x)) / x`; 0 at 0.
+fn sinc_derivative(x: f64) -> f64 {
+    let pi = std::f64::consts::PI;
+    if x == 0.0 {
+        return 0.0;
+    }
+    if x.abs() < 0.16 {
+        let y = (pi * x) * (pi * x);
+        // sum_k>=1 (-1)^k 2k y^(k-1) / (2k+1)!
+        let mut q = 0.0;
+        let mut fact = 1.0; // (2k+1)!
+        let mut yk = 1.0;
+        for k in 1..=12 {
+            fact *= (2 * k) as f64 * (2 * k + 1) as f64;
+            let term = 2.0 * k as f64 * yk / fact;
+            q += if k % 2 == 1 { -term } else { term };
+            yk *= y;
+        }
+        return pi * pi * x * q;
+    }
+    (cos_pi(x) - sinc(x)) / x
+}
+
+/// PyTorch's f32 constant 1/6 of hardswish and hardsigmoid, in every dtype.
+const ONE_SIXTH: f64 = (1.0f32 / 6.0f32) as f64;
+const SELU_ALPHA: f64 = 1.673_263_242_354_377_3;
+const SELU_SCALE: f64 = 1.050_700_987_355_480_5;
+
+/// `std::max` / `std::min` as PyTorch's device code evaluates them (the
+/// first argument when the comparison is false).
+fn pt_max(a: f64, b: f64) -> f64 {
+    if a < b {
+        b
+    } else {
+        a
+    }
+}
+fn pt_min(a: f64, b: f64) -> f64 {
+    if b < a {
+        b
+    } else {
+        a
+    }
+}
+
+/// PyTorch's sign: `(0 < x) - (x < 0)`, 0 for ±0 and NaN.
+fn sign_of(x: f64) -> f64 {
+    f64::from(u8::from(0.0 < x)) - f64::from(u8::from(x < 0.0))
+}
+
+/// PyTorch's scalar clamp: NaN passes, then `lo`, then `hi`.
+fn clamp(x: f64, lo: f64, hi: f64) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    let r = if x < lo { lo } else { x };
+    if hi < r {
+        hi
+    } else {
+        r
+    }
+}
+
+/// `elu(x)` with PyTorch's alpha, scale and input scale.
+fn elu(x: f64, alpha: f64, scale: f64, in_scale: f64) -> f64 {
+    if x > 0.0 {
+        x * scale
+    } else {
+        (x * in_scale).exp_m1() * (alpha * scale)
+    }
+}
+
+/// `elu_backward` (is_result false) over `dy = 1`: NaN takes `scale`.
+fn elu_derivative(x: f64, alpha: f64, scale: f64, in_scale: f64) -> f64 {
+    if x <= 0.0 {
+        in_scale * (alpha * scale) * (x * in_scale).exp()
+    } else {
+        scale
+    }
+}
+
 /// `f(x)` for one element.
 pub fn unary_scalar(op: UnaryOp, x: f64) -> f64 {
+    use UnaryOp as U;
     match op {
-        UnaryOp::Relu => {
+        U::Relu => {
             if x < 0.0 {
                 0.0
             } else {
                 x
             }
         }
-        UnaryOp::GeluErf => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
-        UnaryOp::GeluTanh => 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + GELU_C * x * x * x)).tanh()),
-        UnaryOp::Silu => x * sigmoid(x),
-        UnaryOp::Sigmoid => sigmoid(x),
-        UnaryOp::Tanh => x.tanh(),
-        UnaryOp::Exp => x.exp(),
-        UnaryOp::Neg => -x,
+        U::GeluErf => 0.5 * x * (1.0 + erf(x / std::f64::consts::SQRT_2)),
+        U::GeluTanh => 0.5 * x * (1.0 + (SQRT_2_OVER_PI * (x + GELU_C * x * x * x)).tanh()),
+        U::Silu => x * sigmoid(x),
+        U::Sigmoid => sigmoid(x),
+        U::Tanh => x.tanh(),
+        U::Exp => x.exp(),
+        U::Neg => -x,
+        U::Abs => x.abs(),
+        U::Sign | U::Sgn => sign_of(x),
+        U::Reciprocal => 1.0 / x,
+        U::Sqrt => x.sqrt(),
+        U::Rsqrt => 1.0 / x.sqrt(),
+        U::Square => x * x,
+        U::Exp2 => x.exp2(),
+        U::Expm1 => x.exp_m1(),
+        U::Log => x.ln(),
+        U::Log2 => x.log2(),
+        U::Log10 => x.log10(),
+        U::Log1p => x.ln_1p(),
+        U::Sin => x.sin(),
+        U::Cos => x.cos(),
+        U::Tan => x.tan(),
+        U::Asin => x.asin(),
+        U::Acos => x.acos(),
+        U::Atan => x.atan(),
+        U::Sinh => x.sinh(),
+        U::Cosh => x.cosh(),
+        U::Asinh => x.asinh(),
+        U::Acosh => x.acosh(),
+        U::Atanh => x.atanh(),
+        U::Erf => erf(x),
+        U::Erfc => erfc(x),
+        U::Erfinv => erfinv(x),
+        U::Lgamma => lgamma(x),
+        U::Digamma => digamma(x),
+        U::Sinc => sinc(x),
+        U::LogSigmoid => pt_min(0.0, x) - (-x.abs()).exp().ln_1p(),
+        U::Softsign => x / (1.0 + x.abs()),
+        U::Mish => x * x.exp().ln_1p().tanh(),
+        U::Hardswish => x * pt_min(pt_max(x + 3.0, 0.0), 6.0) * ONE_SIXTH,
+        U::Hardsigmoid => pt_min(pt_max(x + 3.0, 0.0), 6.0) * ONE_SIXTH,
+        U::Relu6 => clamp(x, 0.0, 6.0),
+        U::Selu => elu(x, SELU_ALPHA, SELU_SCALE, 1.0),
+        U::Tanhshrink => x - x.tanh(),
+        U::Floor => x.floor(),
+        U::Ceil => x.ceil(),
+        U::Round => x.round_ties_even(),
+        U::Trunc => x.trunc(),
+        U::Frac => x - x.trunc(),
+        U::LeakyRelu { negative_slope } => {
+            if x > 0.0 {
+                x
+            } else {
+                x * negative_slope
+            }
+        }
+        U::Elu { alpha } => elu(x, alpha, 1.0, 1.0),
+        U::Celu { alpha } => elu(x, alpha, 1.0, 1.0 / alpha),
+        U::Softplus { beta, threshold } => {
+            if x * beta > threshold {
+                x
+            } else {
+                (x * beta).exp().ln_1p() / beta
+            }
+        }
+        U::Hardtanh { min_val, max_val } => clamp(x, min_val, max_val),
+        U::Clamp { min, max } => clamp(
+            x,
+            min.unwrap_or(f64::NEG_INFINITY),
+            max.unwrap_or(f64::INFINITY),
+        ),
+        U::Logit { eps } => {
+            let z = match eps {
+                Some(e) if e >= 0.0 => clamp(x, e, 1.0 - e),
+                _ => x,
+            };
+            (z / (1.0 - z)).ln()
+        }
+        U::Softshrink { lambd } => {
+            if x.is_nan() {
+                x
+            } else if x > lambd {
+                x - lambd
+            } else if x < -lambd {
+                x + lambd
+            } else {
+                0.0
+            }
+        }
+        U::Hardshrink { lambd } => {
+            if x >= -lambd && x <= lambd {
+                0.0
+            } else {
+                x
+            }
+        }
+        U::Threshold { threshold, value } => {
+            if x <= threshold {
+                value
+            } else {
+                x
+            }
+        }
+        U::NanToNum {
+            nan,
+            posinf,
+            neginf,
+        } => {
+            if x.is_nan() {
+                nan
+            } else if x == f64::INFINITY {
+                posinf.unwrap_or(f64::MAX)
+            } else if x == f64::NEG_INFINITY {
+                neginf.unwrap_or(f64::MIN)
+            } else {
+                x
+            }
+        }
     }
 }
 
-/// `f'(x)` for one element (the relu subgradient at 0 is 0, as PyTorch).
-pub fn unary_derivative(op: UnaryOp, x: f64) -> f64 {
+/// `dx` for one element: `dy * f'(x)`, and 0 for the ops whose gradient
+/// PyTorch defines as zero whatever `dy` holds. The masked gradients
+/// (`hardtanh`, `clamp`, the shrinks, ...) are PyTorch's selects between
+/// `dy` and 0, which equal `dy * 1` and `dy * 0` for a finite `dy`.
+pub fn unary_grad(op: UnaryOp, x: f64, dy: f64) -> f64 {
+    use UnaryOp as U;
     match op {
-        UnaryOp::Relu => {
+        U::Sign | U::Sgn | U::Floor | U::Ceil | U::Round | U::Trunc => 0.0,
+        _ => dy * unary_derivative(op, x),
+    }
+}
+
+// The comparisons are PyTorch's as written: a NaN `x` fails each, which
+// decides the side of a mask it takes (`!(x <= t)` is not `x > t`).
+#[allow(clippy::neg_cmp_op_on_partial_ord, clippy::manual_range_contains)]
+/// `f'(x)` for one element, where it is a function of `x` alone (the
+/// relu subgradient at 0 is 0, as PyTorch's); see [`unary_grad`] for what
+/// the backward writes.
+pub fn unary_derivative(op: UnaryOp, x: f64) -> f64 {
+    use UnaryOp as U;
+    let pi = std::f64::consts::PI;
+    match op {
+        U::Relu => {
             if x <= 0.0 {
                 0.0
             } else {
                 1.0
             }
         }
-        UnaryOp::GeluErf => {
+        U::GeluErf => {
             let cdf = 0.5 * (1.0 + erf(x / std::f64::consts::SQRT_2));
             let pdf = (-0.5 * x * x).exp() / (2.0 * std::f64::consts::PI).sqrt();
             cdf + x * pdf
         }
-        UnaryOp::GeluTanh => {
+        U::GeluTanh => {
             let t = (SQRT_2_OVER_PI * (x + GELU_C * x * x * x)).tanh();
             0.5 * (1.0 + t)
                 + 0.5 * x * (1.0 - t * t) * SQRT_2_OVER_PI * (1.0 + 3.0 * GELU_C * x * x)
         }
-        UnaryOp::Silu => {
+        U::Silu => {
             let s = sigmoid(x);
             s * (1.0 + x * (1.0 - s))
         }
-        UnaryOp::Sigmoid => {
+        U::Sigmoid => {
             let s = sigmoid(x);
             s * (1.0 - s)
         }
-        UnaryOp::Tanh => 1.0 - x.tanh() * x.tanh(),
-        UnaryOp::Exp => x.exp(),
-        UnaryOp::Neg => -1.0,
+        U::Tanh => 1.0 - x.tanh() * x.tanh(),
+        U::Exp => x.exp(),
+        U::Neg => -1.0,
+        U::Abs => sign_of(x),
+        U::Sign | U::Sgn | U::Floor | U::Ceil | U::Round | U::Trunc => 0.0,
+        U::Reciprocal => -(1.0 / x) * (1.0 / x),
+        U::Sqrt => 1.0 / (2.0 * x.sqrt()),
+        U::Rsqrt => -0.5 / (x.sqrt() * x.sqrt() * x.sqrt()),
+        U::Square => 2.0 * x,
+        U::Exp2 => x.exp2() * std::f64::consts::LN_2,
+        U::Expm1 => x.exp(),
+        U::Log => 1.0 / x,
+        U::Log2 => 1.0 / (x * std::f64::consts::LN_2),
+        U::Log10 => 1.0 / (x * std::f64::consts::LN_10),
+        U::Log1p => 1.0 / (x + 1.0),
+        U::Sin => x.cos(),
+        U::Cos => -x.sin(),
+        U::Tan => 1.0 + x.tan() * x.tan(),
+        U::Asin => 1.0 / (-x).mul_add(x, 1.0).sqrt(),
+        U::Acos => -1.0 / (-x).mul_add(x, 1.0).sqrt(),
+        U::Atan => 1.0 / x.mul_add(x, 1.0),
+        U::Sinh => x.cosh(),
+        U::Cosh => x.sinh(),
+        U::Asinh => 1.0 / x.mul_add(x, 1.0).sqrt(),
+        U::Acosh => 1.0 / x.mul_add(x, -1.0).sqrt(),
+        U::Atanh => 1.0 / (-x).mul_add(x, 1.0),
+        U::Erf => std::f64::consts::FRAC_2_SQRT_PI * (-(x * x)).exp(),
+        U::Erfc => -std::f64::consts::FRAC_2_SQRT_PI * (-(x * x)).exp(),
+        U::Erfinv => {
+            let e = erfinv(x);
+            0.5 * pi.sqrt() * (e * e).exp()
+        }
+        U::Lgamma => digamma(x),
+        U::Digamma => trigamma(x),
+        U::Sinc => sinc_derivative(x),
+        U::LogSigmoid => {
+            let z = (-x.abs()).exp();
+            if x < 0.0 {
+                1.0 - z / (1.0 + z)
+            } else {
+                z / (1.0 + z)
+            }
+        }
+        U::Softsign => {
+            if x.is_infinite() {
+                return f64::NAN;
+            }
+            let b = 1.0 + x.abs();
+            1.0 / (b * b)
+        }
+        U::Mish => {
+            let s = 1.0 / (1.0 + (-x).exp());
+            let t = x.exp().ln_1p().tanh();
+            t + x * s * (1.0 - t * t)
+        }
+        U::Hardswish => {
+            if x < -3.0 {
+                0.0
+            } else if x <= 3.0 {
+                x / 3.0 + 0.5
+            } else {
+                1.0
+            }
+        }
+        U::Hardsigmoid => {
+            if x > -3.0 && x < 3.0 {
+                ONE_SIXTH
+            } else {
+                0.0
+            }
+        }
+        U::Relu6 => f64::from(u8::from(!(x <= 0.0 || x >= 6.0))),
+        U::Selu => elu_derivative(x, SELU_ALPHA, SELU_SCALE, 1.0),
+        U::Tanhshrink => x.tanh() * x.tanh(),
+        U::Frac => 1.0,
+        U::LeakyRelu { negative_slope } => {
+            if x > 0.0 {
+                1.0
+            } else {
+                negative_slope
+            }
+        }
+        U::Elu { alpha } => elu_derivative(x, alpha, 1.0, 1.0),
+        U::Celu { alpha } => elu_derivative(x, alpha, 1.0, 1.0 / alpha),
+        U::Softplus { beta, threshold } => {
+            if x * beta > threshold {
+                1.0
+            } else {
+                let z = (x * beta).exp();
+                z / (z + 1.0)
+            }
+        }
+        U::Hardtanh { min_val, max_val } => f64::from(u8::from(!(x <= min_val || x >= max_val))),
+        U::Clamp { min, max } => f64::from(u8::from(
+            x >= min.unwrap_or(f64::NEG_INFINITY) && x <= max.unwrap_or(f64::INFINITY),
+        )),
+        U::Logit { eps } => match eps {
+            Some(e) if e >= 0.0 && (x < e || x > 1.0 - e) => 0.0,
+            Some(e) if e >= 0.0 => 1.0 / (x * (1.0 - x)),
+            _ if x < 0.0 || x > 1.0 => f64::NAN,
+            _ => 1.0 / (x * (1.0 - x)),
+        },
+        U::Softshrink { lambd } | U::Hardshrink { lambd } => {
+            f64::from(u8::from(!(x >= -lambd && x <= lambd)))
+        }
+        U::Threshold { threshold, .. } => f64::from(u8::from(!(x <= threshold))),
+        U::NanToNum { .. } => f64::from(u8::from(x.is_finite())),
+    }
+}
+
+/// The unary ops the tests check, by case name: [`UnaryOp::ALL`]'s (the
+/// parametrised ones with other values than PyTorch's defaults, and both
+/// kinds of an optional argument), as the GPU rows (`unary_<name>`), the
+/// goldens (`scripts/goldens/elementwise.py`) and the finite-difference
+/// test name them.
+pub fn unary_cases() -> Vec<(&'static str, UnaryOp)> {
+    use UnaryOp as U;
+    let mut v: Vec<(&'static str, UnaryOp)> = UnaryOp::ALL
+        .into_iter()
+        .filter(|op| {
+            !matches!(
+                op,
+                U::LeakyRelu { .. }
+                    | U::Elu { .. }
+                    | U::Celu { .. }
+                    | U::Softplus { .. }
+                    | U::Hardtanh { .. }
+                    | U::Clamp { .. }
+                    | U::Logit { .. }
+                    | U::Softshrink { .. }
+                    | U::Hardshrink { .. }
+                    | U::Threshold { .. }
+                    | U::NanToNum { .. }
+            )
+        })
+        .map(|op| (op.name(), op))
+        .collect();
+    v.extend([
+        (
+            "leaky_relu",
+            U::LeakyRelu {
+                negative_slope: 0.2,
+            },
+        ),
+        ("elu", U::Elu { alpha: 1.5 }),
+        ("celu", U::Celu { alpha: 0.75 }),
+        (
+            "softplus",
+            U::Softplus {
+                beta: 2.0,
+                threshold: 4.0,
+            },
+        ),
+        (
+            "softplus_default",
+            U::Softplus {
+                beta: 1.0,
+                threshold: 20.0,
+            },
+        ),
+        (
+            "hardtanh",
+            U::Hardtanh {
+                min_val: -1.5,
+                max_val: 2.0,
+            },
+        ),
+        (
+            "clamp",
+            U::Clamp {
+                min: Some(-1.0),
+                max: Some(2.0),
+            },
+        ),
+        (
+            "clamp_min",
+            U::Clamp {
+                min: Some(-0.5),
+                max: None,
+            },
+        ),
+        (
+            "clamp_max",
+            U::Clamp {
+                min: None,
+                max: Some(0.25),
+            },
+        ),
+        ("logit", U::Logit { eps: None }),
+        ("logit_eps", U::Logit { eps: Some(0.125) }),
+        ("softshrink", U::Softshrink { lambd: 0.75 }),
+        ("hardshrink", U::Hardshrink { lambd: 1.25 }),
+        (
+            "threshold",
+            U::Threshold {
+                threshold: -1.0,
+                value: 2.0,
+            },
+        ),
+        (
+            "nan_to_num",
+            U::NanToNum {
+                nan: 0.0,
+                posinf: None,
+                neginf: None,
+            },
+        ),
+        (
+            "nan_to_num_values",
+            U::NanToNum {
+                nan: 1.5,
+                posinf: Some(100.0),
+                neginf: Some(-1e6),
+            },
+        ),
+    ]);
+    v
+}
+
+/// Where `op`'s inputs are drawn from in the tests: its domain, or the
+/// part of it where the values are of interest (the special values and
+/// [`unary_edges`] add the rest, out-of-domain inputs included).
+pub fn unary_domain(op: UnaryOp) -> (f64, f64) {
+    use UnaryOp as U;
+    match op {
+        U::Exp => (-4.0, 4.0),
+        U::Sqrt | U::Rsqrt | U::Log | U::Log2 | U::Log10 => (0.01, 10.0),
+        U::Log1p => (-0.99, 5.0),
+        U::Tan => (-1.5, 1.5),
+        U::Asin | U::Acos | U::Atanh | U::Erfinv => (-0.999, 0.999),
+        U::Acosh => (1.001, 10.0),
+        U::Lgamma | U::Digamma => (0.05, 12.0),
+        U::Logit { .. } => (0.01, 0.99),
+        U::Reciprocal => (0.05, 5.0),
+        _ => (-5.0, 5.0),
+    }
+}
+
+/// The inputs where `op` changes form: kinks, domain edges, poles, the
+/// ends of its parameters' ranges, and ties of the roundings.
+pub fn unary_edges(op: UnaryOp) -> Vec<f64> {
+    use UnaryOp as U;
+    match op {
+        U::Log1p => vec![-1.0, -1.5, -0.999, -2.0],
+        U::Asin | U::Acos | U::Atanh | U::Erfinv => vec![1.0, -1.0, 0.999, -0.999, 1.001, -1.001],
+        U::Acosh => vec![1.0, 0.5, -1.0, 1.001, -2.0],
+        // poles, zeros, the digamma root, negative non-integers where CUDA's
+        // lgamma keeps its bound (above -2.264)
+        U::Lgamma | U::Digamma => vec![
+            0.0,
+            -0.0,
+            -1.0,
+            -2.0,
+            1.0,
+            2.0,
+            -0.5,
+            -1.5,
+            -0.25,
+            1.461_632_144_968_362_2,
+        ],
+        U::Sinc => vec![1.0, -1.0, 2.0, 0.5, 0.125, -0.01],
+        U::Hardswish | U::Hardsigmoid => vec![-3.0, 3.0, -2.999, 2.999],
+        U::Relu6 => vec![0.0, 6.0, 5.999],
+        U::Round | U::Floor | U::Ceil | U::Trunc | U::Frac => {
+            vec![0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.499_999_97, 4096.5, 1e7 + 0.5]
+        }
+        U::Softplus { beta, threshold } => vec![threshold / beta, -threshold / beta],
+        U::Hardtanh { min_val, max_val } => vec![min_val, max_val],
+        U::Clamp { min, max } => [min, max].into_iter().flatten().collect(),
+        U::Logit { eps } => {
+            let mut v = vec![0.0, 1.0, -0.5, 1.5, 0.5];
+            if let Some(e) = eps {
+                v.extend([e, 1.0 - e, e / 2.0]);
+            }
+            v
+        }
+        U::Softshrink { lambd } | U::Hardshrink { lambd } => vec![lambd, -lambd],
+        U::Threshold { threshold, .. } => vec![threshold],
+        _ => Vec::new(),
     }
 }
 
@@ -134,11 +775,11 @@ pub fn unary(op: UnaryOp, x: &[f64]) -> Vec<f64> {
     x.iter().map(|&v| unary_scalar(op, v)).collect()
 }
 
-/// `dx = dy * f'(x)`.
+/// `dx = dy * f'(x)` ([`unary_grad`] of each element).
 pub fn unary_backward(op: UnaryOp, x: &[f64], dy: &[f64]) -> Vec<f64> {
     x.iter()
         .zip(dy)
-        .map(|(&v, &g)| g * unary_derivative(op, v))
+        .map(|(&v, &g)| unary_grad(op, v, g))
         .collect()
 }
 
@@ -477,20 +1118,209 @@ mod tests {
         assert_eq!(erf(0.0), 0.0);
     }
 
-    /// Central differences in f64 confirm every derivative.
+/// Every op of [`UnaryOp::ALL`] and of [`unary_cases`].
+    fn ops_with_parameters() -> Vec<UnaryOp> {
+        let mut v = UnaryOp::ALL.to_vec();
+        v.extend(unary_cases().into_iter().map(|(_, op)| op));
+        v
+    }
+
+    /// Central differences in f64 confirm every derivative, over each op's
+    /// test domain away from its edges (and the integers, for the
+    /// roundings and `sign`).
     #[test]
     fn unary_derivatives_match_finite_differences() {
         let h = 1e-6;
-        for op in UnaryOp::ALL {
+        for op in ops_with_parameters() {
+            let (lo, hi) = unary_domain(op);
+            let mut edges = unary_edges(op);
+            edges.extend([0.0, 6.0, -3.0, 3.0]);
+            let mut checked = 0;
             for i in 0..41 {
-                let x = -4.0 + 0.2 * i as f64 + 0.013; // avoid relu's kink at 0
+                let x = lo + (hi - lo) * (i as f64 + 0.5) / 41.0 + 0.0013;
+                let near_integer = (x - x.round()).abs() < 1e-3;
+                if x >= hi || edges.iter().any(|e| (x - e).abs() < 1e-3) || near_integer {
+                    continue;
+                }
+                let f = unary_scalar(op, x);
                 let fd = (unary_scalar(op, x + h) - unary_scalar(op, x - h)) / (2.0 * h);
                 let an = unary_derivative(op, x);
                 assert!(
-                    (fd - an).abs() <= 1e-7 * (1.0 + an.abs()),
+                    (fd - an).abs() <= 1e-7 * (1.0 + an.abs()) + 1e-9 * f.abs(),
                     "{op:?} at {x}: fd {fd} vs {an}"
                 );
+                assert_eq!(unary_grad(op, x, 0.5), 0.5 * an, "{op:?} at {x}");
+                checked += 1;
             }
+            assert!(checked > 20, "{op:?}: {checked} points");
+        }
+    }
+
+    fn close(what: &str, got: f64, want: f64, tol: f64) {
+        assert!(
+            (got - want).abs() <= tol * want.abs().max(1e-300),
+            "{what}: {got:e}, expected {want:e}"
+        );
+    }
+
+    /// lgamma, digamma and trigamma against mpmath (30 digits).
+    #[test]
+    #[allow(clippy::excessive_precision)] // mpmath's digits
+    fn gamma_functions_match_known_values() {
+        let table = [
+            (0.1, 2.252712651734205902, -10.423754940411076232, 101.4332991507927477),
+            (0.5, 0.57236494292470008707, -1.9635100260214234794, 4.9348022005446793094),
+            (1.5, -0.12078223763524522235, 0.036489973978576520559, 0.93480220054467930942),
+            (2.5, 0.28468287047291915963, 0.70315664064524318723, 0.49035775610023486497),
+            (7.3, 7.1478925230222486921, 1.9178203356379860723, 0.14679576813142710199),
+            (12.0, 17.502307845873885839, 2.4426616799758120167, 0.08690187287176839075),
+            (-0.5, 1.2655121234846453965, 0.036489973978576520559, 8.9348022005446793094),
+            (-1.5, 0.86004701537648101451, 0.70315664064524318723, 9.3792466449891237539),
+            (-2.3, 0.36956666345500803746, 3.3173231575618227391, 14.725912160961291488),
+            (1e-05, 11.512919692895825626, -100000.57719921567289, 10000000001.64490839),
+            (100.0, 359.13420536957539878, 4.6001618527380874002, 0.010050166663333571395),
+        ];
+        for (x, lg, dg, tg) in table {
+            close(&format!("lgamma({x})"), lgamma(x), lg, 1e-14);
+            close(&format!("digamma({x})"), digamma(x), dg, 1e-14);
+            close(&format!("trigamma({x})"), trigamma(x), tg, 1e-14);
+        }
+        // near 1 and 2, lgamma's zeros: absolute
+        assert!(lgamma(1.0).abs() < 1e-15 && lgamma(2.0).abs() < 1e-15);
+        assert!(digamma(1.461_632_144_968_362_2).abs() < 1e-15);
+        // PyTorch's edges
+        assert_eq!(digamma(0.0), f64::NEG_INFINITY);
+        assert_eq!(digamma(-0.0), f64::INFINITY);
+        assert!(digamma(-2.0).is_nan() && digamma(f64::NEG_INFINITY).is_nan());
+        assert_eq!(digamma(f64::INFINITY), f64::INFINITY);
+        assert_eq!(lgamma(0.0), f64::INFINITY);
+        assert_eq!(lgamma(-3.0), f64::INFINITY);
+        assert_eq!(lgamma(f64::NEG_INFINITY), f64::INFINITY);
+        assert_eq!(trigamma(0.0), f64::INFINITY);
+        assert_eq!(trigamma(-2.0), f64::INFINITY);
+    }
+
+    #[test]
+    #[allow(clippy::excessive_precision)] // mpmath's digits
+    fn erfinv_and_sinc_match_known_values() {
+        for (x, want) in [
+            (0.1, 0.088855990494257691974),
+            (0.5, 0.47693627620446987338),
+            (-0.9, -1.1630871536766741628),
+            (0.999, 2.3267537655135244939),
+            (0.999999, 3.4589107372754987775),
+            (1e-10, 8.8622692545275804594e-11),
+            (0.75, 0.81341984759761854169),
+        ] {
+            close(&format!("erfinv({x})"), erfinv(x), want, 1e-14);
+        }
+        assert_eq!(erfinv(1.0), f64::INFINITY);
+        assert_eq!(erfinv(-1.0), f64::NEG_INFINITY);
+        assert!(erfinv(1.5).is_nan());
+        for (x, want) in [
+            (0.01, -0.032895434481712398668),
+            (0.3, -0.90202813013888879218),
+            (1.2, -0.54425176145292309631),
+            (-2.7, 0.25302308485458441119),
+            (10.5, -0.0028871645005332487214),
+        ] {
+            close(&format!("sinc'({x})"), sinc_derivative(x), want, 1e-13);
+        }
+    }
+
+    /// PyTorch's values at NaN, ±inf, ±0 and the domain edges.
+    #[test]
+    fn unary_special_values_follow_pytorch() {
+        use UnaryOp as U;
+        let nan = f64::NAN;
+        let inf = f64::INFINITY;
+        let same = |a: f64, b: f64| (a.is_nan() && b.is_nan()) || (a == b && a.is_sign_negative() == b.is_sign_negative());
+        let cases = [
+            (U::Sign, nan, 0.0),
+            (U::Sign, -0.0, 0.0),
+            (U::Abs, -0.0, 0.0),
+            (U::Sqrt, -0.0, -0.0),
+            (U::Sqrt, -1.0, nan),
+            (U::Rsqrt, -0.0, -inf),
+            (U::Log, 0.0, -inf),
+            (U::Log, -1.0, nan),
+            (U::Log1p, -1.0, -inf),
+            (U::Expm1, -0.0, -0.0),
+            (U::Atanh, 1.0, inf),
+            (U::Atanh, -1.0, -inf),
+            (U::Acosh, 1.0, 0.0),
+            (U::Acosh, 0.5, nan),
+            (U::Asin, 1.5, nan),
+            (U::Erfinv, -1.0, -inf),
+            (U::Softsign, inf, nan),
+            (U::Mish, -inf, nan),
+            (U::Mish, inf, inf),
+            (U::Hardswish, -inf, nan),
+            (U::Hardswish, inf, inf),
+            (U::Hardsigmoid, nan, nan),
+            (U::Hardsigmoid, inf, 6.0 * ONE_SIXTH),
+            (U::Relu6, -0.0, -0.0),
+            (U::Relu6, nan, nan),
+            (U::Frac, inf, nan),
+            (U::Frac, -0.0, 0.0),
+            (U::Round, -0.4, -0.0),
+            (U::Round, 2.5, 2.0),
+            (U::Round, -1.5, -2.0),
+            (U::Tanhshrink, -0.0, 0.0),
+            (U::Softshrink { lambd: 0.5 }, nan, nan),
+            (U::Softshrink { lambd: 0.5 }, -0.0, 0.0),
+            (U::Hardshrink { lambd: 0.5 }, nan, nan),
+            (U::Clamp { min: Some(0.0), max: None }, -0.0, -0.0),
+            (U::Clamp { min: Some(2.0), max: Some(1.0) }, 0.0, 1.0),
+            (U::Clamp { min: Some(0.0), max: Some(1.0) }, nan, nan),
+            (U::Logit { eps: None }, 0.0, -inf),
+            (U::Logit { eps: Some(0.25) }, 0.0, (1.0f64 / 3.0).ln()),
+            (U::NanToNum { nan: 0.0, posinf: None, neginf: None }, -inf, f64::MIN),
+            (U::NanToNum { nan: 2.0, posinf: Some(3.0), neginf: None }, nan, 2.0),
+            (U::Lgamma, -inf, inf),
+            (U::Erf, inf, 1.0),
+            (U::Erf, -inf, -1.0),
+            (U::Erfc, inf, 0.0),
+            (U::Erfc, -inf, 2.0),
+            (U::Digamma, 0.0, -inf),
+        ];
+        for (op, x, want) in cases {
+            let got = unary_scalar(op, x);
+            assert!(same(got, want), "{op:?}({x:e}) = {got:e}, expected {want:e}");
+        }
+        let grads = [
+            (U::Abs, 0.0, 0.0),
+            (U::Abs, nan, 0.0),
+            (U::Relu6, 6.0, 0.0),
+            (U::Relu6, nan, 1.0),
+            (U::Hardtanh { min_val: -1.0, max_val: 1.0 }, 1.0, 0.0),
+            (U::Clamp { min: Some(-1.0), max: Some(1.0) }, 1.0, 1.0),
+            (U::Clamp { min: Some(-1.0), max: None }, nan, 0.0),
+            (U::Hardswish, -3.0, -0.5),
+            (U::Hardswish, 3.0, 1.5),
+            (U::Hardswish, nan, 1.0),
+            (U::Hardsigmoid, 3.0, 0.0),
+            (U::LeakyRelu { negative_slope: 0.25 }, 0.0, 0.25),
+            (U::LeakyRelu { negative_slope: 0.25 }, nan, 0.25),
+            (U::Elu { alpha: 2.0 }, 0.0, 2.0),
+            (U::Elu { alpha: 2.0 }, nan, 1.0),
+            (U::Softshrink { lambd: 0.5 }, 0.5, 0.0),
+            (U::Softshrink { lambd: 0.5 }, nan, 1.0),
+            (U::Threshold { threshold: 1.0, value: 5.0 }, 1.0, 0.0),
+            (U::Logit { eps: None }, 1.5, nan),
+            (U::Logit { eps: Some(0.25) }, 0.125, 0.0),
+            (U::Softsign, inf, nan),
+            (U::Sqrt, 0.0, inf),
+            (U::Sinc, 0.0, 0.0),
+            (U::Frac, 2.5, 1.0),
+            (U::Floor, nan, 0.0),
+            (U::NanToNum { nan: 0.0, posinf: None, neginf: None }, inf, 0.0),
+            (U::Digamma, -3.0, inf),
+            (U::Mish, inf, nan),
+        ];
+        for (op, x, want) in grads {
+            let got = unary_grad(op, x, 1.0);
+            assert!(same(got, want) || (got == want), "{op:?}'({x:e}) = {got:e}, expected {want:e}");
         }
     }
 

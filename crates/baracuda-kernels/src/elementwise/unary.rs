@@ -5,19 +5,31 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::Stream;
+use baracuda_driver::{ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, Element, Grad, Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result,
-    TensorMut, TensorRef, Workspace,
+    BackendKind, Element, ElementKind, Grad, Grads, KernelSku, PlanPreference, PrecisionGuarantee,
+    Result, TensorMut, TensorRef, Workspace,
 };
 
-use super::layout::{check_operand, check_select, contig_shape, spec, MapKernels};
+use super::layout::{check_operand, check_select, contig_shape, spec, ContigShape, MapKernels};
 use crate::checks::{check_alias, Extent};
 use crate::kernel_sources;
 use crate::{Backward, Plan};
 
-/// A pointwise unary function.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+/// A pointwise unary function, with its parameters where it has some.
+///
+/// Each op follows the PyTorch function named in its doc for NaN, the
+/// infinities, signed zeros, domain edges and the gradient at kinks (the
+/// formula of `tools/autograd/derivatives.yaml` or the CUDA backward kernel
+/// autograd runs); `kernels/elementwise/unary.cu` has the same table.
+/// Ops whose gradient PyTorch defines as zero (`floor`, `sign`, ...) write
+/// zeros, whatever `dy` holds.
+///
+/// Parameters reach the kernel as arguments, so one compiled module serves
+/// every value. They are rounded as PyTorch rounds them: to the compute
+/// type (f32 for f16, bf16 and f32; f64 for f64), and first to the element
+/// type for `softshrink`, `hardshrink`, `threshold` and `nan_to_num`.
+#[derive(Copy, Clone, Debug)]
 #[non_exhaustive]
 pub enum UnaryOp {
     /// `max(x, 0)`; NaN propagates. Gradient `x <= 0 ? 0 : 1`.
@@ -39,11 +51,212 @@ pub enum UnaryOp {
     Exp,
     /// `-x`. Gradient `-1`.
     Neg,
+    /// `torch.abs`: `|x|`. Gradient `sign(x)` (0 at 0 and at NaN).
+    Abs,
+    /// `torch.sign`: -1, 0 or 1; 0 for ±0 and NaN (PyTorch's
+    /// `(0 < x) - (x < 0)`). Gradient zero.
+    Sign,
+    /// `torch.sgn`, the same as `sign` for real inputs. Gradient zero.
+    Sgn,
+    /// `torch.reciprocal`: `1/x`. Gradient `-1/x^2`.
+    Reciprocal,
+    /// `torch.sqrt`; NaN below 0, `sqrt(-0) = -0`. Gradient `1 / (2 sqrt(x))`.
+    Sqrt,
+    /// `torch.rsqrt`: `1/sqrt(x)`. Gradient `-rsqrt(x)^3 / 2`.
+    Rsqrt,
+    /// `torch.square`: `x^2`. Gradient `2x`.
+    Square,
+    /// `torch.exp2`: `2^x`. Gradient `2^x ln 2`.
+    Exp2,
+    /// `torch.expm1`: `e^x - 1`. Gradient `e^x`.
+    Expm1,
+    /// `torch.log`; NaN below 0, -inf at ±0. Gradient `1/x` (for every
+    /// `x`, as PyTorch's `grad / x`).
+    Log,
+    /// `torch.log2`. Gradient `1 / (x ln 2)`.
+    Log2,
+    /// `torch.log10`. Gradient `1 / (x ln 10)`.
+    Log10,
+    /// `torch.log1p`: `ln(1 + x)`. Gradient `1 / (1 + x)`.
+    Log1p,
+    /// `torch.sin`. Gradient `cos(x)`.
+    Sin,
+    /// `torch.cos`. Gradient `-sin(x)`.
+    Cos,
+    /// `torch.tan`. Gradient `1 + tan(x)^2`.
+    Tan,
+    /// `torch.asin`; NaN outside [-1, 1]. Gradient `1/sqrt(1 - x^2)`
+    /// (inf at ±1, NaN outside).
+    Asin,
+    /// `torch.acos`. Gradient `-1/sqrt(1 - x^2)`.
+    Acos,
+    /// `torch.atan`. Gradient `1 / (1 + x^2)`.
+    Atan,
+    /// `torch.sinh`. Gradient `cosh(x)`.
+    Sinh,
+    /// `torch.cosh`. Gradient `sinh(x)`.
+    Cosh,
+    /// `torch.asinh`. Gradient `1/sqrt(x^2 + 1)`.
+    Asinh,
+    /// `torch.acosh`; NaN below 1. Gradient `1/sqrt(x^2 - 1)` (inf at ±1,
+    /// NaN inside (-1, 1)).
+    Acosh,
+    /// `torch.atanh`; ±inf at ±1, NaN outside. Gradient `1 / (1 - x^2)`.
+    Atanh,
+    /// `torch.erf`. Gradient `2/sqrt(pi) e^(-x^2)`.
+    Erf,
+    /// `torch.erfc`: `1 - erf(x)`. Gradient `-2/sqrt(pi) e^(-x^2)`.
+    Erfc,
+    /// `torch.erfinv`; ±inf at ±1, NaN outside. Gradient
+    /// `sqrt(pi)/2 e^(erfinv(x)^2)`.
+    Erfinv,
+    /// `torch.lgamma`: `ln |Gamma(x)|`; +inf at 0, the negative integers
+    /// and ±inf. Gradient `digamma(x)`.
+    Lgamma,
+    /// `torch.digamma`; `-inf` at +0, `+inf` at -0, NaN at the negative
+    /// integers. Gradient `polygamma(1, x)` (+inf at the non-positive
+    /// integers, where PyTorch's `sin(pi x)` leaves a large finite value).
+    Digamma,
+    /// `torch.sinc`: `sin(pi x) / (pi x)`, 1 at 0. Gradient
+    /// `(cos(pi x) - sinc(x)) / x`, 0 at 0.
+    Sinc,
+    /// `F.logsigmoid`: `min(x, 0) - ln(1 + e^-|x|)`. Gradient
+    /// `1 - sigmoid(x)`.
+    LogSigmoid,
+    /// `F.softsign`: `x / (1 + |x|)`; NaN at ±inf (`inf/inf`). Gradient
+    /// `1 / (1 + |x|)^2`, NaN at ±inf as PyTorch's composite gradient.
+    Softsign,
+    /// `F.mish`: `x tanh(ln(1 + e^x))`; NaN at -inf. Gradient
+    /// `t + x s (1 - t^2)`, `t` the tanh, `s = sigmoid(x)` (NaN at ±inf).
+    Mish,
+    /// `F.hardswish`: `x min(max(x + 3, 0), 6) / 6`, with PyTorch's f32
+    /// constant 1/6 in every dtype; NaN at -inf. Gradient 0 below -3,
+    /// `x/3 + 1/2` on [-3, 3], 1 above (and for NaN).
+    Hardswish,
+    /// `F.hardsigmoid`: `min(max(x + 3, 0), 6) / 6` (PyTorch's f32 1/6).
+    /// Gradient `1/6` inside (-3, 3), 0 elsewhere (and for NaN).
+    Hardsigmoid,
+    /// `F.relu6`: `hardtanh(x, 0, 6)`. Gradient 1 inside (0, 6), 0 at the
+    /// ends and outside; `dy` for NaN (`hardtanh_backward`).
+    Relu6,
+    /// `F.selu`: `scale * elu(x, alpha)` with PyTorch's constants. Gradient
+    /// `scale` above 0, `scale alpha e^x` at and below 0; `scale` for NaN.
+    Selu,
+    /// `F.tanhshrink`: `x - tanh(x)`. Gradient `tanh(x)^2`.
+    Tanhshrink,
+    /// `torch.floor`. Gradient zero.
+    Floor,
+    /// `torch.ceil`. Gradient zero.
+    Ceil,
+    /// `torch.round` (decimals 0): to nearest, ties to even. Gradient zero.
+    Round,
+    /// `torch.trunc`. Gradient zero.
+    Trunc,
+    /// `torch.frac`: `x - trunc(x)`; NaN at ±inf. Gradient 1.
+    Frac,
+    /// `F.leaky_relu(x, negative_slope)`: `x > 0 ? x : x slope`. Gradient
+    /// `x > 0 ? 1 : slope` (slope at 0 and for NaN).
+    LeakyRelu {
+        /// Slope below 0 (PyTorch's default 0.01).
+        negative_slope: f64,
+    },
+    /// `F.elu(x, alpha)`: `x > 0 ? x : alpha (e^x - 1)`. Gradient 1 above
+    /// 0, `alpha e^x` at and below 0; 1 for NaN (`elu_backward`).
+    Elu {
+        /// Scale of the negative part (default 1).
+        alpha: f64,
+    },
+    /// `F.celu(x, alpha)`: `elu` with input scale `1/alpha`:
+    /// `x > 0 ? x : alpha (e^(x/alpha) - 1)`. Gradient `e^(x/alpha)` at
+    /// and below 0, 1 above and for NaN.
+    Celu {
+        /// Scale (default 1); not 0.
+        alpha: f64,
+    },
+    /// `F.softplus(x, beta, threshold)`: `x beta > threshold ? x :
+    /// ln(1 + e^(x beta)) / beta`. Gradient `x beta > threshold ? 1 :
+    /// z / (z + 1)`, `z = e^(x beta)`.
+    Softplus {
+        /// Default 1; not 0.
+        beta: f64,
+        /// Default 20.
+        threshold: f64,
+    },
+    /// `F.hardtanh(x, min_val, max_val)`: clamp to `[min_val, max_val]`,
+    /// NaN propagates. Gradient 1 strictly inside, 0 at the ends and
+    /// outside; `dy` for NaN (`hardtanh_backward`).
+    Hardtanh {
+        /// Default -1.
+        min_val: f64,
+        /// Default 1.
+        max_val: f64,
+    },
+    /// `torch.clamp(x, min, max)` with scalar bounds, at least one given:
+    /// `min(max(x, min), max)` (so `max` wins when `min > max`), NaN
+    /// propagates. Gradient 1 on `[min, max]` (1 at the bounds), 0 outside
+    /// and for NaN.
+    Clamp {
+        /// Lower bound, or none.
+        min: Option<f64>,
+        /// Upper bound, or none.
+        max: Option<f64>,
+    },
+    /// `torch.logit(x, eps)`: `ln(z / (1 - z))` with `z = x` clamped to
+    /// `[eps, 1 - eps]` when `eps` is given. Gradient `1 / (x (1 - x))`;
+    /// with `eps` 0 outside `[eps, 1 - eps]`, without it NaN outside
+    /// `[0, 1]` (`logit_backward`).
+    Logit {
+        /// Clamp of the input; none (PyTorch's default) or negative: no
+        /// clamp.
+        eps: Option<f64>,
+    },
+    /// `F.softshrink(x, lambd)`: `x - lambd` above `lambd`, `x + lambd`
+    /// below `-lambd`, 0 between; NaN propagates. Gradient 0 on
+    /// `[-lambd, lambd]`, 1 outside and for NaN.
+    Softshrink {
+        /// Default 0.5.
+        lambd: f64,
+    },
+    /// `F.hardshrink(x, lambd)`: 0 on `[-lambd, lambd]`, `x` outside.
+    /// Gradient as `softshrink`.
+    Hardshrink {
+        /// Default 0.5.
+        lambd: f64,
+    },
+    /// `F.threshold(x, threshold, value)`: `x <= threshold ? value : x`.
+    /// Gradient `x <= threshold ? 0 : 1` (1 for NaN).
+    Threshold {
+        /// Cut.
+        threshold: f64,
+        /// Value at and below the cut.
+        value: f64,
+    },
+    /// `torch.nan_to_num(x, nan, posinf, neginf)`: NaN, +inf and -inf
+    /// replaced (none: the dtype's largest and lowest finite values).
+    /// Gradient 1 where `x` is finite, 0 elsewhere.
+    NanToNum {
+        /// Replaces NaN (default 0).
+        nan: f64,
+        /// Replaces +inf, or none.
+        posinf: Option<f64>,
+        /// Replaces -inf, or none.
+        neginf: Option<f64>,
+    },
+}
+
+/// Kernel arguments of an op's parameters (`UnaryParams` of unary.cu):
+/// each op documents which slots it reads, in its row of the kernel table.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub(crate) struct UnaryParams {
+    pub p: [f64; 4],
 }
 
 impl UnaryOp {
-    /// Every op, in declaration order.
-    pub const ALL: [UnaryOp; 8] = [
+    /// Every op, in declaration order (the parametrised ones with
+    /// PyTorch's defaults, `threshold` with 0.5 and 0, `clamp` with
+    /// [-1, 1]).
+    pub const ALL: [UnaryOp; 62] = [
         UnaryOp::Relu,
         UnaryOp::GeluErf,
         UnaryOp::GeluTanh,
@@ -52,34 +265,302 @@ impl UnaryOp {
         UnaryOp::Tanh,
         UnaryOp::Exp,
         UnaryOp::Neg,
+        UnaryOp::Abs,
+        UnaryOp::Sign,
+        UnaryOp::Sgn,
+        UnaryOp::Reciprocal,
+        UnaryOp::Sqrt,
+        UnaryOp::Rsqrt,
+        UnaryOp::Square,
+        UnaryOp::Exp2,
+        UnaryOp::Expm1,
+        UnaryOp::Log,
+        UnaryOp::Log2,
+        UnaryOp::Log10,
+        UnaryOp::Log1p,
+        UnaryOp::Sin,
+        UnaryOp::Cos,
+        UnaryOp::Tan,
+        UnaryOp::Asin,
+        UnaryOp::Acos,
+        UnaryOp::Atan,
+        UnaryOp::Sinh,
+        UnaryOp::Cosh,
+        UnaryOp::Asinh,
+        UnaryOp::Acosh,
+        UnaryOp::Atanh,
+        UnaryOp::Erf,
+        UnaryOp::Erfc,
+        UnaryOp::Erfinv,
+        UnaryOp::Lgamma,
+        UnaryOp::Digamma,
+        UnaryOp::Sinc,
+        UnaryOp::LogSigmoid,
+        UnaryOp::Softsign,
+        UnaryOp::Mish,
+        UnaryOp::Hardswish,
+        UnaryOp::Hardsigmoid,
+        UnaryOp::Relu6,
+        UnaryOp::Selu,
+        UnaryOp::Tanhshrink,
+        UnaryOp::Floor,
+        UnaryOp::Ceil,
+        UnaryOp::Round,
+        UnaryOp::Trunc,
+        UnaryOp::Frac,
+        UnaryOp::LeakyRelu {
+            negative_slope: 0.01,
+        },
+        UnaryOp::Elu { alpha: 1.0 },
+        UnaryOp::Celu { alpha: 1.0 },
+        UnaryOp::Softplus {
+            beta: 1.0,
+            threshold: 20.0,
+        },
+        UnaryOp::Hardtanh {
+            min_val: -1.0,
+            max_val: 1.0,
+        },
+        UnaryOp::Clamp {
+            min: Some(-1.0),
+            max: Some(1.0),
+        },
+        UnaryOp::Logit { eps: None },
+        UnaryOp::Softshrink { lambd: 0.5 },
+        UnaryOp::Hardshrink { lambd: 0.5 },
+        UnaryOp::Threshold {
+            threshold: 0.5,
+            value: 0.0,
+        },
+        UnaryOp::NanToNum {
+            nan: 0.0,
+            posinf: None,
+            neginf: None,
+        },
     ];
 
     /// True for ops built on exp/erf/tanh, whose math costs about as much as
     /// their memory traffic on 16-bit types.
     pub fn is_transcendental(self) -> bool {
-        matches!(
+        use UnaryOp as U;
+        !matches!(
             self,
-            UnaryOp::GeluErf | UnaryOp::GeluTanh | UnaryOp::Silu | UnaryOp::Sigmoid | UnaryOp::Tanh
+            U::Relu
+                | U::Exp
+                | U::Neg
+                | U::Abs
+                | U::Sign
+                | U::Sgn
+                | U::Reciprocal
+                | U::Sqrt
+                | U::Rsqrt
+                | U::Square
+                | U::Hardswish
+                | U::Hardsigmoid
+                | U::Relu6
+                | U::Floor
+                | U::Ceil
+                | U::Round
+                | U::Trunc
+                | U::Frac
+                | U::LeakyRelu { .. }
+                | U::Hardtanh { .. }
+                | U::Clamp { .. }
+                | U::Softshrink { .. }
+                | U::Hardshrink { .. }
+                | U::Threshold { .. }
+                | U::NanToNum { .. }
         )
     }
 
-    /// Position in [`UnaryOp::ALL`] (`BARACUDA_OP` of the kernel source).
+    /// Position of the op's kind in [`UnaryOp::ALL`] (`BARACUDA_OP` of the
+    /// kernel source), whatever its parameters.
     pub fn index(self) -> u32 {
-        Self::ALL.iter().position(|&o| o == self).unwrap_or(0) as u32
+        let d = core::mem::discriminant(&self);
+        Self::ALL
+            .iter()
+            .position(|o| core::mem::discriminant(o) == d)
+            .unwrap_or(0) as u32
     }
 
     /// Kernel-name suffix and op name.
     pub fn name(self) -> &'static str {
+        use UnaryOp as U;
         match self {
-            UnaryOp::Relu => "relu",
-            UnaryOp::GeluErf => "gelu_erf",
-            UnaryOp::GeluTanh => "gelu_tanh",
-            UnaryOp::Silu => "silu",
-            UnaryOp::Sigmoid => "sigmoid",
-            UnaryOp::Tanh => "tanh",
-            UnaryOp::Exp => "exp",
-            UnaryOp::Neg => "neg",
+            U::Relu => "relu",
+            U::GeluErf => "gelu_erf",
+            U::GeluTanh => "gelu_tanh",
+            U::Silu => "silu",
+            U::Sigmoid => "sigmoid",
+            U::Tanh => "tanh",
+            U::Exp => "exp",
+            U::Neg => "neg",
+            U::Abs => "abs",
+            U::Sign => "sign",
+            U::Sgn => "sgn",
+            U::Reciprocal => "reciprocal",
+            U::Sqrt => "sqrt",
+            U::Rsqrt => "rsqrt",
+            U::Square => "square",
+            U::Exp2 => "exp2",
+            U::Expm1 => "expm1",
+            U::Log => "log",
+            U::Log2 => "log2",
+            U::Log10 => "log10",
+            U::Log1p => "log1p",
+            U::Sin => "sin",
+            U::Cos => "cos",
+            U::Tan => "tan",
+            U::Asin => "asin",
+            U::Acos => "acos",
+            U::Atan => "atan",
+            U::Sinh => "sinh",
+            U::Cosh => "cosh",
+            U::Asinh => "asinh",
+            U::Acosh => "acosh",
+            U::Atanh => "atanh",
+            U::Erf => "erf",
+            U::Erfc => "erfc",
+            U::Erfinv => "erfinv",
+            U::Lgamma => "lgamma",
+            U::Digamma => "digamma",
+            U::Sinc => "sinc",
+            U::LogSigmoid => "logsigmoid",
+            U::Softsign => "softsign",
+            U::Mish => "mish",
+            U::Hardswish => "hardswish",
+            U::Hardsigmoid => "hardsigmoid",
+            U::Relu6 => "relu6",
+            U::Selu => "selu",
+            U::Tanhshrink => "tanhshrink",
+            U::Floor => "floor",
+            U::Ceil => "ceil",
+            U::Round => "round",
+            U::Trunc => "trunc",
+            U::Frac => "frac",
+            U::LeakyRelu { .. } => "leaky_relu",
+            U::Elu { .. } => "elu",
+            U::Celu { .. } => "celu",
+            U::Softplus { .. } => "softplus",
+            U::Hardtanh { .. } => "hardtanh",
+            U::Clamp { .. } => "clamp",
+            U::Logit { .. } => "logit",
+            U::Softshrink { .. } => "softshrink",
+            U::Hardshrink { .. } => "hardshrink",
+            U::Threshold { .. } => "threshold",
+            U::NanToNum { .. } => "nan_to_num",
         }
+    }
+
+    /// The op's parameters as bits (0 where it has none): what equality
+    /// and hashing compare, so that a NaN parameter equals itself.
+    fn param_bits(self) -> [u64; 3] {
+        let b = |v: f64| v.to_bits();
+        // an absent optional value: a NaN payload no f64 argument carries
+        let o = |v: Option<f64>| v.map_or(0x7FF8_DEAD_0000_0001, f64::to_bits);
+        use UnaryOp as U;
+        match self {
+            U::LeakyRelu { negative_slope } => [b(negative_slope), 0, 0],
+            U::Elu { alpha } | U::Celu { alpha } => [b(alpha), 0, 0],
+            U::Softplus { beta, threshold } => [b(beta), b(threshold), 0],
+            U::Hardtanh { min_val, max_val } => [b(min_val), b(max_val), 0],
+            U::Clamp { min, max } => [o(min), o(max), 0],
+            U::Logit { eps } => [o(eps), 0, 0],
+            U::Softshrink { lambd } | U::Hardshrink { lambd } => [b(lambd), 0, 0],
+            U::Threshold { threshold, value } => [b(threshold), b(value), 0],
+            U::NanToNum {
+                nan,
+                posinf,
+                neginf,
+            } => [b(nan), o(posinf), o(neginf)],
+            _ => [0; 3],
+        }
+    }
+
+    /// `InvalidDescriptor` for parameters PyTorch rejects: `clamp` without
+    /// either bound, a zero `celu` alpha or `softplus` beta.
+    fn check_params(self) -> Result<()> {
+        let bad = |field, value: String, reason| {
+            Err(crate::checks::invalid_descriptor(OP, field, value, reason))
+        };
+        match self {
+            UnaryOp::Clamp {
+                min: None,
+                max: None,
+            } => bad("op", "clamp".into(), "clamp needs a min or a max"),
+            UnaryOp::Celu { alpha } if alpha == 0.0 => {
+                bad("op", format!("celu alpha {alpha}"), "celu's alpha must not be 0")
+            }
+            UnaryOp::Softplus { beta, .. } if beta == 0.0 => {
+                bad("op", format!("softplus beta {beta}"), "softplus's beta must not be 0")
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The kernel arguments of the op on element type `T` (see the kernel
+    /// table in unary.cu for each op's slots).
+    pub(crate) fn kernel_params<T: Element>(self) -> UnaryParams {
+        // PyTorch casts these to the element type before the kernel
+        let elem = |v: f64| T::from_f64(v).to_f64();
+        let (lowest, largest) = largest_finite(T::KIND);
+        use UnaryOp as U;
+        let p = match self {
+            U::LeakyRelu { negative_slope } => [negative_slope, 0.0, 0.0, 0.0],
+            // elu_kernel's alpha, scale and input scale
+            U::Elu { alpha } => [alpha, 1.0, 1.0, 0.0],
+            U::Celu { alpha } => [alpha, 1.0, 1.0 / alpha, 0.0],
+            U::Softplus { beta, threshold } => [beta, threshold, 0.0, 0.0],
+            U::Hardtanh { min_val, max_val } => [min_val, max_val, 0.0, 0.0],
+            U::Clamp { min, max } => [
+                min.unwrap_or(f64::NEG_INFINITY),
+                max.unwrap_or(f64::INFINITY),
+                0.0,
+                0.0,
+            ],
+            U::Logit { eps } => [eps.unwrap_or(-1.0), 0.0, 0.0, 0.0],
+            U::Softshrink { lambd } | U::Hardshrink { lambd } => [elem(lambd), 0.0, 0.0, 0.0],
+            U::Threshold { threshold, value } => [elem(threshold), elem(value), 0.0, 0.0],
+            U::NanToNum {
+                nan,
+                posinf,
+                neginf,
+            } => [
+                elem(nan),
+                posinf.map_or(largest, elem),
+                neginf.map_or(lowest, elem),
+                0.0,
+            ],
+            _ => [0.0; 4],
+        };
+        UnaryParams { p }
+    }
+}
+
+/// The lowest and largest finite values of a float element type.
+fn largest_finite(kind: ElementKind) -> (f64, f64) {
+    let m = match kind {
+        ElementKind::F64 => f64::MAX,
+        ElementKind::F32 => f64::from(f32::MAX),
+        ElementKind::F16 => 65504.0,
+        // 0x7F7F: (2 - 2^-7) 2^127
+        _ => (2.0 - 2f64.powi(-7)) * 2f64.powi(127),
+    };
+    (-m, m)
+}
+
+impl PartialEq for UnaryOp {
+    fn eq(&self, other: &Self) -> bool {
+        self.index() == other.index() && self.param_bits() == other.param_bits()
+    }
+}
+
+impl Eq for UnaryOp {}
+
+impl core::hash::Hash for UnaryOp {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        self.index().hash(state);
+        self.param_bits().hash(state);
     }
 }
 
@@ -89,7 +570,7 @@ pub struct UnaryDescriptor<const N: usize> {
     /// The function.
     pub op: UnaryOp,
     /// Element type of `x` and `y`.
-    pub element: baracuda_kernels_types::ElementKind,
+    pub element: ElementKind,
     /// Shape of `x` and `y`.
     pub shape: [usize; N],
 }
@@ -137,7 +618,9 @@ pub struct UnaryBwArgs<'a, T, const N: usize> {
 /// Others: `Error::Unsupported`.
 /// # Errors
 /// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
-/// `Unsupported` for another dtype or a rank `N > 8`;
+/// `Unsupported` for another dtype or a rank `N > 8`; `InvalidDescriptor`
+/// for parameters PyTorch rejects (`clamp` without a bound, a zero `celu`
+/// alpha or `softplus` beta);
 /// `PreferenceRejected` when `pref` forces a backend other than
 /// `Baracuda`. From `run`, `run_bw` and the in-place forms:
 /// `ShapeMismatch` when a view's shape is not `desc.shape`;
@@ -149,10 +632,20 @@ pub struct UnaryPlan<T: Element, const N: usize> {
     sku: KernelSku,
     fw: MapKernels,
     bw: MapKernels,
+    /// The op's parameters as the kernels take them.
+    params: UnaryParams,
     _t: PhantomData<T>,
 }
 
 const OP: &str = "unary";
+
+/// The module of `op`'s kernels on `dtype` (a `BARACUDA_DTYPE` value), and
+/// the launch shape it is built for.
+pub(crate) fn unary_spec(dtype: u32, op: UnaryOp) -> (ModuleSpec, ContigShape) {
+    let shape = contig_shape(op.is_transcendental(), dtype);
+    let spec = spec(&kernel_sources::UNARY, dtype, op.index(), shape).define("BARACUDA_OP_NAME", op.name());
+    (spec, shape)
+}
 
 /// Pointwise ops compute in f32 (f64 for f64), round once, and do not
 /// depend on the launch shape.
@@ -167,8 +660,8 @@ impl<T: Element, const N: usize> Plan for UnaryPlan<T, N> {
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let dt = check_select::<T, N>(OP, desc.element, pref)?;
         pref.check_workspace(OP, 0)?;
-        let shape = contig_shape(desc.op.is_transcendental(), dt);
-        let spec = spec(&kernel_sources::UNARY, dt, desc.op.index(), shape);
+        desc.op.check_params()?;
+        let (spec, shape) = unary_spec(dt, desc.op);
         let name = desc.op.name();
         Ok(UnaryPlan {
             desc: *desc,
@@ -182,6 +675,7 @@ impl<T: Element, const N: usize> Plan for UnaryPlan<T, N> {
             },
             fw: MapKernels::load(stream, &spec, "unary_fw", name, shape)?,
             bw: MapKernels::load(stream, &spec, "unary_bw", name, shape)?,
+            params: desc.op.kernel_params::<T>(),
             _t: PhantomData,
         })
     }
@@ -203,11 +697,12 @@ impl<T: Element, const N: usize> Plan for UnaryPlan<T, N> {
         // the plan's shape, and y is disjoint from x or x itself (checked
         // above).
         unsafe {
-            self.fw.launch::<T>(
+            self.fw.launch_with::<T, _>(
                 stream,
                 shape,
                 &[(args.y.data().ptr(), args.y.strides())],
                 &[(args.x.data().ptr(), args.x.strides())],
+                Some(self.params),
             )
         }
     }
@@ -229,7 +724,15 @@ impl<T: Element, const N: usize> UnaryPlan<T, N> {
         let (ptr, strides) = (xy.data().ptr(), xy.strides());
         // SAFETY: the view was bounds-checked at construction and matches
         // the plan's shape; output and input are one view.
-        unsafe { self.fw.launch::<T>(stream, shape, &[(ptr, strides)], &[(ptr.as_const(), strides)]) }
+        unsafe {
+            self.fw.launch_with::<T, _>(
+                stream,
+                shape,
+                &[(ptr, strides)],
+                &[(ptr.as_const(), strides)],
+                Some(self.params),
+            )
+        }
     }
 
     /// The backward with `dx` written over `dy`: `dy_dx` holds the
@@ -254,11 +757,12 @@ impl<T: Element, const N: usize> UnaryPlan<T, N> {
         // SAFETY: views bounds-checked at construction, shapes checked
         // above; dx is dy itself and disjoint from x or x itself.
         unsafe {
-            self.bw.launch::<T>(
+            self.bw.launch_with::<T, _>(
                 stream,
                 shape,
                 &[(ptr, strides)],
                 &[(x.data().ptr(), x.strides()), (ptr.as_const(), strides)],
+                Some(self.params),
             )
         }
     }
@@ -291,7 +795,7 @@ impl<T: Element, const N: usize> Backward for UnaryPlan<T, N> {
         // SAFETY: views bounds-checked at construction, shapes checked
         // above; dx is disjoint from x and dy or one of them itself.
         unsafe {
-            self.bw.launch::<T>(
+            self.bw.launch_with::<T, _>(
                 stream,
                 shape,
                 &[(args.dx.data().ptr(), args.dx.strides())],
@@ -299,6 +803,7 @@ impl<T: Element, const N: usize> Backward for UnaryPlan<T, N> {
                     (args.x.data().ptr(), args.x.strides()),
                     (args.dy.data().ptr(), args.dy.strides()),
                 ],
+                Some(self.params),
             )
         }
     }

@@ -143,12 +143,8 @@ fn check_unary_sample<T: Element, const N: usize>(
         element: T::KIND,
         shape: arr::<N>(shape),
     };
-    let tol = pointwise_tol(T::KIND);
-    let (lo, hi) = if op == UnaryOp::Exp {
-        (-4.0, 4.0)
-    } else {
-        (-5.0, 5.0)
-    };
+    let tol = unary_tol(op, T::KIND);
+    let (lo, hi) = reference::unary_domain(op);
     let x = Operand::<T>::input(rng, shape, layout, layout == Layout::Transposed, lo, hi);
     let xs = x.logical(shape);
 
@@ -167,7 +163,7 @@ fn check_unary_sample<T: Element, const N: usize>(
     compare(
         &format!("{what} fw"),
         &y.result(&what, shape)?,
-        &reference::unary(op, &xs),
+        &reference::unary(resolved::<T>(op), &xs),
         tol,
         None,
     )?;
@@ -184,7 +180,7 @@ fn check_unary_sample<T: Element, const N: usize>(
         },
     )
     .map_err(|e| format!("{what}: {e}"))?;
-    let want = reference::unary_backward(op, &xs, &dy.logical(shape));
+    let want = reference::unary_backward(resolved::<T>(op), &xs, &dy.logical(shape));
     compare(
         &format!("{what} bw"),
         &dx.result(&what, shape)?,
@@ -197,7 +193,7 @@ fn check_unary_sample<T: Element, const N: usize>(
 /// Forward and backward of `op` over every sample, plus a rank-1 and a
 /// broadcast-input case.
 pub fn check_unary<T: Element>(op: UnaryOp) -> Result<usize, String> {
-    let mut rng = Rng::new(0x0A11 ^ op as u64);
+    let mut rng = Rng::new(0x0A11 ^ u64::from(op.index()));
     let mut n = 0;
     for (shape, layout) in small_samples(unary_samples(), |(s, _)| s.iter().product()) {
         match shape.len() {
@@ -209,9 +205,18 @@ pub fn check_unary<T: Element>(op: UnaryOp) -> Result<usize, String> {
     }
     // rank 1
     check_unary_sample::<T, 1>(op, &[10007], Layout::Contiguous, &mut rng)?;
+    // special values, through the vectorised and the strided kernels, for
+    // the ops from abs on (PyTorch's table; the first eight keep their
+    // kernels' own handling: GELU-erf's erfc form gives NaN at +inf on
+    // f32 and 16-bit types, where PyTorch gives inf)
+    if op.index() >= UnaryOp::Abs.index() {
+        check_unary_specials::<T>(op, &mut rng)?;
+        n += 2;
+    }
     // broadcast input: x [1, 37] read through stride 0 into y [19, 37]
     let g = gpu();
-    let (xb, xs) = upload::<T>(&rng.vec(37, -3.0, 3.0));
+    let (lo, hi) = reference::unary_domain(op);
+    let (xb, xs) = upload::<T>(&rng.vec(37, lo, hi));
     let mut y = poisoned::<T>(19 * 37);
     let desc = UnaryDescriptor {
         op,
@@ -232,15 +237,217 @@ pub fn check_unary<T: Element>(op: UnaryOp) -> Result<usize, String> {
         },
     )
     .map_err(|e| e.to_string())?;
-    let want = reference::unary(op, &reference::broadcast(&xs, &[1, 37], &[19, 37]));
+    let want = reference::unary(
+        resolved::<T>(op),
+        &reference::broadcast(&xs, &[1, 37], &[19, 37]),
+    );
     compare(
         &format!("{} {} broadcast x", op.name(), T::KIND),
         &download(&y),
         &want,
-        pointwise_tol(T::KIND),
+        unary_tol(op, T::KIND),
         None,
     )?;
     Ok(n + 2)
+}
+
+/// `op` as the kernels of `T` run it: `nan_to_num`'s absent replacements
+/// are `T`'s largest and lowest finite values.
+fn resolved<T: Element>(op: UnaryOp) -> UnaryOp {
+    match op {
+        UnaryOp::NanToNum {
+            nan,
+            posinf,
+            neginf,
+        } => {
+            let max = match T::KIND {
+                ElementKind::F64 => f64::MAX,
+                ElementKind::F32 => f64::from(f32::MAX),
+                ElementKind::F16 => 65504.0,
+                _ => (2.0 - 2f64.powi(-7)) * 2f64.powi(127),
+            };
+            UnaryOp::NanToNum {
+                nan,
+                posinf: Some(posinf.unwrap_or(max)),
+                neginf: Some(neginf.unwrap_or(-max)),
+            }
+        }
+        op => op,
+    }
+}
+
+/// The bound of `op` in `kind`: [`pointwise_tol`] (f32 math rounded once;
+/// on f32 33 ulp, past the CUDA Math API's bounds of every function used:
+/// 1 ulp for exp2/expm1/log/log2/log1p, 2 for sin/cos/atan/erf/erfinv/
+/// rsqrt/sinh/cosh/exp, 3-4 for tan/asin/acos/asinh/acosh/atanh/erfc, 6
+/// for lgamma, 0 for sqrt and division), widened on f32 where an op's
+/// evaluation loses more:
+/// - `digamma` (and `lgamma`'s gradient): up to ten recurrence terms of
+///   magnitude ~2.5 cancel to 0 at the root 1.4616: ~1e-6 absolute.
+/// - `erfinv`'s gradient: `exp(e^2)` of an `e` 2 ulp off is off by
+///   `2 e^2 * 2 ulp`, 7e-6 relative at `e` = 3.85 (the f32 inputs below
+///   1).
+fn unary_tol(op: UnaryOp, kind: ElementKind) -> Tolerance {
+    let t = pointwise_tol(kind);
+    if kind != ElementKind::F32 {
+        return t;
+    }
+    match op {
+        UnaryOp::Digamma | UnaryOp::Lgamma => Tolerance { atol: 1e-5, ..t },
+        UnaryOp::Erfinv => Tolerance { rtol: 2e-5, ..t },
+        _ => t,
+    }
+}
+
+/// The special values every op meets (before rounding to the dtype): ±0,
+/// NaN, ±inf, huge (inf in f16, or in every type but f64), tiny, the
+/// integers and halves around 0, and the op's own edges. Not f32::MAX:
+/// PyTorch's f32 `x * 6 / 6` (hardswish) overflows there where the f64
+/// reference does not.
+fn unary_specials(op: UnaryOp) -> Vec<f64> {
+    let mut v = vec![
+        0.0,
+        -0.0,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1e300,
+        -1e300,
+        1e30,
+        -1e30,
+        1e5,
+        -1e5,
+        100.0,
+        -100.0,
+        1e-30,
+        -1e-30,
+        1e-5,
+        -1e-5,
+        1.0,
+        -1.0,
+        0.5,
+        -0.5,
+        1.5,
+        -1.5,
+        2.0,
+        -2.0,
+        2.5,
+        -2.5,
+        3.0,
+        -3.0,
+        6.0,
+        -6.0,
+        0.25,
+        -0.75,
+    ];
+    v.extend(reference::unary_edges(op));
+    v
+}
+
+/// Forward and backward over the special values, as a contiguous tensor
+/// (the vectorised kernel and its scalar tail) and one element into its
+/// buffer (the strided kernel): NaN where the reference has NaN, the same
+/// infinities, the sign of a zero forward result, and the op's bound
+/// elsewhere. The references are rounded to `T` (an f32 result past
+/// f32::MAX is inf, as the kernel's).
+fn check_unary_specials<T: Element>(op: UnaryOp, rng: &mut Rng) -> Result<(), String> {
+    let g = gpu();
+    let sp = unary_specials(op);
+    // three copies: every value meets every lane of a 16-byte vector
+    let vals: Vec<f64> = sp.iter().chain(&sp).chain(&sp).copied().collect();
+    let n = vals.len();
+    let desc = UnaryDescriptor {
+        op,
+        element: T::KIND,
+        shape: [n],
+    };
+    let plan = UnaryPlan::<T, 1>::select(&g.stream, &desc, &PlanPreference::default())
+        .map_err(|e| e.to_string())?;
+    let tol = unary_tol(op, T::KIND);
+    for offset in [0usize, 1] {
+        let mut padded = vec![0.5; offset];
+        padded.extend(&vals);
+        let (xb, xh) = upload::<T>(&padded);
+        let xs = &xh[offset..];
+        let (dyb, dyh) = upload::<T>(&rng.vec(n + offset, -1.0, 1.0));
+        let what = format!("{} {} specials offset {offset}", op.name(), T::KIND);
+        fn at<T: Element>(
+            b: &DeviceBuffer<T>,
+            offset: usize,
+        ) -> Result<DeviceSlice<'_, T>, String> {
+            let n = b.len() - offset;
+            b.as_slice()
+                .slice(offset..offset + n)
+                .ok_or_else(|| "slice".to_string())
+        }
+        let mut y = poisoned::<T>(n + offset);
+        let mut dx = poisoned::<T>(n + offset);
+        let y_view = y.as_slice_mut().split_at(offset).ok_or("split")?.1;
+        plan.run(
+            &g.stream,
+            Workspace::None,
+            UnaryArgs {
+                x: TensorRef::contiguous(at(&xb, offset)?, [n]).map_err(|e| e.to_string())?,
+                y: TensorMut::contiguous(y_view, [n]).map_err(|e| e.to_string())?,
+            },
+        )
+        .map_err(|e| format!("{what}: {e}"))?;
+        let dx_view = dx.as_slice_mut().split_at(offset).ok_or("split")?.1;
+        plan.run_bw(
+            &g.stream,
+            Workspace::None,
+            UnaryBwArgs {
+                x: TensorRef::contiguous(at(&xb, offset)?, [n]).map_err(|e| e.to_string())?,
+                dy: TensorRef::contiguous(at(&dyb, offset)?, [n]).map_err(|e| e.to_string())?,
+                dx: TensorMut::contiguous(dx_view, [n]).map_err(|e| e.to_string())?,
+            },
+        )
+        .map_err(|e| format!("{what}: {e}"))?;
+        let op_t = resolved::<T>(op);
+        let want_y = round_to(T::KIND, &reference::unary(op_t, xs));
+        let want_dx = round_to(
+            T::KIND,
+            &reference::unary_backward(op_t, xs, &dyh[offset..]),
+        );
+        let got_y = download(&y)[offset..].to_vec();
+        let got_dx = download(&dx)[offset..].to_vec();
+        compare_specials(&format!("{what} fw"), xs, &got_y, &want_y, tol, true)?;
+        compare_specials(&format!("{what} bw"), xs, &got_dx, &want_dx, tol, false)?;
+    }
+    Ok(())
+}
+
+/// Element by element: NaN where `want` is NaN (and only there), equal
+/// infinities, and `|got - want| <= rtol |want| + atol` elsewhere; with
+/// `zero_sign`, a zero result has `want`'s sign.
+fn compare_specials(
+    what: &str,
+    x: &[f64],
+    got: &[f64],
+    want: &[f64],
+    tol: Tolerance,
+    zero_sign: bool,
+) -> Result<(), String> {
+    for (i, ((&g, &w), &xi)) in got.iter().zip(want).zip(x).enumerate() {
+        let ok = if w.is_nan() {
+            g.is_nan()
+        } else if w.is_infinite() {
+            g == w
+        } else {
+            !g.is_nan()
+                && (g - w).abs() <= tol.rtol * w.abs() + tol.atol
+                && !(zero_sign
+                    && w == 0.0
+                    && g == 0.0
+                    && g.is_sign_negative() != w.is_sign_negative())
+        };
+        if !ok {
+            return Err(format!(
+                "{what}: at x = {xi:e} (element {i}) got {g:e}, expected {w:e}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Select a unary op with `kind`, which it does not claim: `Unsupported`.

@@ -77,6 +77,126 @@ static TABLE: &[&dyn Row] = &[
     unary_row!("unary_tanh", UnaryOp::Tanh),
     unary_row!("unary_exp", UnaryOp::Exp),
     unary_row!("unary_neg", UnaryOp::Neg),
+    unary_row!("unary_abs", UnaryOp::Abs),
+    unary_row!("unary_sign", UnaryOp::Sign),
+    unary_row!("unary_sgn", UnaryOp::Sgn),
+    unary_row!("unary_reciprocal", UnaryOp::Reciprocal),
+    unary_row!("unary_sqrt", UnaryOp::Sqrt),
+    unary_row!("unary_rsqrt", UnaryOp::Rsqrt),
+    unary_row!("unary_square", UnaryOp::Square),
+    unary_row!("unary_exp2", UnaryOp::Exp2),
+    unary_row!("unary_expm1", UnaryOp::Expm1),
+    unary_row!("unary_log", UnaryOp::Log),
+    unary_row!("unary_log2", UnaryOp::Log2),
+    unary_row!("unary_log10", UnaryOp::Log10),
+    unary_row!("unary_log1p", UnaryOp::Log1p),
+    unary_row!("unary_sin", UnaryOp::Sin),
+    unary_row!("unary_cos", UnaryOp::Cos),
+    unary_row!("unary_tan", UnaryOp::Tan),
+    unary_row!("unary_asin", UnaryOp::Asin),
+    unary_row!("unary_acos", UnaryOp::Acos),
+    unary_row!("unary_atan", UnaryOp::Atan),
+    unary_row!("unary_sinh", UnaryOp::Sinh),
+    unary_row!("unary_cosh", UnaryOp::Cosh),
+    unary_row!("unary_asinh", UnaryOp::Asinh),
+    unary_row!("unary_acosh", UnaryOp::Acosh),
+    unary_row!("unary_atanh", UnaryOp::Atanh),
+    unary_row!("unary_erf", UnaryOp::Erf),
+    unary_row!("unary_erfc", UnaryOp::Erfc),
+    unary_row!("unary_erfinv", UnaryOp::Erfinv),
+    unary_row!("unary_lgamma", UnaryOp::Lgamma),
+    unary_row!("unary_digamma", UnaryOp::Digamma),
+    unary_row!("unary_sinc", UnaryOp::Sinc),
+    unary_row!("unary_logsigmoid", UnaryOp::LogSigmoid),
+    unary_row!("unary_softsign", UnaryOp::Softsign),
+    unary_row!("unary_mish", UnaryOp::Mish),
+    unary_row!("unary_hardswish", UnaryOp::Hardswish),
+    unary_row!("unary_hardsigmoid", UnaryOp::Hardsigmoid),
+    unary_row!("unary_relu6", UnaryOp::Relu6),
+    unary_row!("unary_selu", UnaryOp::Selu),
+    unary_row!("unary_tanhshrink", UnaryOp::Tanhshrink),
+    unary_row!("unary_floor", UnaryOp::Floor),
+    unary_row!("unary_ceil", UnaryOp::Ceil),
+    unary_row!("unary_round", UnaryOp::Round),
+    unary_row!("unary_trunc", UnaryOp::Trunc),
+    unary_row!("unary_frac", UnaryOp::Frac),
+    unary_row!(
+        "unary_leaky_relu",
+        UnaryOp::LeakyRelu {
+            negative_slope: 0.2
+        }
+    ),
+    unary_row!("unary_elu", UnaryOp::Elu { alpha: 1.5 }),
+    unary_row!("unary_celu", UnaryOp::Celu { alpha: 0.75 }),
+    unary_row!(
+        "unary_softplus",
+        UnaryOp::Softplus {
+            beta: 2.0,
+            threshold: 4.0
+        }
+    ),
+    unary_row!(
+        "unary_softplus_default",
+        UnaryOp::Softplus {
+            beta: 1.0,
+            threshold: 20.0
+        }
+    ),
+    unary_row!(
+        "unary_hardtanh",
+        UnaryOp::Hardtanh {
+            min_val: -1.5,
+            max_val: 2.0
+        }
+    ),
+    unary_row!(
+        "unary_clamp",
+        UnaryOp::Clamp {
+            min: Some(-1.0),
+            max: Some(2.0)
+        }
+    ),
+    unary_row!(
+        "unary_clamp_min",
+        UnaryOp::Clamp {
+            min: Some(-0.5),
+            max: None
+        }
+    ),
+    unary_row!(
+        "unary_clamp_max",
+        UnaryOp::Clamp {
+            min: None,
+            max: Some(0.25)
+        }
+    ),
+    unary_row!("unary_logit", UnaryOp::Logit { eps: None }),
+    unary_row!("unary_logit_eps", UnaryOp::Logit { eps: Some(0.125) }),
+    unary_row!("unary_softshrink", UnaryOp::Softshrink { lambd: 0.75 }),
+    unary_row!("unary_hardshrink", UnaryOp::Hardshrink { lambd: 1.25 }),
+    unary_row!(
+        "unary_threshold",
+        UnaryOp::Threshold {
+            threshold: -1.0,
+            value: 2.0
+        }
+    ),
+    unary_row!(
+        "unary_nan_to_num",
+        UnaryOp::NanToNum {
+            nan: 0.0,
+            posinf: None,
+            neginf: None
+        }
+    ),
+    unary_row!(
+        "unary_nan_to_num_values",
+        UnaryOp::NanToNum {
+            nan: 1.5,
+            posinf: Some(100.0),
+            neginf: Some(-1e6)
+        }
+    ),
     binary_row!("binary_add", BinaryOp::Add),
     binary_row!("binary_sub", BinaryOp::Sub),
     binary_row!("binary_mul", BinaryOp::Mul),
@@ -102,6 +222,65 @@ crate::table_tests!(
     unary_tanh,
     unary_exp,
     unary_neg,
+    unary_abs,
+    unary_sign,
+    unary_sgn,
+    unary_reciprocal,
+    unary_sqrt,
+    unary_rsqrt,
+    unary_square,
+    unary_exp2,
+    unary_expm1,
+    unary_log,
+    unary_log2,
+    unary_log10,
+    unary_log1p,
+    unary_sin,
+    unary_cos,
+    unary_tan,
+    unary_asin,
+    unary_acos,
+    unary_atan,
+    unary_sinh,
+    unary_cosh,
+    unary_asinh,
+    unary_acosh,
+    unary_atanh,
+    unary_erf,
+    unary_erfc,
+    unary_erfinv,
+    unary_lgamma,
+    unary_digamma,
+    unary_sinc,
+    unary_logsigmoid,
+    unary_softsign,
+    unary_mish,
+    unary_hardswish,
+    unary_hardsigmoid,
+    unary_relu6,
+    unary_selu,
+    unary_tanhshrink,
+    unary_floor,
+    unary_ceil,
+    unary_round,
+    unary_trunc,
+    unary_frac,
+    unary_leaky_relu,
+    unary_elu,
+    unary_celu,
+    unary_softplus,
+    unary_softplus_default,
+    unary_hardtanh,
+    unary_clamp,
+    unary_clamp_min,
+    unary_clamp_max,
+    unary_logit,
+    unary_logit_eps,
+    unary_softshrink,
+    unary_hardshrink,
+    unary_threshold,
+    unary_nan_to_num,
+    unary_nan_to_num_values,
     binary_add,
     binary_sub,
     binary_mul,
@@ -110,6 +289,16 @@ crate::table_tests!(
     binary_minimum,
     cast,
 );
+
+/// Every unary case of the reference (what the goldens and the
+/// finite-difference test check) has its row, `unary_<case>`.
+#[test]
+fn every_unary_case_has_a_row() {
+    for (name, _) in baracuda_kernels::reference::elementwise::unary_cases() {
+        let row = format!("unary_{name}");
+        assert!(TABLE.iter().any(|r| r.name() == row), "no row {row}");
+    }
+}
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
