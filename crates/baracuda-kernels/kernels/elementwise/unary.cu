@@ -86,9 +86,13 @@ struct UnaryParams {
 #if BARACUDA_DTYPE != 1
 #include "common/fast_math.cuh"
 // x Phi(x) and Phi(x).
+// x Phi(x) = x - x (1 - Phi(x)) for x >= 0, where 1 - Phi(x) = 0 past
+// x ~ 13 (so +inf gives +inf, not inf * 0); the sign bit picks the branch,
+// so -0 gives -0.
 __device__ __forceinline__ float gelu_erf(float x) {
-    const float xe = x * half_erfc_abs(x);
-    return x < 0.f ? xe : x - xe;
+    const float e = half_erfc_abs(x);
+    const float xe = x * e;
+    return signbit(x) ? xe : x - (e == 0.f ? 0.f : xe);
 }
 __device__ __forceinline__ float normal_cdf(float x) {
     const float e = half_erfc_abs(x);

@@ -206,10 +206,9 @@ pub fn check_unary<T: Element>(op: UnaryOp) -> Result<usize, String> {
     // rank 1
     check_unary_sample::<T, 1>(op, &[10007], Layout::Contiguous, &mut rng)?;
     // special values, through the vectorised and the strided kernels, for
-    // the ops from abs on (PyTorch's table; the first eight keep their
-    // kernels' own handling: GELU-erf's erfc form gives NaN at +inf on
-    // f32 and 16-bit types, where PyTorch gives inf)
-    if op.index() >= UnaryOp::Abs.index() {
+    // GELU-erf and the ops from abs on (PyTorch's table; the other first
+    // eight keep their kernels' own handling of signed zeros)
+    if op.index() >= UnaryOp::Abs.index() || op == UnaryOp::GeluErf {
         check_unary_specials::<T>(op, &mut rng)?;
         n += 2;
     }
