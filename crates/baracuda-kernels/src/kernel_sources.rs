@@ -32,6 +32,10 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         include_str!("../kernels/common/reduce.cuh"),
     ),
     (
+        "common/reduce_dims.cuh",
+        include_str!("../kernels/common/reduce_dims.cuh"),
+    ),
+    (
         "common/scan.cuh",
         include_str!("../kernels/common/scan.cuh"),
     ),
