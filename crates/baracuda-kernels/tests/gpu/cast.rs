@@ -29,12 +29,6 @@ pub const CAST_KINDS: &[ElementKind] = &[
     ElementKind::Fp8E5M2,
 ];
 
-fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
-    let mut a = [0usize; N];
-    a.copy_from_slice(v);
-    a
-}
-
 /// How a sample lays out its operands.
 #[derive(Copy, Clone, Debug, PartialEq)]
 enum Layout {

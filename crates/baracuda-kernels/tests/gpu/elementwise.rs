@@ -5,12 +5,6 @@ use baracuda_kernels::*;
 
 use crate::harness::*;
 
-fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
-    let mut a = [0usize; N];
-    a.copy_from_slice(v);
-    a
-}
-
 /// How a sample lays out its operands in memory.
 #[derive(Copy, Clone, Debug, PartialEq)]
 enum Layout {

@@ -88,10 +88,6 @@ impl NormSample {
 
 const EPS: f64 = 1e-5;
 
-fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
-    std::array::from_fn(|i| v.get(i).copied().unwrap_or(1))
-}
-
 /// The row of LayerNorm (`LAYER`) or RMSNorm.
 pub const fn row<const LAYER: bool>(name: &'static str) -> OpCase<NormSample> {
     OpCase {
@@ -324,15 +320,8 @@ fn run_ranked<T: Element, Kind: NormKind, const N: usize, const K: usize>(
     let norm_shape: [usize; K] = std::array::from_fn(|i| s.shape[N - K + i]);
     let (xs, x_len) = s.row_layout(true);
     let x_off = usize::from(s.layout == Layout::Misaligned);
-    let mut host = vec![0.0; x_off];
-    host.extend(scatter(inputs.get("x"), &s.shape, &xs, x_len));
-    let (xbuf, _) = upload::<T>(&host);
-    let x_slice = xbuf
-        .as_slice()
-        .slice(x_off..xbuf.len())
-        .expect("offset in buffer");
-    let x =
-        TensorRef::new(x_slice, arr::<N>(&s.shape), arr::<N>(&xs)).map_err(|e| e.to_string())?;
+    let xbuf = upload_strided::<T>(inputs.get("x"), &s.shape, &xs, x_len, x_off);
+    let x = xbuf.view::<N>(&s.shape)?;
     let param = |name: &str| inputs.find(name).map(upload::<T>).map(|(b, _)| b);
     let (wbuf, bbuf) = (param("weight"), param("bias"));
     let (weight, bias) = (
