@@ -578,62 +578,100 @@ fn bad_inputs_of<Kind: NormKind>() -> Result<usize, String> {
     fw(x, Some(w), &mut y, Some(st.slice_mut())).map_err(|e| e.to_string())?;
     let (dyb, _) = upload::<f32>(&rng.vec(4 * 96, -1.0, 1.0));
     let dy = TensorRef::contiguous(dyb.as_slice(), [4, 96]).map_err(|e| e.to_string())?;
-    let mut dx = Guarded::<f32>::new(4 * 96);
-    let mut dw = Guarded::<f32>::new(96);
+    let bare = sel(&desc.with_weight(false).with_bias(false), &pref).map_err(|e| e.to_string())?;
     let mut ws = workspace(plan.bw_workspace_size(plan.grads()));
-    let bw = |plan: &NormPlan<f32, Kind, 2>,
-              ws: Option<&mut DeviceBuffer<u8>>,
-              weight,
-              stats,
-              dx: Option<TensorMut<'_, f32, 2>>,
-              dweight: Option<TensorMut<'_, f32, 1>>| {
-        let ws = ws.map_or(Workspace::None, |w| Workspace::Borrowed(w.as_slice_mut()));
-        let args = NormBwArgs {
-            x,
-            weight,
-            stats,
-            dy,
-            dx,
-            dweight,
-            dbias: None,
-        };
-        plan.run_bw(&g.stream, ws, args)
-    };
-    let mut dx5 = Guarded::<f32>::new(5 * 96);
+    let stats = (st.slice(), short.slice());
+    affine_bw_checks(
+        &mut b,
+        (&plan, &bare),
+        ([4, 96], [5, 96]),
+        &mut ws,
+        w,
+        stats,
+        &dyb,
+        |plan, ws, weight, stats, dx, dweight| {
+            let ws = ws.map_or(Workspace::None, |w| Workspace::Borrowed(w.as_slice_mut()));
+            let args = NormBwArgs {
+                x,
+                weight,
+                stats,
+                dy,
+                dx,
+                dweight,
+                dbias: None,
+            };
+            plan.run_bw(&g.stream, ws, args)
+        },
+    )?;
+    b.done()
+}
+
+/// The backward checks of a normalization plan with a weight (`plan`)
+/// and one without (`bare`), f32 operands of `shape` and a weight `w`:
+/// dx of the `other` shape, dx and dweight without a workspace, 8-byte
+/// statistics (`stats.1`; `stats.0` a good forward's), a dweight without
+/// a weight, dx over dy (in `dyb`). `bw(plan, workspace, weight, stats,
+/// dx, dweight)` runs a backward.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn affine_bw_checks<'a, P, const R: usize>(
+    b: &mut BadInputs,
+    (plan, bare): (&P, &P),
+    (shape, other): ([usize; R], [usize; R]),
+    ws: &mut DeviceBuffer<u8>,
+    w: TensorRef<'a, f32, 1>,
+    stats: (DeviceSlice<'a, u8>, DeviceSlice<'a, u8>),
+    dyb: &DeviceBuffer<f32>,
+    bw: impl Fn(
+        &P,
+        Option<&mut DeviceBuffer<u8>>,
+        Option<TensorRef<'a, f32, 1>>,
+        DeviceSlice<'a, u8>,
+        Option<TensorMut<'_, f32, R>>,
+        Option<TensorMut<'_, f32, 1>>,
+    ) -> baracuda_kernels::Result<()>,
+) -> Result<(), String> {
+    let n: usize = shape.iter().product();
+    fn view<const R: usize>(
+        g: &mut Guarded<f32>,
+        shape: [usize; R],
+    ) -> Option<TensorMut<'_, f32, R>> {
+        Some(TensorMut::contiguous(g.slice_mut(), shape).expect("dx view"))
+    }
+    let c = w.shape()[0];
+    let mut dx_other = Guarded::<f32>::new(other.iter().product());
     let r = bw(
-        &plan,
-        Some(&mut ws),
+        plan,
+        Some(ws),
         Some(w),
-        st.slice(),
-        rows_view(&mut dx5, 5),
+        stats.0,
+        view(&mut dx_other, other),
         None,
     );
-    b.expect("dx [5, 96]", r, shape_mismatch("dx"), &[&dx5])?;
-    let dwv = Some(TensorMut::contiguous(dw.slice_mut(), [96]).expect("dw view"));
-    let r = bw(&plan, None, Some(w), st.slice(), rows_view(&mut dx, 4), dwv);
     b.expect(
-        "dweight without a workspace",
+        &format!("dx {other:?}"),
+        r,
+        shape_mismatch("dx"),
+        &[&dx_other],
+    )?;
+    let mut dx = Guarded::<f32>::new(n);
+    let mut dw = Guarded::<f32>::new(c);
+    let dwv = Some(TensorMut::contiguous(dw.slice_mut(), [c]).expect("dw view"));
+    let r = bw(plan, None, Some(w), stats.0, view(&mut dx, shape), dwv);
+    b.expect(
+        "dx and dweight without a workspace",
         r,
         workspace_too_small,
         &[&dx, &dw],
     )?;
-    let r = bw(
-        &plan,
-        Some(&mut ws),
-        Some(w),
-        short.slice(),
-        rows_view(&mut dx, 4),
-        None,
-    );
+    let r = bw(plan, Some(ws), Some(w), stats.1, view(&mut dx, shape), None);
     b.expect(
         "statistics of 8 bytes",
         r,
         invalid_argument("stats"),
         &[&dx],
     )?;
-    let bare = sel(&desc.with_weight(false).with_bias(false), &pref).map_err(|e| e.to_string())?;
-    let dwv = Some(TensorMut::contiguous(dw.slice_mut(), [96]).expect("dw view"));
-    let r = bw(&bare, Some(&mut ws), None, st.slice(), None, dwv);
+    let dwv = Some(TensorMut::contiguous(dw.slice_mut(), [c]).expect("dw view"));
+    let r = bw(bare, Some(ws), None, stats.0, None, dwv);
     b.expect(
         "dweight without a weight",
         r,
@@ -644,16 +682,10 @@ fn bad_inputs_of<Kind: NormKind>() -> Result<usize, String> {
     let dys = dyb.as_slice();
     // SAFETY: a bad-input test: the run must reject the aliasing view
     // before anything is enqueued.
-    let dxa = unsafe { DeviceSliceMut::<f32>::from_raw_parts(dys.addr(), 4 * 96, dys.ctx_id()) };
-    let dxa = Some(TensorMut::contiguous(dxa, [4, 96]).expect("dx view"));
-    let r = bw(&plan, Some(&mut ws), Some(w), st.slice(), dxa, None);
-    b.expect("dx over dy", r, invalid_argument("dx"), &[])?;
-    b.done()
-}
-
-/// `b` as `rows` rows of 96.
-fn rows_view(b: &mut Guarded<f32>, rows: usize) -> Option<TensorMut<'_, f32, 2>> {
-    Some(TensorMut::contiguous(b.slice_mut(), [rows, 96]).expect("rows view"))
+    let dxa = unsafe { DeviceSliceMut::<f32>::from_raw_parts(dys.addr(), n, dys.ctx_id()) };
+    let dxa = Some(TensorMut::contiguous(dxa, shape).expect("dx view"));
+    let r = bw(plan, Some(ws), Some(w), stats.0, dxa, None);
+    b.expect("dx over dy", r, invalid_argument("dx"), &[])
 }
 
 /// Selecting on `kind`, which the rows do not claim, is `Unsupported`.
