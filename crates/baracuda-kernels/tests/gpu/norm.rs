@@ -10,11 +10,11 @@
 //! y, the saved mean and rstd, dx, dweight and dbias (those the sample
 //! has), and that nothing outside the views (guards, row gaps) was written.
 
-use baracuda_kernels::reference::norm::Norm;
+use baracuda_kernels::reference::norm::{Norm, NormGrads};
 use baracuda_kernels::*;
 
 use crate::harness::*;
-use crate::reduce::view_result;
+use crate::reduce::{nan_marked, view_result};
 use crate::table::{BadInputs, OpCase, Tensors};
 
 /// How a sample lays out its row-shaped operands (x, y, dy, dx).
@@ -193,13 +193,6 @@ fn inputs(s: &NormSample, rng: &mut Rng) -> Tensors {
     t
 }
 
-/// NaN as f64::MAX, so that compare() accepts a NaN where one is due.
-fn nan_marked(v: Vec<f64>) -> Vec<f64> {
-    v.into_iter()
-        .map(|x| if x.is_nan() { f64::MAX } else { x })
-        .collect()
-}
-
 fn reference(_: ElementKind, s: &NormSample, inputs: &Tensors, got: &Tensors) -> Tensors {
     let r = s.reference();
     let x = inputs.get("x");
@@ -212,21 +205,48 @@ fn reference(_: ElementKind, s: &NormSample, inputs: &Tensors, got: &Tensors) ->
     }
     t.push("rstd", nan_marked(out.rstd));
     if got.find("dx").is_some() {
-        let g = r.backward(x, w, inputs.get("dy"));
-        t.push("dx", g.dx);
-        if s.weight {
-            t.push("dweight", g.dweight);
-        }
-        if s.bias {
-            t.push("dbias", g.dbias);
-        }
+        push_grads(
+            &mut t,
+            r.backward(x, w, inputs.get("dy")),
+            (s.weight, s.bias),
+        );
     }
     t
 }
 
+/// A reference backward's dx, and dweight and dbias when the sample has
+/// a weight and a bias.
+pub(crate) fn push_grads(t: &mut Tensors, g: NormGrads, (weight, bias): (bool, bool)) {
+    t.push("dx", g.dx);
+    if weight {
+        t.push("dweight", g.dweight);
+    }
+    if bias {
+        t.push("dbias", g.dbias);
+    }
+}
+
 fn tolerance(kind: ElementKind, s: &NormSample, name: &str, want: &[f64]) -> Tolerance {
+    affine_tolerance(
+        kind,
+        name,
+        (s.h() as f64 + 2.0).log2(),
+        s.rows() as f64,
+        want,
+    )
+}
+
+/// The tolerance of output `name` of a normalization over groups of
+/// `depth = log2(elements + 2)`, whose dweight and dbias sum `terms`
+/// products; NaN, infinities and marked NaN in `want` left out.
+pub(crate) fn affine_tolerance(
+    kind: ElementKind,
+    name: &str,
+    depth: f64,
+    terms: f64,
+    want: &[f64],
+) -> Tolerance {
     let (u_t, u_acc) = (kind.unit_roundoff(), acc_roundoff(kind));
-    let depth = (s.h() as f64 + 2.0).log2();
     let finite: Vec<f64> = want
         .iter()
         .copied()
@@ -235,10 +255,9 @@ fn tolerance(kind: ElementKind, s: &NormSample, name: &str, want: &[f64]) -> Tol
     match name {
         // statistics in the accumulator type, never rounded to T
         "mean" | "rstd" => Tolerance::of_max(64.0 * u_acc * depth, 64.0 * u_acc * depth, &finite),
-        // column sums over the rows
+        // column sums over the rows (the batch and the spatial positions)
         "dweight" | "dbias" => {
-            let rows = s.rows() as f64;
-            let fold = 64.0 * u_acc * (rows + 2.0).log2() * (rows + 1.0).sqrt() * depth;
+            let fold = 64.0 * u_acc * (terms + 2.0).log2() * (terms + 1.0).sqrt() * depth;
             Tolerance::of_max(2.0 * u_t + fold, fold, &finite)
         }
         // y and dx: one rounding to T, and the statistics' error, which
@@ -275,7 +294,7 @@ fn run(
 
 /// Saved statistics as f64: the accumulator type's values from their
 /// bytes (read back as u8 values).
-fn stats_values(kind: ElementKind, bytes: &[f64]) -> Vec<f64> {
+pub(crate) fn stats_values(kind: ElementKind, bytes: &[f64]) -> Vec<f64> {
     let b: Vec<u8> = bytes.iter().map(|&v| v as u8).collect();
     if kind == ElementKind::F64 {
         b.chunks_exact(8)
@@ -289,7 +308,7 @@ fn stats_values(kind: ElementKind, bytes: &[f64]) -> Vec<f64> {
 }
 
 /// A dense view of a parameter, when the sample has it.
-fn param_view<T: Element, const K: usize>(
+pub(crate) fn param_view<T: Element, const K: usize>(
     b: &Option<DeviceBuffer<T>>,
     shape: [usize; K],
 ) -> Result<Option<TensorRef<'_, T, K>>, String> {
@@ -299,7 +318,7 @@ fn param_view<T: Element, const K: usize>(
 }
 
 /// A dense view of a parameter's gradient, when asked.
-fn grad_view<T: Element, const K: usize>(
+pub(crate) fn grad_view<T: Element, const K: usize>(
     b: &mut Guarded<T>,
     on: bool,
     shape: [usize; K],
@@ -389,14 +408,24 @@ fn run_ranked<T: Element, Kind: NormKind, const N: usize, const K: usize>(
         "dx",
         view_result(&format!("{what} dx"), &dx, &s.shape, &dxs)?,
     );
-    for (name, buf, on) in [("dweight", &dw, s.weight), ("dbias", &db, s.bias)] {
+    push_param_grads(&mut t, &what, [(&dw, s.weight), (&db, s.bias)])?;
+    Ok(t)
+}
+
+/// dweight and dbias (in that order) when asked, else checked untouched.
+pub(crate) fn push_param_grads<T: Element>(
+    t: &mut Tensors,
+    what: &str,
+    grads: [(&Guarded<T>, bool); 2],
+) -> Result<(), String> {
+    for (name, (buf, on)) in ["dweight", "dbias"].into_iter().zip(grads) {
         if on {
             t.push(name, buf.result(&format!("{what} {name}"))?);
         } else {
             buf.untouched(&format!("{what} {name} (not asked)"))?;
         }
     }
-    Ok(t)
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
