@@ -148,6 +148,27 @@ pub(crate) fn element_code(kind: ElementKind) -> Option<u32> {
     }
 }
 
+/// [`ElementKind::ALL`] without the kinds in `drop`, in order; `N` must be
+/// the count left (a wrong `N` fails the build of a constant).
+pub(crate) const fn kinds_except<const N: usize>(drop: &[ElementKind]) -> [ElementKind; N] {
+    let mut out = [ElementKind::F32; N];
+    let (mut i, mut n) = (0, 0);
+    while i < ElementKind::ALL.len() {
+        let k = ElementKind::ALL[i];
+        let mut d = 0;
+        while d < drop.len() && drop[d] as u8 != k as u8 {
+            d += 1;
+        }
+        if d == drop.len() {
+            out[n] = k;
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == N, "N is not the count of the kinds left");
+    out
+}
+
 /// `source` specialised for `kind` (`-DBARACUDA_DTYPE`), or None when
 /// `dtype.cuh` has no such specialisation.
 pub(crate) fn typed_spec(source: &'static KernelSource, kind: ElementKind) -> Option<ModuleSpec> {

@@ -59,19 +59,13 @@ impl LogicalReduceOp {
     }
 }
 
-/// The input kinds the plan takes.
-pub const LOGICAL_REDUCE_KINDS: [ElementKind; 10] = [
-    ElementKind::F32,
-    ElementKind::F64,
-    ElementKind::F16,
-    ElementKind::Bf16,
-    ElementKind::I8,
-    ElementKind::U8,
-    ElementKind::I16,
-    ElementKind::I32,
-    ElementKind::I64,
-    ElementKind::Bool,
-];
+/// The input kinds the plan takes: every kind but u32 and the fp8 kinds
+/// (f32, f64, f16, bf16, i8, u8, i16, i32, i64, bool).
+pub const LOGICAL_REDUCE_KINDS: [ElementKind; 10] = kernel_sources::kinds_except(&[
+    ElementKind::U32,
+    ElementKind::Fp8E4M3,
+    ElementKind::Fp8E5M2,
+]);
 
 /// How logical_reduce.cu reads an input kind: its width in bytes and
 /// whether it is a float (whose sign bit alone is zero), or None for a

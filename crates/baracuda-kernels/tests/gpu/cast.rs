@@ -13,22 +13,6 @@ use baracuda_kernels::*;
 
 use crate::harness::*;
 
-/// The kinds the plan converts between (every kind but u32).
-pub const CAST_KINDS: &[ElementKind] = &[
-    ElementKind::F32,
-    ElementKind::F64,
-    ElementKind::F16,
-    ElementKind::Bf16,
-    ElementKind::I8,
-    ElementKind::U8,
-    ElementKind::I16,
-    ElementKind::I32,
-    ElementKind::I64,
-    ElementKind::Bool,
-    ElementKind::Fp8E4M3,
-    ElementKind::Fp8E5M2,
-];
-
 /// How a sample lays out its operands.
 #[derive(Copy, Clone, Debug, PartialEq)]
 enum Layout {
@@ -409,7 +393,7 @@ fn check_pair<I: Element, O: Element>(rng: &mut Rng) -> Result<usize, String> {
 pub fn check_cast(from: ElementKind) -> Result<usize, String> {
     let mut rng = Rng::new(0xCA57 ^ from as u64);
     let mut n = 0;
-    for &to in CAST_KINDS {
+    for to in CAST_KINDS {
         n += crate::with_element!(from, I => crate::with_element!(to, O => check_pair::<I, O>(&mut rng)))?;
     }
     Ok(n)
