@@ -11,37 +11,20 @@
 use baracuda_kernels::reference::elementwise as reference;
 use baracuda_kernels::*;
 
+use crate::elementwise::{output_layout, unary_samples, Layout};
 use crate::harness::*;
 
-/// How a sample lays out its operands.
-#[derive(Copy, Clone, Debug, PartialEq)]
-enum Layout {
-    /// Row-major, 16-byte aligned: the vectorised kernel.
-    Contiguous,
-    /// `x` transposed (rank 2).
-    Transposed,
-    /// `y` every other element; the elements in between stay untouched.
-    StridedOut,
-    /// Both start one element into their buffers: not 16-byte aligned.
-    Misaligned,
-    /// `x` is one row read through stride 0 (rank 2).
-    Broadcast,
-}
-
-/// `(shape, layout)` of the samples every pair runs: empty, size 1, tails,
-/// several blocks, strides, broadcast, misaligned, rank 8.
+/// `(shape, layout)` of the samples every pair runs: the unary rows' of
+/// at most 2^16 elements (empty, size 1, tails, transposed, strided out,
+/// misaligned, rank 8), several blocks, and a broadcast x.
 fn samples() -> Vec<(Vec<usize>, Layout)> {
-    vec![
-        (vec![1, 0], Layout::Contiguous),
-        (vec![1, 1], Layout::Contiguous),
-        (vec![1, 7], Layout::Contiguous),
-        (vec![37, 129], Layout::Contiguous),
-        (vec![64, 33], Layout::Transposed),
-        (vec![19, 37], Layout::StridedOut),
-        (vec![5, 1029], Layout::Misaligned),
-        (vec![19, 37], Layout::Broadcast),
-        (vec![2, 3, 1, 2, 3, 2, 1, 5], Layout::StridedOut),
-    ]
+    let mut v: Vec<_> = unary_samples()
+        .into_iter()
+        .filter(|(s, _)| s.iter().product::<usize>() <= 1 << 16)
+        .collect();
+    v.push((vec![37, 129], Layout::Contiguous));
+    v.push((vec![19, 37], Layout::Broadcast));
+    v
 }
 
 /// Values every input kind is tested on (before rounding to it): zeros of
@@ -295,11 +278,7 @@ fn check_sample<I: Element, O: Element, const N: usize>(
         .map_err(|e| format!("{what}: x view: {e}"))?;
 
     // y
-    let (y_len, y_strides, y_off) = match layout {
-        Layout::StridedOut => (2 * n, contiguous(shape).iter().map(|s| 2 * s).collect(), 0),
-        Layout::Misaligned => (n + 1, contiguous(shape), 1),
-        _ => (n, contiguous(shape), 0),
-    };
+    let (y_len, y_strides, y_off) = output_layout(shape, layout);
     let mut y = OutBuf::<O>::new(y_len);
     let yv = TensorMut::new(y.slice_mut(y_off), arr::<N>(shape), arr::<N>(&y_strides))
         .map_err(|e| format!("{what}: y view: {e}"))?;

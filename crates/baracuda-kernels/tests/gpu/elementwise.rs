@@ -7,7 +7,7 @@ use crate::harness::*;
 
 /// How a sample lays out its operands in memory.
 #[derive(Copy, Clone, Debug, PartialEq)]
-enum Layout {
+pub(crate) enum Layout {
     /// Row-major, 16-byte aligned: the vectorised kernel.
     Contiguous,
     /// First input is a transposed view (rank 2 only).
@@ -18,6 +18,19 @@ enum Layout {
     /// Every operand starts one element into its buffer: not 16-byte
     /// aligned, so the strided kernel runs.
     Misaligned,
+    /// The input is one row read through stride 0 (rank 2; the cast row).
+    Broadcast,
+}
+
+/// Length, strides and offset of the buffer of an output of logical
+/// `shape` laid out as `layout`.
+pub(crate) fn output_layout(shape: &[usize], layout: Layout) -> (usize, Vec<usize>, usize) {
+    let n: usize = shape.iter().product();
+    match layout {
+        Layout::StridedOut => (2 * n, contiguous(shape).iter().map(|s| 2 * s).collect(), 0),
+        Layout::Misaligned => (n + 1, contiguous(shape), 1),
+        _ => (n, contiguous(shape), 0),
+    }
 }
 
 /// A device operand: buffer, offset of the view's first element, strides,
@@ -57,12 +70,7 @@ impl<T: Element> Operand<T> {
     }
     /// A NaN-poisoned output of logical `shape`.
     fn output(shape: &[usize], layout: Layout) -> Self {
-        let n: usize = shape.iter().product();
-        let (len, strides, offset) = match layout {
-            Layout::StridedOut => (2 * n, contiguous(shape).iter().map(|s| 2 * s).collect(), 0),
-            Layout::Misaligned => (n + 1, contiguous(shape), 1),
-            _ => (n, contiguous(shape), 0),
-        };
+        let (len, strides, offset) = output_layout(shape, layout);
         Operand {
             buf: poisoned::<T>(len),
             offset,
@@ -109,7 +117,7 @@ impl<T: Element> Operand<T> {
 /// `(shape, layout)` of every unary sample: empty, size 1, tails, several
 /// blocks, one realistic large shape, transposed, strided output,
 /// misaligned, and rank 8.
-fn unary_samples() -> Vec<(Vec<usize>, Layout)> {
+pub(crate) fn unary_samples() -> Vec<(Vec<usize>, Layout)> {
     vec![
         (vec![1, 0], Layout::Contiguous),
         (vec![1, 1], Layout::Contiguous),
