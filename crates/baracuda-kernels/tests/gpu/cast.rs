@@ -11,7 +11,7 @@
 use baracuda_kernels::reference::elementwise as reference;
 use baracuda_kernels::*;
 
-use crate::elementwise::{output_layout, unary_samples, Layout};
+use crate::elementwise::{identical, output_layout, unary_samples, Layout};
 use crate::harness::*;
 
 /// `(shape, layout)` of the samples every pair runs: the unary rows' of
@@ -132,25 +132,6 @@ fn values(from: ElementKind, rng: &mut Rng, n: usize) -> Vec<f64> {
             }
         })
         .collect()
-}
-
-/// Equal as cast results: NaN equals NaN, zeros compare their sign.
-fn identical(what: &str, got: &[f64], want: &[f64]) -> Result<(), String> {
-    if got.len() != want.len() {
-        return Err(format!(
-            "{what}: {} elements, expected {}",
-            got.len(),
-            want.len()
-        ));
-    }
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let same =
-            (g.is_nan() && w.is_nan()) || (g == w && g.is_sign_negative() == w.is_sign_negative());
-        if !same {
-            return Err(format!("{what}: element {i} is {g:e}, expected {w:e}"));
-        }
-    }
-    Ok(())
 }
 
 /// An output of `len` elements of `O` in a byte buffer of 0xFF.

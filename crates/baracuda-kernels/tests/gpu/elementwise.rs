@@ -991,10 +991,11 @@ const IP_SHAPE: [usize; 2] = [37, 131];
 /// `IP_SHAPE` with its second axis 1: the broadcast operand.
 const IP_ROW: [usize; 2] = [1, 131];
 
-/// Equal values, NaN equal to NaN: an in-place run executes the same kernel
-/// on the same values as the out-of-place one, so the results (and the
-/// untouched NaNs around a strided view) agree bit for bit.
-fn identical(what: &str, got: &[f64], want: &[f64]) -> Result<(), String> {
+/// Equal values, NaN equal to NaN, the sign of zero compared: an in-place
+/// run executes the same kernel on the same values as the out-of-place
+/// one, so the results (and the untouched NaNs around a strided view)
+/// agree bit for bit; a cast is a function of its input.
+pub(crate) fn identical(what: &str, got: &[f64], want: &[f64]) -> Result<(), String> {
     if got.len() != want.len() {
         return Err(format!(
             "{what}: {} elements, expected {}",

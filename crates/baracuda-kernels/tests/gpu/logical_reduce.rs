@@ -393,17 +393,10 @@ fn bad_inputs() -> Result<usize, String> {
 
     let plan = sel(&desc, &pref).map_err(|e| e.to_string())?;
     let (xb, _) = upload::<f32>(&rng.vec(4 * 96, -1.0, 1.0));
-    xy_run_checks::<bool, u8>(&mut b, &xb, |x, y| run_plan(&plan, x, y))?;
+    xy_run_checks::<bool, u8>(&mut b, &xb, |x, y| {
+        plan.run(&g.stream, Workspace::None, LogicalReduceArgs { x, y })
+    })?;
     b.done()
-}
-
-/// `plan.run` without a workspace.
-fn run_plan<'a>(
-    plan: &LogicalReducePlan<f32, bool, 2, 1>,
-    x: TensorRef<'a, f32, 2>,
-    y: TensorMut<'a, bool, 1>,
-) -> baracuda_kernels::Result<()> {
-    plan.run(&gpu().stream, Workspace::None, LogicalReduceArgs { x, y })
 }
 
 /// Selecting `op` on `kind`, which no row claims, is `Unsupported`.

@@ -690,7 +690,9 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
 
     let plan = sel(&desc, &pref).map_err(|e| e.to_string())?;
     let (xb, _) = upload::<f32>(&rng.vec(4 * 96, 0.5, 1.0));
-    xy_run_checks::<f32, f32>(&mut b, &xb, |x, y| run_plan(&plan, x, y))?;
+    xy_run_checks::<f32, f32>(&mut b, &xb, |x, y| {
+        plan.run(&g.stream, Workspace::None, ReduceArgs { x, y })
+    })?;
     let x = TensorRef::contiguous(xb.as_slice(), [4, 96]).map_err(|e| e.to_string())?;
 
     // Backward.
@@ -793,15 +795,6 @@ pub(crate) fn xy_run_checks<O: Element, B: Element>(
         TensorMut::contiguous(alias, [4]).map_err(|e| e.to_string())?,
     );
     b.expect("y overlapping x", r, invalid_argument("y"), &[&shared])
-}
-
-/// `plan.run` without a workspace.
-fn run_plan(
-    plan: &ReducePlan<f32, 2, 1>,
-    x: TensorRef<'_, f32, 2>,
-    y: TensorMut<'_, f32, 1>,
-) -> baracuda_kernels::Result<()> {
-    plan.run(&gpu().stream, Workspace::None, ReduceArgs { x, y })
 }
 
 /// Selecting `op` on `kind`, which no row claims, is `Unsupported`.
