@@ -26,6 +26,10 @@ use crate::launch::{grid_x, launch_params, padded};
 /// Threads per block of every reduction kernel (`__launch_bounds__(256)`).
 pub(crate) const THREADS: u32 = 256;
 
+/// Loads each thread of the row and column kernels issues before folding
+/// them (`FOLD_AHEAD` of `kernels/common/reduce_dims.cuh`).
+pub(crate) const FOLD_AHEAD: usize = 4;
+
 /// Blocks the launch heuristics aim for per SM: two waves of eight
 /// 256-thread blocks (2048 threads, full residency on sm_80/sm_90).
 pub(crate) const BLOCKS_PER_SM: usize = 16;
@@ -495,9 +499,17 @@ impl<T: Element, O: 'static> Launch<T, O> {
                     && outer.iter().all(|d| d.x % vec_elems == 0);
                 let v = if vec { vec_elems } else { 1 };
                 let n_seg: usize = outer.iter().map(|d| d.extent).product();
-                // A group spans one pass over a segment: 8192 f32 take 256
-                // threads of 2 vectors each pass; 7 elements take 8.
-                let group = seg.extent.div_ceil(v).next_power_of_two().min(THREADS as usize);
+                // A group gives each thread FOLD_AHEAD loads of a segment
+                // (all in flight at once) where the segment has that many,
+                // with up to 256 threads: 8192 f32 (2048 vectors) take 256
+                // threads of 8 vectors, 2048 bf16 64 threads of 4, 7
+                // strided elements 2 threads.
+                let group = seg
+                    .extent
+                    .div_ceil(v)
+                    .div_ceil(FOLD_AHEAD)
+                    .next_power_of_two()
+                    .min(THREADS as usize);
                 let per_block = THREADS as usize / group;
                 let blocks = n_out.div_ceil(per_block);
                 // Splits fill the GPU but leave each at least 2048 elements.
