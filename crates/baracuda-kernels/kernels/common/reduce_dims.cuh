@@ -6,16 +6,16 @@
 //                   outermost first (output o walks them row-major),
 //                   reduced dims likewise, the last one the segment dim
 //                   of the row kernel.
-//   reduce_row      a group of `group` threads (power of two, up to the
+//   <prefix>_row    a group of `group` threads (power of two, up to the
 //                   256-thread block) folds one output's segments of the
 //                   innermost reduced dim, 16-byte loads when contiguous
 //                   and aligned; short rows pack 256/group outputs per
 //                   block, long ones split over gridDim.y blocks (over
 //                   segments first, then within them).
-//   reduce_col      the innermost input dim is kept: threads along it
+//   <prefix>_col    the innermost input dim is kept: threads along it
 //                   (coalesced, VEC columns each), blockDim.y threads over
 //                   the reduced rows, merged in smem in row order.
-//   reduce_combine  one warp per output merges the states a split
+//   <prefix>_combine one warp per output merges the states a split
 //                   reduction wrote to the workspace, in split order.
 // Every fold visits its elements in a fixed order, FOLD_AHEAD loads ahead
 // (fold_ahead), so the bits depend only on the shape, strides and the
