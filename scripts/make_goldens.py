@@ -18,6 +18,8 @@ def main():
     root = pathlib.Path(__file__).resolve().parent
     out = pathlib.Path(sys.argv[1]) if len(sys.argv) > 1 else root.parent / "tests" / "golden"
     out.mkdir(parents=True, exist_ok=True)
+    # family modules may import each other's helpers
+    sys.path.insert(0, str(root / "goldens"))
     for path in sorted((root / "goldens").glob("*.py")):
         spec = importlib.util.spec_from_file_location(path.stem, path)
         mod = importlib.util.module_from_spec(spec)

@@ -2,7 +2,9 @@
 autograd gradients of F.group_norm (1 group, some groups, ranks 3 to 5,
 weight and bias present and absent) and of F.instance_norm with
 use_input_stats=True and no running statistics (the case groups = C).
-Checked by crates/baracuda-kernels/tests/golden_group_norm.rs."""
+Checked by crates/baracuda-kernels/tests/golden_norm.rs."""
+
+from norm import record
 
 EPS = 1e-5
 # name -> (shape, groups, weight, bias, instance_norm)
@@ -34,16 +36,5 @@ def make(torch):
         xg = x.detach().reshape(shape[0], groups, -1)
         mean = xg.mean(-1)
         var = xg.var(-1, correction=0)
-        dy = r(*shape) * 2 - 1
-        inputs = [x] + [t for t in (w, b) if t is not None]
-        grads = torch.autograd.grad(y, inputs, dy)
-        out.update({f"{name}.x": x, f"{name}.dy": dy, f"{name}.y": y, f"{name}.dx": grads[0],
-                    f"{name}.mean": mean, f"{name}.rstd": 1.0 / torch.sqrt(var + EPS)})
-        rest = list(grads[1:])
-        if has_w:
-            out[f"{name}.weight"] = w
-            out[f"{name}.dweight"] = rest.pop(0)
-        if has_b:
-            out[f"{name}.bias"] = b
-            out[f"{name}.dbias"] = rest.pop(0)
+        record(torch, out, name, (x, w, b), y, (mean, var), r(*shape) * 2 - 1, EPS)
     return out

@@ -40,16 +40,21 @@ def make(torch):
             y = F.rms_norm(x, norm_shape, w, EPS)
             mean = torch.zeros_like(x.detach().mean(dims))
             var = (x.detach() ** 2).mean(dims)
-        dy = r(*shape) * 2 - 1
-        inputs = [x] + [t for t in (w, b) if t is not None]
-        grads = torch.autograd.grad(y, inputs, dy)
-        out.update({f"{name}.x": x, f"{name}.dy": dy, f"{name}.y": y, f"{name}.dx": grads[0],
-                    f"{name}.mean": mean, f"{name}.rstd": 1.0 / torch.sqrt(var + EPS)})
-        rest = list(grads[1:])
-        if has_w:
-            out[f"{name}.weight"] = w
-            out[f"{name}.dweight"] = rest.pop(0)
-        if has_b:
-            out[f"{name}.bias"] = b
-            out[f"{name}.dbias"] = rest.pop(0)
+        record(torch, out, name, (x, w, b), y, (mean, var), r(*shape) * 2 - 1)
     return out
+
+
+def record(torch, out, name, inputs, y, stats, dy, eps=EPS):
+    """Case `name` into `out`: x, weight and bias (`inputs`, None when
+    absent), y, the mean and rstd from `stats` (mean, variance), dy and the
+    autograd gradients of every input present."""
+    x, w, b = inputs
+    mean, var = stats
+    present = [t for t in inputs if t is not None]
+    grads = list(torch.autograd.grad(y, present, dy))
+    out.update({f"{name}.x": x, f"{name}.dy": dy, f"{name}.y": y, f"{name}.dx": grads.pop(0),
+                f"{name}.mean": mean, f"{name}.rstd": 1.0 / torch.sqrt(var + eps)})
+    for key, t in (("weight", w), ("bias", b)):
+        if t is not None:
+            out[f"{name}.{key}"] = t
+            out[f"{name}.d{key}"] = grads.pop(0)

@@ -133,6 +133,29 @@ fn inputs<T: Element>(s: &Stream, n: usize, sets: usize) -> Result<Vec<DeviceBuf
     random_sets::<T>(s, n, sets, 11, -2.0, 2.0)
 }
 
+/// Time the forward of a reduction of `shape` (rank `N`) whose output has
+/// `out_len` elements of `O`: `run(workspace, x, y)` runs the plan, with a
+/// workspace of `ws_bytes`, on one of the rotating input sets.
+fn time_fw<T: Element, O: Element, const N: usize>(
+    s: &Stream,
+    shape: &[usize],
+    (out_len, ws_bytes): (usize, usize),
+    rows: &[Row],
+    mut run: impl FnMut(Workspace<'_>, TensorRef<'_, T, N>, DeviceSliceMut<'_, O>) -> Result<()>,
+) -> Result<()> {
+    let sets = rotation_of(s, rows)?;
+    let xs = inputs::<T>(s, shape.iter().product(), sets)?;
+    let mut y = DeviceBuffer::<O>::uninit(s, out_len)?;
+    let mut ws = DeviceBuffer::<u8>::uninit(s, ws_bytes.max(1))?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, sets, |i| {
+            let x = TensorRef::contiguous(xs[i].as_slice(), arr::<N>(shape))?;
+            run(Workspace::Borrowed(ws.as_slice_mut()), x, y.as_slice_mut())
+        }),
+        p => Err(bad_pass(p)),
+    })
+}
+
 fn reduce<T: Element, const N: usize, const M: usize>(
     s: &Stream,
     op: ReduceOp,
@@ -142,23 +165,11 @@ fn reduce<T: Element, const N: usize, const M: usize>(
 ) -> Result<()> {
     let desc = ReduceDescriptor::new(op, T::KIND, arr::<N>(shape)).with_dims(dims);
     let plan = ReducePlan::<T, N, M>::select(s, &desc, &PlanPreference::default())?;
-    let sets = rotation_of(s, rows)?;
-    let xs = inputs::<T>(s, shape.iter().product(), sets)?;
-    let out = desc.output_shape();
-    let mut y = DeviceBuffer::<T>::uninit(s, out.iter().product())?;
-    let mut ws = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
-    time_passes(rows, |pass| match pass {
-        "fw" => time_rotating_ms(s, sets, |i| {
-            plan.run(
-                s,
-                Workspace::Borrowed(ws.as_slice_mut()),
-                ReduceArgs {
-                    x: TensorRef::contiguous(xs[i].as_slice(), arr::<N>(shape))?,
-                    y: TensorMut::contiguous(y.as_slice_mut(), arr::<M>(&out))?,
-                },
-            )
-        }),
-        p => Err(bad_pass(p)),
+    let out = arr::<M>(&desc.output_shape());
+    let sizes = (out.iter().product(), plan.workspace_size());
+    time_fw::<T, T, N>(s, shape, sizes, rows, |ws, x, y| {
+        let y = TensorMut::contiguous(y, out)?;
+        plan.run(s, ws, ReduceArgs { x, y })
     })
 }
 
@@ -172,24 +183,19 @@ fn arg_reduce<T: Element, const N: usize, const M: usize>(
 ) -> Result<()> {
     let desc = ArgReduceDescriptor::new(op, T::KIND, arr::<N>(shape)).with_dim(dim);
     let plan = ArgReducePlan::<T, N, M>::select(s, &desc, &PlanPreference::default())?;
-    let sets = rotation_of(s, rows)?;
-    let xs = inputs::<T>(s, shape.iter().product(), sets)?;
-    let out = desc.output_shape();
-    let mut idx = DeviceBuffer::<i64>::uninit(s, out.iter().product())?;
-    let mut ws = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
-    time_passes(rows, |pass| match pass {
-        "fw" => time_rotating_ms(s, sets, |i| {
-            plan.run(
-                s,
-                Workspace::Borrowed(ws.as_slice_mut()),
-                ArgReduceArgs {
-                    x: TensorRef::contiguous(xs[i].as_slice(), arr::<N>(shape))?,
-                    values: None,
-                    indices: TensorMut::contiguous(idx.as_slice_mut(), arr::<M>(&out))?,
-                },
-            )
-        }),
-        p => Err(bad_pass(p)),
+    let out = arr::<M>(&desc.output_shape());
+    let sizes = (out.iter().product(), plan.workspace_size());
+    time_fw::<T, i64, N>(s, shape, sizes, rows, |ws, x, idx| {
+        let indices = TensorMut::contiguous(idx, out)?;
+        plan.run(
+            s,
+            ws,
+            ArgReduceArgs {
+                x,
+                values: None,
+                indices,
+            },
+        )
     })
 }
 
@@ -217,23 +223,11 @@ fn logical_reduce_into<T: Element, O: Element, const N: usize, const M: usize>(
 ) -> Result<()> {
     let desc = LogicalReduceDescriptor::new(op, T::KIND, arr::<N>(shape)).with_dims(dims);
     let plan = LogicalReducePlan::<T, O, N, M>::select(s, &desc, &PlanPreference::default())?;
-    let sets = rotation_of(s, rows)?;
-    let xs = inputs::<T>(s, shape.iter().product(), sets)?;
-    let out = desc.output_shape();
-    let mut y = DeviceBuffer::<O>::uninit(s, out.iter().product())?;
-    let mut ws = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
-    time_passes(rows, |pass| match pass {
-        "fw" => time_rotating_ms(s, sets, |i| {
-            plan.run(
-                s,
-                Workspace::Borrowed(ws.as_slice_mut()),
-                LogicalReduceArgs {
-                    x: TensorRef::contiguous(xs[i].as_slice(), arr::<N>(shape))?,
-                    y: TensorMut::contiguous(y.as_slice_mut(), arr::<M>(&out))?,
-                },
-            )
-        }),
-        p => Err(bad_pass(p)),
+    let out = arr::<M>(&desc.output_shape());
+    let sizes = (out.iter().product(), plan.workspace_size());
+    time_fw::<T, O, N>(s, shape, sizes, rows, |ws, x, y| {
+        let y = TensorMut::contiguous(y, out)?;
+        plan.run(s, ws, LogicalReduceArgs { x, y })
     })
 }
 

@@ -32,6 +32,10 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         include_str!("../kernels/common/reduce.cuh"),
     ),
     (
+        "common/reduce_dims.cuh",
+        include_str!("../kernels/common/reduce_dims.cuh"),
+    ),
+    (
         "common/scan.cuh",
         include_str!("../kernels/common/scan.cuh"),
     ),
@@ -142,6 +146,27 @@ pub(crate) fn element_code(kind: ElementKind) -> Option<u32> {
         ElementKind::U32 => None,
         k => dtype_code(k),
     }
+}
+
+/// [`ElementKind::ALL`] without the kinds in `drop`, in order; `N` must be
+/// the count left (a wrong `N` fails the build of a constant).
+pub(crate) const fn kinds_except<const N: usize>(drop: &[ElementKind]) -> [ElementKind; N] {
+    let mut out = [ElementKind::F32; N];
+    let (mut i, mut n) = (0, 0);
+    while i < ElementKind::ALL.len() {
+        let k = ElementKind::ALL[i];
+        let mut d = 0;
+        while d < drop.len() && drop[d] as u8 != k as u8 {
+            d += 1;
+        }
+        if d == drop.len() {
+            out[n] = k;
+            n += 1;
+        }
+        i += 1;
+    }
+    assert!(n == N, "N is not the count of the kinds left");
+    out
 }
 
 /// `source` specialised for `kind` (`-DBARACUDA_DTYPE`), or None when

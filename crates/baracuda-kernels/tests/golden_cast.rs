@@ -6,27 +6,12 @@
 //! must be equal (NaN equal to NaN, the sign of zero compared).
 
 use baracuda_kernels::reference::elementwise as r;
-use baracuda_kernels::{ElementKind, Fp8Mode};
+use baracuda_kernels::{ElementKind, Fp8Mode, CAST_KINDS};
 use safetensors::SafeTensors;
 
 #[path = "support/golden.rs"]
 mod golden;
 use golden::{bytes, get};
-
-const KINDS: [ElementKind; 12] = [
-    ElementKind::F32,
-    ElementKind::F64,
-    ElementKind::F16,
-    ElementKind::Bf16,
-    ElementKind::Fp8E4M3,
-    ElementKind::Fp8E5M2,
-    ElementKind::I8,
-    ElementKind::U8,
-    ElementKind::I16,
-    ElementKind::I32,
-    ElementKind::I64,
-    ElementKind::Bool,
-];
 
 /// Mismatches of `got` against `want`: index, input, both values.
 fn mismatches(x: &[f64], got: &[f64], want: &[f64]) -> Vec<String> {
@@ -48,8 +33,8 @@ fn casts_match_pytorch() {
     let data = bytes("cast");
     let t = SafeTensors::deserialize(&data).expect("safetensors");
     let mut failures = Vec::new();
-    for from in KINDS {
-        for to in KINDS {
+    for from in CAST_KINDS {
+        for to in CAST_KINDS {
             let k = format!("{from}.{to}");
             let x = get(&t, &format!("{k}.x"));
             let mut forms = vec![("y", Fp8Mode::NoSaturate, None)];

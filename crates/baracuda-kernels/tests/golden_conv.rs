@@ -7,17 +7,7 @@ use safetensors::SafeTensors;
 
 #[path = "support/golden.rs"]
 mod golden;
-use golden::get;
-
-fn close(what: &str, got: &[f64], want: &[f64]) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-12 * (1.0 + w.abs()),
-            "{what}[{i}]: {g} vs {w}"
-        );
-    }
-}
+use golden::{close, get};
 
 fn geom(
     input: &[usize],

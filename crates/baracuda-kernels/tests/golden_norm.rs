@@ -1,30 +1,51 @@
 //! Host test: the norm family's f64 oracles against PyTorch goldens
-//! (`tests/golden/norm.safetensors`, written by `scripts/make_goldens.py`
-//! from `scripts/goldens/norm.py`): F.layer_norm and F.rms_norm over one
+//! (written by `scripts/make_goldens.py`): `tests/golden/norm.safetensors`
+//! from `scripts/goldens/norm.py`, F.layer_norm and F.rms_norm over one
 //! and two trailing dims of a [3, 4, 5] tensor with and without weight and
-//! bias, and layer_norm over rows of one element: outputs, statistics and
-//! every gradient.
+//! bias, and layer_norm over rows of one element; and
+//! `tests/golden/group_norm.safetensors` from `scripts/goldens/group_norm.py`,
+//! F.group_norm with 1 and several groups over ranks 3 to 5, with and
+//! without weight and bias, and F.instance_norm (use_input_stats=True, no
+//! running statistics) as groups = C. Each compares the outputs, the
+//! statistics and every gradient.
 
 #[path = "support/golden.rs"]
 mod golden;
 
-use baracuda_kernels::reference::norm::Norm;
-use golden::{bytes, get};
+use baracuda_kernels::reference::norm::{GroupNorm, Norm, NormGrads, NormOut};
+use golden::{bytes, close, get};
 use safetensors::SafeTensors;
 
-/// Equal within 1e-12 relative.
-fn close(what: &str, got: &[f64], want: &[f64]) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        assert!(
-            (g - w).abs() <= 1e-12 * (1.0 + w.abs()),
-            "{what}[{i}]: ours {g:e}, PyTorch {w:e}"
-        );
+/// Case `name` of `t` against an oracle: `forward(x, weight, bias)` and
+/// `backward(x, weight, dy)`, with a weight and a bias as `has_w` and
+/// `has_b` say.
+fn check(
+    t: &SafeTensors<'_>,
+    name: &str,
+    (has_w, has_b): (bool, bool),
+    forward: impl Fn(&[f64], Option<&[f64]>, Option<&[f64]>) -> NormOut,
+    backward: impl Fn(&[f64], Option<&[f64]>, &[f64]) -> NormGrads,
+) {
+    let k = |t: &str| format!("{name}.{t}");
+    let x = get(t, &k("x"));
+    let w = has_w.then(|| get(t, &k("weight")));
+    let b = has_b.then(|| get(t, &k("bias")));
+    let out = forward(&x, w.as_deref(), b.as_deref());
+    close(&k("y"), &out.y, &get(t, &k("y")));
+    close(&k("mean"), &out.mean, &get(t, &k("mean")));
+    close(&k("rstd"), &out.rstd, &get(t, &k("rstd")));
+    let grads = backward(&x, w.as_deref(), &get(t, &k("dy")));
+    close(&k("dx"), &grads.dx, &get(t, &k("dx")));
+    if has_w {
+        close(&k("dweight"), &grads.dweight, &get(t, &k("dweight")));
+    }
+    if has_b {
+        close(&k("dbias"), &grads.dbias, &get(t, &k("dbias")));
     }
 }
 
 /// (key prefix, LayerNorm, rows, h, weight, bias)
-const CASES: &[(&str, bool, usize, usize, bool, bool)] = &[
+const NORM_CASES: &[(&str, bool, usize, usize, bool, bool)] = &[
     ("layer.1.wb", true, 12, 5, true, true),
     ("layer.1.w", true, 12, 5, true, false),
     ("layer.1.none", true, 12, 5, false, false),
@@ -39,28 +60,53 @@ const CASES: &[(&str, bool, usize, usize, bool, bool)] = &[
 fn norms_match_pytorch() {
     let data = bytes("norm");
     let t = SafeTensors::deserialize(&data).expect("norm goldens");
-    for &(name, layer, rows, h, has_w, has_b) in CASES {
-        let k = |t: &str| format!("{name}.{t}");
+    for &(name, layer, rows, h, has_w, has_b) in NORM_CASES {
         let p = Norm {
             layer,
             rows,
             h,
             eps: 1e-5,
         };
-        let x = get(&t, &k("x"));
-        let w = has_w.then(|| get(&t, &k("weight")));
-        let b = has_b.then(|| get(&t, &k("bias")));
-        let out = p.forward(&x, w.as_deref(), b.as_deref());
-        close(&k("y"), &out.y, &get(&t, &k("y")));
-        close(&k("mean"), &out.mean, &get(&t, &k("mean")));
-        close(&k("rstd"), &out.rstd, &get(&t, &k("rstd")));
-        let grads = p.backward(&x, w.as_deref(), &get(&t, &k("dy")));
-        close(&k("dx"), &grads.dx, &get(&t, &k("dx")));
-        if has_w {
-            close(&k("dweight"), &grads.dweight, &get(&t, &k("dweight")));
-        }
-        if has_b {
-            close(&k("dbias"), &grads.dbias, &get(&t, &k("dbias")));
-        }
+        check(
+            &t,
+            name,
+            (has_w, has_b),
+            |x, w, b| p.forward(x, w, b),
+            |x, w, dy| p.backward(x, w, dy),
+        );
+    }
+}
+
+/// (key prefix, batch, channels, spatial, groups, weight, bias), as
+/// `CASES` of scripts/goldens/group_norm.py.
+const GROUP_NORM_CASES: &[(&str, usize, usize, usize, usize, bool, bool)] = &[
+    ("g1.wb", 2, 6, 5, 1, true, true),
+    ("g3.wb", 2, 6, 5, 3, true, true),
+    ("g3.none", 2, 6, 5, 3, false, false),
+    ("g2.r4.w", 2, 4, 6, 2, true, false),
+    ("g4.r5.wb", 1, 4, 12, 4, true, true),
+    ("inst.wb", 2, 6, 5, 6, true, true),
+    ("inst.none", 3, 4, 6, 4, false, false),
+];
+
+#[test]
+fn group_norm_matches_pytorch() {
+    let data = bytes("group_norm");
+    let t = SafeTensors::deserialize(&data).expect("group_norm goldens");
+    for &(name, batch, channels, spatial, groups, has_w, has_b) in GROUP_NORM_CASES {
+        let p = GroupNorm {
+            batch,
+            channels,
+            spatial,
+            groups,
+            eps: 1e-5,
+        };
+        check(
+            &t,
+            name,
+            (has_w, has_b),
+            |x, w, b| p.forward(x, w, b),
+            |x, w, dy| p.backward(x, w, dy),
+        );
     }
 }

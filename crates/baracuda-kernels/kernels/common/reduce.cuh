@@ -22,6 +22,8 @@
 //                  outermost dim (a row index over one dim has none).
 //   strided_offsets the same for K operands at once (elementwise
 //                  backward passes).
+//   fold_ahead     a thread's strided loop over indices that issues U
+//                  loads before folding them, in index order.
 //
 // Softmax, norms, losses and attention use the same pieces. No element
 // type here: includers supply u32, u64 and i64 (dtype.cuh does).
@@ -214,5 +216,23 @@ __device__ __forceinline__ void strided_offsets(I i, u32 rank, const u64* shape,
     if (rank > 0) {
 #pragma unroll
         for (int k = 0; k < K; ++k) off[k] += (i64)i * stride[k][0];
+    }
+}
+
+// Fold the values at i = first, first + step, ... (< end) in order:
+// `load(i)` for U indices at a time, all issued before the first of them
+// is folded (`fold(i, value)`), so that each thread keeps U loads in
+// flight where a plain loop waits for each load before the next one.
+// The folds and their order are those of the plain loop.
+template <int U, typename L, typename F>
+__device__ __forceinline__ void fold_ahead(u64 first, u64 end, u64 step, L load, F fold) {
+    for (u64 i = first; i < end; i += U * step) {
+        decltype(load(i)) e[U];
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            if (i + u * step < end) e[u] = load(i + u * step);
+#pragma unroll
+        for (int u = 0; u < U; ++u)
+            if (i + u * step < end) fold(i + u * step, e[u]);
     }
 }

@@ -32,7 +32,7 @@
 // indices per element (broadcast, cached) and writes dx.
 // Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_OP (0 max, 1 min).
 #include "common/dtype.cuh"
-#include "common/reduce.cuh"
+#include "common/reduce_dims.cuh"
 
 #ifndef BARACUDA_OP
 #error "BARACUDA_OP must be defined (0 max, 1 min)"
@@ -53,9 +53,12 @@ __device__ __forceinline__ bool beats(ACC a, ACC b) {
 #endif
 }
 
-// The merge of two states: the better value, the smaller index on ties.
-struct ArgMerge {
-    __device__ __forceinline__ ArgSt operator()(ArgSt l, ArgSt h) const {
+// The fold's state and merge (common/reduce_dims.cuh, the combine): the
+// better value, the smaller index on ties.
+struct ArgFold {
+    typedef ArgSt S;
+    static __device__ __forceinline__ ArgSt init() { return ArgSt{ACC(0), -1}; }
+    static __device__ __forceinline__ ArgSt merge(ArgSt l, ArgSt h) {
         if (h.i < 0) return l;
         if (l.i < 0) return h;
         if (beats(h.v, l.v)) return h;
@@ -103,11 +106,8 @@ struct ArgParams {
     u32 pad;
 };
 
-__device__ __forceinline__ void emit(const ArgParams& p, u64 o, const ArgSt& s) {
-    if (p.splits > 1) {
-        p.partial[o * p.splits + blockIdx.y] = s;
-        return;
-    }
+// The value and index of output o.
+__device__ __forceinline__ void store(const ArgParams& p, u64 o, const ArgSt& s) {
     if (p.values) p.values[strided_offset(o, p.nk, p.kshape, p.kv)] = from_acc(s.v);
     p.indices[strided_offset(o, p.nk, p.kshape, p.ki)] = s.i;
 }
@@ -120,52 +120,46 @@ extern "C" __global__ void __launch_bounds__(256) arg_row(ArgParams p) {
     const u32 slot = threadIdx.x / g;
     const u64 l0 = (u64)blockIdx.y * p.chunk;
     const u64 l1 = min(p.n_red, l0 + p.chunk);
-    const ArgMerge merge;
     for (u64 ob = blockIdx.x; ob * per_block < p.n_out; ob += gridDim.x) {
         const u64 o = ob * per_block + slot;
         const bool live = o < p.n_out;
-        ArgSt s{ACC(0), -1};
+        ArgSt s = ArgFold::init();
         if (live) {
             const T* base = p.x + strided_offset(o, p.nk, p.kshape, p.kx);
+            const auto at = [&](u64 j, T x) { push(s, to_acc(x), (i64)j); };
             if (p.vec) {
                 const u64 nv = (l1 - l0) / VEC;
                 const T* vb = base + l0;
-#pragma unroll 4
-                for (u64 v = t; v < nv; v += g) {
-                    T e[VEC];
-                    load_vec(vb, v, e);
-                    const i64 i0 = (i64)(l0 + v * VEC);
+                fold_ahead<FOLD_AHEAD>(
+                    t, nv, g, [&](u64 v) { return load16(vb, v); },
+                    [&](u64 v, const Vec16<T>& e) {
+                        const i64 i0 = (i64)(l0 + v * VEC);
 #pragma unroll
-                    for (int k = 0; k < VEC; ++k) push(s, to_acc(e[k]), i0 + k);
-                }
-                for (u64 j = l0 + nv * VEC + t; j < l1; j += g) push(s, to_acc(base[j]), (i64)j);
+                        for (int k = 0; k < VEC; ++k) push(s, to_acc(e[k]), i0 + k);
+                    });
+                fold_ahead<FOLD_AHEAD>(l0 + nv * VEC + t, l1, g, [&](u64 j) { return base[j]; }, at);
             } else if (p.nr == 1) {
                 const i64 stride = p.rx[0];
-                for (u64 j = l0 + t; j < l1; j += g) push(s, to_acc(base[(i64)j * stride]), (i64)j);
+                fold_ahead<FOLD_AHEAD>(l0 + t, l1, g, [&](u64 j) { return base[(i64)j * stride]; }, at);
             } else {
-                for (u64 j = l0 + t; j < l1; j += g)
-                    push(s, to_acc(base[strided_offset(j, p.nr, p.rshape, p.rx)]), (i64)j);
+                fold_ahead<FOLD_AHEAD>(
+                    l0 + t, l1, g, [&](u64 j) { return base[strided_offset(j, p.nr, p.rshape, p.rx)]; }, at);
             }
         }
-        s = group_reduce(s, g, merge, smem);
-        if (live && t == 0) emit(p, o, s);
+        s = group_reduce(s, g, FoldMerge<ArgFold>(), smem);
+        if (live && t == 0) {
+            if (p.splits > 1) {
+                p.partial[o * p.splits + blockIdx.y] = s;
+            } else {
+                store(p, o, s);
+            }
+        }
     }
 }
 
 // One warp per output merges its splits.
 extern "C" __global__ void __launch_bounds__(256) arg_combine(ArgParams p) {
-    const u32 warps = blockDim.x >> 5;
-    const u32 lane = threadIdx.x & 31u;
-    const ArgMerge merge;
-    for (u64 o = (u64)blockIdx.x * warps + (threadIdx.x >> 5); o < p.n_out; o += (u64)gridDim.x * warps) {
-        ArgSt s{ACC(0), -1};
-        for (u32 k = lane; k < p.splits; k += 32) s = merge(s, p.partial[o * p.splits + k]);
-        s = group_reduce(s, 32u, merge, (ArgSt*)nullptr);
-        if (lane == 0) {
-            if (p.values) p.values[strided_offset(o, p.nk, p.kshape, p.kv)] = from_acc(s.v);
-            p.indices[strided_offset(o, p.nk, p.kshape, p.ki)] = s.i;
-        }
-    }
+    combine_splits<ArgFold>(p, [&](u64 o, const ArgSt& s) { store(p, o, s); });
 }
 
 // ---------------------------------------------------------------------------

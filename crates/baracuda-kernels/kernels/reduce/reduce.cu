@@ -24,20 +24,15 @@
 // compute it first (the STAT op of each op) into the workspace.
 //
 // Work split (the host merges and orders dims first, reduce/layout.rs):
-//   reduce_row      the reduced set is segments of seg_len elements
-//                   (innermost reduced dim) times outer reduced dims; a
-//                   group of `group` threads (power of two, up to the
-//                   256-thread block) folds one output, 16-byte loads when
-//                   segments are contiguous and aligned. Long rows take a
-//                   block per output, short rows pack 256/group outputs
-//                   per block.
-//   reduce_col      the innermost input dim is kept: threads along it
-//                   (coalesced, VEC columns each), blockDim.y threads over
-//                   the reduced rows, merged in smem in row order.
-//   reduce_combine  when an output's reduction is split over gridDim.y
-//                   blocks (too few outputs to fill the GPU), each block
-//                   writes its state to the workspace and one warp per
-//                   output merges the splits in a fixed order.
+// the row, column and combine kernels of common/reduce_dims.cuh, with the
+// op's fold (`Fold<OP>` below):
+//   reduce_row      groups of threads fold segments of the innermost
+//                   reduced dim, 16-byte loads when contiguous and aligned.
+//   reduce_col      the innermost input dim is kept: threads along it,
+//                   merged over the reduced rows in smem in row order.
+//   reduce_combine  a reduction split over gridDim.y blocks (too few
+//                   outputs to fill the GPU) merges the blocks' states
+//                   from the workspace in a fixed order.
 // The fold order depends only on the shape, strides and the launch shape
 // the host derives from them and the SM count, so results are bitwise
 // reproducible run to run.
@@ -47,7 +42,7 @@
 // 64-bit offsets throughout.
 // Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_OP (the op below).
 #include "common/dtype.cuh"
-#include "common/reduce.cuh"
+#include "common/reduce_dims.cuh"
 
 // Op codes (preprocessor constants: they select code with #if).
 #define SUM 0
@@ -99,13 +94,6 @@ struct St {
 // A backward statistic per output.
 struct Stat2 {
     ACC a, b;
-};
-
-// Scalars of the op: norm order, variance correction, elements reduced.
-struct OpArgs {
-    double p;
-    double correction;
-    u64 n_red;
 };
 
 __device__ __forceinline__ ACC nan_max(ACC a, ACC x) { return (x != x || x > a) ? x : a; }
@@ -286,214 +274,49 @@ struct NeedsAux {
     static constexpr bool value = OP == STAT_TIES || OP == STAT_ABS_TIES;
 };
 
-// Geometry and operands of one reduction launch (reduce/layout.rs
-// `ReduceParams`, field for field). Kept dims are ordered outermost first;
-// output index o walks them row-major. Reduced dims likewise; in
-// reduce_row the last one is the segment dim.
-template <typename O>
-struct ReduceParams {
-    const T* x;
-    O* y;
-    const T* aux;    // the forward output (ties statistics), else null
-    St* partial;     // split states [n_out][splits], when splits > 1
-    u64 n_out;
-    u32 nk, nr;
-    u64 kshape[REDUCE_MAX_RANK];
-    i64 kx[REDUCE_MAX_RANK];
-    i64 ky[REDUCE_MAX_RANK];
-    i64 kaux[REDUCE_MAX_RANK];
-    u64 rshape[REDUCE_MAX_RANK];
-    i64 rx[REDUCE_MAX_RANK];
-    u64 n_seg;       // row: segments per output; col: reduced rows per output
-    u64 chunk;       // row: segment elements per split; col: rows per split
-    u32 splits;      // gridDim.y
-    u32 seg_splits;  // row: splits over segments (the rest split each segment)
-    u32 group;       // row: threads per output
-    u32 vec;         // 1: 16-byte loads
-    OpArgs op;
+// The fold of op OP over elements T (common/reduce_dims.cuh): the state
+// St in ACC, the output T (Stat2 for the statistics), the auxiliary input
+// the forward output (read by the ties statistics only).
+template <int OP>
+struct Fold {
+    typedef T X;
+    typedef St S;
+    typedef typename Out<OP>::type Y;
+    static __device__ __forceinline__ St init() { return Op<OP>::init(ACC(0)); }
+    static __device__ __forceinline__ St init_at(const T* aux, i64 off) {
+        return Op<OP>::init(NeedsAux<OP>::value ? to_acc(aux[off]) : ACC(0));
+    }
+    static __device__ __forceinline__ void push(St& s, T x, const OpArgs& q) { Op<OP>::push(s, to_acc(x), q); }
+    // One 16-byte vector, in order. var and std take the vector as one
+    // batch: its mean and M2, merged by Chan's formula, one division per
+    // vector instead of one per element.
+    static __device__ __forceinline__ void push_vec(St& s, const Vec16<T>& v, const OpArgs& q) {
+        if constexpr (OP == VAR || OP == STD) {
+            ACC sum = ACC(0);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) sum += to_acc(v[k]);
+            const ACC mb = sum * (ACC(1) / ACC(VEC));  // VEC is a power of two: exact
+            ACC m2b = ACC(0);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                const ACC d = to_acc(v[k]) - mb;
+                m2b += d * d;
+            }
+            welford_merge(s.a, s.b, s.c, ACC(VEC), mb, m2b);
+        } else {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) Op<OP>::push(s, to_acc(v[k]), q);
+        }
+    }
+    static __device__ __forceinline__ St merge(St l, St h) { return Op<OP>::merge(l, h); }
+    static __device__ __forceinline__ void put(Y* y, i64 off, const St& s, const OpArgs& q) {
+        ::put(y, off, Op<OP>::finish(s, q));
+    }
 };
 
-template <int OP, typename O>
-__device__ __forceinline__ ACC load_aux(const ReduceParams<O>& p, i64 off) {
-    if (NeedsAux<OP>::value) return to_acc(p.aux[off]);
-    return ACC(0);
-}
-
-template <int OP>
-struct Merge {
-    __device__ __forceinline__ St operator()(St l, St h) const { return Op<OP>::merge(l, h); }
-};
-
-// Fold one 16-byte vector of one output's elements, in order. var and
-// std take the vector as one batch: its mean and M2, merged by Chan's
-// formula, one division per vector instead of one per element.
-template <int OP>
-__device__ __forceinline__ void push_vec(St& s, const T (&e)[VEC], const OpArgs& q) {
-    if constexpr (OP == VAR || OP == STD) {
-        ACC sum = ACC(0);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) sum += to_acc(e[k]);
-        const ACC mb = sum * (ACC(1) / ACC(VEC));  // VEC is a power of two: exact
-        ACC m2b = ACC(0);
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) {
-            const ACC d = to_acc(e[k]) - mb;
-            m2b += d * d;
-        }
-        welford_merge(s.a, s.b, s.c, ACC(VEC), mb, m2b);
-    } else {
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) Op<OP>::push(s, to_acc(e[k]), q);
-    }
-}
-
-// Store the finished state of output o (offset yo), or its split partial.
-template <int OP, typename O>
-__device__ __forceinline__ void emit(const ReduceParams<O>& p, u64 o, i64 yo, const St& s) {
-    if (p.splits > 1) {
-        p.partial[o * p.splits + blockIdx.y] = s;
-    } else {
-        put(p.y, yo, Op<OP>::finish(s, p.op));
-    }
-}
-
-template <int OP, typename O>
-__device__ __forceinline__ void row_body(const ReduceParams<O>& p) {
-    __shared__ St smem[32];
-    const u32 g = p.group;
-    const u32 per_block = blockDim.x / g;
-    const u32 t = threadIdx.x % g;
-    const u32 slot = threadIdx.x / g;
-    const u32 l_splits = p.splits / p.seg_splits;
-    const u32 so = blockIdx.y / l_splits, sl = blockIdx.y % l_splits;
-    const u64 seg_len = p.rshape[p.nr - 1];
-    const i64 seg_stride = p.rx[p.nr - 1];
-    const u64 s0 = p.n_seg * so / p.seg_splits, s1 = p.n_seg * (so + 1) / p.seg_splits;
-    const u64 l0 = (u64)sl * p.chunk;
-    const u64 l1 = min(seg_len, l0 + p.chunk);
-    const Merge<OP> merge;
-    for (u64 ob = blockIdx.x; ob * per_block < p.n_out; ob += gridDim.x) {
-        const u64 o = ob * per_block + slot;
-        const bool live = o < p.n_out;
-        St s = Op<OP>::init(ACC(0));
-        i64 yo = 0;
-        if (live) {
-            const i64 xo = strided_offset(o, p.nk, p.kshape, p.kx);
-            yo = strided_offset(o, p.nk, p.kshape, p.ky);
-            s = Op<OP>::init(load_aux<OP>(p, strided_offset(o, p.nk, p.kshape, p.kaux)));
-            for (u64 seg = s0; seg < s1 && l0 < l1; ++seg) {
-                const T* base = p.x + xo + strided_offset(seg, p.nr - 1, p.rshape, p.rx);
-                u64 i = l0;
-                if (p.vec) {
-                    const u64 nv = (l1 - l0) / VEC;
-                    const T* vb = base + l0;
-                    // Unrolled so that several loads are in flight per
-                    // thread ahead of the dependent folds.
-#pragma unroll 4
-                    for (u64 v = t; v < nv; v += g) {
-                        T e[VEC];
-                        load_vec(vb, v, e);
-                        push_vec<OP>(s, e, p.op);
-                    }
-                    i = l0 + nv * VEC;
-                }
-                for (u64 j = i + t; j < l1; j += g) Op<OP>::push(s, to_acc(base[(i64)j * seg_stride]), p.op);
-            }
-        }
-        s = group_reduce(s, g, merge, smem);
-        if (live && t == 0) emit<OP>(p, o, yo, s);
-    }
-}
-
-template <int OP, typename O>
-__device__ __forceinline__ void col_body(const ReduceParams<O>& p) {
-    extern __shared__ unsigned char col_smem[];
-    St* sm = reinterpret_cast<St*>(col_smem);
-    const u32 cv = p.vec ? VEC : 1;
-    const u32 nk = p.nk;
-    const u64 inner = p.kshape[nk - 1];
-    const i64 ky_in = p.ky[nk - 1], ka_in = p.kaux[nk - 1];
-    const u64 cols_per_block = (u64)blockDim.x * cv;
-    const u64 col_blocks = (inner + cols_per_block - 1) / cols_per_block;
-    const u64 n_outer = p.n_out / inner;
-    const u64 r0 = (u64)blockIdx.y * p.chunk;
-    const u64 r1 = min(p.n_seg, r0 + p.chunk);
-    const u32 width = blockDim.x * cv;  // states per smem row
-    for (u64 b = blockIdx.x; b < n_outer * col_blocks; b += gridDim.x) {
-        const u64 outer = b / col_blocks;
-        const u64 c0 = (b % col_blocks) * cols_per_block + (u64)threadIdx.x * cv;
-        const i64 xo = strided_offset(outer, nk - 1, p.kshape, p.kx);
-        const i64 yo = strided_offset(outer, nk - 1, p.kshape, p.ky);
-        const i64 ao = strided_offset(outer, nk - 1, p.kshape, p.kaux);
-        St s[VEC];
-#pragma unroll
-        for (int v = 0; v < VEC; ++v) {
-            const bool in = v < (int)cv && c0 + v < inner;
-            s[v] = Op<OP>::init(in ? load_aux<OP>(p, ao + (i64)(c0 + v) * ka_in) : ACC(0));
-        }
-#pragma unroll 4
-        for (u64 r = r0 + threadIdx.y; r < r1; r += blockDim.y) {
-            const T* base = p.x + xo + strided_offset(r, p.nr, p.rshape, p.rx) + c0;
-            if (p.vec && c0 + VEC <= inner) {
-                T e[VEC];
-                load_vec(base, 0, e);
-#pragma unroll
-                for (int v = 0; v < VEC; ++v) Op<OP>::push(s[v], to_acc(e[v]), p.op);
-            } else {
-#pragma unroll
-                for (int v = 0; v < VEC; ++v)
-                    if (v < (int)cv && c0 + v < inner) Op<OP>::push(s[v], to_acc(base[v]), p.op);
-            }
-        }
-        __syncthreads();
-#pragma unroll
-        for (int v = 0; v < VEC; ++v)
-            if (v < (int)cv) sm[threadIdx.y * width + threadIdx.x * cv + v] = s[v];
-        __syncthreads();
-        if (threadIdx.y == 0) {
-#pragma unroll
-            for (int v = 0; v < VEC; ++v) {
-                const u64 col = c0 + v;
-                if (v < (int)cv && col < inner) {
-                    St acc = sm[threadIdx.x * cv + v];
-                    for (u32 k = 1; k < blockDim.y; ++k)
-                        acc = Op<OP>::merge(acc, sm[k * width + threadIdx.x * cv + v]);
-                    emit<OP>(p, outer * inner + col, yo + (i64)col * ky_in, acc);
-                }
-            }
-        }
-    }
-}
-
-// One warp per output merges its splits: lane l takes splits l, l + 32,
-// ... in order, then the warp merges lanes in order.
-template <int OP, typename O>
-__device__ __forceinline__ void combine_body(const ReduceParams<O>& p) {
-    const u32 warps = blockDim.x >> 5;
-    const u32 lane = threadIdx.x & 31u;
-    const Merge<OP> merge;
-    for (u64 o = (u64)blockIdx.x * warps + (threadIdx.x >> 5); o < p.n_out; o += (u64)gridDim.x * warps) {
-        St s = Op<OP>::init(ACC(0));
-        for (u32 k = lane; k < p.splits; k += 32) s = Op<OP>::merge(s, p.partial[o * p.splits + k]);
-        s = group_reduce(s, 32u, merge, (St*)nullptr);
-        if (lane == 0) put(p.y, strided_offset(o, p.nk, p.kshape, p.ky), Op<OP>::finish(s, p.op));
-    }
-}
-
-#define REDUCE_KERNELS(PREFIX, OPC)                                                             \
-    extern "C" __global__ void __launch_bounds__(256) PREFIX##_row(ReduceParams<Out<OPC>::type> p) { \
-        row_body<OPC>(p);                                                                       \
-    }                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256) PREFIX##_col(ReduceParams<Out<OPC>::type> p) { \
-        col_body<OPC>(p);                                                                       \
-    }                                                                                           \
-    extern "C" __global__ void __launch_bounds__(256) PREFIX##_combine(ReduceParams<Out<OPC>::type> p) { \
-        combine_body<OPC>(p);                                                                   \
-    }
-
-REDUCE_KERNELS(reduce, BARACUDA_OP)
+REDUCE_DIMS_KERNELS(reduce, Fold<BARACUDA_OP>)
 #if STAT_OP != STAT_NONE
-REDUCE_KERNELS(stat, STAT_OP)
+REDUCE_DIMS_KERNELS(stat, Fold<STAT_OP>)
 #endif
 
 // ---------------------------------------------------------------------------

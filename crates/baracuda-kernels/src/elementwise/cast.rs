@@ -8,13 +8,13 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
+use baracuda_driver::{LaunchArgs, ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    PlanPreference, PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+    BackendKind, DevPtr, Element, ElementKind, Error, Grad, Grads, KernelSku, PlanPreference,
+    PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
-use super::layout::{check_operand, collapse, StridedArgs, MAX_INS, MAX_OUTS, THREADS};
+use super::layout::{check_operand, ContigShape, In, MapKernels, Out, THREADS};
 use crate::checks::{check_grads, invalid_descriptor, span_bytes};
 use crate::kernel_sources;
 use crate::{Backward, Plan};
@@ -136,9 +136,9 @@ pub struct CastBwArgs<'a, I, O, const N: usize> {
 pub struct CastPlan<I: Element, O: Element, const N: usize> {
     desc: CastDescriptor<N>,
     sku: KernelSku,
-    fw: CastKernels,
+    fw: MapKernels,
     /// The O -> I kernels of the backward, for float pairs.
-    bw: Option<CastKernels>,
+    bw: Option<MapKernels>,
     _t: PhantomData<(I, O)>,
 }
 
@@ -158,12 +158,8 @@ pub(crate) fn cast_spec(from: ElementKind, to: ElementKind) -> Option<ModuleSpec
     )
 }
 
-/// The kinds `cast.cu` converts between.
-pub(crate) fn cast_kinds() -> impl Iterator<Item = ElementKind> {
-    ElementKind::ALL
-        .into_iter()
-        .filter(|&k| kernel_sources::element_code(k).is_some())
-}
+/// The kinds [`CastPlan`] converts between: every kind but u32.
+pub const CAST_KINDS: [ElementKind; 12] = kernel_sources::kinds_except(&[ElementKind::U32]);
 
 fn is_fp8(k: ElementKind) -> bool {
     matches!(k, ElementKind::Fp8E4M3 | ElementKind::Fp8E5M2)
@@ -235,13 +231,13 @@ impl<I: Element, O: Element, const N: usize> Plan for CastPlan<I, O, N> {
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let spec = check_desc::<I, O, N>(desc, pref)?;
-        let fw = CastKernels::load(stream, &spec)?;
+        let fw = load(stream, &spec)?;
         let bw = if I::KIND.is_float() && O::KIND.is_float() {
             let bw_spec = cast_spec(O::KIND, I::KIND).ok_or_else(|| Error::Unsupported {
                 op: OP,
                 what: format!("{} -> {}", O::KIND, I::KIND),
             })?;
-            Some(CastKernels::load(stream, &bw_spec)?)
+            Some(load(stream, &bw_spec)?)
         } else {
             None
         };
@@ -280,7 +276,7 @@ impl<I: Element, O: Element, const N: usize> Plan for CastPlan<I, O, N> {
         let scale = self.desc.scale.unwrap_or(1.0);
         // SAFETY: both views were bounds-checked at construction and match
         // the plan's shape; y is disjoint from x (checked above).
-        unsafe { self.fw.launch::<I, O>(stream, shape, y, x, scale, sat) }
+        unsafe { launch(&self.fw, stream, shape, y, x, scale, sat) }
     }
 }
 
@@ -322,7 +318,7 @@ impl<I: Element, O: Element, const N: usize> Backward for CastPlan<I, O, N> {
         let scale = self.desc.scale.unwrap_or(1.0);
         // SAFETY: views bounds-checked at construction, shapes checked
         // above; dx is disjoint from dy.
-        unsafe { bw.launch::<O, I>(stream, shape, dx, dy, scale, false) }
+        unsafe { launch(bw, stream, shape, dx, dy, scale, false) }
     }
 }
 
@@ -350,117 +346,48 @@ fn check_disjoint<A, B>(
     })
 }
 
-/// The three kernels of one conversion: contiguous (16-byte vectors on
-/// both sides), strided with a u32 and with a u64 linear index.
-struct CastKernels {
-    contig: Function,
-    strided32: Function,
-    strided64: Function,
-    /// Blocks that fit on the device at once: the strided kernels'
-    /// grid-stride loops never launch more.
-    grid_cap: u32,
+/// The three kernels of one conversion: contiguous (a 16-byte vector of
+/// the narrower type per thread), strided with a u32 and with a u64
+/// linear index.
+fn load(stream: &Stream, spec: &ModuleSpec) -> Result<MapKernels> {
+    let names = ["cast_contig", "cast_strided32", "cast_strided64"];
+    let shape = ContigShape {
+        threads: THREADS,
+        tile: 1,
+    };
+    MapKernels::load_named(stream, spec, names, shape)
 }
 
-impl CastKernels {
-    fn load(stream: &Stream, spec: &ModuleSpec) -> Result<Self> {
-        let module = stream.context().module(spec)?;
-        let strided32 = module.function("cast_strided32")?;
-        let per_sm = strided32.max_active_blocks_per_sm(THREADS, 0)?.max(1);
-        Ok(CastKernels {
-            contig: module.function("cast_contig")?,
-            strided64: module.function("cast_strided64")?,
-            grid_cap: stream.context().device().sm_count.max(1) * per_sm,
-            strided32,
-        })
-    }
-
-    /// `y = B(x * scale)` over `shape`.
-    ///
-    /// # Safety
-    /// `y` and `x` must hold every element their strides reach over
-    /// `shape` and be disjoint.
-    unsafe fn launch<A: Element, B: Element>(
-        &self,
-        stream: &Stream,
-        shape: &[usize],
-        y: (DevPtrMut<B>, &[usize]),
-        x: (DevPtr<A>, &[usize]),
-        scale: f32,
-        saturate: bool,
-    ) -> Result<()> {
-        let n: usize = shape.iter().product();
-        if n == 0 {
-            return Ok(());
-        }
-        let (cshape, cstrides) = collapse(shape, &[y.1, x.1]);
-        let aligned = y.0.addr() % 16 == 0 && x.0.addr() % 16 == 0;
-        let unit = cstrides.iter().all(|s| s.iter().all(|&v| v == 1));
-        let sat = i32::from(saturate);
-        if aligned && unit && cshape.len() <= 1 {
-            // One thread per group of 16 / min(size) elements, one pass.
-            let group = 16 / size_of::<A>().min(size_of::<B>());
-            let blocks = (n / group).div_ceil(THREADS as usize).max(1);
-            if blocks > i32::MAX as usize {
-                return Err(Error::Unsupported {
-                    op: OP,
-                    what: format!("{n} elements exceed one launch of 2^31 - 1 blocks"),
-                });
-            }
-            let mut args = LaunchArgs::new();
-            args.push(x.0)?;
-            args.push(y.0)?;
-            args.push(n as u64)?;
-            args.push(scale)?;
-            args.push(sat)?;
-            // SAFETY: forwarded from the caller's contract.
-            return unsafe {
-                self.contig.launch(
-                    stream,
-                    LaunchConfig::linear(blocks as u32, THREADS),
-                    &mut args,
-                )
-            };
-        }
-        let mut p = StridedArgs::<u8> {
-            n: n as u64,
-            rank: cshape.len() as u32,
-            pad: 0,
-            shape: [1; MAX_RANK],
-            out_stride: [[0; MAX_RANK]; MAX_OUTS],
-            in_stride: [[0; MAX_RANK]; MAX_INS],
-            out: [DevPtrMut::NULL; MAX_OUTS],
-            inp: [DevPtr::NULL; MAX_INS],
-        };
-        for (d, &e) in cshape.iter().enumerate() {
-            p.shape[d] = e as u64;
-            p.out_stride[0][d] = cstrides[0][d] as i64;
-            p.in_stride[0][d] = cstrides[1][d] as i64;
-        }
-        p.out[0] = y.0.cast();
-        p.inp[0] = x.0.cast();
-        let blocks = n
-            .div_ceil(THREADS as usize)
-            .clamp(1, self.grid_cap as usize) as u32;
-        let f = if n <= u32::MAX as usize {
-            &self.strided32
-        } else {
-            &self.strided64
-        };
-        let mut args = LaunchArgs::new();
-        args.push(p)?;
-        args.push(scale)?;
-        args.push(sat)?;
-        // SAFETY: forwarded from the caller's contract; the kernel reads
-        // elements of A at `inp[0]` and writes B at `out[0]`.
-        unsafe { f.launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args) }
-    }
+/// `y = B(x * scale)` over `shape`, fp8 outputs saturating when
+/// `saturate`.
+///
+/// # Safety
+/// `y` and `x` must hold every element their strides reach over `shape`
+/// and be disjoint.
+unsafe fn launch<A: Element, B: Element>(
+    k: &MapKernels,
+    stream: &Stream,
+    shape: &[usize],
+    y: Out<'_, B>,
+    x: In<'_, A>,
+    scale: f32,
+    saturate: bool,
+) -> Result<()> {
+    let tail = |a: &mut LaunchArgs| {
+        a.push(scale)?.push(i32::from(saturate))?;
+        Ok(())
+    };
+    // SAFETY: forwarded from the caller's contract; the kernels read A at
+    // the input and write B at the output.
+    unsafe { k.launch_with(OP, stream, shape, &[y], &[x], tail) }
 }
 
-/// Every conversion module: each pair of [`cast_kinds`] (the backward of
+/// Every conversion module: each pair of [`CAST_KINDS`] (the backward of
 /// a float pair is the reversed pair, also listed).
 pub(crate) fn cast_specs() -> Vec<ModuleSpec> {
-    cast_kinds()
-        .flat_map(|a| cast_kinds().filter_map(move |b| cast_spec(a, b)))
+    CAST_KINDS
+        .into_iter()
+        .flat_map(|a| CAST_KINDS.into_iter().filter_map(move |b| cast_spec(a, b)))
         .collect()
 }
 
@@ -526,6 +453,7 @@ mod tests {
 
     #[test]
     fn every_pair_has_a_module() {
+        assert!(CAST_KINDS.iter().all(|&k| kernel_sources::element_code(k).is_some()));
         assert_eq!(cast_specs().len(), 144);
     }
 }

@@ -103,26 +103,20 @@ pub(crate) fn binary_fw_register_floor(arch: ArchSku, op: super::BinaryOp) -> Op
 pub(crate) const MAX_OUTS: usize = 2;
 pub(crate) const MAX_INS: usize = 3;
 
-/// `StridedArgs` of `kernels/common/strided.cuh`, field for field.
+/// `StridedArgs` of `kernels/common/strided.cuh`, field for field (the
+/// kernels take the operands' addresses untyped).
 #[repr(C)]
-#[derive(Debug)]
-pub(crate) struct StridedArgs<T> {
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct StridedArgs {
     pub n: u64,
     pub rank: u32,
     pub pad: u32,
     pub shape: [u64; MAX_RANK],
     pub out_stride: [[i64; MAX_RANK]; MAX_OUTS],
     pub in_stride: [[i64; MAX_RANK]; MAX_INS],
-    pub out: [DevPtrMut<T>; MAX_OUTS],
-    pub inp: [DevPtr<T>; MAX_INS],
+    pub out: [DevPtrMut<u8>; MAX_OUTS],
+    pub inp: [DevPtr<u8>; MAX_INS],
 }
-
-impl<T> Clone for StridedArgs<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for StridedArgs<T> {}
 
 /// An output of a pointwise map: where it is written, and its element
 /// strides over the map's shape. A null address is an output not written.
@@ -271,10 +265,22 @@ impl MapKernels {
         name: &str,
         shape: ContigShape,
     ) -> Result<Self> {
+        let names = ["contig", "strided32", "strided64"].map(|k| format!("{prefix}_{k}_{name}"));
+        Self::load_named(stream, spec, names.each_ref().map(String::as_str), shape)
+    }
+
+    /// Load the contiguous, strided32 and strided64 kernels named `names`
+    /// from `spec`, built for `shape`.
+    pub(crate) fn load_named(
+        stream: &Stream,
+        spec: &ModuleSpec,
+        names: [&str; 3],
+        shape: ContigShape,
+    ) -> Result<Self> {
         let module = stream.context().module(spec)?;
-        let contig = module.function(&format!("{prefix}_contig_{name}"))?;
-        let strided32 = module.function(&format!("{prefix}_strided32_{name}"))?;
-        let strided64 = module.function(&format!("{prefix}_strided64_{name}"))?;
+        let contig = module.function(names[0])?;
+        let strided32 = module.function(names[1])?;
+        let strided64 = module.function(names[2])?;
         let per_sm = strided32.max_active_blocks_per_sm(THREADS, 0)?.max(1);
         let grid_cap = stream.context().device().sm_count.max(1) * per_sm;
         Ok(MapKernels {
@@ -303,23 +309,25 @@ impl MapKernels {
         ins: &[In<'_, T>],
     ) -> Result<()> {
         // SAFETY: forwarded from the caller's contract.
-        unsafe { self.launch_with::<T, ()>(stream, shape, outs, ins, None) }
+        unsafe { self.launch_with("elementwise", stream, shape, outs, ins, |_| Ok(())) }
     }
 
-    /// [`launch`](Self::launch) with one more kernel argument `tail` when
-    /// it is `Some`: after `n` for the contiguous kernel, after the
-    /// `StridedArgs` for the strided ones (the unary ops' parameters).
+    /// [`MapKernels::launch`] with inputs of `I` and outputs of `O`, and
+    /// `tail` pushing the kernels' scalar parameters after the contiguous
+    /// kernel's `n` and after the strided kernels' `StridedArgs`. The
+    /// contiguous kernel takes a 16-byte vector of the narrower type per
+    /// thread and tile. Errors name `op`.
     ///
     /// # Safety
-    /// As [`launch`](Self::launch); `P` must be laid out as the kernels'
-    /// last parameter (`#[repr(C)]`).
-    pub(crate) unsafe fn launch_with<T: Element, P: Copy + 'static>(
+    /// As [`MapKernels::launch`]; `tail` must push what the kernels take.
+    pub(crate) unsafe fn launch_with<I: Element, O: Element>(
         &self,
+        op: &'static str,
         stream: &Stream,
         shape: &[usize],
-        outs: &[Out<'_, T>],
-        ins: &[In<'_, T>],
-        tail: Option<P>,
+        outs: &[Out<'_, O>],
+        ins: &[In<'_, I>],
+        tail: impl Fn(&mut LaunchArgs) -> Result<()>,
     ) -> Result<()> {
         let n: usize = shape.iter().product();
         if n == 0 {
@@ -327,7 +335,7 @@ impl MapKernels {
         }
         if outs.len() > MAX_OUTS || ins.len() > MAX_INS {
             return Err(Error::InvalidArgument {
-                op: "elementwise",
+                op,
                 arg: "operands",
                 reason: format!("{} outputs and {} inputs", outs.len(), ins.len()),
             });
@@ -348,12 +356,12 @@ impl MapKernels {
             && cshape.len() <= 1;
         if contiguous {
             // One tile of threads * tile vectors per block, one pass.
-            let vec = 16 / std::mem::size_of::<T>();
+            let vec = 16 / std::mem::size_of::<I>().min(std::mem::size_of::<O>());
             let tile = self.shape.threads as usize * self.shape.tile;
             let blocks = (n / vec).div_ceil(tile).max(1);
             if blocks > i32::MAX as usize {
                 return Err(Error::Unsupported {
-                    op: "elementwise",
+                    op,
                     what: format!("{n} elements exceed one launch of 2^31 - 1 blocks"),
                 });
             }
@@ -366,9 +374,7 @@ impl MapKernels {
                 args.push(*p)?;
             }
             args.push(n as u64)?;
-            if let Some(t) = tail {
-                args.push(t)?;
-            }
+            tail(&mut args)?;
             // SAFETY: forwarded from the caller's contract.
             return unsafe {
                 self.contig.launch(
@@ -393,11 +399,11 @@ impl MapKernels {
         }
         let (out_strides, in_strides) = cstrides.split_at(outs.len());
         for (k, (ptr, _)) in outs.iter().enumerate() {
-            p.out[k] = *ptr;
+            p.out[k] = ptr.cast();
             fill_strides(&mut p.out_stride[k], &out_strides[k]);
         }
         for (k, (ptr, _)) in ins.iter().enumerate() {
-            p.inp[k] = *ptr;
+            p.inp[k] = ptr.cast();
             fill_strides(&mut p.in_stride[k], &in_strides[k]);
         }
         let blocks = n
@@ -410,9 +416,7 @@ impl MapKernels {
         };
         let mut args = LaunchArgs::new();
         args.push(p)?;
-        if let Some(t) = tail {
-            args.push(t)?;
-        }
+        tail(&mut args)?;
         // SAFETY: forwarded from the caller's contract.
         unsafe { f.launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args) }
     }
@@ -478,6 +482,6 @@ mod tests {
     #[test]
     fn params_layout_matches_cuda() {
         // 8 + 4 + 4 + 64 + 2*64 + 3*64 + 2*8 + 3*8
-        assert_eq!(std::mem::size_of::<StridedArgs<f32>>(), 440);
+        assert_eq!(std::mem::size_of::<StridedArgs>(), 440);
     }
 }

@@ -14,7 +14,7 @@ mod unary;
 pub use binary::{
     BinaryArgs, BinaryBwArgs, BinaryBwInPlaceArgs, BinaryDescriptor, BinaryOp, BinaryPlan,
 };
-pub use cast::{CastArgs, CastBwArgs, CastDescriptor, CastPlan, Fp8Mode};
+pub use cast::{CastArgs, CastBwArgs, CastDescriptor, CastPlan, Fp8Mode, CAST_KINDS};
 pub use unary::{UnaryArgs, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan};
 
 use baracuda_driver::ModuleSpec;

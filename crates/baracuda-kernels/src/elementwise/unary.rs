@@ -697,12 +697,13 @@ impl<T: Element, const N: usize> Plan for UnaryPlan<T, N> {
         // the plan's shape, and y is disjoint from x or x itself (checked
         // above).
         unsafe {
-            self.fw.launch_with::<T, _>(
+            self.fw.launch_with(
+                OP,
                 stream,
                 shape,
                 &[(args.y.data().ptr(), args.y.strides())],
                 &[(args.x.data().ptr(), args.x.strides())],
-                Some(self.params),
+                |a| a.push(self.params).map(|_| ()),
             )
         }
     }
@@ -725,12 +726,13 @@ impl<T: Element, const N: usize> UnaryPlan<T, N> {
         // SAFETY: the view was bounds-checked at construction and matches
         // the plan's shape; output and input are one view.
         unsafe {
-            self.fw.launch_with::<T, _>(
+            self.fw.launch_with(
+                OP,
                 stream,
                 shape,
                 &[(ptr, strides)],
                 &[(ptr.as_const(), strides)],
-                Some(self.params),
+                |a| a.push(self.params).map(|_| ()),
             )
         }
     }
@@ -757,12 +759,13 @@ impl<T: Element, const N: usize> UnaryPlan<T, N> {
         // SAFETY: views bounds-checked at construction, shapes checked
         // above; dx is dy itself and disjoint from x or x itself.
         unsafe {
-            self.bw.launch_with::<T, _>(
+            self.bw.launch_with(
+                OP,
                 stream,
                 shape,
                 &[(ptr, strides)],
                 &[(x.data().ptr(), x.strides()), (ptr.as_const(), strides)],
-                Some(self.params),
+                |a| a.push(self.params).map(|_| ()),
             )
         }
     }
@@ -795,7 +798,8 @@ impl<T: Element, const N: usize> Backward for UnaryPlan<T, N> {
         // SAFETY: views bounds-checked at construction, shapes checked
         // above; dx is disjoint from x and dy or one of them itself.
         unsafe {
-            self.bw.launch_with::<T, _>(
+            self.bw.launch_with(
+                OP,
                 stream,
                 shape,
                 &[(args.dx.data().ptr(), args.dx.strides())],
@@ -803,7 +807,7 @@ impl<T: Element, const N: usize> Backward for UnaryPlan<T, N> {
                     (args.x.data().ptr(), args.x.strides()),
                     (args.dy.data().ptr(), args.dy.strides()),
                 ],
-                Some(self.params),
+                |a| a.push(self.params).map(|_| ()),
             )
         }
     }

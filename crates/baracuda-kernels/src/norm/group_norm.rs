@@ -12,7 +12,10 @@ use baracuda_kernels_types::{
     Grads, KernelSku, PlanPreference, Result, TensorMut, TensorRef, Workspace,
 };
 
-use super::norm::{check_disjoint_in, span_of, Acc, Span};
+use super::norm::{
+    acc_bytes, affine_grads, affine_setters, check_disjoint_in, check_outputs_disjoint,
+    check_stats, saved_stats, span_of, Acc, Span, AFFINE_WHY,
+};
 use crate::checks::{check_grads, check_tensor, float_dtype_code, invalid_descriptor, optional_arg};
 use crate::conv::ConvLayout;
 use crate::kernel_sources::{typed_spec, GROUP_NORM};
@@ -84,21 +87,7 @@ impl<const R: usize> GroupNormDescriptor<R> {
             ..Self::group_norm(element, shape, 1)
         }
     }
-    /// The eps.
-    pub fn with_eps(mut self, eps: f64) -> Self {
-        self.eps = eps;
-        self
-    }
-    /// Whether the op takes a weight.
-    pub fn with_weight(mut self, weight: bool) -> Self {
-        self.weight = weight;
-        self
-    }
-    /// Whether the op takes a bias.
-    pub fn with_bias(mut self, bias: bool) -> Self {
-        self.bias = bias;
-        self
-    }
+    affine_setters!();
     /// Memory order. Default channels-first.
     pub fn with_layout(mut self, layout: ConvLayout) -> Self {
         self.layout = layout;
@@ -346,9 +335,6 @@ fn grid(blocks: usize) -> u32 {
 }
 
 impl<T: Element, const R: usize> GroupNormPlan<T, R> {
-    fn acc_bytes() -> usize {
-        T::KIND.float_accumulator().size_bytes()
-    }
     /// Elements of T in a 16-byte vector (`VEC` of dtype.cuh).
     fn vec() -> usize {
         16 / core::mem::size_of::<T>()
@@ -376,7 +362,11 @@ impl<T: Element, const R: usize> GroupNormPlan<T, R> {
     /// Bytes of the statistics the forward saves and the backward reads:
     /// `2 * N * groups` accumulators.
     pub fn stats_bytes(&self) -> usize {
-        2 * self.desc.stat_rows() * Self::acc_bytes()
+        2 * self.desc.stat_rows() * acc_bytes::<T>()
+    }
+    /// The statistics' bytes and alignment.
+    fn stats_layout(&self) -> (usize, usize) {
+        (self.stats_bytes(), acc_bytes::<T>())
     }
     /// The descriptor.
     pub fn descriptor(&self) -> &GroupNormDescriptor<R> {
@@ -384,24 +374,6 @@ impl<T: Element, const R: usize> GroupNormPlan<T, R> {
     }
     fn nc(&self) -> usize {
         self.desc.batch() * self.desc.channels()
-    }
-    fn check_stats(&self, stream: &Stream, ptr: DevPtr<u8>, len: usize, ctx: usize) -> Result<()> {
-        if stream.context().id() != ctx {
-            return Err(Error::ContextMismatch { op: OP, arg: "stats" });
-        }
-        let need = self.stats_bytes();
-        let align = Self::acc_bytes() as u64;
-        if len < need || ptr.addr() % align != 0 {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                arg: "stats",
-                reason: format!(
-                    "{len} bytes at {:#x}; the statistics need {need} bytes aligned to {align}",
-                    ptr.addr()
-                ),
-            });
-        }
-        Ok(())
     }
     /// Check a `[N, C, spatial...]` view; its address.
     fn check_big(&self, arg: &'static str, v: &TensorRef<'_, T, R>, ctx: usize) -> Result<u64> {
@@ -511,18 +483,17 @@ impl<T: Element, const R: usize> Plan for GroupNormPlan<T, R> {
     /// statistics.
     fn workspace_size(&self) -> usize {
         let rows = self.desc.stat_rows();
-        (3 * rows * self.splits + 2 * rows) * Self::acc_bytes()
+        (3 * rows * self.splits + 2 * rows) * acc_bytes::<T>()
     }
 
     fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
         let ctx = stream.context().id();
         let xp = self.check_big("x", &args.x, ctx)?;
         let yp = self.check_big("y", &args.y.as_const(), ctx)?;
-        let why = ("the descriptor has none", "the descriptor has one");
-        let w = optional_arg(OP, "weight", args.weight.as_ref(), self.desc.weight, why, |v| {
+        let w = optional_arg(OP, "weight", args.weight.as_ref(), self.desc.weight, AFFINE_WHY, |v| {
             self.check_vec("weight", v, ctx)
         })?;
-        let b = optional_arg(OP, "bias", args.bias.as_ref(), self.desc.bias, why, |v| {
+        let b = optional_arg(OP, "bias", args.bias.as_ref(), self.desc.bias, AFFINE_WHY, |v| {
             self.check_vec("bias", v, ctx)
         })?;
         let mut inputs = vec![span_ref("x", &args.x)];
@@ -534,22 +505,14 @@ impl<T: Element, const R: usize> Plan for GroupNormPlan<T, R> {
         }
         let y_span = span_mut("y", &args.y);
         check_disjoint_in(OP, &y_span, &inputs)?;
-        let stats = match &args.stats {
-            Some(s) => {
-                self.check_stats(stream, s.ptr().as_const(), s.len(), s.ctx_id())?;
-                inputs.push(y_span);
-                let st: Span = ("stats", s.ptr().as_const(), self.stats_bytes());
-                check_disjoint_in(OP, &st, &inputs)?;
-                s.ptr()
-            }
-            None => DevPtrMut::NULL,
-        };
+        let stats = args.stats.as_ref();
+        let stats = saved_stats(OP, stream, stats, self.stats_layout(), y_span, &mut inputs)?;
         let ws = workspace.check_ptr(OP, self.workspace_size(), ctx)?;
         let rows = self.desc.stat_rows();
         if rows == 0 {
             return Ok(());
         }
-        let acc = Self::acc_bytes();
+        let acc = acc_bytes::<T>();
         let stats = if stats.is_null() {
             ws.byte_add(3 * rows * self.splits * acc)
         } else {
@@ -583,11 +546,7 @@ impl<T: Element, const R: usize> Backward for GroupNormPlan<T, R> {
     type BwArgs<'a> = GroupNormBwArgs<'a, T, R>;
 
     fn grads(&self) -> Grads {
-        Grads::present(&[
-            (Grad::X, true),
-            (Grad::Weight, self.desc.weight),
-            (Grad::Bias, self.desc.bias),
-        ])
+        affine_grads(true, self.desc.weight, self.desc.bias)
     }
 
     /// Per-(n, c) sums `A`, `B` and, for `dx`, two coefficients per group.
@@ -601,7 +560,7 @@ impl<T: Element, const R: usize> Backward for GroupNormPlan<T, R> {
         } else {
             0
         };
-        (2 * self.nc() + coef) * Self::acc_bytes()
+        (2 * self.nc() + coef) * acc_bytes::<T>()
     }
 
     fn run_bw(
@@ -610,21 +569,17 @@ impl<T: Element, const R: usize> Backward for GroupNormPlan<T, R> {
         workspace: Workspace<'_>,
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
-        let wants = Grads::present(&[
-            (Grad::X, args.dx.is_some()),
-            (Grad::Weight, args.dweight.is_some()),
-            (Grad::Bias, args.dbias.is_some()),
-        ]);
+        let wants = affine_grads(args.dx.is_some(), args.dweight.is_some(), args.dbias.is_some());
         check_grads(OP, wants, self.grads())?;
         let ctx = stream.context().id();
         let xp = self.check_big("x", &args.x, ctx)?;
         let dyp = self.check_big("dy", &args.dy, ctx)?;
-        let why = ("the descriptor has none", "the descriptor has one");
-        let w = optional_arg(OP, "weight", args.weight.as_ref(), self.desc.weight, why, |v| {
+        let w = optional_arg(OP, "weight", args.weight.as_ref(), self.desc.weight, AFFINE_WHY, |v| {
             self.check_vec("weight", v, ctx)
         })?;
         let s = &args.stats;
-        self.check_stats(stream, s.ptr(), s.len(), s.ctx_id())?;
+        let (need, align) = self.stats_layout();
+        check_stats(OP, stream, (s.ptr(), s.len(), s.ctx_id()), need, align)?;
         let dx = match &args.dx {
             Some(v) => self.check_big("dx", &v.as_const(), ctx)?,
             None => 0,
@@ -655,17 +610,14 @@ impl<T: Element, const R: usize> Backward for GroupNormPlan<T, R> {
         if let Some(v) = &args.dbias {
             outputs.push(span_mut("dbias", v));
         }
-        for o in &outputs {
-            check_disjoint_in(OP, o, &inputs)?;
-            inputs.push(*o);
-        }
+        check_outputs_disjoint(OP, &outputs, inputs)?;
         let ws = workspace.check_ptr(OP, self.bw_workspace_size(wants), ctx)?;
         let params_wanted = dw != 0 || db != 0;
         let rows = self.desc.stat_rows();
         if !params_wanted && (rows == 0 || dx == 0) {
             return Ok(());
         }
-        let acc = Self::acc_bytes();
+        let acc = acc_bytes::<T>();
         let mut p = self.params();
         p.x = DevPtr::from_addr(xp);
         p.dy = DevPtr::from_addr(dyp);

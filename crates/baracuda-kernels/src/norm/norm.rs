@@ -104,21 +104,7 @@ impl<const N: usize> NormDescriptor<N> {
             bias: false,
         }
     }
-    /// The eps.
-    pub fn with_eps(mut self, eps: f64) -> Self {
-        self.eps = eps;
-        self
-    }
-    /// Whether the op takes a weight.
-    pub fn with_weight(mut self, weight: bool) -> Self {
-        self.weight = weight;
-        self
-    }
-    /// Whether the op takes a bias.
-    pub fn with_bias(mut self, bias: bool) -> Self {
-        self.bias = bias;
-        self
-    }
+    affine_setters!();
     /// Elements normalized together (the product of the normalized dims).
     pub fn hidden(&self) -> usize {
         self.shape[N.saturating_sub(self.normalized_dims).min(N)..]
@@ -316,6 +302,100 @@ pub(super) fn check_disjoint_in(op: &'static str, out: &Span, others: &[Span]) -
     Ok(())
 }
 
+/// `with_eps`, `with_weight` and `with_bias`, the setters of a
+/// normalization descriptor with `eps`, `weight` and `bias` fields.
+macro_rules! affine_setters {
+    () => {
+        /// The eps.
+        pub fn with_eps(mut self, eps: f64) -> Self {
+            self.eps = eps;
+            self
+        }
+        /// Whether the op takes a weight.
+        pub fn with_weight(mut self, weight: bool) -> Self {
+            self.weight = weight;
+            self
+        }
+        /// Whether the op takes a bias.
+        pub fn with_bias(mut self, bias: bool) -> Self {
+            self.bias = bias;
+            self
+        }
+    };
+}
+pub(super) use affine_setters;
+
+/// Why a weight or bias is refused: given against a descriptor without
+/// one, or missing (for [`optional_arg`]).
+pub(super) const AFFINE_WHY: (&str, &str) = ("the descriptor has none", "the descriptor has one");
+
+/// The gradients of a normalization with (or asked for) `x`, a weight and
+/// a bias.
+pub(super) fn affine_grads(x: bool, weight: bool, bias: bool) -> Grads {
+    Grads::present(&[(Grad::X, x), (Grad::Weight, weight), (Grad::Bias, bias)])
+}
+
+/// Bytes of the accumulator of element type `T` (f32, f64 for f64): the
+/// statistics' and the partials' type.
+pub(super) fn acc_bytes<T: Element>() -> usize {
+    T::KIND.float_accumulator().size_bytes()
+}
+
+/// Check op `op`'s statistics buffer (address, length, context): on the
+/// stream's context, at least `need` bytes, aligned to `align`.
+pub(super) fn check_stats(
+    op: &'static str,
+    stream: &Stream,
+    (ptr, len, ctx): (DevPtr<u8>, usize, usize),
+    need: usize,
+    align: usize,
+) -> Result<()> {
+    if stream.context().id() != ctx {
+        return Err(Error::ContextMismatch { op, arg: "stats" });
+    }
+    if len < need || ptr.addr() % align as u64 != 0 {
+        return Err(Error::InvalidArgument {
+            op,
+            arg: "stats",
+            reason: format!(
+                "{len} bytes at {:#x}; the statistics need {need} bytes aligned to {align}",
+                ptr.addr()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Where the forward saves its statistics: null without `stats`, else the
+/// checked buffer ([`check_stats`]), disjoint from `inputs` and from the
+/// output `y`, which it adds to `inputs`.
+pub(super) fn saved_stats(
+    op: &'static str,
+    stream: &Stream,
+    stats: Option<&DeviceSliceMut<'_, u8>>,
+    (need, align): (usize, usize),
+    y: Span,
+    inputs: &mut Vec<Span>,
+) -> Result<DevPtrMut<u8>> {
+    let Some(s) = stats else {
+        return Ok(DevPtrMut::NULL);
+    };
+    check_stats(op, stream, (s.ptr().as_const(), s.len(), s.ctx_id()), need, align)?;
+    inputs.push(y);
+    check_disjoint_in(op, &("stats", s.ptr().as_const(), need), inputs)?;
+    Ok(s.ptr())
+}
+
+/// Each of `outputs` disjoint from every input and from the outputs
+/// before it.
+pub(super) fn check_outputs_disjoint(op: &'static str, outputs: &[Span], mut inputs: Vec<Span>) -> Result<()> {
+    for o in outputs {
+        check_disjoint_in(op, o, &inputs)?;
+        inputs.push(*o);
+    }
+    Ok(())
+}
+
 fn shape_mismatch(arg: &'static str, expected: &[usize], got: &[usize]) -> Error {
     Error::ShapeMismatch {
         op: OP,
@@ -376,13 +456,14 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> NormPlan<T, Kin
     fn hidden(&self) -> usize {
         self.desc.hidden()
     }
-    fn acc_bytes() -> usize {
-        T::KIND.float_accumulator().size_bytes()
-    }
     /// Bytes of the statistics the forward saves and the backward reads.
     pub fn stats_bytes(&self) -> usize {
         let per_row = if Kind::SAVES_MEAN { 2 } else { 1 };
-        self.rows() * per_row * Self::acc_bytes()
+        self.rows() * per_row * acc_bytes::<T>()
+    }
+    /// The statistics' bytes and alignment.
+    fn stats_layout(&self) -> (usize, usize) {
+        (self.stats_bytes(), acc_bytes::<T>())
     }
     /// The normalized shape (the last `K` dims).
     fn normalized_shape(&self) -> [usize; K] {
@@ -392,25 +473,6 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> NormPlan<T, Kin
     fn bw_blocks(&self) -> usize {
         self.rows()
             .min(BW_BLOCKS_PER_SM * self.sm_count.max(1) as usize)
-    }
-    /// Check the statistics buffer: context, length, alignment.
-    fn check_stats(&self, stream: &Stream, ptr: DevPtr<u8>, len: usize, ctx: usize) -> Result<()> {
-        if stream.context().id() != ctx {
-            return Err(Error::ContextMismatch { op: OP, arg: "stats" });
-        }
-        let need = self.stats_bytes();
-        let align = Self::acc_bytes() as u64;
-        if len < need || ptr.addr() % align != 0 {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                arg: "stats",
-                reason: format!(
-                    "{len} bytes at {:#x}; the statistics need {need} bytes aligned to {align}",
-                    ptr.addr()
-                ),
-            });
-        }
-        Ok(())
     }
     /// The register kernel's vectors per thread (index into `REG_VECS`) and
     /// threads, when every row of every operand is 16-byte aligned and
@@ -471,7 +533,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> NormPlan<T, Kin
             return (DevPtrMut::NULL, DevPtrMut::NULL);
         }
         if Kind::SAVES_MEAN {
-            let rstd = base.byte_add(self.rows() * Self::acc_bytes());
+            let rstd = base.byte_add(self.rows() * acc_bytes::<T>());
             (base.cast(), rstd.cast())
         } else {
             (DevPtrMut::NULL, base.cast())
@@ -541,8 +603,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPl
         check_operand("x", parts(&args.x), &shape, K, stream)?;
         check_operand("y", parts_mut(&args.y), &shape, K, stream)?;
         let affine = |arg, v: Option<TensorRef<'_, T, K>>, wanted| {
-            let why = ("the descriptor has none", "the descriptor has one");
-            optional_arg(OP, arg, v, wanted, why, |v| {
+            optional_arg(OP, arg, v, wanted, AFFINE_WHY, |v| {
                 check_operand(arg, parts(&v), &norm, K, stream)?;
                 Ok(v.data().addr())
             })
@@ -559,16 +620,8 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPl
         }
         let y_span = span_of("y", yp.as_const(), args.y.shape(), args.y.strides());
         check_disjoint(&y_span, &inputs)?;
-        let stats = match &args.stats {
-            Some(s) => {
-                self.check_stats(stream, s.ptr().as_const(), s.len(), s.ctx_id())?;
-                inputs.push(y_span);
-                let st: Span = ("stats", s.ptr().as_const(), self.stats_bytes());
-                check_disjoint(&st, &inputs)?;
-                s.ptr()
-            }
-            None => DevPtrMut::NULL,
-        };
+        let stats = args.stats.as_ref();
+        let stats = saved_stats(OP, stream, stats, self.stats_layout(), y_span, &mut inputs)?;
         if self.rows() == 0 {
             return Ok(());
         }
@@ -599,11 +652,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Backward
     type BwArgs<'a> = NormBwArgs<'a, T, N, K>;
 
     fn grads(&self) -> Grads {
-        Grads::present(&[
-            (Grad::X, true),
-            (Grad::Weight, self.desc.weight),
-            (Grad::Bias, self.desc.bias),
-        ])
+        affine_grads(true, self.desc.weight, self.desc.bias)
     }
 
     fn bw_workspace_size(&self, wants: Grads) -> usize {
@@ -614,7 +663,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Backward
         } else {
             0
         };
-        sets * self.bw_blocks() * self.hidden() * Self::acc_bytes()
+        sets * self.bw_blocks() * self.hidden() * acc_bytes::<T>()
     }
 
     fn run_bw(
@@ -623,23 +672,19 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Backward
         workspace: Workspace<'_>,
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
-        let wants = Grads::present(&[
-            (Grad::X, args.dx.is_some()),
-            (Grad::Weight, args.dweight.is_some()),
-            (Grad::Bias, args.dbias.is_some()),
-        ]);
+        let wants = affine_grads(args.dx.is_some(), args.dweight.is_some(), args.dbias.is_some());
         check_grads(OP, wants, self.grads())?;
         let shape = self.desc.shape;
         let norm = self.normalized_shape();
         check_operand("x", parts(&args.x), &shape, K, stream)?;
         check_operand("dy", parts(&args.dy), &shape, K, stream)?;
-        let why = ("the descriptor has none", "the descriptor has one");
-        let w = optional_arg(OP, "weight", args.weight, self.desc.weight, why, |v| {
+        let w = optional_arg(OP, "weight", args.weight, self.desc.weight, AFFINE_WHY, |v| {
             check_operand("weight", parts(&v), &norm, K, stream)?;
             Ok(v.data().addr())
         })?;
         let s = &args.stats;
-        self.check_stats(stream, s.ptr(), s.len(), s.ctx_id())?;
+        let (need, align) = self.stats_layout();
+        check_stats(OP, stream, (s.ptr(), s.len(), s.ctx_id()), need, align)?;
         if let Some(v) = &args.dx {
             check_operand("dx", parts_mut(v), &shape, K, stream)?;
         }
@@ -672,10 +717,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Backward
                     }),
             )
             .collect();
-        for o in &outputs {
-            check_disjoint(o, &inputs)?;
-            inputs.push(*o);
-        }
+        check_outputs_disjoint(OP, &outputs, inputs)?;
         let ctx = stream.context().id();
         let ws = workspace.check_ptr(OP, self.bw_workspace_size(wants), ctx)?;
         let params_wanted = args.dweight.is_some() || args.dbias.is_some();

@@ -15,7 +15,7 @@ use baracuda_kernels_types::{
 };
 
 use super::layout::{
-    launch_elementwise, launch_split, max_splits, merge, Geometry, RedDim, ReducedDims,
+    launch_elementwise, launch_split, merge, Geometry, RedDim, ReducedDims, Reduction,
     BLOCKS_PER_SM, THREADS,
 };
 use crate::checks::{byte_span, check_dim, check_disjoint, check_views, float_dtype_code, View};
@@ -176,9 +176,7 @@ pub struct ArgReducePlan<T: Element, const N: usize, const M: usize = N> {
     combine: Function,
     bw32: Function,
     bw64: Function,
-    sm_count: u32,
-    /// Splits the workspace holds per output.
-    splits: usize,
+    red: Reduction<N>,
     _t: PhantomData<T>,
 }
 
@@ -282,18 +280,11 @@ fn shape_launch(n_out: usize, n_red: usize, vec_elems: usize, sm_count: u32, max
 
 impl<T: Element, const N: usize, const M: usize> ArgReducePlan<T, N, M> {
     fn out_shape(&self) -> [usize; M] {
-        self.desc.dims().output_array()
+        self.red.dims.output_array()
     }
     /// A view's strides over x's `N` dims: 0 along reduced dims.
     fn spread(&self, strides: &[usize; M]) -> [usize; N] {
-        self.desc.dims().spread(strides)
-    }
-    fn partial_bytes(&self) -> usize {
-        if self.splits > 1 {
-            (self.desc.dims().n_out() * self.splits * STATE_BYTES).next_multiple_of(256)
-        } else {
-            0
-        }
+        self.red.dims.spread(strides)
     }
 }
 
@@ -331,8 +322,7 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
             combine: module.function("arg_combine")?,
             bw32: module.function("arg_bw32")?,
             bw64: module.function("arg_bw64")?,
-            sm_count,
-            splits: max_splits(dims.n_out(), dims.n_red(), sm_count),
+            red: Reduction::new(dims, sm_count, STATE_BYTES),
             _t: PhantomData,
         };
         pref.check_workspace(OP, plan.workspace_size())?;
@@ -344,7 +334,7 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
     }
 
     fn workspace_size(&self) -> usize {
-        self.partial_bytes()
+        self.red.partial_bytes()
     }
 
     fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
@@ -369,8 +359,8 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
             }
             None => (DevPtrMut::NULL, [0; N]),
         };
-        let partial = workspace.check_ptr(OP, self.partial_bytes(), stream.context().id())?;
-        let reduced = self.desc.dims().reduced;
+        let partial = workspace.check_ptr(OP, self.red.partial_bytes(), stream.context().id())?;
+        let reduced = self.red.dims.reduced;
         let i_strides = self.spread(args.indices.strides());
         let kept = Geometry::new(&self.desc.shape, &reduced, x.strides(), &v_strides, &i_strides).kept;
         let red = logical_red(&self.desc.shape, &reduced, x.strides());
@@ -388,8 +378,8 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
             n_out,
             n_red,
             if vec { vec_elems } else { 1 },
-            self.sm_count,
-            self.splits,
+            self.red.sm_count,
+            self.red.splits,
         );
         let p = ArgParams {
             x: xp,
@@ -422,7 +412,7 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
         // SAFETY: x, values and indices were bounds-checked at their views'
         // construction and their shapes against the plan above; the
         // geometry comes from those shapes and strides; `splits` is at most
-        // `self.splits`, for which `partial` was checked.
+        // `self.red.splits`, for which `partial` was checked.
         unsafe { launch_split(stream, kernels, cfg, p, splits, n_out) }
     }
 }
@@ -470,7 +460,7 @@ impl<T: Element, const N: usize, const M: usize> Backward for ArgReducePlan<T, N
             *args.dx.strides(),
             self.spread(args.dv.strides()),
             self.spread(args.indices.strides()),
-            self.desc.dims().dense_strides(true),
+            self.red.dims.dense_strides(true),
         ];
         let mut p = ArgBwParams {
             dx: dxp,
@@ -488,7 +478,7 @@ impl<T: Element, const N: usize, const M: usize> Backward for ArgReducePlan<T, N
         // SAFETY: dx, dv and the indices were bounds-checked at their
         // views' construction and their shapes against the plan above; the
         // kernel reaches only offsets of those views.
-        unsafe { launch_elementwise(stream, n, self.sm_count, (&self.bw32, &self.bw64), p) }
+        unsafe { launch_elementwise(stream, n, self.red.sm_count, (&self.bw32, &self.bw64), p) }
     }
 }
 

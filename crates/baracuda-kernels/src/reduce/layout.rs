@@ -1,32 +1,41 @@
-//! Host side of `kernels/reduce/reduce.cu`: the dims of a reduction merged
-//! and ordered, the choice between the row and column kernels, the split
-//! of small problems over more blocks, and the launches.
+//! Host side of the reductions over any dims (`kernels/common/reduce_dims.cuh`,
+//! whose kernels `reduce.cu` and `logical_reduce.cu` instantiate): the
+//! dims of a reduction merged and ordered, the choice between the row and
+//! column kernels, the split of small problems over more blocks, and the
+//! launches; [`Reduction`] holds what a plan keeps of them.
 //!
 //! A reduction's dims fall into kept dims (one output each) and reduced
 //! dims. Extent-1 dims are dropped; each set is ordered by the input's
 //! stride, outermost first, and neighbours contiguous in every operand are
 //! merged. Then:
-//! - the innermost reduced dim has input stride 1: `reduce_row` (segments
-//!   of that dim, 16-byte loads when aligned);
-//! - else the innermost kept dim has input stride 1: `reduce_col` (threads
-//!   along it, coalesced);
-//! - else `reduce_row` over strided segments (any strides, broadcast too).
+//! - the innermost reduced dim has input stride 1: the row kernel
+//!   (segments of that dim, 16-byte loads when aligned);
+//! - else the innermost kept dim has input stride 1: the column kernel
+//!   (threads along it, coalesced);
+//! - else the row kernel over strided segments (any strides, broadcast
+//!   too).
 
 use baracuda_driver::{Function, LaunchConfig, Stream};
-use baracuda_kernels_types::{DevPtr, DevPtrMut, Element, Error, Result, MAX_RANK};
+use baracuda_kernels_types::{
+    DevPtr, DevPtrMut, Element, Error, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+};
 
-use crate::checks::invalid_descriptor;
+use crate::checks::{byte_span, check_disjoint, check_views, invalid_descriptor, View};
 use crate::launch::{grid_x, launch_params, padded};
 
 /// Threads per block of every reduction kernel (`__launch_bounds__(256)`).
 pub(crate) const THREADS: u32 = 256;
 
+/// Loads each thread of the row and column kernels issues before folding
+/// them (`FOLD_AHEAD` of `kernels/common/reduce_dims.cuh`).
+pub(crate) const FOLD_AHEAD: usize = 4;
+
 /// Blocks the launch heuristics aim for per SM: two waves of eight
 /// 256-thread blocks (2048 threads, full residency on sm_80/sm_90).
 pub(crate) const BLOCKS_PER_SM: usize = 16;
 
-/// The split state of `reduce.cu` (`St`: three accumulators), a marker
-/// for typed workspace addresses.
+/// A split state of a reduction kernel (reduce.cu's `St`, logical_reduce.cu's
+/// count), a marker for typed workspace addresses.
 pub(crate) enum PartialState {}
 /// A backward statistic of `reduce.cu` (`Stat2`: two accumulators).
 pub(crate) enum StatPair {}
@@ -45,7 +54,7 @@ fn acc_bytes<T: Element>() -> usize {
     T::KIND.float_accumulator().size_bytes()
 }
 
-/// `OpArgs` of `reduce.cu`.
+/// `OpArgs` of `common/reduce_dims.cuh`.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct OpArgs {
@@ -54,7 +63,7 @@ pub(crate) struct OpArgs {
     pub n_red: u64,
 }
 
-/// `ReduceParams<O>` of `reduce.cu`, field for field.
+/// `ReduceParams` of `common/reduce_dims.cuh`, field for field.
 #[repr(C)]
 pub(crate) struct ReduceParams<T, O> {
     x: DevPtr<T>,
@@ -138,6 +147,19 @@ impl<const N: usize> ReducedDims<N> {
         Ok(())
     }
 
+    /// The checks of a descriptor's `dims` bit `mask` (bit `d` reduces dim
+    /// `d`): `InvalidDescriptor` naming `dims` for a bit past the rank `N`,
+    /// or `keepdim` unless the output has the plan's rank `M`.
+    pub(crate) fn check_mask<const M: usize>(&self, op: &'static str, mask: u32) -> Result<()> {
+        if N < 32 && mask >> N != 0 {
+            let why = format!("names a dim past the rank {N}");
+            return Err(invalid_descriptor(op, "dims", format!("{mask:#b}"), &why));
+        }
+        self.check_output_rank::<M>(op, |r| {
+            format!("the output has rank {r} with these dims, the plan's y rank {M}")
+        })
+    }
+
     /// Elements each output folds (the product of the reduced extents).
     pub(crate) fn n_red(&self) -> usize {
         self.extent_product(true)
@@ -186,6 +208,51 @@ impl<const N: usize> ReducedDims<N> {
         strides
     }
 }
+
+/// The `dims` bit mask of every dim of a rank-`n` tensor.
+pub(crate) const fn all_dims(n: usize) -> u32 {
+    if n >= 32 {
+        u32::MAX
+    } else {
+        (1u32 << n) - 1
+    }
+}
+
+/// The methods of a reduction descriptor with `shape: [usize; N]`,
+/// `dims: u32` (bit `d` reduces dim `d`) and `keepdim: bool` fields:
+/// `with_dims`, `with_keepdim`, `is_reduced`, `output_shape` and the
+/// private `dims` ([`ReducedDims`]).
+macro_rules! reduced_dims_methods {
+    ($ty:ident) => {
+        impl<const N: usize> $ty<N> {
+            /// Reduce exactly `dims` (a dim past 31 is kept as an invalid
+            /// bit that `select` rejects).
+            pub fn with_dims(mut self, dims: &[usize]) -> Self {
+                self.dims = dims
+                    .iter()
+                    .fold(0, |m, &d| m | 1u32.checked_shl(d as u32).unwrap_or(1 << 31));
+                self
+            }
+            /// Keep the reduced dims with extent 1.
+            pub fn with_keepdim(mut self, keepdim: bool) -> Self {
+                self.keepdim = keepdim;
+                self
+            }
+            /// Whether dim `d` is reduced.
+            pub fn is_reduced(&self, d: usize) -> bool {
+                d < 32 && self.dims & (1 << d) != 0
+            }
+            /// Shape of `y`: the reduced dims as 1 (keepdim) or dropped.
+            pub fn output_shape(&self) -> Vec<usize> {
+                self.dims().output_shape()
+            }
+            fn dims(&self) -> $crate::reduce::layout::ReducedDims<N> {
+                $crate::reduce::layout::ReducedDims::new(self.shape, self.keepdim, |d| self.is_reduced(d))
+            }
+        }
+    };
+}
+pub(crate) use reduced_dims_methods;
 
 /// A kept dim: extent and the strides of x, y and the auxiliary input.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -359,6 +426,9 @@ pub(crate) struct Launch<T, O> {
     pub geometry: Geometry,
     pub op: OpArgs,
     pub sm_count: u32,
+    /// Bytes of the kernel's state (the column kernel's shared memory
+    /// holds one per thread and column).
+    pub state_bytes: usize,
 }
 
 impl<T: Element, O: 'static> Launch<T, O> {
@@ -429,9 +499,17 @@ impl<T: Element, O: 'static> Launch<T, O> {
                     && outer.iter().all(|d| d.x % vec_elems == 0);
                 let v = if vec { vec_elems } else { 1 };
                 let n_seg: usize = outer.iter().map(|d| d.extent).product();
-                // A group spans one pass over a segment: 8192 f32 take 256
-                // threads of 2 vectors each pass; 7 elements take 8.
-                let group = seg.extent.div_ceil(v).next_power_of_two().min(THREADS as usize);
+                // A group gives each thread FOLD_AHEAD loads of a segment
+                // (all in flight at once) where the segment has that many,
+                // with up to 256 threads: 8192 f32 (2048 vectors) take 256
+                // threads of 8 vectors, 2048 bf16 64 threads of 4, 7
+                // strided elements 2 threads.
+                let group = seg
+                    .extent
+                    .div_ceil(v)
+                    .div_ceil(FOLD_AHEAD)
+                    .next_power_of_two()
+                    .min(THREADS as usize);
                 let per_block = THREADS as usize / group;
                 let blocks = n_out.div_ceil(per_block);
                 // Splits fill the GPU but leave each at least 2048 elements.
@@ -484,7 +562,7 @@ impl<T: Element, O: 'static> Launch<T, O> {
                 LaunchConfig {
                     grid: (grid_x(blocks), splits as u32, 1),
                     block: (bx as u32, by as u32, 1),
-                    smem_bytes: (THREADS as usize * v * state_bytes::<T>()) as u32,
+                    smem_bytes: (THREADS as usize * v * self.state_bytes) as u32,
                 }
             }
         };
@@ -499,6 +577,121 @@ impl<T: Element, O: 'static> Launch<T, O> {
             });
         }
         Ok((kernel, p, cfg))
+    }
+}
+
+/// What a plan keeps of a reduction over dims: the dims, the op's
+/// scalars, the SM count its launches aim at, the splits its workspace
+/// holds per output and the bytes of one kernel state.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct Reduction<const N: usize> {
+    pub dims: ReducedDims<N>,
+    pub op: OpArgs,
+    pub sm_count: u32,
+    /// Splits the workspace holds per output ([`max_splits`]).
+    pub splits: usize,
+    state_bytes: usize,
+}
+
+impl<const N: usize> Reduction<N> {
+    /// The reduction of `dims` on a device of `sm_count` SMs, with kernel
+    /// states of `state_bytes` bytes; the op's norm order and correction
+    /// 0 ([`Reduction::with_scalars`]).
+    pub(crate) fn new(dims: ReducedDims<N>, sm_count: u32, state_bytes: usize) -> Self {
+        Reduction {
+            dims,
+            op: OpArgs {
+                p: 0.0,
+                correction: 0.0,
+                n_red: dims.n_red() as u64,
+            },
+            sm_count,
+            splits: max_splits(dims.n_out(), dims.n_red(), sm_count),
+            state_bytes,
+        }
+    }
+
+    /// The op's norm order `p` and variance correction.
+    pub(crate) fn with_scalars(mut self, p: f64, correction: f64) -> Self {
+        self.op.p = p;
+        self.op.correction = correction;
+        self
+    }
+
+    /// Bytes of the split states, `n_out * splits` of them (0 when each
+    /// output is reduced by one block), a multiple of 256.
+    pub(crate) fn partial_bytes(&self) -> usize {
+        if self.splits > 1 {
+            (self.dims.n_out() * self.splits * self.state_bytes).next_multiple_of(256)
+        } else {
+            0
+        }
+    }
+
+    /// Enqueue `kernels` over `x` (address, strides) into `y`, with the
+    /// auxiliary input `aux` (null when the op reads none) and the split
+    /// states at `partial`; the strides of `y` and `aux` spread over x's
+    /// dims ([`ReducedDims::spread`]).
+    ///
+    /// # Safety
+    /// `x` (and `aux` when not null) must hold every element its strides
+    /// reach over the dims' shape, `y` likewise over the kept dims, and
+    /// `partial` [`Reduction::partial_bytes`] bytes.
+    pub(crate) unsafe fn launch<T: Element, O: 'static>(
+        &self,
+        stream: &Stream,
+        kernels: &ReduceKernels,
+        x: (DevPtr<T>, &[usize; N]),
+        y: (DevPtrMut<O>, [usize; N]),
+        aux: (DevPtr<T>, [usize; N]),
+        partial: DevPtrMut<u8>,
+    ) -> Result<()> {
+        let geometry = Geometry::new(&self.dims.shape, &self.dims.reduced, x.1, &y.1, &aux.1);
+        let launch = Launch {
+            x: x.0,
+            y: y.0,
+            aux: aux.0,
+            partial: partial.cast(),
+            max_splits: self.splits,
+            geometry,
+            op: self.op,
+            sm_count: self.sm_count,
+            state_bytes: self.state_bytes,
+        };
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { launch.run(stream, kernels) }
+    }
+
+    /// The forward of `op`'s plan: `x` and `y` checked against the dims
+    /// (shapes, context, `y` disjoint from `x`), the workspace against
+    /// [`Reduction::partial_bytes`], then `kernels` launched.
+    pub(crate) fn run<I: Element, O: Element, const M: usize>(
+        &self,
+        op: &'static str,
+        stream: &Stream,
+        workspace: Workspace<'_>,
+        kernels: &ReduceKernels,
+        (x, y): (&TensorRef<'_, I, N>, &TensorMut<'_, O, M>),
+    ) -> Result<()> {
+        let out: [usize; M] = self.dims.output_array();
+        let views = [View::of("x", &self.dims.shape, x), View::of_mut("y", &out, y)];
+        check_views(op, stream, &views)?;
+        let partial = workspace.check_ptr(op, self.partial_bytes(), stream.context().id())?;
+        check_disjoint(op, &[byte_span("y", &y.as_const())], &[byte_span("x", x)])?;
+        let y_strides = self.dims.spread(y.strides());
+        // SAFETY: x and y were bounds-checked at their views' construction
+        // and their shapes against the dims above; the workspace holds
+        // `partial_bytes`, checked above.
+        unsafe {
+            self.launch(
+                stream,
+                kernels,
+                (x.data().ptr(), x.strides()),
+                (y.data().ptr(), y_strides),
+                (DevPtr::<I>::NULL, [0; N]),
+                partial,
+            )
+        }
     }
 }
 
@@ -714,7 +907,7 @@ mod tests {
     }
 
     /// Every (output, x offset) the launch folds and the partial slots it
-    /// writes, by running reduce.cu's loops over every block and thread
+    /// writes, by running common/reduce_dims.cuh's loops over every block and thread
     /// of the grid on the host.
     fn simulate(l: &Launch<f32, f32>) -> (Vec<(u64, i64)>, Vec<u64>) {
         let (kernel, p, cfg) = l.configure().expect("configure");
@@ -849,6 +1042,7 @@ mod tests {
                 n_red: n_red as u64,
             },
             sm_count,
+            state_bytes: state_bytes::<f32>(),
         }
     }
 

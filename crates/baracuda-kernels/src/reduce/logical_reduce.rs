@@ -2,20 +2,21 @@
 //! and `torch.count_nonzero`, `c[o] = #{r : x[o, r] != 0}` and then
 //! `c == n`, `c != 0` or `c` itself.
 //!
-//! The kernels are `kernels/reduce/logical_reduce.cu`; the dims are merged
-//! and ordered, and the row, column or split launch chosen, by
-//! `layout.rs`, as for [`ReducePlan`](super::ReducePlan).
+//! The kernels are `kernels/reduce/logical_reduce.cu`: the row, column and
+//! combine kernels of [`ReducePlan`](super::ReducePlan)
+//! (`kernels/common/reduce_dims.cuh`) with the count as their fold; the
+//! dims are merged and ordered, and the row, column or split launch
+//! chosen, by `layout.rs`'s `Reduction`, as for `ReducePlan`.
 
 use core::marker::PhantomData;
 
 use baracuda_driver::{ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtr, Element, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
+    BackendKind, Element, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
     PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
-use super::layout::{max_splits, Geometry, Launch, OpArgs, ReduceKernels, ReducedDims};
-use crate::checks::{byte_span, check_disjoint, check_views, invalid_descriptor, View};
+use super::layout::{all_dims, reduced_dims_methods, ReduceKernels, Reduction};
 use crate::kernel_sources;
 use crate::Plan;
 
@@ -58,19 +59,13 @@ impl LogicalReduceOp {
     }
 }
 
-/// The input kinds the plan takes.
-pub const LOGICAL_REDUCE_KINDS: [ElementKind; 10] = [
-    ElementKind::F32,
-    ElementKind::F64,
-    ElementKind::F16,
-    ElementKind::Bf16,
-    ElementKind::I8,
-    ElementKind::U8,
-    ElementKind::I16,
-    ElementKind::I32,
-    ElementKind::I64,
-    ElementKind::Bool,
-];
+/// The input kinds the plan takes: every kind but u32 and the fp8 kinds
+/// (f32, f64, f16, bf16, i8, u8, i16, i32, i64, bool).
+pub const LOGICAL_REDUCE_KINDS: [ElementKind; 10] = kernel_sources::kinds_except(&[
+    ElementKind::U32,
+    ElementKind::Fp8E4M3,
+    ElementKind::Fp8E5M2,
+]);
 
 /// How logical_reduce.cu reads an input kind: its width in bytes and
 /// whether it is a float (whose sign bit alone is zero), or None for a
@@ -105,30 +100,9 @@ impl<const N: usize> LogicalReduceDescriptor<N> {
             op,
             element,
             shape,
-            dims: if N >= 32 { u32::MAX } else { (1u32 << N) - 1 },
+            dims: all_dims(N),
             keepdim: false,
         }
-    }
-    /// Reduce exactly `dims` (a dim past 31 is kept as an invalid bit that
-    /// `select` rejects).
-    pub fn with_dims(mut self, dims: &[usize]) -> Self {
-        self.dims = dims
-            .iter()
-            .fold(0, |m, &d| m | 1u32.checked_shl(d as u32).unwrap_or(1 << 31));
-        self
-    }
-    /// Keep the reduced dims with extent 1.
-    pub fn with_keepdim(mut self, keepdim: bool) -> Self {
-        self.keepdim = keepdim;
-        self
-    }
-    /// Whether dim `d` is reduced.
-    pub fn is_reduced(&self, d: usize) -> bool {
-        d < 32 && self.dims & (1 << d) != 0
-    }
-    /// Shape of `y`: the reduced dims as 1 (keepdim) or dropped.
-    pub fn output_shape(&self) -> Vec<usize> {
-        self.dims().output_shape()
     }
     /// Element type of `y`, PyTorch's: i64 for count_nonzero; for all and
     /// any u8 when `x` is u8, else bool.
@@ -139,10 +113,9 @@ impl<const N: usize> LogicalReduceDescriptor<N> {
             _ => ElementKind::Bool,
         }
     }
-    fn dims(&self) -> ReducedDims<N> {
-        ReducedDims::new(self.shape, self.keepdim, |d| self.is_reduced(d))
-    }
 }
+
+reduced_dims_methods!(LogicalReduceDescriptor);
 
 /// Arguments of [`LogicalReducePlan`]'s [`Plan::run`].
 pub struct LogicalReduceArgs<'a, I, O, const N: usize, const M: usize> {
@@ -193,18 +166,15 @@ pub struct LogicalReduceArgs<'a, I, O, const N: usize, const M: usize> {
 /// `ContextMismatch` (a view or the workspace on another context),
 /// `WorkspaceTooSmall`, and `InvalidArgument` for `y` overlapping `x`.
 pub struct LogicalReducePlan<I: Element, O: Element, const N: usize, const M: usize = N> {
-    desc: LogicalReduceDescriptor<N>,
     sku: KernelSku,
     kernels: ReduceKernels,
-    sm_count: u32,
-    /// Splits the workspace holds per output.
-    splits: usize,
+    red: Reduction<N>,
     _t: PhantomData<(I, O)>,
 }
 
 const OP: &str = "reduce";
 
-/// Bytes of one split count (a u64).
+/// Bytes of one kernel state and split count (a u64).
 const COUNT_BYTES: usize = 8;
 
 /// The module of `op` on elements of `bytes` bytes, floats or not.
@@ -262,28 +232,8 @@ pub(crate) fn validate<I: Element, O: Element, const N: usize, const M: usize>(
             got: O::KIND,
         });
     }
-    if N < 32 && desc.dims >> N != 0 {
-        return Err(invalid_descriptor(
-            OP,
-            "dims",
-            format!("{:#b}", desc.dims),
-            &format!("names a dim past the rank {N}"),
-        ));
-    }
-    desc.dims().check_output_rank::<M>(OP, |r| {
-        format!("the output has rank {r} with these dims, the plan's y rank {M}")
-    })?;
+    desc.dims().check_mask::<M>(OP, desc.dims)?;
     Ok(storage)
-}
-
-impl<I: Element, O: Element, const N: usize, const M: usize> LogicalReducePlan<I, O, N, M> {
-    fn partial_bytes(&self) -> usize {
-        if self.splits > 1 {
-            (self.desc.dims().n_out() * self.splits * COUNT_BYTES).next_multiple_of(256)
-        } else {
-            0
-        }
-    }
 }
 
 impl<I: Element, O: Element, const N: usize, const M: usize> Plan for LogicalReducePlan<I, O, N, M> {
@@ -295,9 +245,7 @@ impl<I: Element, O: Element, const N: usize, const M: usize> Plan for LogicalRed
         pref.check_backend(OP, &[BackendKind::Baracuda])?;
         let module = stream.context().module(&spec(bytes, float, desc.op))?;
         let sm_count = stream.context().device().sm_count;
-        let dims = desc.dims();
         let plan = LogicalReducePlan {
-            desc: *desc,
             sku: KernelSku {
                 op: format!("reduce.{}", desc.op.name()),
                 element: I::KIND,
@@ -312,8 +260,7 @@ impl<I: Element, O: Element, const N: usize, const M: usize> Plan for LogicalRed
                 },
             },
             kernels: ReduceKernels::load(&module, "logical")?,
-            sm_count,
-            splits: max_splits(dims.n_out(), dims.n_red(), sm_count),
+            red: Reduction::new(desc.dims(), sm_count, COUNT_BYTES),
             _t: PhantomData,
         };
         pref.check_workspace(OP, plan.workspace_size())?;
@@ -325,45 +272,11 @@ impl<I: Element, O: Element, const N: usize, const M: usize> Plan for LogicalRed
     }
 
     fn workspace_size(&self) -> usize {
-        self.partial_bytes()
+        self.red.partial_bytes()
     }
 
     fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
-        let (x, y) = (&args.x, &args.y);
-        let dims = self.desc.dims();
-        let out: [usize; M] = dims.output_array();
-        let views = [View::of("x", &self.desc.shape, x), View::of_mut("y", &out, y)];
-        check_views(OP, stream, &views)?;
-        let partial = workspace.check_ptr(OP, self.partial_bytes(), stream.context().id())?;
-        check_disjoint(OP, &[byte_span("y", &y.as_const())], &[byte_span("x", x)])?;
-        let geometry = Geometry::new(
-            &self.desc.shape,
-            &dims.reduced,
-            x.strides(),
-            &dims.spread(y.strides()),
-            &[0; N],
-        );
-        let launch = Launch {
-            x: x.data().ptr(),
-            y: y.data().ptr(),
-            aux: DevPtr::<I>::NULL,
-            partial: partial.cast(),
-            max_splits: self.splits,
-            geometry,
-            op: OpArgs {
-                p: 0.0,
-                correction: 0.0,
-                n_red: dims.n_red() as u64,
-            },
-            sm_count: self.sm_count,
-        };
-        // SAFETY: x and y were bounds-checked at their views' construction
-        // and their shapes against the plan above; the geometry comes from
-        // those shapes and strides; the workspace holds `self.splits`
-        // counts per output (`partial_bytes`), checked above. The column
-        // kernel's shared memory, sized by `Launch` for reduce.cu's larger
-        // state, holds its u64 counts.
-        unsafe { launch.run(stream, &self.kernels) }
+        self.red.run(OP, stream, workspace, &self.kernels, (&args.x, &args.y))
     }
 }
 

@@ -8,9 +8,11 @@
 //! `kernels/reduce/reduce.cu` (the value reductions),
 //! `kernels/reduce/arg_reduce.cu` (the index reductions) and
 //! `kernels/reduce/logical_reduce.cu` (the logical reductions, once per
-//! element width); their building
-//! blocks (group reductions, Welford and online
-//! log-sum-exp merges) are in `kernels/common/reduce.cuh`.
+//! element width). The first and the last share their row, column and
+//! combine kernels (`kernels/common/reduce_dims.cuh`, each with its own
+//! fold) and their host side (`layout.rs`); the building blocks of all
+//! three (group reductions, Welford and online log-sum-exp merges) are in
+//! `kernels/common/reduce.cuh`.
 
 pub mod reference;
 mod arg_reduce;

@@ -13,8 +13,8 @@ use baracuda_kernels_types::{
 };
 
 use super::layout::{
-    max_splits, state_bytes, stat_bytes, BwLaunch, Geometry, Launch, OpArgs, ReduceKernels,
-    ReducedDims, StatPair,
+    all_dims, reduced_dims_methods, state_bytes, stat_bytes, BwLaunch, ReduceKernels,
+    Reduction, StatPair,
 };
 use crate::checks::{
     byte_span, check_disjoint, check_views, float_dtype_code, invalid_descriptor, View,
@@ -166,24 +166,11 @@ impl<const N: usize> ReduceDescriptor<N> {
             op,
             element,
             shape,
-            dims: if N >= 32 { u32::MAX } else { (1u32 << N) - 1 },
+            dims: all_dims(N),
             keepdim: false,
             correction: 1.0,
             p: 2.0,
         }
-    }
-    /// Reduce exactly `dims` (a dim past 31 is kept as an invalid bit that
-    /// `select` rejects).
-    pub fn with_dims(mut self, dims: &[usize]) -> Self {
-        self.dims = dims
-            .iter()
-            .fold(0, |m, &d| m | 1u32.checked_shl(d as u32).unwrap_or(1 << 31));
-        self
-    }
-    /// Keep the reduced dims with extent 1.
-    pub fn with_keepdim(mut self, keepdim: bool) -> Self {
-        self.keepdim = keepdim;
-        self
     }
     /// The var/std correction.
     pub fn with_correction(mut self, correction: f64) -> Self {
@@ -195,18 +182,9 @@ impl<const N: usize> ReduceDescriptor<N> {
         self.p = p;
         self
     }
-    /// Whether dim `d` is reduced.
-    pub fn is_reduced(&self, d: usize) -> bool {
-        d < 32 && self.dims & (1 << d) != 0
-    }
-    /// Shape of `y`: the reduced dims as 1 (keepdim) or dropped.
-    pub fn output_shape(&self) -> Vec<usize> {
-        self.dims().output_shape()
-    }
-    fn dims(&self) -> ReducedDims<N> {
-        ReducedDims::new(self.shape, self.keepdim, |d| self.is_reduced(d))
-    }
 }
+
+reduced_dims_methods!(ReduceDescriptor);
 
 /// Arguments of [`ReducePlan`]'s [`Plan::run`].
 pub struct ReduceArgs<'a, T, const N: usize, const M: usize> {
@@ -282,9 +260,7 @@ pub struct ReducePlan<T: Element, const N: usize, const M: usize = N> {
     stat: Option<ReduceKernels>,
     bw32: Function,
     bw64: Function,
-    sm_count: u32,
-    /// Splits the workspace holds per output.
-    splits: usize,
+    red: Reduction<N>,
     _t: PhantomData<T>,
 }
 
@@ -298,87 +274,24 @@ pub(crate) fn spec(dtype: u32, code: u32) -> ModuleSpec {
 }
 
 impl<T: Element, const N: usize, const M: usize> ReducePlan<T, N, M> {
-    fn n_out(&self) -> usize {
-        self.desc.dims().n_out()
-    }
-    fn op_args(&self) -> OpArgs {
-        OpArgs {
-            p: self.desc.p,
-            correction: self.desc.correction,
-            n_red: self.desc.dims().n_red() as u64,
-        }
-    }
-    /// Bytes of the split states.
-    fn partial_bytes(&self) -> usize {
-        if self.splits > 1 {
-            (self.n_out() * self.splits * state_bytes::<T>()).next_multiple_of(256)
-        } else {
-            0
-        }
-    }
     /// Bytes of the backward statistic.
     fn stat_bytes(&self) -> usize {
         if self.stat.is_some() {
-            (self.n_out() * stat_bytes::<T>()).next_multiple_of(256)
+            (self.red.dims.n_out() * stat_bytes::<T>()).next_multiple_of(256)
         } else {
             0
         }
     }
-    /// A view's strides spread over x's `N` dims: a dropped reduced dim
-    /// (and any reduced dim) gets stride 0.
-    fn spread(&self, strides: &[usize; M]) -> [usize; N] {
-        self.desc.dims().spread(strides)
-    }
-    fn out_shape(&self) -> [usize; M] {
-        self.desc.dims().output_array()
-    }
-    fn launch<O: 'static>(
-        &self,
-        stream: &Stream,
-        kernels: &ReduceKernels,
-        x: (DevPtr<T>, &[usize; N]),
-        y: (DevPtrMut<O>, [usize; N]),
-        aux: (DevPtr<T>, [usize; N]),
-        partial: DevPtrMut<u8>,
-    ) -> Result<()> {
-        let reduced = self.desc.dims().reduced;
-        let geometry = Geometry::new(&self.desc.shape, &reduced, x.1, &y.1, &aux.1);
-        let launch = Launch {
-            x: x.0,
-            y: y.0,
-            aux: aux.0,
-            partial: partial.cast(),
-            max_splits: self.splits,
-            geometry,
-            op: self.op_args(),
-            sm_count: self.sm_count,
-        };
-        // SAFETY: the caller checked the views against the plan's shapes
-        // (bounds proven at their construction) and the workspace against
-        // `partial_bytes`.
-        unsafe { launch.run(stream, kernels) }
-    }
 }
 
-/// Check a view's shape against the plan's.
 impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
     type Descriptor = ReduceDescriptor<N>;
     type Args<'a> = ReduceArgs<'a, T, N, M>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let dtype = float_dtype_code::<T, N>(OP, desc.element, "reductions take")?;
-        if N < 32 && desc.dims >> N != 0 {
-            return Err(invalid_descriptor(
-                OP,
-                "dims",
-                format!("{:#b}", desc.dims),
-                &format!("names a dim past the rank {N}"),
-            ));
-        }
         let dims = desc.dims();
-        dims.check_output_rank::<M>(OP, |r| {
-            format!("the output has rank {r} with these dims, the plan's y rank {M}")
-        })?;
+        dims.check_mask::<M>(OP, desc.dims)?;
         if desc.correction.is_nan() {
             let why = "must be a number";
             return Err(invalid_descriptor(OP, "correction", "NaN".into(), why));
@@ -402,7 +315,6 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
         let code = op_code(desc.op, desc.p);
         let module = stream.context().module(&spec(dtype, code))?;
         let sm_count = stream.context().device().sm_count;
-        let n_out = dims.n_out();
         let plan = ReducePlan {
             desc: *desc,
             sku: own_float_sku::<T>(
@@ -419,8 +331,8 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
             },
             bw32: module.function("reduce_bw32")?,
             bw64: module.function("reduce_bw64")?,
-            sm_count,
-            splits: max_splits(n_out, n_red, sm_count),
+            red: Reduction::new(dims, sm_count, state_bytes::<T>())
+                .with_scalars(desc.p, desc.correction),
             _t: PhantomData,
         };
         pref.check_workspace(OP, plan.workspace_size())?;
@@ -432,25 +344,12 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
     }
 
     fn workspace_size(&self) -> usize {
-        self.partial_bytes()
+        self.red.partial_bytes()
     }
 
     fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
-        let (x, y) = (&args.x, &args.y);
-        let out = self.out_shape();
-        let views = [View::of("x", &self.desc.shape, x), View::of_mut("y", &out, y)];
-        check_views(OP, stream, &views)?;
-        let partial = workspace.check_ptr(OP, self.partial_bytes(), stream.context().id())?;
-        let (xp, yp) = (x.data().ptr(), y.data().ptr());
-        check_disjoint(OP, &[byte_span("y", &y.as_const())], &[byte_span("x", x)])?;
-        self.launch(
-            stream,
-            &self.fw,
-            (xp, x.strides()),
-            (yp, self.spread(y.strides())),
-            (DevPtr::NULL, [0; N]),
-            partial,
-        )
+        let operands = (&args.x, &args.y);
+        self.red.run(OP, stream, workspace, &self.fw, operands)
     }
 }
 
@@ -463,7 +362,7 @@ impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M
 
     fn bw_workspace_size(&self, wants: Grads) -> usize {
         if wants.contains(Grad::X) && self.stat.is_some() {
-            self.stat_bytes() + self.partial_bytes()
+            self.stat_bytes() + self.red.partial_bytes()
         } else {
             0
         }
@@ -475,7 +374,7 @@ impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M
         workspace: Workspace<'_>,
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
-        let out = self.out_shape();
+        let out: [usize; M] = self.red.dims.output_array();
         let shape = &self.desc.shape;
         let views = [
             View::of("x", shape, &args.x),
@@ -512,24 +411,29 @@ impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M
             return Ok(());
         }
         let (yp, y_strides) = match &y {
-            Some(y) => (y.data().ptr(), self.spread(y.strides())),
+            Some(y) => (y.data().ptr(), self.red.dims.spread(y.strides())),
             None => (DevPtr::NULL, [0; N]),
         };
         // The statistic: one Stat2 per output, dense over the kept dims.
         let stat_ptr: DevPtrMut<StatPair> = ws.cast();
-        let stat_strides = self.desc.dims().dense_strides(false);
+        let stat_strides = self.red.dims.dense_strides(false);
         if let Some(stat) = &self.stat {
             let partial = ws.byte_add(self.stat_bytes());
-            self.launch(
-                stream,
-                stat,
-                (xp, args.x.strides()),
-                (stat_ptr, stat_strides),
-                (yp, y_strides),
-                partial,
-            )?;
+            // SAFETY: the views were bounds-checked at their construction
+            // and their shapes checked above; the statistic and the split
+            // states lie in the checked workspace.
+            unsafe {
+                self.red.launch(
+                    stream,
+                    stat,
+                    (xp, args.x.strides()),
+                    (stat_ptr, stat_strides),
+                    (yp, y_strides),
+                    partial,
+                )
+            }?;
         }
-        let dy_strides = self.spread(args.dy.strides());
+        let dy_strides = self.red.dims.spread(args.dy.strides());
         let bw = BwLaunch {
             dx: (dxp, args.dx.strides().as_slice()),
             x: (xp, args.x.strides().as_slice()),
@@ -543,7 +447,7 @@ impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M
                 },
                 stat_strides.as_slice(),
             ),
-            op: self.op_args(),
+            op: self.red.op,
         };
         // SAFETY: every view was bounds-checked at construction and its
         // shape checked above; the statistic spans n_out Stat2 of the
@@ -554,7 +458,7 @@ impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M
                 &self.desc.shape,
                 &self.bw32,
                 &self.bw64,
-                self.sm_count,
+                self.red.sm_count,
             )
         }
     }

@@ -14,7 +14,10 @@ use baracuda_kernels::reference::reduce as r;
 use baracuda_kernels::*;
 
 use crate::harness::*;
-use crate::reduce::{arr, by_ranks, nan_marked, out_layout, view_result, x_layout, Layout};
+use crate::reduce::{
+    by_ranks, nan_marked, out_layout, reduced_shape, split_workspace_checks, view_result, x_layout,
+    Layout,
+};
 use crate::table::{BadInputs, OpCase, Tensors};
 
 /// Special values a sample's input holds.
@@ -47,14 +50,11 @@ impl ArgSample {
             .collect()
     }
     fn out_shape(&self) -> Vec<usize> {
-        let red = self.reduced();
-        (0..self.shape.len())
-            .filter_map(|d| match (red[d], self.keepdim) {
-                (false, _) => Some(self.shape[d]),
-                (true, true) => Some(1),
-                (true, false) => None,
-            })
-            .collect()
+        reduced_shape(
+            &self.shape,
+            |d| self.dim.is_none_or(|r| r == d),
+            self.keepdim,
+        )
     }
     fn descriptor<const N: usize>(&self, element: ElementKind) -> ArgReduceDescriptor<N> {
         let d =
@@ -220,15 +220,8 @@ fn run_ranked<T: Element, const N: usize, const M: usize>(
     let plan =
         select::<ArgReducePlan<T, N, M>>(&s.descriptor::<N>(T::KIND), &PlanPreference::default())?;
     let (xs, x_len, x_off) = x_layout(s.layout, &s.shape);
-    let mut host = vec![0.0; x_off];
-    host.extend(scatter(inputs.get("x"), &s.shape, &xs, x_len));
-    let (xbuf, _) = upload::<T>(&host);
-    let x_slice = xbuf
-        .as_slice()
-        .slice(x_off..xbuf.len())
-        .expect("offset in buffer");
-    let x =
-        TensorRef::new(x_slice, arr::<N>(&s.shape), arr::<N>(&xs)).map_err(|e| e.to_string())?;
+    let xbuf = upload_strided::<T>(inputs.get("x"), &s.shape, &xs, x_len, x_off);
+    let x = xbuf.view::<N>(&s.shape)?;
     let out_shape = s.out_shape();
     let (os, o_len) = out_layout(s.layout, &out_shape);
     let mut ws = workspace(plan.workspace_size());
@@ -338,36 +331,31 @@ fn bad_inputs() -> Result<usize, String> {
 
     // A split reduction needs a workspace.
     let long = ArgReduceDescriptor::new(ArgReduceOp::Max, ElementKind::F32, [4, 65536]).with_dim(1);
-    b.expect(
-        "workspace cap 16 bytes",
-        sel(&long, &pref.with_max_workspace_bytes(16)),
-        preference_rejected("max_workspace_bytes"),
-        &[],
-    )?;
-    let plan = sel(&long, &pref).map_err(|e| e.to_string())?;
-    if plan.workspace_size() == 0 {
-        return Err("a [4, 65536] argmax over dim 1 should split".into());
-    }
     let mut rng = Rng::new(0xA16);
-    let (xl, _) = upload::<f32>(&rng.vec(4 * 65536, -1.0, 1.0));
-    let xl = TensorRef::contiguous(xl.as_slice(), [4, 65536]).map_err(|e| e.to_string())?;
-    let mut idx = Guarded::<i64>::new(4);
-    let r = plan.run(
-        &g.stream,
-        Workspace::None,
-        ArgReduceArgs {
-            x: xl,
-            values: None,
-            indices: TensorMut::contiguous(idx.slice_mut(), [4]).map_err(|e| e.to_string())?,
+    split_workspace_checks(
+        &mut b,
+        "argmax",
+        &mut rng,
+        |p| sel(&long, p),
+        |b, plan, x| {
+            let mut idx = Guarded::<i64>::new(4);
+            let indices = TensorMut::contiguous(idx.slice_mut(), [4]).map_err(|e| e.to_string())?;
+            let args = ArgReduceArgs {
+                x,
+                values: None,
+                indices,
+            };
+            let r = plan.run(&g.stream, Workspace::None, args);
+            b.expect("no workspace", r, workspace_too_small, &[&idx])
         },
-    );
-    b.expect("no workspace", r, workspace_too_small, &[&idx])?;
+    )?;
 
     let plan = sel(&desc, &pref).map_err(|e| e.to_string())?;
     let (xb, _) = upload::<f32>(&rng.vec(4 * 96, -1.0, 1.0));
     let x = TensorRef::contiguous(xb.as_slice(), [4, 96]).map_err(|e| e.to_string())?;
     let x3 = TensorRef::contiguous(xb.as_slice(), [3, 96]).map_err(|e| e.to_string())?;
     let mut vals = Guarded::<f32>::new(5);
+    let mut idx = Guarded::<i64>::new(4);
 
     let r = run_plan(
         &plan,

@@ -11,59 +11,20 @@
 use baracuda_kernels::reference::elementwise as reference;
 use baracuda_kernels::*;
 
+use crate::elementwise::{identical, output_layout, unary_samples, Layout};
 use crate::harness::*;
 
-/// The kinds the plan converts between (every kind but u32).
-pub const CAST_KINDS: &[ElementKind] = &[
-    ElementKind::F32,
-    ElementKind::F64,
-    ElementKind::F16,
-    ElementKind::Bf16,
-    ElementKind::I8,
-    ElementKind::U8,
-    ElementKind::I16,
-    ElementKind::I32,
-    ElementKind::I64,
-    ElementKind::Bool,
-    ElementKind::Fp8E4M3,
-    ElementKind::Fp8E5M2,
-];
-
-fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
-    let mut a = [0usize; N];
-    a.copy_from_slice(v);
-    a
-}
-
-/// How a sample lays out its operands.
-#[derive(Copy, Clone, Debug, PartialEq)]
-enum Layout {
-    /// Row-major, 16-byte aligned: the vectorised kernel.
-    Contiguous,
-    /// `x` transposed (rank 2).
-    Transposed,
-    /// `y` every other element; the elements in between stay untouched.
-    StridedOut,
-    /// Both start one element into their buffers: not 16-byte aligned.
-    Misaligned,
-    /// `x` is one row read through stride 0 (rank 2).
-    Broadcast,
-}
-
-/// `(shape, layout)` of the samples every pair runs: empty, size 1, tails,
-/// several blocks, strides, broadcast, misaligned, rank 8.
+/// `(shape, layout)` of the samples every pair runs: the unary rows' of
+/// at most 2^16 elements (empty, size 1, tails, transposed, strided out,
+/// misaligned, rank 8), several blocks, and a broadcast x.
 fn samples() -> Vec<(Vec<usize>, Layout)> {
-    vec![
-        (vec![1, 0], Layout::Contiguous),
-        (vec![1, 1], Layout::Contiguous),
-        (vec![1, 7], Layout::Contiguous),
-        (vec![37, 129], Layout::Contiguous),
-        (vec![64, 33], Layout::Transposed),
-        (vec![19, 37], Layout::StridedOut),
-        (vec![5, 1029], Layout::Misaligned),
-        (vec![19, 37], Layout::Broadcast),
-        (vec![2, 3, 1, 2, 3, 2, 1, 5], Layout::StridedOut),
-    ]
+    let mut v: Vec<_> = unary_samples()
+        .into_iter()
+        .filter(|(s, _)| s.iter().product::<usize>() <= 1 << 16)
+        .collect();
+    v.push((vec![37, 129], Layout::Contiguous));
+    v.push((vec![19, 37], Layout::Broadcast));
+    v
 }
 
 /// Values every input kind is tested on (before rounding to it): zeros of
@@ -171,25 +132,6 @@ fn values(from: ElementKind, rng: &mut Rng, n: usize) -> Vec<f64> {
             }
         })
         .collect()
-}
-
-/// Equal as cast results: NaN equals NaN, zeros compare their sign.
-fn identical(what: &str, got: &[f64], want: &[f64]) -> Result<(), String> {
-    if got.len() != want.len() {
-        return Err(format!(
-            "{what}: {} elements, expected {}",
-            got.len(),
-            want.len()
-        ));
-    }
-    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
-        let same =
-            (g.is_nan() && w.is_nan()) || (g == w && g.is_sign_negative() == w.is_sign_negative());
-        if !same {
-            return Err(format!("{what}: element {i} is {g:e}, expected {w:e}"));
-        }
-    }
-    Ok(())
 }
 
 /// An output of `len` elements of `O` in a byte buffer of 0xFF.
@@ -317,11 +259,7 @@ fn check_sample<I: Element, O: Element, const N: usize>(
         .map_err(|e| format!("{what}: x view: {e}"))?;
 
     // y
-    let (y_len, y_strides, y_off) = match layout {
-        Layout::StridedOut => (2 * n, contiguous(shape).iter().map(|s| 2 * s).collect(), 0),
-        Layout::Misaligned => (n + 1, contiguous(shape), 1),
-        _ => (n, contiguous(shape), 0),
-    };
+    let (y_len, y_strides, y_off) = output_layout(shape, layout);
     let mut y = OutBuf::<O>::new(y_len);
     let yv = TensorMut::new(y.slice_mut(y_off), arr::<N>(shape), arr::<N>(&y_strides))
         .map_err(|e| format!("{what}: y view: {e}"))?;
@@ -415,7 +353,7 @@ fn check_pair<I: Element, O: Element>(rng: &mut Rng) -> Result<usize, String> {
 pub fn check_cast(from: ElementKind) -> Result<usize, String> {
     let mut rng = Rng::new(0xCA57 ^ from as u64);
     let mut n = 0;
-    for &to in CAST_KINDS {
+    for to in CAST_KINDS {
         n += crate::with_element!(from, I => crate::with_element!(to, O => check_pair::<I, O>(&mut rng)))?;
     }
     Ok(n)

@@ -117,10 +117,6 @@ fn shape(n: usize, c: usize, spatial: &[usize]) -> Vec<usize> {
     v
 }
 
-fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
-    std::array::from_fn(|i| v[i])
-}
-
 fn n_elems(shape: &[usize]) -> usize {
     shape.iter().product()
 }

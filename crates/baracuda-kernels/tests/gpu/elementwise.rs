@@ -5,15 +5,9 @@ use baracuda_kernels::*;
 
 use crate::harness::*;
 
-fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
-    let mut a = [0usize; N];
-    a.copy_from_slice(v);
-    a
-}
-
 /// How a sample lays out its operands in memory.
 #[derive(Copy, Clone, Debug, PartialEq)]
-enum Layout {
+pub(crate) enum Layout {
     /// Row-major, 16-byte aligned: the vectorised kernel.
     Contiguous,
     /// First input is a transposed view (rank 2 only).
@@ -24,6 +18,19 @@ enum Layout {
     /// Every operand starts one element into its buffer: not 16-byte
     /// aligned, so the strided kernel runs.
     Misaligned,
+    /// The input is one row read through stride 0 (rank 2; the cast row).
+    Broadcast,
+}
+
+/// Length, strides and offset of the buffer of an output of logical
+/// `shape` laid out as `layout`.
+pub(crate) fn output_layout(shape: &[usize], layout: Layout) -> (usize, Vec<usize>, usize) {
+    let n: usize = shape.iter().product();
+    match layout {
+        Layout::StridedOut => (2 * n, contiguous(shape).iter().map(|s| 2 * s).collect(), 0),
+        Layout::Misaligned => (n + 1, contiguous(shape), 1),
+        _ => (n, contiguous(shape), 0),
+    }
 }
 
 /// A device operand: buffer, offset of the view's first element, strides,
@@ -63,12 +70,7 @@ impl<T: Element> Operand<T> {
     }
     /// A NaN-poisoned output of logical `shape`.
     fn output(shape: &[usize], layout: Layout) -> Self {
-        let n: usize = shape.iter().product();
-        let (len, strides, offset) = match layout {
-            Layout::StridedOut => (2 * n, contiguous(shape).iter().map(|s| 2 * s).collect(), 0),
-            Layout::Misaligned => (n + 1, contiguous(shape), 1),
-            _ => (n, contiguous(shape), 0),
-        };
+        let (len, strides, offset) = output_layout(shape, layout);
         Operand {
             buf: poisoned::<T>(len),
             offset,
@@ -115,7 +117,7 @@ impl<T: Element> Operand<T> {
 /// `(shape, layout)` of every unary sample: empty, size 1, tails, several
 /// blocks, one realistic large shape, transposed, strided output,
 /// misaligned, and rank 8.
-fn unary_samples() -> Vec<(Vec<usize>, Layout)> {
+pub(crate) fn unary_samples() -> Vec<(Vec<usize>, Layout)> {
     vec![
         (vec![1, 0], Layout::Contiguous),
         (vec![1, 1], Layout::Contiguous),
@@ -1195,10 +1197,11 @@ const IP_SHAPE: [usize; 2] = [37, 131];
 /// `IP_SHAPE` with its second axis 1: the broadcast operand.
 const IP_ROW: [usize; 2] = [1, 131];
 
-/// Equal values, NaN equal to NaN: an in-place run executes the same kernel
-/// on the same values as the out-of-place one, so the results (and the
-/// untouched NaNs around a strided view) agree bit for bit.
-fn identical(what: &str, got: &[f64], want: &[f64]) -> Result<(), String> {
+/// Equal values, NaN equal to NaN, the sign of zero compared: an in-place
+/// run executes the same kernel on the same values as the out-of-place
+/// one, so the results (and the untouched NaNs around a strided view)
+/// agree bit for bit; a cast is a function of its input.
+pub(crate) fn identical(what: &str, got: &[f64], want: &[f64]) -> Result<(), String> {
     if got.len() != want.len() {
         return Err(format!(
             "{what}: {} elements, expected {}",

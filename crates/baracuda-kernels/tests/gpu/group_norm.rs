@@ -13,6 +13,10 @@ use baracuda_kernels::reference::norm::GroupNorm;
 use baracuda_kernels::*;
 
 use crate::harness::*;
+use crate::norm::{
+    affine_bw_checks, affine_tolerance, grad_view, param_view, push_grads, push_param_grads,
+    stats_values,
+};
 use crate::reduce::view_result;
 use crate::table::{BadInputs, OpCase, Tensors};
 
@@ -162,37 +166,19 @@ fn reference(_: ElementKind, s: &GroupSample, inputs: &Tensors, got: &Tensors) -
     t.push("mean", out.mean);
     t.push("rstd", out.rstd);
     if got.find("dx").is_some() {
-        let g = r.backward(x, w, inputs.get("dy"));
-        t.push("dx", g.dx);
-        if s.weight {
-            t.push("dweight", g.dweight);
-        }
-        if s.bias {
-            t.push("dbias", g.dbias);
-        }
+        push_grads(
+            &mut t,
+            r.backward(x, w, inputs.get("dy")),
+            (s.weight, s.bias),
+        );
     }
     t
 }
 
 fn tolerance(kind: ElementKind, s: &GroupSample, name: &str, want: &[f64]) -> Tolerance {
-    let (u_t, u_acc) = (kind.unit_roundoff(), acc_roundoff(kind));
     let m = (s.shape[1] / s.groups * s.spatial()) as f64;
-    let depth = (m + 2.0).log2();
-    match name {
-        // statistics in the accumulator type, never rounded to T
-        "mean" | "rstd" => Tolerance::of_max(64.0 * u_acc * depth, 64.0 * u_acc * depth, want),
-        // sums over the batch and the spatial positions
-        "dweight" | "dbias" => {
-            let terms = (s.shape[0] * s.spatial()) as f64;
-            let fold = 64.0 * u_acc * (terms + 2.0).log2() * (terms + 1.0).sqrt() * depth;
-            Tolerance::of_max(2.0 * u_t + fold, fold, want)
-        }
-        // y and dx: one rounding to T, and the statistics' error
-        _ => {
-            let fold = 64.0 * u_acc * depth;
-            Tolerance::of_max(2.0 * u_t + fold, 2.0 * u_t + fold, want)
-        }
-    }
+    let terms = (s.shape[0] * s.spatial()) as f64;
+    affine_tolerance(kind, name, (m + 2.0).log2(), terms, want)
 }
 
 // ---------------------------------------------------------------------------
@@ -211,40 +197,6 @@ fn run(
         5 => run_ranked::<T, 5>(s, inputs, backward),
         other => Err(format!("no test instance for rank {other}")),
     })
-}
-
-/// Saved statistics as f64 from their bytes (read back as u8 values).
-fn stats_values(kind: ElementKind, bytes: &[f64]) -> Vec<f64> {
-    let b: Vec<u8> = bytes.iter().map(|&v| v as u8).collect();
-    if kind == ElementKind::F64 {
-        b.chunks_exact(8)
-            .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
-            .collect()
-    } else {
-        b.chunks_exact(4)
-            .map(|c| f64::from(f32::from_le_bytes(c.try_into().expect("4 bytes"))))
-            .collect()
-    }
-}
-
-/// A `[c]` view of a parameter, when the sample has it.
-fn vec_view<T: Element>(
-    b: &Option<DeviceBuffer<T>>,
-    c: usize,
-) -> Result<Option<TensorRef<'_, T, 1>>, String> {
-    b.as_ref()
-        .map(|b| TensorRef::contiguous(b.as_slice(), [c]).map_err(|e| e.to_string()))
-        .transpose()
-}
-
-/// A `[c]` view of a parameter's gradient, when asked.
-fn grad_view<T: Element>(
-    b: &mut Guarded<T>,
-    on: bool,
-    c: usize,
-) -> Result<Option<TensorMut<'_, T, 1>>, String> {
-    on.then(|| TensorMut::contiguous(b.slice_mut(), [c]).map_err(|e| e.to_string()))
-        .transpose()
 }
 
 fn run_ranked<T: Element, const R: usize>(
@@ -272,7 +224,7 @@ fn run_ranked<T: Element, const R: usize>(
     let x = TensorRef::new(xbuf.as_slice(), shape, strides).map_err(v)?;
     let param = |name: &str| inputs.find(name).map(upload::<T>).map(|(b, _)| b);
     let (wbuf, bbuf) = (param("weight"), param("bias"));
-    let (weight, bias) = (vec_view(&wbuf, c)?, vec_view(&bbuf, c)?);
+    let (weight, bias) = (param_view(&wbuf, [c])?, param_view(&bbuf, [c])?);
     let mut y = Guarded::<T>::new(n);
     let mut stats = Guarded::<u8>::new(plan.stats_bytes());
     let mut ws = workspace(plan.workspace_size());
@@ -302,52 +254,41 @@ fn run_ranked<T: Element, const R: usize>(
     let mut dx = Guarded::<T>::new(n);
     let mut dw = Guarded::<T>::new(c);
     let mut db = Guarded::<T>::new(c);
-    let mut bws = workspace(plan.bw_workspace_size(plan.grads()));
-    plan.run_bw(
-        &g.stream,
-        Workspace::Borrowed(bws.as_slice_mut()),
-        GroupNormBwArgs {
+    let bw = |wants: Grads,
+              dx: Option<TensorMut<'_, T, R>>,
+              dweight: Option<TensorMut<'_, T, 1>>,
+              dbias: Option<TensorMut<'_, T, 1>>| {
+        let mut bws = workspace(plan.bw_workspace_size(wants));
+        let args = GroupNormBwArgs {
             x,
             weight,
             stats: stats.slice(),
             dy,
-            dx: Some(TensorMut::new(dx.slice_mut(), shape, strides).map_err(v)?),
-            dweight: grad_view(&mut dw, s.weight, c)?,
-            dbias: grad_view(&mut db, s.bias, c)?,
-        },
+            dx,
+            dweight,
+            dbias,
+        };
+        plan.run_bw(&g.stream, Workspace::Borrowed(bws.as_slice_mut()), args)
+    };
+    bw(
+        plan.grads(),
+        Some(TensorMut::new(dx.slice_mut(), shape, strides).map_err(v)?),
+        grad_view(&mut dw, s.weight, [c])?,
+        grad_view(&mut db, s.bias, [c])?,
     )
     .map_err(|e| format!("{what} backward: {e}"))?;
     t.push(
         "dx",
         view_result(&format!("{what} dx"), &dx, &s.shape, &st)?,
     );
-    for (name, buf, on) in [("dweight", &dw, s.weight), ("dbias", &db, s.bias)] {
-        if on {
-            t.push(name, buf.result(&format!("{what} {name}"))?);
-        } else {
-            buf.untouched(&format!("{what} {name} (not asked)"))?;
-        }
-    }
+    push_param_grads(&mut t, &what, [(&dw, s.weight), (&db, s.bias)])?;
     if s.weight && s.shape[0] > 0 {
         // dweight alone: the same values, dx untouched.
         let dx2 = Guarded::<T>::new(n);
         let mut dw2 = Guarded::<T>::new(c);
         let wants = Grads::present(&[(Grad::Weight, true)]);
-        let mut bws = workspace(plan.bw_workspace_size(wants));
-        plan.run_bw(
-            &g.stream,
-            Workspace::Borrowed(bws.as_slice_mut()),
-            GroupNormBwArgs {
-                x,
-                weight,
-                stats: stats.slice(),
-                dy,
-                dx: None,
-                dweight: grad_view(&mut dw2, true, c)?,
-                dbias: None,
-            },
-        )
-        .map_err(|e| format!("{what} dweight alone: {e}"))?;
+        bw(wants, None, grad_view(&mut dw2, true, [c])?, None)
+            .map_err(|e| format!("{what} dweight alone: {e}"))?;
         t.push(
             "dweight alone",
             dw2.result(&format!("{what} dweight alone"))?,
@@ -540,8 +481,6 @@ fn bad_inputs() -> Result<usize, String> {
     fw(x, Some(w), Some(w), yv(&mut y), Some(st.slice_mut()), true).map_err(|e| e.to_string())?;
     let (dyb, _) = upload::<f32>(&rng.vec(n, -1.0, 1.0));
     let dy = TensorRef::contiguous(dyb.as_slice(), BAD_SHAPE).map_err(|e| e.to_string())?;
-    let mut dx = Guarded::<f32>::new(n);
-    let mut dw = Guarded::<f32>::new(8);
     let mut bws = workspace(plan.bw_workspace_size(plan.grads()));
     let bw = |plan: &GroupNormPlan<f32, 3>,
               ws: Option<&mut DeviceBuffer<u8>>,
@@ -561,36 +500,22 @@ fn bad_inputs() -> Result<usize, String> {
         };
         plan.run_bw(&g.stream, ws, args)
     };
-    let mut dx_big = Guarded::<f32>::new(2 * 8 * 13);
-    let dxv = Some(TensorMut::contiguous(dx_big.slice_mut(), [2, 8, 13]).expect("dx"));
-    let r = bw(&plan, Some(&mut bws), Some(w), st.slice(), dxv, None);
-    b.expect("dx [2, 8, 13]", r, shape_mismatch("dx"), &[&dx_big])?;
+    // dx alone needs the workspace too (the per-group coefficients).
+    let mut dx = Guarded::<f32>::new(n);
     let dxv = Some(TensorMut::contiguous(dx.slice_mut(), BAD_SHAPE).expect("dx"));
     let r = bw(&plan, None, Some(w), st.slice(), dxv, None);
     b.expect("dx without a workspace", r, workspace_too_small, &[&dx])?;
-    let dxv = Some(TensorMut::contiguous(dx.slice_mut(), BAD_SHAPE).expect("dx"));
-    let r = bw(&plan, Some(&mut bws), Some(w), short.slice(), dxv, None);
-    b.expect(
-        "statistics of 8 bytes",
-        r,
-        invalid_argument("stats"),
-        &[&dx],
+    let stats = (st.slice(), short.slice());
+    affine_bw_checks(
+        &mut b,
+        (&plan, &bare),
+        (BAD_SHAPE, [2, 8, 13]),
+        &mut bws,
+        w,
+        stats,
+        &dyb,
+        bw,
     )?;
-    let dwv = Some(TensorMut::contiguous(dw.slice_mut(), [8]).expect("dw"));
-    let r = bw(&bare, Some(&mut bws), None, st.slice(), None, dwv);
-    b.expect(
-        "dweight without a weight",
-        r,
-        invalid_argument("dw"),
-        &[&dw],
-    )?;
-    let dys = dyb.as_slice();
-    // SAFETY: a bad-input test: the run must reject the aliasing view
-    // before anything is enqueued.
-    let dxa = unsafe { DeviceSliceMut::<f32>::from_raw_parts(dys.addr(), n, dys.ctx_id()) };
-    let dxa = Some(TensorMut::contiguous(dxa, BAD_SHAPE).expect("dx view"));
-    let r = bw(&plan, Some(&mut bws), Some(w), st.slice(), dxa, None);
-    b.expect("dx over dy", r, invalid_argument("dx"), &[])?;
     b.done()
 }
 

@@ -253,6 +253,50 @@ pub fn download<T: Element>(b: &DeviceBuffer<T>) -> Vec<f64> {
         .collect()
 }
 
+/// `v` as an array of `N` extents, padded with 1.
+pub fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
+    std::array::from_fn(|i| v.get(i).copied().unwrap_or(1))
+}
+
+/// An input uploaded with strides into a buffer, from an element offset
+/// on ([`upload_strided`]).
+pub struct Strided<T: Element> {
+    buf: DeviceBuffer<T>,
+    offset: usize,
+    strides: Vec<usize>,
+}
+
+/// The logical values `v` of a view of `shape` with `strides` over a
+/// buffer of `len` elements starting `offset` elements into it (0 where
+/// the view does not reach), rounded to `T` and uploaded.
+pub fn upload_strided<T: Element>(
+    v: &[f64],
+    shape: &[usize],
+    strides: &[usize],
+    len: usize,
+    offset: usize,
+) -> Strided<T> {
+    let mut host = vec![0.0; offset];
+    host.extend(scatter(v, shape, strides, len));
+    Strided {
+        buf: upload::<T>(&host).0,
+        offset,
+        strides: strides.to_vec(),
+    }
+}
+
+impl<T: Element> Strided<T> {
+    /// The uploaded view, of `shape` (rank `N`).
+    pub fn view<const N: usize>(&self, shape: &[usize]) -> Result<TensorRef<'_, T, N>, String> {
+        let data = self
+            .buf
+            .as_slice()
+            .slice(self.offset..self.buf.len())
+            .expect("offset in buffer");
+        TensorRef::new(data, arr::<N>(shape), arr::<N>(&self.strides)).map_err(|e| e.to_string())
+    }
+}
+
 /// Row-major strides of a shape.
 pub fn contiguous(shape: &[usize]) -> Vec<usize> {
     let mut s = vec![1usize; shape.len()];
@@ -349,6 +393,17 @@ impl<T: Element> Guarded<T> {
             .split_at(guard)
             .expect("guard in buffer");
         rest.split_at(len).expect("region in buffer").0
+    }
+    /// The output's elements viewed as `O`, an element type of `T`'s size:
+    /// a bool output over u8 poison (0xFF is no valid bool), which is only
+    /// ever read back as `T`.
+    pub fn slice_mut_as<O: Element>(&mut self) -> DeviceSliceMut<'_, O> {
+        assert_eq!(std::mem::size_of::<O>(), std::mem::size_of::<T>());
+        let s = self.slice_mut();
+        // SAFETY: the same bytes as `s`, which this borrow holds mutably;
+        // the kernels write only valid `O` (0 or 1 for bool), and the host
+        // reads the bytes back as `T`, never as `O`.
+        unsafe { DeviceSliceMut::from_raw_parts(s.addr(), s.len(), s.ctx_id()) }
     }
     /// The output's values in buffer order; an error names the first guard
     /// element that was written.

@@ -17,7 +17,9 @@ use baracuda_kernels::reference::reduce as r;
 use baracuda_kernels::*;
 
 use crate::harness::*;
-use crate::reduce::{arr, out_layout, view_result, x_layout, Layout};
+use crate::reduce::{
+    out_layout, reduced_shape, split_workspace_checks, view_result, x_layout, xy_run_checks, Layout,
+};
 use crate::table::{BadInputs, OpCase, Tensors};
 
 /// Which elements of a sample's input are zero.
@@ -52,14 +54,7 @@ impl LogicalSample {
             .collect()
     }
     fn out_shape(&self) -> Vec<usize> {
-        let red = self.reduced();
-        (0..self.shape.len())
-            .filter_map(|d| match (red[d], self.keepdim) {
-                (false, _) => Some(self.shape[d]),
-                (true, true) => Some(1),
-                (true, false) => None,
-            })
-            .collect()
+        reduced_shape(&self.shape, |d| self.dims.contains(&d), self.keepdim)
     }
     fn descriptor<const N: usize>(&self, element: ElementKind) -> LogicalReduceDescriptor<N> {
         LogicalReduceDescriptor::new(self.op, element, arr(&self.shape))
@@ -284,17 +279,6 @@ fn run(
     )
 }
 
-/// `len` elements of the output type `O` over a `Guarded<B>` of the same
-/// element size (u8 for bool: the poison is read back as u8 only).
-fn out_view<O: Element, B: Element>(out: &mut Guarded<B>) -> DeviceSliceMut<'_, O> {
-    assert_eq!(size_of::<O>(), size_of::<B>());
-    let s = out.slice_mut();
-    // SAFETY: the same bytes as `s`, which this borrow holds mutably; the
-    // kernels write only valid `O` (0 or 1 for bool), and the host reads
-    // the bytes back as `B`, never as `O`.
-    unsafe { DeviceSliceMut::from_raw_parts(s.addr(), s.len(), s.ctx_id()) }
-}
-
 fn run_ranked<I: Element, O: Element, B: Element, const N: usize, const M: usize>(
     s: &LogicalSample,
     inputs: &Tensors,
@@ -312,15 +296,8 @@ fn run_ranked<I: Element, O: Element, B: Element, const N: usize, const M: usize
         &PlanPreference::default(),
     )?;
     let (xs, x_len, x_off) = x_layout(s.layout, &s.shape);
-    let mut host = vec![0.0; x_off];
-    host.extend(scatter(inputs.get("x"), &s.shape, &xs, x_len));
-    let (xbuf, _) = upload::<I>(&host);
-    let x_slice = xbuf
-        .as_slice()
-        .slice(x_off..xbuf.len())
-        .expect("offset in buffer");
-    let x =
-        TensorRef::new(x_slice, arr::<N>(&s.shape), arr::<N>(&xs)).map_err(|e| e.to_string())?;
+    let xbuf = upload_strided::<I>(inputs.get("x"), &s.shape, &xs, x_len, x_off);
+    let x = xbuf.view::<N>(&s.shape)?;
     let out_shape = s.out_shape();
     let (os, o_len) = out_layout(s.layout, &out_shape);
     let mut ws = workspace(plan.workspace_size());
@@ -330,12 +307,8 @@ fn run_ranked<I: Element, O: Element, B: Element, const N: usize, const M: usize
         Workspace::Borrowed(ws.as_slice_mut()),
         LogicalReduceArgs {
             x,
-            y: TensorMut::new(
-                out_view::<O, B>(&mut y),
-                arr::<M>(&out_shape),
-                arr::<M>(&os),
-            )
-            .map_err(|e| e.to_string())?,
+            y: TensorMut::new(y.slice_mut_as::<O>(), arr::<M>(&out_shape), arr::<M>(&os))
+                .map_err(|e| e.to_string())?,
         },
     )
     .map_err(|e| format!("{what}: {e}"))?;
@@ -399,71 +372,31 @@ fn bad_inputs() -> Result<usize, String> {
     // A split reduction needs a workspace.
     let long = LogicalReduceDescriptor::new(LogicalReduceOp::Any, ElementKind::F32, [4, 65536])
         .with_dims(&[1]);
-    b.expect(
-        "workspace cap 16 bytes",
-        sel(&long, &pref.with_max_workspace_bytes(16)),
-        preference_rejected("max_workspace_bytes"),
-        &[],
-    )?;
-    let plan = sel(&long, &pref).map_err(|e| e.to_string())?;
-    if plan.workspace_size() == 0 {
-        return Err("a [4, 65536] any over dim 1 should split".into());
-    }
     let mut rng = Rng::new(0x10C);
-    let (xl, _) = upload::<f32>(&rng.vec(4 * 65536, -1.0, 1.0));
-    let xl = TensorRef::contiguous(xl.as_slice(), [4, 65536]).map_err(|e| e.to_string())?;
-    let mut y = Guarded::<u8>::new(4);
-    let r = plan.run(
-        &g.stream,
-        Workspace::None,
-        LogicalReduceArgs {
-            x: xl,
-            y: TensorMut::contiguous(out_view::<bool, u8>(&mut y), [4])
-                .map_err(|e| e.to_string())?,
+    split_workspace_checks(
+        &mut b,
+        "any",
+        &mut rng,
+        |p| sel(&long, p),
+        |b, plan, x| {
+            let mut y = Guarded::<u8>::new(4);
+            let y_view =
+                TensorMut::contiguous(y.slice_mut_as::<bool>(), [4]).map_err(|e| e.to_string())?;
+            let r = plan.run(
+                &g.stream,
+                Workspace::None,
+                LogicalReduceArgs { x, y: y_view },
+            );
+            b.expect("no workspace", r, workspace_too_small, &[&y])
         },
-    );
-    b.expect("no workspace", r, workspace_too_small, &[&y])?;
+    )?;
 
     let plan = sel(&desc, &pref).map_err(|e| e.to_string())?;
     let (xb, _) = upload::<f32>(&rng.vec(4 * 96, -1.0, 1.0));
-    let x = TensorRef::contiguous(xb.as_slice(), [4, 96]).map_err(|e| e.to_string())?;
-    let x3 = TensorRef::contiguous(xb.as_slice(), [3, 96]).map_err(|e| e.to_string())?;
-    let r = run_plan(
-        &plan,
-        x3,
-        TensorMut::contiguous(out_view::<bool, u8>(&mut y), [4]).map_err(|e| e.to_string())?,
-    );
-    b.expect("x [3, 96]", r, shape_mismatch("x"), &[&y])?;
-    let mut y5 = Guarded::<u8>::new(5);
-    let r = run_plan(
-        &plan,
-        x,
-        TensorMut::contiguous(out_view::<bool, u8>(&mut y5), [5]).map_err(|e| e.to_string())?,
-    );
-    b.expect("y [5]", r, shape_mismatch("y"), &[&y5])?;
-    // y inside x's memory
-    let shared = Guarded::<f32>::new(4 * 96);
-    let xs = TensorRef::contiguous(shared.slice(), [4, 96]).map_err(|e| e.to_string())?;
-    let sh = shared.slice();
-    // SAFETY: a bad-input test: the run must reject the aliasing view
-    // before anything is enqueued, so nothing reads or writes through it.
-    let alias = unsafe { DeviceSliceMut::<bool>::from_raw_parts(sh.addr() + 16, 4, sh.ctx_id()) };
-    let r = run_plan(
-        &plan,
-        xs,
-        TensorMut::contiguous(alias, [4]).map_err(|e| e.to_string())?,
-    );
-    b.expect("y overlapping x", r, invalid_argument("y"), &[&shared])?;
+    xy_run_checks::<bool, u8>(&mut b, &xb, |x, y| {
+        plan.run(&g.stream, Workspace::None, LogicalReduceArgs { x, y })
+    })?;
     b.done()
-}
-
-/// `plan.run` without a workspace.
-fn run_plan<'a>(
-    plan: &LogicalReducePlan<f32, bool, 2, 1>,
-    x: TensorRef<'a, f32, 2>,
-    y: TensorMut<'a, bool, 1>,
-) -> baracuda_kernels::Result<()> {
-    plan.run(&gpu().stream, Workspace::None, LogicalReduceArgs { x, y })
 }
 
 /// Selecting `op` on `kind`, which no row claims, is `Unsupported`.

@@ -31,7 +31,7 @@ mod sdpa;
 mod softmax;
 mod table;
 
-use baracuda_kernels::{BinaryOp, UnaryOp};
+use baracuda_kernels::{BinaryOp, UnaryOp, CAST_KINDS};
 use harness::FLOATS;
 use table::{CheckCase, Row};
 
@@ -205,7 +205,7 @@ static TABLE: &[&dyn Row] = &[
     binary_row!("binary_minimum", BinaryOp::Minimum),
     &CheckCase {
         name: "cast",
-        dtypes: cast::CAST_KINDS,
+        dtypes: &CAST_KINDS,
         check: cast::check_cast,
         bad_inputs: cast::cast_bad_inputs,
         unsupported: cast::cast_unsupported,

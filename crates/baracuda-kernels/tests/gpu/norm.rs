@@ -10,11 +10,11 @@
 //! y, the saved mean and rstd, dx, dweight and dbias (those the sample
 //! has), and that nothing outside the views (guards, row gaps) was written.
 
-use baracuda_kernels::reference::norm::Norm;
+use baracuda_kernels::reference::norm::{Norm, NormGrads};
 use baracuda_kernels::*;
 
 use crate::harness::*;
-use crate::reduce::view_result;
+use crate::reduce::{nan_marked, view_result};
 use crate::table::{BadInputs, OpCase, Tensors};
 
 /// How a sample lays out its row-shaped operands (x, y, dy, dx).
@@ -87,10 +87,6 @@ impl NormSample {
 }
 
 const EPS: f64 = 1e-5;
-
-fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
-    std::array::from_fn(|i| v.get(i).copied().unwrap_or(1))
-}
 
 /// The row of LayerNorm (`LAYER`) or RMSNorm.
 pub const fn row<const LAYER: bool>(name: &'static str) -> OpCase<NormSample> {
@@ -197,13 +193,6 @@ fn inputs(s: &NormSample, rng: &mut Rng) -> Tensors {
     t
 }
 
-/// NaN as f64::MAX, so that compare() accepts a NaN where one is due.
-fn nan_marked(v: Vec<f64>) -> Vec<f64> {
-    v.into_iter()
-        .map(|x| if x.is_nan() { f64::MAX } else { x })
-        .collect()
-}
-
 fn reference(_: ElementKind, s: &NormSample, inputs: &Tensors, got: &Tensors) -> Tensors {
     let r = s.reference();
     let x = inputs.get("x");
@@ -216,21 +205,48 @@ fn reference(_: ElementKind, s: &NormSample, inputs: &Tensors, got: &Tensors) ->
     }
     t.push("rstd", nan_marked(out.rstd));
     if got.find("dx").is_some() {
-        let g = r.backward(x, w, inputs.get("dy"));
-        t.push("dx", g.dx);
-        if s.weight {
-            t.push("dweight", g.dweight);
-        }
-        if s.bias {
-            t.push("dbias", g.dbias);
-        }
+        push_grads(
+            &mut t,
+            r.backward(x, w, inputs.get("dy")),
+            (s.weight, s.bias),
+        );
     }
     t
 }
 
+/// A reference backward's dx, and dweight and dbias when the sample has
+/// a weight and a bias.
+pub(crate) fn push_grads(t: &mut Tensors, g: NormGrads, (weight, bias): (bool, bool)) {
+    t.push("dx", g.dx);
+    if weight {
+        t.push("dweight", g.dweight);
+    }
+    if bias {
+        t.push("dbias", g.dbias);
+    }
+}
+
 fn tolerance(kind: ElementKind, s: &NormSample, name: &str, want: &[f64]) -> Tolerance {
+    affine_tolerance(
+        kind,
+        name,
+        (s.h() as f64 + 2.0).log2(),
+        s.rows() as f64,
+        want,
+    )
+}
+
+/// The tolerance of output `name` of a normalization over groups of
+/// `depth = log2(elements + 2)`, whose dweight and dbias sum `terms`
+/// products; NaN, infinities and marked NaN in `want` left out.
+pub(crate) fn affine_tolerance(
+    kind: ElementKind,
+    name: &str,
+    depth: f64,
+    terms: f64,
+    want: &[f64],
+) -> Tolerance {
     let (u_t, u_acc) = (kind.unit_roundoff(), acc_roundoff(kind));
-    let depth = (s.h() as f64 + 2.0).log2();
     let finite: Vec<f64> = want
         .iter()
         .copied()
@@ -239,10 +255,9 @@ fn tolerance(kind: ElementKind, s: &NormSample, name: &str, want: &[f64]) -> Tol
     match name {
         // statistics in the accumulator type, never rounded to T
         "mean" | "rstd" => Tolerance::of_max(64.0 * u_acc * depth, 64.0 * u_acc * depth, &finite),
-        // column sums over the rows
+        // column sums over the rows (the batch and the spatial positions)
         "dweight" | "dbias" => {
-            let rows = s.rows() as f64;
-            let fold = 64.0 * u_acc * (rows + 2.0).log2() * (rows + 1.0).sqrt() * depth;
+            let fold = 64.0 * u_acc * (terms + 2.0).log2() * (terms + 1.0).sqrt() * depth;
             Tolerance::of_max(2.0 * u_t + fold, fold, &finite)
         }
         // y and dx: one rounding to T, and the statistics' error, which
@@ -279,7 +294,7 @@ fn run(
 
 /// Saved statistics as f64: the accumulator type's values from their
 /// bytes (read back as u8 values).
-fn stats_values(kind: ElementKind, bytes: &[f64]) -> Vec<f64> {
+pub(crate) fn stats_values(kind: ElementKind, bytes: &[f64]) -> Vec<f64> {
     let b: Vec<u8> = bytes.iter().map(|&v| v as u8).collect();
     if kind == ElementKind::F64 {
         b.chunks_exact(8)
@@ -293,7 +308,7 @@ fn stats_values(kind: ElementKind, bytes: &[f64]) -> Vec<f64> {
 }
 
 /// A dense view of a parameter, when the sample has it.
-fn param_view<T: Element, const K: usize>(
+pub(crate) fn param_view<T: Element, const K: usize>(
     b: &Option<DeviceBuffer<T>>,
     shape: [usize; K],
 ) -> Result<Option<TensorRef<'_, T, K>>, String> {
@@ -303,7 +318,7 @@ fn param_view<T: Element, const K: usize>(
 }
 
 /// A dense view of a parameter's gradient, when asked.
-fn grad_view<T: Element, const K: usize>(
+pub(crate) fn grad_view<T: Element, const K: usize>(
     b: &mut Guarded<T>,
     on: bool,
     shape: [usize; K],
@@ -324,15 +339,8 @@ fn run_ranked<T: Element, Kind: NormKind, const N: usize, const K: usize>(
     let norm_shape: [usize; K] = std::array::from_fn(|i| s.shape[N - K + i]);
     let (xs, x_len) = s.row_layout(true);
     let x_off = usize::from(s.layout == Layout::Misaligned);
-    let mut host = vec![0.0; x_off];
-    host.extend(scatter(inputs.get("x"), &s.shape, &xs, x_len));
-    let (xbuf, _) = upload::<T>(&host);
-    let x_slice = xbuf
-        .as_slice()
-        .slice(x_off..xbuf.len())
-        .expect("offset in buffer");
-    let x =
-        TensorRef::new(x_slice, arr::<N>(&s.shape), arr::<N>(&xs)).map_err(|e| e.to_string())?;
+    let xbuf = upload_strided::<T>(inputs.get("x"), &s.shape, &xs, x_len, x_off);
+    let x = xbuf.view::<N>(&s.shape)?;
     let param = |name: &str| inputs.find(name).map(upload::<T>).map(|(b, _)| b);
     let (wbuf, bbuf) = (param("weight"), param("bias"));
     let (weight, bias) = (
@@ -400,14 +408,24 @@ fn run_ranked<T: Element, Kind: NormKind, const N: usize, const K: usize>(
         "dx",
         view_result(&format!("{what} dx"), &dx, &s.shape, &dxs)?,
     );
-    for (name, buf, on) in [("dweight", &dw, s.weight), ("dbias", &db, s.bias)] {
+    push_param_grads(&mut t, &what, [(&dw, s.weight), (&db, s.bias)])?;
+    Ok(t)
+}
+
+/// dweight and dbias (in that order) when asked, else checked untouched.
+pub(crate) fn push_param_grads<T: Element>(
+    t: &mut Tensors,
+    what: &str,
+    grads: [(&Guarded<T>, bool); 2],
+) -> Result<(), String> {
+    for (name, (buf, on)) in ["dweight", "dbias"].into_iter().zip(grads) {
         if on {
             t.push(name, buf.result(&format!("{what} {name}"))?);
         } else {
             buf.untouched(&format!("{what} {name} (not asked)"))?;
         }
     }
-    Ok(t)
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------
@@ -589,62 +607,100 @@ fn bad_inputs_of<Kind: NormKind>() -> Result<usize, String> {
     fw(x, Some(w), &mut y, Some(st.slice_mut())).map_err(|e| e.to_string())?;
     let (dyb, _) = upload::<f32>(&rng.vec(4 * 96, -1.0, 1.0));
     let dy = TensorRef::contiguous(dyb.as_slice(), [4, 96]).map_err(|e| e.to_string())?;
-    let mut dx = Guarded::<f32>::new(4 * 96);
-    let mut dw = Guarded::<f32>::new(96);
+    let bare = sel(&desc.with_weight(false).with_bias(false), &pref).map_err(|e| e.to_string())?;
     let mut ws = workspace(plan.bw_workspace_size(plan.grads()));
-    let bw = |plan: &NormPlan<f32, Kind, 2>,
-              ws: Option<&mut DeviceBuffer<u8>>,
-              weight,
-              stats,
-              dx: Option<TensorMut<'_, f32, 2>>,
-              dweight: Option<TensorMut<'_, f32, 1>>| {
-        let ws = ws.map_or(Workspace::None, |w| Workspace::Borrowed(w.as_slice_mut()));
-        let args = NormBwArgs {
-            x,
-            weight,
-            stats,
-            dy,
-            dx,
-            dweight,
-            dbias: None,
-        };
-        plan.run_bw(&g.stream, ws, args)
-    };
-    let mut dx5 = Guarded::<f32>::new(5 * 96);
+    let stats = (st.slice(), short.slice());
+    affine_bw_checks(
+        &mut b,
+        (&plan, &bare),
+        ([4, 96], [5, 96]),
+        &mut ws,
+        w,
+        stats,
+        &dyb,
+        |plan, ws, weight, stats, dx, dweight| {
+            let ws = ws.map_or(Workspace::None, |w| Workspace::Borrowed(w.as_slice_mut()));
+            let args = NormBwArgs {
+                x,
+                weight,
+                stats,
+                dy,
+                dx,
+                dweight,
+                dbias: None,
+            };
+            plan.run_bw(&g.stream, ws, args)
+        },
+    )?;
+    b.done()
+}
+
+/// The backward checks of a normalization plan with a weight (`plan`)
+/// and one without (`bare`), f32 operands of `shape` and a weight `w`:
+/// dx of the `other` shape, dx and dweight without a workspace, 8-byte
+/// statistics (`stats.1`; `stats.0` a good forward's), a dweight without
+/// a weight, dx over dy (in `dyb`). `bw(plan, workspace, weight, stats,
+/// dx, dweight)` runs a backward.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn affine_bw_checks<'a, P, const R: usize>(
+    b: &mut BadInputs,
+    (plan, bare): (&P, &P),
+    (shape, other): ([usize; R], [usize; R]),
+    ws: &mut DeviceBuffer<u8>,
+    w: TensorRef<'a, f32, 1>,
+    stats: (DeviceSlice<'a, u8>, DeviceSlice<'a, u8>),
+    dyb: &DeviceBuffer<f32>,
+    bw: impl Fn(
+        &P,
+        Option<&mut DeviceBuffer<u8>>,
+        Option<TensorRef<'a, f32, 1>>,
+        DeviceSlice<'a, u8>,
+        Option<TensorMut<'_, f32, R>>,
+        Option<TensorMut<'_, f32, 1>>,
+    ) -> baracuda_kernels::Result<()>,
+) -> Result<(), String> {
+    let n: usize = shape.iter().product();
+    fn view<const R: usize>(
+        g: &mut Guarded<f32>,
+        shape: [usize; R],
+    ) -> Option<TensorMut<'_, f32, R>> {
+        Some(TensorMut::contiguous(g.slice_mut(), shape).expect("dx view"))
+    }
+    let c = w.shape()[0];
+    let mut dx_other = Guarded::<f32>::new(other.iter().product());
     let r = bw(
-        &plan,
-        Some(&mut ws),
+        plan,
+        Some(ws),
         Some(w),
-        st.slice(),
-        rows_view(&mut dx5, 5),
+        stats.0,
+        view(&mut dx_other, other),
         None,
     );
-    b.expect("dx [5, 96]", r, shape_mismatch("dx"), &[&dx5])?;
-    let dwv = Some(TensorMut::contiguous(dw.slice_mut(), [96]).expect("dw view"));
-    let r = bw(&plan, None, Some(w), st.slice(), rows_view(&mut dx, 4), dwv);
     b.expect(
-        "dweight without a workspace",
+        &format!("dx {other:?}"),
+        r,
+        shape_mismatch("dx"),
+        &[&dx_other],
+    )?;
+    let mut dx = Guarded::<f32>::new(n);
+    let mut dw = Guarded::<f32>::new(c);
+    let dwv = Some(TensorMut::contiguous(dw.slice_mut(), [c]).expect("dw view"));
+    let r = bw(plan, None, Some(w), stats.0, view(&mut dx, shape), dwv);
+    b.expect(
+        "dx and dweight without a workspace",
         r,
         workspace_too_small,
         &[&dx, &dw],
     )?;
-    let r = bw(
-        &plan,
-        Some(&mut ws),
-        Some(w),
-        short.slice(),
-        rows_view(&mut dx, 4),
-        None,
-    );
+    let r = bw(plan, Some(ws), Some(w), stats.1, view(&mut dx, shape), None);
     b.expect(
         "statistics of 8 bytes",
         r,
         invalid_argument("stats"),
         &[&dx],
     )?;
-    let bare = sel(&desc.with_weight(false).with_bias(false), &pref).map_err(|e| e.to_string())?;
-    let dwv = Some(TensorMut::contiguous(dw.slice_mut(), [96]).expect("dw view"));
-    let r = bw(&bare, Some(&mut ws), None, st.slice(), None, dwv);
+    let dwv = Some(TensorMut::contiguous(dw.slice_mut(), [c]).expect("dw view"));
+    let r = bw(bare, Some(ws), None, stats.0, None, dwv);
     b.expect(
         "dweight without a weight",
         r,
@@ -655,16 +711,10 @@ fn bad_inputs_of<Kind: NormKind>() -> Result<usize, String> {
     let dys = dyb.as_slice();
     // SAFETY: a bad-input test: the run must reject the aliasing view
     // before anything is enqueued.
-    let dxa = unsafe { DeviceSliceMut::<f32>::from_raw_parts(dys.addr(), 4 * 96, dys.ctx_id()) };
-    let dxa = Some(TensorMut::contiguous(dxa, [4, 96]).expect("dx view"));
-    let r = bw(&plan, Some(&mut ws), Some(w), st.slice(), dxa, None);
-    b.expect("dx over dy", r, invalid_argument("dx"), &[])?;
-    b.done()
-}
-
-/// `b` as `rows` rows of 96.
-fn rows_view(b: &mut Guarded<f32>, rows: usize) -> Option<TensorMut<'_, f32, 2>> {
-    Some(TensorMut::contiguous(b.slice_mut(), [rows, 96]).expect("rows view"))
+    let dxa = unsafe { DeviceSliceMut::<f32>::from_raw_parts(dys.addr(), n, dys.ctx_id()) };
+    let dxa = Some(TensorMut::contiguous(dxa, shape).expect("dx view"));
+    let r = bw(plan, Some(ws), Some(w), stats.0, dxa, None);
+    b.expect("dx over dy", r, invalid_argument("dx"), &[])
 }
 
 /// Selecting on `kind`, which the rows do not claim, is `Unsupported`.

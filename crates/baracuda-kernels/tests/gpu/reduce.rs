@@ -79,13 +79,7 @@ impl ReduceSample {
     }
     /// y's shape: the reduced dims dropped, or 1 with keepdim.
     fn out_shape(&self) -> Vec<usize> {
-        (0..self.shape.len())
-            .filter_map(|d| match (self.dims.contains(&d), self.keepdim) {
-                (false, _) => Some(self.shape[d]),
-                (true, true) => Some(1),
-                (true, false) => None,
-            })
-            .collect()
+        reduced_shape(&self.shape, |d| self.dims.contains(&d), self.keepdim)
     }
     /// Index of the output that input element `lin` (row-major) folds into.
     fn output_of(&self, lin: usize) -> usize {
@@ -127,6 +121,22 @@ impl ReduceSample {
     }
 }
 
+/// The shape of a reduction's output: the dims of `shape` for which
+/// `reduced(d)` holds dropped, or 1 with `keepdim`.
+pub(crate) fn reduced_shape(
+    shape: &[usize],
+    reduced: impl Fn(usize) -> bool,
+    keepdim: bool,
+) -> Vec<usize> {
+    (0..shape.len())
+        .filter_map(|d| match (reduced(d), keepdim) {
+            (false, _) => Some(shape[d]),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect()
+}
+
 /// Strides, buffer length and offset of an input of shape `s` laid out
 /// as `layout`.
 pub(crate) fn x_layout(layout: Layout, s: &[usize]) -> (Vec<usize>, usize, usize) {
@@ -156,10 +166,6 @@ pub(crate) fn out_layout(layout: Layout, shape: &[usize]) -> (Vec<usize>, usize)
         Layout::StridedOut => (contiguous(shape).iter().map(|s| 2 * s).collect(), 2 * n),
         _ => (contiguous(shape), n),
     }
-}
-
-pub(crate) fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
-    std::array::from_fn(|i| v.get(i).copied().unwrap_or(1))
 }
 
 /// The row of op `ReduceOp::ALL[OP]`.
@@ -547,15 +553,8 @@ fn run_ranked<T: Element, const N: usize, const M: usize>(
     let plan =
         select::<ReducePlan<T, N, M>>(&s.descriptor::<N>(T::KIND), &PlanPreference::default())?;
     let (xs, x_len, x_off) = s.x_layout();
-    let mut host = vec![0.0; x_off];
-    host.extend(scatter(inputs.get("x"), &s.shape, &xs, x_len));
-    let (xbuf, _) = upload::<T>(&host);
-    let x_slice = xbuf
-        .as_slice()
-        .slice(x_off..xbuf.len())
-        .expect("offset in buffer");
-    let x =
-        TensorRef::new(x_slice, arr::<N>(&s.shape), arr::<N>(&xs)).map_err(|e| e.to_string())?;
+    let xbuf = upload_strided::<T>(inputs.get("x"), &s.shape, &xs, x_len, x_off);
+    let x = xbuf.view::<N>(&s.shape)?;
     let out_shape = s.out_shape();
     let (ys, y_len) = s.out_layout(&out_shape);
     let mut ws = workspace(plan.workspace_size());
@@ -675,61 +674,26 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
     }
     // A split reduction needs a workspace.
     let long = ReduceDescriptor::new(op, ElementKind::F32, [4, 65536]).with_dims(&[1]);
-    let capped = pref.with_max_workspace_bytes(16);
-    b.expect(
-        "workspace cap 16 bytes",
-        sel(&long, &capped),
-        preference_rejected("max_workspace_bytes"),
-        &[],
-    )?;
-    let plan = sel(&long, &pref).map_err(|e| e.to_string())?;
-    if plan.workspace_size() == 0 {
-        return Err("a [4, 65536] reduction over dim 1 should split".into());
-    }
     let mut rng = Rng::new(0x5ED0);
-    let (xl, _) = upload::<f32>(&rng.vec(4 * 65536, -1.0, 1.0));
-    let xl = TensorRef::contiguous(xl.as_slice(), [4, 65536]).map_err(|e| e.to_string())?;
-    let mut y = Guarded::<f32>::new(4);
-    let r = plan.run(
-        &g.stream,
-        Workspace::None,
-        ReduceArgs {
-            x: xl,
-            y: TensorMut::contiguous(y.slice_mut(), [4]).map_err(|e| e.to_string())?,
+    split_workspace_checks(
+        &mut b,
+        "reduction",
+        &mut rng,
+        |p| sel(&long, p),
+        |b, plan, x| {
+            let mut y = Guarded::<f32>::new(4);
+            let y_view = TensorMut::contiguous(y.slice_mut(), [4]).map_err(|e| e.to_string())?;
+            let r = plan.run(&g.stream, Workspace::None, ReduceArgs { x, y: y_view });
+            b.expect("no workspace", r, workspace_too_small, &[&y])
         },
-    );
-    b.expect("no workspace", r, workspace_too_small, &[&y])?;
+    )?;
 
     let plan = sel(&desc, &pref).map_err(|e| e.to_string())?;
     let (xb, _) = upload::<f32>(&rng.vec(4 * 96, 0.5, 1.0));
+    xy_run_checks::<f32, f32>(&mut b, &xb, |x, y| {
+        plan.run(&g.stream, Workspace::None, ReduceArgs { x, y })
+    })?;
     let x = TensorRef::contiguous(xb.as_slice(), [4, 96]).map_err(|e| e.to_string())?;
-    let x5 = TensorRef::contiguous(xb.as_slice(), [3, 96]).map_err(|e| e.to_string())?;
-    let r = run_plan(
-        &plan,
-        x5,
-        TensorMut::contiguous(y.slice_mut(), [4]).map_err(|e| e.to_string())?,
-    );
-    b.expect("x [3, 96]", r, shape_mismatch("x"), &[&y])?;
-    let mut y5 = Guarded::<f32>::new(5);
-    let r = run_plan(
-        &plan,
-        x,
-        TensorMut::contiguous(y5.slice_mut(), [5]).map_err(|e| e.to_string())?,
-    );
-    b.expect("y [5]", r, shape_mismatch("y"), &[&y5])?;
-    // y inside x's memory
-    let shared = Guarded::<f32>::new(4 * 96);
-    let xs = TensorRef::contiguous(shared.slice(), [4, 96]).map_err(|e| e.to_string())?;
-    let s = shared.slice();
-    // SAFETY: a bad-input test: the run must reject the aliasing view
-    // before anything is enqueued, so nothing reads or writes through it.
-    let alias = unsafe { DeviceSliceMut::<f32>::from_raw_parts(s.addr() + 16, 4, s.ctx_id()) };
-    let r = run_plan(
-        &plan,
-        xs,
-        TensorMut::contiguous(alias, [4]).map_err(|e| e.to_string())?,
-    );
-    b.expect("y overlapping x", r, invalid_argument("y"), &[&shared])?;
 
     // Backward.
     let (dyb, _) = upload::<f32>(&rng.vec(4, -1.0, 1.0));
@@ -768,13 +732,69 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
     b.done()
 }
 
-/// `plan.run` without a workspace.
-fn run_plan(
-    plan: &ReducePlan<f32, 2, 1>,
-    x: TensorRef<'_, f32, 2>,
-    y: TensorMut<'_, f32, 1>,
-) -> baracuda_kernels::Result<()> {
-    plan.run(&gpu().stream, Workspace::None, ReduceArgs { x, y })
+/// The workspace checks of a reduction plan `P` (`name` in messages) over
+/// an f32 `[4, 65536]` tensor, which splits: selected (`sel`) under a
+/// 16-byte workspace cap it is `PreferenceRejected`; `no_workspace` runs it
+/// on values drawn from `rng` without a workspace and checks in `b` that
+/// this is `WorkspaceTooSmall`.
+pub(crate) fn split_workspace_checks<P: Plan>(
+    b: &mut BadInputs,
+    name: &str,
+    rng: &mut Rng,
+    sel: impl Fn(&PlanPreference) -> baracuda_kernels::Result<P>,
+    no_workspace: impl FnOnce(&mut BadInputs, &P, TensorRef<'_, f32, 2>) -> Result<(), String>,
+) -> Result<(), String> {
+    let pref = PlanPreference::default();
+    b.expect(
+        "workspace cap 16 bytes",
+        sel(&pref.with_max_workspace_bytes(16)),
+        preference_rejected("max_workspace_bytes"),
+        &[],
+    )?;
+    let plan = sel(&pref).map_err(|e| e.to_string())?;
+    if plan.workspace_size() == 0 {
+        return Err(format!("a [4, 65536] {name} over dim 1 should split"));
+    }
+    let (xl, _) = upload::<f32>(&rng.vec(4 * 65536, -1.0, 1.0));
+    let xl = TensorRef::contiguous(xl.as_slice(), [4, 65536]).map_err(|e| e.to_string())?;
+    no_workspace(b, &plan, xl)
+}
+
+/// The run checks of a plan from an f32 `x [4, 96]` (in `xb`) to a
+/// `y [4]` of `O` (written into a `Guarded<B>` of `O`'s size): x of
+/// `[3, 96]`, y of `[5]`, y inside x's memory. `run` runs the plan
+/// without a workspace.
+pub(crate) fn xy_run_checks<O: Element, B: Element>(
+    b: &mut BadInputs,
+    xb: &DeviceBuffer<f32>,
+    run: impl Fn(TensorRef<'_, f32, 2>, TensorMut<'_, O, 1>) -> baracuda_kernels::Result<()>,
+) -> Result<(), String> {
+    let x = TensorRef::contiguous(xb.as_slice(), [4, 96]).map_err(|e| e.to_string())?;
+    let x3 = TensorRef::contiguous(xb.as_slice(), [3, 96]).map_err(|e| e.to_string())?;
+    let mut y = Guarded::<B>::new(4);
+    let r = run(
+        x3,
+        TensorMut::contiguous(y.slice_mut_as::<O>(), [4]).map_err(|e| e.to_string())?,
+    );
+    b.expect("x [3, 96]", r, shape_mismatch("x"), &[&y])?;
+    let mut y5 = Guarded::<B>::new(5);
+    let r = run(
+        x,
+        TensorMut::contiguous(y5.slice_mut_as::<O>(), [5]).map_err(|e| e.to_string())?,
+    );
+    b.expect("y [5]", r, shape_mismatch("y"), &[&y5])?;
+    // y inside x's memory
+    let shared = Guarded::<f32>::new(4 * 96);
+    let xs = TensorRef::contiguous(shared.slice(), [4, 96]).map_err(|e| e.to_string())?;
+    let sh = shared.slice();
+    // SAFETY: a bad-input test: the run must reject the aliasing view
+    // before anything is enqueued, so nothing reads or writes through it.
+    let alias = unsafe { DeviceSliceMut::<O>::from_raw_parts(sh.addr() + 16, 4, sh.ctx_id()) };
+    let r = run(
+        xs,
+        TensorMut::contiguous(alias, [4]).map_err(|e| e.to_string())?,
+    );
+    b.expect("y overlapping x", r, invalid_argument("y"), &[&shared])
 }
 
 /// Selecting `op` on `kind`, which no row claims, is `Unsupported`.

@@ -100,10 +100,6 @@ impl ScanSample {
     }
 }
 
-fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
-    std::array::from_fn(|i| v.get(i).copied().unwrap_or(1))
-}
-
 /// The row of op `ScanOp::ALL[OP]`.
 pub const fn row<const OP: usize>(name: &'static str) -> OpCase<ScanSample> {
     OpCase {
@@ -361,15 +357,8 @@ fn run_ranked<T: Element, const N: usize>(
         .with_reverse(s.reverse);
     let plan = select::<ScanPlan<T, N>>(&desc, &PlanPreference::default())?;
     let (xs, x_len, x_off) = s.x_layout();
-    let mut host = vec![0.0; x_off];
-    host.extend(scatter(inputs.get("x"), &s.shape, &xs, x_len));
-    let (xbuf, _) = upload::<T>(&host);
-    let x_slice = xbuf
-        .as_slice()
-        .slice(x_off..xbuf.len())
-        .expect("offset in buffer");
-    let x =
-        TensorRef::new(x_slice, arr::<N>(&s.shape), arr::<N>(&xs)).map_err(|e| e.to_string())?;
+    let xbuf = upload_strided::<T>(inputs.get("x"), &s.shape, &xs, x_len, x_off);
+    let x = xbuf.view::<N>(&s.shape)?;
     let shape = arr::<N>(&s.shape);
     let (os, o_len) = s.out_layout();
     let ostrides = arr::<N>(&os);

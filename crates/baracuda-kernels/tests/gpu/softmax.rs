@@ -45,10 +45,6 @@ impl SoftmaxSample {
     }
 }
 
-fn arr<const N: usize>(v: &[usize]) -> [usize; N] {
-    std::array::from_fn(|i| v.get(i).copied().unwrap_or(1))
-}
-
 /// Largest |x| of the samples.
 const X_MAX: f64 = 4.0;
 
@@ -263,15 +259,8 @@ fn run_ranked<T: Element, const N: usize>(
     let desc = SoftmaxDescriptor::new(s.op, T::KIND, arr::<N>(&s.shape)).with_dim(s.dim);
     let plan = select::<SoftmaxPlan<T, N>>(&desc, &PlanPreference::default())?;
     let (xs, x_len, x_off) = x_layout(s.layout, &s.shape);
-    let mut host = vec![0.0; x_off];
-    host.extend(scatter(inputs.get("x"), &s.shape, &xs, x_len));
-    let (xbuf, _) = upload::<T>(&host);
-    let x_slice = xbuf
-        .as_slice()
-        .slice(x_off..xbuf.len())
-        .expect("offset in buffer");
-    let x =
-        TensorRef::new(x_slice, arr::<N>(&s.shape), arr::<N>(&xs)).map_err(|e| e.to_string())?;
+    let xbuf = upload_strided::<T>(inputs.get("x"), &s.shape, &xs, x_len, x_off);
+    let x = xbuf.view::<N>(&s.shape)?;
     let (ys, y_len) = out_layout(s.layout, &s.shape);
     let forward = |y: DeviceSliceMut<'_, T>| {
         let y = TensorMut::new(y, arr::<N>(&s.shape), arr::<N>(&ys)).map_err(|e| e.to_string())?;

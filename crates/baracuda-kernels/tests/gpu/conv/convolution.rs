@@ -25,7 +25,7 @@ use baracuda_kernels::*;
 
 use super::bad_inputs::{conv_bad_inputs, conv_unsupported};
 use super::bad_inputs::{transpose_bad_inputs, transpose_unsupported};
-use super::{arr, borrowed, family_row, n_elems, shape, Dense, Out, LAYOUTS};
+use super::{borrowed, family_row, n_elems, shape, Dense, Out, LAYOUTS};
 use crate::harness::*;
 use crate::table::{OpCase, Tensors};
 

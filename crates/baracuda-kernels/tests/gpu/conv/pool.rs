@@ -16,7 +16,7 @@ use baracuda_kernels::*;
 
 use super::bad_inputs::{adaptive_pool_bad_inputs, lp_pool_bad_inputs};
 use super::bad_inputs::{pool_unsupported, window_pool_bad_inputs};
-use super::{arr, family_row, n_elems, shape, Dense, Out, LAYOUTS};
+use super::{family_row, n_elems, shape, Dense, Out, LAYOUTS};
 use crate::harness::*;
 use crate::table::{OpCase, Tensors};
 
