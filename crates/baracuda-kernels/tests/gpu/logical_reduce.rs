@@ -18,7 +18,8 @@ use baracuda_kernels::*;
 
 use crate::harness::*;
 use crate::reduce::{
-    out_layout, reduced_shape, split_workspace_checks, view_result, x_layout, xy_run_checks, Layout,
+    by_ranks, out_layout, reduced_shape, split_workspace_checks, view_result, x_layout,
+    xy_run_checks, Layout,
 };
 use crate::table::{BadInputs, OpCase, Tensors};
 
@@ -205,60 +206,6 @@ fn reference(_: ElementKind, s: &LogicalSample, inputs: &Tensors, _: &Tensors) -
     t
 }
 
-/// The ranks the samples use.
-macro_rules! logical_ranks {
-    ($n:expr, $m:expr, $N:ident, $M:ident => $body:expr) => {
-        match ($n, $m) {
-            (1, 0) => {
-                const $N: usize = 1;
-                const $M: usize = 0;
-                $body
-            }
-            (2, 0) => {
-                const $N: usize = 2;
-                const $M: usize = 0;
-                $body
-            }
-            (2, 1) => {
-                const $N: usize = 2;
-                const $M: usize = 1;
-                $body
-            }
-            (2, 2) => {
-                const $N: usize = 2;
-                const $M: usize = 2;
-                $body
-            }
-            (3, 0) => {
-                const $N: usize = 3;
-                const $M: usize = 0;
-                $body
-            }
-            (3, 1) => {
-                const $N: usize = 3;
-                const $M: usize = 1;
-                $body
-            }
-            (3, 2) => {
-                const $N: usize = 3;
-                const $M: usize = 2;
-                $body
-            }
-            (3, 3) => {
-                const $N: usize = 3;
-                const $M: usize = 3;
-                $body
-            }
-            (8, 8) => {
-                const $N: usize = 8;
-                const $M: usize = 8;
-                $body
-            }
-            other => Err(format!("no test instance for ranks {other:?}")),
-        }
-    };
-}
-
 fn run(
     kind: ElementKind,
     s: &LogicalSample,
@@ -267,11 +214,12 @@ fn run(
 ) -> Result<Tensors, String> {
     let m = s.out_shape().len();
     crate::with_kinds!(kind, I => {
-        logical_ranks!(s.shape.len(), m, N, M => match (s.op, kind) {
+        // the (x, y) ranks the samples use
+        by_ranks!(@ s.shape.len(), m, N, M, match (s.op, kind) {
             (LogicalReduceOp::CountNonzero, _) => run_ranked::<I, i64, i64, N, M>(s, inputs),
             (_, ElementKind::U8) => run_ranked::<I, u8, u8, N, M>(s, inputs),
             _ => run_ranked::<I, bool, u8, N, M>(s, inputs),
-        })
+        }; (1, 0) (2, 0) (2, 1) (2, 2) (3, 0) (3, 1) (3, 2) (3, 3) (8, 8))
     };
         F32 => f32, F64 => f64, F16 => half::f16, Bf16 => half::bf16,
         I8 => i8, U8 => u8, I16 => i16, I32 => i32, I64 => i64, Bool => bool;

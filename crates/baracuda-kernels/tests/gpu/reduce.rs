@@ -494,7 +494,8 @@ fn tolerance(kind: ElementKind, s: &ReduceSample, name: &str, want: &[f64]) -> T
 // Device runs
 // ---------------------------------------------------------------------------
 
-/// `$body` with `N` and `M` bound to the ranks of x and y.
+/// `$body` with `N` and `M` bound to the ranks of x and y, for the rank
+/// pairs below or (`@` form) those listed after the body.
 macro_rules! by_ranks {
     ($n:expr, $m:expr, $N:ident, $M:ident => $body:expr) => {
         by_ranks!(@ $n, $m, $N, $M, $body;
