@@ -20,18 +20,38 @@ fn close(what: &str, got: &[f64], want: &[f64]) {
     }
 }
 
+/// Where PyTorch's own f64 CUDA math is the less accurate side, the
+/// elements of `dx` it may differ at and the bound `(rtol, atol)` there,
+/// with the reason; `None`: the default comparison.
+fn known_deviation(name: &str, x: f64) -> Option<(f64, f64)> {
+    match name {
+        _ if x.is_nan() => None,
+        // trigamma: PyTorch's series is good to ~1e-9 relative; at the
+        // poles (0, the negative integers, every negative f64 past 2^52)
+        // it evaluates sin(pi x) to a large finite value where the
+        // reference has the pole's infinity
+        "digamma" if x <= 0.0 && x == x.floor() => Some((f64::INFINITY, 0.0)),
+        "digamma" => Some((1e-8, 0.0)),
+        // sinc' = (cos(pi x) pi x - sin(pi x)) / (pi x^2) cancels near 0 in
+        // PyTorch's formula (to 0 below 1e-8); the reference takes the
+        // series there, |sinc'(x)| <= pi^2 |x| / 3 < 4 |x|
+        "sinc" if x.abs() < 1e-3 => Some((1e-3, 4.0 * x.abs())),
+        _ => None,
+    }
+}
+
 /// The first eight ops (random inputs in [-4, 4)) at 1e-13; every other
 /// case of [`r::unary_cases`] (special values, domain edges and random
-/// inputs) at 1e-12 with NaN and the infinities where PyTorch has them. A
-/// case the golden file does not hold yet is skipped with a note naming
-/// it, until the file is regenerated on a GPU machine
-/// (`python3 scripts/make_goldens.py`).
+/// inputs) at 1e-12 with NaN and the infinities where PyTorch has them,
+/// except the gradients [`known_deviation`] names. A case the golden file
+/// does not hold yet is skipped with a note naming it, until the file is
+/// regenerated on a GPU machine (`python3 scripts/make_goldens.py`).
 #[test]
 fn unary_reference_matches_pytorch() {
     let data = golden::bytes("elementwise");
     let t = SafeTensors::deserialize(&data).expect("safetensors");
     let first = UnaryOp::Abs.index();
-    let mut missing = Vec::new();
+    let (mut missing, mut bad) = (Vec::new(), Vec::new());
     for (name, op) in r::unary_cases() {
         let k = |s: &str| format!("unary.{name}.{s}");
         if t.tensor(&k("x")).is_err() {
@@ -47,10 +67,20 @@ fn unary_reference_matches_pytorch() {
             close(&k("y"), &y, &get(&t, &k("y")));
             close(&k("dx"), &dx, &get(&t, &k("dx")));
         } else {
-            golden::close(&k("y"), &y, &get(&t, &k("y")));
-            golden::close(&k("dx"), &dx, &get(&t, &k("dx")));
+            bad.extend(golden::mismatches(&k("y"), &y, &get(&t, &k("y"))));
+            let want_dx = get(&t, &k("dx"));
+            for (i, (xi, (g, w))) in x.iter().zip(dx.iter().zip(&want_dx)).enumerate() {
+                let what = format!("{}[{i}] (x = {xi:e})", k("dx"));
+                match known_deviation(name, *xi) {
+                    Some((rtol, _)) if rtol.is_infinite() => {}
+                    Some((rtol, atol)) if (g - w).abs() <= rtol * w.abs() + atol => {}
+                    Some(_) => bad.push(format!("{what}: ours {g:e}, PyTorch {w:e}")),
+                    None => bad.extend(golden::mismatches(&what, &[*g], &[*w])),
+                }
+            }
         }
     }
+    assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad.join("\n"));
     if !missing.is_empty() {
         eprintln!(
             "note: {} unary cases are not in tests/golden/elementwise.safetensors yet \

@@ -336,8 +336,8 @@ UNARY_OP(MISH,        return x * tanh(log1p(exp(x)));, {
 })
 // hardswish / hardsigmoid with PyTorch's one_sixth, (float)(1.0f / 6.0f)
 UNARY_OP(HARDSWISH,   return x * pt_min(pt_max(x + ACC(3), ACC(0)), ACC(6)) * ACC(1.0f / 6.0f);,
-                      if (x < ACC(-3)) return ACC(0);
-                      if (x <= ACC(3)) return dy * (x / ACC(3) + ACC(0.5));
+                      if (x <= ACC(-3)) return ACC(0);
+                      if (x < ACC(3)) return dy * (x / ACC(3) + ACC(0.5));
                       return dy;)
 UNARY_OP(HARDSIGMOID, return pt_min(pt_max(x + ACC(3), ACC(0)), ACC(6)) * ACC(1.0f / 6.0f);,
                       return x > ACC(-3) && x < ACC(3) ? dy * ACC(1.0f / 6.0f) : ACC(0);)

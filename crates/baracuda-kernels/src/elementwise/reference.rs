@@ -28,7 +28,8 @@ pub fn erf(x: f64) -> f64 {
     } else {
         1.0 - erfc_cf(ax)
     };
-    if x < 0.0 {
+    // odd, -0 included
+    if x.is_sign_negative() {
         -r
     } else {
         r
@@ -544,9 +545,10 @@ pub fn unary_derivative(op: UnaryOp, x: f64) -> f64 {
             t + x * s * (1.0 - t * t)
         }
         U::Hardswish => {
-            if x < -3.0 {
+            // PyTorch's kinks: 0 at -3, 1 at 3 (NaN takes the last branch)
+            if x <= -3.0 {
                 0.0
-            } else if x <= 3.0 {
+            } else if x < 3.0 {
                 x / 3.0 + 0.5
             } else {
                 1.0
@@ -1296,8 +1298,8 @@ mod tests {
             (U::Hardtanh { min_val: -1.0, max_val: 1.0 }, 1.0, 0.0),
             (U::Clamp { min: Some(-1.0), max: Some(1.0) }, 1.0, 1.0),
             (U::Clamp { min: Some(-1.0), max: None }, nan, 0.0),
-            (U::Hardswish, -3.0, -0.5),
-            (U::Hardswish, 3.0, 1.5),
+            (U::Hardswish, -3.0, 0.0),
+            (U::Hardswish, 3.0, 1.0),
             (U::Hardswish, nan, 1.0),
             (U::Hardsigmoid, 3.0, 0.0),
             (U::LeakyRelu { negative_slope: 0.25 }, 0.0, 0.25),

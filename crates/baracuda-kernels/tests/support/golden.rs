@@ -28,16 +28,30 @@ pub fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
         .collect()
 }
 
+/// The elements of `got` not equal to `want` within 1e-12 relative (NaN
+/// and infinities where PyTorch has them), described.
+#[allow(dead_code)] // each golden test binary includes this file; not all compare this way
+pub fn mismatches(what: &str, got: &[f64], want: &[f64]) -> Vec<String> {
+    if got.len() != want.len() {
+        return vec![format!("{what}: length {} against {}", got.len(), want.len())];
+    }
+    got.iter()
+        .zip(want)
+        .enumerate()
+        .filter(|(_, (g, w))| {
+            !if w.is_nan() || w.is_infinite() {
+                g.is_nan() == w.is_nan() && (w.is_nan() || g == w)
+            } else {
+                (*g - *w).abs() <= 1e-12 * (1.0 + w.abs())
+            }
+        })
+        .map(|(i, (g, w))| format!("{what}[{i}]: ours {g:e}, PyTorch {w:e}"))
+        .collect()
+}
+
 /// Equal within 1e-12 relative, NaN and infinities where PyTorch has them.
 #[allow(dead_code)] // each golden test binary includes this file; not all compare this way
 pub fn close(what: &str, got: &[f64], want: &[f64]) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    for (i, (g, w)) in got.iter().zip(want).enumerate() {
-        let ok = if w.is_nan() || w.is_infinite() {
-            g.is_nan() == w.is_nan() && (w.is_nan() || g == w)
-        } else {
-            (g - w).abs() <= 1e-12 * (1.0 + w.abs())
-        };
-        assert!(ok, "{what}[{i}]: ours {g:e}, PyTorch {w:e}");
-    }
+    let bad = mismatches(what, got, want);
+    assert!(bad.is_empty(), "{}", bad.join("\n"));
 }
