@@ -80,7 +80,12 @@ fn unary_reference_matches_pytorch() {
             }
         }
     }
-    assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad.join("\n"));
+    assert!(
+        bad.is_empty(),
+        "{} mismatches:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
     if !missing.is_empty() {
         eprintln!(
             "note: {} unary cases are not in tests/golden/elementwise.safetensors yet \

@@ -413,7 +413,14 @@ fn check_unary_specials<T: Element>(op: UnaryOp, rng: &mut Rng) -> Result<(), St
         );
         let got_y = download(&y)[offset..].to_vec();
         let got_dx = download(&dx)[offset..].to_vec();
-        compare_specials(&format!("{what} fw"), xs, &got_y, &want_y, tol, Some(&exact_y))?;
+        compare_specials(
+            &format!("{what} fw"),
+            xs,
+            &got_y,
+            &want_y,
+            tol,
+            Some(&exact_y),
+        )?;
         compare_specials(&format!("{what} bw"), xs, &got_dx, &want_dx, tol, None)?;
     }
     Ok(())

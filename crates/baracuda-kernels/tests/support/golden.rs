@@ -33,7 +33,11 @@ pub fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
 #[allow(dead_code)] // each golden test binary includes this file; not all compare this way
 pub fn mismatches(what: &str, got: &[f64], want: &[f64]) -> Vec<String> {
     if got.len() != want.len() {
-        return vec![format!("{what}: length {} against {}", got.len(), want.len())];
+        return vec![format!(
+            "{what}: length {} against {}",
+            got.len(),
+            want.len()
+        )];
     }
     got.iter()
         .zip(want)
