@@ -190,6 +190,10 @@ pub fn erfinv(x: f64) -> f64 {
     let t = 2.0 / (std::f64::consts::PI * c) + l / 2.0;
     let mut y = ((t * t - l / c).sqrt() - t).sqrt();
     let k = std::f64::consts::FRAC_2_SQRT_PI;
+    // Newton converges quadratically from the starting point; it stops at
+    // a step within a few ulps of y, or at the noise floor of erf/erfc
+    // (~1e-15 relative), where a step no longer shrinks
+    let mut last = f64::INFINITY;
     for _ in 0..60 {
         let step = if a < 0.5 {
             (erf(y) - a) / (k * (-y * y).exp())
@@ -199,10 +203,14 @@ pub fn erfinv(x: f64) -> f64 {
             let c = if y >= 0.8 { erfc_cf(y) } else { erfc(y) };
             -(c - (1.0 - a)) / (k * (-y * y).exp())
         };
-        y -= step;
-        if step.abs() <= 1e-17 * y.abs() {
+        if step.abs() >= last {
             break;
         }
+        y -= step;
+        if step.abs() <= 4.0 * f64::EPSILON * y.abs() {
+            break;
+        }
+        last = step.abs();
     }
     y.copysign(x)
 }
