@@ -5,7 +5,8 @@
 #
 #   scripts/gpu-test.sh pack          build (release), strip, copy into gpu-pack/
 #   scripts/gpu-test.sh run [FILTER]  on the GPU machine: run every GPU test
-#                                     (--ignored), log to $OUT/gpu-test.log when
+#                                     (--ignored; GPU_TEST_THREADS at once, 8
+#                                     by default), log to $OUT/gpu-test.log when
 #                                     $OUT is set, print "N passed, M failed" last
 #   scripts/gpu-test.sh sanitize [FILTER]
 #                                     on the GPU machine: run the GPU tests in
@@ -71,7 +72,7 @@ run() {
   # JIT cache test counts process-wide compiles, so it runs alone after.
   local jit=driver::jit_compiles_once_and_caches_on_disk
   set +e
-  "./$PACK/kernels-gpu" --ignored --test-threads=8 --skip "$jit" "$@" 2>&1 | tee "$log"
+  "./$PACK/kernels-gpu" --ignored --test-threads="${GPU_TEST_THREADS:-8}" --skip "$jit" "$@" 2>&1 | tee "$log"
   local status=${PIPESTATUS[0]}
   if [ $# -eq 0 ]; then
     "./$PACK/kernels-gpu" --ignored --exact "$jit" --nocapture 2>&1 | tee -a "$log"
