@@ -75,6 +75,17 @@ BINARY = {
     "div": (lambda torch: torch.div, None),
     "maximum": (lambda torch: torch.maximum, None),
     "minimum": (lambda torch: torch.minimum, None),
+    "atan2": (lambda torch: torch.atan2, None),
+    "hypot": (lambda torch: torch.hypot, None),
+    "copysign": (lambda torch: torch.copysign, None),
+    "pow": (lambda torch: torch.pow, None),
+    "fmod": (lambda torch: torch.fmod, None),
+    "remainder": (lambda torch: torch.remainder, None),
+    "xlogy": (lambda torch: torch.xlogy, None),
+    "logaddexp": (lambda torch: torch.logaddexp, None),
+    "logaddexp2": (lambda torch: torch.logaddexp2, None),
+    "fmax": (lambda torch: torch.fmax, None),
+    "fmin": (lambda torch: torch.fmin, None),
 }
 SETTINGS = {"placements": int}
 OPS = {"copy": Op(("fw",), FLOATS, {"len": int}),

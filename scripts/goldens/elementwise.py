@@ -10,7 +10,8 @@ UnaryPlan matches. Their parameters are the GPU test rows' (tests/gpu/
 main.rs), keyed by the row name without `unary_`."""
 
 UNARY = ["relu", "gelu_erf", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "neg"]
-BINARY = ["add", "sub", "mul", "div", "maximum", "minimum"]
+BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "atan2", "hypot", "copysign", "pow",
+          "fmod", "remainder", "xlogy", "logaddexp", "logaddexp2", "fmax", "fmin"]
 
 
 def unary_special(torch):
@@ -85,15 +86,27 @@ def make(torch):
         (dx,) = torch.autograd.grad(y, (x,), dy)
         out.update({f"unary.{name}.x": x, f"unary.{name}.dy": dy, f"unary.{name}.y": y, f"unary.{name}.dx": dx})
     bfns = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "div": torch.div,
-            "maximum": torch.maximum, "minimum": torch.minimum}
+            "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2,
+            "hypot": torch.hypot, "copysign": torch.copysign, "pow": torch.pow, "fmod": torch.fmod,
+            "remainder": torch.remainder, "xlogy": torch.xlogy, "logaddexp": torch.logaddexp,
+            "logaddexp2": torch.logaddexp2, "fmax": torch.fmax, "fmin": torch.fmin}
     for name in BINARY:
         # a [4, 3], b [1, 3]: b broadcast over rows; its gradient sums them
         a = r(4, 3) * 4 - 2
         b = r(1, 3) + 0.5
-        if name in ("maximum", "minimum"):
+        if name in ("maximum", "minimum", "fmax", "fmin"):
             a = torch.floor(a * 2) / 2
             b = torch.floor(b * 2) / 2
             a[1] = b[0]  # a tie in every column
+        if name in ("fmax", "fmin"):
+            a[2, 0] = float("nan")  # a NaN operand is ignored
+        if name == "pow":
+            a = a.abs() + 0.25  # positive bases; b in [0.5, 1.5)
+            a[0, 0] = 0.0  # 0^b with b >= 0: the gradient wrt b is 0
+        if name == "xlogy":
+            a[0, :] = 0.0  # x == 0: 0, and no gradient wrt x
+        if name in ("copysign", "fmod", "remainder"):
+            b = b * torch.tensor([[1.0, -1.0, 1.0]], dtype=b.dtype)  # a negative divisor / sign
         a.requires_grad_()
         b.requires_grad_()
         y = bfns[name](a, b)

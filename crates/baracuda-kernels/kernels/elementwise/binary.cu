@@ -13,6 +13,13 @@
 //   (maximum/minimum gradients follow PyTorch: ties split dy in half, and
 //    a NaN operand passes dy to both sides)
 //
+// The other ops are PyTorch's functions of the same name (BinaryOp in
+// src/elementwise/binary.rs documents each): forward and backward follow
+// PyTorch's CUDA kernels and derivatives.yaml for NaN, the infinities,
+// zeros and kinks, each op's BinaryMath specialisation below, in ACC (f32
+// for f16, bf16 and f32; f64 for f64) with the CUDA math library's IEEE
+// functions.
+//
 // Kernels:
 // - contiguous FW/BW: pointwise.cuh (one 16-byte vector per input per
 //   thread, one pass of the grid, scalar tail);
@@ -34,31 +41,205 @@
 #include "common/strided.cuh"
 #include "common/pointwise.cuh"
 
-enum { ADD = 0, SUB = 1, MUL = 2, DIV = 3, MAXIMUM = 4, MINIMUM = 5 };
+// BinaryOp::ALL's order.
+enum {
+    ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM, ATAN2, HYPOT, COPYSIGN, POW, FMOD, REMAINDER, XLOGY,
+    LOGADDEXP, LOGADDEXP2, FMAX, FMIN
+};
+
+// f(a, b), and da = dy df/da, db = dy df/db, one specialisation per op.
+template <int OP>
+struct BinaryMath;
+
+template <>
+struct BinaryMath<ADD> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return a + b; }
+    static __device__ __forceinline__ ACC da(ACC, ACC, ACC dy) { return dy; }
+    static __device__ __forceinline__ ACC db(ACC, ACC, ACC dy) { return dy; }
+};
+
+template <>
+struct BinaryMath<SUB> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return a - b; }
+    static __device__ __forceinline__ ACC da(ACC, ACC, ACC dy) { return dy; }
+    static __device__ __forceinline__ ACC db(ACC, ACC, ACC dy) { return -dy; }
+};
+
+template <>
+struct BinaryMath<MUL> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return a * b; }
+    static __device__ __forceinline__ ACC da(ACC, ACC b, ACC dy) { return dy * b; }
+    static __device__ __forceinline__ ACC db(ACC a, ACC, ACC dy) { return dy * a; }
+};
+
+template <>
+struct BinaryMath<DIV> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return a / b; }
+    static __device__ __forceinline__ ACC da(ACC, ACC b, ACC dy) { return dy / b; }
+    static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) { return -dy * a / (b * b); }
+};
+
+// maximum (MAX) or minimum: a NaN operand wins; ties split dy in half, a
+// NaN operand passes dy to both sides.
+template <bool MAX>
+struct MaxMin {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) {
+        if (m_isnan(a)) return a;
+        if (m_isnan(b)) return b;
+        return (MAX ? a > b : a < b) ? a : b;
+    }
+    static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) {
+        if (a == b) return dy * ACC(0.5);
+        return (MAX ? a < b : a > b) ? ACC(0) : dy;
+    }
+    static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) {
+        if (a == b) return dy * ACC(0.5);
+        return (MAX ? a > b : a < b) ? ACC(0) : dy;
+    }
+};
+template <>
+struct BinaryMath<MAXIMUM> : MaxMin<true> {};
+template <>
+struct BinaryMath<MINIMUM> : MaxMin<false> {};
+
+// atan2(a, b): da = dy b / (a^2 + b^2), db = -dy a / (a^2 + b^2) (NaN at
+// the origin, as PyTorch's).
+template <>
+struct BinaryMath<ATAN2> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return atan2(a, b); }
+    static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) {
+        return dy * b * (ACC(1) / (a * a + b * b));
+    }
+    static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) {
+        return dy * -a * (ACC(1) / (a * a + b * b));
+    }
+};
+
+// hypot(a, b): da = dy a / hypot, db = dy b / hypot (NaN at the origin).
+template <>
+struct BinaryMath<HYPOT> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return hypot(a, b); }
+    static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) { return dy * (a / hypot(a, b)); }
+    static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) { return dy * (b / hypot(a, b)); }
+};
+
+// copysign(a, b): da = dy copysign(a, b) / a, 0 where a == 0; db = 0.
+template <>
+struct BinaryMath<COPYSIGN> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return copysign(a, b); }
+    static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) {
+        return dy * (a == ACC(0) ? ACC(0) : copysign(a, b) / a);
+    }
+    static __device__ __forceinline__ ACC db(ACC, ACC, ACC) { return ACC(0); }
+};
+
+// pow(a, b): da = dy b a^(b-1), 0 (dy not read) where b == 0;
+// db = dy a^b log(a), with 0 in place of a^b log(a) where a == 0 and b >= 0.
+template <>
+struct BinaryMath<POW> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return m_pow(a, b); }
+    static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) {
+        return b == ACC(0) ? ACC(0) : dy * (b * m_pow(a, b - ACC(1)));
+    }
+    static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) {
+        return dy * (a == ACC(0) && b >= ACC(0) ? ACC(0) : m_pow(a, b) * log(a));
+    }
+};
+
+// fmod(a, b) (the sign of a): da = dy, db = -dy trunc(a / b).
+template <>
+struct BinaryMath<FMOD> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return fmod(a, b); }
+    static __device__ __forceinline__ ACC da(ACC, ACC, ACC dy) { return dy; }
+    static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) { return -dy * trunc(a / b); }
+};
+
+// a / b rounded toward -inf as PyTorch's div(rounding_mode="floor"): from
+// fmod, exact where a / b is near an integer.
+__device__ __forceinline__ ACC div_floor(ACC a, ACC b) {
+    if (b == ACC(0)) return a / b;
+    const ACC mod = fmod(a, b);
+    ACC div = (a - mod) / b;
+    if (mod != ACC(0) && ((b < ACC(0)) != (mod < ACC(0)))) div -= ACC(1);
+    if (div == ACC(0)) return copysign(ACC(0), a / b);
+    ACC fl = floor(div);
+    if (div - fl > ACC(0.5)) fl += ACC(1);
+    return fl;
+}
+
+// remainder(a, b) (Python's %, the sign of b): da = dy, db = -dy floor(a / b).
+template <>
+struct BinaryMath<REMAINDER> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) {
+        ACC r = fmod(a, b);
+        if (r != ACC(0) && ((b < ACC(0)) != (r < ACC(0)))) r += b;
+        return r;
+    }
+    static __device__ __forceinline__ ACC da(ACC, ACC, ACC dy) { return dy; }
+    static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) { return -dy * div_floor(a, b); }
+};
+
+// xlogy(a, b) = a log(b), 0 where a == 0 unless b is NaN:
+// da = dy log(b) (0 where a == 0 unless b is NaN), db = dy a / b.
+template <>
+struct BinaryMath<XLOGY> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) {
+        if (m_isnan(b)) return b;
+        return a == ACC(0) ? ACC(0) : a * log(b);
+    }
+    static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) {
+        return dy * (m_isnan(b) ? b : a == ACC(0) ? ACC(0) : log(b));
+    }
+    static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) { return dy * a / b; }
+};
+
+// logaddexp(a, b) = log(e^a + e^b) as max + log1p(e^-|a-b|) (a where both
+// are the same infinity): da = dy / (1 + e^(b-a)), db = dy / (1 + e^(a-b)).
+template <>
+struct BinaryMath<LOGADDEXP> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) {
+        if (isinf(a) && a == b) return a;
+        return fmax(a, b) + log1p(exp(-fabs(a - b)));
+    }
+    static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) { return dy / (ACC(1) + exp(b - a)); }
+    static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) { return dy / (ACC(1) + exp(a - b)); }
+};
+
+// logaddexp2(a, b) = log2(2^a + 2^b) as max + log1p(2^-|a-b|) / ln 2:
+// da = dy / (1 + 2^(b-a)), db = dy / (1 + 2^(a-b)).
+template <>
+struct BinaryMath<LOGADDEXP2> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) {
+        if (isinf(a) && a == b) return a;
+        return fmax(a, b) + log1p(exp2(-fabs(a - b))) * ACC(1.4426950408889634);
+    }
+    static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) { return dy / (ACC(1) + exp2(b - a)); }
+    static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) { return dy / (ACC(1) + exp2(a - b)); }
+};
+
+// fmax / fmin: a NaN operand is ignored. The whole of dy goes to a where
+// a >= b (fmin: a <= b) or b is NaN, else to b.
+template <bool MAX>
+struct FmaxFmin {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return MAX ? fmax(a, b) : fmin(a, b); }
+    static __device__ __forceinline__ bool to_a(ACC a, ACC b) { return (MAX ? a >= b : a <= b) || m_isnan(b); }
+    static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) { return to_a(a, b) ? dy : ACC(0); }
+    static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) { return to_a(a, b) ? ACC(0) : dy; }
+};
+template <>
+struct BinaryMath<FMAX> : FmaxFmin<true> {};
+template <>
+struct BinaryMath<FMIN> : FmaxFmin<false> {};
 
 template <int OP>
 __device__ __forceinline__ ACC binary_f(ACC a, ACC b) {
-    if (OP == ADD) return a + b;
-    if (OP == SUB) return a - b;
-    if (OP == MUL) return a * b;
-    if (OP == DIV) return a / b;
-    if (m_isnan(a)) return a;
-    if (m_isnan(b)) return b;
-    if (OP == MAXIMUM) return a > b ? a : b;
-    return a < b ? a : b;  // MINIMUM
+    return BinaryMath<OP>::f(a, b);
 }
 
 // Gradient with respect to a (WHICH = 0) or b (WHICH = 1).
 template <int OP, int WHICH>
 __device__ __forceinline__ ACC binary_df(ACC a, ACC b, ACC dy) {
-    if (OP == ADD) return dy;
-    if (OP == SUB) return WHICH == 0 ? dy : -dy;
-    if (OP == MUL) return WHICH == 0 ? dy * b : dy * a;
-    if (OP == DIV) return WHICH == 0 ? dy / b : -dy * a / (b * b);
-    if (a == b) return dy * ACC(0.5);
-    // MAXIMUM: a loses when a < b; b loses when a > b. MINIMUM mirrored.
-    const bool loses = (OP == MAXIMUM) == (WHICH == 0) ? (a < b) : (a > b);
-    return loses ? ACC(0) : dy;
+    return WHICH == 0 ? BinaryMath<OP>::da(a, b, dy) : BinaryMath<OP>::db(a, b, dy);
 }
 
 template <int OP>
@@ -264,4 +445,37 @@ BINARY_KERNELS(maximum, MAXIMUM)
 #endif
 #if !defined(BARACUDA_OP) || BARACUDA_OP == 5
 BINARY_KERNELS(minimum, MINIMUM)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 6
+BINARY_KERNELS(atan2, ATAN2)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 7
+BINARY_KERNELS(hypot, HYPOT)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 8
+BINARY_KERNELS(copysign, COPYSIGN)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 9
+BINARY_KERNELS(pow, POW)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 10
+BINARY_KERNELS(fmod, FMOD)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 11
+BINARY_KERNELS(remainder, REMAINDER)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 12
+BINARY_KERNELS(xlogy, XLOGY)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 13
+BINARY_KERNELS(logaddexp, LOGADDEXP)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 14
+BINARY_KERNELS(logaddexp2, LOGADDEXP2)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 15
+BINARY_KERNELS(fmax, FMAX)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 16
+BINARY_KERNELS(fmin, FMIN)
 #endif

@@ -41,17 +41,64 @@ pub enum BinaryOp {
     /// `min(a, b)`, NaN if either is NaN. Gradient `dy` to the smaller
     /// operand, otherwise as [`BinaryOp::Maximum`].
     Minimum,
+    /// `atan2(a, b)`, the angle of the point `(b, a)`. Gradients
+    /// `da = dy b / (a^2 + b^2)`, `db = -dy a / (a^2 + b^2)` (NaN at the
+    /// origin, PyTorch's).
+    Atan2,
+    /// `hypot(a, b) = sqrt(a^2 + b^2)` without overflow. Gradients
+    /// `da = dy a / hypot`, `db = dy b / hypot` (NaN at the origin).
+    Hypot,
+    /// `copysign(a, b)`: `|a|` with the sign of `b`. Gradients
+    /// `da = dy copysign(a, b) / a` (0 where `a == 0`), `db = 0`.
+    Copysign,
+    /// `a^b` (tensor exponent). Gradients `da = dy b a^(b-1)` (0 where
+    /// `b == 0`), `db = dy a^b ln(a)` (0 where `a == 0` and `b >= 0`).
+    Pow,
+    /// `fmod(a, b)`, the remainder of `a / b` truncated (the sign of `a`).
+    /// Gradients `da = dy`, `db = -dy trunc(a / b)`.
+    Fmod,
+    /// Python's `a % b`, the remainder of `a / b` floored (the sign of
+    /// `b`). Gradients `da = dy`, `db = -dy floor(a / b)`.
+    Remainder,
+    /// `xlogy(a, b) = a ln(b)`, 0 where `a == 0` unless `b` is NaN.
+    /// Gradients `da = dy ln(b)` (0 where `a == 0` unless `b` is NaN),
+    /// `db = dy a / b`.
+    Xlogy,
+    /// `ln(e^a + e^b)`, computed as `max + log1p(e^-|a - b|)`. Gradients
+    /// `da = dy / (1 + e^(b - a))`, `db = dy / (1 + e^(a - b))`.
+    Logaddexp,
+    /// `log2(2^a + 2^b)`. Gradients `da = dy / (1 + 2^(b - a))`,
+    /// `db = dy / (1 + 2^(a - b))`.
+    Logaddexp2,
+    /// `max(a, b)` ignoring a NaN operand (NaN only if both are). Gradient
+    /// `dy` to `a` where `a >= b` or `b` is NaN, else to `b` (PyTorch's:
+    /// ties go to `a`).
+    Fmax,
+    /// `min(a, b)` ignoring a NaN operand. Gradient `dy` to `a` where
+    /// `a <= b` or `b` is NaN, else to `b`.
+    Fmin,
 }
 
 impl BinaryOp {
     /// Every op, in declaration order.
-    pub const ALL: [BinaryOp; 6] = [
+    pub const ALL: [BinaryOp; 17] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
         BinaryOp::Div,
         BinaryOp::Maximum,
         BinaryOp::Minimum,
+        BinaryOp::Atan2,
+        BinaryOp::Hypot,
+        BinaryOp::Copysign,
+        BinaryOp::Pow,
+        BinaryOp::Fmod,
+        BinaryOp::Remainder,
+        BinaryOp::Xlogy,
+        BinaryOp::Logaddexp,
+        BinaryOp::Logaddexp2,
+        BinaryOp::Fmax,
+        BinaryOp::Fmin,
     ];
 
     /// Position in [`BinaryOp::ALL`] (`BARACUDA_OP` of the kernel source).
@@ -68,6 +115,17 @@ impl BinaryOp {
             BinaryOp::Div => "div",
             BinaryOp::Maximum => "maximum",
             BinaryOp::Minimum => "minimum",
+            BinaryOp::Atan2 => "atan2",
+            BinaryOp::Hypot => "hypot",
+            BinaryOp::Copysign => "copysign",
+            BinaryOp::Pow => "pow",
+            BinaryOp::Fmod => "fmod",
+            BinaryOp::Remainder => "remainder",
+            BinaryOp::Xlogy => "xlogy",
+            BinaryOp::Logaddexp => "logaddexp",
+            BinaryOp::Logaddexp2 => "logaddexp2",
+            BinaryOp::Fmax => "fmax",
+            BinaryOp::Fmin => "fmin",
         }
     }
 }

@@ -804,6 +804,49 @@ pub fn binary_scalar(op: BinaryOp, a: f64, b: f64) -> f64 {
         BinaryOp::Maximum | BinaryOp::Minimum if b.is_nan() => b,
         BinaryOp::Maximum => a.max(b),
         BinaryOp::Minimum => a.min(b),
+        BinaryOp::Atan2 => a.atan2(b),
+        BinaryOp::Hypot => a.hypot(b),
+        BinaryOp::Copysign => a.copysign(b),
+        BinaryOp::Pow => a.powf(b),
+        BinaryOp::Fmod => a % b,
+        BinaryOp::Remainder => {
+            let r = a % b;
+            if r != 0.0 && ((b < 0.0) != (r < 0.0)) {
+                r + b
+            } else {
+                r
+            }
+        }
+        BinaryOp::Xlogy if b.is_nan() => b,
+        BinaryOp::Xlogy if a == 0.0 => 0.0,
+        BinaryOp::Xlogy => a * b.ln(),
+        BinaryOp::Logaddexp | BinaryOp::Logaddexp2 if a.is_infinite() && a == b => a,
+        BinaryOp::Logaddexp => a.max(b) + (-(a - b).abs()).exp().ln_1p(),
+        BinaryOp::Logaddexp2 => a.max(b) + (-(a - b).abs()).exp2().ln_1p() / std::f64::consts::LN_2,
+        BinaryOp::Fmax => a.max(b),
+        BinaryOp::Fmin => a.min(b),
+    }
+}
+
+/// `a / b` rounded toward -inf as PyTorch's `div(rounding_mode="floor")`:
+/// from `fmod`, exact where `a / b` is near an integer.
+fn div_floor(a: f64, b: f64) -> f64 {
+    if b == 0.0 {
+        return a / b;
+    }
+    let m = a % b;
+    let mut div = (a - m) / b;
+    if m != 0.0 && ((b < 0.0) != (m < 0.0)) {
+        div -= 1.0;
+    }
+    if div == 0.0 {
+        return 0f64.copysign(a / b);
+    }
+    let fl = div.floor();
+    if div - fl > 0.5 {
+        fl + 1.0
+    } else {
+        fl
     }
 }
 
@@ -833,6 +876,49 @@ pub fn binary_grad_scalar(op: BinaryOp, a: f64, b: f64, dy: f64) -> (f64, f64) {
                 if a_loses { 0.0 } else { dy },
                 if b_loses { 0.0 } else { dy },
             )
+        }
+        BinaryOp::Atan2 => {
+            let r = 1.0 / (a * a + b * b);
+            (dy * b * r, dy * -a * r)
+        }
+        BinaryOp::Hypot => (dy * (a / a.hypot(b)), dy * (b / a.hypot(b))),
+        BinaryOp::Copysign => (
+            dy * if a == 0.0 { 0.0 } else { a.copysign(b) / a },
+            0.0,
+        ),
+        BinaryOp::Pow => (
+            if b == 0.0 {
+                0.0
+            } else {
+                dy * (b * a.powf(b - 1.0))
+            },
+            dy * if a == 0.0 && b >= 0.0 {
+                0.0
+            } else {
+                a.powf(b) * a.ln()
+            },
+        ),
+        BinaryOp::Fmod => (dy, -dy * (a / b).trunc()),
+        BinaryOp::Remainder => (dy, -dy * div_floor(a, b)),
+        BinaryOp::Xlogy => {
+            let l = if b.is_nan() {
+                b
+            } else if a == 0.0 {
+                0.0
+            } else {
+                b.ln()
+            };
+            (dy * l, dy * a / b)
+        }
+        BinaryOp::Logaddexp => (dy / (1.0 + (b - a).exp()), dy / (1.0 + (a - b).exp())),
+        BinaryOp::Logaddexp2 => (dy / (1.0 + (b - a).exp2()), dy / (1.0 + (a - b).exp2())),
+        BinaryOp::Fmax | BinaryOp::Fmin => {
+            let to_a = b.is_nan() || if op == BinaryOp::Fmax { a >= b } else { a <= b };
+            if to_a {
+                (dy, 0.0)
+            } else {
+                (0.0, dy)
+            }
         }
     }
 }
@@ -1338,7 +1424,13 @@ mod tests {
     fn binary_gradients_match_finite_differences() {
         let h = 1e-6;
         for op in BinaryOp::ALL {
-            for &(a, b) in &[(0.7, -1.3), (-2.1, 0.4), (1.5, 1.25), (-0.3, -0.9)] {
+            for &(a, b) in &[(0.7f64, -1.3f64), (-2.1, 0.4), (1.5, 1.25), (-0.3, -0.9)] {
+                // inside each op's real domain: pow's base and xlogy's y > 0
+                let (a, b) = match op {
+                    BinaryOp::Pow => (a.abs(), b),
+                    BinaryOp::Xlogy => (a, b.abs()),
+                    _ => (a, b),
+                };
                 let (ga, gb) = binary_grad_scalar(op, a, b, 1.0);
                 let fa = (binary_scalar(op, a + h, b) - binary_scalar(op, a - h, b)) / (2.0 * h);
                 let fb = (binary_scalar(op, a, b + h) - binary_scalar(op, a, b - h)) / (2.0 * h);
@@ -1361,6 +1453,45 @@ mod tests {
             binary_grad_scalar(BinaryOp::Minimum, 3.0, 1.0, 2.0),
             (0.0, 2.0)
         );
+    }
+
+    #[test]
+    fn binary_special_values_follow_pytorch() {
+        let nan = f64::NAN;
+        let inf = f64::INFINITY;
+        let same = |x: f64, y: f64| (x.is_nan() && y.is_nan()) || x == y;
+        // (op, a, b, f, da, db) with dy = 1
+        let cases = [
+            (BinaryOp::Pow, 0.0, 2.0, 0.0, 0.0, 0.0),
+            (BinaryOp::Pow, 0.0, 0.0, 1.0, 0.0, 0.0),
+            (BinaryOp::Pow, 0.0, -1.0, inf, -inf, -inf),
+            (BinaryOp::Pow, 2.0, 3.0, 8.0, 12.0, 8.0 * 2f64.ln()),
+            (BinaryOp::Fmod, -7.0, 2.0, -1.0, 1.0, 3.0),
+            (BinaryOp::Remainder, -7.0, 2.0, 1.0, 1.0, 4.0),
+            (BinaryOp::Remainder, 7.0, -2.0, -1.0, 1.0, 4.0),
+            (BinaryOp::Copysign, 2.0, -0.0, -2.0, -1.0, 0.0),
+            (BinaryOp::Copysign, 0.0, -1.0, -0.0, 0.0, 0.0),
+            (BinaryOp::Xlogy, 0.0, 0.0, 0.0, 0.0, nan),
+            (BinaryOp::Xlogy, 0.0, nan, nan, nan, nan),
+            (BinaryOp::Logaddexp, -inf, -inf, -inf, nan, nan),
+            (BinaryOp::Logaddexp2, 1.0, 1.0, 2.0, 0.5, 0.5),
+            (BinaryOp::Fmax, nan, 1.0, 1.0, 0.0, 1.0),
+            (BinaryOp::Fmax, 1.0, nan, 1.0, 1.0, 0.0),
+            (BinaryOp::Fmax, 2.0, 2.0, 2.0, 1.0, 0.0),
+            (BinaryOp::Fmin, 1.0, 2.0, 1.0, 1.0, 0.0),
+            (BinaryOp::Fmin, nan, nan, nan, 1.0, 0.0),
+            (BinaryOp::Atan2, 0.0, 0.0, 0.0, nan, nan),
+            (BinaryOp::Hypot, 3.0, -4.0, 5.0, 0.6, -0.8),
+        ];
+        for (op, a, b, f, da, db) in cases {
+            let got = binary_scalar(op, a, b);
+            let (ga, gb) = binary_grad_scalar(op, a, b, 1.0);
+            assert!(same(got, f), "{op:?}({a}, {b}) = {got}, expected {f}");
+            assert!(
+                same(ga, da) && same(gb, db),
+                "{op:?} grads at ({a}, {b}) = ({ga}, {gb}), expected ({da}, {db})"
+            );
+        }
     }
 
     #[test]

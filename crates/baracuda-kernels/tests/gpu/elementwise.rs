@@ -734,8 +734,26 @@ fn values(op: BinaryOp, rng: &mut Rng, n: usize, second: bool) -> Vec<f64> {
         BinaryOp::Maximum | BinaryOp::Minimum => (0..n)
             .map(|_| (rng.uniform(-8.0, 8.0).floor() + 0.5) / 4.0)
             .collect(),
+        // ties, and ties broken toward a
+        BinaryOp::Fmax | BinaryOp::Fmin => (0..n)
+            .map(|_| (rng.uniform(-8.0, 8.0).floor() + 0.5) / 4.0)
+            .collect(),
+        // positive bases, exponents in [-2, 2)
+        BinaryOp::Pow if !second => rng.vec(n, 0.5, 2.0),
+        // positive y, and x == 0 in one element of eight
+        BinaryOp::Xlogy if second => rng.vec(n, 0.25, 2.0),
+        BinaryOp::Xlogy => (0..n)
+            .map(|_| {
+                let v = rng.uniform(-2.0, 2.0);
+                if rng.next_u64() % 8 == 0 {
+                    0.0
+                } else {
+                    v
+                }
+            })
+            .collect(),
         // keep divisors away from zero
-        BinaryOp::Div if second => rng
+        BinaryOp::Div | BinaryOp::Fmod | BinaryOp::Remainder if second => rng
             .vec(n, 0.5, 2.0)
             .into_iter()
             .map(|v| if rng.next_u64() & 1 == 0 { v } else { -v })
