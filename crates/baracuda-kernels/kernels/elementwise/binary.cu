@@ -180,7 +180,8 @@ struct BinaryMath<REMAINDER> {
 };
 
 // xlogy(a, b) = a log(b), 0 where a == 0 unless b is NaN:
-// da = dy log(b) (0 where a == 0 unless b is NaN), db = dy a / b.
+// da = xlogy(dy, b), 0 where a == 0 and b <= 0 (PyTorch's rule),
+// db = dy a / b.
 template <>
 struct BinaryMath<XLOGY> {
     static __device__ __forceinline__ ACC f(ACC a, ACC b) {
@@ -188,7 +189,8 @@ struct BinaryMath<XLOGY> {
         return a == ACC(0) ? ACC(0) : a * log(b);
     }
     static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) {
-        return dy * (m_isnan(b) ? b : a == ACC(0) ? ACC(0) : log(b));
+        if (m_isnan(b)) return b;
+        return (a == ACC(0) && b <= ACC(0)) || dy == ACC(0) ? ACC(0) : dy * log(b);
     }
     static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) { return dy * a / b; }
 };

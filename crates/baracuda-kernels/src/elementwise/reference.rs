@@ -900,15 +900,16 @@ pub fn binary_grad_scalar(op: BinaryOp, a: f64, b: f64, dy: f64) -> (f64, f64) {
         ),
         BinaryOp::Fmod => (dy, -dy * (a / b).trunc()),
         BinaryOp::Remainder => (dy, -dy * div_floor(a, b)),
+        // PyTorch: da = xlogy(dy, b), 0 where a == 0 and b <= 0
         BinaryOp::Xlogy => {
-            let l = if b.is_nan() {
+            let da = if b.is_nan() {
                 b
-            } else if a == 0.0 {
+            } else if (a == 0.0 && b <= 0.0) || dy == 0.0 {
                 0.0
             } else {
-                b.ln()
+                dy * b.ln()
             };
-            (dy * l, dy * a / b)
+            (da, dy * a / b)
         }
         BinaryOp::Logaddexp => (dy / (1.0 + (b - a).exp()), dy / (1.0 + (a - b).exp())),
         BinaryOp::Logaddexp2 => (dy / (1.0 + (b - a).exp2()), dy / (1.0 + (a - b).exp2())),

@@ -298,6 +298,17 @@ crate::table_tests!(
     binary_div,
     binary_maximum,
     binary_minimum,
+    binary_atan2,
+    binary_hypot,
+    binary_copysign,
+    binary_pow,
+    binary_fmod,
+    binary_remainder,
+    binary_xlogy,
+    binary_logaddexp,
+    binary_logaddexp2,
+    binary_fmax,
+    binary_fmin,
     cast,
 );
 

@@ -255,6 +255,7 @@ impl Elementwise {
     fn new() -> Result<Self> {
         let element = ElementKind::F32;
         // the ops defined (no NaN forward or backward) over the inputs
+        // (unary over x; binary over x and the scalar s)
         let xs = Rng::new(1).vec(elems(&EW), -2.0, 2.0);
         let xs: Vec<f64> = xs.iter().map(|&v| f64::from(v as f32)).collect();
         let defined: Vec<UnaryOp> = UnaryOp::ALL
@@ -272,7 +273,18 @@ impl Elementwise {
             element,
             shape: EW,
         })?;
-        let binary = select_each(&BinaryOp::ALL, |op| BinaryDescriptor {
+        let s = f64::from(Rng::new(2).vec(1, -2.0, 2.0)[0] as f32);
+        let defined: Vec<BinaryOp> = BinaryOp::ALL
+            .into_iter()
+            .filter(|&op| {
+                xs.iter().all(|&a| {
+                    let r = ew_reference::binary_scalar(op, a, s);
+                    let (da, db) = ew_reference::binary_grad_scalar(op, a, s, 1.0);
+                    !r.is_nan() && !da.is_nan() && !db.is_nan()
+                })
+            })
+            .collect();
+        let binary = select_each(&defined, |op| BinaryDescriptor {
             op,
             element,
             a_shape: EW,
