@@ -66,6 +66,10 @@ source!(
     CAST = "elementwise/cast.cu"
 );
 source!(
+    /// Filling a view with one value.
+    FILL = "elementwise/fill.cu"
+);
+source!(
     /// Reductions over any dims, forward and backward.
     REDUCE = "reduce/reduce.cu"
 );

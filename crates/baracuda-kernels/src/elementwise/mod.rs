@@ -3,11 +3,13 @@
 //!
 //! One CUDA source per sub-family (`kernels/elementwise/unary.cu`,
 //! `binary.cu`), compiled once per dtype and op; conversions between
-//! element types (`cast.cu`) once per pair of types.
+//! element types (`cast.cu`) once per pair of types; fills (`fill.cu`)
+//! once per element size.
 
 pub mod reference;
 mod binary;
 mod cast;
+mod fill;
 mod layout;
 mod unary;
 
@@ -15,6 +17,7 @@ pub use binary::{
     BinaryArgs, BinaryBwArgs, BinaryBwInPlaceArgs, BinaryDescriptor, BinaryOp, BinaryPlan,
 };
 pub use cast::{CastArgs, CastBwArgs, CastDescriptor, CastPlan, Fp8Mode, CAST_KINDS};
+pub use fill::{fill_value, FillArgs, FillDescriptor, FillPlan};
 pub use unary::{UnaryArgs, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan};
 
 use baracuda_driver::ModuleSpec;
@@ -23,5 +26,6 @@ use baracuda_driver::ModuleSpec;
 pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     let mut v = layout::family_specs();
     v.extend(cast::cast_specs());
+    v.extend(fill::fill_specs());
     v
 }

@@ -18,6 +18,7 @@ mod cast;
 mod conv;
 mod driver;
 mod elementwise;
+mod fill;
 mod gemm;
 mod group_norm;
 mod harness;
@@ -31,7 +32,7 @@ mod sdpa;
 mod softmax;
 mod table;
 
-use baracuda_kernels::{BinaryOp, UnaryOp, CAST_KINDS};
+use baracuda_kernels::{BinaryOp, ElementKind, UnaryOp, CAST_KINDS};
 use harness::FLOATS;
 use table::{CheckCase, Row};
 
@@ -221,6 +222,13 @@ static TABLE: &[&dyn Row] = &[
         bad_inputs: cast::cast_bad_inputs,
         unsupported: cast::cast_unsupported,
     },
+    &CheckCase {
+        name: "fill",
+        dtypes: &ElementKind::ALL,
+        check: fill::check_fill,
+        bad_inputs: fill::fill_bad_inputs,
+        unsupported: fill::fill_unsupported,
+    },
 ];
 
 crate::table_tests!(
@@ -310,6 +318,7 @@ crate::table_tests!(
     binary_fmax,
     binary_fmin,
     cast,
+    fill,
 );
 
 /// Every unary case of the reference (what the goldens and the
