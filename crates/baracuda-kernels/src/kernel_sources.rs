@@ -16,6 +16,10 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         include_str!("../kernels/common/dtype.cuh"),
     ),
     (
+        "common/convert.cuh",
+        include_str!("../kernels/common/convert.cuh"),
+    ),
+    (
         "common/strided.cuh",
         include_str!("../kernels/common/strided.cuh"),
     ),
@@ -68,6 +72,10 @@ source!(
 source!(
     /// Filling a view with one value.
     FILL = "elementwise/fill.cu"
+);
+source!(
+    /// arange, linspace and logspace.
+    RANGE = "elementwise/range.cu"
 );
 source!(
     /// Reductions over any dims, forward and backward.

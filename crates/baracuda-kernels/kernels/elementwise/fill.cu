@@ -1,5 +1,5 @@
 // fill.cu: y[i] = v for every element of a view (PyTorch's fill_, full,
-// zeros, ones).
+// zeros, ones), and eye: y[r, c] = (r == c ? one : zero).
 //
 // The host converts the value to the element type (fill.rs, PyTorch's
 // rules) and passes its bits, so one module per element size serves every
@@ -68,4 +68,15 @@ extern "C" __global__ void __launch_bounds__(256) fill_strided32(StridedArgs p, 
 }
 extern "C" __global__ void __launch_bounds__(256) fill_strided64(StridedArgs p, u64 bits) {
     fill_strided<u64>(p, bits);
+}
+
+// eye over a rows x cols view with element strides s0, s1: the bits of
+// one on the diagonal, zero elsewhere; one element per iteration.
+extern "C" __global__ void __launch_bounds__(256)
+    eye_kernel(E* __restrict__ y, u64 rows, u64 cols, i64 s0, i64 s1, u64 one) {
+    const u64 n = rows * cols;
+    for (u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (u64)gridDim.x * blockDim.x) {
+        const u64 r = i / cols, c = i - r * cols;
+        y[(i64)r * s0 + (i64)c * s1] = r == c ? (E)one : (E)0;
+    }
 }

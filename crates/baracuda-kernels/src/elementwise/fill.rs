@@ -133,16 +133,7 @@ pub fn fill_value(kind: ElementKind, value: f64) -> core::result::Result<f64, St
             Ok(cast_scalar(K::F64, k, value, Fp8Mode::NoSaturate, None))
         }
         k => {
-            // [lo, end): the truncated values the kind takes
-            let p = |e: i32| 2f64.powi(e);
-            let (lo, end) = match k {
-                K::I8 => (-p(7), p(7)),
-                K::U8 => (1.0 - p(8), p(8)),
-                K::I16 => (-p(15), p(15)),
-                K::I32 => (-p(31), p(31)),
-                K::U32 => (1.0 - p(32), p(32)),
-                _ => (-p(63), p(63)),
-            };
+            let (lo, end) = int_range(k);
             let t = value.trunc();
             if !value.is_finite() || t < lo || t >= end {
                 return Err(format!("is not a {k} value (truncated, in [{lo}, {end}))"));
@@ -156,8 +147,22 @@ pub fn fill_value(kind: ElementKind, value: f64) -> core::result::Result<f64, St
     }
 }
 
+/// `[lo, end)`: the truncated values an integer kind takes (u8 and u32
+/// down to minus their largest value, which wraps).
+pub(crate) fn int_range(kind: ElementKind) -> (f64, f64) {
+    let p = |e: i32| 2f64.powi(e);
+    match kind {
+        ElementKind::I8 => (-p(7), p(7)),
+        ElementKind::U8 => (1.0 - p(8), p(8)),
+        ElementKind::I16 => (-p(15), p(15)),
+        ElementKind::I32 => (-p(31), p(31)),
+        ElementKind::U32 => (1.0 - p(32), p(32)),
+        _ => (-p(63), p(63)),
+    }
+}
+
 /// The bits of `v` (exactly representable in `T`) as a `T`, zero-extended.
-fn bits_of<T: Element>(v: f64) -> u64 {
+pub(crate) fn bits_of<T: Element>(v: f64) -> u64 {
     let x = T::from_f64(v);
     let mut b = [0u8; 8];
     let n = core::mem::size_of::<T>();
@@ -223,7 +228,14 @@ impl<T: Element, const N: usize> Plan for FillPlan<T, N> {
 
     fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
         let shape = &self.desc.shape;
-        check_operand(OP, "y", stream, shape, args.y.shape(), args.y.data().ctx_id())?;
+        check_operand(
+            OP,
+            "y",
+            stream,
+            shape,
+            args.y.shape(),
+            args.y.data().ctx_id(),
+        )?;
         let y = (args.y.data().ptr(), args.y.strides().as_slice());
         let bits = self.bits;
         let tail = |a: &mut LaunchArgs| {
@@ -232,7 +244,10 @@ impl<T: Element, const N: usize> Plan for FillPlan<T, N> {
         };
         // SAFETY: the view was bounds-checked at construction and matches
         // the plan's shape; the kernels store `T`-sized elements at it.
-        unsafe { self.k.launch_with::<T, T>(OP, stream, shape, &[y], &[], tail) }
+        unsafe {
+            self.k
+                .launch_with::<T, T>(OP, stream, shape, &[y], &[], tail)
+        }
     }
 }
 

@@ -3,14 +3,15 @@
 //!
 //! One CUDA source per sub-family (`kernels/elementwise/unary.cu`,
 //! `binary.cu`), compiled once per dtype and op; conversions between
-//! element types (`cast.cu`) once per pair of types; fills (`fill.cu`)
-//! once per element size.
+//! element types (`cast.cu`) once per pair of types; fills and eye
+//! (`fill.cu`) once per element size; ranges (`range.cu`) per op and type.
 
 pub mod reference;
 mod binary;
 mod cast;
 mod fill;
 mod layout;
+mod range;
 mod unary;
 
 pub use binary::{
@@ -18,6 +19,9 @@ pub use binary::{
 };
 pub use cast::{CastArgs, CastBwArgs, CastDescriptor, CastPlan, Fp8Mode, CAST_KINDS};
 pub use fill::{fill_value, FillArgs, FillDescriptor, FillPlan};
+pub use range::{
+    arange_len, EyeArgs, EyeDescriptor, EyePlan, RangeArgs, RangeDescriptor, RangeOp, RangePlan,
+};
 pub use unary::{UnaryArgs, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan};
 
 use baracuda_driver::ModuleSpec;
@@ -27,5 +31,6 @@ pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     let mut v = layout::family_specs();
     v.extend(cast::cast_specs());
     v.extend(fill::fill_specs());
+    v.extend(range::range_specs());
     v
 }
