@@ -24,6 +24,10 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         include_str!("../kernels/common/pointwise.cuh"),
     ),
     (
+        "common/reduce_back.cuh",
+        include_str!("../kernels/common/reduce_back.cuh"),
+    ),
+    (
         "common/fast_math.cuh",
         include_str!("../kernels/common/fast_math.cuh"),
     ),

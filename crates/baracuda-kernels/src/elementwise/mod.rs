@@ -9,6 +9,7 @@ pub mod reference;
 mod binary;
 mod cast;
 mod layout;
+mod reduce_back;
 mod unary;
 
 pub use binary::{
