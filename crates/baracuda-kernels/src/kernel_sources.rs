@@ -66,6 +66,11 @@ source!(
     BINARY = "elementwise/binary.cu"
 );
 source!(
+    /// Pointwise ternary ops (lerp, addcmul, addcdiv, clamp, where) with
+    /// broadcasting.
+    TERNARY = "elementwise/ternary.cu"
+);
+source!(
     /// Conversions between element types.
     CAST = "elementwise/cast.cu"
 );

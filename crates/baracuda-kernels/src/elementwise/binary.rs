@@ -632,6 +632,7 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
                         &reads,
                         (g.ptr, g.ext.strides),
                         ws.byte_add(at),
+                        |_| Ok(()),
                     )?;
                 }
             }

@@ -1,21 +1,29 @@
-//! Elementwise ops: pointwise unary and binary maps with broadcasting,
-//! forward and backward.
+//! Elementwise ops: pointwise unary, binary and ternary maps with
+//! broadcasting, and gated activations, forward and backward.
 //!
-//! One CUDA source per sub-family (`kernels/elementwise/unary.cu`,
-//! `binary.cu`), compiled once per dtype and op; conversions between
+//! One CUDA source per sub-family (`kernels/elementwise/unary.cu`, which
+//! also holds the gated activations, `binary.cu`, `ternary.cu`), compiled
+//! once per dtype and op; conversions between
 //! element types (`cast.cu`) once per pair of types.
 
 pub mod reference;
 mod binary;
 mod cast;
 mod layout;
+mod gated;
 mod reduce_back;
+mod ternary;
 mod unary;
 
 pub use binary::{
     BinaryArgs, BinaryBwArgs, BinaryBwInPlaceArgs, BinaryDescriptor, BinaryOp, BinaryPlan,
 };
 pub use cast::{CastArgs, CastBwArgs, CastDescriptor, CastPlan, Fp8Mode, CAST_KINDS};
+pub use gated::{GatedArgs, GatedBwArgs, GatedDescriptor, GatedOp, GatedPlan};
+pub use ternary::{
+    TernaryArgs, TernaryBwArgs, TernaryDescriptor, TernaryOp, TernaryPlan, WhereArgs, WhereBwArgs,
+    WhereDescriptor, WherePlan,
+};
 pub use unary::{UnaryArgs, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan};
 
 use baracuda_driver::ModuleSpec;
@@ -24,5 +32,7 @@ use baracuda_driver::ModuleSpec;
 pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     let mut v = layout::family_specs();
     v.extend(cast::cast_specs());
+    v.extend(ternary::ternary_specs());
+    v.extend(gated::gated_specs());
     v
 }

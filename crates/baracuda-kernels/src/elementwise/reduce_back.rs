@@ -113,7 +113,8 @@ impl Reduction {
     /// over the map's `out` shape: `ins` are the inputs the kernel reads,
     /// each with its element strides over `out` (0 where broadcast), `grad`
     /// the gradient with its strides over the input's shape, `partial` this
-    /// reduction's partials in the workspace.
+    /// reduction's partials in the workspace; `tail` pushes the reduction
+    /// kernel's parameters after its `ReduceArgs` (finalize takes none).
     ///
     /// # Safety
     /// Every address must hold what its strides reach over `out` (bounds-
@@ -128,6 +129,7 @@ impl Reduction {
         ins: &[(DevPtr<u8>, &[usize])],
         grad: Out<'_, T>,
         partial: DevPtrMut<u8>,
+        tail: impl Fn(&mut LaunchArgs) -> Result<()>,
     ) -> Result<()> {
         if self.n_out == 0 {
             return Ok(());
@@ -176,6 +178,7 @@ impl Reduction {
         };
         let mut args = LaunchArgs::new();
         args.push(p)?;
+        tail(&mut args)?;
         // SAFETY: the caller's contract: the kernel reads the inputs at
         // offsets inside their views and writes grad at its own offsets, or
         // partials inside the workspace.
@@ -186,6 +189,8 @@ impl Reduction {
                 block: (THREADS, 1, 1),
                 smem_bytes: reduce_smem_bytes::<T>(false),
             };
+            let mut args = LaunchArgs::new();
+            args.push(p)?;
             // SAFETY: as above; finalize reads the partials just written and
             // writes grad.
             unsafe { finalize.launch(stream, cfg, &mut args)? };
