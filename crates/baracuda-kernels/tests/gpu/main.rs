@@ -30,8 +30,9 @@ mod scan;
 mod sdpa;
 mod softmax;
 mod table;
+mod ternary;
 
-use baracuda_kernels::{BinaryOp, UnaryOp, CAST_KINDS};
+use baracuda_kernels::{BinaryOp, GatedOp, TernaryOp, UnaryOp, CAST_KINDS};
 use harness::FLOATS;
 use table::{CheckCase, Row};
 
@@ -64,6 +65,20 @@ macro_rules! binary_row {
             binary_unsupported,
             $op
         )
+    };
+}
+
+/// A row of `ternary.rs` (ternary, where and gated ops): its check of one
+/// dtype, bad inputs and dtype check.
+macro_rules! ternary_row {
+    ($name:literal, $check:ident, $bad:ident, $unsupported:ident $(, $op:expr)?) => {
+        &CheckCase {
+            name: $name,
+            dtypes: FLOATS,
+            check: |k| with_element!(k, T => ternary::$check::<T>($($op)?)),
+            bad_inputs: ternary::$bad,
+            unsupported: ternary::$unsupported,
+        }
     };
 }
 
@@ -214,6 +229,75 @@ static TABLE: &[&dyn Row] = &[
     binary_row!("binary_logaddexp2", BinaryOp::Logaddexp2),
     binary_row!("binary_fmax", BinaryOp::Fmax),
     binary_row!("binary_fmin", BinaryOp::Fmin),
+    ternary_row!(
+        "ternary_lerp",
+        check_ternary,
+        ternary_bad_inputs,
+        ternary_unsupported,
+        TernaryOp::Lerp
+    ),
+    ternary_row!(
+        "ternary_addcmul",
+        check_ternary,
+        ternary_bad_inputs,
+        ternary_unsupported,
+        TernaryOp::Addcmul { value: 0.5 }
+    ),
+    ternary_row!(
+        "ternary_addcdiv",
+        check_ternary,
+        ternary_bad_inputs,
+        ternary_unsupported,
+        TernaryOp::Addcdiv { value: -1.5 }
+    ),
+    ternary_row!(
+        "ternary_clamp",
+        check_ternary,
+        ternary_bad_inputs,
+        ternary_unsupported,
+        TernaryOp::Clamp
+    ),
+    ternary_row!(
+        "ternary_where",
+        check_where,
+        where_bad_inputs,
+        where_unsupported
+    ),
+    ternary_row!(
+        "gated_glu",
+        check_gated,
+        gated_bad_inputs,
+        gated_unsupported,
+        GatedOp::Glu
+    ),
+    ternary_row!(
+        "gated_swiglu",
+        check_gated,
+        gated_bad_inputs,
+        gated_unsupported,
+        GatedOp::Swiglu
+    ),
+    ternary_row!(
+        "gated_geglu_erf",
+        check_gated,
+        gated_bad_inputs,
+        gated_unsupported,
+        GatedOp::GegluErf
+    ),
+    ternary_row!(
+        "gated_geglu_tanh",
+        check_gated,
+        gated_bad_inputs,
+        gated_unsupported,
+        GatedOp::GegluTanh
+    ),
+    ternary_row!(
+        "gated_reglu",
+        check_gated,
+        gated_bad_inputs,
+        gated_unsupported,
+        GatedOp::Reglu
+    ),
     &CheckCase {
         name: "cast",
         dtypes: &CAST_KINDS,
@@ -309,15 +393,32 @@ crate::table_tests!(
     binary_logaddexp2,
     binary_fmax,
     binary_fmin,
+    ternary_lerp,
+    ternary_addcmul,
+    ternary_addcdiv,
+    ternary_clamp,
+    ternary_where,
+    gated_glu,
+    gated_swiglu,
+    gated_geglu_erf,
+    gated_geglu_tanh,
+    gated_reglu,
     cast,
 );
 
 /// Every unary case of the reference (what the goldens and the
-/// finite-difference test check) has its row, `unary_<case>`.
+/// finite-difference test check) has its row, `unary_<case>`, and so every
+/// ternary case (`ternary_<case>`) and gated op (`gated_<name>`).
 #[test]
 fn every_unary_case_has_a_row() {
-    for (name, _) in baracuda_kernels::reference::elementwise::unary_cases() {
-        let row = format!("unary_{name}");
+    let reference = baracuda_kernels::reference::elementwise::unary_cases();
+    let ternary = baracuda_kernels::reference::elementwise::ternary_cases();
+    let rows = reference
+        .iter()
+        .map(|(name, _)| format!("unary_{name}"))
+        .chain(ternary.iter().map(|(name, _)| format!("ternary_{name}")))
+        .chain(GatedOp::ALL.iter().map(|op| format!("gated_{}", op.name())));
+    for row in rows {
         assert!(TABLE.iter().any(|r| r.name() == row), "no row {row}");
     }
 }
