@@ -7,7 +7,7 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::{Function, Stream};
+use baracuda_driver::Stream;
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
     PlanPreference, Result, Shape, TensorMut, TensorRef, Workspace,
@@ -290,7 +290,6 @@ pub struct BinaryPlan<T: Element, const N: usize> {
     bw: MapKernels,
     reduce_a: Option<Reduction>,
     reduce_b: Option<Reduction>,
-    finalize: Function,
     _t: PhantomData<T>,
 }
 
@@ -309,13 +308,13 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
         let fw = MapKernels::load(stream, &spec, "binary_fw", name, binary_fw_shape(dt))?;
         let bw = MapKernels::load(stream, &spec, "binary_bw", name, contig_shape(false, dt))?;
         let module = stream.context().module(&spec)?;
-        let finalize = module.function("binary_bw_finalize")?;
         let sm = stream.context().device().sm_count;
         // Workspace the backward may still take under the caller's cap.
         let mut room = pref.max_workspace_bytes.unwrap_or(usize::MAX);
         let mut reduction = |shape: &[usize; N], which: &str| {
             Reduction::plan::<T>(shape, &out_shape, sm, &mut room, || {
-                module.function(&format!("binary_bw_reduce_{which}_{name}"))
+                let reduce = module.function(&format!("binary_bw_reduce_{which}_{name}"))?;
+                Ok((reduce, module.function("binary_bw_finalize")?))
             })
         };
         let reduce_a = reduction(&desc.a_shape, "a")?;
@@ -341,7 +340,6 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
             bw,
             reduce_a,
             reduce_b,
-            finalize,
             _t: PhantomData,
         })
     }
@@ -627,7 +625,6 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
                 unsafe {
                     r.launch::<T>(
                         stream,
-                        &self.finalize,
                         out,
                         &reads,
                         (g.ptr, g.ext.strides),

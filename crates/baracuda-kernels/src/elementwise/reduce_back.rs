@@ -57,19 +57,22 @@ pub(crate) struct Reduction {
     splits: usize,
     chunk: usize,
     reduce: Function,
+    /// The source's kernel that sums the splits' partials.
+    finalize: Function,
 }
 
 impl Reduction {
     /// The reduction of the gradient of an input of `shape` broadcast to
     /// `out`, or `None` when it is not broadcast. Its partials take at most
     /// `room` bytes of workspace (else it runs unsplit), and `room` is
-    /// reduced by what they take; `reduce` loads its kernel.
+    /// reduced by what they take; `load` loads its reduction and finalize
+    /// kernels.
     pub(crate) fn plan<T: Element>(
         shape: &[usize],
         out: &[usize],
         sm_count: u32,
         room: &mut usize,
-        reduce: impl FnOnce() -> Result<Function>,
+        load: impl FnOnce() -> Result<(Function, Function)>,
     ) -> Result<Option<Self>> {
         if shape == out {
             return Ok(None);
@@ -86,6 +89,7 @@ impl Reduction {
             (splits, chunk) = (1, n_red);
         }
         *room -= partial_bytes::<T>(splits, n_out);
+        let (reduce, finalize) = load()?;
         Ok(Some(Reduction {
             kept,
             reduced,
@@ -95,7 +99,8 @@ impl Reduction {
             ty,
             splits,
             chunk,
-            reduce: reduce()?,
+            reduce,
+            finalize,
         }))
     }
 
@@ -109,7 +114,7 @@ impl Reduction {
         partial_bytes::<T>(self.splits, self.n_out)
     }
 
-    /// Enqueue the reduction (and `finalize` when split) of one gradient
+    /// Enqueue the reduction (and finalize when split) of one gradient
     /// over the map's `out` shape: `ins` are the inputs the kernel reads,
     /// each with its element strides over `out` (0 where broadcast), `grad`
     /// the gradient with its strides over the input's shape, `partial` this
@@ -124,7 +129,6 @@ impl Reduction {
     pub(crate) unsafe fn launch<T: Element>(
         &self,
         stream: &Stream,
-        finalize: &Function,
         out: &[usize],
         ins: &[(DevPtr<u8>, &[usize])],
         grad: Out<'_, T>,
@@ -193,7 +197,7 @@ impl Reduction {
             args.push(p)?;
             // SAFETY: as above; finalize reads the partials just written and
             // writes grad.
-            unsafe { finalize.launch(stream, cfg, &mut args)? };
+            unsafe { self.finalize.launch(stream, cfg, &mut args)? };
         }
         Ok(())
     }

@@ -9,7 +9,7 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::{Function, Stream};
+use baracuda_driver::Stream;
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
     PlanPreference, Result, Shape, TensorMut, TensorRef, Workspace,
@@ -552,7 +552,6 @@ struct BroadcastMap<const N: usize> {
     bw: MapKernels,
     /// Per gradient, its reduction when its input is broadcast.
     reduce: Vec<Option<Reduction>>,
-    finalize: Function,
     params: TernaryParams,
 }
 
@@ -575,7 +574,6 @@ impl<const N: usize> BroadcastMap<N> {
         let fw = MapKernels::load(stream, &spec, "ternary_fw", name, shape)?;
         let bw = MapKernels::load(stream, &spec, "ternary_bw", name, shape)?;
         let module = stream.context().module(&spec)?;
-        let finalize = module.function("ternary_bw_finalize")?;
         let sm = stream.context().device().sm_count;
         let mut room = pref.max_workspace_bytes.unwrap_or(usize::MAX);
         let reduce = grad_shapes
@@ -583,7 +581,8 @@ impl<const N: usize> BroadcastMap<N> {
             .zip(["a", "b", "c"])
             .map(|(s, which)| {
                 Reduction::plan::<T>(&s[..], &out, sm, &mut room, || {
-                    module.function(&format!("ternary_bw_reduce_{which}_{name}"))
+                    let reduce = module.function(&format!("ternary_bw_reduce_{which}_{name}"))?;
+                    Ok((reduce, module.function("ternary_bw_finalize")?))
                 })
             })
             .collect::<Result<Vec<_>>>()?;
@@ -609,7 +608,6 @@ impl<const N: usize> BroadcastMap<N> {
             fw,
             bw,
             reduce,
-            finalize,
             params,
         })
     }
@@ -707,7 +705,6 @@ impl<const N: usize> BroadcastMap<N> {
                 unsafe {
                     r.launch::<T>(
                         stream,
-                        &self.finalize,
                         out,
                         &raw,
                         (g.ptr, g.ext.strides),

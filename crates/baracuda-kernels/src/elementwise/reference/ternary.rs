@@ -106,7 +106,7 @@ pub fn ternary_backward(op: TernaryOp, inputs: [(&[f64], &[usize]); 3], dy: &[f6
     let shapes = inputs.map(|(_, s)| s);
     let out_shape = broadcast_all(&shapes);
     let [a, b, c] = inputs.map(|(v, s)| broadcast(v, s, &out_shape));
-    let mut terms = vec![Vec::with_capacity(dy.len()); 3];
+    let mut terms: Vec<Vec<f64>> = (0..3).map(|_| Vec::with_capacity(dy.len())).collect();
     for i in 0..dy.len() {
         let (ga, gb, gc) = ternary_grad_scalar(op, a[i], b[i], c[i], dy[i]);
         terms[0].push(ga);
