@@ -80,7 +80,11 @@ struct TernaryMath<CLAMP> {
         if (m_isnan(a)) return a;
         if (m_isnan(b)) return b;
         if (m_isnan(c)) return c;
-        return fmin(fmax(a, b), c);
+        // std::min(std::max(a, b), c) as PyTorch's kernel: each returns
+        // its first argument unless the comparison holds (the sign of a
+        // zero follows)
+        const ACC m = a < b ? b : a;
+        return c < m ? c : m;
     }
     static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC c, ACC dy, ACC) {
         return a >= b && a <= c ? dy : ACC(0);

@@ -25,7 +25,14 @@ pub fn ternary_scalar(op: TernaryOp, a: f64, b: f64, c: f64) -> f64 {
             } else if c.is_nan() {
                 c
             } else {
-                a.max(b).min(c)
+                // std::min(std::max(a, b), c): the first argument unless
+                // the comparison holds
+                let m = if a < b { b } else { a };
+                if c < m {
+                    c
+                } else {
+                    m
+                }
             }
         }
     }
