@@ -231,13 +231,13 @@ impl<T: Element, const N: usize> Plan for GatedPlan<T, N> {
         check_operand(OP, "y", stream, &self.y_shape, y.shape(), y.data().ctx_id())?;
         check_disjoint(OP, &[byte_span("y", &y.as_const())], &[byte_span("x", x)])?;
         let yp = y.data().ptr();
-        if let Some(inner) = self.split_inner(&[x.data().addr(), yp.addr()], &[x.is_contiguous(), y.is_contiguous()]) {
+        let contiguous = [x.is_contiguous(), y.is_contiguous()];
+        if let Some(inner) = self.split_inner(&[x.data().addr(), yp.addr()], &contiguous) {
+            let xp = x.data().ptr().cast();
             // SAFETY: x and y are contiguous views of x_shape and y_shape
             // (checked above), 16-byte aligned, disjoint; the kernel reads
             // x's two halves and writes y at vector offsets below n.
-            return unsafe {
-                self.launch_split(stream, &self.fw_split, &[x.data().ptr().cast(), yp.as_const().cast()], yp.cast(), inner)
-            };
+            return unsafe { self.launch_split(stream, &self.fw_split, &[xp], yp.cast(), inner) };
         }
         let (g, u) = self.halves(x.strides());
         let xp = x.data().ptr();
