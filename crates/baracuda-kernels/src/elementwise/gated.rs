@@ -277,7 +277,14 @@ impl<T: Element, const N: usize> Backward for GatedPlan<T, N> {
         let (x, dy, dx) = (&args.x, &args.dy, &args.dx);
         let d = &self.desc;
         check_operand(OP, "x", stream, &d.x_shape, x.shape(), x.data().ctx_id())?;
-        check_operand(OP, "dy", stream, &self.y_shape, dy.shape(), dy.data().ctx_id())?;
+        check_operand(
+            OP,
+            "dy",
+            stream,
+            &self.y_shape,
+            dy.shape(),
+            dy.data().ctx_id(),
+        )?;
         check_operand(OP, "dx", stream, &d.x_shape, dx.shape(), dx.data().ctx_id())?;
         check_disjoint(
             OP,
@@ -314,7 +321,11 @@ impl<T: Element, const N: usize> Backward for GatedPlan<T, N> {
                 stream,
                 &self.y_shape,
                 &[(dg, dx.strides()), (du, dx.strides())],
-                &[(g, x.strides()), (u, x.strides()), (dy.data().ptr(), dy.strides())],
+                &[
+                    (g, x.strides()),
+                    (u, x.strides()),
+                    (dy.data().ptr(), dy.strides()),
+                ],
                 |a| a.push(self.params).map(|_| ()),
             )
         }
@@ -383,7 +394,13 @@ impl<T: Element, const N: usize> GatedPlan<T, N> {
         args.push(inner as u64)?;
         args.push(self.params)?;
         // SAFETY: forwarded from the caller's contract.
-        unsafe { f.launch(stream, LaunchConfig::linear(blocks as u32, THREADS), &mut args) }
+        unsafe {
+            f.launch(
+                stream,
+                LaunchConfig::linear(blocks as u32, THREADS),
+                &mut args,
+            )
+        }
     }
 }
 
@@ -400,11 +417,26 @@ mod tests {
             dim: 1,
         };
         assert_eq!(d.y_shape().unwrap(), [3, 4]);
-        assert_eq!(GatedDescriptor { dim: 0, x_shape: [4, 3], ..d }.y_shape().unwrap(), [2, 3]);
-        let odd = GatedDescriptor { x_shape: [3, 7], ..d };
+        assert_eq!(
+            GatedDescriptor {
+                dim: 0,
+                x_shape: [4, 3],
+                ..d
+            }
+            .y_shape()
+            .unwrap(),
+            [2, 3]
+        );
+        let odd = GatedDescriptor {
+            x_shape: [3, 7],
+            ..d
+        };
         assert!(matches!(
             odd.y_shape(),
-            Err(baracuda_kernels_types::Error::InvalidDescriptor { field: "x_shape", .. })
+            Err(baracuda_kernels_types::Error::InvalidDescriptor {
+                field: "x_shape",
+                ..
+            })
         ));
         let past = GatedDescriptor { dim: 2, ..d };
         assert!(matches!(

@@ -343,10 +343,7 @@ pub(crate) fn broadcast_shapes<const N: usize>(
             if out[d] == 1 {
                 out[d] = s[d];
             } else if s[d] != 1 && s[d] != out[d] {
-                let first = shapes[..k]
-                    .iter()
-                    .find(|p| p[d] != 1)
-                    .map_or(out, |p| **p);
+                let first = shapes[..k].iter().find(|p| p[d] != 1).map_or(out, |p| **p);
                 return Err((first, *shapes[k]));
             }
         }

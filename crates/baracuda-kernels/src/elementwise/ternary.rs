@@ -277,12 +277,23 @@ impl<T: Element, const N: usize> Plan for TernaryPlan<T, N> {
     fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
         let d = &self.desc;
         let out_shape = self.map.out_shape;
-        let ins = [("a", &args.a, &d.a_shape), ("b", &args.b, &d.b_shape), ("c", &args.c, &d.c_shape)];
+        let ins = [
+            ("a", &args.a, &d.a_shape),
+            ("b", &args.b, &d.b_shape),
+            ("c", &args.c, &d.c_shape),
+        ];
         for (arg, v, shape) in ins {
             check_operand(OP, arg, stream, shape, v.shape(), v.data().ctx_id())?;
         }
         let out = &args.out;
-        check_operand(OP, "out", stream, &out_shape, out.shape(), out.data().ctx_id())?;
+        check_operand(
+            OP,
+            "out",
+            stream,
+            &out_shape,
+            out.shape(),
+            out.data().ctx_id(),
+        )?;
         let a = args.a.broadcast_to(out_shape)?;
         let b = args.b.broadcast_to(out_shape)?;
         let c = args.c.broadcast_to(out_shape)?;
@@ -298,7 +309,10 @@ impl<T: Element, const N: usize> Plan for TernaryPlan<T, N> {
         // SAFETY: views bounds-checked at construction (broadcast views
         // reach no new elements), shapes checked above; out is disjoint
         // from each input or that input itself.
-        unsafe { self.map.forward(stream, (out.data().ptr(), out.strides()), &ins) }
+        unsafe {
+            self.map
+                .forward(stream, (out.data().ptr(), out.strides()), &ins)
+        }
     }
 }
 
@@ -462,18 +476,50 @@ impl<T: Element, const N: usize> Plan for WherePlan<T, N> {
         let d = &self.desc;
         let out_shape = self.map.out_shape;
         let cond = &args.cond;
-        check_operand(WHERE, "cond", stream, &d.cond_shape, cond.shape(), cond.data().ctx_id())?;
-        check_operand(WHERE, "a", stream, &d.a_shape, args.a.shape(), args.a.data().ctx_id())?;
-        check_operand(WHERE, "b", stream, &d.b_shape, args.b.shape(), args.b.data().ctx_id())?;
+        check_operand(
+            WHERE,
+            "cond",
+            stream,
+            &d.cond_shape,
+            cond.shape(),
+            cond.data().ctx_id(),
+        )?;
+        check_operand(
+            WHERE,
+            "a",
+            stream,
+            &d.a_shape,
+            args.a.shape(),
+            args.a.data().ctx_id(),
+        )?;
+        check_operand(
+            WHERE,
+            "b",
+            stream,
+            &d.b_shape,
+            args.b.shape(),
+            args.b.data().ctx_id(),
+        )?;
         let out = &args.out;
-        check_operand(WHERE, "out", stream, &out_shape, out.shape(), out.data().ctx_id())?;
+        check_operand(
+            WHERE,
+            "out",
+            stream,
+            &out_shape,
+            out.shape(),
+            out.data().ctx_id(),
+        )?;
         let cond = cond.broadcast_to(out_shape)?;
         let a = args.a.broadcast_to(out_shape)?;
         let b = args.b.broadcast_to(out_shape)?;
         let out_ext = Extent::of_mut("out", out);
         check_alias(WHERE, &out_ext, &Extent::of("a", &a), true)?;
         check_alias(WHERE, &out_ext, &Extent::of("b", &b), true)?;
-        check_disjoint(WHERE, &[byte_span("out", &out.as_const())], &[byte_span("cond", &cond)])?;
+        check_disjoint(
+            WHERE,
+            &[byte_span("out", &out.as_const())],
+            &[byte_span("cond", &cond)],
+        )?;
         let ins: [In<'_, T>; 3] = [
             (cond.data().ptr().cast(), cond.strides()),
             (a.data().ptr(), a.strides()),
@@ -482,7 +528,10 @@ impl<T: Element, const N: usize> Plan for WherePlan<T, N> {
         // SAFETY: views bounds-checked at construction, shapes checked
         // above; the kernels read cond as bytes (its element type); out is
         // disjoint from cond and from a and b or one of them itself.
-        unsafe { self.map.forward(stream, (out.data().ptr(), out.strides()), &ins) }
+        unsafe {
+            self.map
+                .forward(stream, (out.data().ptr(), out.strides()), &ins)
+        }
     }
 }
 
@@ -507,8 +556,22 @@ impl<T: Element, const N: usize> Backward for WherePlan<T, N> {
         let d = &self.desc;
         let out_shape = &self.map.out_shape;
         let (cond, dy) = (&args.cond, &args.dy);
-        check_operand(WHERE, "cond", stream, &d.cond_shape, cond.shape(), cond.data().ctx_id())?;
-        check_operand(WHERE, "dy", stream, out_shape, dy.shape(), dy.data().ctx_id())?;
+        check_operand(
+            WHERE,
+            "cond",
+            stream,
+            &d.cond_shape,
+            cond.shape(),
+            cond.data().ctx_id(),
+        )?;
+        check_operand(
+            WHERE,
+            "dy",
+            stream,
+            out_shape,
+            dy.shape(),
+            dy.data().ctx_id(),
+        )?;
         let grads = [
             GradOut::checked(WHERE, stream, "da", args.da.as_ref(), &d.a_shape)?,
             GradOut::checked(WHERE, stream, "db", args.db.as_ref(), &d.b_shape)?,
@@ -529,7 +592,10 @@ impl<T: Element, const N: usize> Backward for WherePlan<T, N> {
                 cond.data().ptr().cast::<T>(),
                 broadcast_strides(cond.shape(), cond.strides(), out_shape),
             ),
-            (dy.data().ptr(), broadcast_strides(dy.shape(), dy.strides(), out_shape)),
+            (
+                dy.data().ptr(),
+                broadcast_strides(dy.shape(), dy.strides(), out_shape),
+            ),
         ];
         // SAFETY: every view was bounds-checked at construction and its
         // shape checked above; the kernels read cond as bytes; the
@@ -696,8 +762,10 @@ impl<const N: usize> BroadcastMap<N> {
         let q = self.params;
         let out = &self.out_shape;
         let wants: Vec<bool> = grads.iter().map(Option::is_some).collect();
-        let raw: Vec<(DevPtr<u8>, &[usize])> =
-            reads.iter().map(|(p, st)| (p.cast::<u8>(), &st[..])).collect();
+        let raw: Vec<(DevPtr<u8>, &[usize])> = reads
+            .iter()
+            .map(|(p, st)| (p.cast::<u8>(), &st[..]))
+            .collect();
         for (k, r, at) in self.reductions::<T>(&wants) {
             if let Some(g) = &grads[k] {
                 // SAFETY: the caller's contract; the reductions run before
@@ -738,7 +806,12 @@ pub(crate) fn ternary_specs() -> Vec<baracuda_driver::ModuleSpec> {
     let mut v = Vec::new();
     for dt in 0..4 {
         for index in (0..TernaryOp::ALL.len() as u32).chain([WHERE_INDEX]) {
-            v.push(spec(&kernel_sources::TERNARY, dt, index, contig_shape(false, dt)));
+            v.push(spec(
+                &kernel_sources::TERNARY,
+                dt,
+                index,
+                contig_shape(false, dt),
+            ));
         }
     }
     v
@@ -777,9 +850,18 @@ mod tests {
 
     #[test]
     fn ops_compare_by_parameter_bits() {
-        assert_eq!(TernaryOp::Addcmul { value: f64::NAN }, TernaryOp::Addcmul { value: f64::NAN });
-        assert_ne!(TernaryOp::Addcmul { value: 1.0 }, TernaryOp::Addcdiv { value: 1.0 });
-        assert_ne!(TernaryOp::Addcmul { value: 1.0 }, TernaryOp::Addcmul { value: 2.0 });
+        assert_eq!(
+            TernaryOp::Addcmul { value: f64::NAN },
+            TernaryOp::Addcmul { value: f64::NAN }
+        );
+        assert_ne!(
+            TernaryOp::Addcmul { value: 1.0 },
+            TernaryOp::Addcdiv { value: 1.0 }
+        );
+        assert_ne!(
+            TernaryOp::Addcmul { value: 1.0 },
+            TernaryOp::Addcmul { value: 2.0 }
+        );
         for (i, op) in TernaryOp::ALL.iter().enumerate() {
             assert_eq!(op.index() as usize, i);
         }

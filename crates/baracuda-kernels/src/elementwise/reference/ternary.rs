@@ -59,13 +59,7 @@ pub fn ternary_grad_scalar(op: TernaryOp, a: f64, b: f64, c: f64, dy: f64) -> (f
 fn broadcast_all(shapes: &[&[usize]]) -> Vec<usize> {
     let rank = shapes.first().map_or(0, |s| s.len());
     (0..rank)
-        .map(|d| {
-            shapes
-                .iter()
-                .map(|s| s[d])
-                .find(|&e| e != 1)
-                .unwrap_or(1)
-        })
+        .map(|d| shapes.iter().map(|s| s[d]).find(|&e| e != 1).unwrap_or(1))
         .collect()
 }
 
@@ -109,7 +103,11 @@ fn reduced(terms: Vec<Vec<f64>>, shapes: &[&[usize]], out_shape: &[usize]) -> Te
 
 /// `(da, db, dc)` of `out = f(a, b, c)` with broadcasting, `dy` in the
 /// broadcast shape.
-pub fn ternary_backward(op: TernaryOp, inputs: [(&[f64], &[usize]); 3], dy: &[f64]) -> TernaryGrads {
+pub fn ternary_backward(
+    op: TernaryOp,
+    inputs: [(&[f64], &[usize]); 3],
+    dy: &[f64],
+) -> TernaryGrads {
     let shapes = inputs.map(|(_, s)| s);
     let out_shape = broadcast_all(&shapes);
     let [a, b, c] = inputs.map(|(v, s)| broadcast(v, s, &out_shape));
@@ -199,7 +197,13 @@ pub fn gated(op: GatedOp, x: &[f64], x_shape: &[usize], dim: usize) -> Vec<f64> 
 
 /// `dx` (row-major, `x_shape`) of a gated op, `dy` row-major in `y`'s
 /// shape.
-pub fn gated_backward(op: GatedOp, x: &[f64], x_shape: &[usize], dim: usize, dy: &[f64]) -> Vec<f64> {
+pub fn gated_backward(
+    op: GatedOp,
+    x: &[f64],
+    x_shape: &[usize],
+    dim: usize,
+    dy: &[f64],
+) -> Vec<f64> {
     let (outer, inner) = split(x_shape, dim);
     let mut dx = vec![0.0; x.len()];
     for o in 0..outer {
@@ -256,9 +260,22 @@ mod tests {
             for &(a, b, c) in &POINTS {
                 let (ga, gb, gc) = ternary_grad_scalar(op, a, b, c, 1.0);
                 let h = 1e-6;
-                close(&format!("{name} da at {a},{b},{c}"), ga, fd(|x| ternary_scalar(op, x, b, c), a, h));
-                close(&format!("{name} db at {a},{b},{c}"), gb, fd(|x| ternary_scalar(op, a, x, c), b, h));
-                close(&format!("{name} dc at {a},{b},{c}"), gc, fd(|x| ternary_scalar(op, a, b, x), c, h));
+                let at = format!("{name} at {a},{b},{c}");
+                close(
+                    &format!("da {at}"),
+                    ga,
+                    fd(|x| ternary_scalar(op, x, b, c), a, h),
+                );
+                close(
+                    &format!("db {at}"),
+                    gb,
+                    fd(|x| ternary_scalar(op, a, x, c), b, h),
+                );
+                close(
+                    &format!("dc {at}"),
+                    gc,
+                    fd(|x| ternary_scalar(op, a, b, x), c, h),
+                );
             }
         }
     }
@@ -270,8 +287,16 @@ mod tests {
                 let (ga, gb) = gated_grad_scalar(op, a, b, 1.0);
                 let h = 1e-6;
                 let name = op.name();
-                close(&format!("{name} da at {a},{b}"), ga, fd(|x| gated_scalar(op, x, b), a, h));
-                close(&format!("{name} db at {a},{b}"), gb, fd(|x| gated_scalar(op, a, x), b, h));
+                close(
+                    &format!("{name} da at {a},{b}"),
+                    ga,
+                    fd(|x| gated_scalar(op, x, b), a, h),
+                );
+                close(
+                    &format!("{name} db at {a},{b}"),
+                    gb,
+                    fd(|x| gated_scalar(op, a, x), b, h),
+                );
             }
         }
     }
@@ -318,7 +343,10 @@ mod tests {
             (&[-1.0], &[1, 1]),
         );
         assert!(y[1].is_nan());
-        assert_eq!([y[0], y[2], y[3], y[4], y[5]], [10.0, 30.0, -1.0, -1.0, -1.0]);
+        assert_eq!(
+            [y[0], y[2], y[3], y[4], y[5]],
+            [10.0, 30.0, -1.0, -1.0, -1.0]
+        );
         let g = where_backward((&[1.0, 0.0], &[2, 1]), &[1, 3], &[1, 1], &[1.0; 6]);
         assert_eq!(g.grads[0], vec![1.0, 1.0, 1.0]);
         assert_eq!(g.grads[1], vec![3.0]);
@@ -343,7 +371,10 @@ mod tests {
     fn gated_propagates_nan_and_inf() {
         assert!(gated_scalar(GatedOp::Swiglu, f64::NAN, 1.0).is_nan());
         assert!(gated_scalar(GatedOp::Reglu, f64::NAN, 1.0).is_nan());
-        assert_eq!(gated_scalar(GatedOp::Swiglu, f64::INFINITY, 2.0), f64::INFINITY);
+        assert_eq!(
+            gated_scalar(GatedOp::Swiglu, f64::INFINITY, 2.0),
+            f64::INFINITY
+        );
         assert_eq!(gated_scalar(GatedOp::Glu, 3.0, f64::INFINITY), 3.0);
         assert_eq!(gated_scalar(GatedOp::Glu, 3.0, f64::NEG_INFINITY), 0.0);
         // gelu(-inf) is -inf * 0, NaN, as PyTorch's x / 2 (1 + erf(x / sqrt 2))
