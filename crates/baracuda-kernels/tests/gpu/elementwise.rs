@@ -435,7 +435,7 @@ fn check_unary_specials<T: Element>(op: UnaryOp, rng: &mut Rng) -> Result<(), St
 /// zero (a nonzero that rounds to zero in `T`, such as tanhshrink's
 /// x - tanh(x) at x = -1e-5, has the sign of however the op's f32
 /// arithmetic cancels, as PyTorch's).
-fn compare_specials(
+pub(crate) fn compare_specials(
     what: &str,
     x: &[f64],
     got: &[f64],

@@ -5,7 +5,7 @@
 use baracuda_kernels::reference::elementwise as reference;
 use baracuda_kernels::*;
 
-use crate::elementwise::{Layout, Operand};
+use crate::elementwise::{compare_specials, Layout, Operand};
 use crate::harness::*;
 
 /// `([a, b, c] shapes, layout)` of every ternary sample: empty, size 1,
@@ -224,8 +224,88 @@ fn check_ternary_sample<T: Element, const N: usize>(
     Ok(())
 }
 
-/// Forward and backward of `op` over every sample, plus a backward asking
-/// for `dc` alone with a broadcast `c`.
+/// Special values of the ternary ops (every one exact in every dtype, and
+/// no product of three of them overflows f16, so f32 arithmetic and the
+/// f64 reference meet the same infinities).
+const SPECIALS: [f64; 10] = [
+    0.0,
+    -0.0,
+    f64::NAN,
+    f64::INFINITY,
+    f64::NEG_INFINITY,
+    1.0,
+    -1.0,
+    0.5,
+    -0.5,
+    3.0,
+];
+
+/// Every triple of [`SPECIALS`] (1000 elements: the vectorised kernel and
+/// its tail), forward and backward, contiguous and same-shaped: NaN where
+/// the reference (rounded to `T`) has NaN, the same infinities, the bound
+/// elsewhere.
+fn check_ternary_specials<T: Element>(op: TernaryOp, rng: &mut Rng) -> Result<(), String> {
+    let g = gpu();
+    let k = SPECIALS.len();
+    let n = k * k * k;
+    let pick = |i: usize, axis: u32| SPECIALS[i / k.pow(axis) % k];
+    let v: Vec<Vec<f64>> = (0..3).map(|ax| (0..n).map(|i| pick(i, ax)).collect()).collect();
+    let desc = TernaryDescriptor {
+        op,
+        element: T::KIND,
+        a_shape: [n],
+        b_shape: [n],
+        c_shape: [n],
+    };
+    let plan = select::<TernaryPlan<T, 1>>(&desc, &PlanPreference::default())?;
+    let (a, av) = upload::<T>(&v[0]);
+    let (b, bv) = upload::<T>(&v[1]);
+    let (c, cv) = upload::<T>(&v[2]);
+    let (dy, dyv) = upload::<T>(&rng.vec(n, -1.0, 1.0));
+    fn view<T: Element>(buf: &DeviceBuffer<T>, n: usize) -> TensorRef<'_, T, 1> {
+        TensorRef::contiguous(buf.as_slice(), [n]).unwrap()
+    }
+    let mut outs: Vec<DeviceBuffer<T>> = (0..4).map(|_| poisoned::<T>(n)).collect();
+    let what = format!("{} {} specials", op.name(), T::KIND);
+    {
+        let [out, da, db, dc] = &mut outs[..] else {
+            return Err("four outputs".into());
+        };
+        let out = TensorMut::contiguous(out.as_slice_mut(), [n]).unwrap();
+        let args = TernaryArgs {
+            a: view(&a, n),
+            b: view(&b, n),
+            c: view(&c, n),
+            out,
+        };
+        plan.run(&g.stream, Workspace::None, args).map_err(|e| format!("{what}: {e}"))?;
+        let grads = TernaryBwArgs {
+            a: view(&a, n),
+            b: view(&b, n),
+            c: view(&c, n),
+            dy: view(&dy, n),
+            da: Some(TensorMut::contiguous(da.as_slice_mut(), [n]).unwrap()),
+            db: Some(TensorMut::contiguous(db.as_slice_mut(), [n]).unwrap()),
+            dc: Some(TensorMut::contiguous(dc.as_slice_mut(), [n]).unwrap()),
+        };
+        plan.run_bw(&g.stream, Workspace::None, grads)
+            .map_err(|e| format!("{what} bw: {e}"))?;
+    }
+    let shape: &[usize] = &[n];
+    let ins = [(&av[..], shape), (&bv[..], shape), (&cv[..], shape)];
+    let fw = reference::ternary(op, ins);
+    let bw = reference::ternary_backward(op, ins, &dyv);
+    let tol = pointwise_tol(T::KIND);
+    let wants = [&fw, &bw.grads[0], &bw.grads[1], &bw.grads[2]];
+    for ((name, got), want) in ["out", "da", "db", "dc"].iter().zip(&outs).zip(wants) {
+        let want = round_to(T::KIND, want);
+        compare_specials(&format!("{what} {name}"), &av, &download(got), &want, tol, None)?;
+    }
+    Ok(())
+}
+
+/// Forward and backward of `op` over every sample and the special values,
+/// plus a backward asking for `dc` alone with a broadcast `c`.
 pub fn check_ternary<T: Element>(op: TernaryOp) -> Result<usize, String> {
     let mut rng = Rng::new(0x7E ^ (u64::from(op.index()) << 8));
     let mut n = 0;
@@ -243,6 +323,7 @@ pub fn check_ternary<T: Element>(op: TernaryOp) -> Result<usize, String> {
         }
         n += 1;
     }
+    check_ternary_specials::<T>(op, &mut rng)?;
     // Only dc asked for, c broadcast: its partials start the workspace.
     let g = gpu();
     let desc = TernaryDescriptor {
@@ -298,7 +379,7 @@ pub fn check_ternary<T: Element>(op: TernaryOp) -> Result<usize, String> {
         pointwise_tol(T::KIND),
         Some(&extra),
     )?;
-    Ok(n + 1)
+    Ok(n + 2)
 }
 
 /// Select a ternary op with `kind`, which it does not claim: `Unsupported`.
@@ -756,7 +837,52 @@ fn gated_tol(op: GatedOp, kind: ElementKind) -> Tolerance {
     }
 }
 
-/// Forward and backward of `op` over every gated sample.
+/// Every pair of these as (a, b), forward and backward (x `[pairs, 2]`
+/// split along dim 1: the map kernels): NaN where the reference (rounded
+/// to `T`) has NaN, the bound elsewhere. No infinities: the activations'
+/// own rows check those.
+fn check_gated_specials<T: Element>(op: GatedOp, rng: &mut Rng) -> Result<(), String> {
+    const S: [f64; 10] = [0.0, -0.0, f64::NAN, 1.0, -1.0, 0.5, -3.0, 3.0, 20.0, -20.0];
+    let g = gpu();
+    let pairs = S.len() * S.len();
+    let x: Vec<f64> = (0..pairs)
+        .flat_map(|i| [S[i % S.len()], S[i / S.len()]])
+        .collect();
+    let desc = GatedDescriptor {
+        op,
+        element: T::KIND,
+        x_shape: [pairs, 2],
+        dim: 1,
+    };
+    let plan = select::<GatedPlan<T, 2>>(&desc, &PlanPreference::default())?;
+    let (xb, xv) = upload::<T>(&x);
+    let (dy, dyv) = upload::<T>(&rng.vec(pairs, -1.0, 1.0));
+    let mut y = poisoned::<T>(pairs);
+    let mut dx = poisoned::<T>(2 * pairs);
+    let what = format!("{} {} specials", op.name(), T::KIND);
+    let xt = || TensorRef::contiguous(xb.as_slice(), [pairs, 2]).unwrap();
+    let args = GatedArgs {
+        x: xt(),
+        y: TensorMut::contiguous(y.as_slice_mut(), [pairs, 1]).unwrap(),
+    };
+    plan.run(&g.stream, Workspace::None, args).map_err(|e| format!("{what}: {e}"))?;
+    let args = GatedBwArgs {
+        x: xt(),
+        dy: TensorRef::contiguous(dy.as_slice(), [pairs, 1]).unwrap(),
+        dx: TensorMut::contiguous(dx.as_slice_mut(), [pairs, 2]).unwrap(),
+    };
+    plan.run_bw(&g.stream, Workspace::None, args).map_err(|e| format!("{what} bw: {e}"))?;
+    let tol = gated_tol(op, T::KIND);
+    let want = round_to(T::KIND, &reference::gated(op, &xv, &[pairs, 2], 1));
+    let a: Vec<f64> = xv.iter().step_by(2).copied().collect();
+    compare_specials(&format!("{what} y"), &a, &download(&y), &want, tol, None)?;
+    let want = reference::gated_backward(op, &xv, &[pairs, 2], 1, &dyv);
+    let want = round_to(T::KIND, &want);
+    compare_specials(&format!("{what} dx"), &xv, &download(&dx), &want, tol, None)
+}
+
+/// Forward and backward of `op` over every gated sample and the special
+/// values.
 pub fn check_gated<T: Element>(op: GatedOp) -> Result<usize, String> {
     let mut rng = Rng::new(0x6A7E ^ ((op as u64) << 8));
     let mut n = 0;
@@ -771,7 +897,8 @@ pub fn check_gated<T: Element>(op: GatedOp) -> Result<usize, String> {
         }
         n += 1;
     }
-    Ok(n)
+    check_gated_specials::<T>(op, &mut rng)?;
+    Ok(n + 1)
 }
 
 /// Select a gated op with `kind`, which it does not claim: `Unsupported`.

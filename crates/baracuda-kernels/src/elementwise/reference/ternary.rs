@@ -2,7 +2,7 @@
 //! `where`) and the gated activations.
 
 use super::{broadcast, reduce_to, unary_grad, unary_scalar};
-use crate::elementwise::{GatedOp, TernaryOp};
+use crate::elementwise::{GatedOp, TernaryOp, UnaryOp};
 
 /// `f(a, b, c)` for one element, as PyTorch's CUDA kernel computes it
 /// (lerp's two forms; clamp's NaN order and its `c` where `b > c`).
@@ -160,11 +160,17 @@ pub fn gated_scalar(op: GatedOp, a: f64, b: f64) -> f64 {
 }
 
 /// `(da, db)` for one pair: the gate's `act'(g) (dy u)` (the unary
-/// backward at `dy u`) and the other half's `dy act(g)`.
+/// backward at `dy u`, relu's a select between it and 0) and the other
+/// half's `dy act(g)`.
 pub fn gated_grad_scalar(op: GatedOp, a: f64, b: f64, dy: f64) -> (f64, f64) {
     let (act, half) = op.activation();
     let (g, u) = if half == 0 { (a, b) } else { (b, a) };
-    let dg = unary_grad(act, g, dy * u);
+    // relu's backward is PyTorch's select (threshold_backward), which
+    // gives 0 where g <= 0 even when dy u is not finite
+    let dg = match act {
+        UnaryOp::Relu if g <= 0.0 => 0.0,
+        _ => unary_grad(act, g, dy * u),
+    };
     let du = dy * unary_scalar(act, g);
     if half == 0 {
         (dg, du)
@@ -365,6 +371,15 @@ mod tests {
         assert_eq!(glu, vec![1.0]);
         let dx = gated_backward(GatedOp::Reglu, &x, &[2, 4], 1, &[1.0; 4]);
         assert_eq!(dx, vec![3.0, 0.0, 1.0, 0.0, -1.0, 0.0, 0.5, 0.0]);
+    }
+
+    #[test]
+    fn reglu_gradient_is_a_select() {
+        // a <= 0: no gradient to a, whatever dy b is (PyTorch's
+        // threshold_backward)
+        assert_eq!(gated_grad_scalar(GatedOp::Reglu, -1.0, f64::NAN, 1.0).0, 0.0);
+        assert!(gated_grad_scalar(GatedOp::Reglu, 1.0, f64::NAN, 1.0).0.is_nan());
+        assert!(gated_grad_scalar(GatedOp::Swiglu, -1.0, f64::NAN, 1.0).0.is_nan());
     }
 
     #[test]
