@@ -216,7 +216,8 @@ pub struct TernaryBwArgs<'a, T, const N: usize> {
 /// the gradients whose input has the output's shape are written by one
 /// pointwise pass.
 /// # Aliasing
-/// `out` may be an input of the output's shape (the same view). A
+/// `out` may be an input of the output's shape (the same view): in place
+/// over `a` from safe code through [`TernaryPlan::run_in_place_a`]. A
 /// gradient computed pointwise may be an input or `dy` itself (the same
 /// view); a reduced gradient shares memory with no operand; gradients
 /// never share memory with each other. Any other overlap is
@@ -313,6 +314,62 @@ impl<T: Element, const N: usize> Plan for TernaryPlan<T, N> {
             self.map
                 .forward(stream, (out.data().ptr(), out.strides()), &ins)
         }
+    }
+}
+
+impl<T: Element, const N: usize> TernaryPlan<T, N> {
+    /// `a = f(a, b, c)` in place (PyTorch's `addcmul_`, `addcdiv_`,
+    /// `lerp_`, `clamp_`): [`Plan::run`] with `out` the same view as `a`,
+    /// which must have the output's shape. `b` and `c` may be `a` itself
+    /// (the same view).
+    ///
+    /// # Errors
+    /// As [`Plan::run`]; `InvalidArgument` naming `a` when `a` is
+    /// broadcast, or `b` / `c` when it overlaps `a` other than as the same
+    /// view.
+    pub fn run_in_place_a(
+        &self,
+        stream: &Stream,
+        _workspace: Workspace<'_>,
+        a: TensorMut<'_, T, N>,
+        b: TensorRef<'_, T, N>,
+        c: TensorRef<'_, T, N>,
+    ) -> Result<()> {
+        let d = &self.desc;
+        let out_shape = self.map.out_shape;
+        if d.a_shape != out_shape {
+            return Err(Error::InvalidArgument {
+                op: OP,
+                arg: "a",
+                reason: format!(
+                    "a of shape {} is broadcast to the output shape {}, so it cannot hold the \
+                     output",
+                    Shape::from(&d.a_shape[..]),
+                    Shape::from(&out_shape[..])
+                ),
+            });
+        }
+        check_operand(OP, "a", stream, &d.a_shape, a.shape(), a.data().ctx_id())?;
+        check_operand(OP, "b", stream, &d.b_shape, b.shape(), b.data().ctx_id())?;
+        check_operand(OP, "c", stream, &d.c_shape, c.shape(), c.data().ctx_id())?;
+        let b = b.broadcast_to(out_shape)?;
+        let c = c.broadcast_to(out_shape)?;
+        let a_ext = Extent::of_mut("a", &a);
+        // the inputs' names on the written view: an overlap names them
+        for (arg, v) in [("b", &b), ("c", &c)] {
+            let ext = Extent::of(arg, v);
+            check_alias(OP, &Extent { arg, ..a_ext }, &ext, true)?;
+        }
+        let (ptr, strides) = (a.data().ptr(), a.strides());
+        let ins: [In<'_, T>; 3] = [
+            (ptr.as_const(), strides),
+            (b.data().ptr(), b.strides()),
+            (c.data().ptr(), c.strides()),
+        ];
+        // SAFETY: views bounds-checked at construction, shapes checked
+        // above; out is a itself, and disjoint from b and c or one of them
+        // itself.
+        unsafe { self.map.forward(stream, (ptr, strides), &ins) }
     }
 }
 

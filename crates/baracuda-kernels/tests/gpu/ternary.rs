@@ -249,7 +249,9 @@ fn check_ternary_specials<T: Element>(op: TernaryOp, rng: &mut Rng) -> Result<()
     let k = SPECIALS.len();
     let n = k * k * k;
     let pick = |i: usize, axis: u32| SPECIALS[i / k.pow(axis) % k];
-    let v: Vec<Vec<f64>> = (0..3).map(|ax| (0..n).map(|i| pick(i, ax)).collect()).collect();
+    let v: Vec<Vec<f64>> = (0..3)
+        .map(|ax| (0..n).map(|i| pick(i, ax)).collect())
+        .collect();
     let desc = TernaryDescriptor {
         op,
         element: T::KIND,
@@ -278,7 +280,8 @@ fn check_ternary_specials<T: Element>(op: TernaryOp, rng: &mut Rng) -> Result<()
             c: view(&c, n),
             out,
         };
-        plan.run(&g.stream, Workspace::None, args).map_err(|e| format!("{what}: {e}"))?;
+        plan.run(&g.stream, Workspace::None, args)
+            .map_err(|e| format!("{what}: {e}"))?;
         let grads = TernaryBwArgs {
             a: view(&a, n),
             b: view(&b, n),
@@ -299,7 +302,14 @@ fn check_ternary_specials<T: Element>(op: TernaryOp, rng: &mut Rng) -> Result<()
     let wants = [&fw, &bw.grads[0], &bw.grads[1], &bw.grads[2]];
     for ((name, got), want) in ["out", "da", "db", "dc"].iter().zip(&outs).zip(wants) {
         let want = round_to(T::KIND, want);
-        compare_specials(&format!("{what} {name}"), &av, &download(got), &want, tol, None)?;
+        compare_specials(
+            &format!("{what} {name}"),
+            &av,
+            &download(got),
+            &want,
+            tol,
+            None,
+        )?;
     }
     Ok(())
 }
@@ -324,6 +334,7 @@ pub fn check_ternary<T: Element>(op: TernaryOp) -> Result<usize, String> {
         n += 1;
     }
     check_ternary_specials::<T>(op, &mut rng)?;
+    check_ternary_in_place::<T>(op, &mut rng)?;
     // Only dc asked for, c broadcast: its partials start the workspace.
     let g = gpu();
     let desc = TernaryDescriptor {
@@ -379,7 +390,65 @@ pub fn check_ternary<T: Element>(op: TernaryOp) -> Result<usize, String> {
         pointwise_tol(T::KIND),
         Some(&extra),
     )?;
-    Ok(n + 2)
+    Ok(n + 3)
+}
+
+/// `a = f(a, b, c)` in place with a broadcast `c`, contiguous (the
+/// vectorised kernel) and over every other element of `a`'s buffer (the
+/// strided kernel, the elements between untouched): the out-of-place
+/// reference.
+fn check_ternary_in_place<T: Element>(op: TernaryOp, rng: &mut Rng) -> Result<(), String> {
+    let g = gpu();
+    let (rows, cols) = (33, 64);
+    let desc = TernaryDescriptor {
+        op,
+        element: T::KIND,
+        a_shape: [rows, cols],
+        b_shape: [rows, cols],
+        c_shape: [1, cols],
+    };
+    let plan = select::<TernaryPlan<T, 2>>(&desc, &PlanPreference::default())?;
+    for layout in [Layout::Contiguous, Layout::StridedOut] {
+        let what = format!("{} {} in place {layout:?}", op.name(), T::KIND);
+        let n = rows * cols;
+        let (len, strides, _) = crate::elementwise::output_layout(&[rows, cols], layout);
+        let av = ternary_values(Some(op), 0, rng, n);
+        let mut host = vec![f64::NAN; len];
+        for (i, off) in view_offsets(&[rows, cols], &strides)
+            .into_iter()
+            .enumerate()
+        {
+            host[off] = av[i];
+        }
+        let (mut abuf, ahost) = upload::<T>(&host);
+        let av = gather(&ahost, 0, &[rows, cols], &strides);
+        let (b, bv) = upload::<T>(&ternary_values(Some(op), 1, rng, n));
+        let (c, cv) = upload::<T>(&ternary_values(Some(op), 2, rng, cols));
+        let a = TensorMut::new(abuf.as_slice_mut(), [rows, cols], arr(&strides))
+            .map_err(|e| e.to_string())?;
+        plan.run_in_place_a(
+            &g.stream,
+            Workspace::None,
+            a,
+            TensorRef::contiguous(b.as_slice(), [rows, cols]).unwrap(),
+            TensorRef::contiguous(c.as_slice(), [1, cols]).unwrap(),
+        )
+        .map_err(|e| format!("{what}: {e}"))?;
+        let all = download(&abuf);
+        for (i, (got, was)) in all.iter().zip(&ahost).enumerate() {
+            if was.is_nan() && !got.is_nan() {
+                return Err(format!(
+                    "{what}: element {i} between the view's was written"
+                ));
+            }
+        }
+        let full: &[usize] = &[rows, cols];
+        let row: &[usize] = &[1, cols];
+        let want = reference::ternary(op, [(&av[..], full), (&bv[..], full), (&cv[..], row)]);
+        let got = gather(&all, 0, full, &strides);
+        compare(&what, &got, &want, pointwise_tol(T::KIND), None)?;
+    }
+    Ok(())
 }
 
 /// Select a ternary op with `kind`, which it does not claim: `Unsupported`.
@@ -452,6 +521,21 @@ pub fn ternary_bad_inputs() -> Result<usize, String> {
         },
     );
     bad.expect("c shape", r, shape_mismatch("c"), &[])?;
+    // in place over a broadcast a
+    let bcast = TernaryDescriptor {
+        a_shape: [1, 513],
+        ..desc
+    };
+    let bplan = TernaryPlan::<f32, 2>::select(s, &bcast, &pref).map_err(|e| e.to_string())?;
+    let (io, _) = out.as_slice_mut().split_at(513).ok_or("split")?;
+    let r = bplan.run_in_place_a(
+        s,
+        Workspace::None,
+        TensorMut::contiguous(io, [1, 513]).unwrap(),
+        full(),
+        one(),
+    );
+    bad.expect("in place over a broadcast a", r, invalid_argument("a"), &[])?;
     check_untouched::<f32>("ternary bad forward", &download(&out), &[])?;
     // backward: the split reduction of dc needs its workspace
     let bytes = plan.bw_workspace_size(Grad::C.into());
@@ -865,13 +949,15 @@ fn check_gated_specials<T: Element>(op: GatedOp, rng: &mut Rng) -> Result<(), St
         x: xt(),
         y: TensorMut::contiguous(y.as_slice_mut(), [pairs, 1]).unwrap(),
     };
-    plan.run(&g.stream, Workspace::None, args).map_err(|e| format!("{what}: {e}"))?;
+    plan.run(&g.stream, Workspace::None, args)
+        .map_err(|e| format!("{what}: {e}"))?;
     let args = GatedBwArgs {
         x: xt(),
         dy: TensorRef::contiguous(dy.as_slice(), [pairs, 1]).unwrap(),
         dx: TensorMut::contiguous(dx.as_slice_mut(), [pairs, 2]).unwrap(),
     };
-    plan.run_bw(&g.stream, Workspace::None, args).map_err(|e| format!("{what} bw: {e}"))?;
+    plan.run_bw(&g.stream, Workspace::None, args)
+        .map_err(|e| format!("{what} bw: {e}"))?;
     let tol = gated_tol(op, T::KIND);
     let want = round_to(T::KIND, &reference::gated(op, &xv, &[pairs, 2], 1));
     let a: Vec<f64> = xv.iter().step_by(2).copied().collect();
