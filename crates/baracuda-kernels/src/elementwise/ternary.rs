@@ -246,6 +246,7 @@ impl<T: Element, const N: usize> Plan for TernaryPlan<T, N> {
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let dt = check_select::<T, N>(OP, desc.element, pref)?;
+        pref.check_workspace(OP, 0)?;
         let shapes = [&desc.a_shape, &desc.b_shape, &desc.c_shape];
         let out = out_shape(OP, &shapes)?;
         let params = TernaryParams {
@@ -504,6 +505,7 @@ impl<T: Element, const N: usize> Plan for WherePlan<T, N> {
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let dt = check_select::<T, N>(WHERE, desc.element, pref)?;
+        pref.check_workspace(WHERE, 0)?;
         let out = desc.out_shape()?;
         let map = BroadcastMap::select::<T>(
             stream,
@@ -691,7 +693,6 @@ impl<const N: usize> BroadcastMap<N> {
         out: [usize; N],
         params: TernaryParams,
     ) -> Result<Self> {
-        pref.check_workspace(name, 0)?;
         let shape = contig_shape(false, dtype);
         let spec = spec(&kernel_sources::TERNARY, dtype, index, shape);
         let fw = MapKernels::load(stream, &spec, "ternary_fw", name, shape)?;
