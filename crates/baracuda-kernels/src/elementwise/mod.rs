@@ -13,6 +13,7 @@ mod layout;
 mod gated;
 mod reduce_back;
 mod ternary;
+mod ternary_map;
 mod unary;
 
 pub use binary::{

@@ -18,6 +18,7 @@ mod cast;
 mod conv;
 mod driver;
 mod elementwise;
+mod gated;
 mod gemm;
 mod group_norm;
 mod harness;
@@ -68,17 +69,43 @@ macro_rules! binary_row {
     };
 }
 
-/// A row of `ternary.rs` (ternary, where and gated ops): its check of one
-/// dtype, bad inputs and dtype check.
-macro_rules! ternary_row {
-    ($name:literal, $check:ident, $bad:ident, $unsupported:ident $(, $op:expr)?) => {
+/// A row of `ternary.rs` (ternary and where ops) or `gated.rs`: its check
+/// of one dtype, bad inputs and dtype check, in module `$m`.
+macro_rules! module_row {
+    ($m:ident, $name:literal, $check:ident, $bad:ident, $unsupported:ident $(, $op:expr)?) => {
         &CheckCase {
             name: $name,
             dtypes: FLOATS,
-            check: |k| with_element!(k, T => ternary::$check::<T>($($op)?)),
-            bad_inputs: ternary::$bad,
-            unsupported: ternary::$unsupported,
+            check: |k| with_element!(k, T => $m::$check::<T>($($op)?)),
+            bad_inputs: $m::$bad,
+            unsupported: $m::$unsupported,
         }
+    };
+}
+
+macro_rules! ternary_row {
+    ($name:literal, $op:expr) => {
+        module_row!(
+            ternary,
+            $name,
+            check_ternary,
+            ternary_bad_inputs,
+            ternary_unsupported,
+            $op
+        )
+    };
+}
+
+macro_rules! gated_row {
+    ($name:literal, $op:expr) => {
+        module_row!(
+            gated,
+            $name,
+            check_gated,
+            gated_bad_inputs,
+            gated_unsupported,
+            $op
+        )
     };
 }
 
@@ -229,75 +256,22 @@ static TABLE: &[&dyn Row] = &[
     binary_row!("binary_logaddexp2", BinaryOp::Logaddexp2),
     binary_row!("binary_fmax", BinaryOp::Fmax),
     binary_row!("binary_fmin", BinaryOp::Fmin),
-    ternary_row!(
-        "ternary_lerp",
-        check_ternary,
-        ternary_bad_inputs,
-        ternary_unsupported,
-        TernaryOp::Lerp
-    ),
-    ternary_row!(
-        "ternary_addcmul",
-        check_ternary,
-        ternary_bad_inputs,
-        ternary_unsupported,
-        TernaryOp::Addcmul { value: 0.5 }
-    ),
-    ternary_row!(
-        "ternary_addcdiv",
-        check_ternary,
-        ternary_bad_inputs,
-        ternary_unsupported,
-        TernaryOp::Addcdiv { value: -1.5 }
-    ),
-    ternary_row!(
-        "ternary_clamp",
-        check_ternary,
-        ternary_bad_inputs,
-        ternary_unsupported,
-        TernaryOp::Clamp
-    ),
-    ternary_row!(
+    ternary_row!("ternary_lerp", TernaryOp::Lerp),
+    ternary_row!("ternary_addcmul", TernaryOp::Addcmul { value: 0.5 }),
+    ternary_row!("ternary_addcdiv", TernaryOp::Addcdiv { value: -1.5 }),
+    ternary_row!("ternary_clamp", TernaryOp::Clamp),
+    module_row!(
+        ternary,
         "ternary_where",
         check_where,
         where_bad_inputs,
         where_unsupported
     ),
-    ternary_row!(
-        "gated_glu",
-        check_gated,
-        gated_bad_inputs,
-        gated_unsupported,
-        GatedOp::Glu
-    ),
-    ternary_row!(
-        "gated_swiglu",
-        check_gated,
-        gated_bad_inputs,
-        gated_unsupported,
-        GatedOp::Swiglu
-    ),
-    ternary_row!(
-        "gated_geglu_erf",
-        check_gated,
-        gated_bad_inputs,
-        gated_unsupported,
-        GatedOp::GegluErf
-    ),
-    ternary_row!(
-        "gated_geglu_tanh",
-        check_gated,
-        gated_bad_inputs,
-        gated_unsupported,
-        GatedOp::GegluTanh
-    ),
-    ternary_row!(
-        "gated_reglu",
-        check_gated,
-        gated_bad_inputs,
-        gated_unsupported,
-        GatedOp::Reglu
-    ),
+    gated_row!("gated_glu", GatedOp::Glu),
+    gated_row!("gated_swiglu", GatedOp::Swiglu),
+    gated_row!("gated_geglu_erf", GatedOp::GegluErf),
+    gated_row!("gated_geglu_tanh", GatedOp::GegluTanh),
+    gated_row!("gated_reglu", GatedOp::Reglu),
     &CheckCase {
         name: "cast",
         dtypes: &CAST_KINDS,
