@@ -6,7 +6,8 @@
 //! row becomes one test that checks every claimed dtype over every sample
 //! (forward and backward against the f64 reference), that every other
 //! dtype is `Unsupported`, and the row's bad inputs. The elementwise rows
-//! are below; the conv family's (convolution and pooling) are in
+//! are below (their checks in `elementwise.rs`, `ternary.rs` for the
+//! ternary ops and `where`, `gated.rs` for the gated activations); the conv family's (convolution and pooling) are in
 //! `conv.rs`, the GEMM family's in `gemm.rs`, the reduce family's in
 //! `reduce.rs` (reductions), `arg_reduce.rs` (index reductions),
 //! `logical_reduce.rs` (all, any, count_nonzero) and `scan.rs` (scans). `reliability.rs` runs every row from many threads at once
