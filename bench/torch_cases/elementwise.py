@@ -87,12 +87,82 @@ BINARY = {
     "fmax": (lambda torch: torch.fmax, None),
     "fmin": (lambda torch: torch.fmin, None),
 }
+# Ternary ops and where: forward as PyTorch's function; backward as the
+# formulas of derivatives.yaml autograd runs (addcmul's da is dy itself).
+# Both timed eagerly and as torch.compile of the same function.
+TERNARY = {
+    "lerp": (lambda torch: torch.lerp,
+             lambda torch: lambda a, b, c, dy: (dy * (1 - c), dy * c, dy * (b - a))),
+    "addcmul": (lambda torch: torch.addcmul, lambda torch: lambda a, b, c, dy: (dy, dy * c, dy * b)),
+    "addcdiv": (lambda torch: torch.addcdiv,
+                lambda torch: lambda a, b, c, dy: (dy, dy / c, -dy * b / (c * c))),
+    "clamp": (lambda torch: lambda a, b, c: torch.clamp(a, b, c),
+              lambda torch: lambda a, b, c, dy: (torch.where((a >= b) & (a <= c), dy, 0),
+                                                 torch.where((a < b) & (b < c), dy, 0),
+                                                 torch.where((a > c) | (c < b), dy, 0))),
+    "where": (lambda torch: torch.where,
+              lambda torch: lambda k, dy: (torch.where(k, dy, 0), torch.where(k, 0, dy))),
+}
+
+
+def _gated(act, glu=False):
+    """Forward and backward of a gated op of x's halves a, b along the last
+    dim: act(a) * b (glu: a * sigmoid(b)), as a model writes it; the
+    backward as autograd runs it (the activation's aten backward at dy * b,
+    and dy * act(a)), the halves of dx concatenated."""
+    def fw(torch):
+        F = torch.nn.functional
+        if glu:
+            return lambda x: F.glu(x, -1)
+        f = act(torch)
+        return lambda x: (lambda a, b: f(a) * b)(*x.chunk(2, -1))
+
+    def bw(torch):
+        if glu:
+            return lambda x, dy: torch.ops.aten.glu_backward(dy, x, -1)
+        f, df = act(torch), act_bw[act](torch)
+        return lambda x, dy: (lambda a, b: torch.cat([df(dy * b, a), dy * f(a)], -1))(*x.chunk(2, -1))
+    return fw, bw
+
+
+def _silu(torch):
+    return torch.nn.functional.silu
+
+
+def _gelu(torch):
+    return torch.nn.functional.gelu
+
+
+def _gelu_tanh(torch):
+    return lambda x: torch.nn.functional.gelu(x, approximate="tanh")
+
+
+def _relu(torch):
+    return torch.relu
+
+
+act_bw = {
+    _silu: lambda torch: lambda dy, x: torch.ops.aten.silu_backward(dy, x),
+    _gelu: lambda torch: lambda dy, x: torch.ops.aten.gelu_backward(dy, x),
+    _gelu_tanh: lambda torch: lambda dy, x: torch.ops.aten.gelu_backward(dy, x, approximate="tanh"),
+    _relu: lambda torch: lambda dy, x: torch.ops.aten.threshold_backward(dy, torch.relu(x), 0),
+}
+GATED = {
+    "glu": _gated(None, glu=True),
+    "swiglu": _gated(_silu),
+    "geglu_erf": _gated(_gelu),
+    "geglu_tanh": _gated(_gelu_tanh),
+    "reglu": _gated(_relu),
+}
+# The last dim of a gated case's x: [len / GATED_WIDTH, GATED_WIDTH].
+GATED_WIDTH = 8192
 SETTINGS = {"placements": int}
 OPS = {"copy": Op(("fw",), FLOATS, {"len": int}),
        "fill": Op(("fw",), FLOATS, {"len": int}),
        "cast": Op(("fw",), ("bf16", "f32"), {"len": int, "to": str})}
 OPS.update({op: Op(("fw", "bw") if bw else ("fw",), FLOATS, {"len": int})
             for op, (_, bw) in {**UNARY, **BINARY}.items()})
+OPS.update({op: Op(("fw", "bw"), FLOATS, {"len": int}) for op in {**TERNARY, **GATED}})
 
 
 def _tensors(op, pass_):
@@ -103,6 +173,10 @@ def _tensors(op, pass_):
         return 1
     if op in UNARY:
         return 2 if pass_ == "fw" else 3
+    if op == "where":
+        return 3
+    if op in TERNARY:
+        return 4 if pass_ == "fw" else 7
     return 3 if pass_ == "fw" else 5
 
 
@@ -111,7 +185,12 @@ def rows(case):
     if case["op"] == "cast":
         moved = n * (size + caselist.SIZE[case["to"]])
         return [caselist.row(case, p, f"[{n}]", bytes=moved) for p in case["passes"]]
-    return [caselist.row(case, p, f"[{n}]", bytes=_tensors(case["op"], p) * n * size) for p in case["passes"]]
+    if case["op"] in GATED:
+        return [caselist.row(case, p, f"[{n}]", bytes=(3 if p == "fw" else 5) * n // 2 * size)
+                for p in case["passes"]]
+    cond = n if case["op"] == "where" else 0
+    return [caselist.row(case, p, f"[{n}]", bytes=_tensors(case["op"], p) * n * size + cond)
+            for p in case["passes"]]
 
 
 def cases(torch, settings, cases):
@@ -163,6 +242,8 @@ def cases(torch, settings, cases):
                     yield by_pass["bw"], eager
                 del dys
             del xs
+        elif op in TERNARY or op in GATED:
+            yield from _compiled_case(torch, case, by_pass, rand, placements, dev)
         else:
             fw, bw = BINARY[op]
             as_, bs = rand(n, -2, 2, dtype), rand(n, 0.5, 2, dtype)
@@ -175,3 +256,35 @@ def cases(torch, settings, cases):
                 yield by_pass["bw"], [(lambda a=a, b=b, dy=dy, f=b_: f(a, b, dy)) for a, b, dy in zip(as_, bs, dys)]
                 del dys
             del as_, bs
+
+
+def _compiled_case(torch, case, by_pass, rand, placements, dev):
+    """A ternary, where or gated case: each pass timed eagerly and as
+    torch.compile of the same function."""
+    op, n, dtype = case["op"], case["len"], caselist.torch_dtype(torch, case["dtype"])
+    if op in GATED:
+        fw, bw = GATED[op]
+        ins = [[x.view(n // GATED_WIDTH, GATED_WIDTH)] for x in rand(n, -4, 4, dtype)]
+        dys = [[dy.view(n // GATED_WIDTH, GATED_WIDTH // 2)] for dy in rand(n // 2, -1, 1, dtype)]
+    elif op == "where":
+        fw, bw = TERNARY[op]
+        g = torch.Generator(device=dev).manual_seed(1)
+        conds = [torch.rand(n, device=dev, generator=g) < 0.5 for _ in range(placements)]
+        ins = [[k, a, b] for k, a, b in zip(conds, rand(n, -2, 2, dtype), rand(n, -2, 2, dtype))]
+        dys = [[dy] for dy in rand(n, -1, 1, dtype)]
+    else:
+        fw, bw = TERNARY[op]
+        ins = [list(t) for t in zip(rand(n, -2, 2, dtype), rand(n, -2, 2, dtype), rand(n, 0.5, 2, dtype))]
+        dys = [[dy] for dy in rand(n, -1, 1, dtype)]
+    for pass_, make, args in (("fw", fw, ins), ("bw", bw, None)):
+        if pass_ not in by_pass:
+            continue
+        f = make(torch)
+        if pass_ == "bw":
+            # where's backward reads the condition and dy; the others every
+            # input and dy
+            args = [(i[:1] if op == "where" else i) + d for i, d in zip(ins, dys)]
+        c = torch.compile(f, dynamic=False)
+        yield (by_pass[pass_], [(lambda a=a, f=f: f(*a)) for a in args],
+               [(lambda a=a, c=c: c(*a)) for a in args])
+    del ins, dys

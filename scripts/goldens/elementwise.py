@@ -7,7 +7,14 @@ The unary ops after the first eight (UNARY_SPECIAL) also run on special
 values (NaN, +-inf, +-0, huge, tiny, their domain edges and kinks), on CUDA
 when there is a GPU: the CUDA kernels and their edge cases are what
 UnaryPlan matches. Their parameters are the GPU test rows' (tests/gpu/
-main.rs), keyed by the row name without `unary_`."""
+main.rs), keyed by the row name without `unary_`.
+
+The ternary ops (lerp, addcmul, addcdiv, clamp with tensor bounds, where)
+run on three broadcast operands, a [4, 3], b [1, 3], c [4, 1] (where: cond
+[4, 1], a [4, 3], b [1, 3]); the gated activations (glu, swiglu, geglu,
+reglu) on x [3, 8] split along the last dim, and glu also along dim 0 of
+x [4, 3]. Their parameters are the GPU rows' (`ternary_<name>`,
+`gated_<name>`)."""
 
 UNARY = ["relu", "gelu_erf", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "neg"]
 BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "atan2", "hypot", "copysign", "pow",
@@ -122,4 +129,61 @@ def make(torch):
         y = f(x)
         (dx,) = torch.autograd.grad(y, (x,), dy)
         out.update({f"unary.{name}.x": x, f"unary.{name}.dy": dy, f"unary.{name}.y": y, f"unary.{name}.dx": dx})
+    tfns = {
+        "lerp": torch.lerp,
+        "addcmul": lambda a, b, c: torch.addcmul(a, b, c, value=0.5),
+        "addcdiv": lambda a, b, c: torch.addcdiv(a, b, c, value=-1.5),
+        "clamp": lambda a, b, c: torch.clamp(a, min=b, max=c),
+    }
+    for name, f in tfns.items():
+        a = r(4, 3) * 4 - 2
+        b = r(1, 3) * 4 - 2
+        c = r(4, 1) * 4 - 2
+        if name == "lerp":
+            # both forms and weights outside [0, 1]
+            c = torch.tensor([[-0.75], [0.25], [0.5], [1.5]], dtype=torch.float64)
+        if name == "addcdiv":
+            c = (r(4, 1) + 0.5) * torch.tensor([[1.0], [-1.0], [1.0], [-1.0]], dtype=torch.float64)
+        if name == "clamp":
+            # a grid: ties with the bounds, and rows whose min > max
+            a = torch.floor(a * 2) / 2
+            b = torch.tensor([[-1.0, 0.0, 0.5]], dtype=torch.float64)
+            c = torch.tensor([[1.0], [0.5], [-0.5], [0.0]], dtype=torch.float64)
+            a[0, 0] = -1.0
+            a[1, 2] = 0.5
+            a[3, 1] = float("nan")
+        a.requires_grad_()
+        b.requires_grad_()
+        c.requires_grad_()
+        y = f(a, b, c)
+        dy = r(4, 3) * 2 - 1
+        da, db, dc = torch.autograd.grad(y, (a, b, c), dy)
+        out.update({f"ternary.{name}.a": a, f"ternary.{name}.b": b, f"ternary.{name}.c": c,
+                    f"ternary.{name}.dy": dy, f"ternary.{name}.out": y, f"ternary.{name}.da": da,
+                    f"ternary.{name}.db": db, f"ternary.{name}.dc": dc})
+    cond = torch.tensor([[True], [False], [True], [False]])
+    a = (r(4, 3) * 4 - 2).requires_grad_()
+    b = (r(1, 3) * 4 - 2).requires_grad_()
+    y = torch.where(cond, a, b)
+    dy = r(4, 3) * 2 - 1
+    da, db = torch.autograd.grad(y, (a, b), dy)
+    out.update({"ternary.where.cond": cond.to(torch.float64), "ternary.where.a": a,
+                "ternary.where.b": b, "ternary.where.dy": dy, "ternary.where.out": y,
+                "ternary.where.da": da, "ternary.where.db": db})
+    gfns = {
+        "glu": lambda x: F.glu(x, -1),
+        "swiglu": lambda x: F.silu(x.chunk(2, -1)[0]) * x.chunk(2, -1)[1],
+        "geglu_erf": lambda x: F.gelu(x.chunk(2, -1)[0]) * x.chunk(2, -1)[1],
+        "geglu_tanh": lambda x: F.gelu(x.chunk(2, -1)[0], approximate="tanh") * x.chunk(2, -1)[1],
+        "reglu": lambda x: F.relu(x.chunk(2, -1)[0]) * x.chunk(2, -1)[1],
+        "glu_dim0": lambda x: F.glu(x, 0),
+    }
+    for name, f in gfns.items():
+        x = (r(4, 3) if name == "glu_dim0" else r(3, 8)) * 8 - 4
+        x = x.requires_grad_()
+        y = f(x)
+        dy = r(*y.shape) * 2 - 1
+        (dx,) = torch.autograd.grad(y, (x,), dy)
+        out.update({f"gated.{name}.x": x, f"gated.{name}.dy": dy, f"gated.{name}.y": y,
+                    f"gated.{name}.dx": dx})
     return out

@@ -1,7 +1,9 @@
 //! Elementwise benchmark cases, from `bench/cases/elementwise.json` (which
-//! `bench/torch_cases/elementwise.py` reads too): unary and binary ops on
-//! contiguous tensors, their backward passes, casts between dtypes, fills,
-//! and the device-to-device copy that sets the bandwidth ceiling.
+//! `bench/torch_cases/elementwise.py` reads too): unary, binary and
+//! ternary ops (and `where`) on contiguous tensors, gated activations over
+//! the halves of `[len / 8192, 8192]`, their backward passes, casts
+//! between dtypes, fills, and the device-to-device copy that sets the
+//! bandwidth ceiling.
 //!
 //! Every case, the copy included, rotates its inputs over the file's
 //! `placements` buffer sets, each a separate allocation with its own random
@@ -59,7 +61,16 @@ enum Kind {
     Cast(ElementKind),
     Unary(UnaryOp),
     Binary(BinaryOp),
+    Ternary(TernaryOp),
+    /// `where(cond, a, b)`, cond bool.
+    Where,
+    /// A gated activation of x `[len / GATED_WIDTH, GATED_WIDTH]` split
+    /// along its last dim.
+    Gated(GatedOp),
 }
+
+/// The last dim of a gated case's x (two halves of 4096, an MLP's width).
+const GATED_WIDTH: usize = 8192;
 
 impl Kind {
     fn of(op: &str) -> Option<Kind> {
@@ -70,7 +81,15 @@ impl Kind {
         }
         let unary = UnaryOp::ALL.into_iter().find(|u| u.name() == op);
         let binary = BinaryOp::ALL.into_iter().find(|b| b.name() == op);
-        unary.map(Kind::Unary).or(binary.map(Kind::Binary))
+        let ternary = TernaryOp::ALL.into_iter().find(|t| t.name() == op);
+        let gated = GatedOp::ALL.into_iter().find(|g| g.name() == op);
+        let where_ = (op == "where").then_some(Kind::Where);
+        unary
+            .map(Kind::Unary)
+            .or(binary.map(Kind::Binary))
+            .or(ternary.map(Kind::Ternary))
+            .or(gated.map(Kind::Gated))
+            .or(where_)
     }
 
     fn passes(self) -> &'static [&'static str] {
@@ -80,15 +99,24 @@ impl Kind {
         }
     }
 
-    /// Tensors of `len` elements a pass reads or writes (the minimum
-    /// traffic: every input read once, every output written once).
-    fn tensors(self, pass: &str) -> usize {
-        match (self, pass) {
+    /// Bytes a pass over tensors of `len` elements of `size` bytes reads
+    /// or writes (the minimum traffic: every input read once, every output
+    /// written once). A gated case's x has `len` elements and y half;
+    /// `where`'s condition is one byte per element.
+    fn bytes(self, pass: &str, len: usize, size: usize) -> usize {
+        let tensors = match (self, pass) {
             (Kind::Fill, _) => 1,
             (Kind::Copy | Kind::Cast(_), _) | (Kind::Unary(_), "fw") => 2,
-            (Kind::Unary(_), _) | (Kind::Binary(_), "fw") => 3,
+            (Kind::Unary(_), _) | (Kind::Binary(_), "fw") | (Kind::Where, _) => 3,
             (Kind::Binary(_), _) => 5,
-        }
+            (Kind::Ternary(_), "fw") => 4,
+            (Kind::Ternary(_), _) => 7,
+            // x and y; x, dy and dx: in halves of x
+            (Kind::Gated(_), "fw") => return 3 * len / 2 * size,
+            (Kind::Gated(_), _) => return 5 * len / 2 * size,
+        };
+        let cond = if matches!(self, Kind::Where) { len } else { 0 };
+        tensors * len * size + cond
     }
 }
 
@@ -123,7 +151,7 @@ fn job(c: &RawCase, placements: usize) -> Checked<Job> {
     let rows = c.rows(&passes, dtype, &format!("[{len}]"), |r| {
         let bytes = match kind {
             Kind::Cast(to) => len * (dtype.size_bytes() + to.size_bytes()),
-            _ => kind.tensors(r.pass) * len * dtype.size_bytes(),
+            _ => kind.bytes(r.pass, len, dtype.size_bytes()),
         };
         r.bytes(bytes)
     });
@@ -143,6 +171,9 @@ fn job(c: &RawCase, placements: usize) -> Checked<Job> {
             Kind::Cast(_) => Err(bad_pass("cast")),
             Kind::Unary(op) => unary::<T>(s, z, op, rows),
             Kind::Binary(op) => binary::<T>(s, z, op, rows),
+            Kind::Ternary(op) => ternary::<T>(s, z, op, rows),
+            Kind::Where => where_::<T>(s, z, rows),
+            Kind::Gated(op) => gated::<T>(s, z, op, rows),
         })
     });
     Ok(c.job(rows, run))
@@ -260,6 +291,166 @@ fn binary<T: Element>(s: &Stream, z: Sizes, op: BinaryOp, rows: &[Row]) -> Resul
                         dy: TensorRef::contiguous(dy[i].as_slice(), [n])?,
                         da: Some(TensorMut::contiguous(out.as_slice_mut(), [n])?),
                         db: Some(TensorMut::contiguous(db.as_slice_mut(), [n])?),
+                    },
+                )
+            })
+        }
+        p => Err(bad_pass(p)),
+    })
+}
+
+fn ternary<T: Element>(s: &Stream, z: Sizes, op: TernaryOp, rows: &[Row]) -> Result<()> {
+    let n = z.n;
+    let a = random_sets::<T>(s, z, 8, -2.0, 2.0)?;
+    let b = random_sets::<T>(s, z, 9, -2.0, 2.0)?;
+    let c = random_sets::<T>(s, z, 10, 0.5, 2.0)?;
+    let mut out = output::<T>(s, z)?;
+    let desc = TernaryDescriptor {
+        op,
+        element: T::KIND,
+        a_shape: [n],
+        b_shape: [n],
+        c_shape: [n],
+    };
+    let plan = TernaryPlan::<T, 1>::select(s, &desc, &PlanPreference::default())?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, z.placements, |i| {
+            plan.run(
+                s,
+                Workspace::None,
+                TernaryArgs {
+                    a: TensorRef::contiguous(a[i].as_slice(), [n])?,
+                    b: TensorRef::contiguous(b[i].as_slice(), [n])?,
+                    c: TensorRef::contiguous(c[i].as_slice(), [n])?,
+                    out: TensorMut::contiguous(out.as_slice_mut(), [n])?,
+                },
+            )
+        }),
+        "bw" => {
+            let dy = random_sets::<T>(s, z, 11, -1.0, 1.0)?;
+            let mut db = output::<T>(s, z)?;
+            let mut dc = output::<T>(s, z)?;
+            time_rotating_ms(s, z.placements, |i| {
+                plan.run_bw(
+                    s,
+                    Workspace::None,
+                    TernaryBwArgs {
+                        a: TensorRef::contiguous(a[i].as_slice(), [n])?,
+                        b: TensorRef::contiguous(b[i].as_slice(), [n])?,
+                        c: TensorRef::contiguous(c[i].as_slice(), [n])?,
+                        dy: TensorRef::contiguous(dy[i].as_slice(), [n])?,
+                        da: Some(TensorMut::contiguous(out.as_slice_mut(), [n])?),
+                        db: Some(TensorMut::contiguous(db.as_slice_mut(), [n])?),
+                        dc: Some(TensorMut::contiguous(dc.as_slice_mut(), [n])?),
+                    },
+                )
+            })
+        }
+        p => Err(bad_pass(p)),
+    })
+}
+
+fn where_<T: Element>(s: &Stream, z: Sizes, rows: &[Row]) -> Result<()> {
+    let n = z.n;
+    let cond = cond_sets(s, z)?;
+    let a = random_sets::<T>(s, z, 13, -2.0, 2.0)?;
+    let b = random_sets::<T>(s, z, 14, -2.0, 2.0)?;
+    let mut out = output::<T>(s, z)?;
+    let desc = WhereDescriptor {
+        element: T::KIND,
+        cond_shape: [n],
+        a_shape: [n],
+        b_shape: [n],
+    };
+    let plan = WherePlan::<T, 1>::select(s, &desc, &PlanPreference::default())?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, z.placements, |i| {
+            plan.run(
+                s,
+                Workspace::None,
+                WhereArgs {
+                    cond: TensorRef::contiguous(cond[i].as_slice(), [n])?,
+                    a: TensorRef::contiguous(a[i].as_slice(), [n])?,
+                    b: TensorRef::contiguous(b[i].as_slice(), [n])?,
+                    out: TensorMut::contiguous(out.as_slice_mut(), [n])?,
+                },
+            )
+        }),
+        "bw" => {
+            let dy = random_sets::<T>(s, z, 15, -1.0, 1.0)?;
+            let mut db = output::<T>(s, z)?;
+            time_rotating_ms(s, z.placements, |i| {
+                plan.run_bw(
+                    s,
+                    Workspace::None,
+                    WhereBwArgs {
+                        cond: TensorRef::contiguous(cond[i].as_slice(), [n])?,
+                        dy: TensorRef::contiguous(dy[i].as_slice(), [n])?,
+                        da: Some(TensorMut::contiguous(out.as_slice_mut(), [n])?),
+                        db: Some(TensorMut::contiguous(db.as_slice_mut(), [n])?),
+                    },
+                )
+            })
+        }
+        p => Err(bad_pass(p)),
+    })
+}
+
+/// `placements` bool buffers of `n` elements, about half of them true
+/// (bits of a SplitMix64 stream, seeded per set).
+fn cond_sets(s: &Stream, z: Sizes) -> Result<Vec<DeviceBuffer<bool>>> {
+    (0..z.placements as u64)
+        .map(|set| {
+            let host: Vec<bool> = (0..z.n as u64)
+                .map(|i| {
+                    let mut v = (i ^ (set << 40)).wrapping_add(0x9E37_79B9_7F4A_7C15);
+                    v = (v ^ (v >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+                    v = (v ^ (v >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+                    (v ^ (v >> 31)) & 1 == 1
+                })
+                .collect();
+            DeviceBuffer::from_host(s, &host)
+        })
+        .collect()
+}
+
+/// A gated op over x `[n / GATED_WIDTH, GATED_WIDTH]` (n elements), y of
+/// half as many.
+fn gated<T: Element>(s: &Stream, z: Sizes, op: GatedOp, rows: &[Row]) -> Result<()> {
+    let n = z.n;
+    let x_shape = [n / GATED_WIDTH, GATED_WIDTH];
+    let y_shape = [n / GATED_WIDTH, GATED_WIDTH / 2];
+    let xs = random_sets::<T>(s, z, 16, -4.0, 4.0)?;
+    let mut y = DeviceBuffer::<T>::uninit(s, n / 2)?;
+    let desc = GatedDescriptor {
+        op,
+        element: T::KIND,
+        x_shape,
+        dim: 1,
+    };
+    let plan = GatedPlan::<T, 2>::select(s, &desc, &PlanPreference::default())?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, z.placements, |i| {
+            plan.run(
+                s,
+                Workspace::None,
+                GatedArgs {
+                    x: TensorRef::contiguous(xs[i].as_slice(), x_shape)?,
+                    y: TensorMut::contiguous(y.as_slice_mut(), y_shape)?,
+                },
+            )
+        }),
+        "bw" => {
+            let dys = crate::harness::random_sets::<T>(s, n / 2, z.placements, 17, -1.0, 1.0)?;
+            let mut dx = output::<T>(s, z)?;
+            time_rotating_ms(s, z.placements, |i| {
+                plan.run_bw(
+                    s,
+                    Workspace::None,
+                    GatedBwArgs {
+                        x: TensorRef::contiguous(xs[i].as_slice(), x_shape)?,
+                        dy: TensorRef::contiguous(dys[i].as_slice(), y_shape)?,
+                        dx: TensorMut::contiguous(dx.as_slice_mut(), x_shape)?,
                     },
                 )
             })

@@ -16,10 +16,12 @@ use std::ops::BitOr;
 pub enum Grad {
     /// `dx`: the data input of a unary op, pooling, convolution or linear.
     X,
-    /// `da`: the first input of a binary op.
+    /// `da`: the first input of a binary (or ternary) op.
     A,
-    /// `db`: the second input of a binary op.
+    /// `db`: the second input of a binary op (of a ternary op).
     B,
+    /// `dc`: the third input of a ternary op.
+    C,
     /// `dw`: the weight or filter.
     Weight,
     /// `dbias`: the bias.
@@ -33,10 +35,11 @@ pub enum Grad {
 }
 
 impl Grad {
-    const ALL: [Grad; 8] = [
+    const ALL: [Grad; 9] = [
         Grad::X,
         Grad::A,
         Grad::B,
+        Grad::C,
         Grad::Weight,
         Grad::Bias,
         Grad::Q,
@@ -44,8 +47,8 @@ impl Grad {
         Grad::V,
     ];
 
-    const fn bit(self) -> u8 {
-        1 << self as u8
+    const fn bit(self) -> u16 {
+        1 << self as u16
     }
 
     /// The argument name of this gradient (`dx`, `da`, `db`, `dw`, `dbias`).
@@ -54,6 +57,7 @@ impl Grad {
             Grad::X => "dx",
             Grad::A => "da",
             Grad::B => "db",
+            Grad::C => "dc",
             Grad::Weight => "dw",
             Grad::Bias => "dbias",
             Grad::Q => "dq",
@@ -66,7 +70,7 @@ impl Grad {
 /// A set of [`Grad`]s. Built with `|`: `Grad::X | Grad::Weight`, or
 /// [`Grads::of`].
 #[derive(Copy, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Grads(u8);
+pub struct Grads(u16);
 
 impl Grads {
     /// The empty set.

@@ -28,6 +28,10 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         include_str!("../kernels/common/pointwise.cuh"),
     ),
     (
+        "common/reduce_back.cuh",
+        include_str!("../kernels/common/reduce_back.cuh"),
+    ),
+    (
         "common/fast_math.cuh",
         include_str!("../kernels/common/fast_math.cuh"),
     ),
@@ -64,6 +68,11 @@ source!(
 source!(
     /// Pointwise binary ops with broadcasting.
     BINARY = "elementwise/binary.cu"
+);
+source!(
+    /// Pointwise ternary ops (lerp, addcmul, addcdiv, clamp, where) with
+    /// broadcasting.
+    TERNARY = "elementwise/ternary.cu"
 );
 source!(
     /// Conversions between element types.

@@ -20,26 +20,48 @@
 // and sizes the grid from the same shape; the block size is blockDim.x.
 //
 // F is a functor `void operator()(const ACC (&in)[NIN], ACC (&out)[NOUT])`.
-// An output pointer may be null: that output is not stored.
+// An output pointer may be null: that output is not stored. Input 0 may
+// have its own element type C0 (the bool condition of `where`, VEC bytes
+// per vector); every other operand is T.
 #pragma once
 
 #ifndef TILE_UNROLL
 #define TILE_UNROLL 1
 #endif
 
-template <int NIN, int NOUT, typename F>
-__device__ __forceinline__ void pointwise_contig(const T* const (&in)[NIN], T* const (&out)[NOUT],
+// VEC elements of C0 with the alignment of their size: one vector of input 0.
+template <typename C>
+struct alignas(sizeof(C) * VEC) VecOf {
+    C v[VEC];
+};
+
+// Vector i of input 0: a 16-byte vector of T, or VEC elements of C0.
+template <typename C0>
+__device__ __forceinline__ void load_in0(const void* p, u64 i, C0 (&v)[VEC]) {
+    if constexpr (sizeof(C0) == sizeof(T)) {
+        load_vec((const T*)p, i, reinterpret_cast<T(&)[VEC]>(v));
+    } else {
+        const VecOf<C0> r = reinterpret_cast<const VecOf<C0>*>(p)[i];
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[e] = r.v[e];
+    }
+}
+
+template <int NIN, int NOUT, typename F, typename C0 = T>
+__device__ __forceinline__ void pointwise_contig(const void* const (&in)[NIN], T* const (&out)[NOUT],
                                                  u64 n, F f) {
     const u64 nvec = n / VEC;
     const u64 base = (u64)blockIdx.x * blockDim.x * TILE_UNROLL;
     const bool full = base + (u64)blockDim.x * TILE_UNROLL <= nvec;
+    C0 v0[TILE_UNROLL][VEC];
     T v[TILE_UNROLL][NIN][VEC];
 #pragma unroll
     for (int u = 0; u < TILE_UNROLL; ++u) {
         const u64 i = base + (u64)u * blockDim.x + threadIdx.x;
         if (full || i < nvec) {
+            load_in0<C0>(in[0], i, v0[u]);
 #pragma unroll
-            for (int k = 0; k < NIN; ++k) load_vec(in[k], i, v[u][k]);
+            for (int k = 1; k < NIN; ++k) load_vec((const T*)in[k], i, v[u][k]);
         }
     }
 #pragma unroll
@@ -50,8 +72,9 @@ __device__ __forceinline__ void pointwise_contig(const T* const (&in)[NIN], T* c
 #pragma unroll
             for (int e = 0; e < VEC; ++e) {
                 ACC a[NIN], r[NOUT];
+                a[0] = to_acc(v0[u][e]);
 #pragma unroll
-                for (int k = 0; k < NIN; ++k) a[k] = to_acc(v[u][k][e]);
+                for (int k = 1; k < NIN; ++k) a[k] = to_acc(v[u][k][e]);
                 f(a, r);
 #pragma unroll
                 for (int k = 0; k < NOUT; ++k) o[k][e] = from_acc(r[k]);
@@ -64,8 +87,9 @@ __device__ __forceinline__ void pointwise_contig(const T* const (&in)[NIN], T* c
     if (blockIdx.x == gridDim.x - 1) {
         for (u64 t = nvec * VEC + threadIdx.x; t < n; t += blockDim.x) {
             ACC a[NIN], r[NOUT];
+            a[0] = to_acc(((const C0*)in[0])[t]);
 #pragma unroll
-            for (int k = 0; k < NIN; ++k) a[k] = to_acc(in[k][t]);
+            for (int k = 1; k < NIN; ++k) a[k] = to_acc(((const T*)in[k])[t]);
             f(a, r);
 #pragma unroll
             for (int k = 0; k < NOUT; ++k)
@@ -76,39 +100,48 @@ __device__ __forceinline__ void pointwise_contig(const T* const (&in)[NIN], T* c
 
 #define PW_UNPAREN(...) __VA_ARGS__
 
-// The three kernels of one pointwise map, functor F with NIN inputs and
-// NOUT outputs: PREFIX_contig_NAME PARAMS (PARAMS lists the inputs INS, then
-// the outputs OUTS, then `u64 n`) and PREFIX_strided32_NAME /
-// PREFIX_strided64_NAME (StridedArgs, u32 / u64 linear index; strided.cuh).
-#define POINTWISE_KERNELS(PREFIX, NAME, F, NIN, NOUT, PARAMS, INS, OUTS)                 \
+// The three kernels of one pointwise map, functor F with NIN inputs (input
+// 0 of type C0) and NOUT outputs: PREFIX_contig_NAME PARAMS (PARAMS lists
+// the inputs INS, then the outputs OUTS, then `u64 n`) and
+// PREFIX_strided32_NAME / PREFIX_strided64_NAME (StridedArgs, u32 / u64
+// linear index; strided.cuh).
+#define POINTWISE_KERNELS_C0(PREFIX, NAME, F, NIN, NOUT, PARAMS, INS, OUTS, C0)              \
     extern "C" __global__ void __launch_bounds__(256) PREFIX##_contig_##NAME PARAMS {        \
-        const T* const pw_in[NIN] = {PW_UNPAREN INS};                                       \
+        const void* const pw_in[NIN] = {PW_UNPAREN INS};                                    \
         T* const pw_out[NOUT] = {PW_UNPAREN OUTS};                                          \
-        pointwise_contig<NIN, NOUT>(pw_in, pw_out, n, F());                                 \
+        pointwise_contig<NIN, NOUT, F, C0>(pw_in, pw_out, n, F());                          \
     }                                                                                       \
     extern "C" __global__ void __launch_bounds__(256) PREFIX##_strided32_##NAME(StridedArgs p) { \
-        pointwise_strided<NIN, NOUT, u32>(p, F());                                          \
+        pointwise_strided<NIN, NOUT, u32, F, C0>(p, F());                                   \
     }                                                                                       \
     extern "C" __global__ void __launch_bounds__(256) PREFIX##_strided64_##NAME(StridedArgs p) { \
-        pointwise_strided<NIN, NOUT, u64>(p, F());                                          \
+        pointwise_strided<NIN, NOUT, u64, F, C0>(p, F());                                   \
     }
 
-// As POINTWISE_KERNELS, with one more kernel parameter `const P q` that
+// POINTWISE_KERNELS_C0 with every input of type T.
+#define POINTWISE_KERNELS(PREFIX, NAME, F, NIN, NOUT, PARAMS, INS, OUTS) \
+    POINTWISE_KERNELS_C0(PREFIX, NAME, F, NIN, NOUT, PARAMS, INS, OUTS, T)
+
+// As POINTWISE_KERNELS_C0, with one more kernel parameter `const P q` that
 // builds the functor (F{q}): after `n` in the contiguous kernel (PARAMS
 // lists the operands and `u64 n` only), after the StridedArgs in the
-// strided ones. The unary ops take their parameters this way.
-#define POINTWISE_KERNELS_P(PREFIX, NAME, F, NIN, NOUT, PARAMS, INS, OUTS, P)                   \
+// strided ones. The unary and ternary ops take their parameters this way.
+#define POINTWISE_KERNELS_P_C0(PREFIX, NAME, F, NIN, NOUT, PARAMS, INS, OUTS, P, C0)            \
     extern "C" __global__ void __launch_bounds__(256) PREFIX##_contig_##NAME(PW_UNPAREN PARAMS,   \
                                                                             const P q) {         \
-        const T* const pw_in[NIN] = {PW_UNPAREN INS};                                           \
+        const void* const pw_in[NIN] = {PW_UNPAREN INS};                                        \
         T* const pw_out[NOUT] = {PW_UNPAREN OUTS};                                              \
-        pointwise_contig<NIN, NOUT>(pw_in, pw_out, n, F{q});                                    \
+        pointwise_contig<NIN, NOUT, F, C0>(pw_in, pw_out, n, F{q});                             \
     }                                                                                           \
     extern "C" __global__ void __launch_bounds__(256) PREFIX##_strided32_##NAME(StridedArgs p,    \
                                                                                const P q) {      \
-        pointwise_strided<NIN, NOUT, u32>(p, F{q});                                             \
+        pointwise_strided<NIN, NOUT, u32, F, C0>(p, F{q});                                      \
     }                                                                                           \
     extern "C" __global__ void __launch_bounds__(256) PREFIX##_strided64_##NAME(StridedArgs p,    \
                                                                                const P q) {      \
-        pointwise_strided<NIN, NOUT, u64>(p, F{q});                                             \
+        pointwise_strided<NIN, NOUT, u64, F, C0>(p, F{q});                                      \
     }
+
+// POINTWISE_KERNELS_P_C0 with every input of type T.
+#define POINTWISE_KERNELS_P(PREFIX, NAME, F, NIN, NOUT, PARAMS, INS, OUTS, P) \
+    POINTWISE_KERNELS_P_C0(PREFIX, NAME, F, NIN, NOUT, PARAMS, INS, OUTS, P, T)

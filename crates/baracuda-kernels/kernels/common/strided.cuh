@@ -1,6 +1,7 @@
 // strided.cuh: the strided path shared by every pointwise kernel: offsets
 // of one linear index into up to MAX_OUTS outputs and MAX_INS inputs, and
-// the grid-stride map over them.
+// the grid-stride map over them. Input 0 may have its own element type C0
+// (the bool condition of `where`); every other operand is T.
 //
 // The host collapses contiguous axes and drops extent-1 axes first, so
 // `rank` is usually small. Axis rank-1 is the innermost. Offsets are always
@@ -9,8 +10,8 @@
 #pragma once
 
 #define MAX_RANK 8
-#define MAX_OUTS 2
-#define MAX_INS 3
+#define MAX_OUTS 3
+#define MAX_INS 4
 
 struct StridedArgs {
     u64 n;                              // logical elements
@@ -47,9 +48,15 @@ __device__ __forceinline__ void strided_offsets(const StridedArgs& p, I linear, 
     }
 }
 
-// One element per iteration of a grid-stride loop: load the NIN inputs,
-// apply F (as pointwise_contig's functor), store the outputs that are set.
-template <int NIN, int NOUT, typename I, typename F>
+typedef unsigned char u8;
+
+// A bool (one byte, 0 or 1) read as 0 or 1 in the accumulator type.
+__device__ __forceinline__ ACC to_acc(u8 v) { return v ? ACC(1) : ACC(0); }
+
+// One element per iteration of a grid-stride loop: load the NIN inputs
+// (input 0 of type C0), apply F (as pointwise_contig's functor), store the
+// outputs that are set.
+template <int NIN, int NOUT, typename I, typename F, typename C0 = T>
 __device__ __forceinline__ void pointwise_strided(const StridedArgs& p, F f) {
     const I n = (I)p.n;
     for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
@@ -57,7 +64,8 @@ __device__ __forceinline__ void pointwise_strided(const StridedArgs& p, F f) {
         strided_offsets<NOUT, NIN, I>(p, i, oo, io);
         ACC a[NIN], r[NOUT];
 #pragma unroll
-        for (int k = 0; k < NIN; ++k) a[k] = to_acc(((const T*)p.in[k])[io[k]]);
+        for (int k = 0; k < NIN; ++k)
+            a[k] = k == 0 ? to_acc(((const C0*)p.in[0])[io[0]]) : to_acc(((const T*)p.in[k])[io[k]]);
         f(a, r);
 #pragma unroll
         for (int k = 0; k < NOUT; ++k)

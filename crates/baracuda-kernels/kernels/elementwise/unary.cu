@@ -423,3 +423,102 @@ struct UnaryBw {
 #error "BARACUDA_OP and BARACUDA_OP_NAME must be defined (an op of UnaryOp::ALL)"
 #endif
 UNARY_KERNELS_OF(BARACUDA_OP_NAME, BARACUDA_OP)
+
+// Gated activations (BARACUDA_GATED defined: gated.rs), built on the op's
+// activation `act` (relu, gelu, silu, sigmoid): x splits along one dim into
+// halves a (first) and b (second); the gate g is a (BARACUDA_GATED 0:
+// swiglu, geglu, reglu) or b (1: glu), the other half u.
+//
+// FW  y  = act(g) u
+// BW  dg = act'(g) (dy u)   (the unary backward at dy u),   du = dy act(g)
+//
+// Kernels: gated_fw / gated_bw over the halves as any two strided views
+// (pointwise.cuh, strided.cuh), and gated_fw_split / gated_bw_split over
+// a contiguous x seen as [outer, 2, inner] with inner % VEC == 0: one
+// 16-byte vector of each half per thread, its gradients written to dx in
+// the same pass. Traffic (y of n elements, b bytes): FW 3nb, BW 5nb.
+#ifdef BARACUDA_GATED
+template <int OP>
+struct GatedFw {
+    UnaryParams q;
+    __device__ __forceinline__ void operator()(const ACC (&a)[2], ACC (&r)[1]) const {
+        r[0] = UnaryMath<OP>::f(a[0], q) * a[1];
+    }
+};
+
+// Inputs g, u, dy; outputs dg, du.
+template <int OP>
+struct GatedBw {
+    UnaryParams q;
+    __device__ __forceinline__ void operator()(const ACC (&a)[3], ACC (&r)[2]) const {
+        r[0] = UnaryMath<OP>::df(a[0], a[2] * a[1], q);
+        r[1] = a[2] * UnaryMath<OP>::f(a[0], q);
+    }
+};
+
+// Vector i of the output's VEC-element vectors in [outer, inner]: the
+// vector index of the gate and of the other half in x's [outer, 2, inner].
+__device__ __forceinline__ void gated_split_index(u64 i, u64 inner_vec, u64& g, u64& u) {
+    const u64 o = i / inner_vec, c = i - o * inner_vec;
+    const u64 a = o * 2 * inner_vec + c;
+    g = BARACUDA_GATED == 0 ? a : a + inner_vec;
+    u = BARACUDA_GATED == 0 ? a + inner_vec : a;
+}
+
+template <int OP>
+__device__ __forceinline__ void gated_fw_split(const T* x, T* y, u64 n, u64 inner, const UnaryParams& q) {
+    const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n / VEC) return;
+    u64 gi, ui;
+    gated_split_index(i, inner / VEC, gi, ui);
+    T g[VEC], u[VEC], r[VEC];
+    load_vec(x, gi, g);
+    load_vec(x, ui, u);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e)
+        r[e] = from_acc(UnaryMath<OP>::f(to_acc(g[e]), q) * to_acc(u[e]));
+    store_vec(y, i, r);
+}
+
+template <int OP>
+__device__ __forceinline__ void gated_bw_split(const T* x, const T* dy, T* dx, u64 n, u64 inner,
+                                               const UnaryParams& q) {
+    const u64 i = (u64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n / VEC) return;
+    u64 gi, ui;
+    gated_split_index(i, inner / VEC, gi, ui);
+    T g[VEC], u[VEC], d[VEC], dg[VEC], du[VEC];
+    load_vec(x, gi, g);
+    load_vec(x, ui, u);
+    load_vec(dy, i, d);
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+        const ACC ga = to_acc(g[e]), ua = to_acc(u[e]), da = to_acc(d[e]);
+        dg[e] = from_acc(UnaryMath<OP>::df(ga, da * ua, q));
+        du[e] = from_acc(da * UnaryMath<OP>::f(ga, q));
+    }
+    store_vec(dx, gi, dg);
+    store_vec(dx, ui, du);
+}
+
+// Map kernels take (g, u, y, n, q) and (g, u, dy, dg, du, n, q); split
+// kernels (x, y, n, inner, q) and (x, dy, dx, n, inner, q), n counting y's
+// elements.
+#define GATED_KERNELS(NAME, OP)                                                                    \
+    POINTWISE_KERNELS_P(gated_fw, NAME, GatedFw<OP>, 2, 1, (const T* g, const T* u, T* y, u64 n),  \
+                        (g, u), (y), UnaryParams)                                                  \
+    POINTWISE_KERNELS_P(gated_bw, NAME, GatedBw<OP>, 3, 2,                                         \
+                        (const T* g, const T* u, const T* dy, T* dg, T* du, u64 n), (g, u, dy),    \
+                        (dg, du), UnaryParams)                                                     \
+    extern "C" __global__ void __launch_bounds__(256)                                              \
+        gated_fw_split_##NAME(const T* x, T* y, u64 n, u64 inner, const UnaryParams q) {           \
+        gated_fw_split<OP>(x, y, n, inner, q);                                                     \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256)                                              \
+        gated_bw_split_##NAME(const T* x, const T* dy, T* dx, u64 n, u64 inner,                    \
+                              const UnaryParams q) {                                               \
+        gated_bw_split<OP>(x, dy, dx, n, inner, q);                                                \
+    }
+#define GATED_KERNELS_OF(NAME, OP) GATED_KERNELS(NAME, OP)
+GATED_KERNELS_OF(BARACUDA_OP_NAME, BARACUDA_OP)
+#endif

@@ -7,15 +7,17 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
+use baracuda_driver::Stream;
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    PlanPreference, Result, Shape, TensorMut, TensorRef, Workspace, MAX_RANK,
+    PlanPreference, Result, Shape, TensorMut, TensorRef, Workspace,
 };
 
 use super::layout::{
-    binary_fw_shape, binary_spec, check_operand, check_select, contig_shape, In, MapKernels, Out,
-    THREADS,
+    binary_fw_shape, binary_spec, check_operand, check_select, contig_shape, In, MapKernels,
+};
+use super::reduce_back::{
+    broadcast_strides, pointwise_out, with_offsets, GradOut, Reduction,
 };
 use super::unary::pointwise_precision;
 use crate::checks::{check_alias, Extent};
@@ -288,7 +290,6 @@ pub struct BinaryPlan<T: Element, const N: usize> {
     bw: MapKernels,
     reduce_a: Option<Reduction>,
     reduce_b: Option<Reduction>,
-    finalize: Function,
     _t: PhantomData<T>,
 }
 
@@ -307,41 +308,18 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
         let fw = MapKernels::load(stream, &spec, "binary_fw", name, binary_fw_shape(dt))?;
         let bw = MapKernels::load(stream, &spec, "binary_bw", name, contig_shape(false, dt))?;
         let module = stream.context().module(&spec)?;
-        let finalize = module.function("binary_bw_finalize")?;
         let sm = stream.context().device().sm_count;
         // Workspace the backward may still take under the caller's cap.
         let mut room = pref.max_workspace_bytes.unwrap_or(usize::MAX);
-        let mut reduction = |shape: &[usize; N], which: &str| -> Result<Option<Reduction>> {
-            if *shape == out_shape {
-                return Ok(None);
-            }
-            let kept: Vec<usize> = (0..N)
-                .filter(|&d| shape[d] == out_shape[d] && shape[d] != 1)
-                .collect();
-            let reduced: Vec<usize> = (0..N).filter(|&d| shape[d] != out_shape[d]).collect();
-            let n_out: usize = kept.iter().map(|&d| out_shape[d]).product();
-            let n_red: usize = reduced.iter().map(|&d| out_shape[d]).product();
-            let (tx, ty, mut splits, mut chunk) = plan_reduction(n_out, n_red, sm);
-            if partial_bytes::<T>(splits, n_out) > room {
-                (splits, chunk) = (1, n_red);
-            }
-            room -= partial_bytes::<T>(splits, n_out);
-            let reduce = module.function(&format!("binary_bw_reduce_{which}_{name}"))?;
-            Ok(Some(Reduction {
-                kept,
-                reduced,
-                n_out,
-                n_red,
-                tx,
-                ty,
-                splits,
-                chunk,
-                reduce,
-            }))
+        let mut reduction = |shape: &[usize; N], which: &str| {
+            Reduction::plan::<T>(shape, &out_shape, sm, &mut room, || {
+                let reduce = module.function(&format!("binary_bw_reduce_{which}_{name}"))?;
+                Ok((reduce, module.function("binary_bw_finalize")?))
+            })
         };
         let reduce_a = reduction(&desc.a_shape, "a")?;
         let reduce_b = reduction(&desc.b_shape, "b")?;
-        let splits = |r: &Option<Reduction>| r.as_ref().map_or(0, |r| r.splits);
+        let splits = |r: &Option<Reduction>| r.as_ref().map_or(0, Reduction::splits);
         let variant = format!(
             "vec16 contiguous / rank-8 strided; bw pointwise + reduce (splits a={}, b={})",
             splits(&reduce_a),
@@ -362,7 +340,6 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
             bw,
             reduce_a,
             reduce_b,
-            finalize,
             _t: PhantomData,
         })
     }
@@ -502,130 +479,15 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
     }
 }
 
-/// `ReduceArgs` of `kernels/elementwise/binary.cu`, field for field.
-#[repr(C)]
-#[derive(Debug)]
-struct ReduceArgs<T> {
-    n_out: u64,
-    n_red: u64,
-    chunk: u64,
-    rank_out: u32,
-    rank_red: u32,
-    splits: u32,
-    pad: u32,
-    shape_out: [u64; MAX_RANK],
-    shape_red: [u64; MAX_RANK],
-    out_stride: [[i64; MAX_RANK]; 4],
-    red_stride: [[i64; MAX_RANK]; 3],
-    a: DevPtr<T>,
-    b: DevPtr<T>,
-    dy: DevPtr<T>,
-    grad: DevPtrMut<T>,
-    /// `ACC[splits][n_out]` in the workspace when `splits > 1`.
-    partial: DevPtrMut<u8>,
-}
-
-impl<T> Clone for ReduceArgs<T> {
-    fn clone(&self) -> Self {
-        *self
-    }
-}
-impl<T> Copy for ReduceArgs<T> {}
-
-/// How the gradient of one broadcast input is reduced: which axes are
-/// kept, which summed, and in how many deterministic splits.
-#[derive(Clone, Debug)]
-struct Reduction {
-    kept: Vec<usize>,
-    reduced: Vec<usize>,
-    n_out: usize,
-    n_red: usize,
-    /// Block shape: `tx` outputs by `ty` threads striding the reduced range.
-    tx: u32,
-    ty: u32,
-    splits: usize,
-    chunk: usize,
-    reduce: Function,
-}
-
-impl Reduction {
-    /// Bytes of this reduction's partials in the workspace, 256-aligned.
-    fn ws_bytes<T: Element>(&self) -> usize {
-        partial_bytes::<T>(self.splits, self.n_out)
-    }
-}
-
-/// Workspace of `splits` partial sums of `n_out` outputs (none unsplit),
-/// rounded up to 256 bytes.
-fn partial_bytes<T: Element>(splits: usize, n_out: usize) -> usize {
-    if splits <= 1 {
-        return 0;
-    }
-    (splits * n_out * acc_bytes::<T>()).div_ceil(256) * 256
-}
-
-/// Bytes of the accumulator of `T` (f64 for f64, else f32).
-fn acc_bytes<T: Element>() -> usize {
-    if T::KIND == ElementKind::F64 {
-        8
-    } else {
-        4
-    }
-}
-
-/// `PAIRWISE_LEVELS` of `kernels/elementwise/binary.cu`.
-const PAIRWISE_LEVELS: usize = 16;
-
-/// Dynamic shared memory of the reduction kernel (`with_part`: the block
-/// tree's 256 partials, then the pairwise levels of 256 threads) or of
-/// finalize (the levels alone).
-fn reduce_smem_bytes<T: Element>(with_part: bool) -> u32 {
-    let slots = PAIRWISE_LEVELS * 256 + if with_part { 256 } else { 0 };
-    (slots * acc_bytes::<T>()) as u32
-}
-
-/// Block shape and splits of one reduction. A block is `tx * ty = 256`
-/// threads: `tx` (a power of two up to 256) outputs, `ty` threads striding
-/// the reduced range of each. Splits along grid.y fill the device when
-/// there are few output blocks, keeping at least 16 reduced elements per
-/// thread and at most 1024 partials per output (summed in order later).
-///
-/// Worked example (H200, 132 SMs, 270336 resident threads): the gradient of
-/// a scalar `b` under dy `[4096, 513]` has 1 output and 2101248 reduced
-/// elements, so tx = 1, ty = 256, one block column; splits = min(ceil(270336
-/// / 256) = 1056, ceil(2101248 / (256 * 16)) = 513) = 513, chunk = 4096
-/// elements per split, 16 per thread. A bias `[1024]` under `[8192, 1024]`
-/// gives tx = 256, ty = 1, 4 block columns, splits = min(264, 512) = 264,
-/// chunk = ceil(8192 / 264) = 32 rows, hence 256 splits.
-fn plan_reduction(n_out: usize, n_red: usize, sm_count: u32) -> (u32, u32, usize, usize) {
-    let tx = n_out.clamp(1, 256).next_power_of_two().min(256) as u32;
-    let ty = 256 / tx;
-    if n_out == 0 || n_red == 0 {
-        return (tx, ty, 1, n_red);
-    }
-    let target = sm_count as usize * 2048;
-    let block_cols = n_out.div_ceil(tx as usize);
-    let splits = target
-        .div_ceil(256 * block_cols)
-        .min(n_red.div_ceil(ty as usize * 16))
-        .clamp(1, 1024);
-    let chunk = n_red.div_ceil(splits);
-    (tx, ty, n_red.div_ceil(chunk), chunk)
-}
-
 impl<T: Element, const N: usize> BinaryPlan<T, N> {
     /// The reductions of the gradients in `wants`, each with the byte
     /// offset of its partials in the workspace (laid out in that order).
-    fn reductions(&self, wants: Grads) -> impl Iterator<Item = (Grad, &Reduction, usize)> {
-        let mut offset = 0;
-        [(Grad::A, &self.reduce_a), (Grad::B, &self.reduce_b)]
-            .into_iter()
-            .filter_map(move |(g, r)| {
-                let r = r.as_ref().filter(|_| wants.contains(g))?;
-                let at = offset;
-                offset += r.ws_bytes::<T>();
-                Some((g, r, at))
-            })
+    fn reductions(&self, wants: Grads) -> impl Iterator<Item = (usize, &Reduction, usize)> {
+        with_offsets::<T>(
+            [(Grad::A, &self.reduce_a), (Grad::B, &self.reduce_b)]
+                .into_iter()
+                .map(move |(g, r)| r.as_ref().filter(|_| wants.contains(g))),
+        )
     }
 }
 
@@ -654,66 +516,11 @@ impl<T: Element, const N: usize> Backward for BinaryPlan<T, N> {
         check_operand(OP, "a", stream, &d.a_shape, a.shape(), a.data().ctx_id())?;
         check_operand(OP, "b", stream, &d.b_shape, b.shape(), b.data().ctx_id())?;
         check_operand(OP, "dy", stream, &self.out_shape, dy.shape(), dy.data().ctx_id())?;
-        let da = GradOut::checked(stream, "da", args.da.as_ref(), &d.a_shape)?;
-        let db = GradOut::checked(stream, "db", args.db.as_ref(), &d.b_shape)?;
+        let da = GradOut::checked(OP, stream, "da", args.da.as_ref(), &d.a_shape)?;
+        let db = GradOut::checked(OP, stream, "db", args.db.as_ref(), &d.b_shape)?;
         let inputs = [Extent::of("a", a), Extent::of("b", b), Extent::of("dy", dy)];
         self.backward(stream, workspace, &inputs, da, db)
     }
-}
-
-/// A gradient output: where it is written, and its extent for the
-/// aliasing checks.
-struct GradOut<'s, T> {
-    ptr: DevPtrMut<T>,
-    ext: Extent<'s, T>,
-}
-
-impl<'s, T: Element> GradOut<'s, T> {
-    /// The gradient `arg`, when given, after checking its shape is `shape`
-    /// and its context `stream`'s.
-    fn checked<const N: usize>(
-        stream: &Stream,
-        arg: &'static str,
-        g: Option<&'s TensorMut<'_, T, N>>,
-        shape: &[usize; N],
-    ) -> Result<Option<Self>> {
-        let Some(g) = g else { return Ok(None) };
-        check_operand(OP, arg, stream, shape, g.shape(), g.data().ctx_id())?;
-        Ok(Some(GradOut {
-            ptr: g.data().ptr(),
-            ext: Extent::of_mut(arg, g),
-        }))
-    }
-}
-
-/// The pointwise pass's output for gradient `g`: itself when given and not
-/// reduced, else null with `absent` strides (dy's, so the output's axes
-/// still collapse).
-fn pointwise_out<'s, T>(
-    g: &Option<GradOut<'s, T>>,
-    r: &Option<Reduction>,
-    absent: &'s [usize],
-) -> Out<'s, T> {
-    match (g, r) {
-        (Some(g), None) => (g.ptr, g.ext.strides),
-        _ => (DevPtrMut::NULL, absent),
-    }
-}
-
-/// Strides of an operand of `shape` read over the broadcast `out` shape: 0
-/// along the axes it is broadcast on.
-fn broadcast_strides<const N: usize>(
-    shape: &[usize],
-    strides: &[usize],
-    out: &[usize; N],
-) -> [usize; N] {
-    let mut st = [0usize; N];
-    for d in 0..N {
-        if shape[d] == out[d] {
-            st[d] = strides[d];
-        }
-    }
-    st
 }
 
 impl<T: Element, const N: usize> BinaryPlan<T, N> {
@@ -760,7 +567,7 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
         check_operand(OP, "a", stream, &d.a_shape, a.shape(), a.data().ctx_id())?;
         check_operand(OP, "b", stream, &d.b_shape, b.shape(), b.data().ctx_id())?;
         check_operand(OP, "dy", stream, &self.out_shape, dy.shape(), dy.data().ctx_id())?;
-        let other = GradOut::checked(stream, other_arg, args.other.as_ref(), other_shape)?;
+        let other = GradOut::checked(OP, stream, other_arg, args.other.as_ref(), other_shape)?;
         let dy_ext = Extent::of_mut("dy", dy);
         let inputs = [Extent::of("a", a), Extent::of("b", b), dy_ext];
         let into = GradOut {
@@ -807,10 +614,24 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
         let out = &self.out_shape;
         let ops: [(DevPtr<T>, [usize; N]); 3] =
             inputs.map(|e| (e.ptr, broadcast_strides(e.shape, e.strides, out)));
+        let reads = ops.each_ref().map(|(p, st)| (p.cast::<u8>(), &st[..]));
         for (which, r, at) in self.reductions(wants) {
-            let g = if which == Grad::A { &da } else { &db };
+            let g = if which == 0 { &da } else { &db };
             if let Some(g) = g {
-                self.launch_reduce(stream, r, &ops, g, ws.byte_add(at))?;
+                // SAFETY: every address comes from a bounds-checked view
+                // whose shape matches the plan, read over the output shape;
+                // grad is disjoint from the inputs (checked above) and the
+                // workspace holds the partials (checked above).
+                unsafe {
+                    r.launch::<T>(
+                        stream,
+                        out,
+                        &reads,
+                        (g.ptr, g.ext.strides),
+                        ws.byte_add(at),
+                        |_| Ok(()),
+                    )?;
+                }
             }
         }
         // Pointwise pass for the gradients whose input is not broadcast;
@@ -829,80 +650,6 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
         unsafe { self.bw.launch::<T>(stream, out, &[da, db], &ins) }
     }
 
-    /// Enqueue the reduction `r` of one gradient (and its finalize when
-    /// split): `ops` are a, b, dy with their strides over the output.
-    fn launch_reduce(
-        &self,
-        stream: &Stream,
-        r: &Reduction,
-        ops: &[(DevPtr<T>, [usize; N]); 3],
-        grad: &GradOut<'_, T>,
-        partial: DevPtrMut<u8>,
-    ) -> Result<()> {
-        if r.n_out == 0 {
-            return Ok(());
-        }
-        let mut p = ReduceArgs {
-            n_out: r.n_out as u64,
-            n_red: r.n_red as u64,
-            chunk: r.chunk as u64,
-            rank_out: r.kept.len() as u32,
-            rank_red: r.reduced.len() as u32,
-            splits: r.splits as u32,
-            pad: 0,
-            shape_out: [1; MAX_RANK],
-            shape_red: [1; MAX_RANK],
-            out_stride: [[0; MAX_RANK]; 4],
-            red_stride: [[0; MAX_RANK]; 3],
-            a: ops[0].0,
-            b: ops[1].0,
-            dy: ops[2].0,
-            grad: grad.ptr,
-            partial: if r.splits > 1 {
-                partial
-            } else {
-                DevPtrMut::NULL
-            },
-        };
-        for (i, &d) in r.kept.iter().enumerate() {
-            p.shape_out[i] = self.out_shape[d] as u64;
-            for (row, (_, st)) in p.out_stride.iter_mut().zip(ops) {
-                row[i] = st[d] as i64;
-            }
-            p.out_stride[3][i] = grad.ext.strides[d] as i64;
-        }
-        for (i, &d) in r.reduced.iter().enumerate() {
-            p.shape_red[i] = self.out_shape[d] as u64;
-            for (row, (_, st)) in p.red_stride.iter_mut().zip(ops) {
-                row[i] = st[d] as i64;
-            }
-        }
-        let cols = r.n_out.div_ceil(r.tx as usize) as u32;
-        let cfg = LaunchConfig {
-            grid: (cols, r.splits as u32, 1),
-            block: (r.tx, r.ty, 1),
-            smem_bytes: reduce_smem_bytes::<T>(true),
-        };
-        let mut args = LaunchArgs::new();
-        args.push(p)?;
-        // SAFETY: every address comes from a bounds-checked view whose shape
-        // matches the plan; the kernel reads a, b, dy at offsets inside
-        // those views and writes grad (disjoint from them, checked by
-        // `backward`) at its own offsets, or partials inside the workspace,
-        // whose size `backward` checked.
-        unsafe { r.reduce.launch(stream, cfg, &mut args)? };
-        if r.splits > 1 {
-            let cfg = LaunchConfig {
-                grid: (r.n_out.div_ceil(THREADS as usize) as u32, 1, 1),
-                block: (THREADS, 1, 1),
-                smem_bytes: reduce_smem_bytes::<T>(false),
-            };
-            // SAFETY: as above; finalize reads the partials just written and
-            // writes grad.
-            unsafe { self.finalize.launch(stream, cfg, &mut args)? };
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -953,33 +700,5 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn reductions_follow_the_worked_example() {
-        assert_eq!(plan_reduction(1, 4096 * 513, 132), (1, 256, 513, 4096));
-        assert_eq!(plan_reduction(1024, 8192, 132), (256, 1, 256, 32));
-        // many outputs, short reduction: no split
-        assert_eq!(plan_reduction(1 << 20, 16, 132), (256, 1, 1, 16));
-        // 33 outputs: 64 x 4 blocks
-        assert_eq!(plan_reduction(33, 64, 132).0, 64);
-        // nothing to sum: one split writing zeros
-        assert_eq!(plan_reduction(5, 0, 132), (8, 32, 1, 0));
-    }
 
-    #[test]
-    fn pairwise_levels_match_the_kernel() {
-        let define = format!("#define PAIRWISE_LEVELS {PAIRWISE_LEVELS}\n");
-        assert!(crate::kernel_sources::BINARY.source.contains(&define));
-        // f64 reduction: (16 + 1) * 256 slots of 8 bytes, 34 KiB, under the
-        // 48 KiB a launch takes without opting in
-        assert_eq!(reduce_smem_bytes::<f64>(true), 34816);
-    }
-
-    #[test]
-    fn reduce_args_layout_matches_cuda() {
-        // 3*8 + 4*4 + 2*64 + 4*64 + 3*64 + 5*8
-        assert_eq!(
-            std::mem::size_of::<ReduceArgs<f32>>(),
-            24 + 16 + 128 + 256 + 192 + 40
-        );
-    }
 }

@@ -100,8 +100,8 @@ pub(crate) fn binary_fw_register_floor(arch: ArchSku, op: super::BinaryOp) -> Op
 
 /// Outputs and inputs a strided kernel takes at most (`MAX_OUTS`,
 /// `MAX_INS` in strided.cuh).
-pub(crate) const MAX_OUTS: usize = 2;
-pub(crate) const MAX_INS: usize = 3;
+pub(crate) const MAX_OUTS: usize = 3;
+pub(crate) const MAX_INS: usize = 4;
 
 /// `StridedArgs` of `kernels/common/strided.cuh`, field for field (the
 /// kernels take the operands' addresses untyped).
@@ -481,7 +481,7 @@ mod tests {
 
     #[test]
     fn params_layout_matches_cuda() {
-        // 8 + 4 + 4 + 64 + 2*64 + 3*64 + 2*8 + 3*8
-        assert_eq!(std::mem::size_of::<StridedArgs>(), 440);
+        // 8 + 4 + 4 + 64 + 3*64 + 4*64 + 3*8 + 4*8
+        assert_eq!(std::mem::size_of::<StridedArgs>(), 584);
     }
 }

@@ -1,17 +1,22 @@
-//! Elementwise ops: pointwise unary and binary maps with broadcasting,
-//! forward and backward.
+//! Elementwise ops: pointwise unary, binary and ternary maps with
+//! broadcasting, and gated activations, forward and backward.
 //!
-//! One CUDA source per sub-family (`kernels/elementwise/unary.cu`,
-//! `binary.cu`), compiled once per dtype and op; conversions between
-//! element types (`cast.cu`) once per pair of types; fills and eye
-//! (`fill.cu`) once per element size; ranges (`range.cu`) per op and type.
+//! One CUDA source per sub-family (`kernels/elementwise/unary.cu`, which
+//! also holds the gated activations, `binary.cu`, `ternary.cu`), compiled
+//! once per dtype and op; conversions between element types (`cast.cu`)
+//! once per pair of types; fills and eye (`fill.cu`) once per element
+//! size; ranges (`range.cu`) per op and type.
 
 pub mod reference;
 mod binary;
 mod cast;
 mod fill;
 mod layout;
+mod gated;
 mod range;
+mod reduce_back;
+mod ternary;
+mod ternary_map;
 mod unary;
 
 pub use binary::{
@@ -21,6 +26,11 @@ pub use cast::{CastArgs, CastBwArgs, CastDescriptor, CastPlan, Fp8Mode, CAST_KIN
 pub use fill::{fill_value, FillArgs, FillDescriptor, FillPlan};
 pub use range::{
     arange_len, EyeArgs, EyeDescriptor, EyePlan, RangeArgs, RangeDescriptor, RangeOp, RangePlan,
+};
+pub use gated::{GatedArgs, GatedBwArgs, GatedDescriptor, GatedOp, GatedPlan};
+pub use ternary::{
+    TernaryArgs, TernaryBwArgs, TernaryDescriptor, TernaryOp, TernaryPlan, WhereArgs, WhereBwArgs,
+    WhereDescriptor, WherePlan,
 };
 pub use unary::{UnaryArgs, UnaryBwArgs, UnaryDescriptor, UnaryOp, UnaryPlan};
 
@@ -32,5 +42,7 @@ pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     v.extend(cast::cast_specs());
     v.extend(fill::fill_specs());
     v.extend(range::range_specs());
+    v.extend(ternary::ternary_specs());
+    v.extend(gated::gated_specs());
     v
 }

@@ -1,5 +1,8 @@
 //! f64 oracles for the elementwise family.
 
+mod ternary;
+pub use ternary::*;
+
 use baracuda_kernels_types::ElementKind;
 
 use crate::elementwise::{BinaryOp, Fp8Mode, UnaryOp};

@@ -35,17 +35,17 @@ pub(crate) fn output_layout(shape: &[usize], layout: Layout) -> (usize, Vec<usiz
 
 /// A device operand: buffer, offset of the view's first element, strides,
 /// and the host copy of the whole buffer.
-struct Operand<T: Element> {
-    buf: DeviceBuffer<T>,
-    offset: usize,
-    strides: Vec<usize>,
-    host: Vec<f64>,
+pub(crate) struct Operand<T: Element> {
+    pub(crate) buf: DeviceBuffer<T>,
+    pub(crate) offset: usize,
+    pub(crate) strides: Vec<usize>,
+    pub(crate) host: Vec<f64>,
 }
 
 impl<T: Element> Operand<T> {
     /// An input of logical `shape` filled from `rng` in `[lo, hi)`;
     /// `transposed` stores it column-major (rank 2).
-    fn input(
+    pub(crate) fn input(
         rng: &mut Rng,
         shape: &[usize],
         layout: Layout,
@@ -69,7 +69,7 @@ impl<T: Element> Operand<T> {
         }
     }
     /// A NaN-poisoned output of logical `shape`.
-    fn output(shape: &[usize], layout: Layout) -> Self {
+    pub(crate) fn output(shape: &[usize], layout: Layout) -> Self {
         let (len, strides, offset) = output_layout(shape, layout);
         Operand {
             buf: poisoned::<T>(len),
@@ -78,7 +78,7 @@ impl<T: Element> Operand<T> {
             host: Vec::new(),
         }
     }
-    fn view<const N: usize>(&self, shape: &[usize]) -> TensorRef<'_, T, N> {
+    pub(crate) fn view<const N: usize>(&self, shape: &[usize]) -> TensorRef<'_, T, N> {
         let data = self
             .buf
             .as_slice()
@@ -86,7 +86,7 @@ impl<T: Element> Operand<T> {
             .expect("offset in buffer");
         TensorRef::new(data, arr(shape), arr(&self.strides)).expect("input view")
     }
-    fn view_mut<const N: usize>(&mut self, shape: &[usize]) -> TensorMut<'_, T, N> {
+    pub(crate) fn view_mut<const N: usize>(&mut self, shape: &[usize]) -> TensorMut<'_, T, N> {
         let (_, data) = self
             .buf
             .as_slice_mut()
@@ -94,12 +94,12 @@ impl<T: Element> Operand<T> {
             .expect("offset in buffer");
         TensorMut::new(data, arr(shape), arr(&self.strides)).expect("output view")
     }
-    fn logical(&self, shape: &[usize]) -> Vec<f64> {
+    pub(crate) fn logical(&self, shape: &[usize]) -> Vec<f64> {
         gather(&self.host, self.offset, shape, &self.strides)
     }
     /// Download, check nothing outside the view was written, and return the
     /// view's logical values.
-    fn result(&self, what: &str, shape: &[usize]) -> Result<Vec<f64>, String> {
+    pub(crate) fn result(&self, what: &str, shape: &[usize]) -> Result<Vec<f64>, String> {
         let all = download(&self.buf);
         let covered: Vec<usize> = view_offsets(shape, &self.strides)
             .iter()
@@ -435,7 +435,7 @@ fn check_unary_specials<T: Element>(op: UnaryOp, rng: &mut Rng) -> Result<(), St
 /// zero (a nonzero that rounds to zero in `T`, such as tanhshrink's
 /// x - tanh(x) at x = -1e-5, has the sign of however the op's f32
 /// arithmetic cancels, as PyTorch's).
-fn compare_specials(
+pub(crate) fn compare_specials(
     what: &str,
     x: &[f64],
     got: &[f64],

@@ -6,7 +6,8 @@
 //! row becomes one test that checks every claimed dtype over every sample
 //! (forward and backward against the f64 reference), that every other
 //! dtype is `Unsupported`, and the row's bad inputs. The elementwise rows
-//! are below; the conv family's (convolution and pooling) are in
+//! are below (their checks in `elementwise.rs`, `ternary.rs` for the
+//! ternary ops and `where`, `gated.rs` for the gated activations); the conv family's (convolution and pooling) are in
 //! `conv.rs`, the GEMM family's in `gemm.rs`, the reduce family's in
 //! `reduce.rs` (reductions), `arg_reduce.rs` (index reductions),
 //! `logical_reduce.rs` (all, any, count_nonzero) and `scan.rs` (scans). `reliability.rs` runs every row from many threads at once
@@ -19,6 +20,7 @@ mod conv;
 mod driver;
 mod elementwise;
 mod fill;
+mod gated;
 mod gemm;
 mod group_norm;
 mod harness;
@@ -32,8 +34,9 @@ mod scan;
 mod sdpa;
 mod softmax;
 mod table;
+mod ternary;
 
-use baracuda_kernels::{BinaryOp, ElementKind, UnaryOp, CAST_KINDS};
+use baracuda_kernels::{BinaryOp, ElementKind, GatedOp, TernaryOp, UnaryOp, CAST_KINDS};
 use harness::FLOATS;
 use table::{CheckCase, Row};
 
@@ -64,6 +67,46 @@ macro_rules! binary_row {
             check_binary,
             binary_bad_inputs,
             binary_unsupported,
+            $op
+        )
+    };
+}
+
+/// A row of `ternary.rs` (ternary and where ops) or `gated.rs`: its check
+/// of one dtype, bad inputs and dtype check, in module `$m`.
+macro_rules! module_row {
+    ($m:ident, $name:literal, $check:ident, $bad:ident, $unsupported:ident $(, $op:expr)?) => {
+        &CheckCase {
+            name: $name,
+            dtypes: FLOATS,
+            check: |k| with_element!(k, T => $m::$check::<T>($($op)?)),
+            bad_inputs: $m::$bad,
+            unsupported: $m::$unsupported,
+        }
+    };
+}
+
+macro_rules! ternary_row {
+    ($name:literal, $op:expr) => {
+        module_row!(
+            ternary,
+            $name,
+            check_ternary,
+            ternary_bad_inputs,
+            ternary_unsupported,
+            $op
+        )
+    };
+}
+
+macro_rules! gated_row {
+    ($name:literal, $op:expr) => {
+        module_row!(
+            gated,
+            $name,
+            check_gated,
+            gated_bad_inputs,
+            gated_unsupported,
             $op
         )
     };
@@ -216,6 +259,22 @@ static TABLE: &[&dyn Row] = &[
     binary_row!("binary_logaddexp2", BinaryOp::Logaddexp2),
     binary_row!("binary_fmax", BinaryOp::Fmax),
     binary_row!("binary_fmin", BinaryOp::Fmin),
+    ternary_row!("ternary_lerp", TernaryOp::Lerp),
+    ternary_row!("ternary_addcmul", TernaryOp::Addcmul { value: 0.5 }),
+    ternary_row!("ternary_addcdiv", TernaryOp::Addcdiv { value: -1.5 }),
+    ternary_row!("ternary_clamp", TernaryOp::Clamp),
+    module_row!(
+        ternary,
+        "ternary_where",
+        check_where,
+        where_bad_inputs,
+        where_unsupported
+    ),
+    gated_row!("gated_glu", GatedOp::Glu),
+    gated_row!("gated_swiglu", GatedOp::Swiglu),
+    gated_row!("gated_geglu_erf", GatedOp::GegluErf),
+    gated_row!("gated_geglu_tanh", GatedOp::GegluTanh),
+    gated_row!("gated_reglu", GatedOp::Reglu),
     &CheckCase {
         name: "cast",
         dtypes: &CAST_KINDS,
@@ -346,6 +405,16 @@ crate::table_tests!(
     binary_logaddexp2,
     binary_fmax,
     binary_fmin,
+    ternary_lerp,
+    ternary_addcmul,
+    ternary_addcdiv,
+    ternary_clamp,
+    ternary_where,
+    gated_glu,
+    gated_swiglu,
+    gated_geglu_erf,
+    gated_geglu_tanh,
+    gated_reglu,
     cast,
     fill,
     arange,
@@ -355,11 +424,18 @@ crate::table_tests!(
 );
 
 /// Every unary case of the reference (what the goldens and the
-/// finite-difference test check) has its row, `unary_<case>`.
+/// finite-difference test check) has its row, `unary_<case>`, and so every
+/// ternary case (`ternary_<case>`) and gated op (`gated_<name>`).
 #[test]
 fn every_unary_case_has_a_row() {
-    for (name, _) in baracuda_kernels::reference::elementwise::unary_cases() {
-        let row = format!("unary_{name}");
+    let reference = baracuda_kernels::reference::elementwise::unary_cases();
+    let ternary = baracuda_kernels::reference::elementwise::ternary_cases();
+    let rows = reference
+        .iter()
+        .map(|(name, _)| format!("unary_{name}"))
+        .chain(ternary.iter().map(|(name, _)| format!("ternary_{name}")))
+        .chain(GatedOp::ALL.iter().map(|op| format!("gated_{}", op.name())));
+    for row in rows {
         assert!(TABLE.iter().any(|r| r.name() == row), "no row {row}");
     }
 }

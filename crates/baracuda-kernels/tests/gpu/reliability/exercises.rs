@@ -237,12 +237,15 @@ fn view_mut<T: Element, const N: usize>(
 // Elementwise
 // ---------------------------------------------------------------------------
 
-/// Every unary op forward and backward, and every binary op with a
+/// Every unary op forward and backward, every binary op with a
 /// broadcast scalar forward and backward (the scalar's gradient a split
-/// reduction through the workspace).
+/// reduction through the workspace), every ternary op of x, dy and the
+/// broadcast scalar the same way, and every gated op over x's halves.
 struct Elementwise {
     unary: Vec<UnaryPlan<f32, 2>>,
     binary: Vec<BinaryPlan<f32, 2>>,
+    ternary: Vec<TernaryPlan<f32, 2>>,
+    gated: Vec<GatedPlan<f32, 2>>,
     x: DeviceBuffer<f32>,
     s: DeviceBuffer<f32>,
     dy: DeviceBuffer<f32>,
@@ -250,6 +253,8 @@ struct Elementwise {
 
 const EW: [usize; 2] = [64, 1000];
 const SCALAR: [usize; 2] = [1, 1];
+/// A gated op's output over `EW` split along its last dim.
+const EW_HALF: [usize; 2] = [64, 500];
 
 impl Elementwise {
     fn new() -> Result<Self> {
@@ -290,9 +295,37 @@ impl Elementwise {
             a_shape: EW,
             b_shape: SCALAR,
         })?;
+        // ternary ops of (x, dy, s), defined where no result is NaN
+        let dys = Rng::new(3).vec(elems(&EW), -2.0, 2.0);
+        let defined: Vec<TernaryOp> = ew_reference::ternary_cases()
+            .into_iter()
+            .map(|(_, op)| op)
+            .filter(|&op| {
+                xs.iter().zip(&dys).all(|(&a, &b)| {
+                    let r = ew_reference::ternary_scalar(op, a, b, s);
+                    let (da, db, dc) = ew_reference::ternary_grad_scalar(op, a, b, s, 1.0);
+                    ![r, da, db, dc].iter().any(|v| v.is_nan())
+                })
+            })
+            .collect();
+        let ternary = select_each(&defined, |op| TernaryDescriptor {
+            op,
+            element,
+            a_shape: EW,
+            b_shape: EW,
+            c_shape: SCALAR,
+        })?;
+        let gated = select_each(&GatedOp::ALL, |op| GatedDescriptor {
+            op,
+            element,
+            x_shape: EW,
+            dim: 1,
+        })?;
         Ok(Elementwise {
             unary,
             binary,
+            ternary,
+            gated,
             x: input(elems(&EW), 1)?,
             s: input(1, 2)?,
             dy: input(elems(&EW), 3)?,
@@ -307,12 +340,21 @@ impl Exercise for Elementwise {
         for _ in &self.binary {
             sizes.extend([n, n, 1]);
         }
-        let ws = self
+        for _ in &self.ternary {
+            sizes.extend([n, n, n, 1]);
+        }
+        for _ in &self.gated {
+            sizes.extend([n / 2, n]);
+        }
+        let binary = self
             .binary
             .iter()
-            .map(|p| p.bw_workspace_size(Grad::A | Grad::B))
-            .max()
-            .unwrap_or(0);
+            .map(|p| p.bw_workspace_size(Grad::A | Grad::B));
+        let ternary = self
+            .ternary
+            .iter()
+            .map(|p| p.bw_workspace_size(Grad::A | Grad::B | Grad::C));
+        let ws = binary.chain(ternary).max().unwrap_or(0);
         (sizes, ws)
     }
     fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
@@ -338,6 +380,38 @@ impl Exercise for Elementwise {
                 db: Some(view_mut(db, SCALAR)?),
             };
             plan.run_bw(st, borrowed(ws), args)?;
+        }
+        for plan in &self.ternary {
+            let [y, da, db, dc] = parts.take()?;
+            let out = view_mut(y, EW)?;
+            plan.run(
+                st,
+                Workspace::None,
+                TernaryArgs {
+                    a: x,
+                    b: dy,
+                    c: b,
+                    out,
+                },
+            )?;
+            let args = TernaryBwArgs {
+                a: x,
+                b: dy,
+                c: b,
+                dy,
+                da: Some(view_mut(da, EW)?),
+                db: Some(view_mut(db, EW)?),
+                dc: Some(view_mut(dc, SCALAR)?),
+            };
+            plan.run_bw(st, borrowed(ws), args)?;
+        }
+        for plan in &self.gated {
+            let [y, dx] = parts.take()?;
+            let y = view_mut(y, EW_HALF)?;
+            plan.run(st, Workspace::None, GatedArgs { x, y })?;
+            let dy = view(&self.dy, EW_HALF)?;
+            let dx = view_mut(dx, EW)?;
+            plan.run_bw(st, Workspace::None, GatedBwArgs { x, dy, dx })?;
         }
         Ok(())
     }
