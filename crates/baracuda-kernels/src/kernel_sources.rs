@@ -66,6 +66,10 @@ source!(
     CAST = "elementwise/cast.cu"
 );
 source!(
+    /// Flip, roll, tril/triu, pad, cat and stack, forward and backward.
+    SHAPE = "shape/shape.cu"
+);
+source!(
     /// Reductions over any dims, forward and backward.
     REDUCE = "reduce/reduce.cu"
 );

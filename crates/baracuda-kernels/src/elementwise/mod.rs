@@ -8,7 +8,7 @@
 pub mod reference;
 mod binary;
 mod cast;
-mod layout;
+pub(crate) mod layout;
 mod unary;
 
 pub use binary::{
