@@ -472,7 +472,11 @@ fn resolve_pad<const N: usize>(
         let (before, after) = (p[2 * k], p[2 * k + 1]);
         let n = shape[d] as i64;
         let out = i128::from(n) + i128::from(before) + i128::from(after);
-        let min_out = if mode == PadMode::Constant { 0 } else { 1 };
+        // PyTorch: reflect and replicate outputs hold at least one element
+        let min_out = match mode {
+            PadMode::Reflect | PadMode::Replicate => 1,
+            PadMode::Constant | PadMode::Circular => 0,
+        };
         if out < min_out {
             return Err(bad(
                 "pad",
@@ -480,7 +484,7 @@ fn resolve_pad<const N: usize>(
                 &format!("dim {d} of extent {n} padded by ({before}, {after}) has extent {out}"),
             ));
         }
-        if mode != PadMode::Constant && n == 0 {
+        if matches!(mode, PadMode::Reflect | PadMode::Replicate) && n == 0 {
             return Err(bad(
                 "shape",
                 format!("{shape:?}"),
@@ -497,7 +501,7 @@ fn resolve_pad<const N: usize>(
             )),
             PadMode::Reflect => Ok(()),
             // crop first, then wrap at most once around what is left
-            PadMode::Circular if span < 1 || before > span || after > span => Err(format!(
+            PadMode::Circular if span < 0 || before > span || after > span => Err(format!(
                 "circular pads ({before}, {after}) of dim {d} (extent {n}) wrap around more \
                  than once"
             )),
@@ -587,7 +591,8 @@ struct Kernels {
 /// triu), an odd or too long pad list, reflect pads not less than the
 /// extent, circular pads wrapping more than once, a non-constant pad of
 /// other than 1 to 3 trailing dims of a rank `dims + 1` or `dims + 2`
-/// input, an output extent below 0 (constant) or 1 (other modes);
+/// input, an output extent below 0 (constant, circular) or 1 (reflect,
+/// replicate), reflect or replicate of an empty dim;
 /// `PreferenceRejected` when `pref` forces a backend other than
 /// `Baracuda`. From `run` and `run_bw`: `ShapeMismatch`,
 /// `ContextMismatch`, `InvalidArgument` when an output overlaps an input.
@@ -860,6 +865,7 @@ mod tests {
         assert!(out(pad(PadMode::Reflect, &[2, 2]), [2, 3]).is_ok());
         assert!(out(pad(PadMode::Circular, &[3, 3]), [2, 3]).is_ok());
         assert!(out(pad(PadMode::Circular, &[-1, 2]), [2, 3]).is_ok());
+        assert_eq!(out(pad(PadMode::Circular, &[-2, -2]), [2, 4]), Ok([2, 0]));
         assert!(out(pad(PadMode::Replicate, &[1, 1]), [0, 3]).is_ok());
     }
 
