@@ -130,75 +130,10 @@ impl CopyKernels {
     /// its shape, and no destination may overlap a source or another
     /// destination.
     unsafe fn copy(&self, stream: &Stream, size: usize, pairs: &[CopyPair]) -> Result<()> {
-        // each piece collapsed, with the widest word both sides allow
-        let mut pieces: Vec<(usize, CopyPiece)> = Vec::new();
-        for CopyPair {
-            shape,
-            src: (src, ss),
-            dst: (dst, ds),
-        } in pairs
-        {
-            if shape.contains(&0) {
-                continue;
-            }
-            let (cs, st) = collapse(shape, &[ds, ss]);
-            let (mut cs, mut dst_st, mut src_st) = (cs, st[0].clone(), st[1].clone());
-            if cs.is_empty() {
-                cs.push(1);
-                dst_st.push(1);
-                src_st.push(1);
-            }
-            let last = cs.len() - 1;
-            let word = WORDS
-                .into_iter()
-                .find(|&w| {
-                    w >= size
-                        && (w == size
-                            || (dst_st[last] == 1
-                                && src_st[last] == 1
-                                && (cs[last] * size) % w == 0
-                                && dst.addr() % w as u64 == 0
-                                && src.addr() % w as u64 == 0
-                                && (0..last).all(|d| {
-                                    (dst_st[d] * size) % w == 0 && (src_st[d] * size) % w == 0
-                                })))
-                })
-                .unwrap_or(size);
-            let per = word / size;
-            let mut p = EMPTY_PIECE;
-            p.src = *src;
-            p.dst = *dst;
-            p.rank = cs.len() as u32;
-            for d in 0..cs.len() {
-                let inner = d == last;
-                p.shape[d] = if inner { cs[d] / per } else { cs[d] } as u64;
-                let scale = |s: usize| if inner { s as i64 } else { (s / per) as i64 };
-                p.src_stride[d] = scale(src_st[d]);
-                p.dst_stride[d] = scale(dst_st[d]);
-            }
-            p.n = p.shape[..cs.len()].iter().product();
-            pieces.push((word, p));
-        }
-        // launches of up to CAT_PIECES pieces of one word width
-        pieces.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
-        let mut rest = &pieces[..];
-        while let Some(&(word, _)) = rest.first() {
-            let k = rest
-                .iter()
-                .take(CAT_PIECES)
-                .take_while(|(w, _)| *w == word)
-                .count();
-            let (batch, tail) = rest.split_at(k);
-            rest = tail;
-            let mut args = CopyArgs {
-                pieces: k as u32,
-                pad0: 0,
-                piece: [EMPTY_PIECE; CAT_PIECES],
-            };
-            for (slot, (_, p)) in args.piece.iter_mut().zip(batch) {
-                *slot = *p;
-            }
-            let most = batch.iter().map(|(_, p)| p.n).max().unwrap_or(0) as usize;
+        for (word, args) in copy_launches(size, pairs) {
+            let k = args.pieces as usize;
+            let batch = &args.piece[..k];
+            let most = batch.iter().map(|p| p.n).max().unwrap_or(0) as usize;
             let wide = usize::from(most > u32::MAX as usize);
             let f = &self.f[WORDS.iter().position(|&w| w == word).unwrap_or(4)][wide];
             let blocks = most
@@ -210,12 +145,89 @@ impl CopyKernels {
                 smem_bytes: 0,
             };
             // SAFETY: forwarded from the caller's contract; each piece
-            // reaches only its views' elements, in words that the checks
-            // above keep inside and aligned.
+            // reaches only its views' elements, in words that
+            // `copy_launches` keeps inside and aligned.
             unsafe { launch_params(stream, f, cfg, args) }?;
         }
         Ok(())
     }
+}
+
+/// The launches of a copy of `pairs` with elements of `size` bytes: each
+/// pair collapsed to its fewest dims and moved in the widest word both
+/// sides allow, then batched by word width, up to [`CAT_PIECES`] pieces a
+/// launch. Empty pairs are left out.
+fn copy_launches(size: usize, pairs: &[CopyPair]) -> Vec<(usize, CopyArgs)> {
+    let mut pieces: Vec<(usize, CopyPiece)> = Vec::new();
+    for CopyPair {
+        shape,
+        src: (src, ss),
+        dst: (dst, ds),
+    } in pairs
+    {
+        if shape.contains(&0) {
+            continue;
+        }
+        let (cs, st) = collapse(shape, &[ds, ss]);
+        let (mut cs, mut dst_st, mut src_st) = (cs, st[0].clone(), st[1].clone());
+        if cs.is_empty() {
+            cs.push(1);
+            dst_st.push(1);
+            src_st.push(1);
+        }
+        let last = cs.len() - 1;
+        let word = WORDS
+            .into_iter()
+            .find(|&w| {
+                w >= size
+                    && (w == size
+                        || (dst_st[last] == 1
+                            && src_st[last] == 1
+                            && (cs[last] * size) % w == 0
+                            && dst.addr() % w as u64 == 0
+                            && src.addr() % w as u64 == 0
+                            && (0..last).all(|d| {
+                                (dst_st[d] * size) % w == 0 && (src_st[d] * size) % w == 0
+                            })))
+            })
+            .unwrap_or(size);
+        let per = word / size;
+        let mut p = EMPTY_PIECE;
+        p.src = *src;
+        p.dst = *dst;
+        p.rank = cs.len() as u32;
+        for d in 0..cs.len() {
+            let inner = d == last;
+            p.shape[d] = if inner { cs[d] / per } else { cs[d] } as u64;
+            let scale = |s: usize| if inner { s as i64 } else { (s / per) as i64 };
+            p.src_stride[d] = scale(src_st[d]);
+            p.dst_stride[d] = scale(dst_st[d]);
+        }
+        p.n = p.shape[..cs.len()].iter().product();
+        pieces.push((word, p));
+    }
+    pieces.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
+    let mut out = Vec::new();
+    let mut rest = &pieces[..];
+    while let Some(&(word, _)) = rest.first() {
+        let k = rest
+            .iter()
+            .take(CAT_PIECES)
+            .take_while(|(w, _)| *w == word)
+            .count();
+        let (batch, tail) = rest.split_at(k);
+        rest = tail;
+        let mut args = CopyArgs {
+            pieces: k as u32,
+            pad0: 0,
+            piece: [EMPTY_PIECE; CAT_PIECES],
+        };
+        for (slot, (_, p)) in args.piece.iter_mut().zip(batch) {
+            *slot = *p;
+        }
+        out.push((word, args));
+    }
+    out
 }
 
 /// `torch.cat(xs, dim)` of inputs of `shapes`.
@@ -729,6 +741,51 @@ mod tests {
     fn params_layout_matches_cuda() {
         assert_eq!(std::mem::size_of::<CopyPiece>(), 224);
         assert_eq!(std::mem::size_of::<CopyArgs>(), 8 + 8 * 224);
+    }
+
+    /// A piece of `shape` from `src` to `dst` (byte addresses), both with
+    /// element strides.
+    fn pair(shape: &[usize], src: (u64, &[usize]), dst: (u64, &[usize])) -> CopyPair {
+        CopyPair {
+            shape: shape.to_vec(),
+            src: (DevPtr::from_addr(src.0), src.1.to_vec()),
+            dst: (DevPtrMut::from_addr(dst.0), dst.1.to_vec()),
+        }
+    }
+
+    #[test]
+    fn pieces_take_the_widest_word_both_sides_allow() {
+        // bf16 rows of 128 into rows of 4096: 16-byte words, 16 a row
+        let rows = pair(&[4096, 128], (0x1000, &[128, 1]), (0x8000, &[4096, 1]));
+        let l = copy_launches(2, &[rows]);
+        assert_eq!(l.len(), 1);
+        let (word, args) = &l[0];
+        assert_eq!(*word, 16);
+        let p = &args.piece[0];
+        assert_eq!((p.rank, p.shape[..2].to_vec()), (2, vec![4096, 16]));
+        assert_eq!((p.src_stride[0], p.dst_stride[0]), (16, 512));
+        // whole tensors collapse to one dim
+        let whole = pair(&[128, 4096], (0x1000, &[4096, 1]), (0x8000, &[4096, 1]));
+        let (word, args) = &copy_launches(2, &[whole])[0];
+        assert_eq!((*word, args.piece[0].rank, args.piece[0].n), (16, 1, 65536));
+        // an address 4 bytes past a 16-byte boundary: 4-byte words
+        let odd = pair(&[4, 6], (0x1004, &[6, 1]), (0x8000, &[12, 1]));
+        assert_eq!(copy_launches(2, &[odd])[0].0, 4);
+        // a transposed source: one element a word
+        let t = pair(&[4, 6], (0x1000, &[1, 4]), (0x8000, &[6, 1]));
+        assert_eq!(copy_launches(2, &[t])[0].0, 2);
+    }
+
+    #[test]
+    fn launches_batch_pieces_of_one_word_and_skip_empty_ones() {
+        let mut pairs: Vec<CopyPair> = (0..10)
+            .map(|k| pair(&[2, 8], (0x1000 * (k + 1), &[8, 1]), (0x100000, &[80, 1])))
+            .collect();
+        pairs.push(pair(&[2, 0], (0x1000, &[0, 1]), (0x100000, &[80, 1])));
+        pairs.push(pair(&[2, 3], (0x1002, &[3, 1]), (0x100000, &[80, 1])));
+        let l = copy_launches(2, &pairs);
+        let shape: Vec<(usize, u32)> = l.iter().map(|(w, a)| (*w, a.pieces)).collect();
+        assert_eq!(shape, [(16, 8), (16, 2), (2, 1)]);
     }
 
     #[test]

@@ -741,54 +741,20 @@ impl<T: Element, const N: usize> ShapePlan<T, N> {
         inp: (DevPtr<u8>, &[usize; N]),
         pad_sum: bool,
     ) -> Result<()> {
-        let n: usize = map.out_shape.iter().product();
-        if n == 0 {
+        let Some((p, path, items)) =
+            launch_args(map, out, inp, pad_sum, std::mem::size_of::<T>())
+        else {
             return Ok(());
-        }
-        let size = std::mem::size_of::<T>();
-        let vec = 16 / size;
-        let p = GatherArgs {
-            n: n as u64,
-            rank: N as u32,
-            tri: map.tri,
-            diagonal: map.diagonal,
-            flat: u32::from(map.flat.is_some()),
-            pad0: 0,
-            flat_shift: map.flat.unwrap_or(0),
-            fill: map.fill,
-            out_shape: padded(map.out_shape.iter().map(|&e| e as u64)),
-            in_shape: padded(map.in_shape.iter().map(|&e| e as u64)),
-            out_stride: padded(out.1.iter().map(|&s| s as i64)),
-            in_stride: padded(inp.1.iter().map(|&s| s as i64)),
-            kind: map.kind,
-            shift: map.shift,
-            crop: map.crop,
-            span: map.span,
-            out: out.0,
-            inp: inp.0,
         };
-        // The vector path: y's last dim contiguous, a whole number of
-        // 16-byte vectors, and every vector aligned.
-        let last = N.saturating_sub(1);
-        let use_vec = !pad_sum
-            && N > 0
-            && map.flat.is_none()
-            && out.1[last] == 1
-            && map.out_shape[last] % vec == 0
-            && out.0.addr() % 16 == 0
-            && (0..last).all(|d| map.out_shape[d] == 1 || out.1[d] % vec == 0);
-        let items = if use_vec { n / vec } else { n };
-        let k = if n <= u32::MAX as usize {
+        let k = if p.n <= u64::from(u32::MAX) {
             &self.k32
         } else {
             &self.k64
         };
-        let f = if pad_sum {
-            &k.pad_bw
-        } else if use_vec {
-            &k.vec
-        } else {
-            &k.scalar
+        let f = match path {
+            Path::PadSum => &k.pad_bw,
+            Path::Vector => &k.vec,
+            Path::Scalar => &k.scalar,
         };
         let blocks = items
             .div_ceil(THREADS as usize)
@@ -797,6 +763,72 @@ impl<T: Element, const N: usize> ShapePlan<T, N> {
         // only the elements of the shapes in `p`.
         unsafe { launch_params(stream, f, LaunchConfig::linear(blocks, THREADS), p) }
     }
+}
+
+/// Which kernel a launch runs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Path {
+    /// One output element per thread.
+    Scalar,
+    /// One 16-byte vector of outputs per thread.
+    Vector,
+    /// The accumulating pad backward.
+    PadSum,
+}
+
+/// The kernel parameters of `map` from `inp` into `out` (addresses and
+/// element strides) for elements of `size` bytes, the kernel and how many
+/// items (elements or vectors) it covers; None when the output is empty.
+fn launch_args<const N: usize>(
+    map: &Map<N>,
+    out: (DevPtrMut<u8>, &[usize; N]),
+    inp: (DevPtr<u8>, &[usize; N]),
+    pad_sum: bool,
+    size: usize,
+) -> Option<(GatherArgs, Path, usize)> {
+    let n: usize = map.out_shape.iter().product();
+    if n == 0 {
+        return None;
+    }
+    let vec = 16 / size;
+    let p = GatherArgs {
+        n: n as u64,
+        rank: N as u32,
+        tri: map.tri,
+        diagonal: map.diagonal,
+        flat: u32::from(map.flat.is_some()),
+        pad0: 0,
+        flat_shift: map.flat.unwrap_or(0),
+        fill: map.fill,
+        out_shape: padded(map.out_shape.iter().map(|&e| e as u64)),
+        in_shape: padded(map.in_shape.iter().map(|&e| e as u64)),
+        out_stride: padded(out.1.iter().map(|&s| s as i64)),
+        in_stride: padded(inp.1.iter().map(|&s| s as i64)),
+        kind: map.kind,
+        shift: map.shift,
+        crop: map.crop,
+        span: map.span,
+        out: out.0,
+        inp: inp.0,
+    };
+    // The vector path: y's last dim contiguous, a whole number of 16-byte
+    // vectors, and every vector aligned.
+    let last = N.saturating_sub(1);
+    let path = if pad_sum {
+        Path::PadSum
+    } else if N > 0
+        && map.flat.is_none()
+        && out.1[last] == 1
+        && map.out_shape[last] % vec == 0
+        && out.0.addr() % 16 == 0
+        && (0..last).all(|d| map.out_shape[d] == 1 || out.1[d] % vec == 0)
+    {
+        Path::Vector
+    } else {
+        Path::Scalar
+    };
+    let items = if path == Path::Vector { n / vec } else { n };
+    Some((p, path, items))
 }
 
 #[cfg(test)]
@@ -867,6 +899,39 @@ mod tests {
         assert!(out(pad(PadMode::Circular, &[-1, 2]), [2, 3]).is_ok());
         assert_eq!(out(pad(PadMode::Circular, &[-2, -2]), [2, 4]), Ok([2, 0]));
         assert!(out(pad(PadMode::Replicate, &[1, 1]), [0, 3]).is_ok());
+    }
+
+    #[test]
+    fn contiguous_aligned_rows_take_the_vector_path() {
+        let path = |op, addr: u64, strides: [usize; 2], pad_sum| {
+            let r = resolve(&op, &[4, 8]).unwrap();
+            let map = if pad_sum { r.bw } else { r.fw };
+            let st = [r.fw.out_shape[1], 1];
+            let strides = if pad_sum { [8, 1] } else { strides };
+            launch_args(
+                &map,
+                (DevPtrMut::from_addr(addr), &strides),
+                (DevPtr::from_addr(256), &st),
+                pad_sum,
+                4,
+            )
+            .map(|(_, p, items)| (p, items))
+        };
+        let flip = ShapeOp::flip(&[1]);
+        assert_eq!(path(flip, 512, [8, 1], false), Some((Path::Vector, 8)));
+        // misaligned, strided rows, strided elements
+        assert_eq!(path(flip, 516, [8, 1], false), Some((Path::Scalar, 32)));
+        assert_eq!(path(flip, 512, [9, 1], false), Some((Path::Scalar, 32)));
+        assert_eq!(path(flip, 512, [16, 2], false), Some((Path::Scalar, 32)));
+        // a flattened roll never vectorises; a padded row of 10 is no
+        // whole number of f32 vectors
+        let flat = ShapeOp::roll(&[3], &[]);
+        assert_eq!(path(flat, 512, [8, 1], false), Some((Path::Scalar, 32)));
+        let pad = ShapeOp::pad(PadMode::Reflect, &[1, 1], 0.0);
+        assert_eq!(path(pad, 512, [10, 1], false), Some((Path::Scalar, 40)));
+        assert_eq!(path(pad, 512, [8, 1], true), Some((Path::PadSum, 32)));
+        let empty = ShapeOp::pad(PadMode::Constant, &[-4, -4], 0.0);
+        assert_eq!(path(empty, 512, [0, 1], false), None);
     }
 
     #[test]
