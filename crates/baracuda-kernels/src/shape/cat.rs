@@ -12,11 +12,13 @@ use core::marker::PhantomData;
 use baracuda_driver::{Function, LaunchConfig, Stream};
 use baracuda_kernels_types::{
     BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    PlanPreference, Result, Shape, TensorMut, TensorRef, Workspace, MAX_RANK,
+    MathPrecision, PlanPreference, PrecisionGuarantee, Result, Shape, TensorMut, TensorRef,
+    Workspace, MAX_RANK,
 };
 
 use super::gather::{shape_spec, THREADS};
-use crate::checks::{check_alias, check_ctx, check_shape, float_dtype_code, invalid_descriptor, Extent};
+use crate::checks::{check_alias, check_ctx, check_shape, invalid_descriptor, Extent};
+use crate::kernel_sources::kinds_except;
 use crate::elementwise::layout::collapse;
 use crate::launch::launch_params;
 use crate::plan::own_float_sku;
@@ -104,12 +106,10 @@ struct CopyKernels {
 }
 
 impl CopyKernels {
-    fn load(stream: &Stream, element: ElementKind, op: &'static str) -> Result<Self> {
-        let dt = crate::kernel_sources::dtype_code(element).ok_or_else(|| Error::Unsupported {
-            op,
-            what: format!("dtype {element}"),
-        })?;
-        let module = stream.context().module(&shape_spec(dt))?;
+    /// The copy kernels, which move words whatever the element type: the
+    /// f32 specialisation of the family's module serves every dtype.
+    fn load(stream: &Stream) -> Result<Self> {
+        let module = stream.context().module(&shape_spec(0))?;
         let mut f = Vec::new();
         for w in WORDS {
             f.push([
@@ -319,7 +319,8 @@ pub struct CatBwArgs<'a, T, const N: usize> {
 /// # Aliasing
 /// No output may overlap an input (`InvalidArgument`).
 /// # Dtypes
-/// f32, f64, f16, bf16 (moved exactly). Others: `Error::Unsupported`.
+/// Every kind of [`CAT_STACK_KINDS`] (all but bool), moved exactly. Bool:
+/// `Error::Unsupported`.
 /// # Errors
 /// From `select`: `DtypeMismatch`, `Unsupported` (dtype, rank),
 /// `InvalidDescriptor` (no input, `dim` out of range, shapes that differ
@@ -335,15 +336,50 @@ pub struct CatPlan<T: Element, const N: usize> {
     _t: PhantomData<T>,
 }
 
-/// The select checks both plans share.
+/// The dtypes cat and stack take: every kind but bool (the kernels move
+/// bytes, but no test checks bool outputs yet).
+pub const CAT_STACK_KINDS: [ElementKind; 12] = kinds_except(&[ElementKind::Bool]);
+
+/// The select checks both plans share: `element` is `T`, a kind of
+/// [`CAT_STACK_KINDS`], rank `N <= 8`, and the preference allows our
+/// kernels.
 fn check_select<T: Element, const N: usize>(
     op: &'static str,
     element: ElementKind,
     pref: &PlanPreference,
 ) -> Result<()> {
-    float_dtype_code::<T, N>(op, element, "cat and stack take")?;
+    if element != T::KIND {
+        return Err(Error::DtypeMismatch {
+            op,
+            arg: "desc.element",
+            expected: T::KIND,
+            got: element,
+        });
+    }
+    if !CAT_STACK_KINDS.contains(&element) || N > MAX_RANK {
+        return Err(Error::Unsupported {
+            op,
+            what: format!(
+                "dtype {element} at rank {N}; {op} takes every dtype but bool, rank <= {MAX_RANK}"
+            ),
+        });
+    }
     pref.check_backend(op, &[BackendKind::Baracuda])?;
     pref.check_workspace(op, 0)
+}
+
+/// What cat and stack selected on `T`: exact copies, deterministic.
+fn copy_sku<T: Element>(stream: &Stream, op: &str) -> KernelSku {
+    let mut sku = own_float_sku::<T>(stream, op.into(), "batched strided copy");
+    if !T::KIND.is_float() {
+        sku.precision = PrecisionGuarantee {
+            math: MathPrecision::Integer,
+            accumulator: T::KIND,
+            deterministic: true,
+            bit_stable_on_same_hardware: true,
+        };
+    }
+    sku
 }
 
 impl<T: Element, const N: usize> Plan for CatPlan<T, N> {
@@ -357,8 +393,8 @@ impl<T: Element, const N: usize> Plan for CatPlan<T, N> {
             desc: desc.clone(),
             dim,
             out_shape,
-            copy: CopyKernels::load(stream, T::KIND, CAT)?,
-            sku: own_float_sku::<T>(stream, "shape.cat".into(), "batched strided copy"),
+            copy: CopyKernels::load(stream)?,
+            sku: copy_sku::<T>(stream, "shape.cat"),
             _t: PhantomData,
         })
     }
@@ -557,8 +593,8 @@ impl<T: Element, const N: usize, const M: usize> Plan for StackPlan<T, N, M> {
             desc: *desc,
             dim,
             out_shape,
-            copy: CopyKernels::load(stream, T::KIND, STACK)?,
-            sku: own_float_sku::<T>(stream, "shape.stack".into(), "batched strided copy"),
+            copy: CopyKernels::load(stream)?,
+            sku: copy_sku::<T>(stream, "shape.stack"),
             _t: PhantomData,
         })
     }

@@ -13,7 +13,7 @@ mod gather;
 
 pub use cat::{
     CatArgs, CatBwArgs, CatDescriptor, CatPlan, StackArgs, StackBwArgs, StackDescriptor,
-    StackPlan, CAT_PIECES,
+    StackPlan, CAT_PIECES, CAT_STACK_KINDS,
 };
 pub use gather::{
     IntList, PadMode, ShapeArgs, ShapeBwArgs, ShapeDescriptor, ShapeOp, ShapePlan, INT_LIST_CAP,

@@ -8,7 +8,8 @@
 //! broadcast (stride 0) and misaligned inputs, strided outputs, rank 8,
 //! NaN and infinities (moved as they are), and one large shape per op.
 //! Forwards run twice, the second time into a zero-filled output, and
-//! must agree bit for bit. Values are moved, so forwards and gathering
+//! must agree bit for bit. Cat and stack move bytes and claim every dtype
+//! but bool (integers and fp8 included), on values in [-100, 100). Values are moved, so forwards and gathering
 //! backwards are exact; the pad backward of reflect, replicate and
 //! circular sums, bounded by its term count.
 
@@ -649,7 +650,7 @@ impl CatSample {
 
 static CAT_ROW: OpCase<CatSample> = OpCase {
     name: "shape_cat",
-    dtypes: FLOATS,
+    dtypes: &CAT_STACK_KINDS,
     backward: true,
     samples: |_| cat_samples(),
     inputs: cat_inputs,
@@ -662,7 +663,7 @@ static CAT_ROW: OpCase<CatSample> = OpCase {
 
 static STACK_ROW: OpCase<CatSample> = OpCase {
     name: "shape_stack",
-    dtypes: FLOATS,
+    dtypes: &CAT_STACK_KINDS,
     backward: true,
     samples: |_| stack_samples(),
     inputs: cat_inputs,
@@ -742,7 +743,8 @@ fn cat_inputs(s: &CatSample, rng: &mut Rng) -> Tensors {
     let mut t = Tensors::default();
     for (k, shape) in s.in_shapes().iter().enumerate() {
         let n: usize = shape.iter().product();
-        let mut x = rng.vec(n, -2.0, 2.0);
+        // wide enough that the integer dtypes hold distinct values
+        let mut x = rng.vec(n, -100.0, 100.0);
         if s.layout == Layout::Broadcast {
             let inner = n / shape[0].max(1);
             for i in inner..n {
@@ -756,7 +758,7 @@ fn cat_inputs(s: &CatSample, rng: &mut Rng) -> Tensors {
         t.push(format!("x{k}"), x);
     }
     let m: usize = s.out_shape().iter().product();
-    t.push("dy", rng.vec(m, -1.0, 1.0));
+    t.push("dy", rng.vec(m, -100.0, 100.0));
     t
 }
 
@@ -771,7 +773,7 @@ fn cat_reference(_: ElementKind, s: &CatSample, inputs: &Tensors, got: &Tensors)
     match s.stack {
         Some(k) => {
             let d = s.dim.rem_euclid(n as i64 + 1) as usize;
-            t.push("y", r::stack(&shapes[0], &xs, d));
+            t.push("y", nan_marked(r::stack(&shapes[0], &xs, d)));
             if got.find("dx0").is_some() {
                 for (i, dx) in r::stack_backward(&shapes[0], k, dy, d)
                     .into_iter()
@@ -783,7 +785,7 @@ fn cat_reference(_: ElementKind, s: &CatSample, inputs: &Tensors, got: &Tensors)
         }
         None => {
             let d = s.dim.rem_euclid(n as i64) as usize;
-            t.push("y", r::cat(&shapes, &xs, d));
+            t.push("y", nan_marked(r::cat(&shapes, &xs, d)));
             if got.find("dx0").is_some() {
                 for (i, dx) in r::cat_backward(&shapes, dy, d).into_iter().enumerate() {
                     t.push(format!("dx{i}"), dx);
@@ -800,7 +802,8 @@ fn cat_run(
     inputs: &Tensors,
     backward: bool,
 ) -> Result<Tensors, String> {
-    crate::with_float!(kind, T => match s.stack {
+    // every dtype of CAT_STACK_KINDS
+    crate::with_kinds!(kind, T => match s.stack {
         None => by_rank!(s.rank(), N => cat_run_ranked::<T, N, N>(s, inputs, backward)),
         Some(_) => match s.rank() {
             1 => cat_run_ranked::<T, 1, 2>(s, inputs, backward),
@@ -809,7 +812,11 @@ fn cat_run(
             7 => cat_run_ranked::<T, 7, 8>(s, inputs, backward),
             other => Err(format!("no stack instance for rank {other}")),
         },
-    })
+    };
+        F32 => f32, F64 => f64, F16 => half::f16, Bf16 => half::bf16,
+        I8 => i8, U8 => u8, I16 => i16, I32 => i32, I64 => i64, U32 => u32,
+        Fp8E4M3 => float8::F8E4M3, Fp8E5M2 => float8::F8E5M2;
+        other => Err(format!("{other} is not a cat or stack dtype")))
 }
 
 /// A cat (`N == M`) or stack (`M == N + 1`) sample on the device: the
