@@ -28,7 +28,9 @@
 //
 // One thread per output element (per VEC outputs in the vector path,
 // which stores 16 bytes and loads 16 bytes when the VEC sources are
-// consecutive and aligned: interior of pad, tril/triu, identity dims).
+// consecutive and aligned: interior of pad, tril/triu, identity dims);
+// rows of 32 or more that take no vectors run a warp per row, which does
+// the outer dims' index math once per row (the pad backward likewise).
 // 64-bit offsets; the linear index is u32 when the count fits.
 // Traffic: FW ~2 x bytes(y); pad BW ~bytes(dy) + bytes(dx). Memory bound:
 // judge it by GB/s against the copy ceiling.
@@ -182,6 +184,35 @@ __device__ __forceinline__ void gather_scalar(const GatherArgs& p) {
         T v = io < 0 ? fill : x[io];
         if (!tri_keeps(p, row, col)) v = zero;
         y[oo] = v;
+    }
+}
+
+// One warp per output row (every dim but the innermost), its lanes across
+// the row: the outer dims' index math runs once per row, not per element
+// (a padded 230-wide bf16 row would otherwise spend ~4 divisions per
+// 2-byte element and run compute bound). For rows of at least 32.
+template <typename I>
+__device__ __forceinline__ void gather_rows(const GatherArgs& p) {
+    const T* __restrict__ x = (const T*)p.in;
+    T* __restrict__ y = (T*)p.out;
+    const T fill = from_acc((ACC)p.fill);
+    const T zero = from_acc((ACC)0);
+    const int last = (int)p.rank - 1;
+    const i64 width = (i64)p.out_shape[last];
+    const i64 ost = p.out_stride[last];
+    const i64 ist = p.in_stride[last];
+    const I rows = (I)(p.n / (u64)width);
+    const int lane = threadIdx.x & 31;
+    const I warps = (I)gridDim.x * (blockDim.x >> 5);
+    for (I r = (I)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
+        i64 oo, base, row, col;
+        gather_offsets<I>(p, r * (I)width, oo, base, row, col);
+        for (i64 j = lane; j < width; j += 32) {
+            const i64 s = src_of(p, last, j);
+            T v = (base < 0 || s < 0) ? fill : x[base + s * ist];
+            if (!tri_keeps(p, row, j)) v = zero;
+            y[oo + j * ost] = v;
+        }
     }
 }
 
@@ -349,6 +380,69 @@ __device__ __forceinline__ void pad_bw(const GatherArgs& p) {
     }
 }
 
+// The pad backward by rows: one warp per dx row, the outer dims'
+// preimages found once per row, its lanes across the row. For rows of at
+// least 32.
+template <typename I>
+__device__ __forceinline__ void pad_bw_rows(const GatherArgs& p) {
+    const T* __restrict__ dy = (const T*)p.in;
+    T* __restrict__ dx = (T*)p.out;
+    const int r = (int)p.rank;
+    const int last = r - 1;
+    const i64 width = (i64)p.out_shape[last];
+    const I rows = (I)(p.n / (u64)width);
+    const int lane = threadIdx.x & 31;
+    const I warps = (I)gridDim.x * (blockDim.x >> 5);
+    for (I row = (I)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows;
+         row += warps) {
+        I rem = row;
+        i64 oo = 0, io = 0;
+        Ranges pr[2];
+        i64 st[2] = {0, 0};
+        // every dim but the innermost; the two before it are (or stand
+        // for) padded dims
+#pragma unroll
+        for (int d = MAX_RANK - 1; d >= 0; --d) {
+            if (d < r - 1) {
+                const I ext = (I)p.out_shape[d];
+                const i64 c = (i64)(rem % ext);
+                rem /= ext;
+                oo += c * p.out_stride[d];
+                const int k = d - (r - 3);
+                if (k >= 0) {
+                    pr[k] = preimage(p.kind[d], c, (i64)p.out_shape[d], (i64)p.in_shape[d],
+                                     p.shift[d], p.crop[d], p.span[d]);
+                    st[k] = p.in_stride[d];
+                } else {
+                    io += c * p.in_stride[d];
+                }
+            }
+        }
+        for (int k = 0; k < 3 - r; ++k) {
+            pr[k].count = 1;
+            pr[k].lo[0] = 0;
+            pr[k].hi[0] = 0;
+            pr[k].step[0] = 1;
+        }
+        const i64 ist = p.in_stride[last];
+        for (i64 j = lane; j < width; j += 32) {
+            const Ranges pl = preimage(p.kind[last], j, width, (i64)p.in_shape[last],
+                                       p.shift[last], p.crop[last], p.span[last]);
+            ACC acc = 0;
+            for (int a = 0; a < pr[0].count; ++a)
+                for (i64 o0 = pr[0].lo[a]; o0 <= pr[0].hi[a]; o0 += pr[0].step[a])
+                    for (int b = 0; b < pr[1].count; ++b)
+                        for (i64 o1 = pr[1].lo[b]; o1 <= pr[1].hi[b]; o1 += pr[1].step[b]) {
+                            const i64 at = io + o0 * st[0] + o1 * st[1];
+                            for (int c = 0; c < pl.count; ++c)
+                                for (i64 o2 = pl.lo[c]; o2 <= pl.hi[c]; o2 += pl.step[c])
+                                    acc += to_acc(dy[at + o2 * ist]);
+                        }
+            dx[oo + j * p.out_stride[last]] = from_acc(acc);
+        }
+    }
+}
+
 // Up to CAT_PIECES strided copies of one launch.
 #define CAT_PIECES 8
 
@@ -399,8 +493,14 @@ __device__ __forceinline__ void copy_pieces(const CopyArgs& p) {
     extern "C" __global__ void __launch_bounds__(256) shape_gather_vec##SUFFIX(GatherArgs p) { \
         gather_vec<I>(p);                                                                      \
     }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) shape_gather_rows##SUFFIX(GatherArgs p) {\
+        gather_rows<I>(p);                                                                     \
+    }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256) shape_pad_bw##SUFFIX(GatherArgs p) {     \
         pad_bw<I>(p);                                                                          \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) shape_pad_bw_rows##SUFFIX(GatherArgs p) {\
+        pad_bw_rows<I>(p);                                                                     \
     }
 GATHER_KERNELS(u32, 32)
 GATHER_KERNELS(u64, 64)

@@ -553,13 +553,16 @@ fn resolve_pad<const N: usize>(
     })
 }
 
-/// The scalar, vector and (pad) accumulating gather kernels for one index
-/// width.
+/// The gather kernels for one index width: by element, by 16-byte vector,
+/// by row (a warp each), and the accumulating pad backward by element and
+/// by row.
 #[derive(Clone, Debug)]
 struct Kernels {
     scalar: Function,
     vec: Function,
+    rows: Function,
     pad_bw: Function,
+    pad_bw_rows: Function,
 }
 
 /// A [`ShapeOp`]: `y[o] = x[src(o)]` (or the pad value, or 0 outside the
@@ -627,7 +630,9 @@ impl<T: Element, const N: usize> Plan for ShapePlan<T, N> {
             Ok(Kernels {
                 scalar: module.function(&format!("shape_gather{w}"))?,
                 vec: module.function(&format!("shape_gather_vec{w}"))?,
+                rows: module.function(&format!("shape_gather_rows{w}"))?,
                 pad_bw: module.function(&format!("shape_pad_bw{w}"))?,
+                pad_bw_rows: module.function(&format!("shape_pad_bw_rows{w}"))?,
             })
         };
         let (k32, k64) = (load("32")?, load("64")?);
@@ -753,7 +758,9 @@ impl<T: Element, const N: usize> ShapePlan<T, N> {
         };
         let f = match path {
             Path::PadSum => &k.pad_bw,
+            Path::PadSumRows => &k.pad_bw_rows,
             Path::Vector => &k.vec,
+            Path::Rows => &k.rows,
             Path::Scalar => &k.scalar,
         };
         let blocks = items
@@ -772,9 +779,17 @@ enum Path {
     Scalar,
     /// One 16-byte vector of outputs per thread.
     Vector,
-    /// The accumulating pad backward.
+    /// One output row per warp.
+    Rows,
+    /// The accumulating pad backward, one element per thread.
     PadSum,
+    /// The accumulating pad backward, one row per warp.
+    PadSumRows,
 }
+
+/// Output rows at least this long run a warp per row (`Path::Rows`,
+/// `Path::PadSumRows`): every lane has an element.
+const ROW_MIN: usize = 32;
 
 /// The kernel parameters of `map` from `inp` into `out` (addresses and
 /// element strides) for elements of `size` bytes, the kernel and how many
@@ -814,7 +829,10 @@ fn launch_args<const N: usize>(
     // The vector path: y's last dim contiguous, a whole number of 16-byte
     // vectors, and every vector aligned.
     let last = N.saturating_sub(1);
-    let path = if pad_sum {
+    let wide = N > 0 && map.out_shape[last] >= ROW_MIN;
+    let path = if pad_sum && wide {
+        Path::PadSumRows
+    } else if pad_sum {
         Path::PadSum
     } else if N > 0
         && map.flat.is_none()
@@ -824,10 +842,17 @@ fn launch_args<const N: usize>(
         && (0..last).all(|d| map.out_shape[d] == 1 || out.1[d] % vec == 0)
     {
         Path::Vector
+    } else if wide && map.flat.is_none() {
+        Path::Rows
     } else {
         Path::Scalar
     };
-    let items = if path == Path::Vector { n / vec } else { n };
+    // threads: a warp per row in the row kernels
+    let items = match path {
+        Path::Vector => n / vec,
+        Path::Rows | Path::PadSumRows => n / map.out_shape[last] * 32,
+        Path::Scalar | Path::PadSum => n,
+    };
     Some((p, path, items))
 }
 
@@ -930,6 +955,21 @@ mod tests {
         let pad = ShapeOp::pad(PadMode::Reflect, &[1, 1], 0.0);
         assert_eq!(path(pad, 512, [10, 1], false), Some((Path::Scalar, 40)));
         assert_eq!(path(pad, 512, [8, 1], true), Some((Path::PadSum, 32)));
+        // rows of 32 or more: a warp per row
+        let wide = ShapeOp::pad(PadMode::Reflect, &[3, 3], 0.0);
+        let r = resolve(&wide, &[4, 40]).unwrap();
+        let launch = |map: &Map<2>, st: &[usize; 2], pad_sum| {
+            launch_args(
+                map,
+                (DevPtrMut::from_addr(512), st),
+                (DevPtr::from_addr(256), st),
+                pad_sum,
+                2,
+            )
+            .map(|(_, p, items)| (p, items))
+        };
+        assert_eq!(launch(&r.fw, &[46, 1], false), Some((Path::Rows, 4 * 32)));
+        assert_eq!(launch(&r.bw, &[40, 1], true), Some((Path::PadSumRows, 4 * 32)));
         let empty = ShapeOp::pad(PadMode::Constant, &[-4, -4], 0.0);
         assert_eq!(path(empty, 512, [0, 1], false), None);
     }
