@@ -790,10 +790,27 @@ enum Path {
 /// Output rows at least this long run a warp per row (`Path::Rows`,
 /// `Path::PadSumRows`): every lane has an element.
 const ROW_MIN: usize = 32;
+/// ... when there are at least this many rows: 2048 warps, enough to keep
+/// every SM busy (fewer, longer rows run an element per thread).
+const ROW_MIN_ROWS: usize = 2048;
+
+/// Whether `strides` lay `shape` out row-major and dense (extent-1 dims
+/// may have any stride).
+fn is_row_major(shape: &[usize], strides: &[usize]) -> bool {
+    let mut want = 1;
+    for d in (0..shape.len()).rev() {
+        if shape[d] != 1 && strides[d] != want {
+            return false;
+        }
+        want *= shape[d];
+    }
+    true
+}
 
 /// The kernel parameters of `map` from `inp` into `out` (addresses and
 /// element strides) for elements of `size` bytes, the kernel and how many
-/// items (elements or vectors) it covers; None when the output is empty.
+/// threads' items (elements, vectors, or 32 per row) it covers; None when
+/// the output is empty.
 fn launch_args<const N: usize>(
     map: &Map<N>,
     out: (DevPtrMut<u8>, &[usize; N]),
@@ -806,7 +823,7 @@ fn launch_args<const N: usize>(
         return None;
     }
     let vec = 16 / size;
-    let p = GatherArgs {
+    let mut p = GatherArgs {
         n: n as u64,
         rank: N as u32,
         tri: map.tri,
@@ -826,31 +843,50 @@ fn launch_args<const N: usize>(
         out: out.0,
         inp: inp.0,
     };
-    // The vector path: y's last dim contiguous, a whole number of 16-byte
-    // vectors, and every vector aligned.
-    let last = N.saturating_sub(1);
-    let wide = N > 0 && map.out_shape[last] >= ROW_MIN;
-    let path = if pad_sum && wide {
+    // A flattened roll of dense row-major tensors is a roll of one dim of
+    // n elements: no division per element, and 16-byte vectors.
+    if let Some(shift) = map.flat {
+        if is_row_major(&map.out_shape, out.1) && is_row_major(&map.in_shape, inp.1) {
+            p.rank = 1;
+            p.flat = 0;
+            p.out_shape = padded([n as u64].into_iter());
+            p.in_shape = p.out_shape;
+            p.out_stride = padded([1i64].into_iter());
+            p.in_stride = p.out_stride;
+            p.kind = padded([if shift == 0 { K_IDENTITY } else { K_ROLL }].into_iter());
+            p.shift = padded([shift].into_iter());
+            p.span = padded([n as i64].into_iter());
+        }
+    }
+    let rank = p.rank as usize;
+    let last = rank.saturating_sub(1);
+    let width = p.out_shape[last] as usize;
+    let stride = |d: usize| p.out_stride[d] as usize;
+    // a warp per row: rows of at least ROW_MIN, enough of them to fill
+    // the device
+    let by_rows = rank > 0 && width >= ROW_MIN && n / width >= ROW_MIN_ROWS;
+    let path = if pad_sum && by_rows {
         Path::PadSumRows
     } else if pad_sum {
         Path::PadSum
-    } else if N > 0
-        && map.flat.is_none()
-        && out.1[last] == 1
-        && map.out_shape[last] % vec == 0
+    } else if rank > 0
+        && p.flat == 0
+        && stride(last) == 1
+        && width % vec == 0
         && out.0.addr() % 16 == 0
-        && (0..last).all(|d| map.out_shape[d] == 1 || out.1[d] % vec == 0)
+        && (0..last).all(|d| p.out_shape[d] == 1 || stride(d) % vec == 0)
     {
+        // y's last dim contiguous, a whole number of 16-byte vectors, and
+        // every vector aligned
         Path::Vector
-    } else if wide && map.flat.is_none() {
+    } else if by_rows && p.flat == 0 {
         Path::Rows
     } else {
         Path::Scalar
     };
-    // threads: a warp per row in the row kernels
     let items = match path {
         Path::Vector => n / vec,
-        Path::Rows | Path::PadSumRows => n / map.out_shape[last] * 32,
+        Path::Rows | Path::PadSumRows => n / width * 32,
         Path::Scalar | Path::PadSum => n,
     };
     Some((p, path, items))
@@ -948,16 +984,17 @@ mod tests {
         assert_eq!(path(flip, 516, [8, 1], false), Some((Path::Scalar, 32)));
         assert_eq!(path(flip, 512, [9, 1], false), Some((Path::Scalar, 32)));
         assert_eq!(path(flip, 512, [16, 2], false), Some((Path::Scalar, 32)));
-        // a flattened roll never vectorises; a padded row of 10 is no
-        // whole number of f32 vectors
+        // a flattened roll: of dense tensors one rolled dim of 32, else by
+        // element; a padded row of 10 is no whole number of f32 vectors
         let flat = ShapeOp::roll(&[3], &[]);
-        assert_eq!(path(flat, 512, [8, 1], false), Some((Path::Scalar, 32)));
+        assert_eq!(path(flat, 512, [8, 1], false), Some((Path::Vector, 8)));
+        assert_eq!(path(flat, 512, [9, 1], false), Some((Path::Scalar, 32)));
         let pad = ShapeOp::pad(PadMode::Reflect, &[1, 1], 0.0);
         assert_eq!(path(pad, 512, [10, 1], false), Some((Path::Scalar, 40)));
         assert_eq!(path(pad, 512, [8, 1], true), Some((Path::PadSum, 32)));
-        // rows of 32 or more: a warp per row
+        // rows of 32 or more, 2048 of them or more: a warp per row
         let wide = ShapeOp::pad(PadMode::Reflect, &[3, 3], 0.0);
-        let r = resolve(&wide, &[4, 40]).unwrap();
+        let r = resolve(&wide, &[4096, 40]).unwrap();
         let launch = |map: &Map<2>, st: &[usize; 2], pad_sum| {
             launch_args(
                 map,
@@ -968,8 +1005,22 @@ mod tests {
             )
             .map(|(_, p, items)| (p, items))
         };
-        assert_eq!(launch(&r.fw, &[46, 1], false), Some((Path::Rows, 4 * 32)));
-        assert_eq!(launch(&r.bw, &[40, 1], true), Some((Path::PadSumRows, 4 * 32)));
+        assert_eq!(launch(&r.fw, &[46, 1], false), Some((Path::Rows, 4096 * 32)));
+        assert_eq!(launch(&r.bw, &[40, 1], true), Some((Path::PadSumRows, 4096 * 32)));
+        let few = resolve(&wide, &[4, 40]).unwrap();
+        assert_eq!(launch(&few.fw, &[46, 1], false), Some((Path::Scalar, 4 * 46)));
+        // a flattened roll of dense tensors: one rolled dim, vectors
+        let flat = resolve(&ShapeOp::roll(&[8], &[]), &[64, 40]).unwrap();
+        let (p, kernel, items) = launch_args(
+            &flat.fw,
+            (DevPtrMut::from_addr(512), &[40, 1]),
+            (DevPtr::from_addr(256), &[40, 1]),
+            false,
+            2,
+        )
+        .unwrap();
+        assert_eq!((p.rank, p.kind[0], p.shift[0], p.flat), (1, K_ROLL, 8, 0));
+        assert_eq!((kernel, items), (Path::Vector, 64 * 40 / 8));
         let empty = ShapeOp::pad(PadMode::Constant, &[-4, -4], 0.0);
         assert_eq!(path(empty, 512, [0, 1], false), None);
     }
