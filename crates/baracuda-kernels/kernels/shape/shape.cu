@@ -181,9 +181,8 @@ __device__ __forceinline__ void gather_scalar(const GatherArgs& p) {
             const i64 s = src_of(p, last, col);
             io = (base < 0 || s < 0) ? -1 : base + s * p.in_stride[last];
         }
-        T v = io < 0 ? fill : x[io];
-        if (!tri_keeps(p, row, col)) v = zero;
-        y[oo] = v;
+        // the triangle's dropped elements are not read
+        y[oo] = !tri_keeps(p, row, col) ? zero : (io < 0 ? fill : x[io]);
     }
 }
 
@@ -209,9 +208,9 @@ __device__ __forceinline__ void gather_rows(const GatherArgs& p) {
         gather_offsets<I>(p, r * (I)width, oo, base, row, col);
         for (i64 j = lane; j < width; j += 32) {
             const i64 s = src_of(p, last, j);
-            T v = (base < 0 || s < 0) ? fill : x[base + s * ist];
-            if (!tri_keeps(p, row, j)) v = zero;
-            y[oo + j * ost] = v;
+            y[oo + j * ost] = !tri_keeps(p, row, j)
+                                  ? zero
+                                  : ((base < 0 || s < 0) ? fill : x[base + s * ist]);
         }
     }
 }
@@ -241,8 +240,14 @@ __device__ __forceinline__ void gather_vec(const GatherArgs& p) {
         T v[VEC];
         const i64 s0 = src_of(p, last, col);
         const i64 s1 = src_of(p, last, col + VEC - 1);
-        bool done = false;
-        if (base >= 0 && s0 >= 0 && s1 >= 0 && in_st == 1) {
+        // a vector the triangle drops whole is not read (j - i grows along
+        // the row, so the ends decide)
+        bool done = p.tri && !tri_keeps(p, row, col) && !tri_keeps(p, row, col + VEC - 1);
+        if (done) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) v[k] = zero;
+        }
+        if (!done && base >= 0 && s0 >= 0 && s1 >= 0 && in_st == 1) {
             if (s1 - s0 == VEC - 1 && ((u64)(x + base + s0) & 15) == 0) {
                 load_vec(x + base + s0, 0, v);
                 done = true;

@@ -4,7 +4,8 @@
 //!
 //! Samples cover size-1 and empty dims, tails (extents that are no
 //! multiple of the 16-byte vector), the vector path (a contiguous last dim
-//! of whole vectors) and its reversed and misaligned loads, transposed,
+//! of whole vectors) and its reversed and misaligned loads, the
+//! warp-per-row kernels (2048 rows or more of 32 or more), transposed,
 //! broadcast (stride 0) and misaligned inputs, strided outputs, rank 8,
 //! NaN and infinities (moved as they are), and one large shape per op.
 //! Forwards run twice, the second time into a zero-filled output, and
@@ -176,6 +177,8 @@ fn flip_samples() -> Vec<MapSample> {
         ms(f(&[0]), &[64, 256], Contiguous),
         ms(f(&[-1, -3]), &[4, 6, 5, 64], Contiguous),
         special(ms(f(&[1]), &[6, 40], Contiguous)),
+        // a warp per row (2048 rows or more, no whole vectors)
+        ms(f(&[1]), &[2100, 33], Contiguous),
         ms(f(&[0, 1]), &[512, 4096], Contiguous),
     ]
 }
@@ -201,6 +204,10 @@ fn roll_samples() -> Vec<MapSample> {
         ms(r(&[16], &[1]), &[64, 256], Contiguous),
         ms(r(&[3, 5], &[1, 0]), &[64, 256], Contiguous),
         special(ms(r(&[7], &[1]), &[6, 40], Contiguous)),
+        // a warp per row; a dense flattened roll (one rolled dim, vectors)
+        ms(r(&[2, 5], &[0, 1]), &[2100, 33], Contiguous),
+        ms(r(&[-3], &[]), &[64, 40], Contiguous),
+        ms(r(&[-3], &[]), &[64, 40], StridedOut),
         ms(r(&[129, -77], &[0, 1]), &[512, 4096], Contiguous),
         ms(r(&[1000], &[]), &[512, 4096], Contiguous),
     ]
@@ -233,6 +240,8 @@ fn tri_samples(lower: bool) -> Vec<MapSample> {
         ms(t(0), &[3, 64, 64], Contiguous),
         ms(t(-9), &[2, 40, 128], Contiguous),
         special(ms(t(0), &[6, 40], Contiguous)),
+        // a warp per row
+        ms(t(2), &[3, 700, 35], Contiguous),
         ms(t(1), &[8, 512, 512], Contiguous),
     ]
 }
@@ -258,6 +267,9 @@ fn pad_samples(mode: PadMode) -> Vec<MapSample> {
         // empty batch
         ms(p(&[1, 1]), &[0, 3, 4], Contiguous),
         special(ms(p(&[2, 2]), &[6, 40], Contiguous)),
+        // a warp per row, forward and backward
+        ms(p(&[-1, 3]), &[2, 1050, 33], Contiguous),
+        ms(p(&[-1, 3]), &[2, 1050, 33], StridedOut),
         ms(p(&[3, 3, 3, 3]), &[8, 16, 64, 64], Contiguous),
     ];
     match mode {
