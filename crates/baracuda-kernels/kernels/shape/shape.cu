@@ -21,10 +21,11 @@
 //     src(o) = i, enumerated per padded dim (at most three points for
 //     reflect and circular, a range for replicate), a gather in a fixed
 //     order: deterministic, no atomics.
-// Copy (cat, stack): up to CAT_PIECES (src, dst) strided pieces per
-//     launch, blockIdx.y picks the piece; each moves CHUNK-byte words
-//     (16 when the host finds both sides contiguous and aligned along the
-//     innermost dim, down to one element otherwise).
+// Copy (cat, stack): up to CAT_PIECES2 (src, dst) pieces of at most two
+//     dims, or CAT_PIECES of up to eight, per launch; blockIdx.y picks
+//     the piece; each moves W-byte words (16 when the host finds both
+//     sides contiguous and aligned along the innermost dim, down to one
+//     element otherwise).
 //
 // One thread per output element (per VEC outputs in the vector path,
 // which stores 16 bytes and loads 16 bytes when the VEC sources are
@@ -491,6 +492,40 @@ __device__ __forceinline__ void copy_pieces(const CopyArgs& p) {
     }
 }
 
+// Up to CAT_PIECES2 copies of at most two dims (what most cat and stack
+// pieces collapse to), in one launch: 32 inputs of a cat move in one.
+#define CAT_PIECES2 36
+
+struct CopyPiece2 {
+    u64 src;
+    u64 dst;
+    u32 rows;
+    u32 cols;               // words
+    i64 src_stride[2];      // in words: rows, cols
+    i64 dst_stride[2];
+};
+
+struct CopyArgs2 {
+    u32 pieces;
+    u32 pad0;
+    CopyPiece2 piece[CAT_PIECES2];
+};
+
+template <typename W, typename I>
+__device__ __forceinline__ void copy_pieces2(const CopyArgs2& p) {
+    const CopyPiece2& c = p.piece[blockIdx.y];
+    const W* __restrict__ src = (const W*)c.src;
+    W* __restrict__ dst = (W*)c.dst;
+    const I cols = (I)c.cols;
+    const I n = (I)c.rows * cols;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        const I r = i / cols;
+        const i64 k = (i64)(i - r * cols);
+        dst[(i64)r * c.dst_stride[0] + k * c.dst_stride[1]] =
+            src[(i64)r * c.src_stride[0] + k * c.src_stride[1]];
+    }
+}
+
 #define GATHER_KERNELS(I, SUFFIX)                                                              \
     extern "C" __global__ void __launch_bounds__(256) shape_gather##SUFFIX(GatherArgs p) {     \
         gather_scalar<I>(p);                                                                   \
@@ -516,6 +551,12 @@ GATHER_KERNELS(u64, 64)
     }                                                                                           \
     extern "C" __global__ void __launch_bounds__(256) shape_copy##BYTES##_64(CopyArgs p) {     \
         copy_pieces<W, u64>(p);                                                                 \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(256) shape_copy2_##BYTES##_32(CopyArgs2 p) {  \
+        copy_pieces2<W, u32>(p);                                                                \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(256) shape_copy2_##BYTES##_64(CopyArgs2 p) {  \
+        copy_pieces2<W, u64>(p);                                                                \
     }
 COPY_KERNELS(unsigned char, 1)
 COPY_KERNELS(unsigned short, 2)

@@ -41,6 +41,40 @@ struct CopyPiece {
     dst_stride: [i64; MAX_RANK],
 }
 
+/// Pieces of at most two dims one copy launch takes (`CAT_PIECES2` in
+/// shape.cu): a cat of 32 contiguous inputs moves in one launch.
+pub const CAT_PIECES2: usize = 36;
+
+/// `CopyPiece2` of shape.cu.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+struct CopyPiece2 {
+    src: DevPtr<u8>,
+    dst: DevPtrMut<u8>,
+    rows: u32,
+    cols: u32,
+    src_stride: [i64; 2],
+    dst_stride: [i64; 2],
+}
+
+/// `CopyArgs2` of shape.cu.
+#[repr(C)]
+#[derive(Copy, Clone, Debug)]
+struct CopyArgs2 {
+    pieces: u32,
+    pad0: u32,
+    piece: [CopyPiece2; CAT_PIECES2],
+}
+
+const EMPTY_PIECE2: CopyPiece2 = CopyPiece2 {
+    src: DevPtr::NULL,
+    dst: DevPtrMut::NULL,
+    rows: 0,
+    cols: 0,
+    src_stride: [0; 2],
+    dst_stride: [0; 2],
+};
+
 /// `CopyArgs` of shape.cu.
 #[repr(C)]
 #[derive(Copy, Clone, Debug)]
@@ -98,10 +132,12 @@ impl Piece {
     }
 }
 
-/// The copy kernels of one element type: `[word width][index width]`.
+/// The copy kernels of one element type: `[word width][index width]`,
+/// for pieces of up to eight dims (`wide`) and of up to two (`flat`).
 #[derive(Clone, Debug)]
 struct CopyKernels {
-    f: Vec<[Function; 2]>,
+    wide: Vec<[Function; 2]>,
+    flat: Vec<[Function; 2]>,
     grid_cap: u32,
 }
 
@@ -110,16 +146,24 @@ impl CopyKernels {
     /// f32 specialisation of the family's module serves every dtype.
     fn load(stream: &Stream) -> Result<Self> {
         let module = stream.context().module(&shape_spec(0))?;
-        let mut f = Vec::new();
+        let (mut wide, mut flat) = (Vec::new(), Vec::new());
         for w in WORDS {
-            f.push([
+            wide.push([
                 module.function(&format!("shape_copy{w}_32"))?,
                 module.function(&format!("shape_copy{w}_64"))?,
             ]);
+            flat.push([
+                module.function(&format!("shape_copy2_{w}_32"))?,
+                module.function(&format!("shape_copy2_{w}_64"))?,
+            ]);
         }
-        let per_sm = f[0][1].max_active_blocks_per_sm(THREADS, 0)?.max(1);
+        let per_sm = wide[0][1].max_active_blocks_per_sm(THREADS, 0)?.max(1);
         let grid_cap = stream.context().device().sm_count.max(1) * per_sm;
-        Ok(CopyKernels { f, grid_cap })
+        Ok(CopyKernels {
+            wide,
+            flat,
+            grid_cap,
+        })
     }
 
     /// Copy every `(src, dst)` pair of one logical `shape` each, with
@@ -130,12 +174,10 @@ impl CopyKernels {
     /// its shape, and no destination may overlap a source or another
     /// destination.
     unsafe fn copy(&self, stream: &Stream, size: usize, pairs: &[CopyPair]) -> Result<()> {
-        for (word, args) in copy_launches(size, pairs) {
-            let k = args.pieces as usize;
-            let batch = &args.piece[..k];
-            let most = batch.iter().map(|p| p.n).max().unwrap_or(0) as usize;
-            let wide = usize::from(most > u32::MAX as usize);
-            let f = &self.f[WORDS.iter().position(|&w| w == word).unwrap_or(4)][wide];
+        for launch in copy_launches(size, pairs) {
+            let (word, k, most) = launch.extent();
+            let w = WORDS.iter().position(|&x| x == word).unwrap_or(4);
+            let index64 = usize::from(most > u32::MAX as usize);
             let blocks = most
                 .div_ceil(THREADS as usize)
                 .clamp(1, (self.grid_cap as usize / k).max(1)) as u32;
@@ -147,17 +189,79 @@ impl CopyKernels {
             // SAFETY: forwarded from the caller's contract; each piece
             // reaches only its views' elements, in words that
             // `copy_launches` keeps inside and aligned.
-            unsafe { launch_params(stream, f, cfg, args) }?;
+            match launch {
+                Launch::Wide(_, args) => unsafe {
+                    launch_params(stream, &self.wide[w][index64], cfg, args)
+                },
+                Launch::Flat(_, args) => unsafe {
+                    launch_params(stream, &self.flat[w][index64], cfg, args)
+                },
+            }?;
         }
         Ok(())
     }
 }
 
+/// One launch of the copy kernels: its word width and pieces.
+enum Launch {
+    /// Pieces of up to eight dims.
+    Wide(usize, CopyArgs),
+    /// Pieces of up to two dims.
+    Flat(usize, CopyArgs2),
+}
+
+impl Launch {
+    /// Word width, pieces, and the most words of one piece.
+    fn extent(&self) -> (usize, usize, usize) {
+        match self {
+            Launch::Wide(w, a) => {
+                let k = a.pieces as usize;
+                let most = a.piece[..k].iter().map(|p| p.n).max().unwrap_or(0);
+                (*w, k, most as usize)
+            }
+            Launch::Flat(w, a) => {
+                let k = a.pieces as usize;
+                let most = a.piece[..k]
+                    .iter()
+                    .map(|p| u64::from(p.rows) * u64::from(p.cols))
+                    .max()
+                    .unwrap_or(0);
+                (*w, k, most as usize)
+            }
+        }
+    }
+}
+
+/// The piece as a [`CopyPiece2`] when it has at most two dims, each
+/// under 2^32 words.
+fn flat_piece(p: &CopyPiece) -> Option<CopyPiece2> {
+    let r = p.rank as usize;
+    if r > 2 || p.shape[..r].iter().any(|&e| e > u64::from(u32::MAX)) {
+        return None;
+    }
+    // one dim: a single row
+    let (rows, cols) = if r == 2 {
+        (p.shape[0], p.shape[1])
+    } else {
+        (1, p.shape[0])
+    };
+    let st = |s: &[i64; MAX_RANK]| if r == 2 { [s[0], s[1]] } else { [0, s[0]] };
+    Some(CopyPiece2 {
+        src: p.src,
+        dst: p.dst,
+        rows: rows as u32,
+        cols: cols as u32,
+        src_stride: st(&p.src_stride),
+        dst_stride: st(&p.dst_stride),
+    })
+}
+
 /// The launches of a copy of `pairs` with elements of `size` bytes: each
 /// pair collapsed to its fewest dims and moved in the widest word both
-/// sides allow, then batched by word width, up to [`CAT_PIECES`] pieces a
-/// launch. Empty pairs are left out.
-fn copy_launches(size: usize, pairs: &[CopyPair]) -> Vec<(usize, CopyArgs)> {
+/// sides allow, then batched by word width: up to [`CAT_PIECES2`] pieces
+/// of at most two dims a launch, up to [`CAT_PIECES`] of more. Empty pairs
+/// are left out.
+fn copy_launches(size: usize, pairs: &[CopyPair]) -> Vec<Launch> {
     let mut pieces: Vec<(usize, CopyPiece)> = Vec::new();
     for CopyPair {
         shape,
@@ -206,26 +310,57 @@ fn copy_launches(size: usize, pairs: &[CopyPair]) -> Vec<(usize, CopyArgs)> {
         p.n = p.shape[..cs.len()].iter().product();
         pieces.push((word, p));
     }
-    pieces.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
+    // flat pieces first, then by word width, widest first
+    let mut flat: Vec<(usize, CopyPiece2)> = Vec::new();
+    let mut wide: Vec<(usize, CopyPiece)> = Vec::new();
+    for (w, p) in pieces {
+        match flat_piece(&p) {
+            Some(f) => flat.push((w, f)),
+            None => wide.push((w, p)),
+        }
+    }
+    flat.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
+    wide.sort_by_key(|(w, _)| std::cmp::Reverse(*w));
     let mut out = Vec::new();
-    let mut rest = &pieces[..];
-    while let Some(&(word, _)) = rest.first() {
-        let k = rest
-            .iter()
-            .take(CAT_PIECES)
-            .take_while(|(w, _)| *w == word)
-            .count();
-        let (batch, tail) = rest.split_at(k);
-        rest = tail;
+    for (word, batch) in batches(&flat, CAT_PIECES2) {
+        let mut args = CopyArgs2 {
+            pieces: batch.len() as u32,
+            pad0: 0,
+            piece: [EMPTY_PIECE2; CAT_PIECES2],
+        };
+        for (slot, (_, p)) in args.piece.iter_mut().zip(batch) {
+            *slot = *p;
+        }
+        out.push(Launch::Flat(word, args));
+    }
+    for (word, batch) in batches(&wide, CAT_PIECES) {
         let mut args = CopyArgs {
-            pieces: k as u32,
+            pieces: batch.len() as u32,
             pad0: 0,
             piece: [EMPTY_PIECE; CAT_PIECES],
         };
         for (slot, (_, p)) in args.piece.iter_mut().zip(batch) {
             *slot = *p;
         }
-        out.push((word, args));
+        out.push(Launch::Wide(word, args));
+    }
+    out
+}
+
+/// `items` (sorted by word width) cut into runs of one width, each at
+/// most `cap` long.
+fn batches<P>(items: &[(usize, P)], cap: usize) -> Vec<(usize, &[(usize, P)])> {
+    let mut out = Vec::new();
+    let mut rest = items;
+    while let Some(&(word, _)) = rest.first() {
+        let k = rest
+            .iter()
+            .take(cap)
+            .take_while(|(w, _)| *w == word)
+            .count();
+        let (batch, tail) = rest.split_at(k);
+        out.push((word, batch));
+        rest = tail;
     }
     out
 }
@@ -777,6 +912,10 @@ mod tests {
     fn params_layout_matches_cuda() {
         assert_eq!(std::mem::size_of::<CopyPiece>(), 224);
         assert_eq!(std::mem::size_of::<CopyArgs>(), 8 + 8 * 224);
+        assert_eq!(std::mem::size_of::<CopyPiece2>(), 56);
+        // what one launch's parameters may hold (LaunchArgs: 2048 bytes)
+        assert_eq!(std::mem::size_of::<CopyArgs2>(), 8 + 36 * 56);
+        assert!(std::mem::size_of::<CopyArgs2>() <= 2048);
     }
 
     /// A piece of `shape` from `src` to `dst` (byte addresses), both with
@@ -789,39 +928,68 @@ mod tests {
         }
     }
 
+    /// Each launch's kind (flat or wide), word width and piece count.
+    fn summary(l: &[Launch]) -> Vec<(&'static str, usize, usize)> {
+        l.iter()
+            .map(|x| {
+                let (w, k, _) = x.extent();
+                let kind = match x {
+                    Launch::Flat(..) => "flat",
+                    Launch::Wide(..) => "wide",
+                };
+                (kind, w, k)
+            })
+            .collect()
+    }
+
     #[test]
     fn pieces_take_the_widest_word_both_sides_allow() {
         // bf16 rows of 128 into rows of 4096: 16-byte words, 16 a row
         let rows = pair(&[4096, 128], (0x1000, &[128, 1]), (0x8000, &[4096, 1]));
         let l = copy_launches(2, &[rows]);
-        assert_eq!(l.len(), 1);
-        let (word, args) = &l[0];
-        assert_eq!(*word, 16);
+        assert_eq!(summary(&l), [("flat", 16, 1)]);
+        let Launch::Flat(_, args) = &l[0] else {
+            unreachable!()
+        };
         let p = &args.piece[0];
-        assert_eq!((p.rank, p.shape[..2].to_vec()), (2, vec![4096, 16]));
-        assert_eq!((p.src_stride[0], p.dst_stride[0]), (16, 512));
-        // whole tensors collapse to one dim
+        assert_eq!((p.rows, p.cols), (4096, 16));
+        assert_eq!((p.src_stride, p.dst_stride), ([16, 1], [512, 1]));
+        // whole tensors collapse to one row
         let whole = pair(&[128, 4096], (0x1000, &[4096, 1]), (0x8000, &[4096, 1]));
-        let (word, args) = &copy_launches(2, &[whole])[0];
-        assert_eq!((*word, args.piece[0].rank, args.piece[0].n), (16, 1, 65536));
+        let l = copy_launches(2, &[whole]);
+        let Launch::Flat(16, args) = &l[0] else {
+            panic!("{:?}", summary(&l))
+        };
+        assert_eq!((args.piece[0].rows, args.piece[0].cols), (1, 65536));
         // an address 4 bytes past a 16-byte boundary: 4-byte words
         let odd = pair(&[4, 6], (0x1004, &[6, 1]), (0x8000, &[12, 1]));
-        assert_eq!(copy_launches(2, &[odd])[0].0, 4);
+        assert_eq!(summary(&copy_launches(2, &[odd])), [("flat", 4, 1)]);
         // a transposed source: one element a word
         let t = pair(&[4, 6], (0x1000, &[1, 4]), (0x8000, &[6, 1]));
-        assert_eq!(copy_launches(2, &[t])[0].0, 2);
+        assert_eq!(summary(&copy_launches(2, &[t])), [("flat", 2, 1)]);
+        // three dims that do not merge: the eight-dim kernel
+        let three = pair(&[2, 3, 4], (0x1000, &[1, 2, 6]), (0x8000, &[12, 4, 1]));
+        let l = copy_launches(2, &[three]);
+        assert_eq!(summary(&l), [("wide", 2, 1)]);
+        let Launch::Wide(_, args) = &l[0] else {
+            unreachable!()
+        };
+        assert_eq!((args.piece[0].rank, args.piece[0].n), (3, 24));
     }
 
     #[test]
     fn launches_batch_pieces_of_one_word_and_skip_empty_ones() {
-        let mut pairs: Vec<CopyPair> = (0..10)
-            .map(|k| pair(&[2, 8], (0x1000 * (k + 1), &[8, 1]), (0x100000, &[80, 1])))
+        // 40 rows of 16-byte words: 36 in one launch, then 4
+        let mut pairs: Vec<CopyPair> = (0..40)
+            .map(|k| pair(&[2, 8], (0x1000 * (k + 1), &[8, 1]), (0x100000, &[320, 1])))
             .collect();
-        pairs.push(pair(&[2, 0], (0x1000, &[0, 1]), (0x100000, &[80, 1])));
-        pairs.push(pair(&[2, 3], (0x1002, &[3, 1]), (0x100000, &[80, 1])));
+        pairs.push(pair(&[2, 0], (0x1000, &[0, 1]), (0x100000, &[320, 1])));
+        pairs.push(pair(&[2, 3], (0x1002, &[3, 1]), (0x100000, &[320, 1])));
         let l = copy_launches(2, &pairs);
-        let shape: Vec<(usize, u32)> = l.iter().map(|(w, a)| (*w, a.pieces)).collect();
-        assert_eq!(shape, [(16, 8), (16, 2), (2, 1)]);
+        assert_eq!(
+            summary(&l),
+            [("flat", 16, 36), ("flat", 16, 4), ("flat", 2, 1)]
+        );
     }
 
     #[test]
