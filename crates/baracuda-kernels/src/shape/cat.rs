@@ -186,13 +186,14 @@ impl CopyKernels {
                 block: (THREADS, 1, 1),
                 smem_bytes: 0,
             };
-            // SAFETY: forwarded from the caller's contract; each piece
-            // reaches only its views' elements, in words that
-            // `copy_launches` keeps inside and aligned.
             match launch {
+                // SAFETY: forwarded from the caller's contract; each piece
+                // reaches only its views' elements, in words that
+                // `copy_launches` keeps inside and aligned.
                 Launch::Wide(_, args) => unsafe {
                     launch_params(stream, &self.wide[w][index64], cfg, args)
                 },
+                // SAFETY: as above.
                 Launch::Flat(_, args) => unsafe {
                     launch_params(stream, &self.flat[w][index64], cfg, args)
                 },
