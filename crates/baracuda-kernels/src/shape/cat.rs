@@ -204,6 +204,7 @@ impl CopyKernels {
 }
 
 /// One launch of the copy kernels: its word width and pieces.
+#[allow(clippy::large_enum_variant)] // both are ~2 KB parameter blocks, passed by value once
 enum Launch {
     /// Pieces of up to eight dims.
     Wide(usize, CopyArgs),
