@@ -843,9 +843,18 @@ fn launch_args<const N: usize>(
         out: out.0,
         inp: inp.0,
     };
+    // A rank-0 tensor is one element: a rank-1 copy of it (the kernels
+    // index the last dim).
+    if N == 0 {
+        p.rank = 1;
+        p.flat = 0;
+        p.out_shape = padded([1u64].into_iter());
+        p.in_shape = p.out_shape;
+        p.span = padded([1i64].into_iter());
+    }
     // A flattened roll of dense row-major tensors is a roll of one dim of
     // n elements: no division per element, and 16-byte vectors.
-    if let Some(shift) = map.flat {
+    if let Some(shift) = map.flat.filter(|_| N > 0) {
         if is_row_major(&map.out_shape, out.1) && is_row_major(&map.in_shape, inp.1) {
             p.rank = 1;
             p.flat = 0;
@@ -1009,6 +1018,18 @@ mod tests {
         assert_eq!(launch(&r.bw, &[40, 1], true), Some((Path::PadSumRows, 4096 * 32)));
         let few = resolve(&wide, &[4, 40]).unwrap();
         assert_eq!(launch(&few.fw, &[46, 1], false), Some((Path::Scalar, 4 * 46)));
+        // a rank-0 tensor: one element, by element
+        let r0 = resolve(&ShapeOp::roll(&[5], &[]), &[]).unwrap();
+        let (p, kernel, items) = launch_args(
+            &r0.fw,
+            (DevPtrMut::from_addr(512), &[]),
+            (DevPtr::from_addr(256), &[]),
+            false,
+            4,
+        )
+        .unwrap();
+        assert_eq!((p.rank, p.out_shape[0], p.flat, p.kind[0]), (1, 1, 0, K_IDENTITY));
+        assert_eq!((kernel, items), (Path::Scalar, 1));
         // a flattened roll of dense tensors: one rolled dim, vectors
         let flat = resolve(&ShapeOp::roll(&[8], &[]), &[64, 40]).unwrap();
         let (p, kernel, items) = launch_args(

@@ -24,7 +24,7 @@ use crate::table::{BadInputs, OpCase, Row, Tensors};
 /// `$body` with `N` bound to the rank.
 macro_rules! by_rank {
     ($n:expr, $N:ident => $body:expr) => {
-        by_rank!(@ $n, $N, $body; 1 2 3 4 5 8)
+        by_rank!(@ $n, $N, $body; 0 1 2 3 4 5 8)
     };
     (@ $n:expr, $N:ident, $body:expr; $($a:literal)*) => {
         match $n {
@@ -160,6 +160,7 @@ fn flip_samples() -> Vec<MapSample> {
     use Layout::*;
     let f = ShapeOp::flip;
     vec![
+        ms(f(&[]), &[], Contiguous),
         ms(f(&[0]), &[1], Contiguous),
         ms(f(&[0]), &[7], Contiguous),
         ms(f(&[]), &[3, 4], Contiguous),
@@ -187,6 +188,7 @@ fn roll_samples() -> Vec<MapSample> {
     use Layout::*;
     let r = ShapeOp::roll;
     vec![
+        ms(r(&[5], &[]), &[], Contiguous),
         ms(r(&[3], &[0]), &[1], Contiguous),
         ms(r(&[3], &[0]), &[7], Contiguous),
         ms(r(&[3], &[1]), &[37, 29], Contiguous),
