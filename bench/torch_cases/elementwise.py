@@ -89,6 +89,7 @@ BINARY = {
 }
 SETTINGS = {"placements": int}
 OPS = {"copy": Op(("fw",), FLOATS, {"len": int}),
+       "fill": Op(("fw",), FLOATS, {"len": int}),
        "cast": Op(("fw",), ("bf16", "f32"), {"len": int, "to": str})}
 OPS.update({op: Op(("fw", "bw") if bw else ("fw",), FLOATS, {"len": int})
             for op, (_, bw) in {**UNARY, **BINARY}.items()})
@@ -98,6 +99,8 @@ def _tensors(op, pass_):
     """Tensors of len elements a pass reads or writes."""
     if op == "copy":
         return 2
+    if op == "fill":
+        return 1
     if op in UNARY:
         return 2 if pass_ == "fw" else 3
     return 3 if pass_ == "fw" else 5
@@ -129,6 +132,10 @@ def cases(torch, settings, cases):
             ys = [torch.empty_like(x) for x in xs]
             yield by_pass["fw"], [(lambda x=x, y=y: y.copy_(x)) for x, y in zip(xs, ys)]
             del xs, ys
+        elif op == "fill":
+            ys = [torch.empty(n, device=dev, dtype=dtype) for _ in range(placements)]
+            yield by_pass["fw"], [(lambda y=y: y.fill_(1.5)) for y in ys]
+            del ys
         elif op == "cast":
             to = caselist.torch_dtype(torch, case["to"])
             xs = rand(n, -4, 4, dtype)

@@ -1,7 +1,7 @@
 //! Elementwise benchmark cases, from `bench/cases/elementwise.json` (which
 //! `bench/torch_cases/elementwise.py` reads too): unary and binary ops on
-//! contiguous tensors, their backward passes, casts between dtypes, and the
-//! device-to-device copy that sets the bandwidth ceiling.
+//! contiguous tensors, their backward passes, casts between dtypes, fills,
+//! and the device-to-device copy that sets the bandwidth ceiling.
 //!
 //! Every case, the copy included, rotates its inputs over the file's
 //! `placements` buffer sets, each a separate allocation with its own random
@@ -53,6 +53,8 @@ fn de_opt_dtype<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Element
 #[derive(Clone, Copy)]
 enum Kind {
     Copy,
+    /// `y.fill_(1.5)`: writes only.
+    Fill,
     /// `x.to(ElementKind)`.
     Cast(ElementKind),
     Unary(UnaryOp),
@@ -61,8 +63,10 @@ enum Kind {
 
 impl Kind {
     fn of(op: &str) -> Option<Kind> {
-        if op == "copy" {
-            return Some(Kind::Copy);
+        match op {
+            "copy" => return Some(Kind::Copy),
+            "fill" => return Some(Kind::Fill),
+            _ => {}
         }
         let unary = UnaryOp::ALL.into_iter().find(|u| u.name() == op);
         let binary = BinaryOp::ALL.into_iter().find(|b| b.name() == op);
@@ -71,7 +75,7 @@ impl Kind {
 
     fn passes(self) -> &'static [&'static str] {
         match self {
-            Kind::Copy | Kind::Cast(_) => &["fw"],
+            Kind::Copy | Kind::Fill | Kind::Cast(_) => &["fw"],
             _ => &["fw", "bw"],
         }
     }
@@ -80,6 +84,7 @@ impl Kind {
     /// traffic: every input read once, every output written once).
     fn tensors(self, pass: &str) -> usize {
         match (self, pass) {
+            (Kind::Fill, _) => 1,
             (Kind::Copy | Kind::Cast(_), _) | (Kind::Unary(_), "fw") => 2,
             (Kind::Unary(_), _) | (Kind::Binary(_), "fw") => 3,
             (Kind::Binary(_), _) => 5,
@@ -134,6 +139,7 @@ fn job(c: &RawCase, placements: usize) -> Checked<Job> {
     let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
         Box::new(move |s: &Stream, rows: &[Row]| match kind {
             Kind::Copy => copy::<T>(s, z, rows),
+            Kind::Fill => fill::<T>(s, z, rows),
             Kind::Cast(_) => Err(bad_pass("cast")),
             Kind::Unary(op) => unary::<T>(s, z, op, rows),
             Kind::Binary(op) => binary::<T>(s, z, op, rows),
@@ -279,6 +285,21 @@ fn cast<I: Element, O: Element>(s: &Stream, z: Sizes, rows: &[Row]) -> Result<()
                     y: TensorMut::contiguous(y.as_slice_mut(), [n])?,
                 },
             )
+        }),
+        p => Err(bad_pass(p)),
+    })
+}
+
+/// `y = 1.5` over `n` elements, rotating over the output sets.
+fn fill<T: Element>(s: &Stream, z: Sizes, rows: &[Row]) -> Result<()> {
+    let n = z.n;
+    let mut ys = output_sets::<T>(s, z)?;
+    let desc = FillDescriptor::new(T::KIND, [n], 1.5);
+    let plan = FillPlan::<T, 1>::select(s, &desc, &PlanPreference::default())?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, z.placements, |i| {
+            let y = TensorMut::contiguous(ys[i].as_slice_mut(), [n])?;
+            plan.run(s, Workspace::None, FillArgs { y })
         }),
         p => Err(bad_pass(p)),
     })

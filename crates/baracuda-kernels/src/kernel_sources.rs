@@ -16,6 +16,10 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         include_str!("../kernels/common/dtype.cuh"),
     ),
     (
+        "common/convert.cuh",
+        include_str!("../kernels/common/convert.cuh"),
+    ),
+    (
         "common/strided.cuh",
         include_str!("../kernels/common/strided.cuh"),
     ),
@@ -64,6 +68,14 @@ source!(
 source!(
     /// Conversions between element types.
     CAST = "elementwise/cast.cu"
+);
+source!(
+    /// Filling a view with one value.
+    FILL = "elementwise/fill.cu"
+);
+source!(
+    /// arange, linspace and logspace.
+    RANGE = "elementwise/range.cu"
 );
 source!(
     /// Flip, roll, tril/triu, pad, cat and stack, forward and backward.

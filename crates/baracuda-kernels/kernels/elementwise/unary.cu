@@ -85,19 +85,14 @@ struct UnaryParams {
 
 #if BARACUDA_DTYPE != 1
 #include "common/fast_math.cuh"
-// x Phi(x) and Phi(x).
-// x Phi(x) = x - x (1 - Phi(x)) for x >= 0, where 1 - Phi(x) = 0 past
-// x ~ 13 (so +inf gives +inf, not inf * 0); the sign bit picks the branch,
-// so -0 gives -0.
-__device__ __forceinline__ float gelu_erf(float x) {
-    const float e = half_erfc_abs(x);
-    const float xe = x * e;
-    return signbit(x) ? xe : x - (e == 0.f ? 0.f : xe);
-}
+// Phi(x) = e (x < 0) or 1 - e with e = erfc(|x| / sqrt2) / 2, and
+// gelu(x) = x Phi(x): +inf gives +inf (Phi = 1), -0 gives -0 (x < 0 is
+// false, so -0 * (1 - e)), -inf gives NaN as PyTorch's x (1 + erf) / 2.
 __device__ __forceinline__ float normal_cdf(float x) {
     const float e = half_erfc_abs(x);
     return x < 0.f ? e : 1.f - e;
 }
+__device__ __forceinline__ float gelu_erf(float x) { return x * normal_cdf(x); }
 __device__ __forceinline__ float sigmoid_approx(float v) {
     return rcp_approx(1.f + ex2_approx(-1.4426950408889634f * v));
 }

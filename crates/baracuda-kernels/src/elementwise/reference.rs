@@ -1687,3 +1687,141 @@ mod cast_tests {
         assert_eq!(dx[1], 3.0);
     }
 }
+
+/// `torch.arange` / `linspace` / `logspace` of `n` elements of `kind`
+/// ([`RangePlan`](crate::RangePlan)'s rules): each element's arithmetic
+/// emulated in the kernel's types (f32 with the fused multiply-add, f16 and
+/// bf16 rounding each operation), the result exactly representable in
+/// `kind`. logspace's `pow` is taken in f64 of the rounded operands, so it
+/// is the correctly rounded value, where the GPU's `powf` may differ by a
+/// few units in the last place.
+///
+/// # Errors
+/// As [`RangePlan`](crate::RangePlan)'s `select`.
+pub fn range(kind: ElementKind, op: crate::RangeOp, n: usize) -> crate::Result<Vec<f64>> {
+    use crate::RangeOp;
+    let p = super::range::range_params(kind, op, n)?;
+    let half = n / 2;
+    let to_t = |v: f64| match kind {
+        ElementKind::F16 => half::f16::from_f64(v).to_f64(),
+        ElementKind::Bf16 => half::bf16::from_f64(v).to_f64(),
+        ElementKind::F32 => f64::from(v as f32),
+        _ => v,
+    };
+    // an f32 value into an integer kind, as cast.cu's static_cast
+    let to_int = |v: f32| -> f64 {
+        match kind {
+            ElementKind::I8 => f64::from(v as i32 as i8),
+            ElementKind::I16 => f64::from(v as i32 as i16),
+            ElementKind::I32 => f64::from(v as i32),
+            ElementKind::U8 => f64::from(v as i64 as u8),
+            _ => (v as i64) as f64,
+        }
+    };
+    let wrap = |v: i64| -> f64 {
+        match kind {
+            ElementKind::I8 => f64::from(v as i8),
+            ElementKind::U8 => f64::from(v as u8),
+            ElementKind::I16 => f64::from(v as i16),
+            ElementKind::I32 => f64::from(v as i32),
+            _ => v as f64,
+        }
+    };
+    // f16 / bf16: an f32 value rounded to the type and back
+    let r = |v: f32| -> f32 {
+        match kind {
+            ElementKind::F16 => half::f16::from_f32(v).to_f32(),
+            ElementKind::Bf16 => half::bf16::from_f32(v).to_f32(),
+            _ => v,
+        }
+    };
+    let int = !kind.is_float();
+    let value = |i: usize| -> f64 {
+        let k = n.saturating_sub(1 + i);
+        match op {
+            RangeOp::Arange { .. } if kind == ElementKind::F64 => {
+                p.fstep.mul_add(i as f64, p.fstart)
+            }
+            RangeOp::Arange { .. } if int => {
+                wrap((p.istart as u64).wrapping_add((p.istep as u64).wrapping_mul(i as u64)) as i64)
+            }
+            RangeOp::Arange { .. } => to_t(f64::from(
+                (p.fstep as f32).mul_add(i as f32, p.fstart as f32),
+            )),
+            _ if int => {
+                let s = p.fstep as f32;
+                to_int(if i < half {
+                    s.mul_add(i as f32, p.istart as f32)
+                } else {
+                    (-s).mul_add(k as f32, p.iend as f32)
+                })
+            }
+            _ if kind == ElementKind::F64 => {
+                let v = if i < half {
+                    p.fstep.mul_add(i as f64, p.fstart)
+                } else {
+                    (-p.fstep).mul_add(k as f64, p.fend)
+                };
+                match op {
+                    RangeOp::Logspace { .. } => p.base.powf(v),
+                    _ => v,
+                }
+            }
+            _ => {
+                let (s, st, e) = (p.fstart as f32, p.fstep as f32, p.fend as f32);
+                let v = match kind {
+                    ElementKind::F32 if i < half => st.mul_add(i as f32, s),
+                    ElementKind::F32 => (-st).mul_add(k as f32, e),
+                    _ if i < half => r(s + r(st * r(i as f32))),
+                    _ => r(e - r(st * r(k as f32))),
+                };
+                match op {
+                    // powf's result in f32 (overflowing to inf), then T
+                    RangeOp::Logspace { .. } => to_t(f64::from(p.base.powf(f64::from(v)) as f32)),
+                    _ => to_t(f64::from(v)),
+                }
+            }
+        }
+    };
+    Ok((0..n).map(value).collect())
+}
+
+/// `torch.eye(rows, cols)` row-major.
+pub fn eye(rows: usize, cols: usize) -> Vec<f64> {
+    (0..rows * cols)
+        .map(|i| f64::from(i / cols.max(1) == i % cols.max(1)))
+        .collect()
+}
+
+#[cfg(test)]
+mod range_tests {
+    use super::*;
+    use crate::RangeOp;
+
+    #[test]
+    fn ranges_of_small_cases() {
+        let lin = |s, e| RangeOp::Linspace { start: s, end: e };
+        let f32s = ElementKind::F32;
+        assert_eq!(
+            range(f32s, RangeOp::Arange { start: 0.0, step: 1.0 }, 5).unwrap(),
+            [0.0, 1.0, 2.0, 3.0, 4.0]
+        );
+        assert_eq!(range(f32s, lin(0.0, 1.0), 5).unwrap(), [0.0, 0.25, 0.5, 0.75, 1.0]);
+        // truncated bounds -2 and 9, step 2.75 in f32, truncated values
+        assert_eq!(range(ElementKind::I32, lin(-2.7, 9.9), 5).unwrap(), [-2.0, 0.0, 3.0, 6.0, 9.0]);
+        // i64 arange wrapped to i8
+        assert_eq!(
+            range(ElementKind::I8, RangeOp::Arange { start: 126.0, step: 1.0 }, 3).unwrap(),
+            [126.0, 127.0, -128.0]
+        );
+        let log = RangeOp::Logspace { start: 0.0, end: 3.0, base: 10.0 };
+        assert_eq!(range(ElementKind::F64, log, 4).unwrap(), [1.0, 10.0, 100.0, 1000.0]);
+        // one step is start; none is empty
+        assert_eq!(range(f32s, lin(2.5, 9.0), 1).unwrap(), [2.5]);
+        assert!(range(f32s, lin(2.5, 9.0), 0).unwrap().is_empty());
+        // bf16: the index 257 rounds to 256 before the product
+        let v = range(ElementKind::Bf16, lin(0.0, 1000.0), 1001).unwrap();
+        assert_eq!(v[257], half::bf16::from_f32(256.0).to_f64());
+        assert_eq!(eye(2, 3), [1.0, 0.0, 0.0, 0.0, 1.0, 0.0]);
+    }
+}

@@ -17,7 +17,7 @@ use crate::harness::*;
 /// `(shape, layout)` of the samples every pair runs: the unary rows' of
 /// at most 2^16 elements (empty, size 1, tails, transposed, strided out,
 /// misaligned, rank 8), several blocks, and a broadcast x.
-fn samples() -> Vec<(Vec<usize>, Layout)> {
+pub(crate) fn samples() -> Vec<(Vec<usize>, Layout)> {
     let mut v: Vec<_> = unary_samples()
         .into_iter()
         .filter(|(s, _)| s.iter().product::<usize>() <= 1 << 16)
@@ -30,7 +30,7 @@ fn samples() -> Vec<(Vec<usize>, Layout)> {
 /// Values every input kind is tested on (before rounding to it): zeros of
 /// both signs, NaN, ±inf, huge and tiny (subnormal in the narrow types),
 /// ties of the nearest-even roundings, and the limits of the integers.
-fn specials() -> Vec<f64> {
+pub(crate) fn specials() -> Vec<f64> {
     let p = |e: i32| 2f64.powi(e);
     let mut v = vec![
         0.0,
@@ -135,14 +135,14 @@ fn values(from: ElementKind, rng: &mut Rng, n: usize) -> Vec<f64> {
 }
 
 /// An output of `len` elements of `O` in a byte buffer of 0xFF.
-struct OutBuf<O: Element> {
+pub(crate) struct OutBuf<O: Element> {
     bytes: DeviceBuffer<u8>,
     len: usize,
     _o: std::marker::PhantomData<O>,
 }
 
 impl<O: Element> OutBuf<O> {
-    fn new(len: usize) -> Self {
+    pub(crate) fn new(len: usize) -> Self {
         OutBuf {
             bytes: poisoned::<u8>((len * size_of::<O>()).max(1)),
             len,
@@ -150,7 +150,7 @@ impl<O: Element> OutBuf<O> {
         }
     }
     /// The buffer as `len` elements of `O`, from element `offset` on.
-    fn slice_mut(&mut self, offset: usize) -> DeviceSliceMut<'_, O> {
+    pub(crate) fn slice_mut(&mut self, offset: usize) -> DeviceSliceMut<'_, O> {
         let addr = self.bytes.as_slice().addr() + (offset * size_of::<O>()) as u64;
         // SAFETY: the range lies inside `bytes`, which this borrow holds
         // mutably; every byte pattern the kernels write is a valid `O`, and
@@ -180,13 +180,13 @@ impl<O: Element> OutBuf<O> {
             .collect())
     }
     /// True when no element was written.
-    fn untouched(&self) -> Result<bool, String> {
+    pub(crate) fn untouched(&self) -> Result<bool, String> {
         Ok(self.decode()?.iter().all(|(p, _)| *p))
     }
     /// The logical values of the view (`offset`, `strides`) over `shape`;
     /// every element outside it must be untouched, every one inside a
     /// valid value.
-    fn result(
+    pub(crate) fn result(
         &self,
         what: &str,
         offset: usize,

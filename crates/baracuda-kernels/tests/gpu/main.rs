@@ -19,11 +19,13 @@ mod cast;
 mod conv;
 mod driver;
 mod elementwise;
+mod fill;
 mod gemm;
 mod group_norm;
 mod harness;
 mod logical_reduce;
 mod norm;
+mod range;
 mod reduce;
 mod reliability;
 mod rope;
@@ -33,7 +35,7 @@ mod shape;
 mod softmax;
 mod table;
 
-use baracuda_kernels::{BinaryOp, UnaryOp, CAST_KINDS};
+use baracuda_kernels::{BinaryOp, ElementKind, UnaryOp, CAST_KINDS};
 use harness::FLOATS;
 use table::{CheckCase, Row};
 
@@ -223,6 +225,41 @@ static TABLE: &[&dyn Row] = &[
         bad_inputs: cast::cast_bad_inputs,
         unsupported: cast::cast_unsupported,
     },
+    &CheckCase {
+        name: "fill",
+        dtypes: &ElementKind::ALL,
+        check: fill::check_fill,
+        bad_inputs: fill::fill_bad_inputs,
+        unsupported: fill::fill_unsupported,
+    },
+    &CheckCase {
+        name: "arange",
+        dtypes: &range::RANGE_KINDS,
+        check: range::check_arange,
+        bad_inputs: range::range_bad_inputs,
+        unsupported: range::arange_unsupported,
+    },
+    &CheckCase {
+        name: "linspace",
+        dtypes: &range::RANGE_KINDS,
+        check: range::check_linspace,
+        bad_inputs: range::range_bad_inputs,
+        unsupported: range::linspace_unsupported,
+    },
+    &CheckCase {
+        name: "logspace",
+        dtypes: range::RANGE_KINDS.split_at(4).0,
+        check: range::check_logspace,
+        bad_inputs: range::range_bad_inputs,
+        unsupported: range::logspace_unsupported,
+    },
+    &CheckCase {
+        name: "eye",
+        dtypes: &ElementKind::ALL,
+        check: range::check_eye,
+        bad_inputs: range::eye_bad_inputs,
+        unsupported: range::eye_unsupported,
+    },
 ];
 
 crate::table_tests!(
@@ -312,6 +349,11 @@ crate::table_tests!(
     binary_fmax,
     binary_fmin,
     cast,
+    fill,
+    arange,
+    linspace,
+    logspace,
+    eye,
 );
 
 /// Every unary case of the reference (what the goldens and the
