@@ -20,7 +20,7 @@ use serde_json::{Map, Value};
 
 /// Every family, in the order `baracuda-bench` runs them, with its case
 /// file as built in.
-pub const FAMILIES: [(&str, &str); 7] = [
+pub const FAMILIES: [(&str, &str); 8] = [
     (
         "elementwise",
         include_str!("../../../bench/cases/elementwise.json"),
@@ -34,6 +34,7 @@ pub const FAMILIES: [(&str, &str); 7] = [
         "attention",
         include_str!("../../../bench/cases/attention.json"),
     ),
+    ("shape", include_str!("../../../bench/cases/shape.json")),
 ];
 
 /// Names a directory whose `<family>.json` files replace the built-in ones.
@@ -333,6 +334,7 @@ pub fn jobs(family: &str, text: &str) -> Checked<Vec<Job>> {
         "softmax" => file.jobs_without_settings(crate::softmax::job)?,
         "norm" => file.jobs_without_settings(crate::norm::job)?,
         "attention" => file.jobs_without_settings(crate::attention::job)?,
+        "shape" => file.jobs_without_settings(crate::shape::job)?,
         other => return Err(format!("unknown family {other:?}")),
     };
     let mut keys = std::collections::HashSet::new();

@@ -1,6 +1,6 @@
 //! baracuda GPU benchmarks: one JSON line per case and pass (format in
 //! `harness`). `baracuda-bench [family...]` runs the named families
-//! (default: all): `elementwise`, `conv`, `gemm`, `reduce`, `softmax`, `norm`, `attention`. The cases come from
+//! (default: all): `elementwise`, `conv`, `gemm`, `reduce`, `softmax`, `norm`, `attention`, `shape`. The cases come from
 //! `bench/cases/<family>.json` (built in; see `cases`), which
 //! `bench/torch_baseline.py` reads to time the same cases with PyTorch;
 //! `scripts/bench-vs-torch.sh` runs both. `baracuda-bench --list
@@ -16,6 +16,7 @@ mod harness;
 mod norm;
 mod reduce;
 mod scan;
+mod shape;
 mod softmax;
 
 fn main() {

@@ -87,6 +87,10 @@ source!(
     RANGE = "elementwise/range.cu"
 );
 source!(
+    /// Flip, roll, tril/triu, pad, cat and stack, forward and backward.
+    SHAPE = "shape/shape.cu"
+);
+source!(
     /// Reductions over any dims, forward and backward.
     REDUCE = "reduce/reduce.cu"
 );

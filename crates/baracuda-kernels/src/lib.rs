@@ -69,6 +69,8 @@ families! {
     norm;
     /// Scaled dot-product attention and rotary position embeddings.
     attention;
+    /// Flip, roll, tril/triu, pad, cat and stack: the ops that move data.
+    shape;
 }
 
 /// Every NVRTC module any plan can request (every family, dtype and

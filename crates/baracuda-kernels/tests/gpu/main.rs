@@ -10,7 +10,8 @@
 //! ternary ops and `where`, `gated.rs` for the gated activations); the conv family's (convolution and pooling) are in
 //! `conv.rs`, the GEMM family's in `gemm.rs`, the reduce family's in
 //! `reduce.rs` (reductions), `arg_reduce.rs` (index reductions),
-//! `logical_reduce.rs` (all, any, count_nonzero) and `scan.rs` (scans). `reliability.rs` runs every row from many threads at once
+//! `logical_reduce.rs` (all, any, count_nonzero) and `scan.rs` (scans), the
+//! shape family's (flip, roll, tril/triu, pad, cat, stack) in `shape.rs`. `reliability.rs` runs every row from many threads at once
 //! and, over one exercise per family, shared plans, graph capture, large
 //! tensors and faults.
 
@@ -32,6 +33,7 @@ mod reliability;
 mod rope;
 mod scan;
 mod sdpa;
+mod shape;
 mod softmax;
 mod table;
 mod ternary;
@@ -460,6 +462,7 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("norm", norm::ROWS),
     ("attention", rope::ROWS),
     ("attention", sdpa::ROWS),
+    ("shape", shape::ROWS),
 ];
 
 #[test]

@@ -71,6 +71,11 @@ pub(super) static EXERCISES: &[FamilyExercise] = &[
         libraries: &[],
         make: || Ok(Box::new(Attention::new()?)),
     },
+    FamilyExercise {
+        family: "shape",
+        libraries: &[],
+        make: || Ok(Box::new(Shapes::new()?)),
+    },
 ];
 
 /// The outputs and workspace of one runner of an [`Exercise`]: the f32
@@ -1215,6 +1220,109 @@ impl Exercise for Softmax {
         Ok(())
     }
 }
+// ---------------------------------------------------------------------------
+// Shape
+// ---------------------------------------------------------------------------
+
+/// Flip, roll, tril and the four pads of a matrix (forward and backward;
+/// the pads' outputs larger than x), and cat of the matrix with itself
+/// along the last dim (forward and both gradients).
+struct Shapes {
+    plans: Vec<ShapePlan<f32, 2>>,
+    cat: CatPlan<f32, 2>,
+    x: DeviceBuffer<f32>,
+    dy: DeviceBuffer<f32>,
+}
+
+/// The matrix.
+const MAT: [usize; 2] = [64, 256];
+
+impl Shapes {
+    fn new() -> Result<Self> {
+        let ops = [
+            ShapeOp::flip(&[0, 1]),
+            ShapeOp::roll(&[3, -5], &[0, 1]),
+            ShapeOp::Tril { diagonal: 1 },
+            ShapeOp::pad(PadMode::Constant, &[1, 2, 3, 4], 0.5),
+            ShapeOp::pad(PadMode::Reflect, &[3, 3, 3, 3], 0.0),
+            ShapeOp::pad(PadMode::Replicate, &[5, 1, 0, 2], 0.0),
+            ShapeOp::pad(PadMode::Circular, &[4, 4, 2, 2], 0.0),
+        ];
+        let plans = select_each(&ops, |op| ShapeDescriptor::new(op, ElementKind::F32, MAT))?;
+        let cat = Plan::select(
+            &gpu().stream,
+            &CatDescriptor {
+                element: ElementKind::F32,
+                dim: 1,
+                shapes: vec![MAT, MAT],
+            },
+            &deterministic(),
+        )?;
+        // dy large enough for every output (the padded ones and the cat)
+        Ok(Shapes {
+            plans,
+            cat,
+            x: input(elems(&MAT), 30)?,
+            dy: input(4 * elems(&MAT), 31)?,
+        })
+    }
+}
+
+impl Exercise for Shapes {
+    fn outputs(&self) -> (Vec<usize>, usize) {
+        let mut v = Vec::new();
+        for p in &self.plans {
+            v.push(elems(&p.output_shape()));
+            v.push(elems(&MAT));
+        }
+        v.extend([2 * elems(&MAT), elems(&MAT), elems(&MAT)]);
+        (v, 0)
+    }
+    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
+        let (ws, mut parts) = out.parts();
+        let x = view(&self.x, MAT)?;
+        for plan in &self.plans {
+            let ys = plan.output_shape();
+            let [y, dx] = parts.take()?;
+            plan.run(
+                st,
+                borrowed(ws),
+                ShapeArgs {
+                    x,
+                    y: view_mut(y, ys)?,
+                },
+            )?;
+            let args = ShapeBwArgs {
+                dy: TensorRef::contiguous(
+                    self.dy.as_slice().slice(0..elems(&ys)).expect("dy"),
+                    ys,
+                )?,
+                dx: view_mut(dx, MAT)?,
+            };
+            plan.run_bw(st, borrowed(ws), args)?;
+        }
+        let [y, dx0, dx1] = parts.take()?;
+        let cat_shape = [MAT[0], 2 * MAT[1]];
+        self.cat.run(
+            st,
+            borrowed(ws),
+            CatArgs {
+                xs: &[x, x],
+                y: view_mut(y, cat_shape)?,
+            },
+        )?;
+        let args = CatBwArgs {
+            dy: TensorRef::contiguous(
+                self.dy.as_slice().slice(0..elems(&cat_shape)).expect("dy"),
+                cat_shape,
+            )?,
+            dxs: vec![Some(view_mut(dx0, MAT)?), Some(view_mut(dx1, MAT)?)],
+        };
+        self.cat.run_bw(st, borrowed(ws), args)
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Norm
 // ---------------------------------------------------------------------------
 

@@ -1,0 +1,565 @@
+// shape.cu: data-movement ops by index map: flip, roll, tril/triu and pad
+// (constant, reflect, replicate, circular), forward and backward; and the
+// piecewise copy of cat and stack.
+//
+// FW  y[o] = x[src(o)], or `fill` where src(o) falls outside x (pad
+//     constant) or the triangle mask drops o (tril/triu write 0).
+//     src is separable per dim (kind[d], shift[d]):
+//       identity  s = o
+//       flip      s = n-1-o
+//       roll      s = o - shift (+ n when negative), shift in [0, n)
+//       constant  s = o - before, outside when not in [0, n)
+//       reflect   s = |o - before|, then 2(n-1) - s when s >= n
+//       replicate s = clamp(o - before, 0, n-1)
+//       circular  s = crop + (o - before) mod span: negative pads crop x
+//                 first (to [crop, crop + span)), as PyTorch does, and the
+//                 positive ones wrap around what is left
+//     A flattened roll (`flat`) maps the row-major linear index instead.
+// BW  flip, roll, tril/triu and pad constant are gathers of dy by the same
+//     kernels (the host builds the inverse map). Reflect, replicate and
+//     circular pad accumulate: dx[i] = sum of dy[o] over every o whose
+//     src(o) = i, enumerated per padded dim (at most three points for
+//     reflect and circular, a range for replicate), a gather in a fixed
+//     order: deterministic, no atomics.
+// Copy (cat, stack): up to CAT_PIECES2 (src, dst) pieces of at most two
+//     dims, or CAT_PIECES of up to eight, per launch; blockIdx.y picks
+//     the piece; each moves W-byte words (16 when the host finds both
+//     sides contiguous and aligned along the innermost dim, down to one
+//     element otherwise).
+//
+// One thread per output element (per VEC outputs in the vector path,
+// which stores 16 bytes and loads 16 bytes when the VEC sources are
+// consecutive and aligned: interior of pad, tril/triu, identity dims);
+// rows of 32 or more that take no vectors run a warp per row, which does
+// the outer dims' index math once per row (the pad backward likewise).
+// 64-bit offsets; the linear index is u32 when the count fits.
+// Traffic: FW ~2 x bytes(y); pad BW ~bytes(dy) + bytes(dx). Memory bound:
+// judge it by GB/s against the copy ceiling.
+// Specialised by: T (-DBARACUDA_DTYPE).
+#include "common/dtype.cuh"
+
+#define MAX_RANK 8
+
+enum MapKind : u32 {
+    K_IDENTITY = 0,
+    K_FLIP = 1,
+    K_ROLL = 2,
+    K_CONSTANT = 3,
+    K_REFLECT = 4,
+    K_REPLICATE = 5,
+    K_CIRCULAR = 6,
+};
+
+struct GatherArgs {
+    u64 n;                  // elements of the output
+    u32 rank;               // dims in use
+    u32 tri;                // 0 none, 1 tril (keep j - i <= diagonal), 2 triu (keep >=)
+    i64 diagonal;
+    u32 flat;               // 1: roll of the row-major linear index by flat_shift
+    u32 pad0;
+    i64 flat_shift;         // in [0, n)
+    double fill;            // value outside x (pad constant)
+    u64 out_shape[MAX_RANK];
+    u64 in_shape[MAX_RANK];
+    i64 out_stride[MAX_RANK];
+    i64 in_stride[MAX_RANK];
+    u32 kind[MAX_RANK];
+    i64 shift[MAX_RANK];    // roll: shift in [0, n); pad: elements before
+    i64 crop[MAX_RANK];     // circular: first x coordinate kept
+    i64 span[MAX_RANK];     // circular: x coordinates kept
+    u64 out;
+    u64 in;
+};
+
+// Source coordinate of output coordinate o along a dim of x extent n; -1
+// when outside x. For circular pads n is the span and the caller adds the
+// crop.
+__device__ __forceinline__ i64 src_coord(u32 kind, i64 o, i64 n, i64 shift) {
+    switch (kind) {
+    case K_FLIP: return n - 1 - o;
+    case K_ROLL: {
+        i64 s = o - shift;
+        return s < 0 ? s + n : s;
+    }
+    case K_CONSTANT: {
+        i64 s = o - shift;
+        return (s < 0 || s >= n) ? -1 : s;
+    }
+    case K_REFLECT: {
+        i64 s = o - shift;
+        if (s < 0) s = -s;
+        if (s >= n) s = 2 * (n - 1) - s;
+        return s;
+    }
+    case K_REPLICATE: {
+        i64 s = o - shift;
+        return s < 0 ? 0 : (s >= n ? n - 1 : s);
+    }
+    case K_CIRCULAR: {
+        i64 s = (o - shift) % n;
+        return s < 0 ? s + n : s;
+    }
+    default: return o;
+    }
+}
+
+// Source coordinate of output coordinate o along dim d.
+__device__ __forceinline__ i64 src_of(const GatherArgs& p, int d, i64 o) {
+    if (p.kind[d] == K_CIRCULAR) return p.crop[d] + src_coord(K_CIRCULAR, o, p.span[d], p.shift[d]);
+    return src_coord(p.kind[d], o, (i64)p.in_shape[d], p.shift[d]);
+}
+
+// Output offset of linear output index `linear`, the offset in x of the
+// source of every dim but the innermost (`base`; -1 when one of them falls
+// outside x), and the last two output coordinates.
+template <typename I>
+__device__ __forceinline__ void gather_offsets(const GatherArgs& p, I linear, i64& oo, i64& base,
+                                               i64& row, i64& col) {
+    oo = 0;
+    base = 0;
+    row = 0;
+    col = 0;
+    bool outside = false;
+#pragma unroll
+    for (int d = MAX_RANK - 1; d >= 0; --d) {
+        if (d < (int)p.rank) {
+            const I ext = (I)p.out_shape[d];
+            const i64 c = (i64)(linear % ext);
+            linear /= ext;
+            oo += c * p.out_stride[d];
+            if (d == (int)p.rank - 1) {
+                col = c;
+            } else {
+                if (d == (int)p.rank - 2) row = c;
+                const i64 s = src_of(p, d, c);
+                if (s < 0) outside = true;
+                base += s * p.in_stride[d];
+            }
+        }
+    }
+    if (outside) base = -1;
+}
+
+// Offset in x of the source of linear output index `linear` under a
+// flattened roll: the row-major source index, then its strides.
+template <typename I>
+__device__ __forceinline__ i64 flat_source(const GatherArgs& p, I linear) {
+    I s = (I)(((u64)linear + p.n - (u64)p.flat_shift) % p.n);
+    i64 io = 0;
+#pragma unroll
+    for (int d = MAX_RANK - 1; d >= 0; --d) {
+        if (d < (int)p.rank) {
+            const I ext = (I)p.in_shape[d];
+            io += (i64)(s % ext) * p.in_stride[d];
+            s /= ext;
+        }
+    }
+    return io;
+}
+
+__device__ __forceinline__ bool tri_keeps(const GatherArgs& p, i64 row, i64 col) {
+    if (p.tri == 1) return col - row <= p.diagonal;
+    if (p.tri == 2) return col - row >= p.diagonal;
+    return true;
+}
+
+// One output element per thread and grid-stride step.
+template <typename I>
+__device__ __forceinline__ void gather_scalar(const GatherArgs& p) {
+    const T* __restrict__ x = (const T*)p.in;
+    T* __restrict__ y = (T*)p.out;
+    const T fill = from_acc((ACC)p.fill);
+    const T zero = from_acc((ACC)0);
+    const int last = (int)p.rank - 1;
+    const I n = (I)p.n;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        i64 oo, base, row, col;
+        gather_offsets<I>(p, i, oo, base, row, col);
+        i64 io;
+        if (p.flat) {
+            io = flat_source<I>(p, i);
+        } else {
+            const i64 s = src_of(p, last, col);
+            io = (base < 0 || s < 0) ? -1 : base + s * p.in_stride[last];
+        }
+        // the triangle's dropped elements are not read
+        y[oo] = !tri_keeps(p, row, col) ? zero : (io < 0 ? fill : x[io]);
+    }
+}
+
+// One warp per output row (every dim but the innermost), its lanes across
+// the row: the outer dims' index math runs once per row, not per element
+// (a padded 230-wide bf16 row would otherwise spend ~4 divisions per
+// 2-byte element and run compute bound). For rows of at least 32.
+template <typename I>
+__device__ __forceinline__ void gather_rows(const GatherArgs& p) {
+    const T* __restrict__ x = (const T*)p.in;
+    T* __restrict__ y = (T*)p.out;
+    const T fill = from_acc((ACC)p.fill);
+    const T zero = from_acc((ACC)0);
+    const int last = (int)p.rank - 1;
+    const i64 width = (i64)p.out_shape[last];
+    const i64 ost = p.out_stride[last];
+    const i64 ist = p.in_stride[last];
+    const I rows = (I)(p.n / (u64)width);
+    const int lane = threadIdx.x & 31;
+    const I warps = (I)gridDim.x * (blockDim.x >> 5);
+    for (I r = (I)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
+        i64 oo, base, row, col;
+        gather_offsets<I>(p, r * (I)width, oo, base, row, col);
+        for (i64 j = lane; j < width; j += 32) {
+            const i64 s = src_of(p, last, j);
+            y[oo + j * ost] = !tri_keeps(p, row, j)
+                                  ? zero
+                                  : ((base < 0 || s < 0) ? fill : x[base + s * ist]);
+        }
+    }
+}
+
+// VEC consecutive outputs along the innermost dim per thread, stored as
+// one 16-byte vector: the host checks that the innermost output dim is
+// contiguous and a multiple of VEC long, that y and its other strides keep
+// 16-byte alignment, and that the map is not a flattened roll. The sources
+// load as one vector when they are VEC consecutive elements of a
+// contiguous innermost x dim at a 16-byte boundary (or, reversed, for a
+// flip): each step of these maps along a dim is +1, -1 or a jump, so the
+// ends differ by +-(VEC-1) only when every step is the same +-1. Element
+// by element otherwise.
+template <typename I>
+__device__ __forceinline__ void gather_vec(const GatherArgs& p) {
+    const T* __restrict__ x = (const T*)p.in;
+    T* __restrict__ y = (T*)p.out;
+    const T fill = from_acc((ACC)p.fill);
+    const T zero = from_acc((ACC)0);
+    const int last = (int)p.rank - 1;
+    const i64 in_st = p.in_stride[last];
+    const I groups = (I)(p.n / VEC);
+    for (I g = (I)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
+         g += (I)gridDim.x * blockDim.x) {
+        i64 oo, base, row, col;
+        gather_offsets<I>(p, g * (I)VEC, oo, base, row, col);
+        T v[VEC];
+        const i64 s0 = src_of(p, last, col);
+        const i64 s1 = src_of(p, last, col + VEC - 1);
+        // a vector the triangle drops whole is not read (j - i grows along
+        // the row, so the ends decide)
+        bool done = p.tri && !tri_keeps(p, row, col) && !tri_keeps(p, row, col + VEC - 1);
+        if (done) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) v[k] = zero;
+        }
+        if (!done && base >= 0 && s0 >= 0 && s1 >= 0 && in_st == 1) {
+            if (s1 - s0 == VEC - 1 && ((u64)(x + base + s0) & 15) == 0) {
+                load_vec(x + base + s0, 0, v);
+                done = true;
+            } else if (s0 - s1 == VEC - 1 && ((u64)(x + base + s1) & 15) == 0) {
+                T r[VEC];
+                load_vec(x + base + s1, 0, r);
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) v[k] = r[VEC - 1 - k];
+                done = true;
+            }
+        }
+        if (!done) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) {
+                const i64 s = src_of(p, last, col + k);
+                v[k] = (base < 0 || s < 0) ? fill : x[base + s * in_st];
+            }
+        }
+        if (p.tri) {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k)
+                if (!tri_keeps(p, row, col + k)) v[k] = zero;
+        }
+        store_vec(y + oo, 0, v);
+    }
+}
+
+// Output coordinates o of dy (extent m) whose source along a padded dim
+// (x extent n, `before` elements before) is x coordinate i: up to three
+// ranges [lo, hi] with step `step`.
+struct Ranges {
+    i64 lo[3], hi[3], step[3];
+    int count;
+};
+
+__device__ __forceinline__ void add_point(Ranges& r, i64 o, i64 m) {
+    if (o >= 0 && o < m) {
+        r.lo[r.count] = o;
+        r.hi[r.count] = o;
+        r.step[r.count] = 1;
+        ++r.count;
+    }
+}
+
+__device__ __forceinline__ Ranges preimage(u32 kind, i64 i, i64 n, i64 m, i64 before, i64 crop,
+                                           i64 span) {
+    Ranges r;
+    r.count = 0;
+    switch (kind) {
+    case K_REFLECT:
+        add_point(r, i + before, m);
+        if (i > 0) add_point(r, before - i, m);
+        if (i < n - 1) add_point(r, before + 2 * (n - 1) - i, m);
+        break;
+    case K_REPLICATE: {
+        i64 lo = i == 0 ? 0 : i + before;
+        i64 hi = i == n - 1 ? m - 1 : i + before;
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > m - 1 ? m - 1 : hi;
+        if (lo <= hi) {
+            r.lo[0] = lo;
+            r.hi[0] = hi;
+            r.step[0] = 1;
+            r.count = 1;
+        }
+        break;
+    }
+    case K_CIRCULAR: {
+        const i64 j = i - crop;
+        if (j < 0 || j >= span) break;
+        const i64 o = (j + before) % span;
+        if (o < m) {
+            r.lo[0] = o;
+            r.hi[0] = m - 1;
+            r.step[0] = span;
+            r.count = 1;
+        }
+        break;
+    }
+    case K_CONSTANT: add_point(r, i + before, m); break;
+    default: add_point(r, i, m); break;
+    }
+    return r;
+}
+
+// The pad backward: out is dx (x's shape), in is dy; kind and shift as the
+// forward's. The padded dims are the last `PADDED` (<= 3) dims; the sum
+// over the product of their preimages runs in a fixed order.
+template <typename I>
+__device__ __forceinline__ void pad_bw(const GatherArgs& p) {
+    const T* __restrict__ dy = (const T*)p.in;
+    T* __restrict__ dx = (T*)p.out;
+    const int r = (int)p.rank;
+    const I n = (I)p.n;
+    for (I lin = (I)blockIdx.x * blockDim.x + threadIdx.x; lin < n;
+         lin += (I)gridDim.x * blockDim.x) {
+        I rem = lin;
+        i64 oo = 0, io = 0;
+        // the last three dims (padded or identity), outermost first
+        Ranges pr[3];
+        i64 st[3] = {0, 0, 0};
+#pragma unroll
+        for (int d = MAX_RANK - 1; d >= 0; --d) {
+            if (d < r) {
+                const I ext = (I)p.out_shape[d];
+                const i64 c = (i64)(rem % ext);
+                rem /= ext;
+                oo += c * p.out_stride[d];
+                const int k = d - (r - 3);
+                if (k >= 0) {
+                    pr[k] = preimage(p.kind[d], c, (i64)p.out_shape[d], (i64)p.in_shape[d],
+                                     p.shift[d], p.crop[d], p.span[d]);
+                    st[k] = p.in_stride[d];
+                } else {
+                    io += c * p.in_stride[d];
+                }
+            }
+        }
+        // ranks below 3: the missing leading dims are one point at 0
+        for (int k = 0; k < 3 - r; ++k) {
+            pr[k].count = 1;
+            pr[k].lo[0] = 0;
+            pr[k].hi[0] = 0;
+            pr[k].step[0] = 1;
+        }
+        ACC acc = 0;
+        for (int a = 0; a < pr[0].count; ++a)
+            for (i64 o0 = pr[0].lo[a]; o0 <= pr[0].hi[a]; o0 += pr[0].step[a])
+                for (int b = 0; b < pr[1].count; ++b)
+                    for (i64 o1 = pr[1].lo[b]; o1 <= pr[1].hi[b]; o1 += pr[1].step[b])
+                        for (int c = 0; c < pr[2].count; ++c)
+                            for (i64 o2 = pr[2].lo[c]; o2 <= pr[2].hi[c]; o2 += pr[2].step[c])
+                                acc += to_acc(dy[io + o0 * st[0] + o1 * st[1] + o2 * st[2]]);
+        dx[oo] = from_acc(acc);
+    }
+}
+
+// The pad backward by rows: one warp per dx row, the outer dims'
+// preimages found once per row, its lanes across the row. For rows of at
+// least 32.
+template <typename I>
+__device__ __forceinline__ void pad_bw_rows(const GatherArgs& p) {
+    const T* __restrict__ dy = (const T*)p.in;
+    T* __restrict__ dx = (T*)p.out;
+    const int r = (int)p.rank;
+    const int last = r - 1;
+    const i64 width = (i64)p.out_shape[last];
+    const I rows = (I)(p.n / (u64)width);
+    const int lane = threadIdx.x & 31;
+    const I warps = (I)gridDim.x * (blockDim.x >> 5);
+    for (I row = (I)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows;
+         row += warps) {
+        I rem = row;
+        i64 oo = 0, io = 0;
+        Ranges pr[2];
+        i64 st[2] = {0, 0};
+        // every dim but the innermost; the two before it are (or stand
+        // for) padded dims
+#pragma unroll
+        for (int d = MAX_RANK - 1; d >= 0; --d) {
+            if (d < r - 1) {
+                const I ext = (I)p.out_shape[d];
+                const i64 c = (i64)(rem % ext);
+                rem /= ext;
+                oo += c * p.out_stride[d];
+                const int k = d - (r - 3);
+                if (k >= 0) {
+                    pr[k] = preimage(p.kind[d], c, (i64)p.out_shape[d], (i64)p.in_shape[d],
+                                     p.shift[d], p.crop[d], p.span[d]);
+                    st[k] = p.in_stride[d];
+                } else {
+                    io += c * p.in_stride[d];
+                }
+            }
+        }
+        for (int k = 0; k < 3 - r; ++k) {
+            pr[k].count = 1;
+            pr[k].lo[0] = 0;
+            pr[k].hi[0] = 0;
+            pr[k].step[0] = 1;
+        }
+        const i64 ist = p.in_stride[last];
+        for (i64 j = lane; j < width; j += 32) {
+            const Ranges pl = preimage(p.kind[last], j, width, (i64)p.in_shape[last],
+                                       p.shift[last], p.crop[last], p.span[last]);
+            ACC acc = 0;
+            for (int a = 0; a < pr[0].count; ++a)
+                for (i64 o0 = pr[0].lo[a]; o0 <= pr[0].hi[a]; o0 += pr[0].step[a])
+                    for (int b = 0; b < pr[1].count; ++b)
+                        for (i64 o1 = pr[1].lo[b]; o1 <= pr[1].hi[b]; o1 += pr[1].step[b]) {
+                            const i64 at = io + o0 * st[0] + o1 * st[1];
+                            for (int c = 0; c < pl.count; ++c)
+                                for (i64 o2 = pl.lo[c]; o2 <= pl.hi[c]; o2 += pl.step[c])
+                                    acc += to_acc(dy[at + o2 * ist]);
+                        }
+            dx[oo + j * p.out_stride[last]] = from_acc(acc);
+        }
+    }
+}
+
+// Up to CAT_PIECES strided copies of one launch.
+#define CAT_PIECES 8
+
+struct CopyPiece {
+    u64 src;
+    u64 dst;
+    u64 n;                  // words (CHUNK bytes each)
+    u32 rank;
+    u32 pad0;
+    u64 shape[MAX_RANK];
+    i64 src_stride[MAX_RANK]; // in words
+    i64 dst_stride[MAX_RANK];
+};
+
+struct CopyArgs {
+    u32 pieces;
+    u32 pad0;
+    CopyPiece piece[CAT_PIECES];
+};
+
+template <typename W, typename I>
+__device__ __forceinline__ void copy_pieces(const CopyArgs& p) {
+    const CopyPiece& c = p.piece[blockIdx.y];
+    const W* __restrict__ src = (const W*)c.src;
+    W* __restrict__ dst = (W*)c.dst;
+    const I n = (I)c.n;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        I rem = i;
+        i64 so = 0, d_o = 0;
+#pragma unroll
+        for (int d = MAX_RANK - 1; d >= 0; --d) {
+            if (d < (int)c.rank) {
+                const I ext = (I)c.shape[d];
+                const i64 k = (i64)(rem % ext);
+                rem /= ext;
+                so += k * c.src_stride[d];
+                d_o += k * c.dst_stride[d];
+            }
+        }
+        dst[d_o] = src[so];
+    }
+}
+
+// Up to CAT_PIECES2 copies of at most two dims (what most cat and stack
+// pieces collapse to), in one launch: 32 inputs of a cat move in one.
+#define CAT_PIECES2 36
+
+struct CopyPiece2 {
+    u64 src;
+    u64 dst;
+    u32 rows;
+    u32 cols;               // words
+    i64 src_stride[2];      // in words: rows, cols
+    i64 dst_stride[2];
+};
+
+struct CopyArgs2 {
+    u32 pieces;
+    u32 pad0;
+    CopyPiece2 piece[CAT_PIECES2];
+};
+
+template <typename W, typename I>
+__device__ __forceinline__ void copy_pieces2(const CopyArgs2& p) {
+    const CopyPiece2& c = p.piece[blockIdx.y];
+    const W* __restrict__ src = (const W*)c.src;
+    W* __restrict__ dst = (W*)c.dst;
+    const I cols = (I)c.cols;
+    const I n = (I)c.rows * cols;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        const I r = i / cols;
+        const i64 k = (i64)(i - r * cols);
+        dst[(i64)r * c.dst_stride[0] + k * c.dst_stride[1]] =
+            src[(i64)r * c.src_stride[0] + k * c.src_stride[1]];
+    }
+}
+
+#define GATHER_KERNELS(I, SUFFIX)                                                              \
+    extern "C" __global__ void __launch_bounds__(256) shape_gather##SUFFIX(GatherArgs p) {     \
+        gather_scalar<I>(p);                                                                   \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) shape_gather_vec##SUFFIX(GatherArgs p) { \
+        gather_vec<I>(p);                                                                      \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) shape_gather_rows##SUFFIX(GatherArgs p) {\
+        gather_rows<I>(p);                                                                     \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) shape_pad_bw##SUFFIX(GatherArgs p) {     \
+        pad_bw<I>(p);                                                                          \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) shape_pad_bw_rows##SUFFIX(GatherArgs p) {\
+        pad_bw_rows<I>(p);                                                                     \
+    }
+GATHER_KERNELS(u32, 32)
+GATHER_KERNELS(u64, 64)
+
+#define COPY_KERNELS(W, BYTES)                                                                  \
+    extern "C" __global__ void __launch_bounds__(256) shape_copy##BYTES##_32(CopyArgs p) {     \
+        copy_pieces<W, u32>(p);                                                                 \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(256) shape_copy##BYTES##_64(CopyArgs p) {     \
+        copy_pieces<W, u64>(p);                                                                 \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(256) shape_copy2_##BYTES##_32(CopyArgs2 p) {  \
+        copy_pieces2<W, u32>(p);                                                                \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(256) shape_copy2_##BYTES##_64(CopyArgs2 p) {  \
+        copy_pieces2<W, u64>(p);                                                                \
+    }
+COPY_KERNELS(unsigned char, 1)
+COPY_KERNELS(unsigned short, 2)
+COPY_KERNELS(unsigned int, 4)
+COPY_KERNELS(unsigned long long, 8)
+COPY_KERNELS(uint4, 16)
