@@ -14,6 +14,8 @@ ARANGE_I = [(0.0, 10.0, 1.0), (-100.0, 100.0, 3.0), (50.0, -50.0, -7.0), (0.0, 3
 LINSPACE_F = [(0.0, 1.0, 4), (-5.0, 5.0, 11), (3.0, 9.0, 1), (-3.3, 1000.7, 1001), (0.0, 1.0, 2049),
               (100.0, -100.0, 256)]
 LINSPACE_I = [(-2.7, 9.9, 5), (0.0, 100.0, 300), (100.0, -100.0, 7), (3.0, 9.0, 1)]
+# PyTorch rejects a negative float bound for uint8
+LINSPACE_U8 = [(2.7, 9.9, 5), (0.0, 100.0, 300), (100.0, 0.0, 7), (3.0, 9.0, 1)]
 LOGSPACE = [(0.0, 3.0, 4, 10.0), (-2.0, 2.0, 101, 2.0), (0.0, 1.0, 100, math.e), (2.0, 5.0, 1, 3.0)]
 EYE = [(3, 5), (4, 4), (5, 2)]
 EYE_KINDS = ("f32", "bf16", "i8", "bool")
@@ -33,7 +35,8 @@ def make(torch):
     for k in FLOATS + INTS:
         for i, (s, e, st) in enumerate(ARANGE_F if k in FLOATS else ARANGE_I):
             put(f"arange.{k}.{i}", [s, e, st], torch.arange(s, e, st, dtype=dt[k], device=dev))
-        for i, (s, e, n) in enumerate(LINSPACE_F if k in FLOATS else LINSPACE_I):
+        lin = LINSPACE_F if k in FLOATS else LINSPACE_U8 if k == "u8" else LINSPACE_I
+        for i, (s, e, n) in enumerate(lin):
             put(f"linspace.{k}.{i}", [s, e, n], torch.linspace(s, e, n, dtype=dt[k], device=dev))
     for k in FLOATS:
         for i, (s, e, n, b) in enumerate(LOGSPACE):

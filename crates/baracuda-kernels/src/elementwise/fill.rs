@@ -66,9 +66,8 @@ pub struct FillArgs<'a, T, const N: usize> {
 ///   PyTorch's "cannot be converted without overflow" (so is ±inf into fp8
 ///   e4m3, which has no infinity).
 /// - integer kinds: truncated toward zero; a value outside the kind's
-///   range, NaN or ±inf is `InvalidDescriptor`. u8 and u32 also take
-///   negative values down to minus their largest value, wrapped (two's
-///   complement), as PyTorch's unsigned conversion allows.
+///   range (negative for u8 and u32), NaN or ±inf is `InvalidDescriptor`,
+///   as PyTorch's conversion of a float.
 /// - bool: `value != 0` (NaN is true).
 ///
 /// # Gradient
@@ -138,31 +137,32 @@ pub fn fill_value(kind: ElementKind, value: f64) -> core::result::Result<f64, St
             if !value.is_finite() || t < lo || t >= end {
                 return Err(format!("is not a {k} value (truncated, in [{lo}, {end}))"));
             }
-            Ok(match k {
-                K::U8 => f64::from(t as i64 as u8),
-                K::U32 => f64::from(t as i64 as u32),
-                _ => t,
-            })
+            // + 0.0: an integer has no -0
+            Ok(t + 0.0)
         }
     }
 }
 
-/// `[lo, end)`: the truncated values an integer kind takes (u8 and u32
-/// down to minus their largest value, which wraps).
+/// `[lo, end)`: the truncated values an integer kind takes from a float
+/// (PyTorch rejects a negative float for the unsigned kinds).
 pub(crate) fn int_range(kind: ElementKind) -> (f64, f64) {
     let p = |e: i32| 2f64.powi(e);
     match kind {
         ElementKind::I8 => (-p(7), p(7)),
-        ElementKind::U8 => (1.0 - p(8), p(8)),
+        ElementKind::U8 => (0.0, p(8)),
         ElementKind::I16 => (-p(15), p(15)),
         ElementKind::I32 => (-p(31), p(31)),
-        ElementKind::U32 => (1.0 - p(32), p(32)),
+        ElementKind::U32 => (0.0, p(32)),
         _ => (-p(63), p(63)),
     }
 }
 
 /// The bits of `v` (exactly representable in `T`) as a `T`, zero-extended.
 pub(crate) fn bits_of<T: Element>(v: f64) -> u64 {
+    // float8's conversion saturates infinities; e5m2 has them
+    if T::KIND == ElementKind::Fp8E5M2 && v.is_infinite() {
+        return if v > 0.0 { 0x7C } else { 0xFC };
+    }
     let x = T::from_f64(v);
     let mut b = [0u8; 8];
     let n = core::mem::size_of::<T>();
@@ -278,9 +278,13 @@ mod tests {
         assert!(fill_value(K::I32, f64::NAN).is_err());
         assert!(fill_value(K::I64, 2f64.powi(63)).is_err());
         assert_eq!(fill_value(K::I64, -(2f64.powi(63))), Ok(-(2f64.powi(63))));
-        assert_eq!(fill_value(K::U8, -1.0), Ok(255.0));
+        assert!(fill_value(K::U8, -1.0).is_err());
         assert!(fill_value(K::U8, 256.0).is_err());
-        assert_eq!(fill_value(K::U32, -1.0), Ok(4294967295.0));
+        assert_eq!(fill_value(K::U8, 255.9), Ok(255.0));
+        assert_eq!(fill_value(K::U32, 4294967295.0), Ok(4294967295.0));
+        // an integer zero has no sign
+        assert!(fill_value(K::I32, -0.0).unwrap().is_sign_positive());
+        assert!(fill_value(K::I8, -0.7).unwrap().is_sign_positive());
         // bool
         assert_eq!(fill_value(K::Bool, -0.5), Ok(1.0));
         assert_eq!(fill_value(K::Bool, f64::NAN), Ok(1.0));
@@ -295,5 +299,7 @@ mod tests {
         assert_eq!(bits_of::<i8>(-1.0), 0xff);
         assert_eq!(bits_of::<i64>(-1.0), u64::MAX);
         assert_eq!(bits_of::<bool>(1.0), 1);
+        assert_eq!(bits_of::<float8::F8E5M2>(f64::NEG_INFINITY), 0xFC);
+        assert_eq!(bits_of::<float8::F8E5M2>(f64::INFINITY), 0x7C);
     }
 }

@@ -1705,9 +1705,11 @@ pub fn range(kind: ElementKind, op: crate::RangeOp, n: usize) -> crate::Result<V
     use crate::RangeOp;
     let p = super::range::range_params(kind, op, n)?;
     let half = n / 2;
+    // v is an f32 value here; half's from_f64 does not round bf16 to
+    // nearest, from_f32 does
     let to_t = |v: f64| match kind {
-        ElementKind::F16 => half::f16::from_f64(v).to_f64(),
-        ElementKind::Bf16 => half::bf16::from_f64(v).to_f64(),
+        ElementKind::F16 => half::f16::from_f32(v as f32).to_f64(),
+        ElementKind::Bf16 => half::bf16::from_f32(v as f32).to_f64(),
         ElementKind::F32 => f64::from(v as f32),
         _ => v,
     };

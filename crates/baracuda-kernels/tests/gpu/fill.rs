@@ -40,16 +40,16 @@ fn check_sample<T: Element, const N: usize>(
     )
 }
 
-/// The values a kind is filled with: every cast special it holds, and a
-/// few randoms in its range.
+/// The values a kind is filled with: every cast special and a few randoms,
+/// those the kind holds.
 fn values(kind: ElementKind, rng: &mut Rng) -> Vec<f64> {
-    let mut v: Vec<f64> = specials()
-        .into_iter()
-        .filter(|&x| fill_value(kind, x).is_ok())
-        .collect();
     let scale = if kind.is_float() { 100.0 } else { 120.0 };
-    v.extend((0..4).map(|_| rng.uniform(-scale, scale)));
-    v
+    let randoms: Vec<f64> = (0..4).map(|_| rng.uniform(-scale, scale)).collect();
+    specials()
+        .into_iter()
+        .chain(randoms)
+        .filter(|&x| fill_value(kind, x).is_ok())
+        .collect()
 }
 
 /// Fills of `kind` over every sample; the number of samples checked.

@@ -63,6 +63,15 @@ fn cases(which: &str, kind: ElementKind) -> Vec<(RangeOp, usize)> {
             ar(1e6, 1e6 + 3000.0, 0.37),
             ar(5.0, 5.0, 1.0),
         ],
+        // u8 takes no negative bound (PyTorch rejects it)
+        "linspace" if kind == ElementKind::U8 => vec![
+            lin(2.7, 9.9, 5),
+            lin(0.0, 100.0, 300),
+            lin(100.0, 0.0, 7),
+            lin(3.0, 9.0, 1),
+            lin(0.0, 1.0, 0),
+            lin(5.0, 250.0, 100003),
+        ],
         "linspace" if int => vec![
             lin(-2.7, 9.9, 5),
             lin(0.0, 100.0, 300),

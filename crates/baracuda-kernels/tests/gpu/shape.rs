@@ -701,6 +701,8 @@ fn cat_samples() -> Vec<CatSample> {
     use Layout::*;
     let many: Vec<Vec<usize>> = (0..11).map(|k| vec![3, k % 4 + 1, 5]).collect();
     let many_refs: Vec<&[usize]> = many.iter().map(|s| s.as_slice()).collect();
+    let many_last: Vec<Vec<usize>> = (0..11).map(|k| vec![3, 5, k % 4 + 1]).collect();
+    let many_last_refs: Vec<&[usize]> = many_last.iter().map(|s| s.as_slice()).collect();
     let wide: Vec<Vec<usize>> = (0..16).map(|_| vec![1024, 128]).collect();
     let wide_refs: Vec<&[usize]> = wide.iter().map(|s| s.as_slice()).collect();
     vec![
@@ -714,7 +716,7 @@ fn cat_samples() -> Vec<CatSample> {
         cs(&[&[5, 33], &[5, 31]], 1, Misaligned),
         cs(&[&[6, 40], &[6, 40]], 0, Broadcast),
         cs(&many_refs, 1, Contiguous),
-        cs(&many_refs, 2, StridedOut),
+        cs(&many_last_refs, 2, StridedOut),
         cs(
             &[&[2, 1, 3, 1, 2, 2, 1, 3], &[2, 1, 3, 1, 4, 2, 1, 3]],
             4,
@@ -759,15 +761,16 @@ fn cat_inputs(s: &CatSample, rng: &mut Rng) -> Tensors {
         let n: usize = shape.iter().product();
         // wide enough that the integer dtypes hold distinct values
         let mut x = rng.vec(n, -100.0, 100.0);
+        // the specials first, so a broadcast layout repeats them too
+        if k == 0 && n > 3 {
+            x[1] = f64::INFINITY;
+            x[2] = -0.0;
+        }
         if s.layout == Layout::Broadcast {
             let inner = n / shape[0].max(1);
             for i in inner..n {
                 x[i] = x[i % inner];
             }
-        }
-        if k == 0 && n > 3 {
-            x[1] = f64::INFINITY;
-            x[2] = -0.0;
         }
         t.push(format!("x{k}"), x);
     }

@@ -1224,18 +1224,19 @@ impl Exercise for Softmax {
 // Shape
 // ---------------------------------------------------------------------------
 
-/// Flip, roll, tril and the four pads of a matrix (forward and backward;
-/// the pads' outputs larger than x), and cat of the matrix with itself
-/// along the last dim (forward and both gradients).
+/// Flip, roll, tril and the four pads of a batch of two matrices (forward
+/// and backward; the pads' outputs larger than x; reflect, replicate and
+/// circular pads of 2 dims take a rank-3 input, as PyTorch's), and cat of
+/// the batch with itself along the last dim (forward and both gradients).
 struct Shapes {
-    plans: Vec<ShapePlan<f32, 2>>,
-    cat: CatPlan<f32, 2>,
+    plans: Vec<ShapePlan<f32, 3>>,
+    cat: CatPlan<f32, 3>,
     x: DeviceBuffer<f32>,
     dy: DeviceBuffer<f32>,
 }
 
-/// The matrix.
-const MAT: [usize; 2] = [64, 256];
+/// The batch of matrices.
+const MAT: [usize; 3] = [2, 64, 256];
 
 impl Shapes {
     fn new() -> Result<Self> {
@@ -1253,7 +1254,7 @@ impl Shapes {
             &gpu().stream,
             &CatDescriptor {
                 element: ElementKind::F32,
-                dim: 1,
+                dim: 2,
                 shapes: vec![MAT, MAT],
             },
             &deterministic(),
@@ -1302,7 +1303,7 @@ impl Exercise for Shapes {
             plan.run_bw(st, borrowed(ws), args)?;
         }
         let [y, dx0, dx1] = parts.take()?;
-        let cat_shape = [MAT[0], 2 * MAT[1]];
+        let cat_shape = [MAT[0], MAT[1], 2 * MAT[2]];
         self.cat.run(
             st,
             borrowed(ws),
