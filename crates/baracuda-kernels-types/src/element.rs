@@ -169,14 +169,42 @@ macro_rules! float_element {
     };
 }
 
+/// `v` rounded to f32 toward the odd neighbour when inexact (round to
+/// odd): rounding that to a type of at most 22 significand bits once more,
+/// to nearest even, gives `v` correctly rounded to that type. (`half`'s own
+/// `from_f64` looks at too few bits: 1001472.25 becomes bf16 999424, and
+/// 1 + 2^-11 + 2^-40 becomes f16 1.)
+fn f32_round_to_odd(v: f64) -> f32 {
+    let a = v.abs();
+    let f = a as f32;
+    if f.is_infinite() || a.is_nan() || f64::from(f) == a {
+        return v as f32;
+    }
+    let bits = f.to_bits();
+    let odd = if bits & 1 == 1 {
+        bits
+    } else if f64::from(f) < a {
+        bits + 1
+    } else {
+        bits - 1
+    };
+    f32::from_bits(odd).copysign(v as f32)
+}
+
 float_element!(f32, F32, |v| v as f32, |s| s as f64);
 float_element!(f64, F64, |v| v, |s| s);
-float_element!(half::f16, F16, |v| half::f16::from_f64(v), |s| {
-    half::f16::to_f64(s)
-});
-float_element!(half::bf16, Bf16, |v| half::bf16::from_f64(v), |s| {
-    half::bf16::to_f64(s)
-});
+float_element!(
+    half::f16,
+    F16,
+    |v| half::f16::from_f32(f32_round_to_odd(v)),
+    |s| half::f16::to_f64(s)
+);
+float_element!(
+    half::bf16,
+    Bf16,
+    |v| half::bf16::from_f32(f32_round_to_odd(v)),
+    |s| half::bf16::to_f64(s)
+);
 float_element!(
     float8::F8E4M3,
     Fp8E4M3,
@@ -225,5 +253,34 @@ mod tests {
         assert_eq!(u8::from_f64(-3.0), 0);
         assert!(bool::from_f64(2.0));
         assert_eq!(float8::F8E4M3::from_f64(2.0).to_f64(), 2.0);
+    }
+
+    #[test]
+    fn sixteen_bit_floats_round_to_nearest_even() {
+        let p = |e: i32| 2f64.powi(e);
+        // Element's conversions (the half crate's inherent from_f64 is the
+        // one they replace)
+        let h = <half::f16 as Element>::from_f64;
+        let bf = <half::bf16 as Element>::from_f64;
+        // just above a midpoint: up, whatever the distance
+        assert_eq!(bf(1001472.25).to_f64(), 1003520.0);
+        assert_eq!(bf(1.0 + p(-8) + p(-40)).to_f64(), 1.0 + p(-7));
+        assert_eq!(h(1.0 + p(-11) + p(-40)).to_f64(), 1.0 + p(-10));
+        assert_eq!(h(-(1.0 + p(-11) + p(-40))).to_f64(), -(1.0 + p(-10)));
+        // exact midpoints: to even
+        assert_eq!(bf(1.0 + p(-8)).to_f64(), 1.0);
+        assert_eq!(h(1.0 + 3.0 * p(-11)).to_f64(), 1.0 + p(-9));
+        // just below a midpoint: down
+        assert_eq!(h(1.0 + p(-11) - p(-40)).to_f64(), 1.0);
+        // specials, overflow, zeros and subnormals
+        assert!(h(f64::NAN).to_f64().is_nan());
+        assert_eq!(h(1e300).to_f64(), f64::INFINITY);
+        assert_eq!(bf(-1e300).to_f64(), f64::NEG_INFINITY);
+        assert_eq!(h(65520.0).to_f64(), f64::INFINITY);
+        assert_eq!(h(65519.99).to_f64(), 65504.0);
+        assert!(h(-0.0).to_f64().is_sign_negative());
+        assert_eq!(h(p(-25) + p(-60)).to_f64(), p(-24));
+        assert_eq!(h(p(-25)).to_f64(), 0.0);
+        assert_eq!(bf(1e-300).to_f64(), 0.0);
     }
 }
