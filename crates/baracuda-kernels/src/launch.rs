@@ -20,6 +20,13 @@ pub(crate) fn grid_x(blocks: usize) -> u32 {
     blocks.clamp(1, i32::MAX as usize) as u32
 }
 
+/// Blocks of `f` (`threads` per block, no dynamic shared memory) resident
+/// on `stream`'s device at once: the most a grid-stride loop launches.
+pub(crate) fn resident_blocks(stream: &Stream, f: &Function, threads: u32) -> Result<u32> {
+    let per_sm = f.max_active_blocks_per_sm(threads, 0)?.max(1);
+    Ok(stream.context().device().sm_count.max(1) * per_sm)
+}
+
 /// Enqueue `f`, whose one parameter is the `#[repr(C)]` struct `p`, with
 /// launch shape `cfg`.
 ///

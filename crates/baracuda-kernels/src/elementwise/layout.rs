@@ -281,8 +281,7 @@ impl MapKernels {
         let contig = module.function(names[0])?;
         let strided32 = module.function(names[1])?;
         let strided64 = module.function(names[2])?;
-        let per_sm = strided32.max_active_blocks_per_sm(THREADS, 0)?.max(1);
-        let grid_cap = stream.context().device().sm_count.max(1) * per_sm;
+        let grid_cap = crate::launch::resident_blocks(stream, &strided32, THREADS)?;
         Ok(MapKernels {
             contig,
             strided32,

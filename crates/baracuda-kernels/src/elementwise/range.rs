@@ -15,6 +15,7 @@ use super::fill::{bits_of, fill_spec};
 use super::layout::{check_operand, THREADS};
 use crate::checks::invalid_descriptor;
 use crate::kernel_sources;
+use crate::launch::resident_blocks;
 use crate::Plan;
 
 /// Which sequence a [`RangePlan`] writes.
@@ -351,11 +352,6 @@ fn grid(n: usize, cap: u32) -> u32 {
     n.div_ceil(THREADS as usize).clamp(1, cap as usize) as u32
 }
 
-fn grid_cap(stream: &Stream, f: &Function) -> Result<u32> {
-    let per_sm = f.max_active_blocks_per_sm(THREADS, 0)?.max(1);
-    Ok(stream.context().device().sm_count.max(1) * per_sm)
-}
-
 impl<T: Element> Plan for RangePlan<T> {
     type Descriptor = RangeDescriptor;
     type Args<'a> = RangeArgs<'a, T>;
@@ -384,7 +380,7 @@ impl<T: Element> Plan for RangePlan<T> {
             what: format!("{}", T::KIND),
         })?;
         let kernel = stream.context().module(&spec)?.function("range_kernel")?;
-        let grid_cap = grid_cap(stream, &kernel)?;
+        let grid_cap = resident_blocks(stream, &kernel, THREADS)?;
         Ok(RangePlan {
             desc: *desc,
             sku: KernelSku {
@@ -493,7 +489,7 @@ impl<T: Element> Plan for EyePlan<T> {
         pref.check_workspace("eye", 0)?;
         let spec = fill_spec(T::KIND.size_bytes());
         let kernel = stream.context().module(&spec)?.function("eye_kernel")?;
-        let grid_cap = grid_cap(stream, &kernel)?;
+        let grid_cap = resident_blocks(stream, &kernel, THREADS)?;
         Ok(EyePlan {
             desc: *desc,
             sku: KernelSku {

@@ -157,8 +157,7 @@ impl CopyKernels {
                 module.function(&format!("shape_copy2_{w}_64"))?,
             ]);
         }
-        let per_sm = wide[0][1].max_active_blocks_per_sm(THREADS, 0)?.max(1);
-        let grid_cap = stream.context().device().sm_count.max(1) * per_sm;
+        let grid_cap = crate::launch::resident_blocks(stream, &wide[0][1], THREADS)?;
         Ok(CopyKernels {
             wide,
             flat,

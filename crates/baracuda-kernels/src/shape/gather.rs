@@ -636,8 +636,7 @@ impl<T: Element, const N: usize> Plan for ShapePlan<T, N> {
             })
         };
         let (k32, k64) = (load("32")?, load("64")?);
-        let per_sm = k64.scalar.max_active_blocks_per_sm(THREADS, 0)?.max(1);
-        let grid_cap = stream.context().device().sm_count.max(1) * per_sm;
+        let grid_cap = crate::launch::resident_blocks(stream, &k64.scalar, THREADS)?;
         Ok(ShapePlan {
             desc: *desc,
             resolved,
