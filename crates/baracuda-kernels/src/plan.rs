@@ -32,7 +32,8 @@
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{
-    BackendKind, Element, Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result, Workspace,
+    BackendKind, Element, Grad, Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result,
+    Workspace,
 };
 
 /// The [`KernelSku`] of a plan that runs this crate's own deterministic
@@ -91,12 +92,17 @@ pub trait Backward: Plan {
     /// `Option` per gradient (computed when `Some`).
     type BwArgs<'a>;
 
-    /// The gradients this plan can compute.
-    fn grads(&self) -> Grads;
+    /// The gradients this plan can compute; by default the input's alone.
+    fn grads(&self) -> Grads {
+        Grad::X.into()
+    }
 
-    /// Device scratch `run_bw` needs to compute `wants`, in bytes. Gradients
-    /// outside [`Backward::grads`] add nothing.
-    fn bw_workspace_size(&self, wants: Grads) -> usize;
+    /// Device scratch `run_bw` needs to compute `wants`, in bytes; by
+    /// default none. Gradients outside [`Backward::grads`] add nothing.
+    fn bw_workspace_size(&self, wants: Grads) -> usize {
+        let _ = wants;
+        0
+    }
 
     /// Check `args` against the plan and enqueue the gradients they ask for
     /// on `stream`.

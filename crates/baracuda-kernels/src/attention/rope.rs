@@ -4,8 +4,8 @@ use core::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku, PlanPreference, Result,
-    TensorMut, TensorRef, Workspace,
+    DevPtr, DevPtrMut, Element, ElementKind, Error, KernelSku, PlanPreference, Result, TensorMut,
+    TensorRef, Workspace,
 };
 
 use super::reference::RopeStyle;
@@ -576,14 +576,6 @@ impl<T: Element> Plan for RopePlan<T> {
 
 impl<T: Element> Backward for RopePlan<T> {
     type BwArgs<'a> = RopeBwArgs<'a, T>;
-
-    fn grads(&self) -> Grads {
-        Grad::X.into()
-    }
-
-    fn bw_workspace_size(&self, _wants: Grads) -> usize {
-        0
-    }
 
     fn run_bw(
         &self,

@@ -291,10 +291,6 @@ impl<I: Element, O: Element, const N: usize> Backward for CastPlan<I, O, N> {
         }
     }
 
-    fn bw_workspace_size(&self, _wants: Grads) -> usize {
-        0
-    }
-
     fn run_bw(
         &self,
         stream: &Stream,

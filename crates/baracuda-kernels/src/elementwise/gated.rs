@@ -13,8 +13,8 @@ use core::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Grad, Grads, KernelSku, PlanPreference,
-    Result, TensorMut, TensorRef, Workspace,
+    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, KernelSku, PlanPreference, Result,
+    TensorMut, TensorRef, Workspace,
 };
 
 use super::layout::{check_operand, check_select, MapKernels, THREADS};
@@ -259,14 +259,6 @@ impl<T: Element, const N: usize> Plan for GatedPlan<T, N> {
 
 impl<T: Element, const N: usize> Backward for GatedPlan<T, N> {
     type BwArgs<'a> = GatedBwArgs<'a, T, N>;
-
-    fn grads(&self) -> Grads {
-        Grad::X.into()
-    }
-
-    fn bw_workspace_size(&self, _wants: Grads) -> usize {
-        0
-    }
 
     fn run_bw(
         &self,

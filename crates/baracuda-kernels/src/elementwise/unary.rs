@@ -7,8 +7,8 @@ use core::marker::PhantomData;
 
 use baracuda_driver::{ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, Element, ElementKind, Grad, Grads, KernelSku, PlanPreference, PrecisionGuarantee,
-    Result, TensorMut, TensorRef, Workspace,
+    BackendKind, Element, ElementKind, KernelSku, PlanPreference, PrecisionGuarantee, Result,
+    TensorMut, TensorRef, Workspace,
 };
 
 use super::layout::{check_operand, check_select, contig_shape, spec, ContigShape, MapKernels};
@@ -773,14 +773,6 @@ impl<T: Element, const N: usize> UnaryPlan<T, N> {
 
 impl<T: Element, const N: usize> Backward for UnaryPlan<T, N> {
     type BwArgs<'a> = UnaryBwArgs<'a, T, N>;
-
-    fn grads(&self) -> Grads {
-        Grad::X.into()
-    }
-
-    fn bw_workspace_size(&self, _wants: Grads) -> usize {
-        0
-    }
 
     fn run_bw(
         &self,

@@ -10,8 +10,8 @@ use core::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    PlanPreference, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, KernelSku, PlanPreference, Result,
+    TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
 use super::layout::{
@@ -419,14 +419,6 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
 
 impl<T: Element, const N: usize, const M: usize> Backward for ArgReducePlan<T, N, M> {
     type BwArgs<'a> = ArgReduceBwArgs<'a, T, N, M>;
-
-    fn grads(&self) -> Grads {
-        Grad::X.into()
-    }
-
-    fn bw_workspace_size(&self, _wants: Grads) -> usize {
-        0
-    }
 
     fn run_bw(
         &self,

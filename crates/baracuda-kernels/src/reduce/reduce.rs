@@ -356,10 +356,6 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
 impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M> {
     type BwArgs<'a> = ReduceBwArgs<'a, T, N, M>;
 
-    fn grads(&self) -> Grads {
-        Grad::X.into()
-    }
-
     fn bw_workspace_size(&self, wants: Grads) -> usize {
         if wants.contains(Grad::X) && self.stat.is_some() {
             self.stat_bytes() + self.red.partial_bytes()

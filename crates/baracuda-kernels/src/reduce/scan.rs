@@ -11,8 +11,7 @@ use core::marker::PhantomData;
 use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
     contiguous_strides, BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads,
-    KernelSku, PlanPreference, Result, TensorMut, TensorRef, Workspace,
-    MAX_RANK,
+    KernelSku, PlanPreference, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
 use crate::checks::{
@@ -454,10 +453,6 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
 
 impl<T: Element, const N: usize> Backward for ScanPlan<T, N> {
     type BwArgs<'a> = ScanBwArgs<'a, T, N>;
-
-    fn grads(&self) -> Grads {
-        Grad::X.into()
-    }
 
     fn bw_workspace_size(&self, wants: Grads) -> usize {
         if wants.contains(Grad::X) {

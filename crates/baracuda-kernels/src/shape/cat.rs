@@ -11,9 +11,8 @@ use core::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchConfig, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    MathPrecision, PlanPreference, PrecisionGuarantee, Result, Shape, TensorMut, TensorRef,
-    Workspace, MAX_RANK,
+    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, KernelSku, MathPrecision,
+    PlanPreference, PrecisionGuarantee, Result, Shape, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
 use super::gather::{shape_spec, THREADS};
@@ -565,14 +564,6 @@ impl<T: Element, const N: usize> Plan for CatPlan<T, N> {
 impl<T: Element, const N: usize> Backward for CatPlan<T, N> {
     type BwArgs<'a> = CatBwArgs<'a, T, N>;
 
-    fn grads(&self) -> Grads {
-        Grad::X.into()
-    }
-
-    fn bw_workspace_size(&self, _wants: Grads) -> usize {
-        0
-    }
-
     fn run_bw(
         &self,
         stream: &Stream,
@@ -756,14 +747,6 @@ impl<T: Element, const N: usize, const M: usize> Plan for StackPlan<T, N, M> {
 
 impl<T: Element, const N: usize, const M: usize> Backward for StackPlan<T, N, M> {
     type BwArgs<'a> = StackBwArgs<'a, T, N, M>;
-
-    fn grads(&self) -> Grads {
-        Grad::X.into()
-    }
-
-    fn bw_workspace_size(&self, _wants: Grads) -> usize {
-        0
-    }
 
     fn run_bw(
         &self,

@@ -11,8 +11,8 @@ use core::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
-    PlanPreference, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, KernelSku, PlanPreference, Result,
+    TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
 use crate::checks::{check_alias, check_views, float_dtype_code, invalid_descriptor, Extent, View};
@@ -684,14 +684,6 @@ impl<T: Element, const N: usize> Plan for ShapePlan<T, N> {
 
 impl<T: Element, const N: usize> Backward for ShapePlan<T, N> {
     type BwArgs<'a> = ShapeBwArgs<'a, T, N>;
-
-    fn grads(&self) -> Grads {
-        Grad::X.into()
-    }
-
-    fn bw_workspace_size(&self, _wants: Grads) -> usize {
-        0
-    }
 
     fn run_bw(
         &self,

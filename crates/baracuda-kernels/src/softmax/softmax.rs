@@ -9,8 +9,8 @@ use core::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Grad, Grads, KernelSku,
-    PlanPreference, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
+    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, KernelSku, PlanPreference, Result,
+    TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
 use crate::checks::{byte_span, check_dim, check_disjoint, check_views, float_dtype_code, View};
@@ -244,14 +244,6 @@ impl<T: Element, const N: usize> Plan for SoftmaxPlan<T, N> {
 
 impl<T: Element, const N: usize> Backward for SoftmaxPlan<T, N> {
     type BwArgs<'a> = SoftmaxBwArgs<'a, T, N>;
-
-    fn grads(&self) -> Grads {
-        Grad::X.into()
-    }
-
-    fn bw_workspace_size(&self, _wants: Grads) -> usize {
-        0
-    }
 
     fn run_bw(
         &self,
