@@ -603,47 +603,15 @@ fn slices<T: Element, const N: usize>(
     parts_arg: &'static str,
     whole_written: bool,
 ) -> Result<Vec<Piece>> {
-    if parts.len() != shapes.len() {
-        return Err(Error::InvalidArgument {
-            op,
-            arg: parts_arg,
-            reason: format!("{} tensors for {} inputs", parts.len(), shapes.len()),
-        });
-    }
     check_shape(op, arg, expected, w.shape())?;
-    for (k, (p, s)) in parts.iter().zip(shapes).enumerate() {
-        if let Some(p) = p {
-            if p.shape() != s {
-                return Err(Error::InvalidArgument {
-                    op,
-                    arg: parts_arg,
-                    reason: format!(
-                        "tensor {k} has shape {}, expected {}",
-                        Shape::from(&p.shape()[..]),
-                        Shape::from(&s[..])
-                    ),
-                });
-            }
-        }
-    }
-    check_ctx(op, arg, stream, w.data().ctx_id())?;
-    for p in parts.iter().flatten() {
-        check_ctx(op, parts_arg, stream, p.data().ctx_id())?;
-    }
-    let we = Extent::of(arg, w);
-    let pe: Vec<Option<Extent<'_, T>>> =
-        parts.iter().map(|p| p.as_ref().map(|p| Extent::of(parts_arg, p))).collect();
-    for (k, e) in pe.iter().enumerate() {
-        let Some(e) = e else { continue };
-        if whole_written {
-            check_alias(op, &we, e, false)?;
-        } else {
-            check_alias(op, e, &we, false)?;
-            for o in pe[k + 1..].iter().flatten() {
-                check_alias(op, e, o, false)?;
-            }
-        }
-    }
+    check_parts(
+        op,
+        stream,
+        (Extent::of(arg, w), w.data().ctx_id()),
+        (parts, parts_arg, shapes.len()),
+        |k| &shapes[k],
+        whole_written,
+    )?;
     let mut out = Vec::new();
     let mut offset = 0usize;
     for (p, s) in parts.iter().zip(shapes) {
@@ -781,48 +749,16 @@ impl<T: Element, const N: usize, const M: usize> StackPlan<T, N, M> {
         whole_written: bool,
     ) -> Result<Vec<Piece>> {
         let op = STACK;
-        if parts.len() != self.desc.count {
-            return Err(Error::InvalidArgument {
-                op,
-                arg: parts_arg,
-                reason: format!("{} tensors for {} inputs", parts.len(), self.desc.count),
-            });
-        }
         check_shape(op, arg, &self.out_shape, whole.shape())?;
         let shape = self.desc.shape;
-        for (k, p) in parts.iter().enumerate() {
-            if let Some(p) = p {
-                if *p.shape() != shape {
-                    return Err(Error::InvalidArgument {
-                        op,
-                        arg: parts_arg,
-                        reason: format!(
-                            "tensor {k} has shape {}, expected {}",
-                            Shape::from(&p.shape()[..]),
-                            Shape::from(&shape[..])
-                        ),
-                    });
-                }
-            }
-        }
-        check_ctx(op, arg, stream, whole.data().ctx_id())?;
-        for p in parts.iter().flatten() {
-            check_ctx(op, parts_arg, stream, p.data().ctx_id())?;
-        }
-        let we = Extent::of(arg, whole);
-        let pe: Vec<Option<Extent<'_, T>>> =
-            parts.iter().map(|p| p.as_ref().map(|p| Extent::of(parts_arg, p))).collect();
-        for (k, e) in pe.iter().enumerate() {
-            let Some(e) = e else { continue };
-            if whole_written {
-                check_alias(op, &we, e, false)?;
-            } else {
-                check_alias(op, e, &we, false)?;
-                for o in pe[k + 1..].iter().flatten() {
-                    check_alias(op, e, o, false)?;
-                }
-            }
-        }
+        check_parts(
+            op,
+            stream,
+            (Extent::of(arg, whole), whole.data().ctx_id()),
+            (parts, parts_arg, self.desc.count),
+            |_| &shape,
+            whole_written,
+        )?;
         // the whole's strides without the stacked dim
         let ws = whole.strides();
         let sub: Vec<usize> = (0..M).filter(|&d| d != self.dim).map(|d| ws[d]).collect();
@@ -839,6 +775,60 @@ impl<T: Element, const N: usize, const M: usize> StackPlan<T, N, M> {
         }
         Ok(out)
     }
+}
+
+/// The checks shared by cat and stack: one part per input (`count`), part
+/// `k` of shape `shape_of(k)`, every tensor on `stream`'s context, and no
+/// overlap between what is written and anything else. `whole_written`:
+/// the whole is the output; otherwise the parts are.
+fn check_parts<'s, T: Element, const N: usize>(
+    op: &'static str,
+    stream: &Stream,
+    (we, whole_ctx): (Extent<'_, T>, usize),
+    (parts, parts_arg, count): (&'s [Option<TensorRef<'_, T, N>>], &'static str, usize),
+    shape_of: impl Fn(usize) -> &'s [usize; N],
+    whole_written: bool,
+) -> Result<()> {
+    if parts.len() != count {
+        return Err(Error::InvalidArgument {
+            op,
+            arg: parts_arg,
+            reason: format!("{} tensors for {count} inputs", parts.len()),
+        });
+    }
+    for (k, p) in parts.iter().enumerate() {
+        let Some(p) = p else { continue };
+        let s = shape_of(k);
+        if p.shape() != s {
+            return Err(Error::InvalidArgument {
+                op,
+                arg: parts_arg,
+                reason: format!(
+                    "tensor {k} has shape {}, expected {}",
+                    Shape::from(&p.shape()[..]),
+                    Shape::from(&s[..])
+                ),
+            });
+        }
+    }
+    check_ctx(op, we.arg, stream, whole_ctx)?;
+    for p in parts.iter().flatten() {
+        check_ctx(op, parts_arg, stream, p.data().ctx_id())?;
+    }
+    let pe: Vec<Option<Extent<'_, T>>> =
+        parts.iter().map(|p| p.as_ref().map(|p| Extent::of(parts_arg, p))).collect();
+    for (k, e) in pe.iter().enumerate() {
+        let Some(e) = e else { continue };
+        if whole_written {
+            check_alias(op, &we, e, false)?;
+        } else {
+            check_alias(op, e, &we, false)?;
+            for o in pe[k + 1..].iter().flatten() {
+                check_alias(op, e, o, false)?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The wrapped new dim and the output shape of a stack, or the errors.
