@@ -334,6 +334,45 @@ __device__ __forceinline__ Ranges preimage(u32 kind, i64 i, i64 n, i64 m, i64 be
     return r;
 }
 
+// Where the pad backward's point `lin` of dx (over its first `dims` dims,
+// the rest fixed at 0) reads dy: `oo` its dx offset, `io` the dy offset of
+// its unpadded dims, and for the padded dims that end the first `dims`
+// (the last K of the last three), each one's preimage ranges `pr` and dy
+// stride `st`. Missing leading dims of a rank below 3 are one point at 0.
+template <typename I, int K>
+__device__ __forceinline__ void pad_bw_locate(const GatherArgs& p, I lin, int dims, Ranges (&pr)[K],
+                                              i64 (&st)[K], i64& oo, i64& io) {
+    const int r = (int)p.rank;
+    I rem = lin;
+    oo = 0;
+    io = 0;
+#pragma unroll
+    for (int k = 0; k < K; ++k) st[k] = 0;
+#pragma unroll
+    for (int d = MAX_RANK - 1; d >= 0; --d) {
+        if (d < dims) {
+            const I ext = (I)p.out_shape[d];
+            const i64 c = (i64)(rem % ext);
+            rem /= ext;
+            oo += c * p.out_stride[d];
+            const int k = d - (r - 3);
+            if (k >= 0) {
+                pr[k] = preimage(p.kind[d], c, (i64)p.out_shape[d], (i64)p.in_shape[d], p.shift[d],
+                                 p.crop[d], p.span[d]);
+                st[k] = p.in_stride[d];
+            } else {
+                io += c * p.in_stride[d];
+            }
+        }
+    }
+    for (int k = 0; k < 3 - r && k < K; ++k) {
+        pr[k].count = 1;
+        pr[k].lo[0] = 0;
+        pr[k].hi[0] = 0;
+        pr[k].step[0] = 1;
+    }
+}
+
 // The pad backward: out is dx (x's shape), in is dy; kind and shift as the
 // forward's. The padded dims are the last `PADDED` (<= 3) dims; the sum
 // over the product of their preimages runs in a fixed order.
@@ -345,35 +384,10 @@ __device__ __forceinline__ void pad_bw(const GatherArgs& p) {
     const I n = (I)p.n;
     for (I lin = (I)blockIdx.x * blockDim.x + threadIdx.x; lin < n;
          lin += (I)gridDim.x * blockDim.x) {
-        I rem = lin;
-        i64 oo = 0, io = 0;
-        // the last three dims (padded or identity), outermost first
+        i64 oo, io;
         Ranges pr[3];
-        i64 st[3] = {0, 0, 0};
-#pragma unroll
-        for (int d = MAX_RANK - 1; d >= 0; --d) {
-            if (d < r) {
-                const I ext = (I)p.out_shape[d];
-                const i64 c = (i64)(rem % ext);
-                rem /= ext;
-                oo += c * p.out_stride[d];
-                const int k = d - (r - 3);
-                if (k >= 0) {
-                    pr[k] = preimage(p.kind[d], c, (i64)p.out_shape[d], (i64)p.in_shape[d],
-                                     p.shift[d], p.crop[d], p.span[d]);
-                    st[k] = p.in_stride[d];
-                } else {
-                    io += c * p.in_stride[d];
-                }
-            }
-        }
-        // ranks below 3: the missing leading dims are one point at 0
-        for (int k = 0; k < 3 - r; ++k) {
-            pr[k].count = 1;
-            pr[k].lo[0] = 0;
-            pr[k].hi[0] = 0;
-            pr[k].step[0] = 1;
-        }
+        i64 st[3];
+        pad_bw_locate<I, 3>(p, lin, r, pr, st, oo, io);
         ACC acc = 0;
         for (int a = 0; a < pr[0].count; ++a)
             for (i64 o0 = pr[0].lo[a]; o0 <= pr[0].hi[a]; o0 += pr[0].step[a])
@@ -401,35 +415,10 @@ __device__ __forceinline__ void pad_bw_rows(const GatherArgs& p) {
     const I warps = (I)gridDim.x * (blockDim.x >> 5);
     for (I row = (I)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows;
          row += warps) {
-        I rem = row;
-        i64 oo = 0, io = 0;
+        i64 oo, io;
         Ranges pr[2];
-        i64 st[2] = {0, 0};
-        // every dim but the innermost; the two before it are (or stand
-        // for) padded dims
-#pragma unroll
-        for (int d = MAX_RANK - 1; d >= 0; --d) {
-            if (d < r - 1) {
-                const I ext = (I)p.out_shape[d];
-                const i64 c = (i64)(rem % ext);
-                rem /= ext;
-                oo += c * p.out_stride[d];
-                const int k = d - (r - 3);
-                if (k >= 0) {
-                    pr[k] = preimage(p.kind[d], c, (i64)p.out_shape[d], (i64)p.in_shape[d],
-                                     p.shift[d], p.crop[d], p.span[d]);
-                    st[k] = p.in_stride[d];
-                } else {
-                    io += c * p.in_stride[d];
-                }
-            }
-        }
-        for (int k = 0; k < 3 - r; ++k) {
-            pr[k].count = 1;
-            pr[k].lo[0] = 0;
-            pr[k].hi[0] = 0;
-            pr[k].step[0] = 1;
-        }
+        i64 st[2];
+        pad_bw_locate<I, 2>(p, row, r - 1, pr, st, oo, io);
         const i64 ist = p.in_stride[last];
         for (i64 j = lane; j < width; j += 32) {
             const Ranges pl = preimage(p.kind[last], j, width, (i64)p.in_shape[last],
