@@ -53,6 +53,23 @@ pub(crate) fn check_shape(
     Ok(())
 }
 
+/// `DtypeMismatch` naming `arg` unless `element` is `T`'s kind.
+pub(crate) fn check_element<T: Element>(
+    op: &'static str,
+    arg: &'static str,
+    element: ElementKind,
+) -> Result<()> {
+    if element != T::KIND {
+        return Err(Error::DtypeMismatch {
+            op,
+            arg,
+            expected: T::KIND,
+            got: element,
+        });
+    }
+    Ok(())
+}
+
 /// The `BARACUDA_DTYPE` code of a plan on element type `T` whose
 /// descriptor names `element`, for kernels specialised on the four float
 /// types and ranks up to [`MAX_RANK`]: `DtypeMismatch` unless `element` is
@@ -63,14 +80,7 @@ pub(crate) fn float_dtype_code<T: Element, const N: usize>(
     element: ElementKind,
     takes: &str,
 ) -> Result<u32> {
-    if element != T::KIND {
-        return Err(Error::DtypeMismatch {
-            op,
-            arg: "desc.element",
-            expected: T::KIND,
-            got: element,
-        });
-    }
+    check_element::<T>(op, "desc.element", element)?;
     let code = crate::kernel_sources::dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
         op,
         what: format!("dtype {}; {takes} f32, f64, f16 and bf16", T::KIND),

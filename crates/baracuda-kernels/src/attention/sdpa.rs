@@ -17,7 +17,7 @@ use baracuda_kernels_types::{
 use std::sync::Arc;
 
 use super::reference::CausalAlign;
-use crate::checks::{byte_span, check_ctx, check_disjoint, check_shape, ByteSpan};
+use crate::checks::{byte_span, check_ctx, check_disjoint, check_element, check_shape, ByteSpan};
 use crate::{Backward, Plan};
 
 const OP: &str = "sdpa";
@@ -236,14 +236,7 @@ fn invalid(field: &'static str, value: String, reason: &str) -> Error {
 
 /// The checks `select` runs before it touches the GPU.
 pub(crate) fn validate<T: Element>(desc: &SdpaDescriptor) -> Result<()> {
-    if desc.element != T::KIND {
-        return Err(Error::DtypeMismatch {
-            op: OP,
-            arg: "desc.element",
-            expected: T::KIND,
-            got: desc.element,
-        });
-    }
+    check_element::<T>(OP, "desc.element", desc.element)?;
     if !matches!(T::KIND, ElementKind::F16 | ElementKind::Bf16) {
         return Err(Error::Unsupported {
             op: OP,

@@ -117,6 +117,7 @@ pub enum ConvLayout {
     ChannelsLast,
 }
 
+use crate::checks::check_element;
 use crate::kernel_sources::{typed_spec, CONV_BIAS, CONV_LAYOUT, POOL};
 
 /// The float kinds the family implements.
@@ -150,13 +151,6 @@ pub(crate) fn check_dtype<T: Element>(op: &'static str, element: ElementKind) ->
             ),
         });
     }
-    if element != T::KIND {
-        return Err(Error::DtypeMismatch {
-            op,
-            arg: "element",
-            expected: T::KIND,
-            got: element,
-        });
-    }
+    check_element::<T>(op, "element", element)?;
     Ok(())
 }

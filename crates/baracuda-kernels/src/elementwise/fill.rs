@@ -10,15 +10,16 @@ use core::marker::PhantomData;
 
 use baracuda_driver::{LaunchArgs, ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, Element, ElementKind, Error, KernelSku, PlanPreference, PrecisionGuarantee,
-    Result, TensorMut, Workspace, MAX_RANK,
+    BackendKind, Element, ElementKind, Error, KernelSku, PlanPreference, Result, TensorMut,
+    Workspace, MAX_RANK,
 };
 
 use super::layout::{check_operand, ContigShape, MapKernels, THREADS};
 use super::reference::cast_scalar;
 use super::Fp8Mode;
-use crate::checks::invalid_descriptor;
+use crate::checks::{check_element, invalid_descriptor};
 use crate::kernel_sources;
+use crate::plan::own_float_sku;
 use crate::Plan;
 
 /// A fill of a rank-`N` view with `value`.
@@ -178,14 +179,7 @@ impl<T: Element, const N: usize> Plan for FillPlan<T, N> {
     type Args<'a> = FillArgs<'a, T, N>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        if desc.element != T::KIND {
-            return Err(Error::DtypeMismatch {
-                op: OP,
-                arg: "desc.element",
-                expected: T::KIND,
-                got: desc.element,
-            });
-        }
+        check_element::<T>(OP, "desc.element", desc.element)?;
         if N > MAX_RANK {
             return Err(Error::Unsupported {
                 op: OP,
@@ -204,14 +198,11 @@ impl<T: Element, const N: usize> Plan for FillPlan<T, N> {
         let k = MapKernels::load_named(stream, &fill_spec(T::KIND.size_bytes()), names, shape)?;
         Ok(FillPlan {
             desc: *desc,
-            sku: KernelSku {
-                op: format!("fill.{}", T::KIND),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: stream.context().device().arch,
-                variant: "vec16 contiguous / rank-8 strided".into(),
-                precision: PrecisionGuarantee::float(T::KIND, true),
-            },
+            sku: own_float_sku::<T>(
+                stream,
+                format!("fill.{}", T::KIND),
+                "vec16 contiguous / rank-8 strided",
+            ),
             k,
             bits: bits_of::<T>(v),
             _t: PhantomData,

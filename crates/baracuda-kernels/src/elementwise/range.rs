@@ -7,15 +7,16 @@ use core::marker::PhantomData;
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, Element, ElementKind, Error, KernelSku, PlanPreference, PrecisionGuarantee,
-    Result, TensorMut, Workspace,
+    BackendKind, Element, ElementKind, Error, KernelSku, PlanPreference, Result, TensorMut,
+    Workspace,
 };
 
 use super::fill::{bits_of, fill_spec};
 use super::layout::{check_operand, THREADS};
-use crate::checks::invalid_descriptor;
+use crate::checks::{check_element, invalid_descriptor};
 use crate::kernel_sources;
 use crate::launch::resident_blocks;
+use crate::plan::own_float_sku;
 use crate::Plan;
 
 /// Which sequence a [`RangePlan`] writes.
@@ -358,14 +359,7 @@ impl<T: Element> Plan for RangePlan<T> {
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let name = desc.op.name();
-        if desc.element != T::KIND {
-            return Err(Error::DtypeMismatch {
-                op: name,
-                arg: "desc.element",
-                expected: T::KIND,
-                got: desc.element,
-            });
-        }
+        check_element::<T>(name, "desc.element", desc.element)?;
         if !takes(desc.op, T::KIND) {
             return Err(Error::Unsupported {
                 op: name,
@@ -383,14 +377,7 @@ impl<T: Element> Plan for RangePlan<T> {
         let grid_cap = resident_blocks(stream, &kernel, THREADS)?;
         Ok(RangePlan {
             desc: *desc,
-            sku: KernelSku {
-                op: format!("{name}.{}", T::KIND),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: stream.context().device().arch,
-                variant: "grid-stride".into(),
-                precision: PrecisionGuarantee::float(T::KIND, true),
-            },
+            sku: own_float_sku::<T>(stream, format!("{name}.{}", T::KIND), "grid-stride"),
             kernel,
             params,
             grid_cap,
@@ -477,14 +464,7 @@ impl<T: Element> Plan for EyePlan<T> {
     type Args<'a> = EyeArgs<'a, T>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        if desc.element != T::KIND {
-            return Err(Error::DtypeMismatch {
-                op: "eye",
-                arg: "desc.element",
-                expected: T::KIND,
-                got: desc.element,
-            });
-        }
+        check_element::<T>("eye", "desc.element", desc.element)?;
         pref.check_backend("eye", &[BackendKind::Baracuda])?;
         pref.check_workspace("eye", 0)?;
         let spec = fill_spec(T::KIND.size_bytes());
@@ -492,14 +472,7 @@ impl<T: Element> Plan for EyePlan<T> {
         let grid_cap = resident_blocks(stream, &kernel, THREADS)?;
         Ok(EyePlan {
             desc: *desc,
-            sku: KernelSku {
-                op: format!("eye.{}", T::KIND),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: stream.context().device().arch,
-                variant: "grid-stride".into(),
-                precision: PrecisionGuarantee::float(T::KIND, true),
-            },
+            sku: own_float_sku::<T>(stream, format!("eye.{}", T::KIND), "grid-stride"),
             kernel,
             grid_cap,
             _t: PhantomData,

@@ -16,7 +16,9 @@ use baracuda_kernels_types::{
 };
 
 use super::gather::{shape_spec, THREADS};
-use crate::checks::{check_alias, check_ctx, check_shape, invalid_descriptor, Extent};
+use crate::checks::{
+    check_alias, check_ctx, check_element, check_shape, invalid_descriptor, Extent,
+};
 use crate::kernel_sources::kinds_except;
 use crate::elementwise::layout::collapse;
 use crate::launch::launch_params;
@@ -483,14 +485,7 @@ fn check_select<T: Element, const N: usize>(
     element: ElementKind,
     pref: &PlanPreference,
 ) -> Result<()> {
-    if element != T::KIND {
-        return Err(Error::DtypeMismatch {
-            op,
-            arg: "desc.element",
-            expected: T::KIND,
-            got: element,
-        });
-    }
+    check_element::<T>(op, "desc.element", element)?;
     if !CAT_STACK_KINDS.contains(&element) || N > MAX_RANK {
         return Err(Error::Unsupported {
             op,
