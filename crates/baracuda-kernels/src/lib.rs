@@ -6,6 +6,8 @@ mod autotune;
 mod checks;
 #[cfg(test)]
 mod fuzz;
+#[cfg(test)]
+mod finite_diff;
 mod kernel_sources;
 mod launch;
 mod plan;

@@ -521,6 +521,7 @@ impl Rope {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::finite_diff::check_grad;
 
     /// Seeded values in [-1, 1).
     fn vals(n: usize, seed: u64) -> Vec<f64> {
@@ -535,24 +536,6 @@ mod tests {
             .collect()
     }
 
-    /// Central differences of `f` at `x`, against `grad` (the analytic
-    /// gradient of `sum(w * f(x))`).
-    fn check_fd(what: &str, x: &[f64], grad: &[f64], f: impl Fn(&[f64]) -> f64) {
-        let h = 1e-6;
-        for i in 0..x.len() {
-            let mut xp = x.to_vec();
-            let mut xm = x.to_vec();
-            xp[i] += h;
-            xm[i] -= h;
-            let fd = (f(&xp) - f(&xm)) / (2.0 * h);
-            assert!(
-                (fd - grad[i]).abs() <= 1e-6 * (1.0 + fd.abs()),
-                "{what}[{i}]: analytic {}, finite difference {fd}",
-                grad[i]
-            );
-        }
-    }
-
     fn dot(a: &[f64], b: &[f64]) -> f64 {
         a.iter().zip(b).map(|(x, y)| x * y).sum()
     }
@@ -562,11 +545,11 @@ mod tests {
         let [nq, nk, nv, no] = p.sizes();
         let (q, k, v, w) = (vals(nq, seed), vals(nk, seed + 1), vals(nv, seed + 2), vals(no, seed + 3));
         let g = sdpa_backward(p, &q, &k, &v, &w);
-        check_fd("dq", &q, &g.dq, |x| dot(&sdpa(p, x, &k, &v).0, &w));
-        check_fd("dk", &k, &g.dk, |x| dot(&sdpa(p, &q, x, &v).0, &w));
-        check_fd("dv", &v, &g.dv, |x| dot(&sdpa(p, &q, &k, x).0, &w));
+        check_grad("dq", &q, &g.dq, 1e-6, |x| dot(&sdpa(p, x, &k, &v).0, &w));
+        check_grad("dk", &k, &g.dk, 1e-6, |x| dot(&sdpa(p, &q, x, &v).0, &w));
+        check_grad("dv", &v, &g.dv, 1e-6, |x| dot(&sdpa(p, &q, &k, x).0, &w));
         if let (Some(bias), Some(db)) = (&p.bias, &g.dbias) {
-            check_fd("dbias", &bias.values, db, |x| {
+            check_grad("dbias", &bias.values, db, 1e-6, |x| {
                 let mut a = p.clone();
                 a.bias.as_mut().expect("bias").values = x.to_vec();
                 dot(&sdpa(&a, &q, &k, &v).0, &w)
@@ -675,9 +658,15 @@ mod tests {
         // gradients against finite differences through the packed forward
         let w = vals(o.len(), 24);
         let (dq, dk, dv) = vl.backward(&q, &k, &v, &w);
-        check_fd("varlen dq", &q, &dq, |x| dot(&vl.forward(x, &k, &v).0, &w));
-        check_fd("varlen dk", &k, &dk, |x| dot(&vl.forward(&q, x, &v).0, &w));
-        check_fd("varlen dv", &v, &dv, |x| dot(&vl.forward(&q, &k, x).0, &w));
+        check_grad("varlen dq", &q, &dq, 1e-6, |x| {
+            dot(&vl.forward(x, &k, &v).0, &w)
+        });
+        check_grad("varlen dk", &k, &dk, 1e-6, |x| {
+            dot(&vl.forward(&q, x, &v).0, &w)
+        });
+        check_grad("varlen dv", &v, &dv, 1e-6, |x| {
+            dot(&vl.forward(&q, &k, x).0, &w)
+        });
     }
 
     #[test]

@@ -328,6 +328,7 @@ pub fn logical_reduce(op: LogicalReduceOp, shape: &[usize], reduced: &[bool], x:
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::finite_diff::check_vjp;
 
     #[test]
     fn logical_reductions_count_nan_and_not_negative_zero() {
@@ -375,24 +376,9 @@ mod tests {
         let y = reduce(&r, &x);
         let dy: Vec<f64> = (0..y.len()).map(|i| 0.5 + 0.1 * i as f64).collect();
         let dx = reduce_backward(&r, &x, &y, &dy);
-        let h = 1e-6;
-        for i in 0..x.len() {
-            let f = |d: f64| {
-                let mut xs = x.clone();
-                xs[i] += d;
-                reduce(&r, &xs)
-                    .iter()
-                    .zip(&dy)
-                    .map(|(a, b)| a * b)
-                    .sum::<f64>()
-            };
-            let fd = (f(h) - f(-h)) / (2.0 * h);
-            assert!(
-                (fd - dx[i]).abs() <= 1e-5 * (1.0 + fd.abs()),
-                "{op:?} p={p} dx[{i}]: {} vs finite difference {fd}",
-                dx[i]
-            );
-        }
+        check_vjp(&format!("{op:?} p={p} dx"), &x, &dy, &dx, 1e-5, |xs| {
+            reduce(&r, xs)
+        });
     }
 
     #[test]
@@ -462,21 +448,14 @@ mod tests {
                 let (v, idx) = arg_reduce(op, &shape, &reduced, &x);
                 let dv: Vec<f64> = (0..v.len()).map(|i| 0.5 + 0.1 * i as f64).collect();
                 let dx = arg_reduce_backward(&shape, &reduced, &idx, &dv);
-                let h = 1e-6;
-                for i in 0..x.len() {
-                    let f = |d: f64| {
-                        let mut xs = x.clone();
-                        xs[i] += d;
-                        let vals = arg_reduce(op, &shape, &reduced, &xs).0;
-                        vals.iter().zip(&dv).map(|(a, b)| a * b).sum::<f64>()
-                    };
-                    let fd = (f(h) - f(-h)) / (2.0 * h);
-                    assert!(
-                        (fd - dx[i]).abs() <= 1e-6,
-                        "{op:?} {reduced:?} dx[{i}]: {} vs {fd}",
-                        dx[i]
-                    );
-                }
+                check_vjp(
+                    &format!("{op:?} {reduced:?} dx"),
+                    &x,
+                    &dv,
+                    &dx,
+                    1e-6,
+                    |xs| arg_reduce(op, &shape, &reduced, xs).0,
+                );
             }
         }
     }

@@ -77,6 +77,7 @@ pub fn softmax_backward(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::finite_diff::check_vjp;
 
     const SHAPE: [usize; 3] = [3, 5, 4];
 
@@ -97,21 +98,9 @@ mod tests {
             for dim in 0..3 {
                 let y = softmax(op, &SHAPE, dim, &x);
                 let dx = softmax_backward(op, &SHAPE, dim, &y, &dy);
-                let h = 1e-6;
-                for i in 0..x.len() {
-                    let f = |d: f64| {
-                        let mut xs = x.clone();
-                        xs[i] += d;
-                        let ys = softmax(op, &SHAPE, dim, &xs);
-                        ys.iter().zip(&dy).map(|(a, b)| a * b).sum::<f64>()
-                    };
-                    let fd = (f(h) - f(-h)) / (2.0 * h);
-                    assert!(
-                        (fd - dx[i]).abs() <= 1e-6 * (1.0 + fd.abs()),
-                        "{op:?} dim {dim} dx[{i}]: {} vs finite difference {fd}",
-                        dx[i]
-                    );
-                }
+                check_vjp(&format!("{op:?} dim {dim} dx"), &x, &dy, &dx, 1e-6, |xs| {
+                    softmax(op, &SHAPE, dim, xs)
+                });
             }
         }
     }

@@ -179,6 +179,7 @@ pub fn scan_backward(s: &Scan, x: &[f64], y: &[f64], idx: &[f64], dy: &[f64]) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::finite_diff::check_vjp;
 
     fn problem(op: ScanOp, exclusive: bool, reverse: bool, dim: usize) -> Scan {
         Scan {
@@ -198,28 +199,7 @@ mod tests {
         let dy: Vec<f64> = (0..n).map(|i| ((i * 13 % 7) as f64 - 3.0) / 3.0).collect();
         let (y, idx) = scan(s, &x);
         let dx = scan_backward(s, &x, &y, &idx, &dy);
-        let h = 1e-6;
-        for i in 0..n {
-            let f = |d: f64| {
-                let mut xs = x.clone();
-                xs[i] += d;
-                // an exclusive logcumsumexp's first output is -inf for
-                // any x: leave it out
-                scan(s, &xs)
-                    .0
-                    .iter()
-                    .zip(&dy)
-                    .filter(|(a, _)| a.is_finite())
-                    .map(|(a, b)| a * b)
-                    .sum::<f64>()
-            };
-            let fd = (f(h) - f(-h)) / (2.0 * h);
-            assert!(
-                (fd - dx[i]).abs() <= 1e-5 * (1.0 + fd.abs()),
-                "{s:?} dx[{i}]: {} vs finite difference {fd}",
-                dx[i]
-            );
-        }
+        check_vjp(&format!("{s:?} dx"), &x, &dy, &dx, 1e-5, |xs| scan(s, xs).0);
     }
 
     #[test]
