@@ -3,7 +3,7 @@
 //! sides of a comparison cannot drift. Schema and formulas:
 //! `bench/cases/README.md`.
 //!
-//! The files are built into the binary ([`FAMILIES`]), which therefore
+//! The files are built into the binary ([`Family::builtin`]), which therefore
 //! needs nothing beside it on the GPU machine; `BARACUDA_BENCH_CASES=DIR`
 //! reads `DIR/<family>.json` instead (the Python side honours the same
 //! variable). Each family module turns its file into [`Job`]s: the
@@ -18,24 +18,17 @@ use serde::de::{DeserializeOwned, Error as _};
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-/// Every family, in the order `baracuda-bench` runs them, with its case
-/// file as built in.
-pub const FAMILIES: [(&str, &str); 8] = [
-    (
-        "elementwise",
-        include_str!("../../../bench/cases/elementwise.json"),
-    ),
-    ("conv", include_str!("../../../bench/cases/conv.json")),
-    ("gemm", include_str!("../../../bench/cases/gemm.json")),
-    ("reduce", include_str!("../../../bench/cases/reduce.json")),
-    ("softmax", include_str!("../../../bench/cases/softmax.json")),
-    ("norm", include_str!("../../../bench/cases/norm.json")),
-    (
-        "attention",
-        include_str!("../../../bench/cases/attention.json"),
-    ),
-    ("shape", include_str!("../../../bench/cases/shape.json")),
-];
+/// One family of cases: its name, its built-in case file, and how a
+/// parsed file becomes jobs. The binary's table of them is `FAMILIES` in
+/// `main.rs`.
+pub struct Family {
+    /// The name (`bench/cases/<name>.json`).
+    pub name: &'static str,
+    /// The built-in case file.
+    pub builtin: &'static str,
+    /// The parsed file's jobs.
+    pub build: fn(&CaseFile) -> Checked<Vec<Job>>,
+}
 
 /// Names a directory whose `<family>.json` files replace the built-in ones.
 pub const CASES_ENV: &str = "BARACUDA_BENCH_CASES";
@@ -323,20 +316,14 @@ fn source(family: &str, builtin: &str) -> Checked<String> {
     }
 }
 
-/// The jobs of `family` from case file text `text`.
-pub fn jobs(family: &str, text: &str) -> Checked<Vec<Job>> {
+/// The jobs of `family` (one of `families`) from case file text `text`.
+pub fn jobs(families: &[Family], family: &str, text: &str) -> Checked<Vec<Job>> {
     let file = CaseFile::parse(family, text)?;
-    let jobs = match family {
-        "elementwise" => crate::elementwise::jobs(&file)?,
-        "conv" => file.jobs_without_settings(crate::conv::job)?,
-        "gemm" => file.jobs_without_settings(crate::gemm::job)?,
-        "reduce" => file.jobs_without_settings(crate::reduce::job)?,
-        "softmax" => file.jobs_without_settings(crate::softmax::job)?,
-        "norm" => file.jobs_without_settings(crate::norm::job)?,
-        "attention" => file.jobs_without_settings(crate::attention::job)?,
-        "shape" => file.jobs_without_settings(crate::shape::job)?,
-        other => return Err(format!("unknown family {other:?}")),
-    };
+    let f = families
+        .iter()
+        .find(|f| f.name == family)
+        .ok_or_else(|| format!("unknown family {family:?}"))?;
+    let jobs = (f.build)(&file)?;
     let mut keys = std::collections::HashSet::new();
     for r in jobs.iter().flat_map(|j| &j.rows) {
         if !keys.insert((&r.name, r.pass, r.dtype)) {
@@ -354,18 +341,21 @@ pub fn jobs(family: &str, text: &str) -> Checked<Vec<Job>> {
 ///
 /// # Errors
 /// A name that is not a family, or a case file that does not check.
-pub fn load(wanted: &[String]) -> Checked<Vec<(&'static str, Vec<Job>)>> {
+pub fn load(
+    families: &'static [Family],
+    wanted: &[String],
+) -> Checked<Vec<(&'static str, Vec<Job>)>> {
     if let Some(w) = wanted
         .iter()
-        .find(|w| !FAMILIES.iter().any(|(f, _)| f == w))
+        .find(|w| !families.iter().any(|f| f.name == w.as_str()))
     {
-        let names: Vec<&str> = FAMILIES.iter().map(|(f, _)| *f).collect();
+        let names: Vec<&str> = families.iter().map(|f| f.name).collect();
         return Err(format!("unknown family {w:?} (takes {names:?})"));
     }
-    FAMILIES
+    families
         .iter()
-        .filter(|(f, _)| wanted.is_empty() || wanted.iter().any(|w| w == f))
-        .map(|&(f, builtin)| Ok((f, jobs(f, &source(f, builtin)?)?)))
+        .filter(|f| wanted.is_empty() || wanted.iter().any(|w| w == f.name))
+        .map(|f| Ok((f.name, jobs(families, f.name, &source(f.name, f.builtin)?)?)))
         .collect()
 }
 
@@ -379,7 +369,7 @@ mod tests {
     }
 
     fn rows_of(family: &str, text: &str) -> Vec<Row> {
-        jobs(family, text)
+        jobs(crate::FAMILIES, family, text)
             .unwrap_or_else(|e| panic!("{e}"))
             .into_iter()
             .flat_map(|j| j.rows)
@@ -398,7 +388,8 @@ mod tests {
             })
             .collect();
         on_disk.sort();
-        let mut built_in: Vec<String> = FAMILIES.iter().map(|(f, _)| f.to_string()).collect();
+        let mut built_in: Vec<String> =
+            crate::FAMILIES.iter().map(|f| f.name.to_string()).collect();
         built_in.sort();
         assert_eq!(on_disk, built_in, "bench/cases/*.json against FAMILIES");
         let mut registered: Vec<String> = baracuda_kernels::FAMILIES
@@ -410,7 +401,12 @@ mod tests {
             built_in, registered,
             "every family registered in baracuda_kernels has a case file, and no other"
         );
-        for (family, text) in FAMILIES {
+        for &Family {
+            name: family,
+            builtin: text,
+            ..
+        } in crate::FAMILIES
+        {
             let on_disk = std::fs::read_to_string(bench_dir().join(format!("cases/{family}.json")))
                 .expect("case file");
             assert_eq!(text, on_disk, "{family}: built-in text is the file's");
@@ -446,14 +442,24 @@ mod tests {
     fn unknown_names_are_errors_not_skips() {
         assert_eq!(rows_of("gemm", &gemm_with(OK)).len(), 1);
         for (bad, why) in bad_cases() {
-            let err = jobs("gemm", &gemm_with(&bad))
+            let err = jobs(crate::FAMILIES, "gemm", &gemm_with(&bad))
                 .err()
                 .unwrap_or_else(|| panic!("accepted {bad}"));
             assert!(err.contains(why), "{err:?} should say {why:?}");
         }
-        assert!(jobs("gemm", r#"{"family": "conv", "cases": []}"#).is_err());
-        assert!(jobs("gemmm", &gemm_with(OK).replace("gemm", "gemmm")).is_err());
-        assert!(load(&["gemmm".to_string()]).is_err());
+        assert!(jobs(
+            crate::FAMILIES,
+            "gemm",
+            r#"{"family": "conv", "cases": []}"#
+        )
+        .is_err());
+        assert!(jobs(
+            crate::FAMILIES,
+            "gemmm",
+            &gemm_with(OK).replace("gemm", "gemmm")
+        )
+        .is_err());
+        assert!(load(crate::FAMILIES, &["gemmm".to_string()]).is_err());
     }
 
     /// `bench/torch_baseline.py --list [family]` over the case files in
@@ -504,7 +510,12 @@ mod tests {
     /// except under `CI=true`, where it fails.
     #[test]
     fn rows_match_the_python_side() {
-        for (family, text) in FAMILIES {
+        for &Family {
+            name: family,
+            builtin: text,
+            ..
+        } in crate::FAMILIES
+        {
             let Some(out) = python_list(family, None) else {
                 return;
             };

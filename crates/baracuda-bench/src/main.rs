@@ -19,6 +19,53 @@ mod scan;
 mod shape;
 mod softmax;
 
+use cases::Family;
+
+/// Every family, in the order `baracuda-bench` runs them, with its case
+/// file as built in and the builder of its jobs.
+const FAMILIES: &[Family] = &[
+    Family {
+        name: "elementwise",
+        builtin: include_str!("../../../bench/cases/elementwise.json"),
+        build: elementwise::jobs,
+    },
+    Family {
+        name: "conv",
+        builtin: include_str!("../../../bench/cases/conv.json"),
+        build: |f| f.jobs_without_settings(conv::job),
+    },
+    Family {
+        name: "gemm",
+        builtin: include_str!("../../../bench/cases/gemm.json"),
+        build: |f| f.jobs_without_settings(gemm::job),
+    },
+    Family {
+        name: "reduce",
+        builtin: include_str!("../../../bench/cases/reduce.json"),
+        build: |f| f.jobs_without_settings(reduce::job),
+    },
+    Family {
+        name: "softmax",
+        builtin: include_str!("../../../bench/cases/softmax.json"),
+        build: |f| f.jobs_without_settings(softmax::job),
+    },
+    Family {
+        name: "norm",
+        builtin: include_str!("../../../bench/cases/norm.json"),
+        build: |f| f.jobs_without_settings(norm::job),
+    },
+    Family {
+        name: "attention",
+        builtin: include_str!("../../../bench/cases/attention.json"),
+        build: |f| f.jobs_without_settings(attention::job),
+    },
+    Family {
+        name: "shape",
+        builtin: include_str!("../../../bench/cases/shape.json"),
+        build: |f| f.jobs_without_settings(shape::job),
+    },
+];
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     let list = args.first().is_some_and(|a| a == "--list");
@@ -26,7 +73,7 @@ fn main() {
         args.remove(0);
     }
     // A case list that does not check stops the run before any GPU work.
-    let families = match cases::load(&args) {
+    let families = match cases::load(FAMILIES, &args) {
         Ok(f) => f,
         Err(e) => {
             eprintln!("baracuda-bench: {e}");
