@@ -10,7 +10,7 @@ use baracuda_kernels_types::{
     Result, Shape, TensorMut, TensorRef, MAX_RANK,
 };
 
-use crate::conv::ConvLayout;
+use crate::memory_format::ConvLayout;
 
 /// Pointer alignment the selected library algorithms may assume (cuBLASLt's
 /// vectorised kernels: 16 bytes); `run` checks it with [`check_aligned`].

@@ -10,6 +10,7 @@ mod fuzz;
 mod finite_diff;
 mod kernel_sources;
 mod launch;
+mod memory_format;
 mod plan;
 mod scratch;
 

@@ -23,7 +23,7 @@ use baracuda_kernels_types::{
 use super::cudnn_core::{ConvCore, Epilogue};
 use super::cudnn_graph::{ConvAlgo, ConvDirection, CudnnConvProblem};
 use super::descriptor::{full_shape, validate_common, ConvDescriptor};
-use super::staging::{CudnnPadding, Staging};
+use super::staging::{elementwise_grid, CudnnPadding, Staging};
 use super::window::{to_i32, to_i32s};
 use super::{check_dtype, ConvLayout, Rank, SpatialRank};
 use crate::checks::{byte_span, check_disjoint, check_tensor};
@@ -619,12 +619,6 @@ fn check_activation(op: &'static str, a: Activation) -> Result<()> {
             what: format!("activation {} (identity and relu are)", other.name()),
         }),
     }
-}
-
-/// Grid of the elementwise kernels of `bias.cu` (grid-stride loops).
-pub(crate) fn elementwise_grid(n: u64) -> LaunchConfig {
-    let threads = 256u32;
-    LaunchConfig::linear(n.div_ceil(threads as u64).min(65535 * 8) as u32, threads)
 }
 
 /// `y = act(y + b)` in place over `(batch, channels, dims)` in `layout`;

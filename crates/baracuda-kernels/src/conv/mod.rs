@@ -106,16 +106,7 @@ impl SpatialRank for Rank<1, 3> {}
 impl SpatialRank for Rank<2, 4> {}
 impl SpatialRank for Rank<3, 5> {}
 
-/// Memory order of activations and filters.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
-pub enum ConvLayout {
-    /// `[N, C, D, H, W]` dense (PyTorch's default memory format).
-    #[default]
-    ChannelsFirst,
-    /// `[N, D, H, W, C]` dense (PyTorch's `channels_last`): what tensor
-    /// cores want for f16 / bf16.
-    ChannelsLast,
-}
+pub use crate::memory_format::ConvLayout;
 
 use crate::checks::check_element;
 use crate::kernel_sources::{typed_spec, CONV_BIAS, CONV_LAYOUT, POOL};

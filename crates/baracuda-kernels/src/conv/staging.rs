@@ -21,7 +21,7 @@
 //! padding: some of cuDNN 9.14's engines divide by zero (SIGFPE in
 //! `EngineInterface::isSupported`) on such problems.
 
-use baracuda_driver::{Function, LaunchArgs, Stream};
+use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
 use baracuda_kernels_types::{DevPtr, DevPtrMut, Result};
 
 use super::window::Window;
@@ -197,9 +197,15 @@ impl<const N: usize> Staging<N> {
         // pad_copy's signature.
         unsafe {
             self.copy
-                .launch(stream, super::conv::elementwise_grid(n as u64), &mut a)
+                .launch(stream, elementwise_grid(n as u64), &mut a)
         }
     }
+}
+
+/// Grid of the elementwise kernels of `bias.cu` (grid-stride loops).
+pub(crate) fn elementwise_grid(n: u64) -> LaunchConfig {
+    let threads = 256u32;
+    LaunchConfig::linear(n.div_ceil(threads as u64).min(65535 * 8) as u32, threads)
 }
 
 #[cfg(test)]

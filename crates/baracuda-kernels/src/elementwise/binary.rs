@@ -7,20 +7,19 @@
 
 use core::marker::PhantomData;
 
-use baracuda_driver::Stream;
+use baracuda_driver::{ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
+    ArchSku, BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, Grad, Grads, KernelSku,
     PlanPreference, Result, Shape, TensorMut, TensorRef, Workspace,
 };
 
-use super::layout::{
-    binary_fw_shape, binary_spec, check_operand, check_select, contig_shape, In, MapKernels,
-};
+use super::layout::{check_operand, check_select, contig_shape, spec, ContigShape, In, MapKernels};
 use super::reduce_back::{
     broadcast_strides, pointwise_out, with_offsets, GradOut, Reduction,
 };
 use super::unary::pointwise_precision;
 use crate::checks::{check_alias, Extent};
+use crate::kernel_sources;
 use crate::{Backward, Plan};
 
 /// A pointwise binary function.
@@ -650,6 +649,88 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
         unsafe { self.bw.launch::<T>(stream, out, &[da, db], &ins) }
     }
 
+}
+
+/// The contiguous launch shape of a binary forward on `dtype`: on 16-bit
+/// types 128-thread blocks (the shape PyTorch launches for the same
+/// one-vector-per-thread kernel), which `docs/perf-notes/experiments/binary_hints.cu`
+/// measured 0.18% faster than 256 on the H200 bf16 add of 2^28 elements;
+/// otherwise [`contig_shape`]`(false, dtype)`. Its residency is set by
+/// [`binary_fw_register_floor`].
+pub(crate) fn binary_fw_shape(dtype: u32) -> ContigShape {
+    match dtype {
+        2 | 3 => ContigShape {
+            threads: 128,
+            tile: 1,
+        },
+        _ => contig_shape(false, dtype),
+    }
+}
+
+/// Registers per thread allocated to the contiguous forward kernel of `op`
+/// on `arch` (a [`ModuleSpec::register_floor`]), or `None` to keep what
+/// ptxas needs.
+///
+/// A streaming kernel with two loads, a store and one arithmetic
+/// instruction per element runs fastest on the H200 with about 40 warps
+/// per SM: at 48 registers, 10 blocks of 128 threads (16-bit types) or 5
+/// of 256 (f32) fit per SM, where the kernel's own 20-28 registers fit 64
+/// warps. `docs/perf-notes/experiments/residency.py` (2^28 elements, same tensors,
+/// against PyTorch), ms:
+///
+/// | case     | as compiled     | 40 regs | 48 regs | 56 regs |
+/// |----------|-----------------|---------|---------|---------|
+/// | add bf16 | 0.3677 (64 w)   | 0.3666  | 0.3646  | 0.3692  |
+/// | mul bf16 | 0.3677          | 0.3666  | 0.3647  | 0.3692  |
+/// | add f32  | 0.7326 (64 w)   | 0.7304  | 0.7277  | 0.7641  |
+///
+/// (PyTorch: 0.3666, 0.3666, 0.7347; its bf16 add takes 34 registers, 48
+/// warps per SM.) Ops with more work per element lose from the same cap:
+/// in the benchmark (`scripts/bench-vs-torch.sh elementwise`, H200) bf16
+/// `div` runs 0.3737 ms at 48 registers against 0.3664 as compiled, and
+/// `maximum`/`minimum` 0.3723 against 0.3686; f32 `div`, `maximum`,
+/// `minimum` differ by under 0.2%. Ops
+/// with one load per element lose too (relu bf16 0.2541 ms as compiled,
+/// 0.2828 at 48 registers): unary kernels keep full residency. Other
+/// architectures keep ptxas's allocation (no floor is measured there).
+pub(crate) fn binary_fw_register_floor(arch: ArchSku, op: BinaryOp) -> Option<u32> {
+    use BinaryOp::{Add, Mul, Sub};
+    match (arch, op) {
+        (ArchSku::Sm90a, Add | Sub | Mul) => Some(48),
+        _ => None,
+    }
+}
+
+/// The module of one binary op on one dtype for `arch`, shared by the
+/// forward and backward plans: both launch one vector per thread
+/// (`TILE_UNROLL` 1), and the forward contiguous kernel gets
+/// [`binary_fw_register_floor`].
+pub(crate) fn binary_spec(dtype: u32, op: BinaryOp, arch: ArchSku) -> ModuleSpec {
+    let s = spec(
+        &kernel_sources::BINARY,
+        dtype,
+        op.index(),
+        binary_fw_shape(dtype),
+    );
+    match binary_fw_register_floor(arch, op) {
+        Some(regs) => s.register_floor(&format!("binary_fw_contig_{}", op.name()), regs),
+        None => s,
+    }
+}
+
+/// Every module of the binary ops, for every architecture whose modules
+/// differ.
+pub(crate) fn binary_specs() -> Vec<ModuleSpec> {
+    let mut v = Vec::new();
+    for dt in 0..4 {
+        for op in BinaryOp::ALL {
+            v.push(binary_spec(dt, op, ArchSku::Sm80));
+            if binary_fw_register_floor(ArchSku::Sm90a, op).is_some() {
+                v.push(binary_spec(dt, op, ArchSku::Sm90a));
+            }
+        }
+    }
+    v
 }
 
 #[cfg(test)]

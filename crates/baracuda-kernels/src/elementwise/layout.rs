@@ -3,12 +3,10 @@
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    ArchSku, BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, PlanPreference, Result,
-    MAX_RANK,
+    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, PlanPreference, Result, MAX_RANK,
 };
 
 use crate::checks::{check_ctx, check_shape, float_dtype_code};
-use crate::kernel_sources;
 
 /// Threads per block of the strided and reduction kernels, and the most
 /// any elementwise kernel takes (`__launch_bounds__(256)` in the sources).
@@ -31,7 +29,7 @@ pub(crate) struct ContigShape {
 /// vectors per thread: bf16 gelu-erf 0.259 ms against 0.268 (256 x 2) and
 /// 0.282 (128 x 1). Memory-bound ops keep 256 x 1 (bf16 relu and add
 /// measured no faster shape in that sweep), except binary forwards on
-/// 16-bit types ([`binary_fw_shape`]).
+/// 16-bit types (`binary::binary_fw_shape`).
 pub(crate) fn contig_shape(transcendental: bool, dtype: u32) -> ContigShape {
     match (transcendental, dtype) {
         (true, 0) => ContigShape {
@@ -48,56 +46,6 @@ pub(crate) fn contig_shape(transcendental: bool, dtype: u32) -> ContigShape {
         },
     }
 }
-/// The contiguous launch shape of a binary forward on `dtype`: on 16-bit
-/// types 128-thread blocks (the shape PyTorch launches for the same
-/// one-vector-per-thread kernel), which `docs/perf-notes/experiments/binary_hints.cu`
-/// measured 0.18% faster than 256 on the H200 bf16 add of 2^28 elements;
-/// otherwise [`contig_shape`]`(false, dtype)`. Its residency is set by
-/// [`binary_fw_register_floor`].
-pub(crate) fn binary_fw_shape(dtype: u32) -> ContigShape {
-    match dtype {
-        2 | 3 => ContigShape {
-            threads: 128,
-            tile: 1,
-        },
-        _ => contig_shape(false, dtype),
-    }
-}
-
-/// Registers per thread allocated to the contiguous forward kernel of `op`
-/// on `arch` (a [`ModuleSpec::register_floor`]), or `None` to keep what
-/// ptxas needs.
-///
-/// A streaming kernel with two loads, a store and one arithmetic
-/// instruction per element runs fastest on the H200 with about 40 warps
-/// per SM: at 48 registers, 10 blocks of 128 threads (16-bit types) or 5
-/// of 256 (f32) fit per SM, where the kernel's own 20-28 registers fit 64
-/// warps. `docs/perf-notes/experiments/residency.py` (2^28 elements, same tensors,
-/// against PyTorch), ms:
-///
-/// | case     | as compiled     | 40 regs | 48 regs | 56 regs |
-/// |----------|-----------------|---------|---------|---------|
-/// | add bf16 | 0.3677 (64 w)   | 0.3666  | 0.3646  | 0.3692  |
-/// | mul bf16 | 0.3677          | 0.3666  | 0.3647  | 0.3692  |
-/// | add f32  | 0.7326 (64 w)   | 0.7304  | 0.7277  | 0.7641  |
-///
-/// (PyTorch: 0.3666, 0.3666, 0.7347; its bf16 add takes 34 registers, 48
-/// warps per SM.) Ops with more work per element lose from the same cap:
-/// in the benchmark (`scripts/bench-vs-torch.sh elementwise`, H200) bf16
-/// `div` runs 0.3737 ms at 48 registers against 0.3664 as compiled, and
-/// `maximum`/`minimum` 0.3723 against 0.3686; f32 `div`, `maximum`,
-/// `minimum` differ by under 0.2%. Ops
-/// with one load per element lose too (relu bf16 0.2541 ms as compiled,
-/// 0.2828 at 48 registers): unary kernels keep full residency. Other
-/// architectures keep ptxas's allocation (no floor is measured there).
-pub(crate) fn binary_fw_register_floor(arch: ArchSku, op: super::BinaryOp) -> Option<u32> {
-    use super::BinaryOp::{Add, Mul, Sub};
-    match (arch, op) {
-        (ArchSku::Sm90a, Add | Sub | Mul) => Some(48),
-        _ => None,
-    }
-}
-
 /// Outputs and inputs a strided kernel takes at most (`MAX_OUTS`,
 /// `MAX_INS` in strided.cuh).
 pub(crate) const MAX_OUTS: usize = 3;
@@ -169,41 +117,6 @@ pub(crate) fn spec(
         .define("BARACUDA_DTYPE", dtype)
         .define("BARACUDA_OP", op)
         .define("TILE_UNROLL", shape.tile)
-}
-
-/// The module of one binary op on one dtype for `arch`, shared by the
-/// forward and backward plans: both launch one vector per thread
-/// (`TILE_UNROLL` 1), and the forward contiguous kernel gets
-/// [`binary_fw_register_floor`].
-pub(crate) fn binary_spec(dtype: u32, op: super::BinaryOp, arch: ArchSku) -> ModuleSpec {
-    let s = spec(
-        &kernel_sources::BINARY,
-        dtype,
-        op.index(),
-        binary_fw_shape(dtype),
-    );
-    match binary_fw_register_floor(arch, op) {
-        Some(regs) => s.register_floor(&format!("binary_fw_contig_{}", op.name()), regs),
-        None => s,
-    }
-}
-
-/// Every (source, dtype, op) module of the family, for every architecture
-/// whose modules differ.
-pub(crate) fn family_specs() -> Vec<ModuleSpec> {
-    let mut v = Vec::new();
-    for dt in 0..4 {
-        for op in super::UnaryOp::ALL {
-            v.push(super::unary::unary_spec(dt, op).0);
-        }
-        for op in super::BinaryOp::ALL {
-            v.push(binary_spec(dt, op, ArchSku::Sm80));
-            if binary_fw_register_floor(ArchSku::Sm90a, op).is_some() {
-                v.push(binary_spec(dt, op, ArchSku::Sm90a));
-            }
-        }
-    }
-    v
 }
 
 /// Collapse a shared index space over several operands: drop extent-1

@@ -38,7 +38,8 @@ use baracuda_driver::ModuleSpec;
 
 /// Every module the family's plans can request.
 pub(crate) fn module_specs() -> Vec<ModuleSpec> {
-    let mut v = layout::family_specs();
+    let mut v = unary::unary_specs();
+    v.extend(binary::binary_specs());
     v.extend(cast::cast_specs());
     v.extend(fill::fill_specs());
     v.extend(range::range_specs());

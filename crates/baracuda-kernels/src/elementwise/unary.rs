@@ -804,3 +804,10 @@ impl<T: Element, const N: usize> Backward for UnaryPlan<T, N> {
         }
     }
 }
+
+/// Every module of the unary ops.
+pub(crate) fn unary_specs() -> Vec<ModuleSpec> {
+    (0..4)
+        .flat_map(|dt| UnaryOp::ALL.into_iter().map(move |op| unary_spec(dt, op).0))
+        .collect()
+}

@@ -19,8 +19,7 @@ use baracuda_kernels_types::{
     TensorRef,
 };
 
-use super::gemm::GemmDescriptor;
-use crate::checks::{check_aligned, check_mat, mat_mut, mat_ref, optional_arg, BIAS_WHY};
+use crate::checks::{check_aligned, optional_arg, BIAS_WHY};
 
 /// Where `C` comes from in `D = alpha op(A) op(B) + beta C`.
 #[derive(Debug)]
@@ -255,24 +254,6 @@ pub(crate) fn check_bias_mut<T: Element>(
     let b = bias.map(TensorMut::as_const);
     let p = check_bias(op, arg, wanted, b.as_ref(), n, ctx)?;
     Ok(DevPtrMut::from_addr(p.addr()))
-}
-
-/// Check `A`, `B` and `D` against `g` (shapes, orders, leading dimensions,
-/// context, alignment) and `D` against `A` and `B` (no overlap). Their
-/// addresses.
-pub(crate) fn check_operands<A: Element, B: Element, O: Element>(
-    op: &'static str,
-    g: &GemmDescriptor,
-    (a, b, d): (&MatrixRef<'_, A>, &MatrixRef<'_, B>, &MatrixMut<'_, O>),
-    ctx: usize,
-) -> Result<(DevPtr<A>, DevPtr<B>, DevPtrMut<O>)> {
-    let l = g.layout;
-    check_mat(op, "a", mat_ref(a), (g.m, g.k, l.a(), g.lda), ctx)?;
-    check_mat(op, "b", mat_ref(b), (g.k, g.n, l.b(), g.ldb), ctx)?;
-    check_mat(op, "d", mat_mut(d), (g.m, g.n, l.c(), g.ldd), ctx)?;
-    let inputs = [("a", Region::matrix(a)), ("b", Region::matrix(b))];
-    check_disjoint(op, ("d", Region::matrix_mut(d)), &inputs)?;
-    Ok((a.data().ptr(), b.data().ptr(), d.data().ptr()))
 }
 
 #[cfg(test)]

@@ -25,14 +25,13 @@ use std::marker::PhantomData;
 
 use baracuda_driver::{LtCompute, LtScalar, Stream};
 use baracuda_kernels_types::{
-    DevPtr, Element, ElementKind, Error, KernelSku, MathPrecision, MatrixMut,
-    MatrixOrder, MatrixRef, PlanPreference, Result, Shape, TensorMut,
-    TensorRef, Workspace,
+    DevPtr, Element, ElementKind, Error, KernelSku, MathPrecision, MatrixMut, MatrixOrder,
+    MatrixRef, PlanPreference, Result, Shape, TensorMut, TensorRef, Workspace,
 };
 
-use super::args::{check_disjoint, check_operands, Region};
+use super::args::{check_disjoint, Region};
 use super::epilogue::{kernel_args, EpilogueKernels};
-use super::gemm::GemmDescriptor;
+use super::gemm::{check_operands, GemmDescriptor};
 use super::int_gemm::{check_tn, prepare_tn};
 use super::matmul::{lt_sku, Prepared, Ptrs};
 use crate::checks::ALIGN_BYTES;

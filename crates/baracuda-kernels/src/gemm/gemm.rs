@@ -9,11 +9,12 @@ use std::marker::PhantomData;
 
 use baracuda_driver::{LtCompute, LtEpilogue, LtPointers, LtScalar, Stream};
 use baracuda_kernels_types::{
-    Activation, BackendKind, DevPtrMut, Element, ElementKind, EpilogueKind, Error,
-    KernelSku, LayoutSku, MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result, TensorRef, Workspace,
+    Activation, BackendKind, DevPtr, DevPtrMut, Element, ElementKind, EpilogueKind, Error,
+    KernelSku, LayoutSku, MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result,
+    TensorRef, Workspace,
 };
 
-use super::args::{check_bias, check_disjoint, check_operands, GemmC, Region};
+use super::args::{check_bias, check_disjoint, GemmC, Region};
 use super::epilogue::EpilogueKernels;
 use super::matmul::{lt_sku, scalar, Batch, Prepared, Problem, Ptrs};
 use crate::checks::{check_at_least, check_mat, mat_mut, mat_ref, optional_arg, AUX_WHY};
@@ -556,6 +557,24 @@ impl<T: Element, O: Element> Plan for GemmPlan<T, O> {
     ) -> Result<()> {
         self.run_as(OP, stream, workspace, args)
     }
+}
+
+/// Check `A`, `B` and `D` against `g` (shapes, orders, leading dimensions,
+/// context, alignment) and `D` against `A` and `B` (no overlap). Their
+/// addresses.
+pub(crate) fn check_operands<A: Element, B: Element, O: Element>(
+    op: &'static str,
+    g: &GemmDescriptor,
+    (a, b, d): (&MatrixRef<'_, A>, &MatrixRef<'_, B>, &MatrixMut<'_, O>),
+    ctx: usize,
+) -> Result<(DevPtr<A>, DevPtr<B>, DevPtrMut<O>)> {
+    let l = g.layout;
+    check_mat(op, "a", mat_ref(a), (g.m, g.k, l.a(), g.lda), ctx)?;
+    check_mat(op, "b", mat_ref(b), (g.k, g.n, l.b(), g.ldb), ctx)?;
+    check_mat(op, "d", mat_mut(d), (g.m, g.n, l.c(), g.ldd), ctx)?;
+    let inputs = [("a", Region::matrix(a)), ("b", Region::matrix(b))];
+    check_disjoint(op, ("d", Region::matrix_mut(d)), &inputs)?;
+    Ok((a.data().ptr(), b.data().ptr(), d.data().ptr()))
 }
 
 #[cfg(test)]

@@ -6,15 +6,13 @@ use std::marker::PhantomData;
 
 use baracuda_driver::{LtCompute, LtEpilogue, LtScalar, Stream};
 use baracuda_kernels_types::{
-    DevPtrMut, Element, ElementKind, EpilogueKind, Error, KernelSku, LayoutSku,
-    MathPrecision, MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result,
-    Workspace,
+    DevPtrMut, Element, ElementKind, EpilogueKind, Error, KernelSku, LayoutSku, MathPrecision,
+    MatrixMut, MatrixOrder, MatrixRef, PlanPreference, Result, Workspace,
 };
 
-use super::args::check_operands;
 use super::batched::span;
 use super::epilogue::{kernel_args, EpilogueKernels};
-use super::gemm::{check_pref, problem, GemmDescriptor};
+use super::gemm::{check_operands, check_pref, problem, GemmDescriptor};
 use super::matmul::{lt_sku, Prepared, Problem, Ptrs};
 use crate::Plan;
 
