@@ -20,8 +20,16 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         include_str!("../kernels/common/convert.cuh"),
     ),
     (
+        "common/offsets.cuh",
+        include_str!("../kernels/common/offsets.cuh"),
+    ),
+    (
         "common/strided.cuh",
         include_str!("../kernels/common/strided.cuh"),
+    ),
+    (
+        "common/typed_map.cuh",
+        include_str!("../kernels/common/typed_map.cuh"),
     ),
     (
         "common/pointwise.cuh",

@@ -22,22 +22,18 @@
 //   int -> int      two's complement truncation (wraps).
 //   x -> bool       x != 0 (NaN -> true);  bool -> x: 0 or 1.
 //
-// Contiguous, 16-byte aligned operands: each thread converts VEC elements,
-// VEC = 16 / min(sizeof TI, sizeof TO), so the narrower side moves one
-// 16-byte vector and the wider side several; one pass of the grid, the
-// last block does the tail. Otherwise strided.cuh's offsets (rank <= 8,
-// 64-bit offsets, u32 or u64 linear index) one element per iteration.
+// Kernels: typed_map.cuh's. Contiguous, 16-byte aligned operands: each
+// thread converts 16 / min(sizeof TI, sizeof TO) elements, so the narrower
+// side moves one 16-byte vector and the wider side several; one pass of
+// the grid, the last block does the tail. Otherwise offsets.cuh's offsets
+// (rank <= 8, 64-bit offsets, u32 or u64 linear index) one element per
+// iteration.
 // Traffic: n (sizeof TI + sizeof TO) bytes; a few integer or float ops per
 // element, so memory bound: judged by GB/s against the copy ceiling.
 // Specialised by: CAST_FROM, CAST_TO (kernel_sources::element_code); the
 // scale and the fp8 mode are launch parameters.
 #include "common/convert.cuh"
-
-// strided.cuh's generic map names T and ACC; the cast kernels use only its
-// StridedArgs and strided_offsets, with their own element types.
-typedef float T;
-typedef float ACC;
-#include "common/strided.cuh"
+#include "common/typed_map.cuh"
 
 #if !defined(CAST_FROM) || !defined(CAST_TO)
 #error "CAST_FROM and CAST_TO must be defined (kernel_sources::element_code)"
@@ -76,52 +72,23 @@ __device__ __forceinline__ TO cast1(TI x, float scale, bool sat) {
 #endif
 }
 
-#define SMALLER (sizeof(TI) < sizeof(TO) ? sizeof(TI) : sizeof(TO))
-#define CVEC ((int)(16 / SMALLER))
-#define IN_VECS ((int)(CVEC * sizeof(TI) / 16))
-#define OUT_VECS ((int)(CVEC * sizeof(TO) / 16))
+// cast1 as typed_map.cuh's functor.
+struct Cast {
+    float scale;
+    bool sat;
+    __device__ __forceinline__ TO operator()(const TI (&x)[1]) const { return cast1(x[0], scale, sat); }
+};
 
 // y = cast(x) over n contiguous elements; x and y 16-byte aligned.
 extern "C" __global__ void __launch_bounds__(256)
     cast_contig(const TI* __restrict__ x, TO* __restrict__ y, u64 n, float scale, int saturate) {
-    const bool sat = saturate != 0;
-    const u64 groups = n / CVEC;
-    const u64 g = (u64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (g < groups) {
-        TI a[CVEC];
-        TO r[CVEC];
-#pragma unroll
-        for (int k = 0; k < IN_VECS; ++k) {
-            const uint4 v = reinterpret_cast<const uint4*>(x)[g * IN_VECS + k];
-            memcpy(reinterpret_cast<char*>(a) + 16 * k, &v, 16);
-        }
-#pragma unroll
-        for (int e = 0; e < CVEC; ++e) r[e] = cast1(a[e], scale, sat);
-#pragma unroll
-        for (int k = 0; k < OUT_VECS; ++k) {
-            uint4 v;
-            memcpy(&v, reinterpret_cast<const char*>(r) + 16 * k, 16);
-            reinterpret_cast<uint4*>(y)[g * OUT_VECS + k] = v;
-        }
-    }
-    if (blockIdx.x == gridDim.x - 1) {
-        for (u64 t = groups * CVEC + threadIdx.x; t < n; t += blockDim.x) y[t] = cast1(x[t], scale, sat);
-    }
-}
-
-template <typename I>
-__device__ __forceinline__ void cast_strided(const StridedArgs& p, float scale, bool sat) {
-    const I n = (I)p.n;
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
-        i64 oo[1], io[1];
-        strided_offsets<1, 1, I>(p, i, oo, io);
-        ((TO*)p.out[0])[oo[0]] = cast1(((const TI*)p.in[0])[io[0]], scale, sat);
-    }
+    const TI* const in[1] = {x};
+    typed_contig<TI, TO, 1>(in, y, n, Cast{scale, saturate != 0});
 }
 
 extern "C" __global__ void __launch_bounds__(256) cast_strided32(StridedArgs p, float scale, int saturate) {
-    cast_strided<u32>(p, scale, saturate != 0);
+    typed_strided<TI, TO, 1, u32>(p, Cast{scale, saturate != 0});
 }
 extern "C" __global__ void __launch_bounds__(256) cast_strided64(StridedArgs p, float scale, int saturate) {
-    cast_strided<u64>(p, scale, saturate != 0);
+    typed_strided<TI, TO, 1, u64>(p, Cast{scale, saturate != 0});
 }
