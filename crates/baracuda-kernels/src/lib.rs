@@ -5,9 +5,9 @@
 mod autotune;
 mod checks;
 #[cfg(test)]
-mod fuzz;
-#[cfg(test)]
 mod finite_diff;
+#[cfg(test)]
+mod fuzz;
 mod kernel_sources;
 mod launch;
 mod memory_format;

@@ -13,7 +13,10 @@ use baracuda_kernels_types::{
     PlanPreference, Result, Shape, TensorMut, TensorRef, Workspace,
 };
 
-use super::layout::{check_operand, check_select, contig_shape, spec, ContigShape, In, MapKernels};
+use super::layout::{
+    binary_in_place_operands, binary_operands, check_operand, check_select, contig_shape, spec,
+    ContigShape, In, MapKernels,
+};
 use super::reduce_back::{
     broadcast_strides, pointwise_out, with_offsets, GradOut, Reduction,
 };
@@ -352,16 +355,8 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
     }
 
     fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
-        let d = &self.desc;
-        check_operand(OP, "a", stream, &d.a_shape, args.a.shape(), args.a.data().ctx_id())?;
-        check_operand(OP, "b", stream, &d.b_shape, args.b.shape(), args.b.data().ctx_id())?;
         let out = &args.out;
-        check_operand(OP, "out", stream, &self.out_shape, out.shape(), out.data().ctx_id())?;
-        let a = args.a.broadcast_to(self.out_shape)?;
-        let b = args.b.broadcast_to(self.out_shape)?;
-        let out_ext = Extent::of_mut("out", out);
-        check_alias(OP, &out_ext, &Extent::of("a", &a), true)?;
-        check_alias(OP, &out_ext, &Extent::of("b", &b), true)?;
+        let [a, b] = binary_operands(OP, stream, self.shapes(), &args.a, &args.b, out)?;
         // SAFETY: views bounds-checked at construction (broadcast views
         // reach no new elements), shapes checked above; out is disjoint
         // from a and b or one of them itself.
@@ -411,44 +406,17 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
         inout: TensorMut<'_, T, N>,
         other: TensorRef<'_, T, N>,
     ) -> Result<()> {
-        let d = &self.desc;
-        let ((io_arg, io_shape), (other_arg, other_shape)) = if into_a {
-            (("a", &d.a_shape), ("b", &d.b_shape))
-        } else {
-            (("b", &d.b_shape), ("a", &d.a_shape))
-        };
-        self.check_holds_output(io_arg, io_shape)?;
-        let ctx = inout.data().ctx_id();
-        check_operand(OP, io_arg, stream, io_shape, inout.shape(), ctx)?;
-        let ctx = other.data().ctx_id();
-        check_operand(OP, other_arg, stream, other_shape, other.shape(), ctx)?;
-        let other = other.broadcast_to(self.out_shape)?;
-        let io_ext = Extent::of_mut(io_arg, &inout);
-        check_alias(OP, &io_ext, &Extent::of(other_arg, &other), true)?;
-        let io = inout.as_const();
-        let (a, b) = if into_a { (&io, &other) } else { (&other, &io) };
+        let shapes = self.shapes();
+        let [a, b] = binary_in_place_operands(OP, stream, shapes, into_a, &inout, &other)?;
         // SAFETY: views bounds-checked at construction, shapes checked
         // above; out is the input it is written over, and disjoint from the
         // other input or that input itself.
-        unsafe { self.forward(stream, (inout.data().ptr(), inout.strides()), a, b) }
+        unsafe { self.forward(stream, (inout.data().ptr(), inout.strides()), &a, &b) }
     }
 
-    /// `InvalidArgument` naming `arg` unless that input, of `shape`, has
-    /// the output's shape and so can hold the output.
-    fn check_holds_output(&self, arg: &'static str, shape: &[usize; N]) -> Result<()> {
-        if *shape == self.out_shape {
-            return Ok(());
-        }
-        Err(Error::InvalidArgument {
-            op: OP,
-            arg,
-            reason: format!(
-                "{arg} of shape {} is broadcast to the output shape {}, so it cannot hold the \
-                 output",
-                Shape::from(&shape[..]),
-                Shape::from(&self.out_shape[..])
-            ),
-        })
+    /// The shapes of `a`, `b` and the output.
+    fn shapes(&self) -> [&[usize; N]; 3] {
+        [&self.desc.a_shape, &self.desc.b_shape, &self.out_shape]
     }
 
     /// Launch the forward map over the output shape.

@@ -3,10 +3,13 @@
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, PlanPreference, Result, MAX_RANK,
+    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, PlanPreference, Result, Shape,
+    TensorMut, TensorRef, MAX_RANK,
 };
 
-use crate::checks::{check_ctx, check_shape, float_dtype_code};
+use crate::checks::{
+    byte_span, check_alias, check_ctx, check_disjoint, check_shape, float_dtype_code, Extent,
+};
 
 /// Threads per block of the strided and reduction kernels, and the most
 /// any elementwise kernel takes (`__launch_bounds__(256)` in the sources).
@@ -103,6 +106,81 @@ pub(crate) fn check_operand<const N: usize>(
 ) -> Result<()> {
     check_shape(op, arg, expected, shape)?;
     check_ctx(op, arg, stream, ctx)
+}
+
+/// The operands of a broadcasting binary map's forward checked against
+/// the plan's shapes `[a, b, out]`: each its shape (`ShapeMismatch`) and on
+/// `stream`'s context (`ContextMismatch`); `out` sharing no memory with `a`
+/// or `b` (`InvalidArgument` naming `out`), except as the very same view
+/// when its element type is theirs (in place). Returns `a` and `b` as views
+/// of the output's shape.
+pub(crate) fn binary_operands<'v, T: Element, O: Element, const N: usize>(
+    op: &'static str,
+    stream: &Stream,
+    shapes: [&[usize; N]; 3],
+    a: &TensorRef<'v, T, N>,
+    b: &TensorRef<'v, T, N>,
+    out: &TensorMut<'_, O, N>,
+) -> Result<[TensorRef<'v, T, N>; 2]> {
+    let [a_shape, b_shape, out_shape] = shapes;
+    check_operand(op, "a", stream, a_shape, a.shape(), a.data().ctx_id())?;
+    check_operand(op, "b", stream, b_shape, b.shape(), b.data().ctx_id())?;
+    check_operand(op, "out", stream, out_shape, out.shape(), out.data().ctx_id())?;
+    let a = a.broadcast_to(*out_shape)?;
+    let b = b.broadcast_to(*out_shape)?;
+    if O::KIND == T::KIND {
+        let ptr = out.data().ptr().as_const().cast::<T>();
+        let out_ext = Extent::new("out", ptr, out.shape(), out.strides());
+        check_alias(op, &out_ext, &Extent::of("a", &a), true)?;
+        check_alias(op, &out_ext, &Extent::of("b", &b), true)?;
+    } else {
+        let out = [byte_span("out", &out.as_const())];
+        check_disjoint(op, &out, &[byte_span("a", &a), byte_span("b", &b)])?;
+    }
+    Ok([a, b])
+}
+
+/// The operands of a binary map's forward written over input `a`
+/// (`into_a`) or `b`, `inout`, checked against the plan's shapes
+/// `[a, b, out]`: that input has the output's shape (`InvalidArgument`
+/// naming it otherwise), shapes and contexts, and the other input
+/// (`other`) overlapping `inout` only as the same view. Returns `a` and `b`
+/// as views of the output's shape.
+pub(crate) fn binary_in_place_operands<'v, T: Element, const N: usize>(
+    op: &'static str,
+    stream: &Stream,
+    shapes: [&[usize; N]; 3],
+    into_a: bool,
+    inout: &'v TensorMut<'_, T, N>,
+    other: &TensorRef<'v, T, N>,
+) -> Result<[TensorRef<'v, T, N>; 2]> {
+    let [a_shape, b_shape, out_shape] = shapes;
+    let ((io_arg, io_shape), (other_arg, other_shape)) = if into_a {
+        (("a", a_shape), ("b", b_shape))
+    } else {
+        (("b", b_shape), ("a", a_shape))
+    };
+    if io_shape != out_shape {
+        return Err(Error::InvalidArgument {
+            op,
+            arg: io_arg,
+            reason: format!(
+                "{io_arg} of shape {} is broadcast to the output shape {}, so it cannot hold \
+                 the output",
+                Shape::from(&io_shape[..]),
+                Shape::from(&out_shape[..])
+            ),
+        });
+    }
+    let ctx = inout.data().ctx_id();
+    check_operand(op, io_arg, stream, io_shape, inout.shape(), ctx)?;
+    let ctx = other.data().ctx_id();
+    check_operand(op, other_arg, stream, other_shape, other.shape(), ctx)?;
+    let other = other.broadcast_to(*out_shape)?;
+    let io_ext = Extent::of_mut(io_arg, inout);
+    check_alias(op, &io_ext, &Extent::of(other_arg, &other), true)?;
+    let io = inout.as_const();
+    Ok(if into_a { [io, other] } else { [other, io] })
 }
 
 /// The module of one op of an elementwise source for one dtype: a plan

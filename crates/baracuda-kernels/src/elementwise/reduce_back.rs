@@ -11,7 +11,7 @@
 
 use baracuda_driver::{Function, LaunchArgs, LaunchConfig, Stream};
 use baracuda_kernels_types::{
-    DevPtr, DevPtrMut, Element, ElementKind, Result, TensorMut, MAX_RANK,
+    DevPtr, DevPtrMut, Element, ElementKind, Error, Result, Shape, TensorMut, MAX_RANK,
 };
 
 use super::layout::{check_operand, Out, THREADS};
@@ -351,6 +351,16 @@ pub(crate) fn broadcast_shapes<const N: usize>(
     // An axis of extent 0 somewhere: the output's extent is 0 there even
     // when an earlier shape had 1.
     Ok(out)
+}
+
+/// The broadcast of `shapes`, or `BroadcastMismatch` naming `op` and the
+/// first two shapes that do not broadcast.
+pub(crate) fn out_shape<const N: usize>(op: &'static str, shapes: &[&[usize; N]]) -> Result<[usize; N]> {
+    broadcast_shapes(shapes).map_err(|(a, b)| Error::BroadcastMismatch {
+        op,
+        a: Shape::from(&a[..]),
+        b: Shape::from(&b[..]),
+    })
 }
 
 #[cfg(test)]

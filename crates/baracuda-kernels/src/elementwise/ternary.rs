@@ -16,7 +16,7 @@ use baracuda_kernels_types::{
 };
 
 use super::layout::{check_operand, check_select, contig_shape, spec, In};
-use super::reduce_back::{broadcast_shapes, broadcast_strides, GradOut};
+use super::reduce_back::{broadcast_strides, out_shape, GradOut};
 use super::ternary_map::{TernaryMap, TernaryParams};
 use crate::checks::{byte_span, check_alias, check_disjoint, Extent};
 use crate::kernel_sources;
@@ -139,15 +139,6 @@ impl<const N: usize> TernaryDescriptor<N> {
     pub fn out_shape(&self) -> Result<[usize; N]> {
         out_shape("ternary", &[&self.a_shape, &self.b_shape, &self.c_shape])
     }
-}
-
-/// The broadcast of `shapes`, or `BroadcastMismatch` naming `op`.
-fn out_shape<const N: usize>(op: &'static str, shapes: &[&[usize; N]]) -> Result<[usize; N]> {
-    broadcast_shapes(shapes).map_err(|(a, b)| Error::BroadcastMismatch {
-        op,
-        a: Shape::from(&a[..]),
-        b: Shape::from(&b[..]),
-    })
 }
 
 /// Arguments of [`TernaryPlan`]'s [`Plan::run`].
