@@ -87,6 +87,11 @@ source!(
     CAST = "elementwise/cast.cu"
 );
 source!(
+    /// Comparisons, logical and bitwise ops, shifts, gcd, lcm and the
+    /// predicates (isnan, ...) with broadcasting.
+    LOGIC = "elementwise/logic.cu"
+);
+source!(
     /// Filling a view with one value.
     FILL = "elementwise/fill.cu"
 );

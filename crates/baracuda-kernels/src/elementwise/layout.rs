@@ -128,16 +128,30 @@ pub(crate) fn binary_operands<'v, T: Element, O: Element, const N: usize>(
     check_operand(op, "out", stream, out_shape, out.shape(), out.data().ctx_id())?;
     let a = a.broadcast_to(*out_shape)?;
     let b = b.broadcast_to(*out_shape)?;
+    check_out_aliases(op, ("out", out), &[("a", &a), ("b", &b)])?;
+    Ok([a, b])
+}
+
+/// `InvalidArgument` naming the output `out` (`(name, view)`) when it
+/// shares memory with one of the named `inputs` (views of its shape),
+/// except as the very same view when its element type is theirs (in
+/// place: one thread reads each element before it writes it).
+pub(crate) fn check_out_aliases<T: Element, O: Element, const N: usize>(
+    op: &'static str,
+    (arg, out): (&'static str, &TensorMut<'_, O, N>),
+    inputs: &[(&'static str, &TensorRef<'_, T, N>)],
+) -> Result<()> {
     if O::KIND == T::KIND {
         let ptr = out.data().ptr().as_const().cast::<T>();
-        let out_ext = Extent::new("out", ptr, out.shape(), out.strides());
-        check_alias(op, &out_ext, &Extent::of("a", &a), true)?;
-        check_alias(op, &out_ext, &Extent::of("b", &b), true)?;
+        let out_ext = Extent::new(arg, ptr, out.shape(), out.strides());
+        for (name, input) in inputs {
+            check_alias(op, &out_ext, &Extent::of(name, input), true)?;
+        }
+        Ok(())
     } else {
-        let out = [byte_span("out", &out.as_const())];
-        check_disjoint(op, &out, &[byte_span("a", &a), byte_span("b", &b)])?;
+        let spans: Vec<_> = inputs.iter().map(|(name, v)| byte_span(name, v)).collect();
+        check_disjoint(op, &[byte_span(arg, &out.as_const())], &spans)
     }
-    Ok([a, b])
 }
 
 /// The operands of a binary map's forward written over input `a`

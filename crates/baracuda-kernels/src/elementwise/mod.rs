@@ -1,11 +1,13 @@
 //! Elementwise ops: pointwise unary, binary and ternary maps with
-//! broadcasting, and gated activations, forward and backward.
+//! broadcasting, and gated activations, forward and backward; comparisons,
+//! logical and bitwise ops and predicates (no gradient).
 //!
 //! One CUDA source per sub-family (`kernels/elementwise/unary.cu`, which
 //! also holds the gated activations, `binary.cu`, `ternary.cu`), compiled
 //! once per dtype and op; conversions between element types (`cast.cu`)
 //! once per pair of types; fills and eye (`fill.cu`) once per element
-//! size; ranges (`range.cu`) per op and type.
+//! size; ranges (`range.cu`) per op and type; the logic ops (`logic.cu`)
+//! per op and input type.
 
 pub mod reference;
 mod binary;
@@ -13,6 +15,7 @@ mod cast;
 mod fill;
 mod gated;
 pub(crate) mod layout;
+mod logic;
 mod range;
 mod reduce_back;
 mod ternary;
@@ -24,6 +27,10 @@ pub use binary::{
 };
 pub use cast::{CastArgs, CastBwArgs, CastDescriptor, CastPlan, Fp8Mode, CAST_KINDS};
 pub use fill::{fill_value, FillArgs, FillDescriptor, FillPlan};
+pub use logic::{
+    BinaryLogicArgs, BinaryLogicDescriptor, BinaryLogicOp, BinaryLogicPlan, UnaryLogicArgs,
+    UnaryLogicDescriptor, UnaryLogicOp, UnaryLogicPlan, LOGIC_KINDS,
+};
 pub use range::{
     arange_len, EyeArgs, EyeDescriptor, EyePlan, RangeArgs, RangeDescriptor, RangeOp, RangePlan,
 };
@@ -45,5 +52,6 @@ pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     v.extend(range::range_specs());
     v.extend(ternary::ternary_specs());
     v.extend(gated::gated_specs());
+    v.extend(logic::logic_specs());
     v
 }
