@@ -1,6 +1,8 @@
 //! f64 oracles for the elementwise family.
 
+mod logic;
 mod ternary;
+pub use logic::*;
 pub use ternary::*;
 
 use baracuda_kernels_types::ElementKind;
