@@ -7,7 +7,9 @@
 //! (forward and backward against the f64 reference), that every other
 //! dtype is `Unsupported`, and the row's bad inputs. The elementwise rows
 //! are below (their checks in `elementwise.rs`, `ternary.rs` for the
-//! ternary ops and `where`, `gated.rs` for the gated activations); the conv family's (convolution and pooling) are in
+//! ternary ops and `where`, `gated.rs` for the gated activations), and the
+//! comparisons, logical and bitwise ops and predicates in `logic.rs`
+//! (`logic_*`); the conv family's (convolution and pooling) are in
 //! `conv.rs`, the GEMM family's in `gemm.rs`, the reduce family's in
 //! `reduce.rs` (reductions), `arg_reduce.rs` (index reductions),
 //! `logical_reduce.rs` (all, any, count_nonzero) and `scan.rs` (scans), the
@@ -25,6 +27,7 @@ mod gated;
 mod gemm;
 mod group_norm;
 mod harness;
+mod logic;
 mod logical_reduce;
 mod norm;
 mod range;
@@ -452,6 +455,7 @@ fn elementwise_64bit_offsets() {
 /// reliability tests (`reliability.rs`) iterate over.
 pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("elementwise", TABLE),
+    ("elementwise", logic::ROWS),
     ("conv", conv::ROWS),
     ("gemm", gemm::ROWS),
     ("reduce", reduce::ROWS),

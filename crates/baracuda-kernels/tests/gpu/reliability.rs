@@ -34,6 +34,9 @@ const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<UnaryPlan<f32, 4>>();
     send_sync::<BinaryPlan<bf16, 4>>();
+    send_sync::<BinaryLogicPlan<bf16, bool, 4>>();
+    send_sync::<BinaryLogicPlan<i32, i32, 2>>();
+    send_sync::<UnaryLogicPlan<f32, bool, 3>>();
     send_sync::<Conv1dPlan<f32>>();
     send_sync::<Conv2dPlan<half::f16>>();
     send_sync::<Conv3dPlan<f64>>();
