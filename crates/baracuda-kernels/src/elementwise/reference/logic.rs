@@ -160,7 +160,10 @@ pub fn binary_logic_scalar(op: BinaryLogicOp, kind: ElementKind, a: f64, b: f64)
         _ => {
             let int = int_kind(kind).unwrap_or_else(|| panic!("{} on {kind}", op.name()));
             let (bits, signed) = int;
-            let (a, b) = (a as i128, b as i128);
+            // i64's largest value is no f64: 2^63 stands for it, as an
+            // i64 buffer rounded from it holds it
+            let value = |v: f64| if bits == 64 { i128::from(v as i64) } else { v as i128 };
+            let (a, b) = (value(a), value(b));
             // the count read as signed, as PyTorch's shifts compare it with 0
             let negative = wrap(b, bits, true) < 0;
             let r = match op {
@@ -218,7 +221,7 @@ pub fn unary_logic_scalar(op: UnaryLogicOp, kind: ElementKind, x: f64) -> f64 {
         U::Signbit => truth(x < 0.0),
         U::LogicalNot => truth(x == 0.0),
         U::BitwiseNot => match int_kind(kind) {
-            Some((bits, signed)) => wrap(!(x as i128), bits, signed) as f64,
+            Some((bits, signed)) => wrap(!i128::from(x as i64), bits, signed) as f64,
             None => truth(x == 0.0),
         },
     }
@@ -279,6 +282,8 @@ mod tests {
         assert_eq!(f(B::BitwiseRightShift, K::U8, 255.0, 8.0), 0.0);
         assert_eq!(f(B::BitwiseRightShift, K::U8, 255.0, 130.0), 0.0);
         assert_eq!(f(B::BitwiseRightShift, K::I64, i64::MIN as f64, 64.0), -1.0);
+        // 2^63 is i64's largest value
+        assert_eq!(f(B::BitwiseRightShift, K::I64, 2f64.powi(63), 62.0), 1.0);
     }
 
     #[test]
