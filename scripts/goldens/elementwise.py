@@ -14,7 +14,20 @@ run on three broadcast operands, a [4, 3], b [1, 3], c [4, 1] (where: cond
 [4, 1], a [4, 3], b [1, 3]); the gated activations (glu, swiglu, geglu,
 reglu) on x [3, 8] split along the last dim, and glu also along dim 0 of
 x [4, 3]. Their parameters are the GPU rows' (`ternary_<name>`,
-`gated_<name>`)."""
+`gated_<name>`).
+
+The logic ops (comparisons, isclose, logical and bitwise ops, shifts, gcd,
+lcm; the predicates, logical_not, bitwise_not) run on CUDA when there is a
+GPU, in their own dtypes: `logic.<case>.<dtype>.{a,b,out}` (binary, a and
+b of one shape [n]) and `logic.<op>.<dtype>.{x,out}` (unary), every tensor
+stored as f64 (bool as 0 and 1; every input exact in f64). <case> is a
+name of reference::elementwise::binary_logic_cases() (the GPU rows'
+`logic_<case>`), <dtype> an ElementKind name. The inputs hold every pair
+of the dtype's special values (floats: +-0, NaN, +-inf, the largest
+finite value, a subnormal; integers: their limits; shift counts at, past
+and below the width) and clustered values (ties and near ties for isclose).
+lcm on i32 and i64 leaves out the pairs whose a / gcd * b overflows (C++
+leaves it undefined; the reference wraps)."""
 
 UNARY = ["relu", "gelu_erf", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "neg"]
 BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "atan2", "hypot", "copysign", "pow",
@@ -70,6 +83,103 @@ def unary_special(torch):
         "nan_to_num": (t.nan_to_num, -5, 5, []),
         "nan_to_num_values": (lambda x: t.nan_to_num(x, 1.5, 100.0, -1e6), -5, 5, []),
     }
+
+
+LOGIC_DTYPES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16",
+                "i8": "int8", "u8": "uint8", "i16": "int16", "i32": "int32", "i64": "int64",
+                "bool": "bool"}
+FLOATS = ["f64", "f32", "f16", "bf16"]
+INTS = ["i8", "u8", "i16", "i32", "i64"]
+
+
+def logic_binary(torch):
+    """case -> (function, dtypes, values): values "compare", "bits",
+    "shift" or "divisors" (how logic_values draws a and b)."""
+    t = torch
+    everything = ["f64", "f16", "bf16", "i8", "u8", "i64", "bool"]
+    return {
+        "eq": (t.eq, everything, "compare"), "ne": (t.ne, everything, "compare"),
+        "lt": (t.lt, everything, "compare"), "le": (t.le, everything, "compare"),
+        "gt": (t.gt, everything, "compare"), "ge": (t.ge, everything, "compare"),
+        "isclose": (t.isclose, FLOATS, "compare"),
+        "logical_and": (t.logical_and, everything, "compare"),
+        "logical_or": (t.logical_or, everything, "compare"),
+        "logical_xor": (t.logical_xor, everything, "compare"),
+        "bitwise_and": (t.bitwise_and, INTS + ["bool"], "bits"),
+        "bitwise_or": (t.bitwise_or, INTS + ["bool"], "bits"),
+        "bitwise_xor": (t.bitwise_xor, INTS + ["bool"], "bits"),
+        "bitwise_left_shift": (t.bitwise_left_shift, INTS, "shift"),
+        "bitwise_right_shift": (t.bitwise_right_shift, INTS, "shift"),
+        "gcd": (t.gcd, INTS, "divisors"),
+        "lcm": (t.lcm, INTS, "divisors"),
+        "isclose_loose": (lambda a, b: t.isclose(a, b, rtol=0.05, atol=0.01, equal_nan=True),
+                          FLOATS, "compare"),
+        "isclose_atol": (lambda a, b: t.isclose(a, b, rtol=0.0, atol=0.125), FLOATS, "compare"),
+        "isclose_exact": (lambda a, b: t.isclose(a, b, rtol=0.0, atol=0.0, equal_nan=True),
+                          FLOATS, "compare"),
+    }
+
+
+def logic_unary(torch):
+    """op -> (function, dtypes)."""
+    t = torch
+    tests = ["f32", "f16", "bf16", "i32", "bool"]
+    return {
+        "isnan": (t.isnan, tests), "isinf": (t.isinf, tests), "isfinite": (t.isfinite, tests),
+        "isposinf": (t.isposinf, tests), "isneginf": (t.isneginf, tests),
+        "signbit": (t.signbit, ["f32", "bf16", "i8", "u8", "i64"]),
+        "logical_not": (t.logical_not, tests),
+        "bitwise_not": (t.bitwise_not, ["i8", "u8", "i64", "bool"]),
+    }
+
+
+def logic_specials(torch, dtype, values, count=False):
+    """The special values of dtype (a torch dtype name) for an input drawn
+    as values says (count: a shift's count), all exact in f64."""
+    if dtype == "bool":
+        return [0, 1]
+    if dtype.startswith("float") or dtype.startswith("bfloat"):
+        big = torch.finfo(getattr(torch, dtype)).max
+        return [0.0, -0.0, float("nan"), float("inf"), float("-inf"), big, -big, 1e-40, 1.0,
+                -1.0, 0.5, 1.0078125]
+    info = torch.iinfo(getattr(torch, dtype))
+    # i64's largest value is no f64: 2^53 stands in
+    lo, hi = info.min, min(info.max, 2 ** 53)
+    if count and values == "shift":
+        w = info.bits
+        return [0, 1, 127, 128, 200, 255, w - 1, w, w + 1] if lo == 0 else \
+            [0, 1, w - 2, w - 1, w, w + 1, 2 * w, -1, -w, lo]
+    if values == "divisors" and info.bits >= 32:
+        # no overflow of a / gcd * b in lcm (C++ leaves it undefined)
+        return [0, 1, -1, 6, -6, 12, -18, 127, 1000003, -65536]
+    base = [lo, hi, 0, 1, lo + 1, hi - 1, 6, 127, 12]
+    return base + ([-1, -6, -18] if lo < 0 else [18])
+
+
+def logic_values(torch, g, dtype, values):
+    """a and b of one shape: every pair of the specials, then clustered
+    values (a few bases plus small offsets; integers also over their
+    range)."""
+    sa = logic_specials(torch, dtype, values)
+    sb = logic_specials(torch, dtype, values, count=True)
+    a = [x for x in sa for _ in sb]
+    b = [y for _ in sa for y in sb]
+    n = 64
+    pick = lambda seq: [seq[i] for i in torch.randint(len(seq), (n,), generator=g).tolist()]
+    if dtype.startswith("float") or dtype.startswith("bfloat"):
+        bases, offsets = [-2.0, -0.5, 0.0, 0.25, 1.0, 3.0], [0.0, 2 ** -8, -2 ** -8, 2 ** -6, -2 ** -6,
+                                                             2 ** -4, -2 ** -4, 0.25, -0.25]
+        a += [x + y for x, y in zip(pick(bases), pick(offsets))]
+        b += [x + y for x, y in zip(pick(bases), pick(offsets))]
+    elif dtype == "bool":
+        a += pick([0, 1])
+        b += pick([0, 1])
+    else:
+        small = list(range(-20, 21)) if sa[0] < 0 else list(range(0, 41))
+        a += pick(small)
+        b += pick(small if values != "shift" else sb)
+    t = lambda v: torch.tensor(v, dtype=torch.float64).to(getattr(torch, dtype))
+    return t(a), t(b)
 
 
 SPECIALS = [0.0, -0.0, float("nan"), float("inf"), float("-inf"), 1e300, -1e300, 1e30, -1e30,
@@ -186,4 +296,17 @@ def make(torch):
         (dx,) = torch.autograd.grad(y, (x,), dy)
         out.update({f"gated.{name}.x": x, f"gated.{name}.dy": dy, f"gated.{name}.y": y,
                     f"gated.{name}.dx": dx})
+    lg = torch.Generator().manual_seed(2027)
+    f64 = lambda v: v.to(torch.float64)
+    for case, (f, dtypes, values) in logic_binary(torch).items():
+        for dt in dtypes:
+            a, b = logic_values(torch, lg, LOGIC_DTYPES[dt], values)
+            y = f(a.to(dev), b.to(dev))
+            out.update({f"logic.{case}.{dt}.a": f64(a), f"logic.{case}.{dt}.b": f64(b),
+                        f"logic.{case}.{dt}.out": f64(y)})
+    for name, (f, dtypes) in logic_unary(torch).items():
+        for dt in dtypes:
+            x, _ = logic_values(torch, lg, LOGIC_DTYPES[dt], "compare")
+            y = f(x.to(dev))
+            out.update({f"logic.{name}.{dt}.x": f64(x), f"logic.{name}.{dt}.out": f64(y)})
     return out

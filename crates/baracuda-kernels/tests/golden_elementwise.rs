@@ -3,7 +3,7 @@
 //! `scripts/make_goldens.py` from `scripts/goldens/elementwise.py`).
 
 use baracuda_kernels::reference::elementwise as r;
-use baracuda_kernels::{BinaryOp, GatedOp, UnaryOp};
+use baracuda_kernels::{BinaryOp, ElementKind, GatedOp, UnaryLogicOp, UnaryOp};
 use safetensors::SafeTensors;
 
 #[path = "support/golden.rs"]
@@ -233,4 +233,72 @@ fn gated_reference_matches_pytorch() {
         bad.join("\n")
     );
     note_missing("gated", &missing);
+}
+
+/// `got` equal to `want` element for element (the logic ops' outputs are
+/// bools and integers), each mismatch described.
+fn exact(what: &str, got: &[f64], want: &[f64]) -> Vec<String> {
+    if got.len() != want.len() {
+        return vec![format!(
+            "{what}: length {} against {}",
+            got.len(),
+            want.len()
+        )];
+    }
+    got.iter()
+        .zip(want)
+        .enumerate()
+        .filter(|(_, (g, w))| g != w)
+        .map(|(i, (g, w))| format!("{what}[{i}]: ours {g:e}, PyTorch {w:e}"))
+        .collect()
+}
+
+/// Every logic case, in every dtype the file holds it in: the binary cases
+/// of [`r::binary_logic_cases`] (`logic.<case>.<dtype>.{a,b,out}`, a and b
+/// of one shape) and every [`UnaryLogicOp`] (`logic.<op>.<dtype>.{x,out}`),
+/// exactly. The inputs hold every pair of the dtype's special values
+/// (NaN, ±inf, ±0, the largest finite value, a subnormal; the integers'
+/// limits; shift counts past the width and negative) and near ties. A
+/// case the file does not hold in any dtype yet is skipped with a note.
+#[test]
+fn logic_reference_matches_pytorch() {
+    let data = golden::bytes("elementwise");
+    let t = SafeTensors::deserialize(&data).expect("safetensors");
+    let (mut missing, mut bad) = (Vec::new(), Vec::new());
+    let in_file = |name: &str, last: &str| -> Vec<ElementKind> {
+        ElementKind::ALL
+            .into_iter()
+            .filter(|k| t.tensor(&format!("logic.{name}.{k}.{last}")).is_ok())
+            .collect()
+    };
+    for (name, op) in r::binary_logic_cases() {
+        let kinds = in_file(name, "out");
+        if kinds.is_empty() {
+            missing.push(name.to_string());
+        }
+        for kind in kinds {
+            let k = |s: &str| format!("logic.{name}.{kind}.{s}");
+            let (a, b) = (get(&t, &k("a")), get(&t, &k("b")));
+            let out = r::binary_logic(op, kind, &a, &[a.len()], &b, &[b.len()]);
+            bad.extend(exact(&k("out"), &out, &get(&t, &k("out"))));
+        }
+    }
+    for op in UnaryLogicOp::ALL {
+        let kinds = in_file(op.name(), "out");
+        if kinds.is_empty() {
+            missing.push(op.name().to_string());
+        }
+        for kind in kinds {
+            let k = |s: &str| format!("logic.{}.{kind}.{s}", op.name());
+            let out = r::unary_logic(op, kind, &get(&t, &k("x")));
+            bad.extend(exact(&k("out"), &out, &get(&t, &k("out"))));
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{} mismatches:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+    note_missing("logic", &missing);
 }
