@@ -1,7 +1,9 @@
 """PyTorch baselines of the elementwise family, from bench/cases/
 elementwise.json (which crates/baracuda-bench/src/elementwise.rs reads too):
 unary and binary ops on contiguous tensors, their backward passes, casts
-between dtypes (`x.to(to)`), and the device-to-device copy ceiling. The
+between dtypes (`x.to(to)`), the binary logic ops (comparisons, logical and
+bitwise ops; with `cols`, b a row [1, cols] broadcast over a
+[len / cols, cols]), and the device-to-device copy ceiling. The
 unary ops of COMPILED are also timed as torch.compile of the same function
 (compile_ms).
 
@@ -26,6 +28,8 @@ cases() is a generator, in file order: a case's sets are made when it
 comes up and dropped when the next case's are, so no more than two cases'
 sets are alive at once (the largest, f32 mul backward of 2^28 elements, is
 5 tensors of 1 GiB per set, 15 GiB with 3 placements)."""
+import math
+
 from . import caselist
 from .caselist import Op
 
@@ -87,6 +91,12 @@ BINARY = {
     "fmax": (lambda torch: torch.fmax, None),
     "fmin": (lambda torch: torch.fmin, None),
 }
+# The binary logic ops (forward only), by PyTorch's function name: output
+# bool, or the input dtype for the bitwise and integer ops (BITS).
+LOGIC = ("eq", "ne", "lt", "le", "gt", "ge", "isclose", "logical_and", "logical_or", "logical_xor",
+         "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
+         "gcd", "lcm")
+BITS = LOGIC[LOGIC.index("bitwise_and"):]
 # Ternary ops and where: forward as PyTorch's function; backward as the
 # formulas of derivatives.yaml autograd runs (addcmul's da is dy itself).
 # Both timed eagerly and as torch.compile of the same function.
@@ -163,6 +173,9 @@ OPS = {"copy": Op(("fw",), FLOATS, {"len": int}),
 OPS.update({op: Op(("fw", "bw") if bw else ("fw",), FLOATS, {"len": int})
             for op, (_, bw) in {**UNARY, **BINARY}.items()})
 OPS.update({op: Op(("fw", "bw"), FLOATS, {"len": int}) for op in {**TERNARY, **GATED}})
+OPS.update({op: Op(("fw",), ("i32",) if op in BITS else FLOATS if op == "isclose" else FLOATS + ("i32",),
+                   {"len": int}, {"cols": 0})
+            for op in LOGIC})
 
 
 def _tensors(op, pass_):
@@ -182,6 +195,14 @@ def _tensors(op, pass_):
 
 def rows(case):
     n, size = case["len"], caselist.SIZE[case["dtype"]]
+    if case["op"] in LOGIC:
+        cols = case["cols"]
+        if cols and n % cols:
+            raise caselist.CaseError(f"elementwise case {case['name']!r}: cols {cols} does not divide len {n}")
+        shape = f"[{n // cols}, {cols}] x [1, {cols}]" if cols else f"[{n}]"
+        out = size if case["op"] in BITS else 1
+        return [caselist.row(case, p, shape, bytes=(n + (cols or n)) * size + n * out)
+                for p in case["passes"]]
     if case["op"] == "cast":
         moved = n * (size + caselist.SIZE[case["to"]])
         return [caselist.row(case, p, f"[{n}]", bytes=moved) for p in case["passes"]]
@@ -244,6 +265,19 @@ def cases(torch, settings, cases):
             del xs
         elif op in TERNARY or op in GATED:
             yield from _compiled_case(torch, case, by_pass, rand, placements, dev)
+        elif op in LOGIC:
+            cols = case["cols"]
+            shapes = ((n // cols, cols), (1, cols)) if cols else ((n,), (n,))
+            if dtype.is_floating_point:
+                make = lambda shape: rand(math.prod(shape), -2, 2, dtype)
+            else:
+                make = lambda shape: [torch.randint(-2 ** 31, 2 ** 31, (math.prod(shape),), device=dev,
+                                                    generator=g, dtype=dtype) for _ in range(placements)]
+            as_ = [a.view(shapes[0]) for a in make(shapes[0])]
+            bs = [b.view(shapes[1]) for b in make(shapes[1])]
+            f = getattr(torch, op)
+            yield by_pass["fw"], [(lambda a=a, b=b, f=f: f(a, b)) for a, b in zip(as_, bs)]
+            del as_, bs
         else:
             fw, bw = BINARY[op]
             as_, bs = rand(n, -2, 2, dtype), rand(n, 0.5, 2, dtype)

@@ -2,8 +2,9 @@
 //! `bench/torch_cases/elementwise.py` reads too): unary, binary and
 //! ternary ops (and `where`) on contiguous tensors, gated activations over
 //! the halves of `[len / 8192, 8192]`, their backward passes, casts
-//! between dtypes, fills, and the device-to-device copy that sets the
-//! bandwidth ceiling.
+//! between dtypes, fills, the binary logic ops (comparisons, logical and
+//! bitwise ops; `b` a broadcast row of `cols` elements when given), and
+//! the device-to-device copy that sets the bandwidth ceiling.
 //!
 //! Every case, the copy included, rotates its inputs over the file's
 //! `placements` buffer sets, each a separate allocation with its own random
@@ -45,6 +46,10 @@ struct Params {
     /// The output dtype of a `cast` (its input is the case's `dtype`).
     #[serde(default, deserialize_with = "de_opt_dtype")]
     to: Option<ElementKind>,
+    /// A logic op's `b` as a row `[1, cols]` broadcast over `a` of
+    /// `[len / cols, cols]`; 0 (the default): both `[len]`.
+    #[serde(default)]
+    cols: usize,
 }
 
 fn de_opt_dtype<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ElementKind>, D::Error> {
@@ -67,6 +72,8 @@ enum Kind {
     /// A gated activation of x `[len / GATED_WIDTH, GATED_WIDTH]` split
     /// along its last dim.
     Gated(GatedOp),
+    /// A binary logic op (forward only: no gradient).
+    Logic(BinaryLogicOp),
 }
 
 /// The last dim of a gated case's x (two halves of 4096, an MLP's width).
@@ -84,17 +91,19 @@ impl Kind {
         let ternary = TernaryOp::ALL.into_iter().find(|t| t.name() == op);
         let gated = GatedOp::ALL.into_iter().find(|g| g.name() == op);
         let where_ = (op == "where").then_some(Kind::Where);
+        let logic = BinaryLogicOp::ALL.into_iter().find(|l| l.name() == op);
         unary
             .map(Kind::Unary)
             .or(binary.map(Kind::Binary))
             .or(ternary.map(Kind::Ternary))
             .or(gated.map(Kind::Gated))
             .or(where_)
+            .or(logic.map(Kind::Logic))
     }
 
     fn passes(self) -> &'static [&'static str] {
         match self {
-            Kind::Copy | Kind::Fill | Kind::Cast(_) => &["fw"],
+            Kind::Copy | Kind::Fill | Kind::Cast(_) | Kind::Logic(_) => &["fw"],
             _ => &["fw", "bw"],
         }
     }
@@ -114,6 +123,9 @@ impl Kind {
             // x and y; x, dy and dx: in halves of x
             (Kind::Gated(_), "fw") => return 3 * len / 2 * size,
             (Kind::Gated(_), _) => return 5 * len / 2 * size,
+            // counted in `job`, which knows b's length and the output's
+            // element size
+            (Kind::Logic(_), _) => return 0,
         };
         let cond = if matches!(self, Kind::Where) { len } else { 0 };
         tensors * len * size + cond
@@ -139,7 +151,7 @@ pub fn jobs(file: &CaseFile) -> Checked<Vec<Job>> {
 }
 
 fn job(c: &RawCase, placements: usize) -> Checked<Job> {
-    let Params { len, to } = c.params()?;
+    let Params { len, to, cols } = c.params()?;
     let kind = match (c.op.as_str(), to) {
         ("cast", Some(to)) => Kind::Cast(to),
         ("cast", None) => return Err(c.error("cast needs `to`, the output dtype")),
@@ -148,9 +160,20 @@ fn job(c: &RawCase, placements: usize) -> Checked<Job> {
     };
     let dtype = c.dtype()?;
     let passes = c.passes(kind.passes())?;
-    let rows = c.rows(&passes, dtype, &format!("[{len}]"), |r| {
+    let (shape, b_len) = match (kind, cols) {
+        (_, 0) => (format!("[{len}]"), len),
+        (Kind::Logic(_), c) if len % c == 0 => (format!("[{}, {c}] x [1, {c}]", len / c), c),
+        (Kind::Logic(_), _) => {
+            return Err(c.error(format!("cols {cols} does not divide len {len}")))
+        }
+        _ => return Err(c.error("only the logic ops take `cols`")),
+    };
+    let rows = c.rows(&passes, dtype, &shape, |r| {
         let bytes = match kind {
             Kind::Cast(to) => len * (dtype.size_bytes() + to.size_bytes()),
+            Kind::Logic(op) => {
+                (len + b_len) * dtype.size_bytes() + len * op.output(dtype).size_bytes()
+            }
             _ => kind.bytes(r.pass, len, dtype.size_bytes()),
         };
         r.bytes(bytes)
@@ -164,6 +187,16 @@ fn job(c: &RawCase, placements: usize) -> Checked<Job> {
         });
         return Ok(c.job(rows, run));
     }
+    if let Kind::Logic(op) = kind {
+        let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64, I32 => i32], T => {
+            if op.output(dtype) == ElementKind::Bool {
+                Box::new(move |s: &Stream, rows: &[Row]| logic::<T, bool>(s, z, op, cols, rows))
+            } else {
+                Box::new(move |s: &Stream, rows: &[Row]| logic::<T, T>(s, z, op, cols, rows))
+            }
+        });
+        return Ok(c.job(rows, run));
+    }
     let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
         Box::new(move |s: &Stream, rows: &[Row]| match kind {
             Kind::Copy => copy::<T>(s, z, rows),
@@ -174,6 +207,7 @@ fn job(c: &RawCase, placements: usize) -> Checked<Job> {
             Kind::Ternary(op) => ternary::<T>(s, z, op, rows),
             Kind::Where => where_::<T>(s, z, rows),
             Kind::Gated(op) => gated::<T>(s, z, op, rows),
+            Kind::Logic(_) => Err(bad_pass("logic")),
         })
     });
     Ok(c.job(rows, run))
@@ -455,6 +489,52 @@ fn gated<T: Element>(s: &Stream, z: Sizes, op: GatedOp, rows: &[Row]) -> Result<
                 )
             })
         }
+        p => Err(bad_pass(p)),
+    })
+}
+
+/// `out = op(a, b)`: a `[len]` and b `[len]`, or with `cols` a
+/// `[len / cols, cols]` and b the row `[1, cols]`; floats uniform in
+/// [-2, 2), integers over their range. The output does not rotate.
+fn logic<T: Element, O: Element>(
+    s: &Stream,
+    z: Sizes,
+    op: BinaryLogicOp,
+    cols: usize,
+    rows: &[Row],
+) -> Result<()> {
+    let n = z.n;
+    let (a_shape, b_shape) = match cols {
+        0 => ([1, n], [1, n]),
+        c => ([n / c, c], [1, c]),
+    };
+    let (lo, hi) = if T::KIND.is_float() {
+        (-2.0, 2.0)
+    } else {
+        (-2f64.powi(31), 2f64.powi(31))
+    };
+    let a = random_sets::<T>(s, z, 18, lo, hi)?;
+    let b = crate::harness::random_sets::<T>(s, b_shape[1], z.placements, 19, lo, hi)?;
+    let mut out = DeviceBuffer::<O>::uninit(s, n)?;
+    let desc = BinaryLogicDescriptor {
+        op,
+        element: T::KIND,
+        a_shape,
+        b_shape,
+    };
+    let plan = BinaryLogicPlan::<T, O, 2>::select(s, &desc, &PlanPreference::default())?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, z.placements, |i| {
+            plan.run(
+                s,
+                Workspace::None,
+                BinaryLogicArgs {
+                    a: TensorRef::contiguous(a[i].as_slice(), a_shape)?,
+                    b: TensorRef::contiguous(b[i].as_slice(), b_shape)?,
+                    out: TensorMut::contiguous(out.as_slice_mut(), a_shape)?,
+                },
+            )
+        }),
         p => Err(bad_pass(p)),
     })
 }
