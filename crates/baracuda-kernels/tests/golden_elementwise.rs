@@ -235,24 +235,6 @@ fn gated_reference_matches_pytorch() {
     note_missing("gated", &missing);
 }
 
-/// `got` equal to `want` element for element (the logic ops' outputs are
-/// bools and integers), each mismatch described.
-fn exact(what: &str, got: &[f64], want: &[f64]) -> Vec<String> {
-    if got.len() != want.len() {
-        return vec![format!(
-            "{what}: length {} against {}",
-            got.len(),
-            want.len()
-        )];
-    }
-    got.iter()
-        .zip(want)
-        .enumerate()
-        .filter(|(_, (g, w))| g != w)
-        .map(|(i, (g, w))| format!("{what}[{i}]: ours {g:e}, PyTorch {w:e}"))
-        .collect()
-}
-
 /// Every logic case, in every dtype the file holds it in: the binary cases
 /// of [`r::binary_logic_cases`] (`logic.<case>.<dtype>.{a,b,out}`, a and b
 /// of one shape) and every [`UnaryLogicOp`] (`logic.<op>.<dtype>.{x,out}`),
@@ -280,7 +262,7 @@ fn logic_reference_matches_pytorch() {
             let k = |s: &str| format!("logic.{name}.{kind}.{s}");
             let (a, b) = (get(&t, &k("a")), get(&t, &k("b")));
             let out = r::binary_logic(op, kind, &a, &[a.len()], &b, &[b.len()]);
-            bad.extend(exact(&k("out"), &out, &get(&t, &k("out"))));
+            bad.extend(golden::unequal(&k("out"), &out, &get(&t, &k("out"))));
         }
     }
     for op in UnaryLogicOp::ALL {
@@ -291,7 +273,7 @@ fn logic_reference_matches_pytorch() {
         for kind in kinds {
             let k = |s: &str| format!("logic.{}.{kind}.{s}", op.name());
             let out = r::unary_logic(op, kind, &get(&t, &k("x")));
-            bad.extend(exact(&k("out"), &out, &get(&t, &k("out"))));
+            bad.extend(golden::unequal(&k("out"), &out, &get(&t, &k("out"))));
         }
     }
     assert!(

@@ -14,11 +14,11 @@ use baracuda_kernels_types::{
 };
 
 use super::layout::{
-    binary_in_place_operands, binary_operands, check_operand, check_select, contig_shape, spec,
-    ContigShape, In, MapKernels,
+    binary_in_place_forms, binary_in_place_operands, binary_operands, check_operand,
+    check_select, contig_shape, spec, ContigShape, In, MapKernels,
 };
 use super::reduce_back::{
-    broadcast_strides, pointwise_out, with_offsets, GradOut, Reduction,
+    broadcast_strides, out_shape, pointwise_out, with_offsets, GradOut, Reduction,
 };
 use super::unary::pointwise_precision;
 use crate::checks::{check_alias, Extent};
@@ -134,16 +134,21 @@ impl BinaryOp {
     }
 }
 
-/// A binary op of two rank-`N` inputs broadcast to a common shape.
+/// A binary op of two rank-`N` inputs broadcast to a common shape: a
+/// [`BinaryOp`] of [`BinaryPlan`], or a
+/// [`BinaryLogicOp`](super::BinaryLogicOp) of
+/// [`BinaryLogicPlan`](super::BinaryLogicPlan)
+/// ([`BinaryLogicDescriptor`](super::BinaryLogicDescriptor)).
 ///
 /// Each axis of `a_shape` and `b_shape` must equal the other's or be 1
 /// (pad lower-rank inputs with leading 1s). The output shape is their
 /// broadcast.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub struct BinaryDescriptor<const N: usize> {
+pub struct BinaryDescriptor<const N: usize, Op = BinaryOp> {
     /// The function.
-    pub op: BinaryOp,
-    /// Element type of every operand.
+    pub op: Op,
+    /// Element type of `a` and `b`, and of the output where the op's is
+    /// not bool.
     pub element: ElementKind,
     /// Shape of `a`.
     pub a_shape: [usize; N],
@@ -151,28 +156,18 @@ pub struct BinaryDescriptor<const N: usize> {
     pub b_shape: [usize; N],
 }
 
-impl<const N: usize> BinaryDescriptor<N> {
+impl<const N: usize, Op> BinaryDescriptor<N, Op> {
     /// The broadcast output shape.
     ///
     /// # Errors
     /// `BroadcastMismatch` when an axis differs and neither is 1.
     pub fn out_shape(&self) -> Result<[usize; N]> {
-        let mut out = [0usize; N];
-        for (d, o) in out.iter_mut().enumerate() {
-            let (x, y) = (self.a_shape[d], self.b_shape[d]);
-            *o = if x == y || y == 1 {
-                x
-            } else if x == 1 {
-                y
-            } else {
-                return Err(Error::BroadcastMismatch {
-                    op: "binary",
-                    a: Shape::from(&self.a_shape[..]),
-                    b: Shape::from(&self.b_shape[..]),
-                });
-            };
-        }
-        Ok(out)
+        self.broadcast("binary")
+    }
+
+    /// The broadcast output shape, or `BroadcastMismatch` naming `op`.
+    pub(crate) fn broadcast(&self, op: &'static str) -> Result<[usize; N]> {
+        out_shape(op, &[&self.a_shape, &self.b_shape])
     }
 }
 
@@ -228,11 +223,7 @@ fn check_desc<T: Element, const N: usize>(
     pref: &PlanPreference,
 ) -> Result<(u32, [usize; N])> {
     let dt = check_select::<T, N>(op, desc.element, pref)?;
-    let out = desc.out_shape().map_err(|e| match e {
-        Error::BroadcastMismatch { a, b, .. } => Error::BroadcastMismatch { op, a, b },
-        e => e,
-    })?;
-    Ok((dt, out))
+    Ok((dt, desc.broadcast(op)?))
 }
 
 /// `out = f(a, b)` elementwise with broadcasting, and its backward
@@ -365,54 +356,7 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
 }
 
 impl<T: Element, const N: usize> BinaryPlan<T, N> {
-    /// `a = f(a, b)` in place: [`Plan::run`] with `out` the same view as
-    /// `a`, which must have the output's shape.
-    ///
-    /// # Errors
-    /// As [`Plan::run`]; `InvalidArgument` naming `a` when `a` is
-    /// broadcast, or `b` when `b` overlaps `a` other than as the same view.
-    pub fn run_in_place_a(
-        &self,
-        stream: &Stream,
-        _workspace: Workspace<'_>,
-        a: TensorMut<'_, T, N>,
-        b: TensorRef<'_, T, N>,
-    ) -> Result<()> {
-        self.in_place(stream, true, a, b)
-    }
-
-    /// `b = f(a, b)` in place: [`Plan::run`] with `out` the same view as
-    /// `b`, which must have the output's shape.
-    ///
-    /// # Errors
-    /// As [`BinaryPlan::run_in_place_a`], with the roles of `a` and `b`
-    /// exchanged.
-    pub fn run_in_place_b(
-        &self,
-        stream: &Stream,
-        _workspace: Workspace<'_>,
-        a: TensorRef<'_, T, N>,
-        b: TensorMut<'_, T, N>,
-    ) -> Result<()> {
-        self.in_place(stream, false, b, a)
-    }
-
-    /// `run_in_place_a` (`into_a`) or `run_in_place_b`: `inout` is the input
-    /// written over, `other` the other input.
-    fn in_place(
-        &self,
-        stream: &Stream,
-        into_a: bool,
-        inout: TensorMut<'_, T, N>,
-        other: TensorRef<'_, T, N>,
-    ) -> Result<()> {
-        let shapes = self.shapes();
-        let [a, b] = binary_in_place_operands(OP, stream, shapes, into_a, &inout, &other)?;
-        // SAFETY: views bounds-checked at construction, shapes checked
-        // above; out is the input it is written over, and disjoint from the
-        // other input or that input itself.
-        unsafe { self.forward(stream, (inout.data().ptr(), inout.strides()), &a, &b) }
-    }
+    binary_in_place_forms!(BinaryPlan);
 
     /// The shapes of `a`, `b` and the output.
     fn shapes(&self) -> [&[usize; N]; 3] {

@@ -49,6 +49,125 @@ pub(crate) fn contig_shape(transcendental: bool, dtype: u32) -> ContigShape {
         },
     }
 }
+
+/// Position of `op`'s variant in `all`, whatever its parameters: the
+/// kernel index of an op enum whose variants carry parameters.
+pub(crate) fn variant_index<T>(all: &[T], op: &T) -> u32 {
+    let d = core::mem::discriminant(op);
+    all.iter()
+        .position(|o| core::mem::discriminant(o) == d)
+        .unwrap_or(0) as u32
+}
+
+/// `PartialEq`, `Eq` and `Hash` of an op enum through its method `$key`:
+/// what identifies the op, its kind and its parameters as bits (so that a
+/// NaN parameter equals itself).
+macro_rules! eq_by_key {
+    ($t:ty, $key:ident) => {
+        impl PartialEq for $t {
+            fn eq(&self, other: &Self) -> bool {
+                self.$key() == other.$key()
+            }
+        }
+
+        impl Eq for $t {}
+
+        impl core::hash::Hash for $t {
+            fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+                self.$key().hash(state);
+            }
+        }
+    };
+}
+pub(crate) use eq_by_key;
+
+/// `run_in_place_a` and `run_in_place_b` of the broadcasting binary plan
+/// `$plan` (whose output element type is its inputs' `T`), through its
+/// `shapes()` and `unsafe fn forward(stream, out, a, b)` and the module's
+/// `OP`.
+macro_rules! binary_in_place_forms {
+    ($plan:ident) => {
+        /// `a = f(a, b)` in place: [`Plan::run`] with `out` the same view
+        /// as `a`, which must have the output's shape.
+        ///
+        /// # Errors
+        /// As [`Plan::run`]; `InvalidArgument` naming `a` when `a` is
+        /// broadcast, or `b` when `b` overlaps `a` other than as the same
+        /// view.
+        pub fn run_in_place_a(
+            &self,
+            stream: &Stream,
+            _workspace: Workspace<'_>,
+            a: TensorMut<'_, T, N>,
+            b: TensorRef<'_, T, N>,
+        ) -> Result<()> {
+            self.in_place(stream, true, a, b)
+        }
+
+        #[doc = concat!(
+            "`b = f(a, b)` in place: [`Plan::run`] with `out` the same view as\n",
+            "`b`, which must have the output's shape.\n\n",
+            "# Errors\n",
+            "As [`", stringify!($plan), "::run_in_place_a`], with the roles of `a` and `b`\n",
+            "exchanged."
+        )]
+        pub fn run_in_place_b(
+            &self,
+            stream: &Stream,
+            _workspace: Workspace<'_>,
+            a: TensorRef<'_, T, N>,
+            b: TensorMut<'_, T, N>,
+        ) -> Result<()> {
+            self.in_place(stream, false, b, a)
+        }
+
+        /// `run_in_place_a` (`into_a`) or `run_in_place_b`: `inout` is the
+        /// input written over, `other` the other input.
+        fn in_place(
+            &self,
+            stream: &Stream,
+            into_a: bool,
+            inout: TensorMut<'_, T, N>,
+            other: TensorRef<'_, T, N>,
+        ) -> Result<()> {
+            let shapes = self.shapes();
+            let [a, b] = binary_in_place_operands(OP, stream, shapes, into_a, &inout, &other)?;
+            // SAFETY: views bounds-checked at construction, shapes checked
+            // above; out is the input it is written over, and disjoint from
+            // the other input or that input itself.
+            unsafe { self.forward(stream, (inout.data().ptr(), inout.strides()), &a, &b) }
+        }
+    };
+}
+pub(crate) use binary_in_place_forms;
+
+/// `run_in_place` of the unary plan whose output element type is its
+/// input's `T`, through its `desc.shape` and `unsafe fn forward(stream, y,
+/// x)` and the module's `OP`.
+macro_rules! unary_in_place_form {
+    () => {
+        /// `xy = f(xy)` in place: [`Plan::run`] with `y` the same view as
+        /// `x`.
+        ///
+        /// # Errors
+        /// As [`Plan::run`], naming `xy`.
+        pub fn run_in_place(
+            &self,
+            stream: &Stream,
+            _workspace: Workspace<'_>,
+            xy: TensorMut<'_, T, N>,
+        ) -> Result<()> {
+            let shape = &self.desc.shape;
+            check_operand(OP, "xy", stream, shape, xy.shape(), xy.data().ctx_id())?;
+            let (ptr, strides) = (xy.data().ptr(), xy.strides());
+            // SAFETY: the view was bounds-checked at construction and
+            // matches the plan's shape; output and input are one view.
+            unsafe { self.forward(stream, (ptr, strides), (ptr.as_const(), strides)) }
+        }
+    };
+}
+pub(crate) use unary_in_place_form;
+
 /// Outputs and inputs a strided kernel takes at most (`MAX_OUTS`,
 /// `MAX_INS` in strided.cuh).
 pub(crate) const MAX_OUTS: usize = 3;

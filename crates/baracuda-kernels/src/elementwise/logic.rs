@@ -15,16 +15,17 @@ use core::marker::PhantomData;
 
 use baracuda_driver::{ModuleSpec, Stream};
 use baracuda_kernels_types::{
-    BackendKind, Element, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
+    BackendKind, DevPtrMut, Element, ElementKind, Error, KernelSku, MathPrecision, PlanPreference,
     PrecisionGuarantee, Result, TensorMut, TensorRef, Workspace, MAX_RANK,
 };
 
 use super::layout::{
-    binary_in_place_operands, binary_operands, check_operand, check_out_aliases, ContigShape, In,
+    binary_in_place_forms, binary_in_place_operands, binary_operands, check_operand,
+    check_out_aliases, eq_by_key, unary_in_place_form, variant_index, ContigShape, In,
     MapKernels, Out, THREADS,
 };
-use super::reduce_back::out_shape;
 use super::unary::pointwise_precision;
+use super::{BinaryDescriptor, UnaryDescriptor};
 use crate::kernel_sources::{self, element_code, kinds_except};
 use crate::Plan;
 
@@ -165,11 +166,7 @@ impl BinaryLogicOp {
     /// Position of the op's kind in [`BinaryLogicOp::ALL`] (`LOGIC_OP` of
     /// the kernel source), whatever its parameters.
     pub fn index(self) -> u32 {
-        let d = core::mem::discriminant(&self);
-        Self::ALL
-            .iter()
-            .position(|o| core::mem::discriminant(o) == d)
-            .unwrap_or(0) as u32
+        variant_index(&Self::ALL, &self)
     }
 
     /// Kernel-name suffix and op name (PyTorch's).
@@ -253,33 +250,22 @@ impl BinaryLogicOp {
         }
     }
 
-    /// The parameters as bits: what equality and hashing compare.
-    fn param_bits(self) -> [u64; 3] {
-        match self {
+    /// The op's kind and its parameters as bits: what equality and
+    /// hashing compare.
+    fn key(self) -> (u32, [u64; 3]) {
+        let bits = match self {
             BinaryLogicOp::IsClose {
                 rtol,
                 atol,
                 equal_nan,
             } => [rtol.to_bits(), atol.to_bits(), u64::from(equal_nan)],
             _ => [0; 3],
-        }
+        };
+        (self.index(), bits)
     }
 }
 
-impl PartialEq for BinaryLogicOp {
-    fn eq(&self, other: &Self) -> bool {
-        self.index() == other.index() && self.param_bits() == other.param_bits()
-    }
-}
-
-impl Eq for BinaryLogicOp {}
-
-impl core::hash::Hash for BinaryLogicOp {
-    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
-        self.index().hash(state);
-        self.param_bits().hash(state);
-    }
-}
+eq_by_key!(BinaryLogicOp, key);
 
 /// A predicate or bitwise function of one tensor (no gradient). The
 /// predicates and `logical_not` give `bool`, `bitwise_not` the input's
@@ -363,44 +349,19 @@ impl UnaryLogicOp {
 
 /// A binary logic op of two rank-`N` inputs broadcast to a common shape
 /// (NumPy's rules: each axis of `a_shape` and `b_shape` equal, or one of
-/// them 1).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub struct BinaryLogicDescriptor<const N: usize> {
-    /// The function.
-    pub op: BinaryLogicOp,
-    /// Element type of `a` and `b`.
-    pub element: ElementKind,
-    /// Shape of `a`.
-    pub a_shape: [usize; N],
-    /// Shape of `b`.
-    pub b_shape: [usize; N],
-}
+/// them 1): [`BinaryDescriptor`] with a [`BinaryLogicOp`].
+pub type BinaryLogicDescriptor<const N: usize> = BinaryDescriptor<N, BinaryLogicOp>;
 
 impl<const N: usize> BinaryLogicDescriptor<N> {
-    /// The broadcast output shape.
-    ///
-    /// # Errors
-    /// `BroadcastMismatch` when an axis differs and neither is 1.
-    pub fn out_shape(&self) -> Result<[usize; N]> {
-        out_shape(OP, &[&self.a_shape, &self.b_shape])
-    }
-
     /// The output's element type ([`BinaryLogicOp::output`]).
     pub fn output_element(&self) -> ElementKind {
         self.op.output(self.element)
     }
 }
 
-/// A unary logic op over a rank-`N` tensor.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub struct UnaryLogicDescriptor<const N: usize> {
-    /// The function.
-    pub op: UnaryLogicOp,
-    /// Element type of `x`.
-    pub element: ElementKind,
-    /// Shape of `x` and `y`.
-    pub shape: [usize; N],
-}
+/// A unary logic op over a rank-`N` tensor: [`UnaryDescriptor`] with a
+/// [`UnaryLogicOp`].
+pub type UnaryLogicDescriptor<const N: usize> = UnaryDescriptor<N, UnaryLogicOp>;
 
 impl<const N: usize> UnaryLogicDescriptor<N> {
     /// The output's element type ([`UnaryLogicOp::output`]).
@@ -639,7 +600,7 @@ impl<T: Element, O: Element, const N: usize> Plan for BinaryLogicPlan<T, O, N> {
         let output = ("out", desc.output_element());
         let code = validate::<T, O, N>(op.name(), desc.element, op.kinds(), output, pref)?;
         op.check_params()?;
-        let out_shape = desc.out_shape()?;
+        let out_shape = desc.broadcast(OP)?;
         let map = LogicMap::load::<T>(stream, (op.index(), op.name()), code, op.params())?;
         Ok(BinaryLogicPlan {
             desc: *desc,
@@ -660,14 +621,10 @@ impl<T: Element, O: Element, const N: usize> Plan for BinaryLogicPlan<T, O, N> {
     fn run(&self, stream: &Stream, _workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
         let out = &args.out;
         let [a, b] = binary_operands(OP, stream, self.shapes(), &args.a, &args.b, out)?;
-        let ins: [In<'_, T>; 2] = [(a.data().ptr(), a.strides()), (b.data().ptr(), b.strides())];
         // SAFETY: views bounds-checked at construction (broadcast views
         // reach no new elements), shapes checked above; out is disjoint
         // from a and b, or of their type and one of them itself.
-        unsafe {
-            self.map
-                .launch(stream, &self.out_shape, (out.data().ptr(), out.strides()), &ins)
-        }
+        unsafe { self.forward(stream, (out.data().ptr(), out.strides()), &a, &b) }
     }
 }
 
@@ -676,59 +633,31 @@ impl<T: Element, O: Element, const N: usize> BinaryLogicPlan<T, O, N> {
     fn shapes(&self) -> [&[usize; N]; 3] {
         [&self.desc.a_shape, &self.desc.b_shape, &self.out_shape]
     }
+
+    /// Launch the map over the output shape.
+    ///
+    /// # Safety
+    /// `a` and `b` are views of the output shape and `out` is a checked
+    /// view of it, disjoint from each input or, when `O` is `T`, that
+    /// input itself.
+    unsafe fn forward(
+        &self,
+        stream: &Stream,
+        out: (DevPtrMut<O>, &[usize; N]),
+        a: &TensorRef<'_, T, N>,
+        b: &TensorRef<'_, T, N>,
+    ) -> Result<()> {
+        let ins: [In<'_, T>; 2] = [(a.data().ptr(), a.strides()), (b.data().ptr(), b.strides())];
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { self.map.launch(stream, &self.out_shape, (out.0, out.1), &ins) }
+    }
 }
 
+/// The in-place forms (`a &= b`, `a <<= b`, ...), where the output's
+/// element type is the inputs'.
 impl<T: Element, const N: usize> BinaryLogicPlan<T, T, N> {
-    /// `a = f(a, b)` in place (`a &= b`, `a <<= b`, ...): [`Plan::run`]
-    /// with `out` the same view as `a`, which must have the output's shape.
-    ///
-    /// # Errors
-    /// As [`Plan::run`]; `InvalidArgument` naming `a` when `a` is
-    /// broadcast, or `b` when `b` overlaps `a` other than as the same view.
-    pub fn run_in_place_a(
-        &self,
-        stream: &Stream,
-        _workspace: Workspace<'_>,
-        a: TensorMut<'_, T, N>,
-        b: TensorRef<'_, T, N>,
-    ) -> Result<()> {
-        self.in_place(stream, true, a, b)
-    }
+    binary_in_place_forms!(BinaryLogicPlan);
 
-    /// `b = f(a, b)` in place: [`Plan::run`] with `out` the same view as
-    /// `b`, which must have the output's shape.
-    ///
-    /// # Errors
-    /// As [`BinaryLogicPlan::run_in_place_a`], with the roles of `a` and
-    /// `b` exchanged.
-    pub fn run_in_place_b(
-        &self,
-        stream: &Stream,
-        _workspace: Workspace<'_>,
-        a: TensorRef<'_, T, N>,
-        b: TensorMut<'_, T, N>,
-    ) -> Result<()> {
-        self.in_place(stream, false, b, a)
-    }
-
-    /// `run_in_place_a` (`into_a`) or `run_in_place_b`: `inout` is the
-    /// input written over, `other` the other input.
-    fn in_place(
-        &self,
-        stream: &Stream,
-        into_a: bool,
-        inout: TensorMut<'_, T, N>,
-        other: TensorRef<'_, T, N>,
-    ) -> Result<()> {
-        let shapes = self.shapes();
-        let [a, b] = binary_in_place_operands(OP, stream, shapes, into_a, &inout, &other)?;
-        let ins: [In<'_, T>; 2] = [(a.data().ptr(), a.strides()), (b.data().ptr(), b.strides())];
-        let out: Out<'_, T> = (inout.data().ptr(), inout.strides());
-        // SAFETY: views bounds-checked at construction, shapes checked
-        // above; out is the input it is written over, and disjoint from the
-        // other input or that input itself.
-        unsafe { self.map.launch(stream, &self.out_shape, out, &ins) }
-    }
 }
 
 /// `y = f(x)` elementwise: the predicates `isnan` to `signbit`,
@@ -800,38 +729,31 @@ impl<T: Element, O: Element, const N: usize> Plan for UnaryLogicPlan<T, O, N> {
         // the plan's shape; y is disjoint from x, or of its type and x
         // itself (checked above).
         unsafe {
-            self.map.launch(
+            self.forward(
                 stream,
-                shape,
                 (y.data().ptr(), y.strides()),
-                &[(x.data().ptr(), x.strides())],
+                (x.data().ptr(), x.strides()),
             )
         }
     }
 }
 
-impl<T: Element, const N: usize> UnaryLogicPlan<T, T, N> {
-    /// `xy = f(xy)` in place (`bitwise_not_`): [`Plan::run`] with `y` the
-    /// same view as `x`.
+impl<T: Element, O: Element, const N: usize> UnaryLogicPlan<T, O, N> {
+    /// Launch the map `y = f(x)` over the plan's shape.
     ///
-    /// # Errors
-    /// As [`Plan::run`], naming `xy`.
-    pub fn run_in_place(
-        &self,
-        stream: &Stream,
-        _workspace: Workspace<'_>,
-        xy: TensorMut<'_, T, N>,
-    ) -> Result<()> {
-        let shape = &self.desc.shape;
-        check_operand(OP, "xy", stream, shape, xy.shape(), xy.data().ctx_id())?;
-        let (ptr, strides) = (xy.data().ptr(), xy.strides());
-        // SAFETY: the view was bounds-checked at construction and matches
-        // the plan's shape; output and input are one view.
-        unsafe {
-            self.map
-                .launch(stream, shape, (ptr, strides), &[(ptr.as_const(), strides)])
-        }
+    /// # Safety
+    /// `y` and `x` are checked views of the plan's shape; `y` is disjoint
+    /// from `x` or, when `O` is `T`, `x` itself.
+    unsafe fn forward(&self, stream: &Stream, y: Out<'_, O>, x: In<'_, T>) -> Result<()> {
+        // SAFETY: forwarded from the caller's contract.
+        unsafe { self.map.launch(stream, &self.desc.shape, y, &[x]) }
     }
+}
+
+/// The in-place form (`bitwise_not_`), where the output's element type is
+/// the input's.
+impl<T: Element, const N: usize> UnaryLogicPlan<T, T, N> {
+    unary_in_place_form!();
 }
 
 #[cfg(test)]
@@ -948,7 +870,7 @@ mod tests {
             ..d
         };
         assert!(matches!(
-            bad.out_shape(),
+            bad.broadcast(OP),
             Err(Error::BroadcastMismatch { op: "logic", .. })
         ));
         let empty = BinaryLogicDescriptor {

@@ -15,7 +15,7 @@ use baracuda_kernels_types::{
     TensorRef, Workspace,
 };
 
-use super::layout::{check_operand, check_select, contig_shape, spec, In};
+use super::layout::{check_operand, check_select, contig_shape, eq_by_key, spec, In};
 use super::reduce_back::{broadcast_strides, out_shape, GradOut};
 use super::ternary_map::{TernaryMap, TernaryParams};
 use crate::checks::{byte_span, check_alias, check_disjoint, Extent};
@@ -92,22 +92,15 @@ impl TernaryOp {
             _ => 0.0,
         }
     }
-}
 
-impl PartialEq for TernaryOp {
-    fn eq(&self, other: &Self) -> bool {
-        self.index() == other.index() && self.value().to_bits() == other.value().to_bits()
+    /// The op's kind and its parameter's bits: what equality and hashing
+    /// compare, so that a NaN `value` equals itself.
+    fn key(self) -> (u32, u64) {
+        (self.index(), self.value().to_bits())
     }
 }
 
-impl Eq for TernaryOp {}
-
-impl core::hash::Hash for TernaryOp {
-    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
-        self.index().hash(state);
-        self.value().to_bits().hash(state);
-    }
-}
+eq_by_key!(TernaryOp, key);
 
 /// `BARACUDA_OP` of `where` in ternary.cu.
 const WHERE_INDEX: u32 = 4;

@@ -11,7 +11,10 @@ use baracuda_kernels_types::{
     TensorMut, TensorRef, Workspace,
 };
 
-use super::layout::{check_operand, check_select, contig_shape, spec, ContigShape, MapKernels};
+use super::layout::{
+    check_operand, check_select, contig_shape, eq_by_key, spec, unary_in_place_form,
+    variant_index, ContigShape, In, MapKernels, Out,
+};
 use crate::checks::{check_alias, Extent};
 use crate::kernel_sources;
 use crate::{Backward, Plan};
@@ -376,11 +379,7 @@ impl UnaryOp {
     /// Position of the op's kind in [`UnaryOp::ALL`] (`BARACUDA_OP` of the
     /// kernel source), whatever its parameters.
     pub fn index(self) -> u32 {
-        let d = core::mem::discriminant(&self);
-        Self::ALL
-            .iter()
-            .position(|o| core::mem::discriminant(o) == d)
-            .unwrap_or(0) as u32
+        variant_index(&Self::ALL, &self)
     }
 
     /// Kernel-name suffix and op name.
@@ -452,8 +451,14 @@ impl UnaryOp {
         }
     }
 
-    /// The op's parameters as bits (0 where it has none): what equality
-    /// and hashing compare, so that a NaN parameter equals itself.
+    /// The op's kind and its parameters as bits: what equality and
+    /// hashing compare.
+    fn key(self) -> (u32, [u64; 3]) {
+        (self.index(), self.param_bits())
+    }
+
+    /// The op's parameters as bits (0 where it has none), so that a NaN
+    /// parameter equals itself.
     fn param_bits(self) -> [u64; 3] {
         let b = |v: f64| v.to_bits();
         // an absent optional value: a NaN payload no f64 argument carries
@@ -549,27 +554,17 @@ fn largest_finite(kind: ElementKind) -> (f64, f64) {
     (-m, m)
 }
 
-impl PartialEq for UnaryOp {
-    fn eq(&self, other: &Self) -> bool {
-        self.index() == other.index() && self.param_bits() == other.param_bits()
-    }
-}
+eq_by_key!(UnaryOp, key);
 
-impl Eq for UnaryOp {}
-
-impl core::hash::Hash for UnaryOp {
-    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
-        self.index().hash(state);
-        self.param_bits().hash(state);
-    }
-}
-
-/// A unary op over a rank-`N` tensor of one element type.
+/// A unary op over a rank-`N` tensor: a [`UnaryOp`] of [`UnaryPlan`], or
+/// a [`UnaryLogicOp`](super::UnaryLogicOp) of
+/// [`UnaryLogicPlan`](super::UnaryLogicPlan)
+/// ([`UnaryLogicDescriptor`](super::UnaryLogicDescriptor)).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub struct UnaryDescriptor<const N: usize> {
+pub struct UnaryDescriptor<const N: usize, Op = UnaryOp> {
     /// The function.
-    pub op: UnaryOp,
-    /// Element type of `x` and `y`.
+    pub op: Op,
+    /// Element type of `x`, and of `y` where the op's output is not bool.
     pub element: ElementKind,
     /// Shape of `x` and `y`.
     pub shape: [usize; N],
@@ -693,47 +688,35 @@ impl<T: Element, const N: usize> Plan for UnaryPlan<T, N> {
         check_operand(OP, "x", stream, shape, args.x.shape(), args.x.data().ctx_id())?;
         check_operand(OP, "y", stream, shape, args.y.shape(), args.y.data().ctx_id())?;
         check_alias(OP, &Extent::of_mut("y", &args.y), &Extent::of("x", &args.x), true)?;
+        let (y, x) = (&args.y, &args.x);
         // SAFETY: both views were bounds-checked at construction and match
         // the plan's shape, and y is disjoint from x or x itself (checked
         // above).
         unsafe {
-            self.fw.launch_with(
-                OP,
+            self.forward(
                 stream,
-                shape,
-                &[(args.y.data().ptr(), args.y.strides())],
-                &[(args.x.data().ptr(), args.x.strides())],
-                |a| a.push(self.params).map(|_| ()),
+                (y.data().ptr(), y.strides()),
+                (x.data().ptr(), x.strides()),
             )
         }
     }
 }
 
 impl<T: Element, const N: usize> UnaryPlan<T, N> {
-    /// `xy = f(xy)` in place: [`Plan::run`] with `y` the same view as `x`.
+    unary_in_place_form!();
+
+    /// Launch the forward map `y = f(x)` over the plan's shape.
     ///
-    /// # Errors
-    /// As [`Plan::run`], naming `xy`.
-    pub fn run_in_place(
-        &self,
-        stream: &Stream,
-        _workspace: Workspace<'_>,
-        xy: TensorMut<'_, T, N>,
-    ) -> Result<()> {
-        let shape = &self.desc.shape;
-        check_operand(OP, "xy", stream, shape, xy.shape(), xy.data().ctx_id())?;
-        let (ptr, strides) = (xy.data().ptr(), xy.strides());
-        // SAFETY: the view was bounds-checked at construction and matches
-        // the plan's shape; output and input are one view.
+    /// # Safety
+    /// `y` and `x` are checked views of the plan's shape; `y` is disjoint
+    /// from `x` or `x` itself.
+    unsafe fn forward(&self, stream: &Stream, y: Out<'_, T>, x: In<'_, T>) -> Result<()> {
+        let q = self.params;
+        // SAFETY: forwarded from the caller's contract.
         unsafe {
-            self.fw.launch_with(
-                OP,
-                stream,
-                shape,
-                &[(ptr, strides)],
-                &[(ptr.as_const(), strides)],
-                |a| a.push(self.params).map(|_| ()),
-            )
+            self.fw.launch_with(OP, stream, &self.desc.shape, &[y], &[x], |a| {
+                a.push(q).map(|_| ())
+            })
         }
     }
 

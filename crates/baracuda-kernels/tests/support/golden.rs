@@ -53,6 +53,29 @@ pub fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
 /// and infinities where PyTorch has them), described.
 #[allow(dead_code)] // each golden test binary includes this file; not all compare this way
 pub fn mismatches(what: &str, got: &[f64], want: &[f64]) -> Vec<String> {
+    differing(what, got, want, |g, w| {
+        if w.is_nan() || w.is_infinite() {
+            g.is_nan() == w.is_nan() && (w.is_nan() || g == w)
+        } else {
+            (g - w).abs() <= 1e-12 * (1.0 + w.abs())
+        }
+    })
+}
+
+/// The elements of `got` not exactly `want` (bools, integers), described.
+#[allow(dead_code)] // each golden test binary includes this file; not all compare this way
+pub fn unequal(what: &str, got: &[f64], want: &[f64]) -> Vec<String> {
+    differing(what, got, want, |g, w| g == w)
+}
+
+/// The elements of `got` for which `same(got, want)` fails, described
+/// (or the two lengths when they differ).
+fn differing(
+    what: &str,
+    got: &[f64],
+    want: &[f64],
+    same: impl Fn(f64, f64) -> bool,
+) -> Vec<String> {
     if got.len() != want.len() {
         return vec![format!(
             "{what}: length {} against {}",
@@ -63,13 +86,7 @@ pub fn mismatches(what: &str, got: &[f64], want: &[f64]) -> Vec<String> {
     got.iter()
         .zip(want)
         .enumerate()
-        .filter(|(_, (g, w))| {
-            !if w.is_nan() || w.is_infinite() {
-                g.is_nan() == w.is_nan() && (w.is_nan() || g == w)
-            } else {
-                (*g - *w).abs() <= 1e-12 * (1.0 + w.abs())
-            }
-        })
+        .filter(|(_, (g, w))| !same(**g, **w))
         .map(|(i, (g, w))| format!("{what}[{i}]: ours {g:e}, PyTorch {w:e}"))
         .collect()
 }
