@@ -24,9 +24,10 @@ use super::layout::{
     check_out_aliases, eq_by_key, unary_in_place_form, variant_index, ContigShape, In,
     MapKernels, Out, THREADS,
 };
-use super::unary::pointwise_precision;
 use super::{BinaryDescriptor, UnaryDescriptor};
+use crate::checks::check_element;
 use crate::kernel_sources::{self, element_code, kinds_except};
+use crate::plan::own_float_sku;
 use crate::Plan;
 
 use ElementKind as K;
@@ -447,14 +448,7 @@ fn validate<T: Element, O: Element, const N: usize>(
     (out_arg, output): (&'static str, ElementKind),
     pref: &PlanPreference,
 ) -> Result<u32> {
-    if element != T::KIND {
-        return Err(Error::DtypeMismatch {
-            op: OP,
-            arg: "desc.element",
-            expected: T::KIND,
-            got: element,
-        });
-    }
+    check_element::<T>(OP, "desc.element", element)?;
     let code = element_code(T::KIND).filter(|_| kinds.contains(&T::KIND));
     let code = code.ok_or_else(|| {
         let takes: Vec<&str> = kinds.iter().map(|k| k.name()).collect();
@@ -498,30 +492,22 @@ impl LogicMap {
         params: LogicParams,
     ) -> Result<Self> {
         let kernels = MapKernels::load(stream, &logic_spec(code, index), OP, name, CONTIG)?;
-        let precision = if T::KIND.is_float() {
-            pointwise_precision::<T>()
-        } else {
-            PrecisionGuarantee {
+        let variant = "16 / min(size of T, size of out) elements per thread contiguous / rank-8 \
+                       strided";
+        let mut sku = own_float_sku::<T>(stream, format!("{OP}.{name}"), variant);
+        if !T::KIND.is_float() {
+            sku.precision = PrecisionGuarantee {
                 math: MathPrecision::Integer,
                 // C++'s promoted type, which gcd and lcm compute in
                 accumulator: if T::KIND == K::I64 { K::I64 } else { K::I32 },
                 deterministic: true,
                 bit_stable_on_same_hardware: true,
-            }
-        };
+            };
+        }
         Ok(LogicMap {
             kernels,
             params,
-            sku: KernelSku {
-                op: format!("{OP}.{name}"),
-                element: T::KIND,
-                backend: BackendKind::Baracuda,
-                arch: stream.context().device().arch,
-                variant: "16 / min(size of T, size of out) elements per thread contiguous / \
-                          rank-8 strided"
-                    .into(),
-                precision,
-            },
+            sku,
         })
     }
 
