@@ -9,8 +9,9 @@
 //! are below (their checks in `elementwise.rs`, `ternary.rs` for the
 //! ternary ops and `where`, `gated.rs` for the gated activations); the conv family's (convolution and pooling) are in
 //! `conv.rs`, the GEMM family's in `gemm.rs`, the reduce family's in
-//! `reduce.rs` (reductions), `arg_reduce.rs` (index reductions),
-//! `logical_reduce.rs` (all, any, count_nonzero) and `scan.rs` (scans), the
+//! `reduce.rs` (reductions), `var_mean.rs` (var_mean, std_mean),
+//! `trace.rs`, `arg_reduce.rs` (index reductions), `logical_reduce.rs`
+//! (all, any, count_nonzero) and `scan.rs` (scans), the
 //! shape family's (flip, roll, tril/triu, pad, cat, stack) in `shape.rs`. `reliability.rs` runs every row from many threads at once
 //! and, over one exercise per family, shared plans, graph capture, large
 //! tensors and faults.
@@ -37,6 +38,8 @@ mod shape;
 mod softmax;
 mod table;
 mod ternary;
+mod trace;
+mod var_mean;
 
 use baracuda_kernels::{BinaryOp, ElementKind, GatedOp, TernaryOp, UnaryOp, CAST_KINDS};
 use harness::FLOATS;
@@ -458,6 +461,8 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("reduce", arg_reduce::ROWS),
     ("reduce", logical_reduce::ROWS),
     ("reduce", scan::ROWS),
+    ("reduce", var_mean::ROWS),
+    ("reduce", trace::ROWS),
     ("softmax", softmax::ROWS),
     ("norm", norm::ROWS),
     ("attention", rope::ROWS),
