@@ -62,15 +62,15 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
         return crate::scan::job(c, op);
     }
     let arg_op = ArgReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
-    let op = ReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
-    let logical_op = LogicalReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
-    // var_mean and std_mean: the statistic's op, both outputs written.
-    let moments = match c.op.as_str() {
+    // var_mean and std_mean: the statistic's op, with the mean written too.
+    let with_mean = matches!(c.op.as_str(), "var_mean" | "std_mean");
+    let op = match c.op.as_str() {
         "var_mean" => Some(ReduceOp::Var),
         "std_mean" => Some(ReduceOp::Std),
-        _ => None,
+        name => ReduceOp::ALL.into_iter().find(|o| o.name() == name),
     };
-    if arg_op.is_none() && op.is_none() && logical_op.is_none() && moments.is_none() {
+    let logical_op = LogicalReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
+    if arg_op.is_none() && op.is_none() && logical_op.is_none() {
         return Err(c.unknown_op());
     }
     let Params { shape, dims } = c.params()?;
@@ -95,7 +95,7 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     let out_size = match (arg_op, logical_op) {
         (Some(_), _) | (_, Some(LogicalReduceOp::CountNonzero)) => 8,
         (_, Some(_)) => 1,
-        _ if moments.is_some() => 2 * size,
+        _ if with_mean => 2 * size,
         _ => size,
     };
     let bytes = n * size + n_out * out_size;
@@ -104,15 +104,6 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     });
     let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
         Box::new(move |s: &Stream, rows: &[Row]| match (arg_op, op, ranks) {
-            _ if moments.is_some() => {
-                let m = moments.expect("matched above");
-                match ranks {
-                    (1, 0) => var_mean::<T, 1, 0>(s, m, &shape, &dims, rows),
-                    (2, 1) => var_mean::<T, 2, 1>(s, m, &shape, &dims, rows),
-                    (3, 1) => var_mean::<T, 3, 1>(s, m, &shape, &dims, rows),
-                    _ => var_mean::<T, 4, 1>(s, m, &shape, &dims, rows),
-                }
-            }
             _ if logical_op.is_some() => {
                 let l = logical_op.expect("matched above");
                 match ranks {
@@ -126,10 +117,10 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
             (Some(a), _, (3, 1)) => arg_reduce::<T, 3, 1>(s, a, &shape, dims[0], rows),
             (Some(a), _, (4, 1)) => arg_reduce::<T, 4, 1>(s, a, &shape, dims[0], rows),
             (Some(a), _, _) => arg_reduce::<T, 1, 0>(s, a, &shape, dims[0], rows),
-            (None, Some(op), (1, 0)) => reduce::<T, 1, 0>(s, op, &shape, &dims, rows),
-            (None, Some(op), (2, 1)) => reduce::<T, 2, 1>(s, op, &shape, &dims, rows),
-            (None, Some(op), (3, 1)) => reduce::<T, 3, 1>(s, op, &shape, &dims, rows),
-            (None, Some(op), _) => reduce::<T, 4, 1>(s, op, &shape, &dims, rows),
+            (None, Some(op), (1, 0)) => reduce::<T, 1, 0>(s, (op, with_mean), &shape, &dims, rows),
+            (None, Some(op), (2, 1)) => reduce::<T, 2, 1>(s, (op, with_mean), &shape, &dims, rows),
+            (None, Some(op), (3, 1)) => reduce::<T, 3, 1>(s, (op, with_mean), &shape, &dims, rows),
+            (None, Some(op), _) => reduce::<T, 4, 1>(s, (op, with_mean), &shape, &dims, rows),
             (None, None, _) => unreachable!("the op was checked to be known above"),
         })
     });
@@ -204,43 +195,40 @@ fn time_fw<T: Element, O: Element, const N: usize>(
     })
 }
 
+/// `op` over `dims` ([`ReducePlan`]), or with `with_mean` var_mean or
+/// std_mean ([`VarMeanPlan`], y and the mean in one buffer).
 fn reduce<T: Element, const N: usize, const M: usize>(
     s: &Stream,
-    op: ReduceOp,
+    (op, with_mean): (ReduceOp, bool),
     shape: &[usize],
     dims: &[usize],
     rows: &[Row],
 ) -> Result<()> {
     let desc = ReduceDescriptor::new(op, T::KIND, arr::<N>(shape)).with_dims(dims);
-    let plan = ReducePlan::<T, N, M>::select(s, &desc, &PlanPreference::default())?;
-    let out = arr::<M>(&desc.output_shape());
-    let sizes = (out.iter().product(), plan.workspace_size());
-    time_fw::<T, T, N>(s, shape, sizes, rows, |ws, x, y| {
-        let y = TensorMut::contiguous(y, out)?;
-        plan.run(s, ws, ReduceArgs { x, y })
-    })
-}
-
-/// var_mean (`op` var) or std_mean (std) over `dims`: y and the mean in
-/// one buffer.
-fn var_mean<T: Element, const N: usize, const M: usize>(
-    s: &Stream,
-    op: ReduceOp,
-    shape: &[usize],
-    dims: &[usize],
-    rows: &[Row],
-) -> Result<()> {
-    let desc = ReduceDescriptor::new(op, T::KIND, arr::<N>(shape)).with_dims(dims);
-    let plan = VarMeanPlan::<T, N, M>::select(s, &desc, &PlanPreference::default())?;
     let out = arr::<M>(&desc.output_shape());
     let n_out: usize = out.iter().product();
-    let sizes = (2 * n_out, plan.workspace_size());
-    time_fw::<T, T, N>(s, shape, sizes, rows, |ws, x, both| {
-        let (y, mean) = both.split_at(n_out).expect("two outputs");
-        let y = TensorMut::contiguous(y, out)?;
-        let mean = TensorMut::contiguous(mean, out)?;
-        plan.run(s, ws, VarMeanArgs { x, y, mean })
-    })
+    let pref = PlanPreference::default();
+    if with_mean {
+        let plan = VarMeanPlan::<T, N, M>::select(s, &desc, &pref)?;
+        let sizes = (2 * n_out, plan.workspace_size());
+        return time_fw::<T, T, N>(s, shape, sizes, rows, |ws, x, both| {
+            let (y, mean) = both.split_at(n_out).expect("two outputs");
+            let y = TensorMut::contiguous(y, out)?;
+            let mean = TensorMut::contiguous(mean, out)?;
+            plan.run(s, ws, VarMeanArgs { x, y, mean })
+        });
+    }
+    let plan = ReducePlan::<T, N, M>::select(s, &desc, &pref)?;
+    time_fw::<T, T, N>(
+        s,
+        shape,
+        (n_out, plan.workspace_size()),
+        rows,
+        |ws, x, y| {
+            let y = TensorMut::contiguous(y, out)?;
+            plan.run(s, ws, ReduceArgs { x, y })
+        },
+    )
 }
 
 /// The trace of a `shape` matrix.

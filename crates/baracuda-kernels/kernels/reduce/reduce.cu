@@ -359,6 +359,18 @@ REDUCE_DIMS_KERNELS(stat, Fold<STAT_OP>)
 // Backward: dx = grad(x, dy, y, stat) elementwise over x.
 // ---------------------------------------------------------------------------
 
+// f(off) at each of the p.n elements of an elementwise pass: off the
+// offsets of its K operands over p.rank dims of p.shape with strides
+// p.stride; a grid-stride loop with I indices.
+template <int K, typename I, typename P, typename F>
+__device__ __forceinline__ void for_each_element(const P& p, F f) {
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (I)p.n; i += (I)gridDim.x * blockDim.x) {
+        i64 off[K];
+        strided_offsets<K>(i, p.rank, p.shape, p.stride, off);
+        f(off);
+    }
+}
+
 // var's gradient at x (std's with IS_STD) from the output gradient g, the
 // output y and the mean: 2 g (x - mean) / (n - c), g / (2 y) for std (0
 // where y = 0).
@@ -391,9 +403,7 @@ struct VarMeanBwParams {
 
 template <typename I>
 __device__ __forceinline__ void var_mean_bw_body(const VarMeanBwParams& p) {
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (I)p.n; i += (I)gridDim.x * blockDim.x) {
-        i64 off[6];
-        strided_offsets<6>(i, p.rank, p.shape, p.stride, off);
+    for_each_element<6, I>(p, [&](const i64 (&off)[6]) {
         ACC d = ACC(0);
         if (p.dy) {
             const ACC y = p.y ? to_acc(p.y[off[3]]) : ACC(0);
@@ -401,7 +411,7 @@ __device__ __forceinline__ void var_mean_bw_body(const VarMeanBwParams& p) {
         }
         if (p.dmean) d += to_acc(p.dmean[off[5]]) / ACC(p.op.n_red);
         p.dx[off[0]] = from_acc(d);
-    }
+    });
 }
 
 extern "C" __global__ void __launch_bounds__(256) var_mean_bw32(VarMeanBwParams p) { var_mean_bw_body<u32>(p); }
@@ -468,13 +478,11 @@ __device__ __forceinline__ ACC grad(ACC x, ACC g, ACC y, Stat2 st, const OpArgs&
 
 template <typename I>
 __device__ __forceinline__ void bw_body(const BwParams& p) {
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (I)p.n; i += (I)gridDim.x * blockDim.x) {
-        i64 off[5];
-        strided_offsets<5>(i, p.rank, p.shape, p.stride, off);
+    for_each_element<5, I>(p, [&](const i64 (&off)[5]) {
         const ACC y = p.y ? to_acc(p.y[off[3]]) : ACC(0);
         const Stat2 st = p.stat ? p.stat[off[4]] : Stat2{ACC(0), ACC(0)};
         p.dx[off[0]] = from_acc(grad(to_acc(p.x[off[1]]), to_acc(p.dy[off[2]]), y, st, p.op));
-    }
+    });
 }
 
 extern "C" __global__ void __launch_bounds__(256) reduce_bw32(BwParams p) { bw_body<u32>(p); }

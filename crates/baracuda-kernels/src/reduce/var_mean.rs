@@ -79,32 +79,22 @@ pub struct VarMeanBwArgs<'a, T, const N: usize, const M: usize> {
 /// # Shapes
 /// `x`, `dx`: `desc.shape` (rank `N <= 8`); `y`, `mean`, `dy`, `dmean`:
 /// [`ReduceDescriptor::output_shape`] (rank `M`).
-/// # Layout
-/// As [`ReducePlan`](super::ReducePlan): any strides, broadcast inputs,
-/// the row or column kernel, 64-bit offsets.
+/// # Layout, dtypes
+/// As [`ReducePlan`](super::ReducePlan)'s: any strides, broadcast inputs,
+/// 64-bit offsets; f32, f64, f16, bf16 (f16/bf16 accumulate in f32),
+/// others `Error::Unsupported`.
 /// # Workspace
-/// `workspace_size()`: the per-block states of a split reduction (0 when
-/// each output is folded by one block). The backward takes none: it reads
-/// the forward's mean.
-/// # Dtypes
-/// f32, f64, f16, bf16; f16/bf16 accumulate in f32, f64 in f64. Others:
-/// `Error::Unsupported`.
+/// `workspace_size()`: the split states of the reduction. The backward
+/// takes none: it reads the forward's mean.
 /// # Special values
 /// Over no element both outputs are NaN (PyTorch's). A NaN makes both
 /// NaN; an infinity makes the mean that infinity (NaN when both signs
 /// meet), as `torch.mean`, and the variance NaN.
 /// # Errors
-/// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
-/// `Unsupported` for another dtype or a rank `N > 8`; `InvalidDescriptor`
-/// for an op other than var and std, dims past `N`, an `M` that does not
-/// match dims and keepdim, a NaN correction; `PreferenceRejected` when
-/// `pref` forces a backend other than `Baracuda` or caps the workspace
-/// below `workspace_size()`; the kernel JIT's errors. From `run` and
-/// `run_bw`: `ShapeMismatch` for a view of another shape;
-/// `ContextMismatch` for a view or workspace on another context;
-/// `WorkspaceTooSmall`; `InvalidArgument` for an output overlapping an
-/// input or the other output, or a missing `y` in the backward of
-/// std_mean with `dy`.
+/// [`ReducePlan`](super::ReducePlan)'s from `select` and `run`, and
+/// `InvalidDescriptor` for an op other than var and std; `InvalidArgument`
+/// from `run` for the mean overlapping x or y, and from `run_bw` for `dx`
+/// overlapping an input or a missing `y` in std_mean's backward with `dy`.
 pub struct VarMeanPlan<T: Element, const N: usize, const M: usize = N> {
     desc: ReduceDescriptor<N>,
     sku: KernelSku,

@@ -663,23 +663,7 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
     let sel = |d: &ReduceDescriptor<2>, p: &PlanPreference| {
         ReducePlan::<f32, 2, 1>::select(&g.stream, d, p)
     };
-    let f64_desc = ReduceDescriptor {
-        element: ElementKind::F64,
-        ..desc
-    };
-    b.own_kernel_select::<ReducePlan<f32, 2, 1>>(&desc, &f64_desc)?;
-    b.expect(
-        "dim 2 of rank 2",
-        sel(&desc.with_dims(&[2]), &pref),
-        invalid_descriptor("dims"),
-        &[],
-    )?;
-    b.expect(
-        "keepdim, rank-1 y",
-        sel(&desc.with_keepdim(true), &pref),
-        invalid_descriptor("keepdim"),
-        &[],
-    )?;
+    descriptor_checks::<ReducePlan<f32, 2, 1>>(&mut b, &desc)?;
     let empty = ReduceDescriptor::new(op, ElementKind::F32, [4, 0]).with_dims(&[1]);
     match op {
         ReduceOp::Amax | ReduceOp::Amin => {
@@ -702,15 +686,6 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
                 "-inf norm over an empty dim",
                 sel(&inf, &pref),
                 invalid_argument("desc.shape"),
-                &[],
-            )?;
-        }
-        ReduceOp::Var | ReduceOp::Std => {
-            let nan = desc.with_correction(f64::NAN);
-            b.expect(
-                "correction NaN",
-                sel(&nan, &pref),
-                invalid_descriptor("correction"),
                 &[],
             )?;
         }
@@ -774,6 +749,43 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
         b.expect("backward without y", r, invalid_argument("y"), &[&dx])?;
     }
     b.done()
+}
+
+/// The select checks of a plan `P` of [`ReduceDescriptor`]s, from `desc`
+/// (f32 [4, 96] over dim 1, a rank-1 y): another dtype, a cuDNN backend,
+/// a dim past the rank, keepdim, and for var and std a NaN correction.
+pub(crate) fn descriptor_checks<P: Plan<Descriptor = ReduceDescriptor<2>>>(
+    b: &mut BadInputs,
+    desc: &ReduceDescriptor<2>,
+) -> Result<(), String> {
+    let pref = PlanPreference::default();
+    let sel = |d: &ReduceDescriptor<2>| P::select(&gpu().stream, d, &pref);
+    let f64_desc = ReduceDescriptor {
+        element: ElementKind::F64,
+        ..*desc
+    };
+    b.own_kernel_select::<P>(desc, &f64_desc)?;
+    b.expect(
+        "dim 2 of rank 2",
+        sel(&desc.with_dims(&[2])),
+        invalid_descriptor("dims"),
+        &[],
+    )?;
+    b.expect(
+        "keepdim, rank-1 y",
+        sel(&desc.with_keepdim(true)),
+        invalid_descriptor("keepdim"),
+        &[],
+    )?;
+    if matches!(desc.op, ReduceOp::Var | ReduceOp::Std) {
+        b.expect(
+            "correction NaN",
+            sel(&desc.with_correction(f64::NAN)),
+            invalid_descriptor("correction"),
+            &[],
+        )?;
+    }
+    Ok(())
 }
 
 /// The workspace checks of a reduction plan `P` (`name` in messages) over

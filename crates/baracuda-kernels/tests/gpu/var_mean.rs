@@ -16,8 +16,8 @@ use baracuda_kernels::*;
 
 use crate::harness::*;
 use crate::reduce::{
-    by_ranks, nan_marked, run_twice_each, split_workspace_checks, view_result, xy_run_checks,
-    ReduceSample, Values,
+    by_ranks, descriptor_checks, nan_marked, run_twice_each, split_workspace_checks, view_result,
+    xy_run_checks, ReduceSample, Values,
 };
 use crate::table::{BadInputs, OpCase, Tensors};
 
@@ -252,11 +252,7 @@ fn bad_inputs(std: bool) -> Result<usize, String> {
     let sel = |d: &ReduceDescriptor<2>, p: &PlanPreference| {
         VarMeanPlan::<f32, 2, 1>::select(&g.stream, d, p)
     };
-    let f64_desc = ReduceDescriptor {
-        element: ElementKind::F64,
-        ..desc
-    };
-    b.own_kernel_select::<VarMeanPlan<f32, 2, 1>>(&desc, &f64_desc)?;
+    descriptor_checks::<VarMeanPlan<f32, 2, 1>>(&mut b, &desc)?;
     b.expect(
         "op sum",
         sel(
@@ -267,24 +263,6 @@ fn bad_inputs(std: bool) -> Result<usize, String> {
             &pref,
         ),
         invalid_descriptor("op"),
-        &[],
-    )?;
-    b.expect(
-        "dim 2 of rank 2",
-        sel(&desc.with_dims(&[2]), &pref),
-        invalid_descriptor("dims"),
-        &[],
-    )?;
-    b.expect(
-        "keepdim, rank-1 y",
-        sel(&desc.with_keepdim(true), &pref),
-        invalid_descriptor("keepdim"),
-        &[],
-    )?;
-    b.expect(
-        "correction NaN",
-        sel(&desc.with_correction(f64::NAN), &pref),
-        invalid_descriptor("correction"),
         &[],
     )?;
     // A split reduction needs a workspace.
