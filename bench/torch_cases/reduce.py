@@ -2,7 +2,9 @@
 (which crates/baracuda-bench/src/reduce.rs reads too): reductions of
 contiguous tensors over the case's dims (keepdim false; the norm is
 torch.linalg.vector_norm with p = 2; argmax and argmin take one dim and
-write i64 indices; all and any write bool, count_nonzero i64), each timed eagerly and as
+write i64 indices; all and any write bool, count_nonzero i64; var_mean and
+std_mean write both outputs), torch.trace of a matrix (bytes: its diagonal
+read and the scalar written; it rotates by the whole matrix), each timed eagerly and as
 torch.compile of the same function (the third element of what cases()
 yields; torch_baseline.py reports it as compile_ms), and the
 device-to-device copy ceiling. Inputs rotate over buffer sets by L2 size,
@@ -31,12 +33,16 @@ REDUCE = {
     "all": lambda torch, d: lambda x: torch.all(x, dim=d),
     "any": lambda torch, d: lambda x: torch.any(x, dim=d),
     "count_nonzero": lambda torch, d: lambda x: torch.count_nonzero(x, dim=d),
+    "var_mean": lambda torch, d: lambda x: torch.var_mean(x, d),
+    "std_mean": lambda torch, d: lambda x: torch.std_mean(x, d),
 }
 # Ops whose output is i64 indices over exactly one dim.
 INDEX_OPS = ("argmax", "argmin")
 # Bytes of one output element of the ops whose output is not the input's
 # dtype.
 OUT_SIZE = {"argmax": 8, "argmin": 8, "all": 1, "any": 1, "count_nonzero": 8}
+# Outputs per output position of the ops that write more than one.
+OUTPUTS = {"var_mean": 2, "std_mean": 2}
 # Scans along one dim (inclusive, forward); cummax/cummin return indices too.
 SCAN = {
     "cumsum": lambda torch, d: lambda x: x.cumsum(d),
@@ -49,6 +55,7 @@ SETTINGS = {}
 OPS = {"copy": Op(("fw",), FLOATS, {"shape": [int]})}
 OPS.update({op: Op(("fw",), FLOATS, {"shape": [int], "dims": [int]}) for op in REDUCE})
 OPS.update({op: Op(("fw",), FLOATS, {"shape": [int], "dim": int}) for op in SCAN})
+OPS["trace"] = Op(("fw",), FLOATS, {"shape": [int]})
 # The ranks baracuda-bench is built for: (rank of x, rank of y).
 RANKS = ((1, 0), (2, 1), (3, 1), (4, 1))
 
@@ -67,6 +74,11 @@ def rows(case):
     if case["op"] == "copy":
         return [caselist.row(case, p, shape_s, bytes=2 * n * size, rotation_bytes=2 * n * size)
                 for p in case["passes"]]
+    if case["op"] == "trace":
+        if len(shape) != 2:
+            raise caselist.CaseError(f"trace case {case['name']!r}: shape {shape} is not a matrix")
+        b = (min(shape) + 1) * size
+        return [caselist.row(case, p, shape_s, bytes=b, rotation_bytes=n * size) for p in case["passes"]]
     if case["op"] in SCAN:
         dim = case["dim"]
         if dim >= len(shape) or len(shape) not in (1, 2):
@@ -81,7 +93,7 @@ def rows(case):
     if case["op"] in INDEX_OPS and len(dims) != 1:
         raise caselist.CaseError(f"reduce case {case['name']!r}: {case['op']} takes one dim")
     n_out = _prod(shape[d] for d in range(len(shape)) if d not in dims)
-    b = n * size + n_out * OUT_SIZE.get(case["op"], size)
+    b = n * size + n_out * OUT_SIZE.get(case["op"], size) * OUTPUTS.get(case["op"], 1)
     return [caselist.row(case, p, shape_s, bytes=b, rotation_bytes=b) for p in case["passes"]]
 
 
@@ -100,8 +112,12 @@ def cases(torch, settings, cases):
             yield row, [(lambda x=x, y=y: y.copy_(x)) for x, y in zip(xs, ys)]
             del ys
         else:
-            f = (SCAN[case["op"]](torch, case["dim"]) if case["op"] in SCAN
-                 else REDUCE[case["op"]](torch, tuple(case["dims"])))
+            if case["op"] == "trace":
+                f = lambda x: torch.trace(x)
+            elif case["op"] in SCAN:
+                f = SCAN[case["op"]](torch, case["dim"])
+            else:
+                f = REDUCE[case["op"]](torch, tuple(case["dims"]))
             compiled = torch.compile(f, dynamic=False)
             yield (row, [(lambda x=x: f(x)) for x in xs], [(lambda x=x: compiled(x)) for x in xs])
         del xs

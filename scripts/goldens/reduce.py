@@ -5,13 +5,18 @@ vector norm at several orders, var/std at several corrections, the
 empty reductions; and max/min with indices over dim 1 (ties, and NaN)
 with the values' gradient, and argmax/argmin over all dims; all, any and
 count_nonzero over dims (0, 2), dim 1 and all dims of an input with zeros,
--0.0 and NaN, and over an empty dim. Checked by crates/baracuda-kernels/tests/golden_reduce.rs."""
+-0.0 and NaN, and over an empty dim; var_mean and std_mean over dims
+(0, 2) at several corrections, with the gradient of both outputs and of
+each alone, and over an empty dim; the trace of non-square matrices
+with its gradient. Checked by crates/baracuda-kernels/tests/golden_reduce.rs."""
 
 SHAPE = (4, 5, 6)
 DIMS = (0, 2)
 NORM_ORDERS = {"0": 0.0, "1": 1.0, "2": 2.0, "3": 3.0, "0.5": 0.5, "1.5": 1.5, "-1": -1.0,
                "inf": float("inf"), "-inf": float("-inf")}
 CORRECTIONS = {"0": 0, "1": 1, "2.5": 2.5}
+# The trace cases: key -> shape.
+TRACES = {"4x6": (4, 6), "5x3": (5, 3), "1x1": (1, 1)}
 
 
 def make(torch):
@@ -96,4 +101,31 @@ def make(torch):
         for key, d in (("02", (0, 2)), ("1", (1,)), ("all", (0, 1, 2))):
             out[f"logical.{op}.{key}.y"] = f(x, d).double().reshape(-1)
         out[f"logical.{op}.empty.y"] = f(e, (1,)).double()
+    # var_mean / std_mean over dims (0, 2): the gradient of both outputs
+    # (dx), of y alone (dx_y) and of the mean alone (dx_mean)
+    for op in ("var", "std"):
+        f = getattr(torch, f"{op}_mean")
+        for k, c in CORRECTIONS.items():
+            x = (r(*SHAPE) * 4 - 2).requires_grad_()
+            y, mean = f(x, DIMS, correction=c)
+            dy, dmean = r(*y.shape) * 2 - 1, r(*mean.shape) * 2 - 1
+            (dx,) = torch.autograd.grad((y, mean), (x,), (dy, dmean), retain_graph=True)
+            (dx_y,) = torch.autograd.grad(y, (x,), dy, retain_graph=True)
+            (dx_mean,) = torch.autograd.grad(mean, (x,), dmean)
+            key = f"{op}_mean.{k}"
+            out.update({f"{key}.x": x, f"{key}.y": y, f"{key}.mean": mean, f"{key}.dy": dy,
+                        f"{key}.dmean": dmean, f"{key}.dx": dx, f"{key}.dx_y": dx_y,
+                        f"{key}.dx_mean": dx_mean})
+        for k, c in (("1", 1), ("-1", -1)):
+            y, mean = f(e, 1, correction=c)
+            out[f"empty.{op}_mean.{k}.y"] = y
+            out[f"empty.{op}_mean.{k}.mean"] = mean
+    # trace of non-square matrices and its gradient
+    for key, shape in TRACES.items():
+        x = (r(*shape) * 4 - 2).requires_grad_()
+        y = torch.trace(x)
+        dy = r(()) * 2 - 1
+        (dx,) = torch.autograd.grad(y, (x,), dy)
+        out.update({f"trace.{key}.x": x, f"trace.{key}.y": y.reshape(1),
+                    f"trace.{key}.dy": dy.reshape(1), f"trace.{key}.dx": dx})
     return out

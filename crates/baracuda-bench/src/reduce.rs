@@ -2,10 +2,12 @@
 //! `bench/torch_cases/reduce.py` reads too): reductions of contiguous
 //! tensors over the case's dims (keepdim false; the norm is p = 2; argmax
 //! and argmin over one dim, writing i64 indices; all and any writing
-//! bool, count_nonzero i64), and the
-//! device-to-device copy that sets the bandwidth ceiling. Inputs rotate
-//! over buffer sets by L2 size ([`rotation_of`]); the cases are
-//! all larger than L2, so they run on one set.
+//! bool, count_nonzero i64; var_mean and std_mean writing both outputs),
+//! the trace of a contiguous matrix (bytes: its diagonal read and the
+//! scalar written; it rotates by the whole matrix, which each buffer set
+//! holds), and the device-to-device copy that sets the bandwidth ceiling.
+//! Inputs rotate over buffer sets by L2 size ([`rotation_of`]); the
+//! issue's cases are all larger than L2, so they run on one set.
 
 use baracuda_kernels::*;
 use half::{bf16, f16};
@@ -24,6 +26,14 @@ struct Params {
     shape: Vec<usize>,
     /// The reduced dims.
     dims: Vec<usize>,
+}
+
+/// A trace case's parameters.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TraceParams {
+    /// Shape of the matrix: `[rows, cols]`.
+    shape: Vec<usize>,
 }
 
 /// The copy ceiling's parameters.
@@ -45,11 +55,20 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     if c.op == "copy" {
         return copy_job(c);
     }
+    if c.op == "trace" {
+        return trace_job(c);
+    }
     if let Some(op) = crate::scan::op(&c.op) {
         return crate::scan::job(c, op);
     }
     let arg_op = ArgReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
-    let op = ReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
+    // var_mean and std_mean: the statistic's op, with the mean written too.
+    let with_mean = matches!(c.op.as_str(), "var_mean" | "std_mean");
+    let op = match c.op.as_str() {
+        "var_mean" => Some(ReduceOp::Var),
+        "std_mean" => Some(ReduceOp::Std),
+        name => ReduceOp::ALL.into_iter().find(|o| o.name() == name),
+    };
     let logical_op = LogicalReduceOp::ALL.into_iter().find(|o| o.name() == c.op);
     if arg_op.is_none() && op.is_none() && logical_op.is_none() {
         return Err(c.unknown_op());
@@ -76,6 +95,7 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     let out_size = match (arg_op, logical_op) {
         (Some(_), _) | (_, Some(LogicalReduceOp::CountNonzero)) => 8,
         (_, Some(_)) => 1,
+        _ if with_mean => 2 * size,
         _ => size,
     };
     let bytes = n * size + n_out * out_size;
@@ -97,12 +117,31 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
             (Some(a), _, (3, 1)) => arg_reduce::<T, 3, 1>(s, a, &shape, dims[0], rows),
             (Some(a), _, (4, 1)) => arg_reduce::<T, 4, 1>(s, a, &shape, dims[0], rows),
             (Some(a), _, _) => arg_reduce::<T, 1, 0>(s, a, &shape, dims[0], rows),
-            (None, Some(op), (1, 0)) => reduce::<T, 1, 0>(s, op, &shape, &dims, rows),
-            (None, Some(op), (2, 1)) => reduce::<T, 2, 1>(s, op, &shape, &dims, rows),
-            (None, Some(op), (3, 1)) => reduce::<T, 3, 1>(s, op, &shape, &dims, rows),
-            (None, Some(op), _) => reduce::<T, 4, 1>(s, op, &shape, &dims, rows),
+            (None, Some(op), (1, 0)) => reduce::<T, 1, 0>(s, (op, with_mean), &shape, &dims, rows),
+            (None, Some(op), (2, 1)) => reduce::<T, 2, 1>(s, (op, with_mean), &shape, &dims, rows),
+            (None, Some(op), (3, 1)) => reduce::<T, 3, 1>(s, (op, with_mean), &shape, &dims, rows),
+            (None, Some(op), _) => reduce::<T, 4, 1>(s, (op, with_mean), &shape, &dims, rows),
             (None, None, _) => unreachable!("the op was checked to be known above"),
         })
+    });
+    Ok(c.job(rows, run))
+}
+
+/// The job of a `trace` case.
+fn trace_job(c: &RawCase) -> Checked<Job> {
+    let dtype = c.dtype()?;
+    let passes = c.passes(&["fw"])?;
+    let size = dtype.size_bytes();
+    let TraceParams { shape } = c.params()?;
+    let &[rows_, cols] = shape.as_slice() else {
+        return Err(c.error(format!("trace takes a matrix, got shape {shape:?}")));
+    };
+    let bytes = (rows_.min(cols) + 1) * size;
+    let rows = c.rows(&passes, dtype, &format!("{shape:?}"), |r| {
+        r.bytes(bytes).rotation(rows_ * cols * size)
+    });
+    let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
+        Box::new(move |s: &Stream, rows: &[Row]| trace::<T>(s, [rows_, cols], rows))
     });
     Ok(c.job(rows, run))
 }
@@ -156,20 +195,49 @@ fn time_fw<T: Element, O: Element, const N: usize>(
     })
 }
 
+/// `op` over `dims` ([`ReducePlan`]), or with `with_mean` var_mean or
+/// std_mean ([`VarMeanPlan`], y and the mean in one buffer).
 fn reduce<T: Element, const N: usize, const M: usize>(
     s: &Stream,
-    op: ReduceOp,
+    (op, with_mean): (ReduceOp, bool),
     shape: &[usize],
     dims: &[usize],
     rows: &[Row],
 ) -> Result<()> {
     let desc = ReduceDescriptor::new(op, T::KIND, arr::<N>(shape)).with_dims(dims);
-    let plan = ReducePlan::<T, N, M>::select(s, &desc, &PlanPreference::default())?;
     let out = arr::<M>(&desc.output_shape());
-    let sizes = (out.iter().product(), plan.workspace_size());
-    time_fw::<T, T, N>(s, shape, sizes, rows, |ws, x, y| {
-        let y = TensorMut::contiguous(y, out)?;
-        plan.run(s, ws, ReduceArgs { x, y })
+    let n_out: usize = out.iter().product();
+    let pref = PlanPreference::default();
+    if with_mean {
+        let plan = VarMeanPlan::<T, N, M>::select(s, &desc, &pref)?;
+        let sizes = (2 * n_out, plan.workspace_size());
+        return time_fw::<T, T, N>(s, shape, sizes, rows, |ws, x, both| {
+            let (y, mean) = both.split_at(n_out).expect("two outputs");
+            let y = TensorMut::contiguous(y, out)?;
+            let mean = TensorMut::contiguous(mean, out)?;
+            plan.run(s, ws, VarMeanArgs { x, y, mean })
+        });
+    }
+    let plan = ReducePlan::<T, N, M>::select(s, &desc, &pref)?;
+    time_fw::<T, T, N>(
+        s,
+        shape,
+        (n_out, plan.workspace_size()),
+        rows,
+        |ws, x, y| {
+            let y = TensorMut::contiguous(y, out)?;
+            plan.run(s, ws, ReduceArgs { x, y })
+        },
+    )
+}
+
+/// The trace of a `shape` matrix.
+fn trace<T: Element>(s: &Stream, shape: [usize; 2], rows: &[Row]) -> Result<()> {
+    let desc = TraceDescriptor::new(T::KIND, shape[0], shape[1]);
+    let plan = TracePlan::<T>::select(s, &desc, &PlanPreference::default())?;
+    time_fw::<T, T, 2>(s, &shape, (1, plan.workspace_size()), rows, |ws, x, y| {
+        let y = TensorMut::new(y, [], [])?;
+        plan.run(s, ws, TraceArgs { x, y })
     })
 }
 

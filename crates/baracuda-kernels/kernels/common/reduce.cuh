@@ -13,7 +13,8 @@
 //   group_allreduce the same total in every thread of the group, one
 //                  barrier.
 //   welford_*      running (count, mean, M2) and Chan's merge of two runs:
-//                  variance without the cancellation of sum(x^2) - n mean^2.
+//                  variance without the cancellation of sum(x^2) - n mean^2;
+//                  an infinity makes the mean what sum / n is, M2 NaN.
 //   lse_*          online log-sum-exp (max, sum exp(x - max)), merged by
 //                  rescaling to the larger max; -inf maxima are handled so
 //                  that exp(-inf - -inf) never appears.
@@ -33,6 +34,8 @@
 
 // +inf as a float (widens exactly to double).
 __device__ __forceinline__ float reduce_inf() { return __int_as_float(0x7f800000); }
+// A quiet NaN as a float (widens to a NaN double).
+__device__ __forceinline__ float reduce_nan() { return __int_as_float(0x7fc00000); }
 
 // `f` applied to each 32-bit word of `v`: how a state of any type moves
 // through warp shuffles.
@@ -109,10 +112,23 @@ __device__ __forceinline__ S group_allreduce(S v, u32 group, F merge, S* smem) {
     return butterfly(smem[first + (lane & (warps - 1))], warps, merge);
 }
 
-// Welford running moments: count n, mean, M2 = sum (x - mean)^2.
+// Welford running moments: count n, mean, M2 = sum (x - mean)^2. An
+// infinite element or mean takes the running sum's rule instead: the mean
+// is that infinity (NaN when both signs meet, as sum / n is) and M2 NaN,
+// where the update would turn an infinite mean into NaN.
+template <typename A>
+__device__ __forceinline__ bool welford_inf(A v) {
+    return fabs(v) == A(reduce_inf());
+}
+
 template <typename A>
 __device__ __forceinline__ void welford_push(A& n, A& mean, A& m2, A x) {
     n += A(1);
+    if (welford_inf(mean) || welford_inf(x)) {
+        mean += x;
+        m2 = mean - mean;  // NaN: mean is infinite or NaN here
+        return;
+    }
     const A d = x - mean;
     mean += d / n;
     m2 += d * (x - mean);
@@ -127,6 +143,12 @@ __device__ __forceinline__ void welford_merge(A& na, A& ma, A& m2a, A nb, A mb, 
         na = nb;
         ma = mb;
         m2a = m2b;
+        return;
+    }
+    if (welford_inf(ma) || welford_inf(mb)) {
+        na = n;
+        ma += mb;
+        m2a = ma - ma;  // NaN, as in welford_push
         return;
     }
     const A d = mb - ma;

@@ -23,12 +23,15 @@
 //
 // A fold F (a struct of static members) gives:
 //   X, S, Y         the stored element, the state, the output element
+//   A               the element of the auxiliary operand `aux` (one per
+//                   output, null unless the op has one): `const X` for an
+//                   input the fold reads, `Y` for a second output it writes
 //   init()          the state of no element (dead lanes, the combine)
-//   init_at(aux, o) an output's first state; `aux` (null unless the op
-//                   reads an auxiliary input) at offset o
+//   init_at(aux, o) an output's first state; `aux` at offset o
 //   push(s, x, q)   fold one element, push_vec(s, v, q) a Vec16 of them
 //   merge(lo, hi)   two states, `lo` the earlier part of the range
-//   put(y, off, s, q) finish a state and store it at y[off]
+//   put(y, yo, aux, ao, s, q) finish a state and store it at y[yo] (and,
+//                   for a fold with a second output, at aux[ao])
 // with q the op's OpArgs. REDUCE_DIMS_KERNELS(prefix, F) defines
 // prefix_row, prefix_col and prefix_combine.
 //
@@ -47,11 +50,11 @@ struct OpArgs {
     u64 n_red;
 };
 
-template <typename X, typename Y, typename S>
+template <typename X, typename Y, typename S, typename A>
 struct ReduceParams {
     const X* x;
     Y* y;
-    const X* aux;    // the op's auxiliary input per output, else null
+    A* aux;          // the op's auxiliary operand per output, else null
     S* partial;      // split states [n_out][splits], when splits > 1
     u64 n_out;
     u32 nk, nr;
@@ -69,6 +72,10 @@ struct ReduceParams {
     u32 vec;         // 1: 16-byte loads
     OpArgs op;
 };
+
+// The parameters of fold F's kernels.
+template <typename F>
+using ParamsOf = ReduceParams<typename F::X, typename F::Y, typename F::S, typename F::A>;
 
 // One 16-byte vector of elements X, kept as loaded (four 32-bit words, so
 // that vectors loaded ahead hold four registers each); v[k] is element k.
@@ -96,19 +103,19 @@ struct FoldMerge {
     }
 };
 
-// Store the state of output o (offset yo), or its split partial.
+// Store the state of output o (offsets yo in y, ao in aux), or its split
+// partial.
 template <typename F>
-__device__ __forceinline__ void emit(const ReduceParams<typename F::X, typename F::Y, typename F::S>& p,
-                                     u64 o, i64 yo, const typename F::S& s) {
+__device__ __forceinline__ void emit(const ParamsOf<F>& p, u64 o, i64 yo, i64 ao, const typename F::S& s) {
     if (p.splits > 1) {
         p.partial[o * p.splits + blockIdx.y] = s;
     } else {
-        F::put(p.y, yo, s, p.op);
+        F::put(p.y, yo, p.aux, ao, s, p.op);
     }
 }
 
 template <typename F>
-__device__ __forceinline__ void row_body(const ReduceParams<typename F::X, typename F::Y, typename F::S>& p) {
+__device__ __forceinline__ void row_body(const ParamsOf<F>& p) {
     typedef typename F::X X;
     typedef typename F::S S;
     constexpr int N = Vec16<X>::N;
@@ -128,11 +135,12 @@ __device__ __forceinline__ void row_body(const ReduceParams<typename F::X, typen
         const u64 o = ob * per_block + slot;
         const bool live = o < p.n_out;
         S s = F::init();
-        i64 yo = 0;
+        i64 yo = 0, ao = 0;
         if (live) {
             const i64 xo = strided_offset(o, p.nk, p.kshape, p.kx);
             yo = strided_offset(o, p.nk, p.kshape, p.ky);
-            s = F::init_at(p.aux, strided_offset(o, p.nk, p.kshape, p.kaux));
+            ao = strided_offset(o, p.nk, p.kshape, p.kaux);
+            s = F::init_at(p.aux, ao);
             for (u64 seg = s0; seg < s1 && l0 < l1; ++seg) {
                 const X* base = p.x + xo + strided_offset(seg, p.nr - 1, p.rshape, p.rx);
                 u64 i = l0;
@@ -150,13 +158,13 @@ __device__ __forceinline__ void row_body(const ReduceParams<typename F::X, typen
             }
         }
         s = group_reduce(s, g, FoldMerge<F>(), smem);
-        if (live && t == 0) emit<F>(p, o, yo, s);
+        if (live && t == 0) emit<F>(p, o, yo, ao, s);
     }
 }
 
 // Dynamic smem: blockDim.x * blockDim.y * (VEC when vec, else 1) states.
 template <typename F>
-__device__ __forceinline__ void col_body(const ReduceParams<typename F::X, typename F::Y, typename F::S>& p) {
+__device__ __forceinline__ void col_body(const ParamsOf<F>& p) {
     typedef typename F::X X;
     typedef typename F::S S;
     constexpr int N = Vec16<X>::N;
@@ -219,7 +227,7 @@ __device__ __forceinline__ void col_body(const ReduceParams<typename F::X, typen
                     const u64 col = c0 + v;
                     S acc = sm[threadIdx.x * cv + v];
                     for (u32 k = 1; k < blockDim.y; ++k) acc = F::merge(acc, sm[k * width + threadIdx.x * cv + v]);
-                    emit<F>(p, outer * inner + col, yo + (i64)col * ky_in, acc);
+                    emit<F>(p, outer * inner + col, yo + (i64)col * ky_in, ao + (i64)col * ka_in, acc);
                 }
             }
         }
@@ -243,13 +251,14 @@ __device__ __forceinline__ void combine_splits(const P& p, Put put) {
 }
 
 template <typename F>
-__device__ __forceinline__ void combine_body(const ReduceParams<typename F::X, typename F::Y, typename F::S>& p) {
+__device__ __forceinline__ void combine_body(const ParamsOf<F>& p) {
     combine_splits<F>(p, [&](u64 o, const typename F::S& s) {
-        F::put(p.y, strided_offset(o, p.nk, p.kshape, p.ky), s, p.op);
+        const i64 yo = strided_offset(o, p.nk, p.kshape, p.ky);
+        F::put(p.y, yo, p.aux, strided_offset(o, p.nk, p.kshape, p.kaux), s, p.op);
     });
 }
 
-#define REDUCE_DIMS_PARAMS(F) ReduceParams<F::X, F::Y, F::S>
+#define REDUCE_DIMS_PARAMS(F) ParamsOf<F>
 #define REDUCE_DIMS_KERNELS(PREFIX, F)                                                          \
     extern "C" __global__ void __launch_bounds__(256) PREFIX##_row(REDUCE_DIMS_PARAMS(F) p) {   \
         row_body<F>(p);                                                                         \

@@ -69,6 +69,7 @@ struct Count {
     typedef W X;
     typedef u64 S;
     typedef O Y;
+    typedef const W A;  // no auxiliary operand (null)
     static __device__ __forceinline__ u64 init() { return 0; }
     static __device__ __forceinline__ u64 init_at(const W*, i64) { return 0; }
     static __device__ __forceinline__ void push(u64& c, W x, const OpArgs&) { c += nonzero(x); }
@@ -79,7 +80,7 @@ struct Count {
         c += n;
     }
     static __device__ __forceinline__ u64 merge(u64 l, u64 h) { return l + h; }
-    static __device__ __forceinline__ void put(O* y, i64 off, u64 c, const OpArgs& q) {
+    static __device__ __forceinline__ void put(O* y, i64 off, const W*, i64, u64 c, const OpArgs& q) {
 #if LOGICAL_OP == 0
         y[off] = (O)(c == q.n_red);
 #elif LOGICAL_OP == 1

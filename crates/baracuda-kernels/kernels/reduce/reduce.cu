@@ -17,11 +17,18 @@
 //   norm p=2     sum x^2                    sqrt(a)                 dy x / y, 0 where y = 0
 //   norm +-inf   max / min |x|, NaN wins    a                       sgn(x) dy [|x| == y] / #ties
 //   norm p       sum |x|^p                  a^(1/p)                 PyTorch's three cases of p
+//   var_mean     Welford                    var, and b into aux     var's with the mean output, + dmean / n
+//   std_mean     Welford                    std, and b into aux     std's with the mean output, + dmean / n
 // (n = elements reduced, c = correction; var/std merge each 16-byte vector
-// as a batch, so there is one division per vector.) The backward is elementwise over
-// x once a statistic per output is known: #ties, the non-NaN count, the
-// mean, or (#zeros, product of the non-zeros); the same reduction kernels
-// compute it first (the STAT op of each op) into the workspace.
+// as a batch, so there is one division per vector; over no element var,
+// std and the mean are NaN.) The backward is elementwise over x once a
+// statistic per output is known: #ties, the non-NaN count, the mean, or
+// (#zeros, product of the non-zeros); the same reduction kernels compute
+// it first (the STAT op of each op) into the workspace. var_mean and
+// std_mean write the mean as a second output (the reduction's `aux`) and
+// their backward (var_mean_bw) reads it, with dy and dmean each optional.
+// trace's backward (the sum module's trace_bw) writes dy on the diagonal
+// of a matrix and 0 elsewhere; its forward is the sum over the diagonal.
 //
 // Work split (the host merges and orders dims first, reduce/layout.rs):
 // the row, column and combine kernels of common/reduce_dims.cuh, with the
@@ -61,6 +68,8 @@
 #define NORM_INF 13
 #define NORM_NEGINF 14
 #define NORM_P 15
+#define VAR_MEAN 16
+#define STD_MEAN 17
 // Statistics of the backward.
 #define STAT_COUNT_NOTNAN 100
 #define STAT_ZEROS_PROD 101
@@ -72,6 +81,12 @@
 #ifndef BARACUDA_OP
 #error "BARACUDA_OP must be defined"
 #endif
+
+// The Welford ops, and those among them that take a square root.
+#define IS_MOMENT(OP) ((OP) == VAR || (OP) == STD || (OP) == VAR_MEAN || (OP) == STD_MEAN)
+#define IS_STD (BARACUDA_OP == STD || BARACUDA_OP == STD_MEAN)
+// The ops that write the mean as a second output.
+#define WRITES_MEAN(OP) ((OP) == VAR_MEAN || (OP) == STD_MEAN)
 
 #if BARACUDA_OP == NANMEAN
 #define STAT_OP STAT_COUNT_NOTNAN
@@ -173,8 +188,9 @@ PICK_OP(NORM_INF, nan_max, fabs(x), ACC(0))
 PICK_OP(NORM_NEGINF, nan_min, fabs(x), ACC(reduce_inf()))
 #undef PICK_OP
 
-// var and std: Welford (a = count, b = mean, c = M2); the count divides by
-// the exact element count n_red.
+// var and std (also of var_mean and std_mean): Welford (a = count, b =
+// mean, c = M2); the count divides by the exact element count n_red; NaN
+// over no element, whatever the correction.
 #define MOMENT_OP(CODE, FIN)                                                              \
     template <>                                                                           \
     struct Op<CODE> {                                                                     \
@@ -189,12 +205,14 @@ PICK_OP(NORM_NEGINF, nan_min, fabs(x), ACC(reduce_inf()))
         static __device__ __forceinline__ ACC finish(const St& s, const OpArgs& q) {      \
             const double dof = (double)q.n_red - q.correction;                            \
             const ACC var = s.c / ACC(dof > 0.0 ? dof : 0.0);                             \
-            return FIN;                                                                   \
+            return s.a == ACC(0) ? ACC(reduce_nan()) : FIN;                               \
         }                                                                                 \
     };
 
 MOMENT_OP(VAR, var)
 MOMENT_OP(STD, sqrt(var))
+MOMENT_OP(VAR_MEAN, var)
+MOMENT_OP(STD_MEAN, sqrt(var))
 #undef MOMENT_OP
 
 template <>
@@ -274,24 +292,41 @@ struct NeedsAux {
     static constexpr bool value = OP == STAT_TIES || OP == STAT_ABS_TIES;
 };
 
+// The auxiliary operand's element: the mean the op writes, or the forward
+// output the ties statistics read.
+template <int OP>
+struct Aux {
+    typedef const T type;
+};
+template <>
+struct Aux<VAR_MEAN> {
+    typedef T type;
+};
+template <>
+struct Aux<STD_MEAN> {
+    typedef T type;
+};
+
 // The fold of op OP over elements T (common/reduce_dims.cuh): the state
-// St in ACC, the output T (Stat2 for the statistics), the auxiliary input
-// the forward output (read by the ties statistics only).
+// St in ACC, the output T (Stat2 for the statistics), the auxiliary
+// operand the forward output (read by the ties statistics) or the mean
+// (written by var_mean and std_mean).
 template <int OP>
 struct Fold {
     typedef T X;
     typedef St S;
     typedef typename Out<OP>::type Y;
+    typedef typename Aux<OP>::type A;
     static __device__ __forceinline__ St init() { return Op<OP>::init(ACC(0)); }
-    static __device__ __forceinline__ St init_at(const T* aux, i64 off) {
+    static __device__ __forceinline__ St init_at(A* aux, i64 off) {
         return Op<OP>::init(NeedsAux<OP>::value ? to_acc(aux[off]) : ACC(0));
     }
     static __device__ __forceinline__ void push(St& s, T x, const OpArgs& q) { Op<OP>::push(s, to_acc(x), q); }
-    // One 16-byte vector, in order. var and std take the vector as one
-    // batch: its mean and M2, merged by Chan's formula, one division per
-    // vector instead of one per element.
+    // One 16-byte vector, in order. The Welford ops take the vector as
+    // one batch: its mean and M2, merged by Chan's formula, one division
+    // per vector instead of one per element.
     static __device__ __forceinline__ void push_vec(St& s, const Vec16<T>& v, const OpArgs& q) {
-        if constexpr (OP == VAR || OP == STD) {
+        if constexpr (IS_MOMENT(OP)) {
             ACC sum = ACC(0);
 #pragma unroll
             for (int k = 0; k < VEC; ++k) sum += to_acc(v[k]);
@@ -309,8 +344,9 @@ struct Fold {
         }
     }
     static __device__ __forceinline__ St merge(St l, St h) { return Op<OP>::merge(l, h); }
-    static __device__ __forceinline__ void put(Y* y, i64 off, const St& s, const OpArgs& q) {
-        ::put(y, off, Op<OP>::finish(s, q));
+    static __device__ __forceinline__ void put(Y* y, i64 yo, A* aux, i64 ao, const St& s, const OpArgs& q) {
+        ::put(y, yo, Op<OP>::finish(s, q));
+        if constexpr (WRITES_MEAN(OP)) aux[ao] = from_acc(s.a == ACC(0) ? ACC(reduce_nan()) : s.b);
     }
 };
 
@@ -322,6 +358,65 @@ REDUCE_DIMS_KERNELS(stat, Fold<STAT_OP>)
 // ---------------------------------------------------------------------------
 // Backward: dx = grad(x, dy, y, stat) elementwise over x.
 // ---------------------------------------------------------------------------
+
+// f(off) at each of the p.n elements of an elementwise pass: off the
+// offsets of its K operands over p.rank dims of p.shape with strides
+// p.stride; a grid-stride loop with I indices.
+template <int K, typename I, typename P, typename F>
+__device__ __forceinline__ void for_each_element(const P& p, F f) {
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (I)p.n; i += (I)gridDim.x * blockDim.x) {
+        i64 off[K];
+        strided_offsets<K>(i, p.rank, p.shape, p.stride, off);
+        f(off);
+    }
+}
+
+// var's gradient at x (std's with IS_STD) from the output gradient g, the
+// output y and the mean: 2 g (x - mean) / (n - c), g / (2 y) for std (0
+// where y = 0).
+__device__ __forceinline__ ACC moment_grad(ACC x, ACC g, ACC y, ACC mean, const OpArgs& q) {
+#if IS_STD
+    g = y == ACC(0) ? ACC(0) : g / (ACC(2) * y);
+#endif
+    return (ACC(2) / ACC((double)q.n_red - q.correction)) * g * (x - mean);
+}
+
+#if WRITES_MEAN(BARACUDA_OP)
+// var_mean and std_mean: dx = moment_grad(dy) + dmean / n, each term where
+// its gradient is given (non-null), from the forward's y and mean.
+// Operands (reduce/var_mean.rs `VarMeanBwParams`): dx, x, dy, y, mean,
+// dmean with their strides over the collapsed dims of x (0 along reduced
+// dims for the last four).
+struct VarMeanBwParams {
+    T* dx;
+    const T* x;
+    const T* dy;
+    const T* y;
+    const T* mean;
+    const T* dmean;
+    u64 n;
+    u32 rank, pad;
+    u64 shape[REDUCE_MAX_RANK];
+    i64 stride[6][REDUCE_MAX_RANK];
+    OpArgs op;
+};
+
+template <typename I>
+__device__ __forceinline__ void var_mean_bw_body(const VarMeanBwParams& p) {
+    for_each_element<6, I>(p, [&](const i64 (&off)[6]) {
+        ACC d = ACC(0);
+        if (p.dy) {
+            const ACC y = p.y ? to_acc(p.y[off[3]]) : ACC(0);
+            d = moment_grad(to_acc(p.x[off[1]]), to_acc(p.dy[off[2]]), y, to_acc(p.mean[off[4]]), p.op);
+        }
+        if (p.dmean) d += to_acc(p.dmean[off[5]]) / ACC(p.op.n_red);
+        p.dx[off[0]] = from_acc(d);
+    });
+}
+
+extern "C" __global__ void __launch_bounds__(256) var_mean_bw32(VarMeanBwParams p) { var_mean_bw_body<u32>(p); }
+extern "C" __global__ void __launch_bounds__(256) var_mean_bw64(VarMeanBwParams p) { var_mean_bw_body<u64>(p); }
+#else
 
 // Operands of the backward (reduce/layout.rs `BwParams`): dx, x, dy, y,
 // stat with their strides over the collapsed dims of x (stride 0 along
@@ -354,11 +449,8 @@ __device__ __forceinline__ ACC grad(ACC x, ACC g, ACC y, Stat2 st, const OpArgs&
     return ACC(0);
 #elif BARACUDA_OP == AMAX || BARACUDA_OP == AMIN
     return (g / st.a) * ACC(x == y);
-#elif BARACUDA_OP == VAR
-    return (ACC(2) / ACC((double)q.n_red - q.correction)) * g * (x - st.a);
-#elif BARACUDA_OP == STD
-    const ACC gv = y == ACC(0) ? ACC(0) : g / (ACC(2) * y);
-    return (ACC(2) / ACC((double)q.n_red - q.correction)) * gv * (x - st.a);
+#elif BARACUDA_OP == VAR || BARACUDA_OP == STD
+    return moment_grad(x, g, y, st.a, q);
 #elif BARACUDA_OP == LOGSUMEXP
     return g * exp(x - y);
 #elif BARACUDA_OP == NORM0
@@ -386,14 +478,39 @@ __device__ __forceinline__ ACC grad(ACC x, ACC g, ACC y, Stat2 st, const OpArgs&
 
 template <typename I>
 __device__ __forceinline__ void bw_body(const BwParams& p) {
-    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < (I)p.n; i += (I)gridDim.x * blockDim.x) {
-        i64 off[5];
-        strided_offsets<5>(i, p.rank, p.shape, p.stride, off);
+    for_each_element<5, I>(p, [&](const i64 (&off)[5]) {
         const ACC y = p.y ? to_acc(p.y[off[3]]) : ACC(0);
         const Stat2 st = p.stat ? p.stat[off[4]] : Stat2{ACC(0), ACC(0)};
         p.dx[off[0]] = from_acc(grad(to_acc(p.x[off[1]]), to_acc(p.dy[off[2]]), y, st, p.op));
-    }
+    });
 }
 
 extern "C" __global__ void __launch_bounds__(256) reduce_bw32(BwParams p) { bw_body<u32>(p); }
 extern "C" __global__ void __launch_bounds__(256) reduce_bw64(BwParams p) { bw_body<u64>(p); }
+#endif
+
+#if BARACUDA_OP == SUM
+// trace's backward (reduce/trace.rs `TraceBwParams`): dx[r, c] = dy on the
+// diagonal (r == c), 0 elsewhere, over a rows x cols view with element
+// strides s0, s1; every element written.
+struct TraceBwParams {
+    T* dx;
+    const T* dy;
+    u64 rows, cols;
+    i64 s0, s1;
+};
+
+template <typename I>
+__device__ __forceinline__ void trace_bw_body(const TraceBwParams& p) {
+    const T g = *p.dy;
+    const T zero = from_acc(ACC(0));
+    const I n = (I)(p.rows * p.cols);
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        const I r = i / (I)p.cols, c = i - r * (I)p.cols;
+        p.dx[(i64)r * p.s0 + (i64)c * p.s1] = r == c ? g : zero;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) trace_bw32(TraceBwParams p) { trace_bw_body<u32>(p); }
+extern "C" __global__ void __launch_bounds__(256) trace_bw64(TraceBwParams p) { trace_bw_body<u64>(p); }
+#endif

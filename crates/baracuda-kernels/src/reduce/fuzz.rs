@@ -1,14 +1,15 @@
 //! Property tests of the reduce family's host-side validation: random
-//! shapes, dims, keepdim and element types go through the checks
-//! [`LogicalReducePlan`](super::LogicalReducePlan)'s `select` runs before
-//! it touches the GPU; nothing panics, and every answer is the kernel's
-//! (width, float) pair or a typed `Error`.
+//! shapes, dims, keepdim and element types (and ops and corrections) go
+//! through the checks [`LogicalReducePlan`](super::LogicalReducePlan)'s
+//! and [`VarMeanPlan`](super::VarMeanPlan)'s `select` run before they
+//! touch the GPU; nothing panics, and every answer is the kernel's choice
+//! or a typed `Error`.
 
-use baracuda_kernels_types::{ElementKind, Error};
+use baracuda_kernels_types::{ElementKind, Error, PlanPreference};
 use proptest::prelude::*;
 
 use super::logical_reduce::validate;
-use super::{LogicalReduceDescriptor, LogicalReduceOp};
+use super::{LogicalReduceDescriptor, LogicalReduceOp, ReduceDescriptor, ReduceOp};
 use crate::fuzz::{config, sizes, typed};
 
 proptest! {
@@ -51,5 +52,34 @@ proptest! {
         };
         let mismatch = matches!(wrong, Err(Error::DtypeMismatch { arg: "y", .. }));
         prop_assert!(mismatch, "{desc:?}: {wrong:?}");
+    }
+
+    #[test]
+    fn var_mean_descriptors_are_accepted_or_typed_errors(
+        shape in sizes::<3>(),
+        dims in 0u32..16,
+        keepdim in any::<bool>(),
+        op in 0usize..ReduceOp::ALL.len(),
+        correction in prop_oneof![4 => -2.0f64..4.0, 1 => Just(f64::NAN)],
+        element in proptest::sample::select(ElementKind::ALL.to_vec()),
+    ) {
+        let op = ReduceOp::ALL[op];
+        let desc = ReduceDescriptor { op, element, shape, dims, keepdim, correction, p: 2.0 };
+        let rank = if keepdim { 3 } else { 3 - (dims & 7).count_ones() as usize };
+        // An f32 plan with output rank 1.
+        let got = super::var_mean::validate::<f32, 3, 1>(&desc, &PlanPreference::default());
+        let moment = matches!(op, ReduceOp::Var | ReduceOp::Std);
+        let ok = moment && element == ElementKind::F32 && dims < 8 && rank == 1
+            && !correction.is_nan();
+        match got {
+            Ok((dtype, std)) => {
+                prop_assert!(ok, "{desc:?} accepted");
+                prop_assert_eq!((dtype, std), (0, op == ReduceOp::Std));
+            }
+            Err(e) => {
+                prop_assert!(!ok, "{desc:?}: {e}");
+                typed("var_mean", &e)?;
+            }
+        }
     }
 }

@@ -63,12 +63,35 @@ pub(crate) struct OpArgs {
     pub n_red: u64,
 }
 
+/// The operand a reduction kernel has per output besides `y` (`aux` of
+/// `common/reduce_dims.cuh`): none, an input its fold reads (the ties
+/// statistics read the forward output), or a second output its fold
+/// writes (var_mean's mean).
+#[derive(Debug)]
+pub(crate) enum Aux<T, O> {
+    None,
+    Input(DevPtr<T>),
+    Output(DevPtrMut<O>),
+}
+
+impl<T, O> Aux<T, O> {
+    /// The device address (0 for none).
+    fn addr(&self) -> u64 {
+        match *self {
+            Aux::None => 0,
+            Aux::Input(p) => p.addr(),
+            Aux::Output(p) => p.addr(),
+        }
+    }
+}
+
 /// `ReduceParams` of `common/reduce_dims.cuh`, field for field.
 #[repr(C)]
 pub(crate) struct ReduceParams<T, O> {
     x: DevPtr<T>,
     y: DevPtrMut<O>,
-    aux: DevPtr<T>,
+    /// [`Aux::addr`]: the kernel's `A*`, `const X*` or `Y*` by the fold.
+    aux: u64,
     partial: DevPtrMut<PartialState>,
     n_out: u64,
     nk: u32,
@@ -246,7 +269,7 @@ macro_rules! reduced_dims_methods {
             pub fn output_shape(&self) -> Vec<usize> {
                 self.dims().output_shape()
             }
-            fn dims(&self) -> $crate::reduce::layout::ReducedDims<N> {
+            pub(crate) fn dims(&self) -> $crate::reduce::layout::ReducedDims<N> {
                 $crate::reduce::layout::ReducedDims::new(self.shape, self.keepdim, |d| self.is_reduced(d))
             }
         }
@@ -254,7 +277,7 @@ macro_rules! reduced_dims_methods {
 }
 pub(crate) use reduced_dims_methods;
 
-/// A kept dim: extent and the strides of x, y and the auxiliary input.
+/// A kept dim: extent and the strides of x, y and the auxiliary operand.
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub(crate) struct KeptDim {
     pub extent: usize,
@@ -419,7 +442,7 @@ impl ReduceKernels {
 pub(crate) struct Launch<T, O> {
     pub x: DevPtr<T>,
     pub y: DevPtrMut<O>,
-    pub aux: DevPtr<T>,
+    pub aux: Aux<T, O>,
     pub partial: DevPtrMut<PartialState>,
     /// Splits the workspace at `partial` holds per output.
     pub max_splits: usize,
@@ -435,8 +458,8 @@ impl<T: Element, O: 'static> Launch<T, O> {
     /// Enqueue the reduction (and the combine pass when it splits).
     ///
     /// # Safety
-    /// `x` (and `aux` when not null) must hold every element the
-    /// geometry's strides reach, `y` likewise for the kept dims, and
+    /// `x` must hold every element the geometry's strides reach, `y` and
+    /// `aux` (when not none) likewise for the kept dims, and
     /// `partial` `n_out * max_splits` states when `max_splits > 1`.
     pub(crate) unsafe fn run(&self, stream: &Stream, k: &ReduceKernels) -> Result<()> {
         let n_out = self.geometry.n_out();
@@ -469,7 +492,7 @@ impl<T: Element, O: 'static> Launch<T, O> {
         let mut p = ReduceParams::<T, O> {
             x: self.x,
             y: self.y,
-            aux: self.aux,
+            aux: self.aux.addr(),
             partial: self.partial,
             n_out: n_out as u64,
             nk: nk as u32,
@@ -629,21 +652,21 @@ impl<const N: usize> Reduction<N> {
     }
 
     /// Enqueue `kernels` over `x` (address, strides) into `y`, with the
-    /// auxiliary input `aux` (null when the op reads none) and the split
-    /// states at `partial`; the strides of `y` and `aux` spread over x's
-    /// dims ([`ReducedDims::spread`]).
+    /// auxiliary operand `aux` (an input the op reads, a second output it
+    /// writes, or none) and the split states at `partial`; the strides of
+    /// `y` and `aux` spread over x's dims ([`ReducedDims::spread`]).
     ///
     /// # Safety
-    /// `x` (and `aux` when not null) must hold every element its strides
-    /// reach over the dims' shape, `y` likewise over the kept dims, and
-    /// `partial` [`Reduction::partial_bytes`] bytes.
+    /// `x` must hold every element its strides reach over the dims'
+    /// shape, `y` and `aux` (when not none) likewise over the kept dims,
+    /// and `partial` [`Reduction::partial_bytes`] bytes.
     pub(crate) unsafe fn launch<T: Element, O: 'static>(
         &self,
         stream: &Stream,
         kernels: &ReduceKernels,
         x: (DevPtr<T>, &[usize; N]),
         y: (DevPtrMut<O>, [usize; N]),
-        aux: (DevPtr<T>, [usize; N]),
+        aux: (Aux<T, O>, [usize; N]),
         partial: DevPtrMut<u8>,
     ) -> Result<()> {
         let geometry = Geometry::new(&self.dims.shape, &self.dims.reduced, x.1, &y.1, &aux.1);
@@ -662,38 +685,56 @@ impl<const N: usize> Reduction<N> {
         unsafe { launch.run(stream, kernels) }
     }
 
-    /// The forward of `op`'s plan: `x` and `y` checked against the dims
-    /// (shapes, context, `y` disjoint from `x`), the workspace against
-    /// [`Reduction::partial_bytes`], then `kernels` launched.
+    /// The forward of `op`'s plan: `x`, `y` and the second output `y2`
+    /// (named by its `&str`; the op's `aux`, when it writes one) checked
+    /// against the dims (shapes, context, the outputs disjoint from `x`
+    /// and each other), the workspace against [`Reduction::partial_bytes`],
+    /// then `kernels` launched.
     pub(crate) fn run<I: Element, O: Element, const M: usize>(
         &self,
         op: &'static str,
         stream: &Stream,
         workspace: Workspace<'_>,
         kernels: &ReduceKernels,
-        (x, y): (&TensorRef<'_, I, N>, &TensorMut<'_, O, M>),
+        (x, y, y2): Operands<'_, '_, I, O, N, M>,
     ) -> Result<()> {
         let out: [usize; M] = self.dims.output_array();
-        let views = [View::of("x", &self.dims.shape, x), View::of_mut("y", &out, y)];
+        let mut views = vec![View::of("x", &self.dims.shape, x), View::of_mut("y", &out, y)];
+        let mut outputs = vec![byte_span("y", &y.as_const())];
+        if let Some((name, y2)) = &y2 {
+            views.push(View::of_mut(name, &out, y2));
+            outputs.push(byte_span(name, &y2.as_const()));
+        }
         check_views(op, stream, &views)?;
         let partial = workspace.check_ptr(op, self.partial_bytes(), stream.context().id())?;
-        check_disjoint(op, &[byte_span("y", &y.as_const())], &[byte_span("x", x)])?;
-        let y_strides = self.dims.spread(y.strides());
-        // SAFETY: x and y were bounds-checked at their views' construction
-        // and their shapes against the dims above; the workspace holds
-        // `partial_bytes`, checked above.
+        check_disjoint(op, &outputs, &[byte_span("x", x)])?;
+        let aux = match &y2 {
+            Some((_, y2)) => (Aux::Output(y2.data().ptr()), self.dims.spread(y2.strides())),
+            None => (Aux::None, [0; N]),
+        };
+        // SAFETY: x and the outputs were bounds-checked at their views'
+        // construction and their shapes against the dims above; the
+        // workspace holds `partial_bytes`, checked above.
         unsafe {
             self.launch(
                 stream,
                 kernels,
                 (x.data().ptr(), x.strides()),
-                (y.data().ptr(), y_strides),
-                (DevPtr::<I>::NULL, [0; N]),
+                (y.data().ptr(), self.dims.spread(y.strides())),
+                aux,
                 partial,
             )
         }
     }
 }
+
+/// The operands of [`Reduction::run`]: `x`, `y` and an optional second
+/// output with its name.
+pub(crate) type Operands<'v, 'a, I, O, const N: usize, const M: usize> = (
+    &'v TensorRef<'a, I, N>,
+    &'v TensorMut<'a, O, M>,
+    Option<(&'static str, &'v TensorMut<'a, O, M>)>,
+);
 
 /// `BwParams` of `reduce.cu`.
 #[repr(C)]
@@ -741,39 +782,55 @@ impl<T: Element> BwLaunch<'_, T> {
         if n == 0 {
             return Ok(());
         }
-        let strides = [self.dx.1, self.x.1, self.dy.1, self.y.1, self.stat.1];
-        // Order by dx's strides (outermost first), drop extent-1 dims and
-        // merge neighbours contiguous in every operand.
-        let mut dims: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
-        dims.sort_by(|&a, &b| strides[0][b].cmp(&strides[0][a]));
-        let merged = merge(
-            dims.iter()
-                .map(|&d| (shape[d], strides.map(|s| s[d])))
-                .collect(),
-            |o: &(usize, [usize; 5]), i: &(usize, [usize; 5])| {
-                (0..5)
-                    .all(|k| o.1[k] == i.1[k] * i.0)
-                    .then_some((o.0 * i.0, i.1))
-            },
-        );
-        let mut p = BwParams {
+        let c = Collapsed::new(shape, [self.dx.1, self.x.1, self.dy.1, self.y.1, self.stat.1]);
+        let p = BwParams {
             dx: self.dx.0,
             x: self.x.0,
             dy: self.dy.0,
             y: self.y.0,
             stat: self.stat.0,
             n: n as u64,
-            rank: merged.len() as u32,
+            rank: c.rank,
             pad: 0,
-            shape: padded(merged.iter().map(|m| m.0 as u64)),
-            stride: [[0; MAX_RANK]; 5],
+            shape: c.shape,
+            stride: c.strides,
             op: self.op,
         };
-        for (k, row) in p.stride.iter_mut().enumerate() {
-            *row = padded(merged.iter().map(|m| m.1[k] as i64));
-        }
         // SAFETY: forwarded from the caller's contract.
         unsafe { launch_elementwise(stream, n, sm_count, (bw32, bw64), p) }
+    }
+}
+
+/// The dims of an elementwise pass over x's `shape` with `K` operands of
+/// the given strides (the first the one written): ordered by the first
+/// operand's strides (outermost first), extent-1 dims dropped and
+/// neighbours contiguous in every operand merged; the rank, shape and
+/// strides the kernels' parameters hold (`BwParams` of reduce.cu).
+pub(crate) struct Collapsed<const K: usize> {
+    pub rank: u32,
+    pub shape: [u64; MAX_RANK],
+    pub strides: [[i64; MAX_RANK]; K],
+}
+
+impl<const K: usize> Collapsed<K> {
+    pub(crate) fn new(shape: &[usize], strides: [&[usize]; K]) -> Self {
+        let mut dims: Vec<usize> = (0..shape.len()).filter(|&d| shape[d] != 1).collect();
+        dims.sort_by(|&a, &b| strides[0][b].cmp(&strides[0][a]));
+        let merged = merge(
+            dims.iter()
+                .map(|&d| (shape[d], strides.map(|s| s[d])))
+                .collect(),
+            |o: &(usize, [usize; K]), i: &(usize, [usize; K])| {
+                (0..K)
+                    .all(|k| o.1[k] == i.1[k] * i.0)
+                    .then_some((o.0 * i.0, i.1))
+            },
+        );
+        Collapsed {
+            rank: merged.len() as u32,
+            shape: padded(merged.iter().map(|m| m.0 as u64)),
+            strides: core::array::from_fn(|k| padded(merged.iter().map(|m| m.1[k] as i64))),
+        }
     }
 }
 
@@ -1032,7 +1089,7 @@ mod tests {
         Launch {
             x: DevPtr::from_addr(addr),
             y: DevPtrMut::NULL,
-            aux: DevPtr::NULL,
+            aux: Aux::None,
             partial: DevPtrMut::NULL,
             max_splits: max_splits(geometry.n_out(), n_red, sm_count),
             geometry,

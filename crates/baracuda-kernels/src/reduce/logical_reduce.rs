@@ -276,7 +276,7 @@ impl<I: Element, O: Element, const N: usize, const M: usize> Plan for LogicalRed
     }
 
     fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
-        self.red.run(OP, stream, workspace, &self.kernels, (&args.x, &args.y))
+        self.red.run(OP, stream, workspace, &self.kernels, (&args.x, &args.y, None))
     }
 }
 

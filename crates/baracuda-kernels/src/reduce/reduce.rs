@@ -13,7 +13,7 @@ use baracuda_kernels_types::{
 };
 
 use super::layout::{
-    all_dims, reduced_dims_methods, state_bytes, stat_bytes, BwLaunch, ReduceKernels,
+    all_dims, reduced_dims_methods, state_bytes, stat_bytes, Aux, BwLaunch, ReduceKernels,
     Reduction, StatPair,
 };
 use crate::checks::{
@@ -134,8 +134,9 @@ fn bw_reads_y(code: u32) -> bool {
     matches!(code, 5 | 6 | 8 | 9 | 12..=15)
 }
 
-/// Every kernel code (`BARACUDA_OP`).
-pub(crate) const OP_CODES: core::ops::RangeInclusive<u32> = 0..=15;
+/// Every kernel code (`BARACUDA_OP`): the reductions' (0 to 15) and
+/// var_mean's and std_mean's (16, 17, [`super::var_mean`]).
+pub(crate) const OP_CODES: core::ops::RangeInclusive<u32> = 0..=17;
 
 /// A reduction of a rank-`N` tensor of one element type.
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -264,13 +265,46 @@ pub struct ReducePlan<T: Element, const N: usize, const M: usize = N> {
     _t: PhantomData<T>,
 }
 
-const OP: &str = "reduce";
+pub(crate) const OP: &str = "reduce";
 
 /// The module of op `code` on dtype code `dtype`.
 pub(crate) fn spec(dtype: u32, code: u32) -> ModuleSpec {
     ModuleSpec::new(&kernel_sources::REDUCE)
         .define("BARACUDA_DTYPE", dtype)
         .define("BARACUDA_OP", code)
+}
+
+/// The checks `select` makes of `desc` for a plan of element `T` and
+/// output rank `M` (reductions, var_mean): the dtype, the dims and keepdim,
+/// a NaN correction or norm order, an empty reduction of an op without an
+/// identity, the backend; the dtype code.
+pub(crate) fn check_descriptor<T: Element, const N: usize, const M: usize>(
+    desc: &ReduceDescriptor<N>,
+    pref: &PlanPreference,
+) -> Result<u32> {
+    let dtype = float_dtype_code::<T, N>(OP, desc.element, "reductions take")?;
+    let dims = desc.dims();
+    dims.check_mask::<M>(OP, desc.dims)?;
+    if desc.correction.is_nan() {
+        let why = "must be a number";
+        return Err(invalid_descriptor(OP, "correction", "NaN".into(), why));
+    }
+    if desc.op == ReduceOp::Norm && desc.p.is_nan() {
+        let why = "must be a number or +-inf";
+        return Err(invalid_descriptor(OP, "p", "NaN".into(), why));
+    }
+    if dims.n_red() == 0 && desc.op.needs_elements(desc.p) {
+        return Err(Error::InvalidArgument {
+            op: OP,
+            arg: "desc.shape",
+            reason: format!(
+                "{} over an empty set of elements has no identity",
+                desc.op.name()
+            ),
+        });
+    }
+    pref.check_backend(OP, &[BackendKind::Baracuda])?;
+    Ok(dtype)
 }
 
 impl<T: Element, const N: usize, const M: usize> ReducePlan<T, N, M> {
@@ -289,29 +323,8 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
     type Args<'a> = ReduceArgs<'a, T, N, M>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = float_dtype_code::<T, N>(OP, desc.element, "reductions take")?;
+        let dtype = check_descriptor::<T, N, M>(desc, pref)?;
         let dims = desc.dims();
-        dims.check_mask::<M>(OP, desc.dims)?;
-        if desc.correction.is_nan() {
-            let why = "must be a number";
-            return Err(invalid_descriptor(OP, "correction", "NaN".into(), why));
-        }
-        if desc.op == ReduceOp::Norm && desc.p.is_nan() {
-            let why = "must be a number or +-inf";
-            return Err(invalid_descriptor(OP, "p", "NaN".into(), why));
-        }
-        let n_red = dims.n_red();
-        if n_red == 0 && desc.op.needs_elements(desc.p) {
-            return Err(Error::InvalidArgument {
-                op: OP,
-                arg: "desc.shape",
-                reason: format!(
-                    "{} over an empty set of elements has no identity",
-                    desc.op.name()
-                ),
-            });
-        }
-        pref.check_backend(OP, &[BackendKind::Baracuda])?;
         let code = op_code(desc.op, desc.p);
         let module = stream.context().module(&spec(dtype, code))?;
         let sm_count = stream.context().device().sm_count;
@@ -348,7 +361,7 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
     }
 
     fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
-        let operands = (&args.x, &args.y);
+        let operands = (&args.x, &args.y, None);
         self.red.run(OP, stream, workspace, &self.fw, operands)
     }
 }
@@ -424,7 +437,7 @@ impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M
                     stat,
                     (xp, args.x.strides()),
                     (stat_ptr, stat_strides),
-                    (yp, y_strides),
+                    (Aux::Input(yp), y_strides),
                     partial,
                 )
             }?;

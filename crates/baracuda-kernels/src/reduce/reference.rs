@@ -1,5 +1,6 @@
 //! f64 oracles of the reduce family: every [`ReduceOp`] over any subset of
-//! dims of a row-major tensor, and its gradient, as PyTorch defines them.
+//! dims of a row-major tensor, var_mean and std_mean, the trace of a
+//! matrix, and their gradients, as PyTorch defines them.
 
 /// The scans' oracles.
 pub mod scan;
@@ -92,7 +93,11 @@ fn mean(v: &[f64]) -> f64 {
     sum(v) / v.len() as f64
 }
 
+/// NaN over no element, whatever the correction (PyTorch's).
 fn var(v: &[f64], correction: f64) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
     let m = mean(v);
     let m2: f64 = v.iter().map(|x| (x - m) * (x - m)).sum();
     m2 / (v.len() as f64 - correction).max(0.0)
@@ -214,6 +219,59 @@ pub fn reduce_backward(r: &Reduction, x: &[f64], y: &[f64], dy: &[f64]) -> Vec<f
                 ReduceOp::Norm => norm_grad(r.p, x, g, yo, s0),
             }
         })
+        .collect()
+}
+
+/// `torch.var_mean` (`r.op` [`ReduceOp::Var`]) or `torch.std_mean`
+/// ([`ReduceOp::Std`]): `(var or std, mean)`, each row-major over the kept
+/// dims.
+pub fn var_mean(r: &Reduction, x: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    (reduce(r, x), reduce(&mean_of(r), x))
+}
+
+/// The mean over `r`'s dims.
+fn mean_of(r: &Reduction) -> Reduction {
+    Reduction {
+        op: ReduceOp::Mean,
+        ..r.clone()
+    }
+}
+
+/// The gradient of [`var_mean`] from the forward's `y` (var or std) and
+/// the gradients of either output (`None`: the loss does not depend on
+/// it), as PyTorch's `var_mean_backward` and `std_mean_backward`: var's
+/// (std's) gradient plus the mean's, `dmean / n`; 0 when neither is given.
+pub fn var_mean_backward(
+    r: &Reduction,
+    x: &[f64],
+    y: &[f64],
+    dy: Option<&[f64]>,
+    dmean: Option<&[f64]>,
+) -> Vec<f64> {
+    let mut dx = match dy {
+        Some(dy) => reduce_backward(r, x, y, dy),
+        None => vec![0.0; x.len()],
+    };
+    if let Some(dm) = dmean {
+        let m = mean_of(r);
+        for (d, g) in dx.iter_mut().zip(reduce_backward(&m, x, &reduce(&m, x), dm)) {
+            *d += g;
+        }
+    }
+    dx
+}
+
+/// `torch.trace` of a row-major `[rows, cols]` matrix: the sum of its
+/// diagonal (0 when empty).
+pub fn trace(rows: usize, cols: usize, x: &[f64]) -> f64 {
+    (0..rows.min(cols)).map(|i| x[i * cols + i]).sum()
+}
+
+/// The gradient of [`trace`]: `dy` on the diagonal, 0 elsewhere
+/// (row-major, `[rows, cols]`).
+pub fn trace_backward(rows: usize, cols: usize, dy: f64) -> Vec<f64> {
+    (0..rows * cols)
+        .map(|i| if i / cols == i % cols { dy } else { 0.0 })
         .collect()
 }
 
@@ -400,6 +458,75 @@ mod tests {
         ] {
             check_fd(ReduceOp::Norm, p);
         }
+    }
+
+    #[test]
+    fn var_mean_gradients_match_finite_differences() {
+        let x = input();
+        for op in [ReduceOp::Var, ReduceOp::Std] {
+            for correction in [1.0, 0.0, 2.5] {
+                let r = Reduction {
+                    correction,
+                    ..problem(op, 2.0)
+                };
+                let (y, _) = var_mean(&r, &x);
+                let dy: Vec<f64> = (0..y.len()).map(|i| 0.5 + 0.1 * i as f64).collect();
+                let dm: Vec<f64> = (0..y.len()).map(|i| 0.3 - 0.2 * i as f64).collect();
+                let what = format!("{op:?}_mean correction {correction}");
+                // Both gradients, as one vector-Jacobian product of (y, mean).
+                let both: Vec<f64> = dy.iter().chain(&dm).copied().collect();
+                let dx = var_mean_backward(&r, &x, &y, Some(&dy), Some(&dm));
+                check_vjp(&format!("{what} dx"), &x, &both, &dx, 1e-5, |xs| {
+                    let (a, b) = var_mean(&r, xs);
+                    a.into_iter().chain(b).collect()
+                });
+                // Each alone.
+                let dx = var_mean_backward(&r, &x, &y, None, Some(&dm));
+                check_vjp(&format!("{what} dx of the mean"), &x, &dm, &dx, 1e-5, |xs| {
+                    var_mean(&r, xs).1
+                });
+                let dx = var_mean_backward(&r, &x, &y, Some(&dy), None);
+                check_vjp(&format!("{what} dx of y"), &x, &dy, &dx, 1e-5, |xs| {
+                    var_mean(&r, xs).0
+                });
+            }
+        }
+        let r = problem(ReduceOp::Var, 2.0);
+        let (y, _) = var_mean(&r, &x);
+        assert!(var_mean_backward(&r, &x, &y, None, None)
+            .iter()
+            .all(|&d| d == 0.0));
+    }
+
+    #[test]
+    fn var_mean_matches_the_separate_reductions_and_is_nan_when_empty() {
+        let x = input();
+        let r = problem(ReduceOp::Std, 2.0);
+        let (y, mean) = var_mean(&r, &x);
+        assert_eq!(y, reduce(&r, &x));
+        assert_eq!(mean, reduce(&mean_of(&r), &x));
+        for correction in [1.0, 0.0, -1.0] {
+            let e = Reduction {
+                correction,
+                ..Reduction::new(ReduceOp::Var, &[2, 0], &[false, true])
+            };
+            let (v, m) = var_mean(&e, &[]);
+            assert!(v.iter().chain(&m).all(|a| a.is_nan()), "{correction}");
+        }
+    }
+
+    #[test]
+    fn trace_gradient_matches_finite_differences() {
+        for (rows, cols) in [(4, 4), (3, 5), (6, 2), (1, 1)] {
+            let x: Vec<f64> = input()[..rows * cols].to_vec();
+            let dx = trace_backward(rows, cols, 0.7);
+            check_vjp(&format!("trace [{rows}, {cols}]"), &x, &[0.7], &dx, 1e-6, |xs| {
+                vec![trace(rows, cols, xs)]
+            });
+        }
+        assert_eq!(trace(2, 3, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0]), 6.0);
+        assert_eq!(trace(0, 3, &[]), 0.0);
+        assert_eq!(trace_backward(2, 3, 2.0), [2.0, 0.0, 0.0, 0.0, 2.0, 0.0]);
     }
 
     #[test]

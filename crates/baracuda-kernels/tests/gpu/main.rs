@@ -11,8 +11,9 @@
 //! comparisons, logical and bitwise ops and predicates in `logic.rs`
 //! (`logic_*`); the conv family's (convolution and pooling) are in
 //! `conv.rs`, the GEMM family's in `gemm.rs`, the reduce family's in
-//! `reduce.rs` (reductions), `arg_reduce.rs` (index reductions),
-//! `logical_reduce.rs` (all, any, count_nonzero) and `scan.rs` (scans), the
+//! `reduce.rs` (reductions), `var_mean.rs` (var_mean, std_mean),
+//! `trace.rs`, `arg_reduce.rs` (index reductions), `logical_reduce.rs`
+//! (all, any, count_nonzero) and `scan.rs` (scans), the
 //! shape family's (flip, roll, tril/triu, pad, cat, stack) in `shape.rs`. `reliability.rs` runs every row from many threads at once
 //! and, over one exercise per family, shared plans, graph capture, large
 //! tensors and faults.
@@ -40,6 +41,8 @@ mod shape;
 mod softmax;
 mod table;
 mod ternary;
+mod trace;
+mod var_mean;
 
 use baracuda_kernels::{BinaryOp, ElementKind, GatedOp, TernaryOp, UnaryOp, CAST_KINDS};
 use harness::FLOATS;
@@ -462,6 +465,8 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("reduce", arg_reduce::ROWS),
     ("reduce", logical_reduce::ROWS),
     ("reduce", scan::ROWS),
+    ("reduce", var_mean::ROWS),
+    ("reduce", trace::ROWS),
     ("softmax", softmax::ROWS),
     ("norm", norm::ROWS),
     ("attention", rope::ROWS),

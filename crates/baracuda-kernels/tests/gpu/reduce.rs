@@ -48,18 +48,18 @@ pub enum Values {
 /// One reduction problem of a row.
 #[derive(Clone, Debug)]
 pub struct ReduceSample {
-    op: ReduceOp,
-    shape: Vec<usize>,
-    dims: Vec<usize>,
-    keepdim: bool,
-    layout: Layout,
-    values: Values,
-    correction: f64,
-    p: f64,
+    pub(crate) op: ReduceOp,
+    pub(crate) shape: Vec<usize>,
+    pub(crate) dims: Vec<usize>,
+    pub(crate) keepdim: bool,
+    pub(crate) layout: Layout,
+    pub(crate) values: Values,
+    pub(crate) correction: f64,
+    pub(crate) p: f64,
 }
 
 impl ReduceSample {
-    fn reduction(&self) -> Reduction {
+    pub(crate) fn reduction(&self) -> Reduction {
         Reduction {
             op: self.op,
             shape: self.shape.clone(),
@@ -70,7 +70,7 @@ impl ReduceSample {
             p: self.p,
         }
     }
-    fn descriptor<const N: usize>(&self, element: ElementKind) -> ReduceDescriptor<N> {
+    pub(crate) fn descriptor<const N: usize>(&self, element: ElementKind) -> ReduceDescriptor<N> {
         ReduceDescriptor::new(self.op, element, arr(&self.shape))
             .with_dims(&self.dims)
             .with_keepdim(self.keepdim)
@@ -78,7 +78,7 @@ impl ReduceSample {
             .with_p(self.p)
     }
     /// y's shape: the reduced dims dropped, or 1 with keepdim.
-    fn out_shape(&self) -> Vec<usize> {
+    pub(crate) fn out_shape(&self) -> Vec<usize> {
         reduced_shape(&self.shape, |d| self.dims.contains(&d), self.keepdim)
     }
     /// Index of the output that input element `lin` (row-major) folds into.
@@ -94,15 +94,15 @@ impl ReduceSample {
         }
         o
     }
-    fn n_red(&self) -> usize {
+    pub(crate) fn n_red(&self) -> usize {
         self.reduction().n_red()
     }
     /// x's strides, buffer length and offset.
-    fn x_layout(&self) -> (Vec<usize>, usize, usize) {
+    pub(crate) fn x_layout(&self) -> (Vec<usize>, usize, usize) {
         x_layout(self.layout, &self.shape)
     }
     /// Strides and buffer length of an output of `shape` (y or dx).
-    fn out_layout(&self, shape: &[usize]) -> (Vec<usize>, usize) {
+    pub(crate) fn out_layout(&self, shape: &[usize]) -> (Vec<usize>, usize) {
         out_layout(self.layout, shape)
     }
     /// The input range of the op (prod: the signs; its magnitudes are
@@ -218,7 +218,12 @@ crate::table_tests!(
 // Samples
 // ---------------------------------------------------------------------------
 
-fn sample(op: ReduceOp, shape: &[usize], dims: &[usize], layout: Layout) -> ReduceSample {
+pub(crate) fn sample(
+    op: ReduceOp,
+    shape: &[usize],
+    dims: &[usize],
+    layout: Layout,
+) -> ReduceSample {
     ReduceSample {
         op,
         shape: shape.to_vec(),
@@ -233,7 +238,7 @@ fn sample(op: ReduceOp, shape: &[usize], dims: &[usize], layout: Layout) -> Redu
 
 /// The samples of `op`; the norm runs each sample with one of its orders
 /// (every order several times over the list).
-fn samples(op: ReduceOp) -> Vec<ReduceSample> {
+pub(crate) fn samples(op: ReduceOp) -> Vec<ReduceSample> {
     use Layout::*;
     let s = |shape: &[usize], dims: &[usize], layout| sample(op, shape, dims, layout);
     let keep = |mut x: ReduceSample| {
@@ -324,7 +329,7 @@ fn samples(op: ReduceOp) -> Vec<ReduceSample> {
 }
 
 /// x (logical, row-major) and dy.
-fn inputs(s: &ReduceSample, rng: &mut Rng) -> Tensors {
+pub(crate) fn inputs(s: &ReduceSample, rng: &mut Rng) -> Tensors {
     let n: usize = s.shape.iter().product();
     let n_out: usize = s.out_shape().iter().product();
     let (lo, hi) = s.range();
@@ -398,26 +403,59 @@ pub(crate) fn run_twice<T: Element>(
     shape: &[usize],
     strides: &[usize],
     mut forward: impl FnMut(DeviceSliceMut<'_, T>) -> Result<(), String>,
-) -> Result<(Guarded<T>, Vec<f64>), String> {
+) -> Result<Written<T>, String> {
+    let mut outs = run_twice_each(what, &[(len, shape, strides)], |mut ys| {
+        forward(ys.pop().expect("one output"))
+    })?;
+    Ok(outs.pop().expect("one output"))
+}
+
+/// An output of a [`run_twice_each`] forward: buffer length, view shape
+/// and strides.
+pub(crate) type OutView<'s> = (usize, &'s [usize], &'s [usize]);
+
+/// An output written by a run and its view's values.
+pub(crate) type Written<T> = (Guarded<T>, Vec<f64>);
+
+/// [`run_twice`] for a forward with several outputs (`outs`, in the order
+/// `forward` takes their slices): every output agrees bit for bit between
+/// the poisoned and the zeroed run, and none is written outside its view.
+/// Each first output and its view's values.
+pub(crate) fn run_twice_each<T: Element>(
+    what: &str,
+    outs: &[OutView<'_>],
+    mut forward: impl FnMut(Vec<DeviceSliceMut<'_, T>>) -> Result<(), String>,
+) -> Result<Vec<Written<T>>, String> {
     let g = gpu();
-    let mut y = Guarded::<T>::new(len);
-    forward(y.slice_mut())?;
-    let y_vals = view_result(what, &y, shape, strides)?;
-    let mut z =
-        DeviceBuffer::<T>::filled_bytes(&g.stream, len.max(1), 0).map_err(|e| e.to_string())?;
-    let z_slice = z.as_slice_mut().split_at(len).expect("y in buffer").0;
-    forward(z_slice)?;
-    let z_vals = gather(&download(&z), 0, shape, strides);
-    if let Some(i) = (0..y_vals.len()).find(|&i| {
-        let (a, b) = (y_vals[i], z_vals[i]);
-        !(a == b || (a.is_nan() && b.is_nan()))
-    }) {
-        return Err(format!(
-            "{what}: output {i} is {} on the first run and {} on the second",
-            y_vals[i], z_vals[i]
-        ));
+    let mut ys: Vec<Guarded<T>> = outs.iter().map(|o| Guarded::<T>::new(o.0)).collect();
+    forward(ys.iter_mut().map(|y| y.slice_mut()).collect())?;
+    let mut zs = outs
+        .iter()
+        .map(|o| DeviceBuffer::<T>::filled_bytes(&g.stream, o.0.max(1), 0))
+        .collect::<baracuda_kernels::Result<Vec<_>>>()
+        .map_err(|e| e.to_string())?;
+    let z_slices = zs
+        .iter_mut()
+        .zip(outs)
+        .map(|(z, o)| z.as_slice_mut().split_at(o.0).expect("y in buffer").0)
+        .collect();
+    forward(z_slices)?;
+    let mut firsts = Vec::with_capacity(outs.len());
+    for ((y, z), &(_, shape, strides)) in ys.into_iter().zip(&zs).zip(outs) {
+        let y_vals = view_result(what, &y, shape, strides)?;
+        let z_vals = gather(&download(z), 0, shape, strides);
+        if let Some(i) = (0..y_vals.len()).find(|&i| {
+            let (a, b) = (y_vals[i], z_vals[i]);
+            !(a == b || (a.is_nan() && b.is_nan()))
+        }) {
+            return Err(format!(
+                "{what}: output {i} is {} on the first run and {} on the second",
+                y_vals[i], z_vals[i]
+            ));
+        }
+        firsts.push((y, y_vals));
     }
-    Ok((y, y_vals))
+    Ok(firsts)
 }
 
 /// NaN as f64::MAX, so that compare() accepts a NaN where one is due.
@@ -450,7 +488,12 @@ pub(crate) fn subnormal_spacing(kind: ElementKind) -> f64 {
     }
 }
 
-fn tolerance(kind: ElementKind, s: &ReduceSample, name: &str, want: &[f64]) -> Tolerance {
+pub(crate) fn tolerance(
+    kind: ElementKind,
+    s: &ReduceSample,
+    name: &str,
+    want: &[f64],
+) -> Tolerance {
     let (u_t, u_acc) = (kind.unit_roundoff(), acc_roundoff(kind));
     let n = s.n_red().max(1) as f64;
     let depth = (n + 2.0).log2();
@@ -620,23 +663,7 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
     let sel = |d: &ReduceDescriptor<2>, p: &PlanPreference| {
         ReducePlan::<f32, 2, 1>::select(&g.stream, d, p)
     };
-    let f64_desc = ReduceDescriptor {
-        element: ElementKind::F64,
-        ..desc
-    };
-    b.own_kernel_select::<ReducePlan<f32, 2, 1>>(&desc, &f64_desc)?;
-    b.expect(
-        "dim 2 of rank 2",
-        sel(&desc.with_dims(&[2]), &pref),
-        invalid_descriptor("dims"),
-        &[],
-    )?;
-    b.expect(
-        "keepdim, rank-1 y",
-        sel(&desc.with_keepdim(true), &pref),
-        invalid_descriptor("keepdim"),
-        &[],
-    )?;
+    descriptor_checks::<ReducePlan<f32, 2, 1>>(&mut b, &desc)?;
     let empty = ReduceDescriptor::new(op, ElementKind::F32, [4, 0]).with_dims(&[1]);
     match op {
         ReduceOp::Amax | ReduceOp::Amin => {
@@ -659,15 +686,6 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
                 "-inf norm over an empty dim",
                 sel(&inf, &pref),
                 invalid_argument("desc.shape"),
-                &[],
-            )?;
-        }
-        ReduceOp::Var | ReduceOp::Std => {
-            let nan = desc.with_correction(f64::NAN);
-            b.expect(
-                "correction NaN",
-                sel(&nan, &pref),
-                invalid_descriptor("correction"),
                 &[],
             )?;
         }
@@ -731,6 +749,43 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
         b.expect("backward without y", r, invalid_argument("y"), &[&dx])?;
     }
     b.done()
+}
+
+/// The select checks of a plan `P` of [`ReduceDescriptor`]s, from `desc`
+/// (f32 [4, 96] over dim 1, a rank-1 y): another dtype, a cuDNN backend,
+/// a dim past the rank, keepdim, and for var and std a NaN correction.
+pub(crate) fn descriptor_checks<P: Plan<Descriptor = ReduceDescriptor<2>>>(
+    b: &mut BadInputs,
+    desc: &ReduceDescriptor<2>,
+) -> Result<(), String> {
+    let pref = PlanPreference::default();
+    let sel = |d: &ReduceDescriptor<2>| P::select(&gpu().stream, d, &pref);
+    let f64_desc = ReduceDescriptor {
+        element: ElementKind::F64,
+        ..*desc
+    };
+    b.own_kernel_select::<P>(desc, &f64_desc)?;
+    b.expect(
+        "dim 2 of rank 2",
+        sel(&desc.with_dims(&[2])),
+        invalid_descriptor("dims"),
+        &[],
+    )?;
+    b.expect(
+        "keepdim, rank-1 y",
+        sel(&desc.with_keepdim(true)),
+        invalid_descriptor("keepdim"),
+        &[],
+    )?;
+    if matches!(desc.op, ReduceOp::Var | ReduceOp::Std) {
+        b.expect(
+            "correction NaN",
+            sel(&desc.with_correction(f64::NAN)),
+            invalid_descriptor("correction"),
+            &[],
+        )?;
+    }
+    Ok(())
 }
 
 /// The workspace checks of a reduction plan `P` (`name` in messages) over

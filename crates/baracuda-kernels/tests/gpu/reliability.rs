@@ -58,6 +58,8 @@ const _: () = {
     send_sync::<LogicalReducePlan<half::bf16, bool, 3, 1>>();
     send_sync::<LogicalReducePlan<f32, i64, 2, 0>>();
     send_sync::<ScanPlan<f32, 4>>();
+    send_sync::<VarMeanPlan<half::bf16, 3, 1>>();
+    send_sync::<TracePlan<f32>>();
     send_sync::<SoftmaxPlan<bf16, 3>>();
     send_sync::<LayerNormPlan<f32, 3, 2>>();
     send_sync::<RmsNormPlan<half::bf16, 2>>();

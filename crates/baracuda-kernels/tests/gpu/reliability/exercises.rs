@@ -995,12 +995,16 @@ impl Exercise for Gemm {
 /// row kernel) and over its columns (the column kernel, split over the
 /// reduced dim through the workspace); max and min with their values and
 /// i64 indices, forward and backward, over the rows (16-byte loads) and
-/// over the columns (strided, split through the workspace); every scan
-/// (cummax and cummin with i64 indices) forward and backward along the
-/// rows and along the columns.
+/// over the columns (strided, split through the workspace); var_mean over
+/// the rows and std_mean over the columns, with both output gradients;
+/// the trace and its backward; every scan (cummax and cummin with i64
+/// indices) forward and backward along the rows and along the columns.
 struct Reduce {
     rows: Vec<ReducePlan<f32, 2, 1>>,
     cols: Vec<ReducePlan<f32, 2, 1>>,
+    /// var_mean over the rows, std_mean over the columns.
+    var_means: [VarMeanPlan<f32, 2, 1>; 2],
+    trace: TracePlan<f32>,
     arg_rows: Vec<ArgReducePlan<f32, 2, 1>>,
     arg_cols: Vec<ArgReducePlan<f32, 2, 1>>,
     /// Each scan with its op, along dim 1 then dim 0.
@@ -1031,9 +1035,18 @@ impl Reduce {
             })?;
             scans.extend(ScanOp::ALL.into_iter().zip(plans));
         }
+        let st = &gpu().stream;
+        let pref = PlanPreference::default();
+        let var_mean = |op, dim| VarMeanPlan::select(st, &desc(op, dim), &pref);
         Ok(Reduce {
             rows: select_each(&ReduceOp::ALL, |op| desc(op, 1))?,
             cols: select_each(&ReduceOp::ALL, |op| desc(op, 0))?,
+            var_means: [var_mean(ReduceOp::Var, 1)?, var_mean(ReduceOp::Std, 0)?],
+            trace: TracePlan::select(
+                st,
+                &TraceDescriptor::new(ElementKind::F32, RED[0], RED[1]),
+                &pref,
+            )?,
             arg_rows: select_each(&ArgReduceOp::ALL, |op| arg(op, 1))?,
             arg_cols: select_each(&ArgReduceOp::ALL, |op| arg(op, 0))?,
             scans,
@@ -1049,7 +1062,8 @@ impl Exercise for Reduce {
     fn outputs(&self) -> (Vec<usize>, usize) {
         let n = elems(&RED);
         // The reductions' y and dx, the index reductions' values and dx,
-        // each over the rows then over the columns; the scans' y and dx.
+        // each over the rows then over the columns; the scans' y and dx;
+        // var_mean's and std_mean's y, mean and dx; the trace and its dx.
         let per_set = [
             (self.rows.len(), RED[0]),
             (self.cols.len(), RED[1]),
@@ -1063,6 +1077,7 @@ impl Exercise for Reduce {
                 sizes.extend([m, n]);
             }
         }
+        sizes.extend([RED[0], RED[0], n, RED[1], RED[1], n, 1, n]);
         let reduce = self
             .rows
             .iter()
@@ -1077,7 +1092,12 @@ impl Exercise for Reduce {
             .scans
             .iter()
             .map(|(_, p)| p.workspace_size().max(p.bw_workspace_size(Grad::X.into())));
-        let ws = reduce.chain(arg).chain(scan).max().unwrap_or(0);
+        let more = self
+            .var_means
+            .iter()
+            .map(|p| p.workspace_size())
+            .chain([self.trace.workspace_size()]);
+        let ws = reduce.chain(arg).chain(scan).chain(more).max().unwrap_or(0);
         (sizes, ws)
     }
     fn index_outputs(&self) -> Vec<usize> {
@@ -1163,6 +1183,37 @@ impl Exercise for Reduce {
             };
             plan.run_bw(st, borrowed(ws), args)?;
         }
+
+        let sets = [(&self.dy_rows, RED[0]), (&self.dy_cols, RED[1])];
+        for (plan, (dy, m)) in self.var_means.iter().zip(sets) {
+            let dy = view(dy, [m])?;
+            let [y, mean, dx] = parts.take()?;
+            let (mut y, mut mean) = (view_mut(y, [m])?, view_mut(mean, [m])?);
+            let args = VarMeanArgs {
+                x,
+                y: y.reborrow(),
+                mean: mean.reborrow(),
+            };
+            plan.run(st, borrowed(ws), args)?;
+            let args = VarMeanBwArgs {
+                x,
+                y: Some(y.as_const()),
+                mean: mean.as_const(),
+                dy: Some(dy),
+                dmean: Some(dy),
+                dx: view_mut(dx, RED)?,
+            };
+            plan.run_bw(st, Workspace::None, args)?;
+        }
+        let [y, dx] = parts.take()?;
+        let mut y = view_mut(y, [])?;
+        let args = TraceArgs { x, y: y.reborrow() };
+        self.trace.run(st, borrowed(ws), args)?;
+        let args = TraceBwArgs {
+            dy: y.as_const(),
+            dx: view_mut(dx, RED)?,
+        };
+        self.trace.run_bw(st, Workspace::None, args)?;
         Ok(())
     }
 }
