@@ -239,11 +239,19 @@ fn trace_and_gradient_match_pytorch() {
         let x = get(&t, &key("x"));
         close(&key("y"), &[r::trace(rows, cols, &x)], &get(&t, &key("y")));
         let dy = get(&t, &key("dy"))[0];
-        close(
-            &key("dx"),
-            &r::trace_backward(rows, cols, dy),
-            &get(&t, &key("dx")),
-        );
+        // PyTorch 2.11's trace backward fills every `cols + 1`-th element
+        // of the flattened matrix, which past the diagonal of a matrix
+        // with more rows than columns lands off it (pytorch/pytorch#171704,
+        // fixed upstream after 2.11): those entries are PyTorch's error,
+        // so they are left out here and must be 0 in ours.
+        let mut want = get(&t, &key("dx"));
+        for k in rows.min(cols)..rows * cols {
+            let i = k * (cols + 1);
+            if i < want.len() {
+                want[i] = 0.0;
+            }
+        }
+        close(&key("dx"), &r::trace_backward(rows, cols, dy), &want);
     }
     note_missing(&missing);
 }
