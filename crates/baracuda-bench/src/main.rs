@@ -21,49 +21,29 @@ mod softmax;
 
 use cases::Family;
 
+/// A [`Family`] named `$name` with its built-in case file
+/// `bench/cases/$name.json` and its job builder.
+macro_rules! family {
+    ($name:literal, $build:expr) => {
+        Family {
+            name: $name,
+            builtin: include_str!(concat!("../../../bench/cases/", $name, ".json")),
+            build: $build,
+        }
+    };
+}
+
 /// Every family, in the order `baracuda-bench` runs them, with its case
 /// file as built in and the builder of its jobs.
 const FAMILIES: &[Family] = &[
-    Family {
-        name: "elementwise",
-        builtin: include_str!("../../../bench/cases/elementwise.json"),
-        build: elementwise::jobs,
-    },
-    Family {
-        name: "conv",
-        builtin: include_str!("../../../bench/cases/conv.json"),
-        build: |f| f.jobs_without_settings(conv::job),
-    },
-    Family {
-        name: "gemm",
-        builtin: include_str!("../../../bench/cases/gemm.json"),
-        build: |f| f.jobs_without_settings(gemm::job),
-    },
-    Family {
-        name: "reduce",
-        builtin: include_str!("../../../bench/cases/reduce.json"),
-        build: |f| f.jobs_without_settings(reduce::job),
-    },
-    Family {
-        name: "softmax",
-        builtin: include_str!("../../../bench/cases/softmax.json"),
-        build: |f| f.jobs_without_settings(softmax::job),
-    },
-    Family {
-        name: "norm",
-        builtin: include_str!("../../../bench/cases/norm.json"),
-        build: |f| f.jobs_without_settings(norm::job),
-    },
-    Family {
-        name: "attention",
-        builtin: include_str!("../../../bench/cases/attention.json"),
-        build: |f| f.jobs_without_settings(attention::job),
-    },
-    Family {
-        name: "shape",
-        builtin: include_str!("../../../bench/cases/shape.json"),
-        build: |f| f.jobs_without_settings(shape::job),
-    },
+    family!("elementwise", elementwise::jobs),
+    family!("conv", |f| f.jobs_without_settings(conv::job)),
+    family!("gemm", |f| f.jobs_without_settings(gemm::job)),
+    family!("reduce", |f| f.jobs_without_settings(reduce::job)),
+    family!("softmax", |f| f.jobs_without_settings(softmax::job)),
+    family!("norm", |f| f.jobs_without_settings(norm::job)),
+    family!("attention", |f| f.jobs_without_settings(attention::job)),
+    family!("shape", |f| f.jobs_without_settings(shape::job)),
 ];
 
 fn main() {
