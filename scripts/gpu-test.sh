@@ -108,6 +108,7 @@ sanitize() {
     --skip reliability::binary_past_2_31_elements
     --skip reliability::allocation_beyond_memory_is_out_of_memory
     --skip reliability::missing_library
+    --skip reliability::operands_on_another_context_are_rejected
     --skip reliability::rows_checked_from_sixteen_threads
     --skip reliability::plans_shared_by_sixteen_threads
     --skip driver::jit_compiles_once_and_caches_on_disk)

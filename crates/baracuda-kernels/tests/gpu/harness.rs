@@ -215,14 +215,85 @@ pub fn round_to(kind: ElementKind, v: &[f64]) -> Vec<f64> {
 pub fn upload<T: Element>(v: &[f64]) -> (DeviceBuffer<T>, Vec<f64>) {
     let (t, back) = round::<T>(v);
     (
-        DeviceBuffer::from_host(&gpu().stream, &t).expect("upload"),
+        DeviceBuffer::from_host(alloc_stream::<T>(v.len()), &t).expect("upload"),
         back,
     )
 }
 
 /// A buffer whose every byte is 0xFF: NaN in every float dtype.
 pub fn poisoned<T: Element>(n: usize) -> DeviceBuffer<T> {
-    DeviceBuffer::filled_bytes(&gpu().stream, n, 0xFF).expect("poisoned buffer")
+    DeviceBuffer::filled_bytes(alloc_stream::<T>(n), n, 0xFF).expect("poisoned buffer")
+}
+
+/// A second context on device 0, with a stream: where
+/// [`with_foreign_allocation`] puts the allocation it probes.
+pub fn other_gpu() -> &'static Gpu {
+    static OTHER: OnceLock<Gpu> = OnceLock::new();
+    OTHER.get_or_init(|| {
+        let ctx = Context::new_non_primary(shared_gpu().ctx.device()).expect("a second context");
+        let stream = Stream::new(&ctx).expect("a stream on the second context");
+        Gpu { ctx, stream }
+    })
+}
+
+/// The allocation a [`with_foreign_allocation`] on this thread moves to
+/// [`other_gpu`]: its index among the harness's allocations, how many were
+/// made so far, and what the moved one holds.
+struct ForeignProbe {
+    target: usize,
+    made: usize,
+    moved: Option<String>,
+}
+
+thread_local! {
+    static PROBE: std::cell::RefCell<Option<ForeignProbe>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The stream the harness allocates `n` elements of `T` on: [`gpu`]'s,
+/// or [`other_gpu`]'s for the allocation a [`with_foreign_allocation`]
+/// moves.
+fn alloc_stream<T: Element>(n: usize) -> &'static Stream {
+    PROBE.with(|p| {
+        let mut p = p.borrow_mut();
+        let Some(probe) = p.as_mut() else {
+            return &gpu().stream;
+        };
+        let i = probe.made;
+        probe.made += 1;
+        if i != probe.target {
+            return &gpu().stream;
+        }
+        probe.moved = Some(format!("allocation {i} ({n} x {})", T::KIND.name()));
+        &other_gpu().stream
+    })
+}
+
+/// `f()` with the `k`-th buffer the harness allocates on this thread
+/// ([`upload`], [`poisoned`], [`workspace`], [`Guarded::new`], counted
+/// from 0) made on [`other_gpu`]'s context instead: what `f` returned (or
+/// its panic's message), and which allocation was moved (`None` when `f`
+/// made at most `k`). Every buffer a row allocates is an operand of some
+/// plan call, so each moved one must make a call fail with
+/// `ContextMismatch`.
+pub fn with_foreign_allocation<R>(
+    k: usize,
+    f: impl FnOnce() -> R,
+) -> (Result<R, String>, Option<String>) {
+    PROBE.with(|p| {
+        *p.borrow_mut() = Some(ForeignProbe {
+            target: k,
+            made: 0,
+            moved: None,
+        })
+    });
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|e| {
+        e.downcast_ref::<String>()
+            .cloned()
+            .or_else(|| e.downcast_ref::<&str>().map(|s| s.to_string()))
+            .unwrap_or_else(|| "a panic without a message".into())
+    });
+    let moved = PROBE.with(|p| p.borrow_mut().take()).and_then(|p| p.moved);
+    (r, moved)
 }
 
 /// A poisoned device buffer of `bytes` bytes (at least one) to borrow as a

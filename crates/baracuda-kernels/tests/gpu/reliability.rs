@@ -37,6 +37,12 @@ const _: () = {
     send_sync::<BinaryLogicPlan<bf16, bool, 4>>();
     send_sync::<BinaryLogicPlan<i32, i32, 2>>();
     send_sync::<UnaryLogicPlan<f32, bool, 3>>();
+    send_sync::<TernaryPlan<f32, 3>>();
+    send_sync::<WherePlan<half::f16, 2>>();
+    send_sync::<GatedPlan<bf16, 2>>();
+    send_sync::<FillPlan<f64, 3>>();
+    send_sync::<RangePlan<f32>>();
+    send_sync::<EyePlan<bf16>>();
     send_sync::<Conv1dPlan<f32>>();
     send_sync::<Conv2dPlan<half::f16>>();
     send_sync::<Conv3dPlan<f64>>();
@@ -66,6 +72,9 @@ const _: () = {
     send_sync::<GroupNormPlan<half::bf16, 4>>();
     send_sync::<RopePlan<bf16>>();
     send_sync::<SdpaPlan<bf16>>();
+    send_sync::<ShapePlan<f32, 3>>();
+    send_sync::<CatPlan<bf16, 2>>();
+    send_sync::<StackPlan<f32, 2, 3>>();
     send_sync::<CastPlan<f32, bf16, 2>>();
     send_sync::<CastPlan<bf16, float8::F8E4M3, 1>>();
 };
@@ -567,4 +576,139 @@ fn plan_on_another_context_is_rejected() {
             Some(v) => Err(format!("the rejected run wrote {}", f32::from_bits(*v))),
         }
     });
+}
+
+/// Name of the variable that makes [`operand_context_child`] probe.
+const PROBE_VAR: &str = "BARACUDA_TEST_CONTEXT_PROBE";
+
+/// Allocations probed per row: the operands of its first samples.
+const PROBES_PER_ROW: usize = 16;
+
+/// Every operand of every row on another context is `ContextMismatch`:
+/// [`operand_context_child`] in a child process of this test binary (a
+/// plan that took the operand would fault the context, which must not end
+/// the rest of the suite).
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn operands_on_another_context_are_rejected() {
+    let exe = std::env::current_exe().unwrap();
+    let out = Command::new(&exe)
+        .args(["--ignored", "--exact", "reliability::operand_context_child"])
+        .args(["--test-threads", "1", "--nocapture"])
+        .env(PROBE_VAR, "1")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "the child failed\n{stdout}\n{}",
+        stderr
+            .lines()
+            .filter(|l| !l.starts_with("thread ") && !l.starts_with("note: "))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    eprintln!(
+        "{}",
+        stderr
+            .lines()
+            .filter(|l| l.starts_with("context probe"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// The probes of one row: its [`Row::check_one`] run again with each of
+/// its first [`PROBES_PER_ROW`] harness allocations on another context
+/// ([`with_foreign_allocation`]), each of which must fail with
+/// `ContextMismatch`. How many were probed, or the failures.
+fn probe_row(row: &dyn Row) -> Result<usize, String> {
+    let kind = row_kind(row);
+    let mut failures = Vec::new();
+    let mut probed = 0;
+    for k in 0..PROBES_PER_ROW {
+        let (r, moved) = with_foreign_allocation(k, || row.check_one(kind));
+        let Some(moved) = moved else {
+            if let Ok(Err(e)) | Err(e) = r {
+                failures.push(format!("with no operand moved: {e}"));
+            }
+            break;
+        };
+        probed += 1;
+        let message = match r {
+            Ok(Ok(_)) => {
+                failures.push(format!("{moved} on another context: the checks passed"));
+                continue;
+            }
+            Ok(Err(e)) | Err(e) => e,
+        };
+        let mismatch = message.contains("lives on a different CUDA context than the stream")
+            || message.contains("ContextMismatch");
+        if !mismatch {
+            let short: String = message.chars().take(400).collect();
+            failures.push(format!("{moved} on another context: {short}"));
+        }
+    }
+    if probed == 0 && failures.is_empty() {
+        failures.push("the row allocates nothing through the harness".into());
+    }
+    if failures.is_empty() {
+        Ok(probed)
+    } else {
+        Err(failures.join("\n  "))
+    }
+}
+
+/// The child of [`operands_on_another_context_are_rejected`]: every row
+/// probed by [`probe_row`], rows spread over eight threads (each on a
+/// stream of its own). Run alone (its variable unset), it checks the
+/// premise: the second context is another context of the same device.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn operand_context_child() {
+    assert_ne!(other_gpu().ctx.id(), gpu().ctx.id());
+    assert_eq!(other_gpu().ctx.device().ordinal, gpu().ctx.device().ordinal);
+    if std::env::var(PROBE_VAR).is_err() {
+        return;
+    }
+    let rows: Vec<(&str, &dyn Row)> = crate::FAMILY_ROWS
+        .iter()
+        .flat_map(|(family, rows)| rows.iter().map(move |r| (*family, *r)))
+        .collect();
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Vec<(String, Result<usize, String>)> = std::thread::scope(|sc| {
+        let workers: Vec<_> = streams()[..8]
+            .iter()
+            .map(|g| {
+                let (rows, next) = (&rows, &next);
+                sc.spawn(move || {
+                    let mut done = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        let Some((family, row)) = rows.get(i) else {
+                            return done;
+                        };
+                        let r = on_stream(g, || probe_row(*row));
+                        done.push((format!("{family} {}", row.name()), r));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a probe thread panicked"))
+            .collect()
+    });
+    let probed: usize = results.iter().filter_map(|(_, r)| r.as_ref().ok()).sum();
+    let failures: Vec<String> = results
+        .iter()
+        .filter_map(|(name, r)| r.as_ref().err().map(|e| format!("{name}:\n  {e}")))
+        .collect();
+    eprintln!(
+        "context probe: {} rows, {probed} operands moved to another context, {} rows failed",
+        results.len(),
+        failures.len()
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

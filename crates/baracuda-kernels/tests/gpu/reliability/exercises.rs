@@ -9,6 +9,8 @@ use baracuda_driver::CudaLib;
 use baracuda_kernels::reference::elementwise as ew_reference;
 use baracuda_kernels::*;
 
+use half::bf16;
+
 use crate::harness::{gpu, Rng};
 
 /// A family's plans and their inputs on the device.
@@ -18,6 +20,12 @@ pub(super) trait Exercise: Send + Sync {
     /// Elements of each i64 output (the indices of max pooling, index
     /// reductions and cummax / cummin): none unless the exercise says.
     fn index_outputs(&self) -> Vec<usize> {
+        Vec::new()
+    }
+    /// Elements of each output of another type (bool, i16, bf16): none
+    /// unless the exercise says. Each holds 1 or 2 bytes per element, as
+    /// the first of the pair says.
+    fn raw_outputs(&self) -> Vec<Raw> {
         Vec::new()
     }
     /// Enqueue every plan on `stream`, writing `out`.
@@ -40,6 +48,11 @@ pub(super) static EXERCISES: &[FamilyExercise] = &[
         family: "elementwise",
         libraries: &[],
         make: || Ok(Box::new(Elementwise::new()?)),
+    },
+    FamilyExercise {
+        family: "elementwise",
+        libraries: &[],
+        make: || Ok(Box::new(Logic::new()?)),
     },
     FamilyExercise {
         family: "conv",
@@ -72,17 +85,40 @@ pub(super) static EXERCISES: &[FamilyExercise] = &[
         make: || Ok(Box::new(Attention::new()?)),
     },
     FamilyExercise {
+        family: "attention",
+        libraries: &[CudaLib::Cudnn],
+        make: || Ok(Box::new(Sdpa::new()?)),
+    },
+    FamilyExercise {
         family: "shape",
         libraries: &[],
         make: || Ok(Box::new(Shapes::new()?)),
     },
 ];
 
+/// An output of 1- or 2-byte elements (bool, i16, bf16), held as bytes:
+/// how many bytes each element has, and how many elements.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct Raw {
+    pub bytes: usize,
+    pub elems: usize,
+}
+
+impl Raw {
+    /// An output of `elems` elements of `T` (1 or 2 bytes each).
+    fn of<T: Element>(elems: usize) -> Raw {
+        let bytes = std::mem::size_of::<T>();
+        assert!(bytes <= 2, "raw outputs hold 1- or 2-byte elements");
+        Raw { bytes, elems }
+    }
+}
+
 /// The outputs and workspace of one runner of an [`Exercise`]: the f32
-/// outputs, then the i64 ones.
+/// outputs, the i64 ones, then the others as bytes.
 pub(super) struct Outs {
     bufs: Vec<DeviceBuffer<f32>>,
     idx: Vec<DeviceBuffer<i64>>,
+    raw: Vec<(DeviceBuffer<u8>, usize)>,
     ws: DeviceBuffer<u8>,
 }
 
@@ -99,26 +135,41 @@ impl Outs {
             .iter()
             .map(|&n| DeviceBuffer::filled_bytes(stream, n, 0xFF))
             .collect::<Result<_>>()?;
+        let raw = ex
+            .raw_outputs()
+            .iter()
+            .map(|r| {
+                Ok((
+                    DeviceBuffer::filled_bytes(stream, r.elems * r.bytes, 0xFF)?,
+                    r.bytes,
+                ))
+            })
+            .collect::<Result<_>>()?;
         Ok(Outs {
             bufs,
             idx,
+            raw,
             ws: DeviceBuffer::zeros(stream, ws.max(1))?,
         })
     }
-    /// Poison every output again (NaN, and -1 in the indices), on
-    /// `stream`.
+    /// Poison every output again (NaN, -1 in the indices, all ones in
+    /// the others), on `stream`.
     pub fn poison(&mut self, stream: &Stream) -> Result<()> {
         self.bufs
             .iter_mut()
             .try_for_each(|b| b.fill_bytes(stream, 0xFF))?;
         self.idx
             .iter_mut()
-            .try_for_each(|b| b.fill_bytes(stream, 0xFF))
+            .try_for_each(|b| b.fill_bytes(stream, 0xFF))?;
+        self.raw
+            .iter_mut()
+            .try_for_each(|(b, _)| b.fill_bytes(stream, 0xFF))
     }
     /// The outputs' bits, after everything enqueued on `stream`: the f32
     /// outputs, then each i64 output as 32-bit words, low word first (a
     /// poisoned word reads as a NaN, both words of an index in `0..2^30`
-    /// as finite numbers).
+    /// as finite numbers), then each element of the others widened to 32
+    /// bits (a finite number), a poisoned one (all ones) as a NaN.
     pub fn bits(&self, stream: &Stream) -> Result<Vec<Vec<u32>>> {
         let floats = self
             .bufs
@@ -133,7 +184,19 @@ impl Outs {
                 })
                 .collect())
         });
-        floats.chain(indices).collect()
+        let raw = self.raw.iter().map(|(b, bytes)| {
+            Ok(b.to_host(stream)?
+                .chunks(*bytes)
+                .map(|e| {
+                    if e.iter().all(|&v| v == 0xFF) {
+                        u32::MAX
+                    } else {
+                        e.iter().rev().fold(0, |a, &v| a << 8 | u32::from(v))
+                    }
+                })
+                .collect())
+        });
+        floats.chain(indices).chain(raw).collect()
     }
     /// The workspace and the outputs, in the order `outputs` and
     /// `index_outputs` listed them.
@@ -143,6 +206,7 @@ impl Outs {
             Parts {
                 bufs: self.bufs.iter_mut(),
                 idx: self.idx.iter_mut(),
+                raw: self.raw.iter_mut(),
             },
         )
     }
@@ -153,6 +217,7 @@ impl Outs {
 struct Parts<'a> {
     bufs: std::slice::IterMut<'a, DeviceBuffer<f32>>,
     idx: std::slice::IterMut<'a, DeviceBuffer<i64>>,
+    raw: std::slice::IterMut<'a, (DeviceBuffer<u8>, usize)>,
 }
 
 impl<'a> Parts<'a> {
@@ -163,6 +228,25 @@ impl<'a> Parts<'a> {
     /// The next `N` i64 outputs.
     fn take_idx<const N: usize>(&mut self) -> Result<[&'a mut DeviceBuffer<i64>; N]> {
         next_n(&mut self.idx)
+    }
+    /// The next output of the others, viewed as `T` of `shape`.
+    fn take_raw<T: Element, const N: usize>(
+        &mut self,
+        shape: [usize; N],
+    ) -> Result<TensorMut<'a, T, N>> {
+        let [(buf, bytes)] = next_n(&mut self.raw)?;
+        assert_eq!(
+            *bytes,
+            std::mem::size_of::<T>(),
+            "raw output of another type"
+        );
+        let s = buf.as_slice_mut();
+        // SAFETY: the bytes of `buf`, which this borrow holds mutably, as
+        // elements of `T` (the allocation is aligned for any type); the
+        // kernels write only valid `T` (0 or 1 for bool) and the host reads
+        // the bytes back as `u8`, never as `T`.
+        let s = unsafe { DeviceSliceMut::from_raw_parts(s.addr(), s.len() / *bytes, s.ctx_id()) };
+        TensorMut::contiguous(s, shape)
     }
 }
 
@@ -419,6 +503,233 @@ impl Exercise for Elementwise {
             plan.run_bw(st, Workspace::None, GatedBwArgs { x, dy, dx })?;
         }
         Ok(())
+    }
+}
+
+/// Every comparison and logical op of x against the broadcast scalar
+/// (bool out), every bitwise, shift, gcd and lcm op of an i16 matrix and
+/// an i16 scalar, every predicate of x and bitwise_not of the i16 matrix;
+/// `where` forward and backward (x where x > 0, else the scalar); a cast to
+/// bf16 and its backward; fill, arange, linspace, logspace and eye.
+struct Logic {
+    compare: Vec<BinaryLogicPlan<f32, bool, 2>>,
+    bits: Vec<BinaryLogicPlan<i16, i16, 2>>,
+    predicates: Vec<UnaryLogicPlan<f32, bool, 2>>,
+    not: UnaryLogicPlan<i16, i16, 2>,
+    select: WherePlan<f32, 2>,
+    cast: CastPlan<f32, bf16, 2>,
+    fill: FillPlan<f32, 2>,
+    ranges: Vec<RangePlan<f32>>,
+    eye: EyePlan<f32>,
+    x: DeviceBuffer<f32>,
+    s: DeviceBuffer<f32>,
+    dy: DeviceBuffer<f32>,
+    dy_half: DeviceBuffer<bf16>,
+    cond: DeviceBuffer<bool>,
+    ints: DeviceBuffer<i16>,
+    int_s: DeviceBuffer<i16>,
+}
+
+impl Logic {
+    fn new() -> Result<Self> {
+        let element = ElementKind::F32;
+        let st = &gpu().stream;
+        let pref = deterministic();
+        let (bools, bits): (Vec<_>, Vec<_>) = BinaryLogicOp::ALL
+            .into_iter()
+            .partition(|op| op.output(element) == ElementKind::Bool);
+        let compare = select_each(&bools, |op| BinaryLogicDescriptor {
+            op,
+            element,
+            a_shape: EW,
+            b_shape: SCALAR,
+        })?;
+        let bits = select_each(&bits, |op| BinaryLogicDescriptor {
+            op,
+            element: ElementKind::I16,
+            a_shape: EW,
+            b_shape: SCALAR,
+        })?;
+        let floats: Vec<UnaryLogicOp> = UnaryLogicOp::ALL
+            .into_iter()
+            .filter(|op| *op != UnaryLogicOp::BitwiseNot)
+            .collect();
+        let predicates = select_each(&floats, |op| UnaryLogicDescriptor {
+            op,
+            element,
+            shape: EW,
+        })?;
+        let not = UnaryLogicPlan::select(
+            st,
+            &UnaryLogicDescriptor {
+                op: UnaryLogicOp::BitwiseNot,
+                element: ElementKind::I16,
+                shape: EW,
+            },
+            &pref,
+        )?;
+        let select = WherePlan::select(
+            st,
+            &WhereDescriptor {
+                element,
+                cond_shape: EW,
+                a_shape: EW,
+                b_shape: SCALAR,
+            },
+            &pref,
+        )?;
+        let cast = CastPlan::select(
+            st,
+            &CastDescriptor::new(element, ElementKind::Bf16, EW),
+            &pref,
+        )?;
+        let fill = FillPlan::select(st, &FillDescriptor::new(element, EW, 0.5), &pref)?;
+        let n = elems(&EW);
+        let ranges = select_each(
+            &[
+                RangeOp::Arange {
+                    start: -3.0,
+                    step: 0.25,
+                },
+                RangeOp::Linspace {
+                    start: -1.0,
+                    end: 2.0,
+                },
+                RangeOp::Logspace {
+                    start: -2.0,
+                    end: 2.0,
+                    base: 10.0,
+                },
+            ],
+            |op| RangeDescriptor {
+                op,
+                element,
+                len: n,
+            },
+        )?;
+        let eye = EyePlan::select(
+            st,
+            &EyeDescriptor {
+                element,
+                rows: EW[0],
+                cols: EW[1],
+            },
+            &pref,
+        )?;
+        let xs = Rng::new(1).vec(n, -2.0, 2.0);
+        let cond: Vec<bool> = xs.iter().map(|&v| v as f32 > 0.0).collect();
+        // i16 operands in [1, 256) and a scalar of 3: no result of the
+        // bitwise ops, shifts, gcd, lcm or bitwise_not is -1 (all ones,
+        // the poison)
+        let ints: Vec<i16> = Rng::new(5)
+            .vec(n, 1.0, 256.0)
+            .iter()
+            .map(|&v| v as i16)
+            .collect();
+        Ok(Logic {
+            compare,
+            bits,
+            predicates,
+            not,
+            select,
+            cast,
+            fill,
+            ranges,
+            eye,
+            x: input(n, 1)?,
+            s: input(1, 2)?,
+            dy: input(n, 3)?,
+            dy_half: input_as::<bf16>(n, 4, 1.0)?,
+            cond: DeviceBuffer::from_host(st, &cond)?,
+            ints: DeviceBuffer::from_host(st, &ints)?,
+            int_s: DeviceBuffer::from_host(st, &[3i16])?,
+        })
+    }
+}
+
+impl Exercise for Logic {
+    fn outputs(&self) -> (Vec<usize>, usize) {
+        let n = elems(&EW);
+        // where's y, da and db; the cast's dx; fill; the ranges; eye
+        let mut sizes = vec![n, n, 1, n, n];
+        sizes.extend(vec![n; self.ranges.len() + 1]);
+        let ws = self.select.bw_workspace_size(Grad::A | Grad::B);
+        (sizes, ws)
+    }
+    fn raw_outputs(&self) -> Vec<Raw> {
+        let n = elems(&EW);
+        let mut v = vec![Raw::of::<bool>(n); self.compare.len() + self.predicates.len()];
+        v.extend(vec![Raw::of::<i16>(n); self.bits.len() + 1]);
+        v.push(Raw::of::<bf16>(n));
+        v
+    }
+    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
+        let (ws, mut parts) = out.parts();
+        let (x, s) = (view(&self.x, EW)?, view(&self.s, SCALAR)?);
+        for plan in &self.compare {
+            let out = parts.take_raw::<bool, 2>(EW)?;
+            plan.run(st, Workspace::None, BinaryLogicArgs { a: x, b: s, out })?;
+        }
+        for plan in &self.predicates {
+            let y = parts.take_raw::<bool, 2>(EW)?;
+            plan.run(st, Workspace::None, UnaryLogicArgs { x, y })?;
+        }
+        let (a, b) = (view(&self.ints, EW)?, view(&self.int_s, SCALAR)?);
+        for plan in &self.bits {
+            let out = parts.take_raw::<i16, 2>(EW)?;
+            plan.run(st, Workspace::None, BinaryLogicArgs { a, b, out })?;
+        }
+        let y = parts.take_raw::<i16, 2>(EW)?;
+        self.not
+            .run(st, Workspace::None, UnaryLogicArgs { x: a, y })?;
+
+        let cond = view(&self.cond, EW)?;
+        let [y, da, db] = parts.take()?;
+        let args = WhereArgs {
+            cond,
+            a: x,
+            b: s,
+            out: view_mut(y, EW)?,
+        };
+        self.select.run(st, Workspace::None, args)?;
+        let args = WhereBwArgs {
+            cond,
+            dy: view(&self.dy, EW)?,
+            da: Some(view_mut(da, EW)?),
+            db: Some(view_mut(db, SCALAR)?),
+        };
+        self.select.run_bw(st, borrowed(ws), args)?;
+
+        let y = parts.take_raw::<bf16, 2>(EW)?;
+        self.cast.run(st, Workspace::None, CastArgs { x, y })?;
+        let [dx] = parts.take()?;
+        let args = CastBwArgs {
+            dy: view(&self.dy_half, EW)?,
+            dx: view_mut(dx, EW)?,
+        };
+        self.cast.run_bw(st, Workspace::None, args)?;
+
+        let [y] = parts.take()?;
+        self.fill.run(
+            st,
+            Workspace::None,
+            FillArgs {
+                y: view_mut(y, EW)?,
+            },
+        )?;
+        for plan in &self.ranges {
+            let [y] = parts.take()?;
+            let y = view_mut(y, [elems(&EW)])?;
+            plan.run(st, Workspace::None, RangeArgs { y })?;
+        }
+        let [y] = parts.take()?;
+        self.eye.run(
+            st,
+            Workspace::None,
+            EyeArgs {
+                y: view_mut(y, EW)?,
+            },
+        )
     }
 }
 
@@ -998,7 +1309,9 @@ impl Exercise for Gemm {
 /// over the columns (strided, split through the workspace); var_mean over
 /// the rows and std_mean over the columns, with both output gradients;
 /// the trace and its backward; every scan (cummax and cummin with i64
-/// indices) forward and backward along the rows and along the columns.
+/// indices) forward and backward along the rows and along the columns;
+/// all, any (bool out) and count_nonzero (i64 out) of a matrix a third
+/// zeros over the rows and over the columns.
 struct Reduce {
     rows: Vec<ReducePlan<f32, 2, 1>>,
     cols: Vec<ReducePlan<f32, 2, 1>>,
@@ -1009,7 +1322,13 @@ struct Reduce {
     arg_cols: Vec<ArgReducePlan<f32, 2, 1>>,
     /// Each scan with its op, along dim 1 then dim 0.
     scans: Vec<(ScanOp, ScanPlan<f32, 2>)>,
+    /// all and any over the rows, then over the columns.
+    truth: Vec<LogicalReducePlan<f32, bool, 2, 1>>,
+    /// count_nonzero over the rows, then over the columns.
+    counts: Vec<LogicalReducePlan<f32, i64, 2, 1>>,
     x: DeviceBuffer<f32>,
+    /// The matrix of the logical reductions: a third of it zeros.
+    sparse: DeviceBuffer<f32>,
     dy_rows: DeviceBuffer<f32>,
     dy_cols: DeviceBuffer<f32>,
     /// The gradient of the scans' outputs.
@@ -1038,6 +1357,24 @@ impl Reduce {
         let st = &gpu().stream;
         let pref = PlanPreference::default();
         let var_mean = |op, dim| VarMeanPlan::select(st, &desc(op, dim), &pref);
+        let logical = |op, dim: usize| {
+            LogicalReduceDescriptor::new(op, ElementKind::F32, RED).with_dims(&[dim])
+        };
+        let (mut truth, mut counts) = (Vec::new(), Vec::new());
+        for dim in [1, 0] {
+            truth.extend(select_each(
+                &[LogicalReduceOp::All, LogicalReduceOp::Any],
+                |op| logical(op, dim),
+            )?);
+            counts.extend(select_each(&[LogicalReduceOp::CountNonzero], |op| {
+                logical(op, dim)
+            })?);
+        }
+        let sparse: Vec<f32> = Rng::new(11)
+            .vec(elems(&RED), -2.0, 1.0)
+            .iter()
+            .map(|&v| v.max(0.0) as f32)
+            .collect();
         Ok(Reduce {
             rows: select_each(&ReduceOp::ALL, |op| desc(op, 1))?,
             cols: select_each(&ReduceOp::ALL, |op| desc(op, 0))?,
@@ -1050,6 +1387,9 @@ impl Reduce {
             arg_rows: select_each(&ArgReduceOp::ALL, |op| arg(op, 1))?,
             arg_cols: select_each(&ArgReduceOp::ALL, |op| arg(op, 0))?,
             scans,
+            truth,
+            counts,
+            sparse: DeviceBuffer::from_host(st, &sparse)?,
             x: input(elems(&RED), 7)?,
             dy_rows: input(RED[0], 8)?,
             dy_cols: input(RED[1], 9)?,
@@ -1097,7 +1437,16 @@ impl Exercise for Reduce {
             .iter()
             .map(|p| p.workspace_size())
             .chain([self.trace.workspace_size()]);
-        let ws = reduce.chain(arg).chain(scan).chain(more).max().unwrap_or(0);
+        let logical = self.truth.iter().map(|p| p.workspace_size());
+        let counts = self.counts.iter().map(|p| p.workspace_size());
+        let ws = reduce
+            .chain(arg)
+            .chain(scan)
+            .chain(more)
+            .chain(logical)
+            .chain(counts)
+            .max()
+            .unwrap_or(0);
         (sizes, ws)
     }
     fn index_outputs(&self) -> Vec<usize> {
@@ -1105,7 +1454,14 @@ impl Exercise for Reduce {
         sizes.extend(vec![RED[1]; self.arg_cols.len()]);
         let with_indices = self.scans.iter().filter(|(op, _)| op.has_indices());
         sizes.extend(with_indices.map(|_| elems(&RED)));
+        sizes.extend([RED[0], RED[1]]);
         sizes
+    }
+    fn raw_outputs(&self) -> Vec<Raw> {
+        let half = self.truth.len() / 2;
+        let mut v = vec![Raw::of::<bool>(RED[0]); half];
+        v.extend(vec![Raw::of::<bool>(RED[1]); half]);
+        v
     }
     fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
         let (ws, mut parts) = out.parts();
@@ -1214,6 +1570,18 @@ impl Exercise for Reduce {
             dx: view_mut(dx, RED)?,
         };
         self.trace.run_bw(st, Workspace::None, args)?;
+
+        let sparse = view(&self.sparse, RED)?;
+        let half = self.truth.len() / 2;
+        for (i, plan) in self.truth.iter().enumerate() {
+            let y = parts.take_raw::<bool, 1>([RED[usize::from(i >= half)]])?;
+            plan.run(st, borrowed(ws), LogicalReduceArgs { x: sparse, y })?;
+        }
+        for (plan, m) in self.counts.iter().zip([RED[0], RED[1]]) {
+            let [y] = parts.take_idx()?;
+            let y = view_mut(y, [m])?;
+            plan.run(st, borrowed(ws), LogicalReduceArgs { x: sparse, y })?;
+        }
         Ok(())
     }
 }
@@ -1277,11 +1645,13 @@ impl Exercise for Softmax {
 
 /// Flip, roll, tril and the four pads of a batch of two matrices (forward
 /// and backward; the pads' outputs larger than x; reflect, replicate and
-/// circular pads of 2 dims take a rank-3 input, as PyTorch's), and cat of
-/// the batch with itself along the last dim (forward and both gradients).
+/// circular pads of 2 dims take a rank-3 input, as PyTorch's), cat of
+/// the batch with itself along the last dim and stack of it with itself
+/// along dim 1 (forward and both gradients).
 struct Shapes {
     plans: Vec<ShapePlan<f32, 3>>,
     cat: CatPlan<f32, 3>,
+    stack: StackPlan<f32, 3, 4>,
     x: DeviceBuffer<f32>,
     dy: DeviceBuffer<f32>,
 }
@@ -1310,10 +1680,21 @@ impl Shapes {
             },
             &deterministic(),
         )?;
-        // dy large enough for every output (the padded ones and the cat)
+        let stack = Plan::select(
+            &gpu().stream,
+            &StackDescriptor {
+                element: ElementKind::F32,
+                dim: 1,
+                shape: MAT,
+                count: 2,
+            },
+            &deterministic(),
+        )?;
+        // dy large enough for every output (the padded ones, cat, stack)
         Ok(Shapes {
             plans,
             cat,
+            stack,
             x: input(elems(&MAT), 30)?,
             dy: input(4 * elems(&MAT), 31)?,
         })
@@ -1327,6 +1708,7 @@ impl Exercise for Shapes {
             v.push(elems(&p.output_shape()));
             v.push(elems(&MAT));
         }
+        v.extend([2 * elems(&MAT), elems(&MAT), elems(&MAT)]);
         v.extend([2 * elems(&MAT), elems(&MAT), elems(&MAT)]);
         (v, 0)
     }
@@ -1370,7 +1752,29 @@ impl Exercise for Shapes {
             )?,
             dxs: vec![Some(view_mut(dx0, MAT)?), Some(view_mut(dx1, MAT)?)],
         };
-        self.cat.run_bw(st, borrowed(ws), args)
+        self.cat.run_bw(st, borrowed(ws), args)?;
+
+        let [y, dx0, dx1] = parts.take()?;
+        let stack_shape = [MAT[0], 2, MAT[1], MAT[2]];
+        self.stack.run(
+            st,
+            borrowed(ws),
+            StackArgs {
+                xs: &[x, x],
+                y: view_mut(y, stack_shape)?,
+            },
+        )?;
+        let args = StackBwArgs {
+            dy: TensorRef::contiguous(
+                self.dy
+                    .as_slice()
+                    .slice(0..elems(&stack_shape))
+                    .expect("dy"),
+                stack_shape,
+            )?,
+            dxs: vec![Some(view_mut(dx0, MAT)?), Some(view_mut(dx1, MAT)?)],
+        };
+        self.stack.run_bw(st, borrowed(ws), args)
     }
 }
 
@@ -1619,5 +2023,89 @@ impl Exercise for Attention {
             plan.run_bw(st, Workspace::None, args)?;
         }
         Ok(())
+    }
+}
+
+/// Causal GQA attention in bf16 (cuDNN) forward, with its logsumexp, and
+/// backward with every gradient.
+struct Sdpa {
+    plan: SdpaPlan<bf16>,
+    q: DeviceBuffer<bf16>,
+    k: DeviceBuffer<bf16>,
+    v: DeviceBuffer<bf16>,
+    d_o: DeviceBuffer<bf16>,
+}
+
+/// `[batch, heads, seq, head_dim]` of Q (and O); K and V have
+/// [`SDPA_KV_HEADS`] heads.
+const SDPA_Q: [usize; 4] = [2, 4, 96, 64];
+/// Heads of K and V.
+const SDPA_KV_HEADS: usize = 2;
+
+impl Sdpa {
+    fn new() -> Result<Self> {
+        let [b, h, s, d] = SDPA_Q;
+        let mut desc = SdpaDescriptor::new(ElementKind::Bf16, b, h, SDPA_KV_HEADS, s, s, d);
+        desc.causal = Some(CausalAlign::TopLeft);
+        let kv = b * SDPA_KV_HEADS * s * d;
+        Ok(Sdpa {
+            plan: SdpaPlan::select(&gpu().stream, &desc, &deterministic())?,
+            q: input_as(elems(&SDPA_Q), 40, 1.0)?,
+            k: input_as(kv, 41, 1.0)?,
+            v: input_as(kv, 42, 1.0)?,
+            d_o: input_as(elems(&SDPA_Q), 43, 1.0)?,
+        })
+    }
+}
+
+impl Exercise for Sdpa {
+    fn outputs(&self) -> (Vec<usize>, usize) {
+        let ws = self
+            .plan
+            .workspace_size()
+            .max(self.plan.bw_workspace_size(Grad::Q | Grad::K | Grad::V));
+        (vec![SDPA_Q[0] * SDPA_Q[1] * SDPA_Q[2]], ws)
+    }
+    fn raw_outputs(&self) -> Vec<Raw> {
+        let kv = elems(&SDPA_Q) / SDPA_Q[1] * SDPA_KV_HEADS;
+        [elems(&SDPA_Q), elems(&SDPA_Q), kv, kv]
+            .into_iter()
+            .map(Raw::of::<bf16>)
+            .collect()
+    }
+    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
+        let (ws, mut parts) = out.parts();
+        let [b, h, s, d] = SDPA_Q;
+        let kv = [b, SDPA_KV_HEADS, s, d];
+        let (q, k, v) = (
+            view(&self.q, SDPA_Q)?,
+            view(&self.k, kv)?,
+            view(&self.v, kv)?,
+        );
+        let mut o = parts.take_raw::<bf16, 4>(SDPA_Q)?;
+        let [lse] = parts.take()?;
+        let mut lse = view_mut(lse, [b, h, s])?;
+        let args = SdpaArgs {
+            q,
+            k,
+            v,
+            bias: None,
+            o: o.reborrow(),
+            lse: Some(lse.reborrow()),
+        };
+        self.plan.run(st, borrowed(ws), args)?;
+        let args = SdpaBwArgs {
+            q,
+            k,
+            v,
+            o: o.as_const(),
+            lse: lse.as_const(),
+            bias: None,
+            d_o: view(&self.d_o, SDPA_Q)?,
+            dq: Some(parts.take_raw(SDPA_Q)?),
+            dk: Some(parts.take_raw(kv)?),
+            dv: Some(parts.take_raw(kv)?),
+        };
+        self.plan.run_bw(st, borrowed(ws), args)
     }
 }
