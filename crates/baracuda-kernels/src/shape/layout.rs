@@ -1054,6 +1054,282 @@ mod tests {
         assert_eq!(path(LayoutOp::slice(0, 0, 0, 1), &[4, 4], true), None);
     }
 
+    /// The group kernel on the host, as shape.cu runs it: `y` (of the
+    /// map's output shape, at `out_strides`) from `x` read at offsets.
+    fn emulate(p: &GroupArgs, x: &[f64], table: &[i64], y: &mut [f64]) {
+        let r = p.rank as usize;
+        for i in 0..p.n as usize {
+            let mut c = [0i64; MAX_RANK];
+            let (mut rem, mut oo) = (i, 0i64);
+            for d in (0..r).rev() {
+                let ext = p.out_shape[d] as usize;
+                c[d] = (rem % ext) as i64;
+                rem /= ext;
+                oo += c[d] * p.out_stride[d];
+            }
+            let mut off = p.base;
+            let mut none = false;
+            let mut progs = Vec::new();
+            for d in 0..r {
+                if p.kind[d] == G_NONE {
+                    continue;
+                }
+                let (o, st, a, b) = (c[d], p.st[d], p.a[d], p.b[d]);
+                let (first, step, count) = match p.kind[d] {
+                    G_AFFINE => (o * st, 0, 1),
+                    G_MOD => ((o % a) * st, 0, 1),
+                    G_DIV => ((o / a) * st, 0, 1),
+                    G_SEARCH => {
+                        let (mut lo, mut hi) = (0i64, a);
+                        while hi - lo > 1 {
+                            let mid = lo + (hi - lo) / 2;
+                            if table[mid as usize] <= o {
+                                lo = mid;
+                            } else {
+                                hi = mid;
+                            }
+                        }
+                        (lo * st, 0, 1)
+                    }
+                    G_EVERY => (o * st, a * st, b),
+                    G_BLOCK => (o * a * st, st, a),
+                    G_SPAN => {
+                        let t0 = table[o as usize];
+                        (t0 * st, st, table[o as usize + 1] - t0)
+                    }
+                    G_WINDOWS => {
+                        let v = o - b + 1;
+                        let lo = if v <= 0 { 0 } else { (v + a - 1) / a };
+                        let hi = (o / a).min(p.c[d] - 1);
+                        let n = if hi >= lo { hi - lo + 1 } else { 0 };
+                        (lo * st + (o - lo * a) * p.st2[d], st - a * p.st2[d], n)
+                    }
+                    G_UNSLICE => {
+                        let v = o - a;
+                        if v < 0 || v % b != 0 || v / b >= p.c[d] {
+                            (0, 0, 0)
+                        } else {
+                            ((v / b) * st, 0, 1)
+                        }
+                    }
+                    G_DIAG => {
+                        let o2 = c[p.partner[d] as usize];
+                        if o2 - o != a {
+                            (0, 0, 0)
+                        } else {
+                            ((if a >= 0 { o } else { o2 }) * st, 0, 1)
+                        }
+                    }
+                    k => panic!("kind {k}"),
+                };
+                if count <= 0 {
+                    none = true;
+                }
+                off += first;
+                if count > 1 {
+                    progs.push((step, count));
+                }
+            }
+            let v = if none {
+                0.0
+            } else {
+                // the odometer of shape.cu
+                let mut idx = vec![0i64; progs.len()];
+                let mut acc = x[off as usize];
+                'sum: loop {
+                    let mut g = progs.len();
+                    loop {
+                        if g == 0 {
+                            break 'sum;
+                        }
+                        g -= 1;
+                        idx[g] += 1;
+                        if idx[g] < progs[g].1 {
+                            off += progs[g].0;
+                            break;
+                        }
+                        off -= progs[g].0 * (progs[g].1 - 1);
+                        idx[g] = 0;
+                    }
+                    acc += x[off as usize];
+                }
+                acc
+            };
+            y[oo as usize] = v;
+        }
+    }
+
+    /// Row-major strides, or with `transposed` column-major ones.
+    fn strides_of(shape: &[usize], transposed: bool) -> Vec<usize> {
+        let mut st = vec![0; shape.len()];
+        let mut acc = 1;
+        let order: Vec<usize> = if transposed {
+            (0..shape.len()).collect()
+        } else {
+            (0..shape.len()).rev().collect()
+        };
+        for d in order {
+            st[d] = acc;
+            acc *= shape[d].max(1);
+        }
+        st
+    }
+
+    /// `map` run on the host from a row-major-logical `x` stored with
+    /// `in_st` into a row-major output, returned in logical order.
+    fn run_map(map: &Map, x: &[f64], in_shape: &[usize], in_st: &[usize], table: &[i64]) -> Vec<f64> {
+        // store x at its strides
+        let len = in_shape
+            .iter()
+            .zip(in_st)
+            .map(|(&e, &s)| e.saturating_sub(1) * s)
+            .sum::<usize>()
+            + 1;
+        let mut buf = vec![f64::NAN; len];
+        let n_x: usize = in_shape.iter().product();
+        for (i, &v) in x.iter().enumerate().take(n_x) {
+            let (mut rem, mut off) = (i, 0);
+            for d in (0..in_shape.len()).rev() {
+                off += rem % in_shape[d] * in_st[d];
+                rem /= in_shape[d];
+            }
+            buf[off] = v;
+        }
+        let out = &map.out_shape[..map.out_rank];
+        let out_st = strides_of(out, false);
+        let n: usize = out.iter().product();
+        let mut y = vec![f64::NAN; n];
+        if let Some((p, _, _)) = launch_args(
+            map,
+            (DevPtrMut::from_addr(0), &out_st),
+            (DevPtr::from_addr(0), in_st),
+            0,
+        ) {
+            emulate(&p, &buf, table, &mut y);
+        }
+        y
+    }
+
+    fn noise(n: usize, seed: u64) -> Vec<f64> {
+        (0..n)
+            .map(|i| ((i as u64 * 2654435761 + seed * 97) % 1000) as f64 / 250.0 - 2.0)
+            .collect()
+    }
+
+    /// Every op's maps, run as the kernel runs them on row-major and
+    /// transposed inputs, match the f64 references forward and backward.
+    #[test]
+    fn maps_match_the_references() {
+        use crate::shape::reference as rf;
+        let per = LayoutOp::repeat_interleave_per_index;
+        let cases: Vec<(LayoutOp, Vec<usize>)> = vec![
+            (LayoutOp::repeat(&[2, 1, 3]), vec![3, 4, 5]),
+            (LayoutOp::repeat(&[1, 0]), vec![3, 4]),
+            (LayoutOp::repeat(&[]), vec![]),
+            (LayoutOp::repeat_interleave(3, 1), vec![3, 4, 2]),
+            (LayoutOp::repeat_interleave(0, 0), vec![3, 4]),
+            (per(&[2, 0, 3, 1], -2, None), vec![4, 3]),
+            (per(&[0, 0, 2], 1, Some(2)), vec![2, 3]),
+            (per(&[2], 0, None), vec![3, 2]),
+            (diagonal(0, 0, 1), vec![4, 4]),
+            (diagonal(2, 0, 1), vec![3, 5]),
+            (diagonal(-1, 2, 0), vec![3, 2, 5]),
+            (diagonal(1, -1, 1), vec![2, 4, 3, 5]),
+            (diagonal(9, 0, 1), vec![3, 3]),
+            (embed(0, -2, -1), vec![2, 3]),
+            (embed(2, 0, 2), vec![2, 3]),
+            (embed(-1, 2, 1), vec![3, 2, 4]),
+            (LayoutOp::Diag { offset: 1 }, vec![4]),
+            (LayoutOp::Diag { offset: -2 }, vec![4, 5]),
+            (unfold(1, 3, 2), vec![2, 8, 3]),
+            (unfold(0, 2, 5), vec![11]),
+            (unfold(-1, 4, 1), vec![3, 6]),
+            (unfold(0, 0, 1), vec![4]),
+            (LayoutOp::slice(1, 1, 7, 2), vec![3, 8]),
+            (LayoutOp::slice(0, -3, i64::MAX, 1), vec![5, 2]),
+            (LayoutOp::slice(-1, 6, 2, 1), vec![3, 8]),
+        ];
+        for (op, shape) in cases {
+            let r = resolve(&op, &shape).unwrap();
+            let n = shape.len();
+            let wrap = |d: i64, rank: usize| d.rem_euclid(rank.max(1) as i64) as usize;
+            let x = noise(shape.iter().product(), 1);
+            let dy = noise(r.out_shape.iter().product(), 2);
+            let (want_y, want_dx) = match &op {
+                LayoutOp::Repeat { repeats } => {
+                    let rep: Vec<usize> = repeats.as_slice().iter().map(|&v| v as usize).collect();
+                    (rf::repeat(&shape, &x, &rep).1, rf::repeat_backward(&shape, &dy, &rep))
+                }
+                LayoutOp::RepeatInterleave { repeats, dim, .. } => {
+                    let d = wrap(*dim, n);
+                    let c: Vec<usize> = match repeats {
+                        Repeats::Scalar(v) => vec![*v as usize; shape[d]],
+                        Repeats::PerIndex(v) if v.len() == 1 => vec![v[0] as usize; shape[d]],
+                        Repeats::PerIndex(v) => v.iter().map(|&v| v as usize).collect(),
+                    };
+                    (
+                        rf::repeat_interleave(&shape, &x, &c, d).1,
+                        rf::repeat_interleave_backward(&shape, &dy, &c, d),
+                    )
+                }
+                LayoutOp::Diagonal { offset, dim1, dim2 } => {
+                    let (a, b) = (wrap(*dim1, n), wrap(*dim2, n));
+                    (
+                        rf::diagonal(&shape, &x, *offset, a, b).1,
+                        rf::diagonal_backward(&shape, &dy, *offset, a, b),
+                    )
+                }
+                LayoutOp::DiagEmbed { offset, dim1, dim2 } => {
+                    let (a, b) = (wrap(*dim1, n + 1), wrap(*dim2, n + 1));
+                    (
+                        rf::diag_embed(&shape, &x, *offset, a, b).1,
+                        rf::diag_embed_backward(&shape, &dy, *offset, a, b),
+                    )
+                }
+                LayoutOp::Diag { offset } if n == 1 => (
+                    rf::diag_embed(&shape, &x, *offset, 0, 1).1,
+                    rf::diag_embed_backward(&shape, &dy, *offset, 0, 1),
+                ),
+                LayoutOp::Diag { offset } => (
+                    rf::diagonal(&shape, &x, *offset, 0, 1).1,
+                    rf::diagonal_backward(&shape, &dy, *offset, 0, 1),
+                ),
+                LayoutOp::Unfold { dim, size, step } => {
+                    let d = wrap(*dim, n);
+                    let (sz, st) = (*size as usize, *step as usize);
+                    (
+                        rf::unfold(&shape, &x, d, sz, st).1,
+                        rf::unfold_backward(&shape, &dy, d, sz, st),
+                    )
+                }
+                LayoutOp::Slice {
+                    dim,
+                    start,
+                    stop,
+                    step,
+                } => {
+                    let d = wrap(*dim, n);
+                    (
+                        rf::slice(&shape, &x, d, *start, *stop, *step).1,
+                        rf::slice_backward(&shape, &dy, d, *start, *stop, *step),
+                    )
+                }
+            };
+            let table = r.table.clone().unwrap_or_default();
+            for transposed in [false, true] {
+                let what = format!("{op:?} on {shape:?} (transposed {transposed})");
+                let y = run_map(&r.fw, &x, &shape, &strides_of(&shape, transposed), &table);
+                assert_eq!(y, want_y, "{what} forward");
+                let out = &r.out_shape;
+                let dx = run_map(&r.bw, &dy, out, &strides_of(out, transposed), &table);
+                assert_eq!(dx.len(), want_dx.len(), "{what} backward");
+                for (g, w) in dx.iter().zip(&want_dx) {
+                    assert!((g - w).abs() < 1e-12, "{what} backward: {dx:?} vs {want_dx:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn strides_fold_into_groups() {
         // diagonal of a [3, 4] x with strides (10, 1), offset 1: y[k] =
