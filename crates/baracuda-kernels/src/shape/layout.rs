@@ -1033,7 +1033,7 @@ mod tests {
         let path = |op: LayoutOp, shape: &[usize], fw: bool| {
             let r = resolve(&op, shape).unwrap();
             let map = if fw { r.fw } else { r.bw };
-            let st = vec![1usize; MAX_RANK];
+            let st = [1usize; MAX_RANK];
             launch_args(
                 &map,
                 (DevPtrMut::from_addr(512), &st[..map.out_rank]),

@@ -155,7 +155,11 @@ fn repeat_samples() -> Vec<LayoutSample> {
         ls(r(&[2, 2]), &[5, 100], Misaligned),
         ls(r(&[2, 3]), &[8, 30], Broadcast),
         ls(r(&[1, 2, 1, 3]), &[3, 5, 7, 9], Contiguous),
-        ls(r(&[1, 2, 1, 3, 1, 1, 2, 1]), &[2, 1, 3, 1, 2, 1, 1, 5], Contiguous),
+        ls(
+            r(&[1, 2, 1, 3, 1, 1, 2, 1]),
+            &[2, 1, 3, 1, 2, 1, 1, 5],
+            Contiguous,
+        ),
         ls(r(&[3, 2]), &[0, 7], Contiguous),
         ls(r(&[0, 2]), &[4, 5], Contiguous),
         special(ls(r(&[1, 2]), &[6, 40], Contiguous)),
@@ -185,7 +189,11 @@ fn interleave_samples() -> Vec<LayoutSample> {
         ls(sc(2, -1), &[37, 29], Transposed),
         ls(per(37, 1, 0, false), &[37, 29], Contiguous),
         ls(per(29, 2, 1, true), &[37, 29], StridedOut),
-        ls(LayoutOp::repeat_interleave_per_index(&[3], 1, Some(300)), &[5, 100], Misaligned),
+        ls(
+            LayoutOp::repeat_interleave_per_index(&[3], 1, Some(300)),
+            &[5, 100],
+            Misaligned,
+        ),
         ls(per(30, 3, 1, false), &[8, 30], Broadcast),
         ls(
             LayoutOp::repeat_interleave_per_index(&[0, 0, 5, 0], 0, None),
@@ -193,7 +201,11 @@ fn interleave_samples() -> Vec<LayoutSample> {
             Contiguous,
         ),
         ls(per(5, 4, 7, true), &[2, 1, 3, 1, 2, 1, 1, 5], Contiguous),
-        ls(LayoutOp::repeat_interleave_per_index(&[], 0, Some(0)), &[0, 5], Contiguous),
+        ls(
+            LayoutOp::repeat_interleave_per_index(&[], 0, Some(0)),
+            &[0, 5],
+            Contiguous,
+        ),
         ls(sc(3, 1), &[4, 0], Contiguous),
         special(ls(per(40, 5, 1, false), &[6, 40], Contiguous)),
         // a warp per row: scalar and per-index counts along the row
@@ -453,7 +465,10 @@ fn terms(s: &LayoutSample) -> usize {
         LayoutOp::Repeat { repeats } => repeats.as_slice().iter().map(|&r| r as usize).product(),
         LayoutOp::RepeatInterleave { repeats, dim, .. } => {
             let d = wrap(*dim, s.shape.len());
-            interleave_counts(repeats, s.shape[d]).into_iter().max().unwrap_or(0)
+            interleave_counts(repeats, s.shape[d])
+                .into_iter()
+                .max()
+                .unwrap_or(0)
         }
         LayoutOp::Unfold { size, step, .. } => (*size as usize).div_ceil(*step as usize),
         _ => 1,
@@ -552,10 +567,22 @@ fn bad_ops(kind: LayoutKind) -> (LayoutOp, Vec<(&'static str, LayoutOp, &'static
             LayoutOp::repeat_interleave(2, 1),
             vec![
                 ("dim 2", LayoutOp::repeat_interleave(2, 2), "dim"),
-                ("a negative count", LayoutOp::repeat_interleave(-1, 0), "repeats"),
+                (
+                    "a negative count",
+                    LayoutOp::repeat_interleave(-1, 0),
+                    "repeats",
+                ),
                 ("3 counts along 4", per(&[1, 2, 3], 0, None), "repeats"),
-                ("a negative per-index count", per(&[1, -2, 3, 4], 0, None), "repeats"),
-                ("output_size not the sum", per(&[1, 2, 3, 4], 0, Some(9)), "output_size"),
+                (
+                    "a negative per-index count",
+                    per(&[1, -2, 3, 4], 0, None),
+                    "repeats",
+                ),
+                (
+                    "output_size not the sum",
+                    per(&[1, 2, 3, 4], 0, Some(9)),
+                    "output_size",
+                ),
             ],
         ),
         LayoutKind::Diagonal => (
@@ -672,7 +699,8 @@ fn bad_inputs_ranked<const M: usize>(kind: LayoutKind) -> Result<usize, String> 
         }
         _ => {}
     }
-    let plan = LayoutPlan::<f32, 2, M>::select(&g.stream, &desc, &pref).map_err(|e| e.to_string())?;
+    let plan =
+        LayoutPlan::<f32, 2, M>::select(&g.stream, &desc, &pref).map_err(|e| e.to_string())?;
     let ys = plan.output_shape();
     let n_y: usize = ys.iter().product();
     let mut longer = ys;
