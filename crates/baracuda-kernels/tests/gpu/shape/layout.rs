@@ -768,6 +768,18 @@ fn bad_inputs_ranked<const M: usize>(kind: LayoutKind) -> Result<usize, String> 
         |e| matches!(e, Error::ContextMismatch { arg: "dy", .. }),
         &[&dx],
     )?;
+    let dxf = {
+        let s = dx.slice();
+        // SAFETY: rejected (context) before anything is enqueued.
+        unsafe { DeviceSliceMut::<f32>::from_raw_parts(s.addr(), 4 * 24, 0xDEAD) }
+    };
+    let r = run_bw(dy, view_mut(dxf, shape)?);
+    b.expect(
+        "dx on another context",
+        r,
+        |e| matches!(e, Error::ContextMismatch { arg: "dx", .. }),
+        &[&dx],
+    )?;
     let dys = TensorRef::contiguous(shared.slice(), ys).map_err(|e| e.to_string())?;
     // SAFETY: as above: rejected before anything is enqueued.
     let alias = unsafe { DeviceSliceMut::<f32>::from_raw_parts(s.addr() + 64, 96, s.ctx_id()) };
