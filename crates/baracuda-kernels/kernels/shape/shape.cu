@@ -605,7 +605,10 @@ __device__ __forceinline__ void group_gather(const GroupArgs& p) {
         group_coords<I>(p, i, rank, c, oo);
         i64 off = p.base;
         bool none = false;
-        int np = 0;
+        // the progressions of more than one term: the first in registers
+        // (s0, c0; most backwards have one), the rest (nr) in arrays
+        i64 s0 = 0, c0 = 1;
+        int nr = 0;
         i64 pstep[MAX_RANK], pcount[MAX_RANK];
 #pragma unroll
         for (int d = 0; d < MAX_RANK; ++d) {
@@ -615,33 +618,42 @@ __device__ __forceinline__ void group_gather(const GroupArgs& p) {
                 if (g.count <= 0) none = true;
                 off += g.first;
                 if (g.count > 1) {
-                    pstep[np] = g.step;
-                    pcount[np] = g.count;
-                    ++np;
+                    if (c0 == 1) {
+                        s0 = g.step;
+                        c0 = g.count;
+                    } else {
+                        pstep[nr] = g.step;
+                        pcount[nr] = g.count;
+                        ++nr;
+                    }
                 }
             }
         }
         if (none) {
             y[oo] = from_acc((ACC)0);
-        } else if (np == 0) {
+        } else if (c0 == 1) {
             y[oo] = x[off];
         } else {
-            // odometer over the progressions, the last fastest
-            i64 idx[MAX_RANK];
-            for (int g = 0; g < np; ++g) idx[g] = 0;
+            // the first progression outermost, then an odometer over the
+            // rest, the last fastest; the sum starts from the first term
             ACC acc = to_acc(x[off]);
-            for (;;) {
-                int g = np - 1;
-                for (; g >= 0; --g) {
-                    if (++idx[g] < pcount[g]) {
-                        off += pstep[g];
-                        break;
+            i64 idx[MAX_RANK];
+            for (i64 k0 = 0; k0 < c0; ++k0) {
+                i64 o = off + k0 * s0;
+                for (int g = 0; g < nr; ++g) idx[g] = 0;
+                for (bool first = k0 == 0;; first = false) {
+                    if (!first) acc += to_acc(x[o]);
+                    int g = nr - 1;
+                    for (; g >= 0; --g) {
+                        if (++idx[g] < pcount[g]) {
+                            o += pstep[g];
+                            break;
+                        }
+                        o -= pstep[g] * (pcount[g] - 1);
+                        idx[g] = 0;
                     }
-                    off -= pstep[g] * (pcount[g] - 1);
-                    idx[g] = 0;
+                    if (g < 0) break;
                 }
-                if (g < 0) break;
-                acc += to_acc(x[off]);
             }
             y[oo] = from_acc(acc);
         }

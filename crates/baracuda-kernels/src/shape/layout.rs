@@ -1069,6 +1069,9 @@ mod tests {
             }
             let mut off = p.base;
             let mut none = false;
+            // as shape.cu: the first progression of several terms (s0,
+            // c0), then the rest
+            let (mut s0, mut c0) = (0i64, 1i64);
             let mut progs = Vec::new();
             for d in 0..r {
                 if p.kind[d] == G_NONE {
@@ -1127,31 +1130,45 @@ mod tests {
                 }
                 off += first;
                 if count > 1 {
-                    progs.push((step, count));
+                    if c0 == 1 {
+                        (s0, c0) = (step, count);
+                    } else {
+                        progs.push((step, count));
+                    }
                 }
             }
             let v = if none {
                 0.0
+            } else if c0 == 1 {
+                x[off as usize]
             } else {
-                // the odometer of shape.cu
-                let mut idx = vec![0i64; progs.len()];
                 let mut acc = x[off as usize];
-                'sum: loop {
-                    let mut g = progs.len();
+                for k0 in 0..c0 {
+                    let mut o = off + k0 * s0;
+                    let mut idx = vec![0i64; progs.len()];
+                    let mut first = k0 == 0;
                     loop {
-                        if g == 0 {
-                            break 'sum;
+                        if !first {
+                            acc += x[o as usize];
                         }
-                        g -= 1;
-                        idx[g] += 1;
-                        if idx[g] < progs[g].1 {
-                            off += progs[g].0;
+                        first = false;
+                        let mut g = progs.len();
+                        let mut done = true;
+                        while g > 0 {
+                            g -= 1;
+                            idx[g] += 1;
+                            if idx[g] < progs[g].1 {
+                                o += progs[g].0;
+                                done = false;
+                                break;
+                            }
+                            o -= progs[g].0 * (progs[g].1 - 1);
+                            idx[g] = 0;
+                        }
+                        if done {
                             break;
                         }
-                        off -= progs[g].0 * (progs[g].1 - 1);
-                        idx[g] = 0;
                     }
-                    acc += x[off as usize];
                 }
                 acc
             };
@@ -1225,6 +1242,7 @@ mod tests {
         let cases: Vec<(LayoutOp, Vec<usize>)> = vec![
             (LayoutOp::repeat(&[2, 1, 3]), vec![3, 4, 5]),
             (LayoutOp::repeat(&[1, 0]), vec![3, 4]),
+            (LayoutOp::repeat(&[2, 3, 2, 2]), vec![2, 3, 1, 2]),
             (LayoutOp::repeat(&[]), vec![]),
             (LayoutOp::repeat_interleave(3, 1), vec![3, 4, 2]),
             (LayoutOp::repeat_interleave(0, 0), vec![3, 4]),
