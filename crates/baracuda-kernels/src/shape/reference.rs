@@ -473,7 +473,7 @@ pub fn slice(
     forward(out, x, slice_source(shape, dim, lo, step as usize))
 }
 
-/// The gradient of [`slice`]: dy inside the slice, 0 elsewhere.
+/// The gradient of [`slice()`]: dy inside the slice, 0 elsewhere.
 pub fn slice_backward(
     shape: &[usize],
     dy: &[f64],
