@@ -705,11 +705,12 @@ fn bad_inputs_ranked<const M: usize>(kind: LayoutKind) -> Result<usize, String> 
     let n_y: usize = ys.iter().product();
     let mut longer = ys;
     longer[0] += 1;
+    let n_longer: usize = longer.iter().product();
     let mut rng = Rng::new(0x1A70);
     let (xb, _) = upload::<f32>(&rng.vec(5 * 30, -1.0, 1.0));
     let x = TensorRef::contiguous(xb.as_slice(), shape).map_err(|e| e.to_string())?;
     let x3 = TensorRef::contiguous(xb.as_slice(), [3, 24]).map_err(|e| e.to_string())?;
-    let mut y = Guarded::<f32>::new(n_y + 64);
+    let mut y = Guarded::<f32>::new(n_longer + 64);
     let run = |x: TensorRef<'_, f32, 2>, y: TensorMut<'_, f32, M>| {
         plan.run(&g.stream, Workspace::None, LayoutArgs { x, y })
     };
@@ -749,7 +750,7 @@ fn bad_inputs_ranked<const M: usize>(kind: LayoutKind) -> Result<usize, String> 
     b.expect("y overlapping x", r, invalid_argument("y"), &[&shared])?;
 
     // Backward.
-    let (dyb, _) = upload::<f32>(&rng.vec(n_y + 64, -1.0, 1.0));
+    let (dyb, _) = upload::<f32>(&rng.vec(n_longer + 64, -1.0, 1.0));
     let dy = TensorRef::contiguous(dyb.as_slice(), ys).map_err(|e| e.to_string())?;
     let dy_bad = TensorRef::contiguous(dyb.as_slice(), longer).map_err(|e| e.to_string())?;
     let mut dx = Guarded::<f32>::new(5 * 24 + 30);
