@@ -1,9 +1,11 @@
 """PyTorch baselines of the shape family, from bench/cases/shape.json
 (which crates/baracuda-bench/src/shape.rs reads too): flip, roll,
-tril/triu and F.pad of one contiguous tensor, forward (x to y) and
-backward (dy to dx, the op autograd runs: the inverse flip or roll, the
-same triangle, aten's reflection/replication_pad*d_backward, the
-constant pad by the negated list); cat of `count` inputs along `dim`,
+tril/triu, F.pad, repeat and unfold of one contiguous tensor, forward (x
+to y; unfold's window view materialised with contiguous, as baracuda
+writes it) and backward (dy to dx, the op autograd runs: the inverse flip
+or roll, the same triangle, aten's reflection/replication_pad*d_backward,
+the constant pad by the negated list, repeat's sum over the copies,
+aten's unfold_backward); cat of `count` inputs along `dim`,
 forward and backward (dy's slices materialised with clone: autograd
 hands back views, which move nothing, while baracuda writes each input's
 gradient); each timed eagerly and as torch.compile of the same function,
@@ -23,6 +25,8 @@ OPS = {
     "tril": Op(("fw", "bw"), FLOATS, {"shape": [int], "diagonal": int}),
     "triu": Op(("fw", "bw"), FLOATS, {"shape": [int], "diagonal": int}),
     "cat": Op(("fw", "bw"), FLOATS, {"shape": [int], "count": int, "dim": int}),
+    "repeat": Op(("fw", "bw"), FLOATS, {"shape": [int], "repeats": [int]}),
+    "unfold": Op(("fw", "bw"), FLOATS, {"shape": [int], "dim": int, "size": int, "step": int}),
 }
 # circular's backward is a composite of slices (no one aten op): forward only
 OPS.update({f"pad_{m}": Op(("fw", "bw") if m != "circular" else ("fw",), FLOATS,
@@ -43,6 +47,12 @@ def _prod(shape):
 def out_shape(case):
     """The output shape of a map case."""
     shape = list(case["shape"])
+    if case["op"] == "repeat":
+        return [n * r for n, r in zip(shape, case["repeats"])]
+    if case["op"] == "unfold":
+        d = case["dim"]
+        shape[d] = (shape[d] - case["size"]) // case["step"] + 1
+        return shape + [case["size"]]
     if case["op"].startswith("pad_"):
         pad = case["pad"]
         for k in range(len(pad) // 2):
@@ -62,8 +72,9 @@ def rows(case):
         b = 2 * case["count"] * _prod(shape) * size
         return [caselist.row(case, p, f"{case['count']}x{_shape_s(shape)}", bytes=b, rotation_bytes=b)
                 for p in case["passes"]]
-    if not 1 <= len(shape) <= 5:
-        raise caselist.CaseError(f"shape case {case['name']!r}: rank {len(shape)} (takes 1 to 5)")
+    top = 4 if op == "unfold" else 5
+    if not 1 <= len(shape) <= top:
+        raise caselist.CaseError(f"shape case {case['name']!r}: rank {len(shape)} (takes 1 to {top})")
     b = (_prod(shape) + _prod(out_shape(case))) * size
     return [caselist.row(case, p, _shape_s(shape), bytes=b, rotation_bytes=b) for p in case["passes"]]
 
@@ -81,6 +92,17 @@ def _fns(torch, case):
             return (lambda x: torch.roll(x, shifts[0])), (lambda x, dy: torch.roll(dy, -shifts[0]))
         neg = [-s for s in shifts]
         return (lambda x: torch.roll(x, shifts, dims)), (lambda x, dy: torch.roll(dy, neg, dims))
+    if op == "repeat":
+        reps, shape = case["repeats"], case["shape"]
+        # autograd's repeat backward: dy viewed as (r0, n0, r1, n1, ...),
+        # summed over the copies
+        split = [e for r, n in zip(reps, shape) for e in (r, n)]
+        copies = tuple(range(0, 2 * len(shape), 2))
+        return (lambda x: x.repeat(*reps)), (lambda x, dy: dy.reshape(split).sum(copies))
+    if op == "unfold":
+        dim, size, step = case["dim"], case["size"], case["step"]
+        return ((lambda x: x.unfold(dim, size, step).contiguous()),
+                (lambda x, dy: torch.ops.aten.unfold_backward(dy, x.shape, dim, size, step)))
     if op in ("tril", "triu"):
         f = getattr(torch, op)
         k = case["diagonal"]

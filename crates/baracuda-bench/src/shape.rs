@@ -1,7 +1,7 @@
 //! Shape-family benchmark cases, from `bench/cases/shape.json` (which
-//! `bench/torch_cases/shape.py` reads too): flip, roll, tril/triu and the
-//! pads of one contiguous tensor, forward (x to y) and backward (dy to
-//! dx); cat of `count` contiguous inputs of one shape along `dim`, forward
+//! `bench/torch_cases/shape.py` reads too): flip, roll, tril/triu, the
+//! pads, repeat and unfold of one contiguous tensor, forward (x to y) and
+//! backward (dy to dx); cat of `count` contiguous inputs of one shape along `dim`, forward
 //! and backward (dy into every input's gradient); and the
 //! device-to-device copy that sets the bandwidth ceiling. Traffic: every
 //! pass reads its input and writes its output once.
@@ -53,6 +53,24 @@ struct CatParams {
     shape: Vec<usize>,
     count: usize,
     dim: usize,
+}
+
+/// `repeat` parameters: one count per dim.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RepeatParams {
+    shape: Vec<usize>,
+    repeats: Vec<usize>,
+}
+
+/// `unfold` parameters.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UnfoldParams {
+    shape: Vec<usize>,
+    dim: usize,
+    size: usize,
+    step: usize,
 }
 
 fn ints(v: &[usize]) -> Vec<i64> {
@@ -108,6 +126,9 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     }
     if c.op == "cat" {
         return cat_job(c);
+    }
+    if c.op == "repeat" || c.op == "unfold" {
+        return layout_job(c);
     }
     let dtype = c.dtype()?;
     let passes = c.passes(&["fw", "bw"])?;
@@ -193,6 +214,120 @@ fn map<T: Element, const N: usize>(
                 s,
                 Workspace::None,
                 ShapeBwArgs {
+                    dy: TensorRef::contiguous(dys[i].as_slice(), ys)?,
+                    dx: TensorMut::contiguous(dx.ok_or_else(|| bad_pass("bw"))?, shape)?,
+                },
+            )
+        }),
+        p => Err(bad_pass(p)),
+    })
+}
+
+/// The job of a `repeat` or `unfold` case ([`LayoutPlan`]).
+fn layout_job(c: &RawCase) -> Checked<Job> {
+    let dtype = c.dtype()?;
+    let passes = c.passes(&["fw", "bw"])?;
+    let (op, shape) = if c.op == "repeat" {
+        let RepeatParams { shape, repeats } = c.params()?;
+        (LayoutOp::repeat(&ints(&repeats)), shape)
+    } else {
+        let UnfoldParams {
+            shape,
+            dim,
+            size,
+            step,
+        } = c.params()?;
+        let op = LayoutOp::Unfold {
+            dim: dim as i64,
+            size: size as i64,
+            step: step as i64,
+        };
+        (op, shape)
+    };
+    let grows = usize::from(c.op == "unfold");
+    if !(1..=5 - grows).contains(&shape.len()) {
+        return Err(c.error(format!("rank {} (takes 1 to {})", shape.len(), 5 - grows)));
+    }
+    let out = layout_out_shape(&op, &shape).map_err(|e| c.error(e))?;
+    let size = dtype.size_bytes();
+    let n_x: usize = shape.iter().product();
+    let n_y: usize = out.iter().product();
+    let bytes = (n_x + n_y) * size;
+    let rows = c.rows(&passes, dtype, &format!("{shape:?}"), |r| {
+        r.bytes(bytes).rotation(bytes)
+    });
+    let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
+        Box::new(move |s: &Stream, rows: &[Row]| match (shape.len(), grows) {
+            (1, 0) => layout::<T, 1, 1>(s, &op, &shape, rows),
+            (2, 0) => layout::<T, 2, 2>(s, &op, &shape, rows),
+            (3, 0) => layout::<T, 3, 3>(s, &op, &shape, rows),
+            (4, 0) => layout::<T, 4, 4>(s, &op, &shape, rows),
+            (5, 0) => layout::<T, 5, 5>(s, &op, &shape, rows),
+            (1, _) => layout::<T, 1, 2>(s, &op, &shape, rows),
+            (2, _) => layout::<T, 2, 3>(s, &op, &shape, rows),
+            (3, _) => layout::<T, 3, 4>(s, &op, &shape, rows),
+            _ => layout::<T, 4, 5>(s, &op, &shape, rows),
+        })
+    });
+    Ok(c.job(rows, run))
+}
+
+/// The output shape of a layout `op` over `shape` (rank 1 to 5).
+fn layout_out_shape(op: &LayoutOp, shape: &[usize]) -> Result<Vec<usize>> {
+    fn of<const N: usize>(op: &LayoutOp, shape: &[usize]) -> Result<Vec<usize>> {
+        let s: [usize; N] = std::array::from_fn(|i| shape[i]);
+        LayoutDescriptor::new(op.clone(), ElementKind::F32, s).output_shape()
+    }
+    match shape.len() {
+        1 => of::<1>(op, shape),
+        2 => of::<2>(op, shape),
+        3 => of::<3>(op, shape),
+        4 => of::<4>(op, shape),
+        _ => of::<5>(op, shape),
+    }
+}
+
+fn layout<T: Element, const N: usize, const M: usize>(
+    s: &Stream,
+    op: &LayoutOp,
+    shape: &[usize],
+    rows: &[Row],
+) -> Result<()> {
+    let shape: [usize; N] = std::array::from_fn(|i| shape[i]);
+    let plan = LayoutPlan::<T, N, M>::select(
+        s,
+        &LayoutDescriptor::new(op.clone(), T::KIND, shape),
+        &PlanPreference::default(),
+    )?;
+    let ys = plan.output_shape();
+    let (n_x, n_y) = (shape.iter().product(), ys.iter().product());
+    let sets = rotation_of(s, rows)?;
+    let bw = rows.iter().any(|r| r.pass == "bw");
+    let xs = random_sets::<T>(s, n_x, sets, 25, -2.0, 2.0)?;
+    let dys = if bw {
+        random_sets::<T>(s, n_y, sets, 26, -1.0, 1.0)?
+    } else {
+        Vec::new()
+    };
+    let mut out = DeviceBuffer::<T>::uninit(s, n_x.max(n_y))?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, sets, |i| {
+            let y = out.as_slice_mut().split_at(n_y).map(|p| p.0);
+            plan.run(
+                s,
+                Workspace::None,
+                LayoutArgs {
+                    x: TensorRef::contiguous(xs[i].as_slice(), shape)?,
+                    y: TensorMut::contiguous(y.ok_or_else(|| bad_pass("fw"))?, ys)?,
+                },
+            )
+        }),
+        "bw" => time_rotating_ms(s, sets, |i| {
+            let dx = out.as_slice_mut().split_at(n_x).map(|p| p.0);
+            plan.run_bw(
+                s,
+                Workspace::None,
+                LayoutBwArgs {
                     dy: TensorRef::contiguous(dys[i].as_slice(), ys)?,
                     dx: TensorMut::contiguous(dx.ok_or_else(|| bad_pass("bw"))?, shape)?,
                 },

@@ -72,7 +72,9 @@ families! {
     norm;
     /// Scaled dot-product attention and rotary position embeddings.
     attention;
-    /// Flip, roll, tril/triu, pad, cat and stack: the ops that move data.
+    /// Flip, roll, tril/triu, pad, repeat, repeat_interleave, diagonal,
+    /// diag_embed, diag, unfold, strided slices, cat and stack: the ops that
+    /// move data.
     shape;
 }
 

@@ -1,5 +1,7 @@
 // shape.cu: data-movement ops by index map: flip, roll, tril/triu and pad
-// (constant, reflect, replicate, circular), forward and backward; and the
+// (constant, reflect, replicate, circular), forward and backward; the
+// group maps of repeat, repeat_interleave, diagonal, diag_embed, unfold and
+// strided slices, forward and backward (below, at GroupArgs); and the
 // piecewise copy of cat and stack.
 //
 // FW  y[o] = x[src(o)], or `fill` where src(o) falls outside x (pad
@@ -438,6 +440,262 @@ __device__ __forceinline__ void pad_bw_rows(const GatherArgs& p) {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Group maps: repeat, repeat_interleave, diagonal, diag_embed, unfold and
+// strided slices, forward and backward, in one kernel.
+//
+// out[o] = sum of in[base + f_0 + f_1 + ...] over every choice of one term
+// f_g from each group's progression (first + k step, k < count); a group
+// is one output dim (`kind[d]`, coordinate o = o_d), or two for G_DIAG
+// (the dim and its `partner`, whose own kind is G_NONE). A group with no
+// term (count 0) makes the element 0; one whose every group has one term
+// is a copy (values move exactly); otherwise the terms are summed in ACC,
+// in the odometer order of the groups' terms (deterministic, no atomics),
+// and rounded once. `st` is the group's stride in `in` (the host folds
+// the input's strides into it: repeat's x stride, diagonal's stride sum,
+// unfold's step times the stride).
+//   G_AFFINE  o                                       (copies, slices)
+//   G_MOD     o mod a                                 (repeat)
+//   G_DIV     o / a                                   (repeat_interleave)
+//   G_SEARCH  the i < a with table[i] <= o < table[i+1] (per-index repeats)
+//   G_EVERY   o + k a, k < b                          (repeat bw)
+//   G_BLOCK   o a + k, k < a                          (repeat_interleave bw)
+//   G_SPAN    table[o] + k, k < table[o+1] - table[o]  (per-index bw)
+//   G_WINDOWS the windows w (step a, size b, c of them) that hold o: term
+//             w st + (o - w a) st2                    (unfold bw)
+//   G_UNSLICE (o - a) / b when exact and below c, else none (slice bw)
+//   G_DIAG    o (a >= 0) or o' (the partner's coordinate) when o' - o = a,
+//             else none                               (diag_embed fw,
+//                                                      diagonal bw)
+// ---------------------------------------------------------------------------
+
+enum GroupKind : u32 {
+    G_NONE = 0,
+    G_AFFINE = 1,
+    G_MOD = 2,
+    G_DIV = 3,
+    G_SEARCH = 4,
+    G_EVERY = 5,
+    G_BLOCK = 6,
+    G_SPAN = 7,
+    G_WINDOWS = 8,
+    G_UNSLICE = 9,
+    G_DIAG = 10,
+};
+
+struct GroupArgs {
+    u64 n;                  // elements of the output
+    u32 rank;               // output dims
+    u32 pad0;
+    i64 base;               // offset in `in` every element starts from
+    u64 out_shape[MAX_RANK];
+    i64 out_stride[MAX_RANK];
+    u32 kind[MAX_RANK];
+    u32 partner[MAX_RANK];  // G_DIAG: the other dim of the pair
+    i64 st[MAX_RANK];
+    i64 st2[MAX_RANK];      // G_WINDOWS: stride of the position in the window
+    i64 a[MAX_RANK];
+    i64 b[MAX_RANK];
+    i64 c[MAX_RANK];
+    u64 table;              // i64 starts of the per-index repeats (len a + 1)
+    u64 out;
+    u64 in;
+};
+
+// One group's progression of offsets in `in`: count 0 for none.
+struct Prog {
+    i64 first, step, count;
+};
+
+// The progression of the group at dim d, coordinate o (o2: the partner's
+// coordinate, for G_DIAG). I: the index type, wide enough for o and a.
+template <typename I>
+__device__ __forceinline__ Prog group_prog(const GroupArgs& p, int d, i64 o, i64 o2) {
+    const i64 st = p.st[d], a = p.a[d], b = p.b[d];
+    const i64* __restrict__ table = (const i64*)p.table;
+    Prog r = {0, 0, 1};
+    switch (p.kind[d]) {
+    case G_AFFINE: r.first = o * st; break;
+    case G_MOD: r.first = (i64)((I)o % (I)a) * st; break;
+    case G_DIV: r.first = (i64)((I)o / (I)a) * st; break;
+    case G_SEARCH: {
+        // the last start <= o (the repeats of the entries before o sum to
+        // at most o; zero repeats share a start and are skipped)
+        i64 lo = 0, hi = a;  // table[lo] <= o < table[hi]
+        while (hi - lo > 1) {
+            const i64 mid = lo + (hi - lo) / 2;
+            if (table[mid] <= o) lo = mid; else hi = mid;
+        }
+        r.first = lo * st;
+        break;
+    }
+    case G_EVERY: r.first = o * st; r.step = a * st; r.count = b; break;
+    case G_BLOCK: r.first = o * a * st; r.step = st; r.count = a; break;
+    case G_SPAN: {
+        const i64 t0 = table[o];
+        r.first = t0 * st;
+        r.step = st;
+        r.count = table[o + 1] - t0;
+        break;
+    }
+    case G_WINDOWS: {
+        // w a <= o < w a + b, 0 <= w < c
+        const i64 v = o - b + 1;
+        const i64 lo = v <= 0 ? 0 : (v + a - 1) / a;
+        i64 hi = o / a;
+        if (hi > p.c[d] - 1) hi = p.c[d] - 1;
+        r.count = hi >= lo ? hi - lo + 1 : 0;
+        r.first = lo * st + (o - lo * a) * p.st2[d];
+        r.step = st - a * p.st2[d];
+        break;
+    }
+    case G_UNSLICE: {
+        const i64 v = o - a;
+        if (v < 0 || v % b != 0 || v / b >= p.c[d]) r.count = 0;
+        else r.first = (v / b) * st;
+        break;
+    }
+    case G_DIAG:
+        if (o2 - o != a) r.count = 0;
+        else r.first = (a >= 0 ? o : o2) * st;
+        break;
+    default: break;
+    }
+    return r;
+}
+
+// The output coordinates of linear index `linear` over the first `dims`
+// dims (the rest left 0) and the output offset.
+template <typename I>
+__device__ __forceinline__ void group_coords(const GroupArgs& p, I linear, int dims,
+                                             i64 (&c)[MAX_RANK], i64& oo) {
+    oo = 0;
+#pragma unroll
+    for (int d = MAX_RANK - 1; d >= 0; --d) {
+        c[d] = 0;
+        if (d < dims) {
+            const I ext = (I)p.out_shape[d];
+            c[d] = (i64)(linear % ext);
+            linear /= ext;
+            oo += c[d] * p.out_stride[d];
+        }
+    }
+}
+
+// The coordinate of dim `k` among `c` (unrolled: stays in registers).
+__device__ __forceinline__ i64 coord_of(const i64 (&c)[MAX_RANK], u32 k) {
+    i64 v = 0;
+#pragma unroll
+    for (int d = 0; d < MAX_RANK; ++d)
+        if ((u32)d == k) v = c[d];
+    return v;
+}
+
+// One output element per thread: the groups' progressions, then the copy
+// or the sum over their product.
+template <typename I>
+__device__ __forceinline__ void group_gather(const GroupArgs& p) {
+    const T* __restrict__ x = (const T*)p.in;
+    T* __restrict__ y = (T*)p.out;
+    const int rank = (int)p.rank;
+    const I n = (I)p.n;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        i64 c[MAX_RANK];
+        i64 oo;
+        group_coords<I>(p, i, rank, c, oo);
+        i64 off = p.base;
+        bool none = false;
+        // the progressions of more than one term: the first in registers
+        // (s0, c0; most backwards have one), the rest (nr) in arrays
+        i64 s0 = 0, c0 = 1;
+        int nr = 0;
+        i64 pstep[MAX_RANK], pcount[MAX_RANK];
+#pragma unroll
+        for (int d = 0; d < MAX_RANK; ++d) {
+            if (d < rank && p.kind[d] != G_NONE) {
+                const i64 o2 = p.kind[d] == G_DIAG ? coord_of(c, p.partner[d]) : 0;
+                const Prog g = group_prog<I>(p, d, c[d], o2);
+                if (g.count <= 0) none = true;
+                off += g.first;
+                if (g.count > 1) {
+                    if (c0 == 1) {
+                        s0 = g.step;
+                        c0 = g.count;
+                    } else {
+                        pstep[nr] = g.step;
+                        pcount[nr] = g.count;
+                        ++nr;
+                    }
+                }
+            }
+        }
+        if (none) {
+            y[oo] = from_acc((ACC)0);
+        } else if (c0 == 1) {
+            y[oo] = x[off];
+        } else {
+            // the first progression outermost, then an odometer over the
+            // rest, the last fastest; the sum starts from the first term
+            ACC acc = to_acc(x[off]);
+            i64 idx[MAX_RANK];
+            for (i64 k0 = 0; k0 < c0; ++k0) {
+                i64 o = off + k0 * s0;
+                for (int g = 0; g < nr; ++g) idx[g] = 0;
+                for (bool first = k0 == 0;; first = false) {
+                    if (!first) acc += to_acc(x[o]);
+                    int g = nr - 1;
+                    for (; g >= 0; --g) {
+                        if (++idx[g] < pcount[g]) {
+                            o += pstep[g];
+                            break;
+                        }
+                        o -= pstep[g] * (pcount[g] - 1);
+                        idx[g] = 0;
+                    }
+                    if (g < 0) break;
+                }
+            }
+            y[oo] = from_acc(acc);
+        }
+    }
+}
+
+// One warp per output row, for maps whose every group has at most one
+// term and whose last dim is a group of its own (G_AFFINE, G_MOD, G_DIV,
+// G_SEARCH): the outer groups' offset found once per row, the lanes across
+// the row. For rows of at least 32.
+template <typename I>
+__device__ __forceinline__ void group_rows(const GroupArgs& p) {
+    const T* __restrict__ x = (const T*)p.in;
+    T* __restrict__ y = (T*)p.out;
+    const int rank = (int)p.rank;
+    const int last = rank - 1;
+    const i64 width = (i64)p.out_shape[last];
+    const i64 ost = p.out_stride[last];
+    const I rows = (I)(p.n / (u64)width);
+    const int lane = threadIdx.x & 31;
+    const I warps = (I)gridDim.x * (blockDim.x >> 5);
+    for (I r = (I)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
+        i64 c[MAX_RANK];
+        i64 oo;
+        group_coords<I>(p, r, last, c, oo);
+        i64 off = p.base;
+        bool none = false;
+#pragma unroll
+        for (int d = 0; d < MAX_RANK - 1; ++d) {
+            if (d < last && p.kind[d] != G_NONE) {
+                const i64 o2 = p.kind[d] == G_DIAG ? coord_of(c, p.partner[d]) : 0;
+                const Prog g = group_prog<I>(p, d, c[d], o2);
+                if (g.count <= 0) none = true;
+                off += g.first;
+            }
+        }
+        for (i64 j = lane; j < width; j += 32) {
+            y[oo + j * ost] = none ? from_acc((ACC)0) : x[off + group_prog<I>(p, last, j, 0).first];
+        }
+    }
+}
+
 // Up to CAT_PIECES strided copies of one launch.
 #define CAT_PIECES 8
 
@@ -530,6 +788,12 @@ __device__ __forceinline__ void copy_pieces2(const CopyArgs2& p) {
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256) shape_pad_bw_rows##SUFFIX(GatherArgs p) {\
         pad_bw_rows<I>(p);                                                                     \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) shape_group##SUFFIX(GroupArgs p) {       \
+        group_gather<I>(p);                                                                    \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) shape_group_rows##SUFFIX(GroupArgs p) {  \
+        group_rows<I>(p);                                                                      \
     }
 GATHER_KERNELS(u32, 32)
 GATHER_KERNELS(u64, 64)

@@ -1,5 +1,6 @@
-//! f64 references of the shape family: flip, roll, tril/triu, pad, cat and
-//! stack, forward and backward, over row-major slices.
+//! f64 references of the shape family: flip, roll, tril/triu, pad,
+//! repeat, repeat_interleave, diagonal, diag_embed, unfold, strided slices,
+//! cat and stack, forward and backward, over row-major slices.
 //!
 //! Each forward is written as the map from an output index to the input
 //! index it reads (or none: a pad constant); each backward is the adjoint
@@ -197,6 +198,296 @@ pub fn pad_backward(shape: &[usize], dy: &[f64], pad: &[i64], mode: PadMode) -> 
     scatter(&out, dy, shape.iter().product(), pad_source(shape, pad, mode))
 }
 
+/// The output shape of a source map and its forward: `y[o] = x[src(o)]`
+/// (0 for none).
+fn forward(
+    out: Vec<usize>,
+    x: &[f64],
+    src: impl Fn(&[usize]) -> Option<usize>,
+) -> (Vec<usize>, Vec<f64>) {
+    let y = gather(&out, x, src);
+    (out, y)
+}
+
+/// `x.repeat(*repeats)`, one repeat per dim: the output shape and values.
+pub fn repeat(shape: &[usize], x: &[f64], repeats: &[usize]) -> (Vec<usize>, Vec<f64>) {
+    let out: Vec<usize> = shape.iter().zip(repeats).map(|(&n, &r)| n * r).collect();
+    let (out, src) = (out.clone(), repeat_source(shape, out));
+    forward(out, x, src)
+}
+
+fn repeat_source(shape: &[usize], _out: Vec<usize>) -> impl Fn(&[usize]) -> Option<usize> {
+    let shape = shape.to_vec();
+    move |c: &[usize]| {
+        let s: Vec<usize> = c.iter().zip(&shape).map(|(&o, &n)| o % n).collect();
+        Some(linear(&shape, &s))
+    }
+}
+
+/// The gradient of [`repeat`]: every copy's gradient summed.
+pub fn repeat_backward(shape: &[usize], dy: &[f64], repeats: &[usize]) -> Vec<f64> {
+    let out: Vec<usize> = shape.iter().zip(repeats).map(|(&n, &r)| n * r).collect();
+    scatter(&out, dy, shape.iter().product(), repeat_source(shape, out.clone()))
+}
+
+/// The shape of `torch.repeat_interleave` with `repeats[i]` copies of
+/// index `i` along `dim`.
+fn interleave_shape(shape: &[usize], repeats: &[usize], dim: usize) -> Vec<usize> {
+    let mut out = shape.to_vec();
+    out[dim] = repeats.iter().sum();
+    out
+}
+
+fn interleave_source(
+    shape: &[usize],
+    repeats: &[usize],
+    dim: usize,
+) -> impl Fn(&[usize]) -> Option<usize> {
+    // the source index of every output index along dim
+    let owner: Vec<usize> = repeats
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &r)| std::iter::repeat_n(i, r))
+        .collect();
+    let shape = shape.to_vec();
+    move |c: &[usize]| {
+        let mut s = c.to_vec();
+        s[dim] = owner[c[dim]];
+        Some(linear(&shape, &s))
+    }
+}
+
+/// `torch.repeat_interleave(x, repeats, dim)`, `repeats` one count per
+/// index along `dim`.
+pub fn repeat_interleave(
+    shape: &[usize],
+    x: &[f64],
+    repeats: &[usize],
+    dim: usize,
+) -> (Vec<usize>, Vec<f64>) {
+    let out = interleave_shape(shape, repeats, dim);
+    forward(out, x, interleave_source(shape, repeats, dim))
+}
+
+/// The gradient of [`repeat_interleave`].
+pub fn repeat_interleave_backward(
+    shape: &[usize],
+    dy: &[f64],
+    repeats: &[usize],
+    dim: usize,
+) -> Vec<f64> {
+    let out = interleave_shape(shape, repeats, dim);
+    scatter(&out, dy, shape.iter().product(), interleave_source(shape, repeats, dim))
+}
+
+/// Where the `offset` diagonal of a (rows, cols) matrix starts and how
+/// long it is.
+fn diag_start(rows: usize, cols: usize, offset: i64) -> (usize, usize, usize) {
+    let (i0, j0) = if offset >= 0 {
+        (0, offset as usize)
+    } else {
+        (offset.unsigned_abs() as usize, 0)
+    };
+    let len = rows.saturating_sub(i0).min(cols.saturating_sub(j0));
+    (i0, j0, len)
+}
+
+/// The shape of `torch.diagonal(x, offset, d1, d2)` (dims wrapped,
+/// distinct).
+pub fn diagonal_shape(shape: &[usize], offset: i64, d1: usize, d2: usize) -> Vec<usize> {
+    let mut out: Vec<usize> = (0..shape.len())
+        .filter(|&k| k != d1 && k != d2)
+        .map(|k| shape[k])
+        .collect();
+    out.push(diag_start(shape[d1], shape[d2], offset).2);
+    out
+}
+
+fn diagonal_source(
+    shape: &[usize],
+    offset: i64,
+    d1: usize,
+    d2: usize,
+) -> impl Fn(&[usize]) -> Option<usize> {
+    let shape = shape.to_vec();
+    let (i0, j0, _) = diag_start(shape[d1], shape[d2], offset);
+    move |c: &[usize]| {
+        let k = c[c.len() - 1];
+        let mut batch = c[..c.len() - 1].iter();
+        let s: Vec<usize> = (0..shape.len())
+            .map(|d| {
+                if d == d1 {
+                    i0 + k
+                } else if d == d2 {
+                    j0 + k
+                } else {
+                    *batch.next().expect("a batch coordinate")
+                }
+            })
+            .collect();
+        Some(linear(&shape, &s))
+    }
+}
+
+/// `torch.diagonal(x, offset, d1, d2)` (dims wrapped, distinct): the
+/// diagonal appended as the last dim.
+pub fn diagonal(
+    shape: &[usize],
+    x: &[f64],
+    offset: i64,
+    d1: usize,
+    d2: usize,
+) -> (Vec<usize>, Vec<f64>) {
+    let out = diagonal_shape(shape, offset, d1, d2);
+    forward(out, x, diagonal_source(shape, offset, d1, d2))
+}
+
+/// The gradient of [`diagonal`]: dy on the diagonal, 0 elsewhere.
+pub fn diagonal_backward(shape: &[usize], dy: &[f64], offset: i64, d1: usize, d2: usize) -> Vec<f64> {
+    let out = diagonal_shape(shape, offset, d1, d2);
+    scatter(&out, dy, shape.iter().product(), diagonal_source(shape, offset, d1, d2))
+}
+
+/// The shape of `torch.diag_embed(x, offset, d1, d2)`, `d1` and `d2`
+/// dims of the output (wrapped, distinct).
+pub fn diag_embed_shape(shape: &[usize], offset: i64, d1: usize, d2: usize) -> Vec<usize> {
+    let n = shape.len();
+    let ext = shape[n - 1] + offset.unsigned_abs() as usize;
+    let mut batch = shape[..n - 1].iter();
+    (0..=n)
+        .map(|d| {
+            if d == d1 || d == d2 {
+                ext
+            } else {
+                *batch.next().expect("a batch extent")
+            }
+        })
+        .collect()
+}
+
+/// `torch.diag_embed(x, offset, d1, d2)`: `x`'s last dim on the
+/// diagonals, 0 elsewhere.
+pub fn diag_embed(
+    shape: &[usize],
+    x: &[f64],
+    offset: i64,
+    d1: usize,
+    d2: usize,
+) -> (Vec<usize>, Vec<f64>) {
+    let out = diag_embed_shape(shape, offset, d1, d2);
+    // diag_embed is the adjoint of the diagonal of its output
+    let y = diagonal_backward(&out, x, offset, d1, d2);
+    (out, y)
+}
+
+/// The gradient of [`diag_embed`]: dy's diagonals.
+pub fn diag_embed_backward(shape: &[usize], dy: &[f64], offset: i64, d1: usize, d2: usize) -> Vec<f64> {
+    let out = diag_embed_shape(shape, offset, d1, d2);
+    diagonal(&out, dy, offset, d1, d2).1
+}
+
+/// The shape of `x.unfold(dim, size, step)`.
+pub fn unfold_shape(shape: &[usize], dim: usize, size: usize, step: usize) -> Vec<usize> {
+    let mut out = shape.to_vec();
+    out[dim] = (shape[dim] - size) / step + 1;
+    out.push(size);
+    out
+}
+
+fn unfold_source(
+    shape: &[usize],
+    dim: usize,
+    step: usize,
+) -> impl Fn(&[usize]) -> Option<usize> {
+    let shape = shape.to_vec();
+    move |c: &[usize]| {
+        let n = shape.len();
+        let mut s = c[..n].to_vec();
+        s[dim] = c[dim] * step + c[n];
+        Some(linear(&shape, &s))
+    }
+}
+
+/// `x.unfold(dim, size, step)`: the windows along `dim`, each a new last
+/// dim.
+pub fn unfold(
+    shape: &[usize],
+    x: &[f64],
+    dim: usize,
+    size: usize,
+    step: usize,
+) -> (Vec<usize>, Vec<f64>) {
+    let out = unfold_shape(shape, dim, size, step);
+    forward(out, x, unfold_source(shape, dim, step))
+}
+
+/// The gradient of [`unfold`]: overlapping windows summed.
+pub fn unfold_backward(shape: &[usize], dy: &[f64], dim: usize, size: usize, step: usize) -> Vec<f64> {
+    let out = unfold_shape(shape, dim, size, step);
+    scatter(&out, dy, shape.iter().product(), unfold_source(shape, dim, step))
+}
+
+/// Python's `range(start, stop, step)` of a slice over `n` indices
+/// (`step > 0`): the first index and the count.
+pub fn slice_range(n: usize, start: i64, stop: i64, step: i64) -> (usize, usize) {
+    let n = n as i128;
+    let clamp = |v: i64| {
+        let v = i128::from(v);
+        (if v < 0 { v + n } else { v }).clamp(0, n)
+    };
+    let (lo, hi) = (clamp(start), clamp(stop));
+    let len = if hi > lo {
+        (hi - lo + i128::from(step) - 1) / i128::from(step)
+    } else {
+        0
+    };
+    (lo as usize, len as usize)
+}
+
+fn slice_source(
+    shape: &[usize],
+    dim: usize,
+    start: usize,
+    step: usize,
+) -> impl Fn(&[usize]) -> Option<usize> {
+    let shape = shape.to_vec();
+    move |c: &[usize]| {
+        let mut s = c.to_vec();
+        s[dim] = start + c[dim] * step;
+        Some(linear(&shape, &s))
+    }
+}
+
+/// `x[..., start:stop:step, ...]` along `dim` (`step > 0`).
+pub fn slice(
+    shape: &[usize],
+    x: &[f64],
+    dim: usize,
+    start: i64,
+    stop: i64,
+    step: i64,
+) -> (Vec<usize>, Vec<f64>) {
+    let (lo, len) = slice_range(shape[dim], start, stop, step);
+    let mut out = shape.to_vec();
+    out[dim] = len;
+    forward(out, x, slice_source(shape, dim, lo, step as usize))
+}
+
+/// The gradient of [`slice()`]: dy inside the slice, 0 elsewhere.
+pub fn slice_backward(
+    shape: &[usize],
+    dy: &[f64],
+    dim: usize,
+    start: i64,
+    stop: i64,
+    step: i64,
+) -> Vec<f64> {
+    let (lo, len) = slice_range(shape[dim], start, stop, step);
+    let mut out = shape.to_vec();
+    out[dim] = len;
+    scatter(&out, dy, shape.iter().product(), slice_source(shape, dim, lo, step as usize))
+}
+
 /// The shape of `torch.cat` of `shapes` along `dim`.
 pub fn cat_shape(shapes: &[Vec<usize>], dim: usize) -> Vec<usize> {
     let mut out = shapes[0].clone();
@@ -346,6 +637,36 @@ mod tests {
     }
 
     #[test]
+    fn layout_ops_small() {
+        // torch: arange(1, 7.).view(2, 3) as x
+        let x = seq(6);
+        let (s, y) = repeat(&[2, 3], &x, &[1, 2]);
+        assert_eq!(s, [2, 6]);
+        assert_eq!(y, [1.0, 2.0, 3.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 4.0, 5.0, 6.0]);
+        let (s, y) = repeat_interleave(&[2, 3], &x, &[2, 0, 1], 1);
+        assert_eq!(s, [2, 3]);
+        assert_eq!(y, [1.0, 1.0, 3.0, 4.0, 4.0, 6.0]);
+        let (s, y) = diagonal(&[2, 3], &x, 1, 0, 1);
+        assert_eq!((s, y), (vec![2], vec![2.0, 6.0]));
+        let (s, y) = diagonal(&[2, 3], &x, -1, 0, 1);
+        assert_eq!((s, y), (vec![1], vec![4.0]));
+        let (s, y) = diagonal(&[2, 3], &x, 0, 1, 0);
+        assert_eq!((s, y), (vec![2], vec![1.0, 5.0]));
+        let (s, y) = diag_embed(&[2], &x[..2], 1, 0, 1);
+        assert_eq!(s, [3, 3]);
+        assert_eq!(y, [0.0, 1.0, 0.0, 0.0, 0.0, 2.0, 0.0, 0.0, 0.0]);
+        let (s, y) = unfold(&[6], &x, 0, 3, 2);
+        assert_eq!(s, [2, 3]);
+        assert_eq!(y, [1.0, 2.0, 3.0, 3.0, 4.0, 5.0]);
+        assert_eq!(unfold_backward(&[6], &[1.0; 6], 0, 3, 2), [1.0, 1.0, 2.0, 1.0, 1.0, 0.0]);
+        let (s, y) = slice(&[6], &x, 0, -5, i64::MAX, 2);
+        assert_eq!((s, y), (vec![3], vec![2.0, 4.0, 6.0]));
+        assert_eq!(slice_range(10, 7, 2, 1), (7, 0));
+        assert_eq!(slice_range(10, -100, 100, 3), (0, 4));
+        assert_eq!(slice_backward(&[6], &[1.0, 2.0], 0, 1, 4, 2), [0.0, 1.0, 0.0, 2.0, 0.0, 0.0]);
+    }
+
+    #[test]
     fn cat_and_stack_small() {
         let a = seq(4);
         let b: Vec<f64> = seq(2).iter().map(|v| v * 10.0).collect();
@@ -390,6 +711,34 @@ mod tests {
             let (l, r) = (dot(&y, &dy), dot(&x, &dx));
             assert!((l - r).abs() < 1e-12 * (1.0 + l.abs()), "{p:?} {mode:?}: {l} vs {r}");
         }
+        // the layout ops
+        let adj = |what: &str, y: &[f64], dy: &[f64], dx: &[f64]| {
+            let (l, r) = (dot(y, dy), dot(&x, dx));
+            assert!((l - r).abs() < 1e-12 * (1.0 + l.abs()), "{what}: {l} vs {r}");
+        };
+        let (_, y) = repeat(&shape, &x, &[2, 1, 3, 2]);
+        let dy = noise(y.len(), 30);
+        adj("repeat", &y, &dy, &repeat_backward(&shape, &dy, &[2, 1, 3, 2]));
+        let reps = [2, 0, 3, 1, 1];
+        let (_, y) = repeat_interleave(&shape, &x, &reps, 2);
+        let dy = noise(y.len(), 31);
+        adj("repeat_interleave", &y, &dy, &repeat_interleave_backward(&shape, &dy, &reps, 2));
+        for (offset, d1, d2) in [(0, 1, 2), (2, 3, 1), (-1, 0, 3)] {
+            let (_, y) = diagonal(&shape, &x, offset, d1, d2);
+            let dy = noise(y.len(), 32);
+            adj("diagonal", &y, &dy, &diagonal_backward(&shape, &dy, offset, d1, d2));
+            let (_, y) = diag_embed(&shape, &x, offset, d1, d2);
+            let dy = noise(y.len(), 33);
+            adj("diag_embed", &y, &dy, &diag_embed_backward(&shape, &dy, offset, d1, d2));
+        }
+        for (dim, size, step) in [(2, 3, 1), (2, 2, 3), (3, 4, 2), (0, 1, 1)] {
+            let (_, y) = unfold(&shape, &x, dim, size, step);
+            let dy = noise(y.len(), 34);
+            adj("unfold", &y, &dy, &unfold_backward(&shape, &dy, dim, size, step));
+        }
+        let (_, y) = slice(&shape, &x, 2, -4, 100, 2);
+        let dy = noise(y.len(), 35);
+        adj("slice", &y, &dy, &slice_backward(&shape, &dy, 2, -4, 100, 2));
         let shapes = vec![vec![2, 3, 4], vec![2, 0, 4], vec![2, 5, 4]];
         let xs: Vec<Vec<f64>> = shapes
             .iter()

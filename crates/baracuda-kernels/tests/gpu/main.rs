@@ -14,7 +14,9 @@
 //! `reduce.rs` (reductions), `var_mean.rs` (var_mean, std_mean),
 //! `trace.rs`, `arg_reduce.rs` (index reductions), `logical_reduce.rs`
 //! (all, any, count_nonzero) and `scan.rs` (scans), the
-//! shape family's (flip, roll, tril/triu, pad, cat, stack) in `shape.rs`. `reliability.rs` runs every row from many threads at once
+//! shape family's (flip, roll, tril/triu, pad, cat, stack) in `shape.rs` and
+//! (repeat, repeat_interleave, diagonal, diag_embed, diag, unfold, slice)
+//! in `shape/layout.rs`. `reliability.rs` runs every row from many threads at once
 //! and, over one exercise per family, shared plans, graph capture, large
 //! tensors and faults.
 

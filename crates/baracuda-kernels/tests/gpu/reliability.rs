@@ -72,11 +72,13 @@ const _: () = {
     send_sync::<GroupNormPlan<half::bf16, 4>>();
     send_sync::<RopePlan<bf16>>();
     send_sync::<SdpaPlan<bf16>>();
+    send_sync::<CastPlan<f32, bf16, 2>>();
+    send_sync::<CastPlan<bf16, float8::F8E4M3, 1>>();
     send_sync::<ShapePlan<f32, 3>>();
     send_sync::<CatPlan<bf16, 2>>();
     send_sync::<StackPlan<f32, 2, 3>>();
-    send_sync::<CastPlan<f32, bf16, 2>>();
-    send_sync::<CastPlan<bf16, float8::F8E4M3, 1>>();
+    send_sync::<LayoutPlan<f32, 2, 3>>();
+    send_sync::<LayoutPlan<bf16, 3, 2>>();
 };
 
 /// Iterations each thread runs in the concurrency tests.

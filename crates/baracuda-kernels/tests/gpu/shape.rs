@@ -1,6 +1,7 @@
 //! GPU tests of the shape family: one op-table row per op (flip, roll,
-//! tril, triu, the four pad modes, cat, stack), against
-//! `reference::shape`.
+//! tril, triu, the four pad modes, cat, stack; and in `shape/layout.rs`
+//! repeat, repeat_interleave, diagonal, diag_embed, diag, unfold, slice),
+//! against `reference::shape`.
 //!
 //! Samples cover size-1 and empty dims, tails (extents that are no
 //! multiple of the 16-byte vector), the vector path (a contiguous last dim
@@ -20,6 +21,9 @@ use baracuda_kernels::*;
 use crate::harness::*;
 use crate::reduce::{nan_marked, out_layout, run_twice, view_result, x_layout, Layout};
 use crate::table::{BadInputs, OpCase, Row, Tensors};
+
+mod layout;
+use layout::layout_row;
 
 /// `$body` with `N` bound to the rank.
 macro_rules! by_rank {
@@ -126,6 +130,13 @@ pub(crate) static ROWS: &[&dyn Row] = &[
     &map_row::<7>("shape_pad_circular"),
     &CAT_ROW,
     &STACK_ROW,
+    &layout_row::<0>("shape_repeat"),
+    &layout_row::<1>("shape_repeat_interleave"),
+    &layout_row::<2>("shape_diagonal"),
+    &layout_row::<3>("shape_diag_embed"),
+    &layout_row::<4>("shape_diag"),
+    &layout_row::<5>("shape_unfold"),
+    &layout_row::<6>("shape_slice"),
 ];
 
 crate::table_tests!(
@@ -140,6 +151,13 @@ crate::table_tests!(
     shape_pad_circular,
     shape_cat,
     shape_stack,
+    shape_repeat,
+    shape_repeat_interleave,
+    shape_diagonal,
+    shape_diag_embed,
+    shape_diag,
+    shape_unfold,
+    shape_slice,
 );
 
 fn ms(op: ShapeOp, shape: &[usize], layout: Layout) -> MapSample {

@@ -1645,11 +1645,18 @@ impl Exercise for Softmax {
 
 /// Flip, roll, tril and the four pads of a batch of two matrices (forward
 /// and backward; the pads' outputs larger than x; reflect, replicate and
-/// circular pads of 2 dims take a rank-3 input, as PyTorch's), cat of
-/// the batch with itself along the last dim and stack of it with itself
-/// along dim 1 (forward and both gradients).
+/// circular pads of 2 dims take a rank-3 input, as PyTorch's),
+/// repeat_interleave with per-index counts, repeat and unfold (forward and
+/// backward, the backwards summing copies), cat of the batch with itself
+/// along the last dim and stack of it with itself along dim 1 (forward and
+/// both gradients).
 struct Shapes {
     plans: Vec<ShapePlan<f32, 3>>,
+    /// repeat_interleave with per-index counts (the plan's device table)
+    /// and repeat: same-rank layout ops.
+    layouts: Vec<LayoutPlan<f32, 3, 3>>,
+    /// unfold: a rank-changing one.
+    unfold: LayoutPlan<f32, 3, 4>,
     cat: CatPlan<f32, 3>,
     stack: StackPlan<f32, 3, 4>,
     x: DeviceBuffer<f32>,
@@ -1671,6 +1678,34 @@ impl Shapes {
             ShapeOp::pad(PadMode::Circular, &[4, 4, 2, 2], 0.0),
         ];
         let plans = select_each(&ops, |op| ShapeDescriptor::new(op, ElementKind::F32, MAT))?;
+        let counts: Vec<i64> = (0..MAT[1] as i64).map(|i| (i * 7 + 1) % 11 % 4).collect();
+        let layout_ops = [
+            LayoutOp::repeat_interleave_per_index(&counts, 1, None),
+            LayoutOp::repeat(&[1, 2, 1]),
+        ];
+        let layouts = layout_ops
+            .iter()
+            .map(|op| {
+                Plan::select(
+                    &gpu().stream,
+                    &LayoutDescriptor::new(op.clone(), ElementKind::F32, MAT),
+                    &deterministic(),
+                )
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let unfold = Plan::select(
+            &gpu().stream,
+            &LayoutDescriptor::new(
+                LayoutOp::Unfold {
+                    dim: 2,
+                    size: 8,
+                    step: 4,
+                },
+                ElementKind::F32,
+                MAT,
+            ),
+            &deterministic(),
+        )?;
         let cat = Plan::select(
             &gpu().stream,
             &CatDescriptor {
@@ -1693,6 +1728,8 @@ impl Shapes {
         // dy large enough for every output (the padded ones, cat, stack)
         Ok(Shapes {
             plans,
+            layouts,
+            unfold,
             cat,
             stack,
             x: input(elems(&MAT), 30)?,
@@ -1708,6 +1745,11 @@ impl Exercise for Shapes {
             v.push(elems(&p.output_shape()));
             v.push(elems(&MAT));
         }
+        for p in &self.layouts {
+            v.push(elems(&p.output_shape()));
+            v.push(elems(&MAT));
+        }
+        v.extend([elems(&self.unfold.output_shape()), elems(&MAT)]);
         v.extend([2 * elems(&MAT), elems(&MAT), elems(&MAT)]);
         v.extend([2 * elems(&MAT), elems(&MAT), elems(&MAT)]);
         (v, 0)
@@ -1735,6 +1777,41 @@ impl Exercise for Shapes {
             };
             plan.run_bw(st, borrowed(ws), args)?;
         }
+        for plan in &self.layouts {
+            let ys = plan.output_shape();
+            let [y, dx] = parts.take()?;
+            plan.run(
+                st,
+                borrowed(ws),
+                LayoutArgs {
+                    x,
+                    y: view_mut(y, ys)?,
+                },
+            )?;
+            let args = LayoutBwArgs {
+                dy: TensorRef::contiguous(
+                    self.dy.as_slice().slice(0..elems(&ys)).expect("dy"),
+                    ys,
+                )?,
+                dx: view_mut(dx, MAT)?,
+            };
+            plan.run_bw(st, borrowed(ws), args)?;
+        }
+        let us = self.unfold.output_shape();
+        let [y, dx] = parts.take()?;
+        self.unfold.run(
+            st,
+            borrowed(ws),
+            LayoutArgs {
+                x,
+                y: view_mut(y, us)?,
+            },
+        )?;
+        let args = LayoutBwArgs {
+            dy: TensorRef::contiguous(self.dy.as_slice().slice(0..elems(&us)).expect("dy"), us)?,
+            dx: view_mut(dx, MAT)?,
+        };
+        self.unfold.run_bw(st, borrowed(ws), args)?;
         let [y, dx0, dx1] = parts.take()?;
         let cat_shape = [MAT[0], MAT[1], 2 * MAT[2]];
         self.cat.run(
