@@ -95,7 +95,7 @@ impl ReduceOp {
     /// nansum (the sum: integers hold no NaN) and prod, whose output is
     /// i64, and amax and amin, whose output keeps the input's dtype. The
     /// others are float-only (PyTorch raises on integers).
-    pub fn takes_integers(self) -> bool {
+    pub const fn takes_integers(self) -> bool {
         matches!(
             self,
             ReduceOp::Sum | ReduceOp::NanSum | ReduceOp::Prod | ReduceOp::Amax | ReduceOp::Amin

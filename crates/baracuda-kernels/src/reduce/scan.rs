@@ -68,8 +68,8 @@ impl ScanOp {
     /// True for the ops that take i32 and i64 inputs, as PyTorch's: cumsum
     /// and cumprod (whose output is i64), cummax and cummin (whose values
     /// keep the input's dtype). logcumsumexp is float-only.
-    pub fn takes_integers(self) -> bool {
-        self != ScanOp::LogCumSumExp
+    pub const fn takes_integers(self) -> bool {
+        !matches!(self, ScanOp::LogCumSumExp)
     }
 
     /// True for the ops that return indices.
