@@ -102,10 +102,14 @@ pub(crate) fn numeric_dtype_code<T: Element, const N: usize>(
     takes: &str,
 ) -> Result<u32> {
     check_element::<T>(op, "desc.element", element)?;
-    let code = crate::kernel_sources::numeric_dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
-        op,
-        what: format!("dtype {}; {takes} f32, f64, f16, bf16, i32 and i64", T::KIND),
-    })?;
+    let code =
+        crate::kernel_sources::numeric_dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
+            op,
+            what: format!(
+                "dtype {}; {takes} f32, f64, f16, bf16, i32 and i64",
+                T::KIND
+            ),
+        })?;
     if N > MAX_RANK {
         return Err(Error::Unsupported {
             op,

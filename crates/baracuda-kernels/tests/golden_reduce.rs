@@ -18,7 +18,9 @@
 //! with indices and argmax/argmin; the trace. A missing file fails.
 
 use baracuda_kernels::reference::reduce::{self as r, Reduction};
-use baracuda_kernels::{ArgReduceOp, ElementKind, LogicalReduceOp, ReduceDescriptor, ReduceOp, TraceDescriptor};
+use baracuda_kernels::{
+    ArgReduceOp, ElementKind, LogicalReduceOp, ReduceDescriptor, ReduceOp, TraceDescriptor,
+};
 use safetensors::SafeTensors;
 
 #[path = "support/golden.rs"]
@@ -272,7 +274,13 @@ fn integer_reductions_match_pytorch() {
     let data = bytes("reduce_int");
     let t = SafeTensors::deserialize(&data).expect("safetensors");
     for dtype in ["int32", "int64"] {
-        let ops = [ReduceOp::Sum, ReduceOp::NanSum, ReduceOp::Prod, ReduceOp::Amax, ReduceOp::Amin];
+        let ops = [
+            ReduceOp::Sum,
+            ReduceOp::NanSum,
+            ReduceOp::Prod,
+            ReduceOp::Amax,
+            ReduceOp::Amin,
+        ];
         for op in ops {
             let key = |s: &str| format!("{dtype}.{}.{s}", op.name());
             let (x, kind) = get_ints(&t, &key("x"));
@@ -299,20 +307,31 @@ fn integer_reductions_match_pytorch() {
             assert_eq!(v_kind, kind, "{}", key("values"));
             let want_v: Vec<f64> = want_v.iter().map(|&w| w as f64).collect();
             assert_eq!(v, want_v, "{}", key("values"));
-            let want_i: Vec<f64> = get_ints(&t, &key("indices")).0.iter().map(|&w| w as f64).collect();
+            let want_i: Vec<f64> = get_ints(&t, &key("indices"))
+                .0
+                .iter()
+                .map(|&w| w as f64)
+                .collect();
             assert_eq!(i, want_i, "{}", key("indices"));
             let all = |s: &str| format!("{dtype}.arg{name}_all.{s}");
             let (x, _) = get_ints(&t, &all("x"));
             let xf: Vec<f64> = x.iter().map(|&v| v as f64).collect();
             let (_, i) = r::arg_reduce(op, &[4, 5, 6], &[true; 3], &xf);
-            let want_i: Vec<f64> = get_ints(&t, &all("indices")).0.iter().map(|&w| w as f64).collect();
+            let want_i: Vec<f64> = get_ints(&t, &all("indices"))
+                .0
+                .iter()
+                .map(|&w| w as f64)
+                .collect();
             assert_eq!(i, want_i, "{}", all("indices"));
         }
         for (name, rows, cols) in [("4x6", 4, 6), ("5x3", 5, 3), ("1x1", 1, 1)] {
             let key = |s: &str| format!("{dtype}.trace.{name}.{s}");
             let (x, kind) = get_ints(&t, &key("x"));
             let (want, out_kind) = get_ints(&t, &key("y"));
-            assert_eq!(out_kind, TraceDescriptor::new(kind, rows, cols).output_element());
+            assert_eq!(
+                out_kind,
+                TraceDescriptor::new(kind, rows, cols).output_element()
+            );
             assert_eq!(vec![r::trace_i64(rows, cols, &x)], want, "{}", key("y"));
         }
     }

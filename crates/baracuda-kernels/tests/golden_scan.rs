@@ -101,7 +101,12 @@ fn integer_scans_match_pytorch() {
     let data = bytes("scan_int");
     let t = SafeTensors::deserialize(&data).expect("safetensors");
     for dtype in ["int32", "int64"] {
-        for op in [ScanOp::CumSum, ScanOp::CumProd, ScanOp::CumMax, ScanOp::CumMin] {
+        for op in [
+            ScanOp::CumSum,
+            ScanOp::CumProd,
+            ScanOp::CumMax,
+            ScanOp::CumMin,
+        ] {
             for dim in 0..3 {
                 for reverse in [false, true] {
                     let s = Scan {

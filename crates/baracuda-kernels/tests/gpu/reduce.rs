@@ -620,7 +620,9 @@ fn run(
     match kind {
         ElementKind::I32 => by_ranks!(s.shape.len(), m, N, M => run_int::<i32, N, M>(s, inputs)),
         ElementKind::I64 => by_ranks!(s.shape.len(), m, N, M => run_int::<i64, N, M>(s, inputs)),
-        _ => crate::with_float!(kind, T => by_ranks!(s.shape.len(), m, N, M => run_ranked::<T, N, M>(s, inputs, backward))),
+        _ => {
+            crate::with_float!(kind, T => by_ranks!(s.shape.len(), m, N, M => run_ranked::<T, N, M>(s, inputs, backward)))
+        }
     }
 }
 
@@ -645,7 +647,13 @@ fn run_int_out<T: Element, O: Element + Into<i64>, const N: usize, const M: usiz
     inputs: &Tensors,
 ) -> Result<Tensors, String> {
     let g = gpu();
-    let what = format!("{} {} {:?} dims {:?}", s.op.name(), T::KIND, s.shape, s.dims);
+    let what = format!(
+        "{} {} {:?} dims {:?}",
+        s.op.name(),
+        T::KIND,
+        s.shape,
+        s.dims
+    );
     let desc = s.descriptor::<N>(T::KIND);
     let plan = select::<ReducePlan<T, N, M, O>>(&desc, &PlanPreference::default())?;
     let (xs, x_len, x_off) = s.x_layout();
@@ -836,7 +844,12 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
         } else {
             ReducePlan::<i32, 2, 1, i64>::select(&g.stream, &int, &pref).map(|_| ())
         };
-        b.expect("i32 with a y of the wrong dtype", wrong, dtype_mismatch, &[])?;
+        b.expect(
+            "i32 with a y of the wrong dtype",
+            wrong,
+            dtype_mismatch,
+            &[],
+        )?;
     }
     let plan = sel(&desc, &pref).map_err(|e| e.to_string())?;
     let (xb, _) = upload::<f32>(&rng.vec(4 * 96, 0.5, 1.0));

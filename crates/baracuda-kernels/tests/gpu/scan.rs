@@ -559,7 +559,11 @@ fn run_int<T: Element, O: Element + Into<i64>, const N: usize>(
     let mut zi =
         DeviceBuffer::<i64>::filled_bytes(&g.stream, o_len.max(1), 0).map_err(|e| e.to_string())?;
     let z_slice = z.as_slice_mut().split_at(o_len).expect("y in buffer").0;
-    let zi_slice = zi.as_slice_mut().split_at(o_len).expect("indices in buffer").0;
+    let zi_slice = zi
+        .as_slice_mut()
+        .split_at(o_len)
+        .expect("indices in buffer")
+        .0;
     forward(z_slice, with_idx.then_some(zi_slice))?;
     let offsets = view_offsets(&s.shape, &os);
     let zh = z.to_host(&g.stream).map_err(|e| e.to_string())?;
@@ -567,7 +571,9 @@ fn run_int<T: Element, O: Element + Into<i64>, const N: usize>(
     let zih = zi.to_host(&g.stream).map_err(|e| e.to_string())?;
     let zi_vals: Vec<i64> = offsets.iter().map(|&o| zih[o]).collect();
     if z_vals != y_vals || (with_idx && zi_vals != i_vals) {
-        return Err(format!("{what}: the runs into poison and into zeros differ"));
+        return Err(format!(
+            "{what}: the runs into poison and into zeros differ"
+        ));
     }
     let mut t = Tensors::default();
     t.push_i64("y", &y_vals);
