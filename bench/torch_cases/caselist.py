@@ -17,9 +17,9 @@ CASES_ENV = "BARACUDA_BENCH_CASES"
 CASES_DIR = pathlib.Path(__file__).resolve().parent.parent / "cases"
 
 # Bytes per element of the dtypes a case may name.
-SIZE = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "fp8_e4m3": 1, "i8": 1, "i32": 4}
+SIZE = {"bf16": 2, "f16": 2, "f32": 4, "f64": 8, "fp8_e4m3": 1, "i8": 1, "i32": 4, "i64": 8}
 TORCH_DTYPE = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "f64": "float64",
-               "fp8_e4m3": "float8_e4m3fn", "i8": "int8", "i32": "int32"}
+               "fp8_e4m3": "float8_e4m3fn", "i8": "int8", "i32": "int32", "i64": "int64"}
 COMMON = ("name", "op", "dtype", "passes")
 
 

@@ -14,6 +14,9 @@ from . import caselist
 from .caselist import Op
 
 FLOATS = ("bf16", "f16", "f32", "f64")
+# The scans that take integers (as baracuda's ScanPlan): cumsum and cumprod
+# write i64, cummax and cummin the input's dtype.
+INTS = ("i32", "i64")
 
 # op -> function of (torch, dims) returning x -> y, so that the table is
 # known without importing torch.
@@ -54,7 +57,8 @@ SCAN = {
 SETTINGS = {}
 OPS = {"copy": Op(("fw",), FLOATS, {"shape": [int]})}
 OPS.update({op: Op(("fw",), FLOATS, {"shape": [int], "dims": [int]}) for op in REDUCE})
-OPS.update({op: Op(("fw",), FLOATS, {"shape": [int], "dim": int}) for op in SCAN})
+OPS.update({op: Op(("fw",), FLOATS + (INTS if op != "logcumsumexp" else ()), {"shape": [int], "dim": int})
+            for op in SCAN})
 OPS["trace"] = Op(("fw",), FLOATS, {"shape": [int]})
 # The ranks baracuda-bench is built for: (rank of x, rank of y).
 RANKS = ((1, 0), (2, 1), (3, 1), (4, 1))
@@ -83,7 +87,9 @@ def rows(case):
         dim = case["dim"]
         if dim >= len(shape) or len(shape) not in (1, 2):
             raise caselist.CaseError(f"scan case {case['name']!r}: dim {dim} of shape {shape} (ranks 1 and 2 are built)")
-        b = 2 * n * size + (8 * n if case["op"] in ("cummax", "cummin") else 0)
+        # integer cumsum and cumprod write i64 (PyTorch's promotion)
+        widen = case["dtype"] in INTS and case["op"] in ("cumsum", "cumprod")
+        b = n * size + n * (8 if widen else size) + (8 * n if case["op"] in ("cummax", "cummin") else 0)
         return [caselist.row(case, p, shape_s, bytes=b, rotation_bytes=b) for p in case["passes"]]
     dims = case["dims"]
     if len(set(dims)) != len(dims) or any(d >= len(shape) for d in dims):

@@ -1,7 +1,8 @@
 //! Scan benchmark cases of the reduce family (`bench/cases/reduce.json`,
 //! ops cumsum, cumprod, cummax, cummin, logcumsumexp): an inclusive
-//! forward scan of a contiguous tensor along the case's dim. Bytes are x
-//! read and y written once (cummax/cummin: plus the i64 indices).
+//! forward scan of a contiguous tensor along the case's dim, on the float
+//! dtypes and i32 and i64 (whose cumsum and cumprod write i64). Bytes are
+//! x read and y written once (cummax/cummin: plus the i64 indices).
 
 use baracuda_kernels::*;
 use half::{bf16, f16};
@@ -37,20 +38,26 @@ pub fn job(c: &RawCase, op: ScanOp) -> Checked<Job> {
     }
     let n: usize = shape.iter().product();
     let idx = if op.has_indices() { 8 * n } else { 0 };
-    let bytes = 2 * n * dtype.size_bytes() + idx;
+    let out = ScanDescriptor::new(op, dtype, [n], 0).output_element();
+    let bytes = n * (dtype.size_bytes() + out.size_bytes()) + idx;
     let rows = c.rows(&passes, dtype, &format!("{shape:?}"), |r| {
         r.bytes(bytes).rotation(bytes)
     });
-    let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
-        Box::new(move |s: &Stream, rows: &[Row]| match shape.len() {
-            1 => scan::<T, 1>(s, op, &shape, dim, rows),
-            _ => scan::<T, 2>(s, op, &shape, dim, rows),
+    let widen = out != dtype;
+    let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64, I32 => i32, I64 => i64], T => {
+        Box::new(move |s: &Stream, rows: &[Row]| match (shape.len(), widen) {
+            (1, false) => scan::<T, T, 1>(s, op, &shape, dim, rows),
+            (1, true) => scan::<T, i64, 1>(s, op, &shape, dim, rows),
+            (_, false) => scan::<T, T, 2>(s, op, &shape, dim, rows),
+            (_, true) => scan::<T, i64, 2>(s, op, &shape, dim, rows),
         })
     });
     Ok(c.job(rows, run))
 }
 
-fn scan<T: Element, const N: usize>(
+/// The scan of `op` on x of `T` into y of `O` (the descriptor's output
+/// element).
+fn scan<T: Element, O: Element, const N: usize>(
     s: &Stream,
     op: ScanOp,
     shape: &[usize],
@@ -59,13 +66,13 @@ fn scan<T: Element, const N: usize>(
 ) -> Result<()> {
     let shape: [usize; N] = std::array::from_fn(|i| shape[i]);
     let desc = ScanDescriptor::new(op, T::KIND, shape, dim);
-    let plan = ScanPlan::<T, N>::select(s, &desc, &PlanPreference::default())?;
+    let plan = ScanPlan::<T, N, O>::select(s, &desc, &PlanPreference::default())?;
     let sets = rotation_of(s, rows)?;
     let n: usize = shape.iter().product();
     let xs = (0..sets as u64)
         .map(|i| random_buffer::<T>(s, n, 11 + 16 * i, -2.0, 2.0))
         .collect::<Result<Vec<_>>>()?;
-    let mut y = DeviceBuffer::<T>::uninit(s, n)?;
+    let mut y = DeviceBuffer::<O>::uninit(s, n)?;
     let mut idx = DeviceBuffer::<i64>::uninit(s, if op.has_indices() { n } else { 1 })?;
     time_passes(rows, |pass| match pass {
         "fw" => time_rotating_ms(s, sets, |i| {

@@ -94,6 +94,31 @@ pub(crate) fn float_dtype_code<T: Element, const N: usize>(
     Ok(code)
 }
 
+/// [`float_dtype_code`] for kernels that also take i32 and i64
+/// (`kernel_sources::numeric_dtype_code`): the reductions and scans.
+pub(crate) fn numeric_dtype_code<T: Element, const N: usize>(
+    op: &'static str,
+    element: ElementKind,
+    takes: &str,
+) -> Result<u32> {
+    check_element::<T>(op, "desc.element", element)?;
+    let code =
+        crate::kernel_sources::numeric_dtype_code(T::KIND).ok_or_else(|| Error::Unsupported {
+            op,
+            what: format!(
+                "dtype {}; {takes} f32, f64, f16, bf16, i32 and i64",
+                T::KIND
+            ),
+        })?;
+    if N > MAX_RANK {
+        return Err(Error::Unsupported {
+            op,
+            what: format!("rank {N} > {MAX_RANK}"),
+        });
+    }
+    Ok(code)
+}
+
 /// `InvalidDescriptor` naming `field` of `op`, its value and why.
 pub(crate) fn invalid_descriptor(
     op: &'static str,

@@ -168,6 +168,17 @@ pub(crate) fn dtype_code(kind: ElementKind) -> Option<u32> {
     }
 }
 
+/// The `BARACUDA_DTYPE` code of `kernels/common/dtype.cuh` for `kind` in
+/// the kernels that also take i32 and i64 (the reductions and scans):
+/// [`dtype_code`] for the floats, [`element_code`]'s for the two integer
+/// kinds; None for the others.
+pub(crate) fn numeric_dtype_code(kind: ElementKind) -> Option<u32> {
+    match kind {
+        ElementKind::I32 | ElementKind::I64 => element_code(kind),
+        k => dtype_code(k),
+    }
+}
+
 /// The element-type code of `kernels/elementwise/cast.cu` (`CAST_FROM`,
 /// `CAST_TO`) for `kind`, or None for kinds it does not convert (u32). The
 /// float kinds keep their [`dtype_code`].
@@ -230,6 +241,10 @@ mod tests {
         .collect();
         assert_eq!(codes, [0, 1, 2, 3]);
         assert_eq!(dtype_code(ElementKind::I32), None);
+        assert_eq!(numeric_dtype_code(ElementKind::I32), Some(9));
+        assert_eq!(numeric_dtype_code(ElementKind::I64), Some(10));
+        assert_eq!(numeric_dtype_code(ElementKind::Bf16), Some(3));
+        assert_eq!(numeric_dtype_code(ElementKind::I16), None);
     }
 
     #[test]

@@ -32,8 +32,8 @@
 
 use baracuda_driver::Stream;
 use baracuda_kernels_types::{
-    BackendKind, Element, Grad, Grads, KernelSku, PlanPreference, PrecisionGuarantee, Result,
-    Workspace,
+    BackendKind, Element, ElementKind, Grad, Grads, KernelSku, MathPrecision, PlanPreference,
+    PrecisionGuarantee, Result, Workspace,
 };
 
 /// The [`KernelSku`] of a plan that runs this crate's own deterministic
@@ -48,6 +48,22 @@ pub(crate) fn own_float_sku<T: Element>(stream: &Stream, op: String, variant: &s
         variant: variant.into(),
         precision: PrecisionGuarantee::float(T::KIND, true),
     }
+}
+
+/// [`own_float_sku`] for kernels that also take integer `T` (the
+/// reductions and scans): on i32 and i64, exact integer math accumulated
+/// in i64.
+pub(crate) fn own_numeric_sku<T: Element>(stream: &Stream, op: String, variant: &str) -> KernelSku {
+    let mut sku = own_float_sku::<T>(stream, op, variant);
+    if !T::KIND.is_float() {
+        sku.precision = PrecisionGuarantee {
+            math: MathPrecision::Integer,
+            accumulator: ElementKind::I64,
+            deterministic: true,
+            bit_stable_on_same_hardware: true,
+        };
+    }
+    sku
 }
 
 /// A selected implementation of one op for one problem.

@@ -9,14 +9,23 @@
 //! an empty dim; the trace of non-square matrices and its gradient. A case
 //! the file does not hold yet (cases added after it was generated) is
 //! skipped with a note until it is regenerated.
+//!
+//! The integer cases (`tests/golden/reduce_int.safetensors`, from
+//! `scripts/goldens/reduce_int.py`): sum, nansum, prod, amax and amin of
+//! int32 and int64 over dims (0, 2) against `reduce_i64` (wrapping sums and
+//! products), exactly, and the output dtypes against
+//! `ReduceDescriptor::output_element`; the empty sum and product; max/min
+//! with indices and argmax/argmin; the trace. A missing file fails.
 
 use baracuda_kernels::reference::reduce::{self as r, Reduction};
-use baracuda_kernels::{ArgReduceOp, LogicalReduceOp, ReduceOp};
+use baracuda_kernels::{
+    ArgReduceOp, ElementKind, LogicalReduceOp, ReduceDescriptor, ReduceOp, TraceDescriptor,
+};
 use safetensors::SafeTensors;
 
 #[path = "support/golden.rs"]
 mod golden;
-use golden::{bytes, close, get};
+use golden::{bytes, close, get, get_ints};
 
 /// The golden cases: key prefix and problem over dims (0, 2) of [4, 5, 6].
 fn cases() -> Vec<(String, Reduction)> {
@@ -254,4 +263,76 @@ fn trace_and_gradient_match_pytorch() {
         close(&key("dx"), &r::trace_backward(rows, cols, dy), &want);
     }
     note_missing(&missing);
+}
+
+/// The integer goldens: each op that takes integers over dims (0, 2) of
+/// an int32 and an int64 [4, 5, 6] tensor, in PyTorch's output dtype,
+/// exactly; the empty sum and product; max/min with indices over dim 1
+/// and argmax/argmin over all dims (ties: the first index); the trace.
+#[test]
+fn integer_reductions_match_pytorch() {
+    let data = bytes("reduce_int");
+    let t = SafeTensors::deserialize(&data).expect("safetensors");
+    for dtype in ["int32", "int64"] {
+        let ops = [
+            ReduceOp::Sum,
+            ReduceOp::NanSum,
+            ReduceOp::Prod,
+            ReduceOp::Amax,
+            ReduceOp::Amin,
+        ];
+        for op in ops {
+            let key = |s: &str| format!("{dtype}.{}.{s}", op.name());
+            let (x, kind) = get_ints(&t, &key("x"));
+            let p = Reduction::new(op, &[4, 5, 6], &[true, false, true]);
+            let (want, out_kind) = get_ints(&t, &key("y"));
+            let desc = ReduceDescriptor::new(op, kind, [4, 5, 6]).with_dims(&[0, 2]);
+            assert_eq!(out_kind, desc.output_element(), "{}", key("y"));
+            assert_eq!(r::reduce_i64(&p, &x), want, "{}", key("y"));
+        }
+        for op in [ReduceOp::Sum, ReduceOp::NanSum, ReduceOp::Prod] {
+            let key = format!("{dtype}.empty.{}.y", op.name());
+            let (want, out_kind) = get_ints(&t, &key);
+            assert_eq!(out_kind, ElementKind::I64, "{key}");
+            let e = Reduction::new(op, &[3, 0], &[false, true]);
+            assert_eq!(r::reduce_i64(&e, &[]), want, "{key}");
+        }
+        for op in ArgReduceOp::ALL {
+            let name = if op == ArgReduceOp::Max { "max" } else { "min" };
+            let key = |s: &str| format!("{dtype}.{name}_indices.{s}");
+            let (x, kind) = get_ints(&t, &key("x"));
+            let xf: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+            let (v, i) = r::arg_reduce(op, &[4, 5, 6], &[false, true, false], &xf);
+            let (want_v, v_kind) = get_ints(&t, &key("values"));
+            assert_eq!(v_kind, kind, "{}", key("values"));
+            let want_v: Vec<f64> = want_v.iter().map(|&w| w as f64).collect();
+            assert_eq!(v, want_v, "{}", key("values"));
+            let want_i: Vec<f64> = get_ints(&t, &key("indices"))
+                .0
+                .iter()
+                .map(|&w| w as f64)
+                .collect();
+            assert_eq!(i, want_i, "{}", key("indices"));
+            let all = |s: &str| format!("{dtype}.arg{name}_all.{s}");
+            let (x, _) = get_ints(&t, &all("x"));
+            let xf: Vec<f64> = x.iter().map(|&v| v as f64).collect();
+            let (_, i) = r::arg_reduce(op, &[4, 5, 6], &[true; 3], &xf);
+            let want_i: Vec<f64> = get_ints(&t, &all("indices"))
+                .0
+                .iter()
+                .map(|&w| w as f64)
+                .collect();
+            assert_eq!(i, want_i, "{}", all("indices"));
+        }
+        for (name, rows, cols) in [("4x6", 4, 6), ("5x3", 5, 3), ("1x1", 1, 1)] {
+            let key = |s: &str| format!("{dtype}.trace.{name}.{s}");
+            let (x, kind) = get_ints(&t, &key("x"));
+            let (want, out_kind) = get_ints(&t, &key("y"));
+            assert_eq!(
+                out_kind,
+                TraceDescriptor::new(kind, rows, cols).output_element()
+            );
+            assert_eq!(vec![r::trace_i64(rows, cols, &x)], want, "{}", key("y"));
+        }
+    }
 }

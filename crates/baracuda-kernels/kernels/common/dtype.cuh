@@ -1,16 +1,23 @@
 // dtype.cuh: element type T and accumulator ACC selected by -DBARACUDA_DTYPE,
 // with conversions and overloaded math for the accumulator. Every kernel
 // specialised by element type includes it; the host side's one map from
-// element types to codes is `kernel_sources::dtype_code`.
+// element types to codes is `kernel_sources::dtype_code` (the floats) and
+// `kernel_sources::numeric_dtype_code` (which adds the integer codes, those
+// of `element_code`).
 //
-//   BARACUDA_DTYPE  T               ACC
-//   0               float           float
-//   1               double          double
-//   2               __half          float
-//   3               __nv_bfloat16   float
+//   BARACUDA_DTYPE  T               ACC   BARACUDA_INTEGER
+//   0               float           float   0
+//   1               double          double  0
+//   2               __half          float   0
+//   3               __nv_bfloat16   float   0
+//   9               int             i64     1
+//   10              long long       i64     1
 //
 // Low-precision types compute in f32 and round once, to nearest even, when
-// stored.
+// stored. Integer types accumulate in i64 with two's complement wrap-around
+// (acc_add, acc_mul: the arithmetic runs in u64, where overflow is defined);
+// only the kernels that take them (the reductions and scans) are compiled
+// with codes 9 and 10.
 #pragma once
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -20,7 +27,7 @@ typedef long long i64;
 typedef unsigned int u32;
 
 #ifndef BARACUDA_DTYPE
-#error "BARACUDA_DTYPE must be defined (0 f32, 1 f64, 2 f16, 3 bf16)"
+#error "BARACUDA_DTYPE must be defined (0 f32, 1 f64, 2 f16, 3 bf16, 9 i32, 10 i64)"
 #endif
 
 #if BARACUDA_DTYPE == 0
@@ -43,9 +50,54 @@ typedef __nv_bfloat16 T;
 typedef float ACC;
 __device__ __forceinline__ ACC to_acc(T v) { return __bfloat162float(v); }
 __device__ __forceinline__ T from_acc(ACC v) { return __float2bfloat16_rn(v); }
+#elif BARACUDA_DTYPE == 9
+typedef int T;
+typedef i64 ACC;
+#define BARACUDA_INTEGER 1
+__device__ __forceinline__ ACC to_acc(T v) { return v; }
+__device__ __forceinline__ T from_acc(ACC v) { return (T)v; }
+__device__ __forceinline__ ACC acc_lowest() { return -2147483647LL - 1; }
+__device__ __forceinline__ ACC acc_highest() { return 2147483647LL; }
+#elif BARACUDA_DTYPE == 10
+typedef long long T;
+typedef i64 ACC;
+#define BARACUDA_INTEGER 1
+__device__ __forceinline__ ACC to_acc(T v) { return v; }
+__device__ __forceinline__ T from_acc(ACC v) { return v; }
+__device__ __forceinline__ ACC acc_lowest() { return -9223372036854775807LL - 1; }
+__device__ __forceinline__ ACC acc_highest() { return 9223372036854775807LL; }
 #else
 #error "unknown BARACUDA_DTYPE"
 #endif
+
+#ifndef BARACUDA_INTEGER
+#define BARACUDA_INTEGER 0
+// The identities of max and min: -inf and +inf (T's lowest and highest
+// value for the integer types).
+__device__ __forceinline__ ACC acc_lowest() { return -ACC(__int_as_float(0x7f800000)); }
+__device__ __forceinline__ ACC acc_highest() { return ACC(__int_as_float(0x7f800000)); }
+#endif
+
+// The element type of a sum or product stored as it accumulated (sum,
+// prod, cumsum, cumprod): T for the floats (rounded once), i64 for the
+// integer types (PyTorch promotes integer sums and products to int64).
+#if BARACUDA_INTEGER
+typedef i64 T_SUM;
+__device__ __forceinline__ T_SUM to_sum(ACC v) { return v; }
+#else
+typedef T T_SUM;
+__device__ __forceinline__ T_SUM to_sum(ACC v) { return from_acc(v); }
+#endif
+
+// a + b and a * b in the accumulator: IEEE for the floats, two's
+// complement wrap-around for i64 (computed in u64, where overflow is
+// defined; the conversion back is modular).
+__device__ __forceinline__ float acc_add(float a, float b) { return a + b; }
+__device__ __forceinline__ double acc_add(double a, double b) { return a + b; }
+__device__ __forceinline__ i64 acc_add(i64 a, i64 b) { return (i64)((u64)a + (u64)b); }
+__device__ __forceinline__ float acc_mul(float a, float b) { return a * b; }
+__device__ __forceinline__ double acc_mul(double a, double b) { return a * b; }
+__device__ __forceinline__ i64 acc_mul(i64 a, i64 b) { return (i64)((u64)a * (u64)b); }
 
 // Math on the accumulator type, IEEE (no fast-math approximations).
 __device__ __forceinline__ float m_exp(float x) { return expf(x); }
@@ -54,6 +106,7 @@ __device__ __forceinline__ float m_tanh(float x) { return tanhf(x); }
 __device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ bool m_isnan(float x) { return x != x; }
 __device__ __forceinline__ bool m_isnan(double x) { return x != x; }
+__device__ __forceinline__ bool m_isnan(i64) { return false; }
 __device__ __forceinline__ float m_pow(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double m_pow(double a, double b) { return pow(a, b); }
 

@@ -30,6 +30,9 @@
 // Traffic: FW reads x once and writes n_out values and indices (memory
 // bound; judge by GB/s against the copy ceiling); BW reads dv and the
 // indices per element (broadcast, cached) and writes dx.
+// Integer inputs (i32, i64) compare exactly in ACC = i64; the values keep
+// T. Their backward kernels exist (a copy of dv) but the host refuses the
+// backward of an integer plan, as PyTorch has no integer gradients.
 // Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_OP (0 max, 1 min).
 #include "common/dtype.cuh"
 #include "common/reduce_dims.cuh"

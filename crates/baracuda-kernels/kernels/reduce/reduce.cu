@@ -21,7 +21,13 @@
 //   std_mean     Welford                    std, and b into aux     std's with the mean output, + dmean / n
 // (n = elements reduced, c = correction; var/std merge each 16-byte vector
 // as a batch, so there is one division per vector; over no element var,
-// std and the mean are NaN.) The backward is elementwise over x once a
+// std and the mean are NaN.)
+// Integer inputs (i32, i64: BARACUDA_INTEGER) take sum, nansum (the sum)
+// and prod, accumulated in i64 with two's complement wrap-around and
+// written as i64 (PyTorch's promotion), and amax and amin, written in T;
+// forward only (no statistic and no backward kernels): the other ops are
+// float-only, as in PyTorch. Integer results are exact, and the same
+// whatever the fold order (wrap-around sums and products are associative). The backward is elementwise over x once a
 // statistic per output is known: #ties, the non-NaN count, the mean, or
 // (#zeros, product of the non-zeros); the same reduction kernels compute
 // it first (the STAT op of each op) into the workspace. var_mean and
@@ -47,7 +53,8 @@
 // bound, judged by GB/s against the copy ceiling. BW reads x, dy (and y,
 // the statistic) and writes dx, plus one read of x for the statistic.
 // 64-bit offsets throughout.
-// Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_OP (the op below).
+// Specialised by: BARACUDA_DTYPE (T, ACC; integers: sum, nansum, prod,
+// amax, amin only); BARACUDA_OP (the op below).
 #include "common/dtype.cuh"
 #include "common/reduce_dims.cuh"
 
@@ -82,13 +89,20 @@
 #error "BARACUDA_OP must be defined"
 #endif
 
+#define IS_SUM_LIKE (BARACUDA_OP == SUM || BARACUDA_OP == NANSUM || BARACUDA_OP == PROD)
+#if BARACUDA_INTEGER && !(IS_SUM_LIKE || BARACUDA_OP == AMAX || BARACUDA_OP == AMIN)
+#error "integer dtypes take sum, nansum, prod, amax and amin only"
+#endif
+
 // The Welford ops, and those among them that take a square root.
 #define IS_MOMENT(OP) ((OP) == VAR || (OP) == STD || (OP) == VAR_MEAN || (OP) == STD_MEAN)
 #define IS_STD (BARACUDA_OP == STD || BARACUDA_OP == STD_MEAN)
 // The ops that write the mean as a second output.
 #define WRITES_MEAN(OP) ((OP) == VAR_MEAN || (OP) == STD_MEAN)
 
-#if BARACUDA_OP == NANMEAN
+#if BARACUDA_INTEGER
+#define STAT_OP STAT_NONE
+#elif BARACUDA_OP == NANMEAN
 #define STAT_OP STAT_COUNT_NOTNAN
 #elif BARACUDA_OP == PROD
 #define STAT_OP STAT_ZEROS_PROD
@@ -113,33 +127,63 @@ struct Stat2 {
 
 __device__ __forceinline__ ACC nan_max(ACC a, ACC x) { return (x != x || x > a) ? x : a; }
 __device__ __forceinline__ ACC nan_min(ACC a, ACC x) { return (x != x || x < a) ? x : a; }
-__device__ __forceinline__ ACC sgn(ACC x) { return ACC(x > ACC(0)) - ACC(x < ACC(0)); }
 
 template <int OP>
 struct Op;
 
-// Sum-like ops: a += f(x).
+// Sum-like ops: a += f(x) (wrapping for integers: acc_add).
 #define SUM_OP(CODE, F, FIN)                                                              \
     template <>                                                                           \
     struct Op<CODE> {                                                                     \
         static __device__ __forceinline__ St init(ACC) { return St{ACC(0), ACC(0), ACC(0)}; } \
-        static __device__ __forceinline__ void push(St& s, ACC x, const OpArgs& q) { s.a += F; } \
+        static __device__ __forceinline__ void push(St& s, ACC x, const OpArgs& q) { s.a = acc_add(s.a, F); } \
         static __device__ __forceinline__ St merge(St l, St h) {                          \
-            l.a += h.a;                                                                   \
+            l.a = acc_add(l.a, h.a);                                                      \
             return l;                                                                     \
         }                                                                                 \
         static __device__ __forceinline__ ACC finish(const St& s, const OpArgs& q) { return FIN; } \
     };
 
+// Max / min ops: a = pick(a, f(x)), NaN wins.
+#define PICK_OP(CODE, PICK, F, INIT)                                                      \
+    template <>                                                                           \
+    struct Op<CODE> {                                                                     \
+        static __device__ __forceinline__ St init(ACC) { return St{INIT, ACC(0), ACC(0)}; } \
+        static __device__ __forceinline__ void push(St& s, ACC x, const OpArgs&) { s.a = PICK(s.a, F); } \
+        static __device__ __forceinline__ St merge(St l, St h) {                          \
+            l.a = PICK(l.a, h.a);                                                         \
+            return l;                                                                     \
+        }                                                                                 \
+        static __device__ __forceinline__ ACC finish(const St& s, const OpArgs&) { return s.a; } \
+    };
+
+// The ops of every dtype.
 SUM_OP(SUM, x, s.a)
-SUM_OP(MEAN, x, s.a / ACC(q.n_red))
 SUM_OP(NANSUM, (x != x ? ACC(0) : x), s.a)
+PICK_OP(AMAX, nan_max, x, acc_lowest())
+PICK_OP(AMIN, nan_min, x, acc_highest())
+
+template <>
+struct Op<PROD> {
+    static __device__ __forceinline__ St init(ACC) { return St{ACC(1), ACC(0), ACC(0)}; }
+    static __device__ __forceinline__ void push(St& s, ACC x, const OpArgs&) { s.a = acc_mul(s.a, x); }
+    static __device__ __forceinline__ St merge(St l, St h) {
+        l.a = acc_mul(l.a, h.a);
+        return l;
+    }
+    static __device__ __forceinline__ ACC finish(const St& s, const OpArgs&) { return s.a; }
+};
+
+// The float-only ops and the backward statistics.
+#if !BARACUDA_INTEGER
+__device__ __forceinline__ ACC sgn(ACC x) { return ACC(x > ACC(0)) - ACC(x < ACC(0)); }
+
+SUM_OP(MEAN, x, s.a / ACC(q.n_red))
 SUM_OP(NORM0, ACC(x != ACC(0)), s.a)
 SUM_OP(NORM1, fabs(x), s.a)
 SUM_OP(NORM2, x * x, sqrt(s.a))
 SUM_OP(NORM_P, m_pow(fabs(x), ACC(q.p)), m_pow(s.a, ACC(1) / ACC(q.p)))
 SUM_OP(STAT_MEAN, x, s.a / ACC(q.n_red))
-#undef SUM_OP
 
 template <>
 struct Op<NANMEAN> {
@@ -158,35 +202,8 @@ struct Op<NANMEAN> {
     static __device__ __forceinline__ ACC finish(const St& s, const OpArgs&) { return s.a / s.b; }
 };
 
-template <>
-struct Op<PROD> {
-    static __device__ __forceinline__ St init(ACC) { return St{ACC(1), ACC(0), ACC(0)}; }
-    static __device__ __forceinline__ void push(St& s, ACC x, const OpArgs&) { s.a *= x; }
-    static __device__ __forceinline__ St merge(St l, St h) {
-        l.a *= h.a;
-        return l;
-    }
-    static __device__ __forceinline__ ACC finish(const St& s, const OpArgs&) { return s.a; }
-};
-
-// Max / min ops: a = pick(a, f(x)), NaN wins.
-#define PICK_OP(CODE, PICK, F, INIT)                                                      \
-    template <>                                                                           \
-    struct Op<CODE> {                                                                     \
-        static __device__ __forceinline__ St init(ACC) { return St{INIT, ACC(0), ACC(0)}; } \
-        static __device__ __forceinline__ void push(St& s, ACC x, const OpArgs&) { s.a = PICK(s.a, F); } \
-        static __device__ __forceinline__ St merge(St l, St h) {                          \
-            l.a = PICK(l.a, h.a);                                                         \
-            return l;                                                                     \
-        }                                                                                 \
-        static __device__ __forceinline__ ACC finish(const St& s, const OpArgs&) { return s.a; } \
-    };
-
-PICK_OP(AMAX, nan_max, x, -ACC(reduce_inf()))
-PICK_OP(AMIN, nan_min, x, ACC(reduce_inf()))
 PICK_OP(NORM_INF, nan_max, fabs(x), ACC(0))
 PICK_OP(NORM_NEGINF, nan_min, fabs(x), ACC(reduce_inf()))
-#undef PICK_OP
 
 // var and std (also of var_mean and std_mean): Welford (a = count, b =
 // mean, c = M2); the count divides by the exact element count n_red; NaN
@@ -263,16 +280,29 @@ struct Op<STAT_ZEROS_PROD> {
     }
     static __device__ __forceinline__ Stat2 finish(const St& s, const OpArgs&) { return Stat2{s.a, s.b}; }
 };
+#endif  // !BARACUDA_INTEGER
+#undef SUM_OP
+#undef PICK_OP
 
-__device__ __forceinline__ void put(T* y, i64 off, ACC v) { y[off] = from_acc(v); }
+// The forward output's element Y_T: T_SUM for sum, nansum and prod (i64
+// for integer inputs), else T.
+#if IS_SUM_LIKE
+typedef T_SUM Y_T;
+__device__ __forceinline__ Y_T to_y(ACC v) { return to_sum(v); }
+#else
+typedef T Y_T;
+__device__ __forceinline__ Y_T to_y(ACC v) { return from_acc(v); }
+#endif
+
+__device__ __forceinline__ void put(Y_T* y, i64 off, ACC v) { y[off] = to_y(v); }
 __device__ __forceinline__ void put(Stat2* y, i64 off, ACC v) { y[off] = Stat2{v, ACC(0)}; }
 __device__ __forceinline__ void put(Stat2* y, i64 off, Stat2 v) { y[off] = v; }
 
-// The forward output of op OP: T for the forward ops, Stat2 for the
+// The forward output of op OP: Y_T for the forward op, Stat2 for the
 // statistics.
 template <int OP>
 struct Out {
-    typedef T type;
+    typedef Y_T type;
 };
 #define STAT_OUT(CODE)         \
     template <>                \
@@ -356,8 +386,10 @@ REDUCE_DIMS_KERNELS(stat, Fold<STAT_OP>)
 #endif
 
 // ---------------------------------------------------------------------------
-// Backward: dx = grad(x, dy, y, stat) elementwise over x.
+// Backward: dx = grad(x, dy, y, stat) elementwise over x (the floats only:
+// integer outputs have no gradient).
 // ---------------------------------------------------------------------------
+#if !BARACUDA_INTEGER
 
 // f(off) at each of the p.n elements of an elementwise pass: off the
 // offsets of its K operands over p.rank dims of p.shape with strides
@@ -514,3 +546,4 @@ __device__ __forceinline__ void trace_bw_body(const TraceBwParams& p) {
 extern "C" __global__ void __launch_bounds__(256) trace_bw32(TraceBwParams p) { trace_bw_body<u32>(p); }
 extern "C" __global__ void __launch_bounds__(256) trace_bw64(TraceBwParams p) { trace_bw_body<u64>(p); }
 #endif
+#endif  // !BARACUDA_INTEGER

@@ -30,6 +30,11 @@
 // 8 positions loaded ahead of their combines).
 // Traffic: FW reads x and writes y once; BW reads its inputs once and
 // writes dx (cumprod: plus a workspace write and read). 64-bit offsets.
+// Integer inputs (i32, i64: BARACUDA_INTEGER) take codes 0 to 3 only:
+// cumsum and cumprod accumulate in i64 with two's complement wrap-around
+// and write i64 (T_SUM, PyTorch's promotion), cummax and cummin write T;
+// logcumsumexp and the backward codes are float-only (integer outputs have
+// no gradient).
 // Specialised by: BARACUDA_DTYPE (T, ACC); one module holds every code.
 #include "common/dtype.cuh"
 #include "common/reduce.cuh"
@@ -59,7 +64,7 @@ struct Axis {
 
 struct ScanParams {
     const T* x;
-    T* y;
+    T* y;             // T_SUM* for cumsum and cumprod (Arith::out)
     const T* dy;
     const T* yfw;
     i64* idx;         // the forward's indices
@@ -101,8 +106,6 @@ __device__ __forceinline__ Line line_of(const ScanParams& P, u64 line) {
     return L;
 }
 
-__device__ __forceinline__ ACC acc_inf() { return ACC(reduce_inf()); }
-
 // Write `value(incl)` at p, or shifted to p + 1 with `empty` at 0.
 template <typename F>
 __device__ __forceinline__ void put(const Line& L, u64 p, F write, ACC value, ACC empty) {
@@ -117,15 +120,17 @@ __device__ __forceinline__ void put(const Line& L, u64 p, F write, ACC value, AC
 template <int OP>
 struct Op;
 
-// cumsum and cumprod: a plain accumulator.
+// cumsum and cumprod: a plain accumulator (wrapping for integers), y of
+// T_SUM.
 template <int OP>
 struct Arith {
     typedef ACC S;
     __device__ static S identity() { return OP == 0 ? ACC(0) : ACC(1); }
-    __device__ static S combine(S a, S b) { return OP == 0 ? a + b : a * b; }
+    __device__ static S combine(S a, S b) { return OP == 0 ? acc_add(a, b) : acc_mul(a, b); }
     __device__ static S load(const Line& L, u64 p) { return to_acc(L.P->x[L.at(X, p)]); }
+    __device__ static T_SUM* out(const Line& L) { return reinterpret_cast<T_SUM*>(L.P->y); }
     __device__ static void store(const Line& L, u64 p, S v) {
-        put(L, p, [&](u64 q, ACC w) { L.P->y[L.at(Y, q)] = from_acc(w); }, v, identity());
+        put(L, p, [&](u64 q, ACC w) { out(L)[L.at(Y, q)] = to_sum(w); }, v, identity());
     }
 };
 template <> struct Op<0> : Arith<0> {};
@@ -142,7 +147,7 @@ struct Extreme {
     typedef ValIdx S;
     __device__ static S identity() {
         S s;
-        s.v = MAX ? -acc_inf() : acc_inf();
+        s.v = MAX ? acc_lowest() : acc_highest();
         s.i = -1;
         return s;
     }
@@ -165,6 +170,9 @@ struct Extreme {
 };
 template <> struct Op<2> : Extreme<true> {};
 template <> struct Op<3> : Extreme<false> {};
+
+#if !BARACUDA_INTEGER
+__device__ __forceinline__ ACC acc_inf() { return ACC(reduce_inf()); }
 
 // Online log-sum-exp (common/reduce.cuh's merge).
 struct Lse {
@@ -333,6 +341,8 @@ struct Op<8> {
     }
 };
 
+#endif  // !BARACUDA_INTEGER
+
 template <int OP>
 __device__ __forceinline__ void scan_block(const ScanParams& P) {
     typedef Op<OP> O;
@@ -396,8 +406,10 @@ SCAN_KERNELS(0)
 SCAN_KERNELS(1)
 SCAN_KERNELS(2)
 SCAN_KERNELS(3)
+#if !BARACUDA_INTEGER
 SCAN_KERNELS(4)
 SCAN_KERNELS(5)
 SCAN_KERNELS(6)
 SCAN_KERNELS(7)
 SCAN_KERNELS(8)
+#endif  // !BARACUDA_INTEGER

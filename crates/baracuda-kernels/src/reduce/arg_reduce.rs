@@ -18,10 +18,10 @@ use super::layout::{
     launch_elementwise, launch_split, merge, Geometry, RedDim, ReducedDims, Reduction,
     BLOCKS_PER_SM, THREADS,
 };
-use crate::checks::{byte_span, check_dim, check_disjoint, check_views, float_dtype_code, View};
+use crate::checks::{byte_span, check_dim, check_disjoint, check_views, numeric_dtype_code, View};
 use crate::kernel_sources;
 use crate::launch::{grid_x, padded};
-use crate::plan::own_float_sku;
+use crate::plan::own_numeric_sku;
 use crate::{Backward, Plan};
 
 /// Which extreme an [`ArgReducePlan`] finds.
@@ -152,8 +152,12 @@ pub struct ArgReduceBwArgs<'a, T, const N: usize, const M: usize> {
 /// index) states of a split reduction (0 when each output is reduced by
 /// one block); the backward takes no workspace.
 /// # Dtypes
-/// f32, f64, f16, bf16 in `x` and the values; indices i64. Others:
+/// f32, f64, f16, bf16, i32 and i64 in `x` and the values (integers
+/// compared exactly, as PyTorch's); indices i64. Others:
 /// `Error::Unsupported`.
+/// # Gradient
+/// Float plans only: the backward of an integer plan is
+/// `Error::Unsupported` (PyTorch has no integer gradients).
 /// # Ties and NaN
 /// The first index of the extreme in row-major order; a NaN is the
 /// extreme of both ops, so a set holding NaN yields its first NaN
@@ -293,7 +297,7 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
     type Args<'a> = ArgReduceArgs<'a, T, N, M>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = float_dtype_code::<T, N>(OP, desc.element, "index reductions take")?;
+        let dtype = numeric_dtype_code::<T, N>(OP, desc.element, "index reductions take")?;
         if let Some(d) = desc.dim {
             check_dim::<N>(OP, d)?;
         }
@@ -313,7 +317,7 @@ impl<T: Element, const N: usize, const M: usize> Plan for ArgReducePlan<T, N, M>
         let sm_count = stream.context().device().sm_count;
         let plan = ArgReducePlan {
             desc: *desc,
-            sku: own_float_sku::<T>(
+            sku: own_numeric_sku::<T>(
                 stream,
                 format!("reduce.{}", desc.op.name()),
                 "row (16-byte loads) / strided, split with a (value, index) combine",
@@ -426,6 +430,16 @@ impl<T: Element, const N: usize, const M: usize> Backward for ArgReducePlan<T, N
         _workspace: Workspace<'_>,
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
+        if !T::KIND.is_float() {
+            return Err(Error::Unsupported {
+                op: OP,
+                what: format!(
+                    "the backward of {} on dtype {}: integer values have no gradient",
+                    self.desc.op.name(),
+                    T::KIND
+                ),
+            });
+        }
         let out = self.out_shape();
         let views = [
             View::of("indices", &out, &args.indices),

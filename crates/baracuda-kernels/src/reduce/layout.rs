@@ -50,8 +50,14 @@ pub(crate) fn stat_bytes<T: Element>() -> usize {
     2 * acc_bytes::<T>()
 }
 
+/// Bytes of reduce.cu's `ACC` for `T`: the float accumulator, i64 for the
+/// integer kinds.
 fn acc_bytes<T: Element>() -> usize {
-    T::KIND.float_accumulator().size_bytes()
+    if T::KIND.is_float() {
+        T::KIND.float_accumulator().size_bytes()
+    } else {
+        8
+    }
 }
 
 /// `OpArgs` of `common/reduce_dims.cuh`.

@@ -42,17 +42,44 @@ pub use var_mean::{VarMeanArgs, VarMeanBwArgs, VarMeanPlan};
 use baracuda_driver::ModuleSpec;
 
 
+/// The `BARACUDA_DTYPE` codes of the integer kinds the reductions and
+/// scans take (i32, i64).
+const INT_CODES: [u32; 2] = [9, 10];
+
 /// Every module the family's plans can request: each reduction (var_mean
-/// and std_mean among them; trace uses the sum's) on each float dtype, the
-/// logical reductions of each element width, and the scans of each float
-/// dtype.
+/// and std_mean among them; trace uses the sum's) on each float dtype and
+/// those that take integers on i32 and i64, the index reductions and the
+/// scans of each of those six dtypes, and the logical reductions of each
+/// element width.
 pub(crate) fn module_specs() -> Vec<ModuleSpec> {
+    let int_ops = ReduceOp::ALL
+        .into_iter()
+        .filter(|op| op.takes_integers())
+        .map(|op| reduce::op_code(op, 2.0));
+    let numeric = || (0..4).chain(INT_CODES);
     (0..4)
         .flat_map(|dtype| reduce::OP_CODES.map(move |code| reduce::spec(dtype, code)))
-        .chain((0..4).flat_map(|dtype| {
+        .chain(INT_CODES.into_iter().flat_map(|dtype| int_ops.clone().map(move |code| reduce::spec(dtype, code))))
+        .chain(numeric().flat_map(|dtype| {
             ArgReduceOp::ALL.map(|op| arg_reduce::spec(dtype, op))
         }))
         .chain(logical_reduce::specs())
-        .chain((0..4).map(scan::spec))
+        .chain(numeric().map(scan::spec))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernel_sources::numeric_dtype_code;
+    use baracuda_kernels_types::ElementKind;
+
+    #[test]
+    fn integer_codes_are_the_kernels_codes() {
+        let codes = [ElementKind::I32, ElementKind::I64].map(|k| numeric_dtype_code(k).unwrap());
+        assert_eq!(codes, INT_CODES);
+        // 18 float reductions x 4, 5 integer ones x 2, 2 index reductions
+        // x 6, 21 logical, 6 scans
+        assert_eq!(module_specs().len(), 18 * 4 + 5 * 2 + 2 * 6 + 21 + 6);
+    }
 }

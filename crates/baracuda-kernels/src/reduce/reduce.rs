@@ -17,10 +17,10 @@ use super::layout::{
     Reduction, StatPair,
 };
 use crate::checks::{
-    byte_span, check_disjoint, check_views, float_dtype_code, invalid_descriptor, View,
+    byte_span, check_disjoint, check_views, invalid_descriptor, numeric_dtype_code, View,
 };
 use crate::kernel_sources;
-use crate::plan::own_float_sku;
+use crate::plan::own_numeric_sku;
 use crate::{Backward, Plan};
 
 /// A reduction.
@@ -91,6 +91,17 @@ impl ReduceOp {
         }
     }
 
+    /// True for the ops that take i32 and i64 inputs, as PyTorch's: sum,
+    /// nansum (the sum: integers hold no NaN) and prod, whose output is
+    /// i64, and amax and amin, whose output keeps the input's dtype. The
+    /// others are float-only (PyTorch raises on integers).
+    pub const fn takes_integers(self) -> bool {
+        matches!(
+            self,
+            ReduceOp::Sum | ReduceOp::NanSum | ReduceOp::Prod | ReduceOp::Amax | ReduceOp::Amin
+        )
+    }
+
     /// True when the op has no value over an empty set (PyTorch raises).
     fn needs_elements(self, p: f64) -> bool {
         match self {
@@ -143,7 +154,8 @@ pub(crate) const OP_CODES: core::ops::RangeInclusive<u32> = 0..=17;
 pub struct ReduceDescriptor<const N: usize> {
     /// The reduction.
     pub op: ReduceOp,
-    /// Element type of `x` and `y`.
+    /// Element type of `x` (and of `y`, but for the integer sums and
+    /// products: [`ReduceDescriptor::output_element`]).
     pub element: ElementKind,
     /// Shape of `x`.
     pub shape: [usize; N],
@@ -173,6 +185,16 @@ impl<const N: usize> ReduceDescriptor<N> {
             p: 2.0,
         }
     }
+    /// Element type of `y`, PyTorch's: i64 for sum, nansum and prod of
+    /// an integer `x`, else `x`'s.
+    pub fn output_element(&self) -> ElementKind {
+        let sum_like = matches!(self.op, ReduceOp::Sum | ReduceOp::NanSum | ReduceOp::Prod);
+        if sum_like && !self.element.is_float() {
+            ElementKind::I64
+        } else {
+            self.element
+        }
+    }
     /// The var/std correction.
     pub fn with_correction(mut self, correction: f64) -> Self {
         self.correction = correction;
@@ -187,24 +209,26 @@ impl<const N: usize> ReduceDescriptor<N> {
 
 reduced_dims_methods!(ReduceDescriptor);
 
-/// Arguments of [`ReducePlan`]'s [`Plan::run`].
-pub struct ReduceArgs<'a, T, const N: usize, const M: usize> {
+/// Arguments of [`ReducePlan`]'s [`Plan::run`]; `O` is the output's
+/// element type ([`ReduceDescriptor::output_element`]).
+pub struct ReduceArgs<'a, T, const N: usize, const M: usize, O = T> {
     /// Input, any strides (0 = broadcast).
     pub x: TensorRef<'a, T, N>,
     /// Output, shape [`ReduceDescriptor::output_shape`], any
     /// non-overlapping strides; must not overlap `x`.
-    pub y: TensorMut<'a, T, M>,
+    pub y: TensorMut<'a, O, M>,
 }
 
-/// Arguments of [`ReducePlan`]'s [`Backward::run_bw`].
-pub struct ReduceBwArgs<'a, T, const N: usize, const M: usize> {
+/// Arguments of [`ReducePlan`]'s [`Backward::run_bw`] (float plans only,
+/// where `O` is `T`).
+pub struct ReduceBwArgs<'a, T, const N: usize, const M: usize, O = T> {
     /// The forward input.
     pub x: TensorRef<'a, T, N>,
     /// The forward output: needed by amax, amin, std, logsumexp and the
     /// norms of p other than 0 and 1; ignored (but checked) otherwise.
-    pub y: Option<TensorRef<'a, T, M>>,
+    pub y: Option<TensorRef<'a, O, M>>,
     /// Gradient of the output.
-    pub dy: TensorRef<'a, T, M>,
+    pub dy: TensorRef<'a, O, M>,
     /// Gradient of the input; must not overlap the other operands.
     pub dx: TensorMut<'a, T, N>,
 }
@@ -235,15 +259,24 @@ pub struct ReduceBwArgs<'a, T, const N: usize, const M: usize> {
 /// first reduces a statistic, one statistic per output plus that
 /// reduction's split states; 0 for the others.
 /// # Dtypes
-/// f32, f64, f16, bf16; f16/bf16 accumulate in f32, f64 in f64. Others:
-/// `Error::Unsupported`.
+/// f32, f64, f16, bf16; f16/bf16 accumulate in f32, f64 in f64. i32 and
+/// i64 ([`ReduceOp::takes_integers`], as PyTorch): sum, nansum and prod
+/// accumulate in i64 with two's complement wrap-around and write i64 (`O`
+/// = i64), amax and amin write the input's dtype (`O` = `T`); exact, so
+/// the same whatever the fold order. Others (and the float-only ops on
+/// integers): `Error::Unsupported`.
+/// # Gradient
+/// Float plans only: the backward of an integer plan is
+/// `Error::Unsupported` (PyTorch has no integer gradients).
 /// # Empty reductions
 /// sum, nansum, norm (p finite): 0; prod: 1; mean, nanmean, var, std: NaN;
 /// logsumexp: -inf; amax, amin and the inf norms: `InvalidArgument` from
 /// `select`, as PyTorch raises.
 /// # Errors
-/// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
-/// `Unsupported` for another dtype or a rank `N > 8`; `InvalidDescriptor`
+/// From `select`: `DtypeMismatch` if `desc.element != T::KIND` (arg
+/// `desc.element`) or `O` is not [`ReduceDescriptor::output_element`]
+/// (arg `y`); `Unsupported` for another dtype or a rank `N > 8`;
+/// `InvalidDescriptor`
 /// for dims past `N`, an `M` that does not match dims and keepdim, a NaN
 /// p or correction; `InvalidArgument` for an empty amax, amin or inf-norm
 /// reduction (above); `PreferenceRejected` when `pref` forces a backend
@@ -253,16 +286,16 @@ pub struct ReduceBwArgs<'a, T, const N: usize, const M: usize> {
 /// another context; `WorkspaceTooSmall`; `InvalidArgument` for an output
 /// overlapping an input, or a missing `y` in the backward of an op that
 /// reads it.
-pub struct ReducePlan<T: Element, const N: usize, const M: usize = N> {
+pub struct ReducePlan<T: Element, const N: usize, const M: usize = N, O: Element = T> {
     desc: ReduceDescriptor<N>,
     sku: KernelSku,
     code: u32,
     fw: ReduceKernels,
     stat: Option<ReduceKernels>,
-    bw32: Function,
-    bw64: Function,
+    /// The backward's 32- and 64-bit-index kernels; None on integers.
+    bw: Option<(Function, Function)>,
     red: Reduction<N>,
-    _t: PhantomData<T>,
+    _t: PhantomData<(T, O)>,
 }
 
 pub(crate) const OP: &str = "reduce";
@@ -274,15 +307,34 @@ pub(crate) fn spec(dtype: u32, code: u32) -> ModuleSpec {
         .define("BARACUDA_OP", code)
 }
 
-/// The checks `select` makes of `desc` for a plan of element `T` and
-/// output rank `M` (reductions, var_mean): the dtype, the dims and keepdim,
-/// a NaN correction or norm order, an empty reduction of an op without an
-/// identity, the backend; the dtype code.
-pub(crate) fn check_descriptor<T: Element, const N: usize, const M: usize>(
+/// The checks `select` makes of `desc` for a plan of element `T`, output
+/// element `O` and output rank `M` (reductions, var_mean): the dtype (an
+/// integer one for the ops that take it), the output's, the dims and
+/// keepdim, a NaN correction or norm order, an empty reduction of an op
+/// without an identity, the backend; the dtype code.
+pub(crate) fn check_descriptor<T: Element, O: Element, const N: usize, const M: usize>(
     desc: &ReduceDescriptor<N>,
     pref: &PlanPreference,
 ) -> Result<u32> {
-    let dtype = float_dtype_code::<T, N>(OP, desc.element, "reductions take")?;
+    let dtype = numeric_dtype_code::<T, N>(OP, desc.element, "reductions take")?;
+    if !T::KIND.is_float() && !desc.op.takes_integers() {
+        return Err(Error::Unsupported {
+            op: OP,
+            what: format!(
+                "{} on dtype {}; it takes f32, f64, f16 and bf16 (integers: sum, nansum, prod, amax, amin)",
+                desc.op.name(),
+                T::KIND
+            ),
+        });
+    }
+    if O::KIND != desc.output_element() {
+        return Err(Error::DtypeMismatch {
+            op: OP,
+            arg: "y",
+            expected: desc.output_element(),
+            got: O::KIND,
+        });
+    }
     let dims = desc.dims();
     dims.check_mask::<M>(OP, desc.dims)?;
     if desc.correction.is_nan() {
@@ -307,7 +359,7 @@ pub(crate) fn check_descriptor<T: Element, const N: usize, const M: usize>(
     Ok(dtype)
 }
 
-impl<T: Element, const N: usize, const M: usize> ReducePlan<T, N, M> {
+impl<T: Element, const N: usize, const M: usize, O: Element> ReducePlan<T, N, M, O> {
     /// Bytes of the backward statistic.
     fn stat_bytes(&self) -> usize {
         if self.stat.is_some() {
@@ -318,19 +370,19 @@ impl<T: Element, const N: usize, const M: usize> ReducePlan<T, N, M> {
     }
 }
 
-impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
+impl<T: Element, const N: usize, const M: usize, O: Element> Plan for ReducePlan<T, N, M, O> {
     type Descriptor = ReduceDescriptor<N>;
-    type Args<'a> = ReduceArgs<'a, T, N, M>;
+    type Args<'a> = ReduceArgs<'a, T, N, M, O>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = check_descriptor::<T, N, M>(desc, pref)?;
+        let dtype = check_descriptor::<T, O, N, M>(desc, pref)?;
         let dims = desc.dims();
         let code = op_code(desc.op, desc.p);
         let module = stream.context().module(&spec(dtype, code))?;
         let sm_count = stream.context().device().sm_count;
         let plan = ReducePlan {
             desc: *desc,
-            sku: own_float_sku::<T>(
+            sku: own_numeric_sku::<T>(
                 stream,
                 format!("reduce.{}", desc.op.name()),
                 "row / column / strided, split with a fixed-order combine",
@@ -342,8 +394,11 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
             } else {
                 None
             },
-            bw32: module.function("reduce_bw32")?,
-            bw64: module.function("reduce_bw64")?,
+            bw: if T::KIND.is_float() {
+                Some((module.function("reduce_bw32")?, module.function("reduce_bw64")?))
+            } else {
+                None
+            },
             red: Reduction::new(dims, sm_count, state_bytes::<T>())
                 .with_scalars(desc.p, desc.correction),
             _t: PhantomData,
@@ -366,8 +421,8 @@ impl<T: Element, const N: usize, const M: usize> Plan for ReducePlan<T, N, M> {
     }
 }
 
-impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M> {
-    type BwArgs<'a> = ReduceBwArgs<'a, T, N, M>;
+impl<T: Element, const N: usize, const M: usize, O: Element> Backward for ReducePlan<T, N, M, O> {
+    type BwArgs<'a> = ReduceBwArgs<'a, T, N, M, O>;
 
     fn bw_workspace_size(&self, wants: Grads) -> usize {
         if wants.contains(Grad::X) && self.stat.is_some() {
@@ -383,6 +438,16 @@ impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M
         workspace: Workspace<'_>,
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
+        let Some((bw32, bw64)) = &self.bw else {
+            return Err(Error::Unsupported {
+                op: OP,
+                what: format!(
+                    "the backward of {} on dtype {}: integer outputs have no gradient",
+                    self.desc.op.name(),
+                    T::KIND
+                ),
+            });
+        };
         let out: [usize; M] = self.red.dims.output_array();
         let shape = &self.desc.shape;
         let views = [
@@ -410,7 +475,8 @@ impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M
         };
         let ctx = stream.context().id();
         let ws = workspace.check_ptr(OP, self.bw_workspace_size(Grad::X.into()), ctx)?;
-        let (xp, dyp, dxp) = (args.x.data().ptr(), args.dy.data().ptr(), args.dx.data().ptr());
+        // A float plan: O is T.
+        let (xp, dyp, dxp) = (args.x.data().ptr(), args.dy.data().ptr().cast::<T>(), args.dx.data().ptr());
         let mut inputs = vec![byte_span("x", &args.x), byte_span("dy", &args.dy)];
         if let Some(y) = &y {
             inputs.push(byte_span("y", y));
@@ -420,7 +486,7 @@ impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M
             return Ok(());
         }
         let (yp, y_strides) = match &y {
-            Some(y) => (y.data().ptr(), self.red.dims.spread(y.strides())),
+            Some(y) => (y.data().ptr().cast::<T>(), self.red.dims.spread(y.strides())),
             None => (DevPtr::NULL, [0; N]),
         };
         // The statistic: one Stat2 per output, dense over the kept dims.
@@ -465,8 +531,8 @@ impl<T: Element, const N: usize, const M: usize> Backward for ReducePlan<T, N, M
             bw.run(
                 stream,
                 &self.desc.shape,
-                &self.bw32,
-                &self.bw64,
+                bw32,
+                bw64,
                 self.red.sm_count,
             )
         }

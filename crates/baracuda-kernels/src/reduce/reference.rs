@@ -1,6 +1,8 @@
 //! f64 oracles of the reduce family: every [`ReduceOp`] over any subset of
 //! dims of a row-major tensor, var_mean and std_mean, the trace of a
-//! matrix, and their gradients, as PyTorch defines them.
+//! matrix, and their gradients, as PyTorch defines them; and the i64
+//! oracles of the integer inputs ([`reduce_i64`], [`trace_i64`]), whose
+//! sums and products wrap around as PyTorch's int64 arithmetic does.
 
 /// The scans' oracles.
 pub mod scan;
@@ -61,7 +63,7 @@ impl Reduction {
     }
 
     /// The elements each output folds, in input order.
-    fn groups(&self, x: &[f64]) -> (Vec<Vec<f64>>, Vec<usize>) {
+    fn groups<V: Copy>(&self, x: &[V]) -> (Vec<Vec<V>>, Vec<usize>) {
         let (n_out, map) = self.output_of();
         let mut g = vec![Vec::new(); n_out];
         for (i, &o) in map.iter().enumerate() {
@@ -148,6 +150,27 @@ fn fold(r: &Reduction, v: &[f64]) -> f64 {
 /// `y`, row-major over the kept dims.
 pub fn reduce(r: &Reduction, x: &[f64]) -> Vec<f64> {
     r.groups(x).0.iter().map(|v| fold(r, v)).collect()
+}
+
+/// `y` of an integer `x` (i32 or i64 values, widened), row-major over the
+/// kept dims, as PyTorch computes it: sum and nansum (integers hold no
+/// NaN) add and prod multiplies in i64 with two's complement wrap-around
+/// (0 and 1 over nothing); amax and amin are exact.
+///
+/// # Panics
+/// For an op that does not take integers, or amax and amin over nothing.
+pub fn reduce_i64(r: &Reduction, x: &[i64]) -> Vec<i64> {
+    r.groups(x)
+        .0
+        .iter()
+        .map(|v| match r.op {
+            ReduceOp::Sum | ReduceOp::NanSum => v.iter().fold(0i64, |a, &b| a.wrapping_add(b)),
+            ReduceOp::Prod => v.iter().fold(1i64, |a, &b| a.wrapping_mul(b)),
+            ReduceOp::Amax => *v.iter().max().expect("amax over no element"),
+            ReduceOp::Amin => *v.iter().min().expect("amin over no element"),
+            op => panic!("{} takes no integers", op.name()),
+        })
+        .collect()
 }
 
 fn sgn(x: f64) -> f64 {
@@ -267,6 +290,12 @@ pub fn trace(rows: usize, cols: usize, x: &[f64]) -> f64 {
     (0..rows.min(cols)).map(|i| x[i * cols + i]).sum()
 }
 
+/// [`trace`] of an integer matrix: the diagonal summed in i64 with two's
+/// complement wrap-around, as PyTorch's int64 trace.
+pub fn trace_i64(rows: usize, cols: usize, x: &[i64]) -> i64 {
+    (0..rows.min(cols)).fold(0i64, |a, i| a.wrapping_add(x[i * cols + i]))
+}
+
 /// The gradient of [`trace`]: `dy` on the diagonal, 0 elsewhere
 /// (row-major, `[rows, cols]`).
 pub fn trace_backward(rows: usize, cols: usize, dy: f64) -> Vec<f64> {
@@ -311,7 +340,8 @@ fn norm_grad(p: f64, x: f64, g: f64, y: f64, ties: f64) -> f64 {
 /// row-major `x` of `shape`: `(values, indices)`, row-major over the kept
 /// dims, the index row-major over the reduced dims. A NaN is the extreme
 /// of both ops (the first NaN wins), as PyTorch's `max(x, dim)`,
-/// `argmax`, `min` and `argmin`.
+/// `argmax`, `min` and `argmin`. Exact for integer inputs that f64 holds
+/// exactly (every i32; i64 values read back from f64).
 pub fn arg_reduce(
     op: ArgReduceOp,
     shape: &[usize],
@@ -585,6 +615,26 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn integer_sums_and_products_wrap_around() {
+        let r = |op| Reduction::new(op, &[2, 3], &[false, true]);
+        let x = [i64::MAX, 1, 0, 3, -7, 5];
+        assert_eq!(reduce_i64(&r(ReduceOp::Sum), &x), [i64::MIN, 1]);
+        assert_eq!(reduce_i64(&r(ReduceOp::NanSum), &x), [i64::MIN, 1]);
+        assert_eq!(reduce_i64(&r(ReduceOp::Prod), &x), [0, -105]);
+        assert_eq!(reduce_i64(&r(ReduceOp::Amax), &x), [i64::MAX, 5]);
+        assert_eq!(reduce_i64(&r(ReduceOp::Amin), &x), [0, -7]);
+        // 3^41 > 2^64: the product keeps its low 64 bits
+        let threes = vec![3i64; 41];
+        let p = reduce_i64(&Reduction::new(ReduceOp::Prod, &[41], &[true]), &threes)[0];
+        assert_eq!(p, (0..41).fold(1i64, |a, _| a.wrapping_mul(3)));
+        assert_eq!(p as u64, 3u64.wrapping_pow(41));
+        let empty = |op| reduce_i64(&Reduction::new(op, &[2, 0], &[false, true]), &[]);
+        assert_eq!(empty(ReduceOp::Sum), [0, 0]);
+        assert_eq!(empty(ReduceOp::Prod), [1, 1]);
+        assert_eq!(trace_i64(2, 2, &[i64::MAX, 0, 0, 2]), i64::MIN + 1);
     }
 
     #[test]

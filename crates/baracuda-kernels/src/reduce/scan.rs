@@ -15,11 +15,11 @@ use baracuda_kernels_types::{
 };
 
 use crate::checks::{
-    check_alias, check_dim, check_views, float_dtype_code, invalid_descriptor, Extent, View,
+    check_alias, check_dim, check_views, invalid_descriptor, numeric_dtype_code, Extent, View,
 };
 use crate::kernel_sources;
 use crate::launch::{grid_x, launch_params};
-use crate::plan::own_float_sku;
+use crate::plan::own_numeric_sku;
 use crate::{Backward, Plan};
 
 /// A scan's combine.
@@ -65,6 +65,13 @@ impl ScanOp {
         }
     }
 
+    /// True for the ops that take i32 and i64 inputs, as PyTorch's: cumsum
+    /// and cumprod (whose output is i64), cummax and cummin (whose values
+    /// keep the input's dtype). logcumsumexp is float-only.
+    pub const fn takes_integers(self) -> bool {
+        !matches!(self, ScanOp::LogCumSumExp)
+    }
+
     /// True for the ops that return indices.
     pub fn has_indices(self) -> bool {
         matches!(self, ScanOp::CumMax | ScanOp::CumMin)
@@ -87,7 +94,8 @@ impl ScanOp {
 pub struct ScanDescriptor<const N: usize> {
     /// The combine.
     pub op: ScanOp,
-    /// Element type of `x` and `y`.
+    /// Element type of `x` (and of `y`, but for the integer cumsum and
+    /// cumprod: [`ScanDescriptor::output_element`]).
     pub element: ElementKind,
     /// Shape of `x` (and `y`).
     pub shape: [usize; N],
@@ -113,6 +121,16 @@ impl<const N: usize> ScanDescriptor<N> {
             reverse: false,
         }
     }
+    /// Element type of `y`, PyTorch's: i64 for cumsum and cumprod of an
+    /// integer `x`, else `x`'s.
+    pub fn output_element(&self) -> ElementKind {
+        let sum_like = matches!(self.op, ScanOp::CumSum | ScanOp::CumProd);
+        if sum_like && !self.element.is_float() {
+            ElementKind::I64
+        } else {
+            self.element
+        }
+    }
     /// Exclusive (true) or inclusive.
     pub fn with_exclusive(mut self, exclusive: bool) -> Self {
         self.exclusive = exclusive;
@@ -125,26 +143,28 @@ impl<const N: usize> ScanDescriptor<N> {
     }
 }
 
-/// Arguments of [`ScanPlan`]'s [`Plan::run`].
-pub struct ScanArgs<'a, T, const N: usize> {
+/// Arguments of [`ScanPlan`]'s [`Plan::run`]; `O` is the output's element
+/// type ([`ScanDescriptor::output_element`]).
+pub struct ScanArgs<'a, T, const N: usize, O = T> {
     /// Input, any strides (0 = broadcast).
     pub x: TensorRef<'a, T, N>,
     /// Output, any non-overlapping strides; must not overlap `x`.
-    pub y: TensorMut<'a, T, N>,
+    pub y: TensorMut<'a, O, N>,
     /// cummax and cummin: the indices (required); other ops: None.
     pub indices: Option<TensorMut<'a, i64, N>>,
 }
 
-/// Arguments of [`ScanPlan`]'s [`Backward::run_bw`].
-pub struct ScanBwArgs<'a, T, const N: usize> {
+/// Arguments of [`ScanPlan`]'s [`Backward::run_bw`] (float plans only,
+/// where `O` is `T`).
+pub struct ScanBwArgs<'a, T, const N: usize, O = T> {
     /// The forward input (read by cumprod and logcumsumexp).
     pub x: TensorRef<'a, T, N>,
     /// The forward output: required by logcumsumexp, else None.
-    pub y: Option<TensorRef<'a, T, N>>,
+    pub y: Option<TensorRef<'a, O, N>>,
     /// The forward indices: required by cummax and cummin, else None.
     pub indices: Option<TensorRef<'a, i64, N>>,
     /// Gradient of `y`.
-    pub dy: TensorRef<'a, T, N>,
+    pub dy: TensorRef<'a, O, N>,
     /// Gradient of `x`; must not overlap the other operands.
     pub dx: TensorMut<'a, T, N>,
 }
@@ -173,9 +193,17 @@ pub struct ScanBwArgs<'a, T, const N: usize> {
 /// ops' none.
 /// # Dtypes
 /// f32, f64, f16, bf16; f16/bf16 accumulate in f32, f64 in f64; indices
-/// i64. Others: `Error::Unsupported`.
+/// i64. i32 and i64 ([`ScanOp::takes_integers`], as PyTorch): cumsum and
+/// cumprod accumulate in i64 with two's complement wrap-around and write
+/// i64 (`O` = i64), cummax and cummin write the input's dtype (`O` = `T`);
+/// exact. Others (and logcumsumexp on integers): `Error::Unsupported`.
+/// # Gradient
+/// Float plans only: the backward of an integer plan is
+/// `Error::Unsupported` (PyTorch has no integer gradients).
 /// # Errors
-/// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
+/// From `select`: `DtypeMismatch` if `desc.element != T::KIND` (arg
+/// `desc.element`) or `O` is not [`ScanDescriptor::output_element`] (arg
+/// `y`);
 /// `Unsupported` for another dtype or a rank `N > 8`; `InvalidDescriptor`
 /// for a dim past the rank (every dim for `N = 0`) or an exclusive
 /// cummax/cummin; `PreferenceRejected` when `pref` forces a backend other
@@ -185,13 +213,14 @@ pub struct ScanBwArgs<'a, T, const N: usize> {
 /// `WorkspaceTooSmall` (cumprod's `run_bw`), and `InvalidArgument` for an
 /// output overlapping an input (in place included) or a missing or
 /// unexpected `indices` or `y`.
-pub struct ScanPlan<T: Element, const N: usize> {
+pub struct ScanPlan<T: Element, const N: usize, O: Element = T> {
     desc: ScanDescriptor<N>,
     sku: KernelSku,
     fw: Kernels,
+    /// The backward passes; empty on integers.
     bw: Vec<Kernels>,
     sm_count: u32,
-    _t: PhantomData<T>,
+    _t: PhantomData<(T, O)>,
 }
 
 const OP: &str = "scan";
@@ -293,7 +322,7 @@ fn check_apart(out: (&'static str, (u64, u64)), other: (&str, (u64, u64))) -> Re
     Ok(())
 }
 
-impl<T: Element, const N: usize> ScanPlan<T, N> {
+impl<T: Element, const N: usize, O: Element> ScanPlan<T, N, O> {
     fn len(&self) -> usize {
         self.desc.shape[self.desc.dim]
     }
@@ -303,7 +332,7 @@ impl<T: Element, const N: usize> ScanPlan<T, N> {
     }
     /// Bytes of cumprod's backward workspace: one accumulator per element.
     fn bw_bytes(&self) -> usize {
-        if self.desc.op == ScanOp::CumProd {
+        if self.desc.op == ScanOp::CumProd && T::KIND.is_float() {
             let acc = T::KIND.float_accumulator().size_bytes();
             (self.desc.shape.iter().product::<usize>() * acc).next_multiple_of(256)
         } else {
@@ -380,12 +409,31 @@ impl<T: Element, const N: usize> ScanPlan<T, N> {
     }
 }
 
-impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
+impl<T: Element, const N: usize, O: Element> Plan for ScanPlan<T, N, O> {
     type Descriptor = ScanDescriptor<N>;
-    type Args<'a> = ScanArgs<'a, T, N>;
+    type Args<'a> = ScanArgs<'a, T, N, O>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = float_dtype_code::<T, N>(OP, desc.element, "scans take")?;
+        let dtype = numeric_dtype_code::<T, N>(OP, desc.element, "scans take")?;
+        let float = T::KIND.is_float();
+        if !float && !desc.op.takes_integers() {
+            return Err(Error::Unsupported {
+                op: OP,
+                what: format!(
+                    "{} on dtype {}; it takes f32, f64, f16 and bf16",
+                    desc.op.name(),
+                    T::KIND
+                ),
+            });
+        }
+        if O::KIND != desc.output_element() {
+            return Err(Error::DtypeMismatch {
+                op: OP,
+                arg: "y",
+                expected: desc.output_element(),
+                got: O::KIND,
+            });
+        }
         check_dim::<N>(OP, desc.dim)?;
         if desc.exclusive && desc.op.has_indices() {
             return Err(invalid_descriptor(
@@ -400,7 +448,7 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
         let (fw, bw) = desc.op.codes();
         let plan = ScanPlan {
             desc: *desc,
-            sku: own_float_sku::<T>(
+            sku: own_numeric_sku::<T>(
                 stream,
                 format!("scan.{}", desc.op.name()),
                 "block per line / thread per line",
@@ -408,6 +456,7 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
             fw: Kernels::load(&module, fw)?,
             bw: bw
                 .iter()
+                .filter(|_| float)
                 .map(|&c| Kernels::load(&module, c))
                 .collect::<Result<_>>()?,
             sm_count: stream.context().device().sm_count,
@@ -431,17 +480,20 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
         check_views(OP, stream, &[View::of("x", shape, x), View::of_mut("y", shape, y)])?;
         check_presence("indices", args.indices.is_some(), self.desc.op.has_indices(), self.desc.op)?;
         workspace.check_ptr(OP, 0, stream.context().id())?;
-        check_alias(OP, &Extent::of_mut("y", y), &Extent::of("x", x), false)?;
+        let x_range = byte_range::<T>(x.data().ptr().addr(), shape, x.strides());
+        let y_range = byte_range::<O>(y.data().ptr().addr(), shape, y.strides());
+        check_apart(("y", y_range), ("x", x_range))?;
         let mut p = self.params(self.desc.reverse);
         p.x = x.data().ptr();
-        p.y = y.data().ptr();
+        // The kernel writes y as its op's output element (`O`).
+        p.y = y.data().ptr().cast::<T>();
         p.ax[X] = self.axis(x.strides(), self.desc.reverse);
         p.ax[Y] = self.axis(y.strides(), self.desc.reverse);
         if let Some(idx) = &args.indices {
             check_views(OP, stream, &[View::of_mut("indices", shape, idx)])?;
             let ir = byte_range::<i64>(idx.data().ptr().addr(), idx.shape(), idx.strides());
-            check_apart(("indices", ir), ("x", byte_range::<T>(p.x.addr(), shape, x.strides())))?;
-            check_apart(("indices", ir), ("y", byte_range::<T>(p.y.addr(), shape, y.strides())))?;
+            check_apart(("indices", ir), ("x", x_range))?;
+            check_apart(("indices", ir), ("y", y_range))?;
             p.idx = idx.data().ptr();
             p.ax[IDX] = self.axis(idx.strides(), self.desc.reverse);
         }
@@ -451,8 +503,8 @@ impl<T: Element, const N: usize> Plan for ScanPlan<T, N> {
     }
 }
 
-impl<T: Element, const N: usize> Backward for ScanPlan<T, N> {
-    type BwArgs<'a> = ScanBwArgs<'a, T, N>;
+impl<T: Element, const N: usize, O: Element> Backward for ScanPlan<T, N, O> {
+    type BwArgs<'a> = ScanBwArgs<'a, T, N, O>;
 
     fn bw_workspace_size(&self, wants: Grads) -> usize {
         if wants.contains(Grad::X) {
@@ -464,6 +516,16 @@ impl<T: Element, const N: usize> Backward for ScanPlan<T, N> {
 
     fn run_bw(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::BwArgs<'_>) -> Result<()> {
         let op = self.desc.op;
+        if self.bw.is_empty() {
+            return Err(Error::Unsupported {
+                op: OP,
+                what: format!(
+                    "the backward of {} on dtype {}: integer outputs have no gradient",
+                    op.name(),
+                    T::KIND
+                ),
+            });
+        }
         let shape = &self.desc.shape;
         let (x, dy, dx) = (&args.x, &args.dy, &args.dx);
         let views = [View::of("x", shape, x), View::of("dy", shape, dy), View::of_mut("dx", shape, dx)];
@@ -473,20 +535,23 @@ impl<T: Element, const N: usize> Backward for ScanPlan<T, N> {
         let ws = workspace.check_ptr(OP, self.bw_bytes(), stream.context().id())?;
         let dx_extent = Extent::of_mut("dx", dx);
         check_alias(OP, &dx_extent, &Extent::of("x", x), false)?;
-        check_alias(OP, &dx_extent, &Extent::of("dy", dy), false)?;
+        // A float plan: O is T.
+        let dy_extent = Extent::new("dy", dy.data().ptr().cast::<T>(), dy.shape(), dy.strides());
+        check_alias(OP, &dx_extent, &dy_extent, false)?;
         // The backward scans run against the forward direction.
         let (fw_flip, bw_flip) = (self.desc.reverse, !self.desc.reverse);
         let mut p = self.params(bw_flip);
         p.x = x.data().ptr();
         p.y = dx.data().ptr();
-        p.dy = dy.data().ptr();
+        p.dy = dy.data().ptr().cast::<T>();
         p.ax[X] = self.axis(x.strides(), bw_flip);
         p.ax[Y] = self.axis(dx.strides(), bw_flip);
         p.ax[DY] = self.axis(dy.strides(), bw_flip);
         if let Some(y) = &args.y {
             check_views(OP, stream, &[View::of("y", shape, y)])?;
-            check_alias(OP, &dx_extent, &Extent::of("y", y), false)?;
-            p.yfw = y.data().ptr();
+            let y_extent = Extent::new("y", y.data().ptr().cast::<T>(), y.shape(), y.strides());
+            check_alias(OP, &dx_extent, &y_extent, false)?;
+            p.yfw = y.data().ptr().cast::<T>();
             p.ax[YFW] = self.axis(y.strides(), bw_flip);
         }
         if let Some(idx) = &args.indices {

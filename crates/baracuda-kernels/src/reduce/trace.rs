@@ -9,15 +9,15 @@
 
 use baracuda_driver::{Function, Stream};
 use baracuda_kernels_types::{
-    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, KernelSku, PlanPreference, Result, TensorMut,
-    TensorRef, Workspace,
+    BackendKind, DevPtr, DevPtrMut, Element, ElementKind, Error, KernelSku, PlanPreference, Result,
+    TensorMut, TensorRef, Workspace,
 };
 
 use super::layout::launch_elementwise;
 use super::reduce::{op_code, spec};
 use super::{ReduceArgs, ReduceDescriptor, ReduceOp, ReducePlan};
-use crate::checks::{byte_span, check_disjoint, check_views, float_dtype_code, View};
-use crate::plan::own_float_sku;
+use crate::checks::{byte_span, check_disjoint, check_views, numeric_dtype_code, View};
+use crate::plan::own_numeric_sku;
 use crate::{Backward, Plan};
 
 const OP: &str = "trace";
@@ -25,7 +25,8 @@ const OP: &str = "trace";
 /// The trace of a matrix.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct TraceDescriptor {
-    /// Element type of `x` and `y`.
+    /// Element type of `x` (and of `y`, but for integers:
+    /// [`TraceDescriptor::output_element`]).
     pub element: ElementKind,
     /// Shape of `x`: `[rows, cols]`, not necessarily square.
     pub shape: [usize; 2],
@@ -39,25 +40,35 @@ impl TraceDescriptor {
             shape: [rows, cols],
         }
     }
+    /// Element type of `y`, PyTorch's: i64 for an integer `x`, else `x`'s.
+    pub fn output_element(&self) -> ElementKind {
+        self.sum_descriptor().output_element()
+    }
+    /// The sum over the diagonal, a 1-D view of `min(rows, cols)` elements.
+    fn sum_descriptor(&self) -> ReduceDescriptor<1> {
+        ReduceDescriptor::new(ReduceOp::Sum, self.element, [self.diagonal_len()])
+    }
     /// Elements on the diagonal: `min(rows, cols)`.
     pub fn diagonal_len(&self) -> usize {
         self.shape[0].min(self.shape[1])
     }
 }
 
-/// Arguments of [`TracePlan`]'s [`Plan::run`].
-pub struct TraceArgs<'a, T> {
+/// Arguments of [`TracePlan`]'s [`Plan::run`]; `O` is the trace's
+/// element type ([`TraceDescriptor::output_element`]).
+pub struct TraceArgs<'a, T, O = T> {
     /// The matrix, any strides (0 = broadcast).
     pub x: TensorRef<'a, T, 2>,
     /// The trace, a rank-0 view (as `torch.trace` returns); must not
     /// overlap `x`.
-    pub y: TensorMut<'a, T, 0>,
+    pub y: TensorMut<'a, O, 0>,
 }
 
-/// Arguments of [`TracePlan`]'s [`Backward::run_bw`].
-pub struct TraceBwArgs<'a, T> {
+/// Arguments of [`TracePlan`]'s [`Backward::run_bw`] (float plans only,
+/// where `O` is `T`).
+pub struct TraceBwArgs<'a, T, O = T> {
     /// Gradient of the trace.
-    pub dy: TensorRef<'a, T, 0>,
+    pub dy: TensorRef<'a, O, 0>,
     /// Gradient of the matrix, any non-overlapping strides: `dy` on the
     /// diagonal and 0 elsewhere, every element written; must not overlap
     /// `dy`.
@@ -79,22 +90,28 @@ pub struct TraceBwArgs<'a, T> {
 /// `workspace_size()`: the sum's split states (0 when one block sums the
 /// diagonal). The backward takes none.
 /// # Dtypes
-/// f32, f64, f16, bf16; f16/bf16 accumulate in f32, f64 in f64. Others
-/// (PyTorch's CUDA trace also takes integers): `Error::Unsupported`.
+/// f32, f64, f16, bf16; f16/bf16 accumulate in f32, f64 in f64. i32 and
+/// i64 (as PyTorch's CUDA trace): summed in i64 with two's complement
+/// wrap-around, the trace an i64 (`O` = i64), exact. Others:
+/// `Error::Unsupported`.
+/// # Gradient
+/// Float plans only: the backward of an integer plan is
+/// `Error::Unsupported` (PyTorch has no integer gradients).
 /// # Errors
-/// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
+/// From `select`: `DtypeMismatch` if `desc.element != T::KIND` or `O` is
+/// not [`TraceDescriptor::output_element`];
 /// `Unsupported` for another dtype; `PreferenceRejected` when `pref`
 /// forces a backend other than `Baracuda` or caps the workspace below
 /// `workspace_size()`; the kernel JIT's errors. From `run` and `run_bw`:
 /// `ShapeMismatch` for a view of another shape; `ContextMismatch` for a
 /// view or workspace on another context; `WorkspaceTooSmall`;
 /// `InvalidArgument` for an output overlapping an input.
-pub struct TracePlan<T: Element> {
+pub struct TracePlan<T: Element, O: Element = T> {
     desc: TraceDescriptor,
     sku: KernelSku,
-    sum: ReducePlan<T, 1, 0>,
-    bw32: Function,
-    bw64: Function,
+    sum: ReducePlan<T, 1, 0, O>,
+    /// The backward's 32- and 64-bit-index kernels; None on integers.
+    bw: Option<(Function, Function)>,
     sm_count: u32,
 }
 
@@ -110,33 +127,44 @@ struct TraceBwParams<T> {
     s1: i64,
 }
 
-impl<T: Element> Plan for TracePlan<T> {
+impl<T: Element, O: Element> Plan for TracePlan<T, O> {
     type Descriptor = TraceDescriptor;
-    type Args<'a> = TraceArgs<'a, T>;
+    type Args<'a> = TraceArgs<'a, T, O>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = float_dtype_code::<T, 2>(OP, desc.element, "trace takes")?;
+        let dtype = numeric_dtype_code::<T, 2>(OP, desc.element, "trace takes")?;
+        if O::KIND != desc.output_element() {
+            return Err(Error::DtypeMismatch {
+                op: OP,
+                arg: "y",
+                expected: desc.output_element(),
+                got: O::KIND,
+            });
+        }
         pref.check_backend(OP, &[BackendKind::Baracuda])?;
-        let diag = ReduceDescriptor::new(ReduceOp::Sum, desc.element, [desc.diagonal_len()]);
         let uncapped = PlanPreference {
             max_workspace_bytes: None,
             ..*pref
         };
-        let sum = ReducePlan::<T, 1, 0>::select(stream, &diag, &uncapped)?;
+        let sum = ReducePlan::<T, 1, 0, O>::select(stream, &desc.sum_descriptor(), &uncapped)?;
         pref.check_workspace(OP, sum.workspace_size())?;
-        let module = stream
-            .context()
-            .module(&spec(dtype, op_code(ReduceOp::Sum, 2.0)))?;
+        let bw = if T::KIND.is_float() {
+            let module = stream
+                .context()
+                .module(&spec(dtype, op_code(ReduceOp::Sum, 2.0)))?;
+            Some((module.function("trace_bw32")?, module.function("trace_bw64")?))
+        } else {
+            None
+        };
         Ok(TracePlan {
             desc: *desc,
-            sku: own_float_sku::<T>(
+            sku: own_numeric_sku::<T>(
                 stream,
                 "reduce.trace".into(),
                 "sum of the strided diagonal view (row, split with a fixed-order combine)",
             ),
             sum,
-            bw32: module.function("trace_bw32")?,
-            bw64: module.function("trace_bw64")?,
+            bw,
             sm_count: stream.context().device().sm_count,
         })
     }
@@ -172,8 +200,8 @@ impl<T: Element> Plan for TracePlan<T> {
     }
 }
 
-impl<T: Element> Backward for TracePlan<T> {
-    type BwArgs<'a> = TraceBwArgs<'a, T>;
+impl<T: Element, O: Element> Backward for TracePlan<T, O> {
+    type BwArgs<'a> = TraceBwArgs<'a, T, O>;
 
     fn run_bw(
         &self,
@@ -181,6 +209,12 @@ impl<T: Element> Backward for TracePlan<T> {
         _workspace: Workspace<'_>,
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
+        let Some((bw32, bw64)) = &self.bw else {
+            return Err(Error::Unsupported {
+                op: OP,
+                what: format!("the backward of trace on dtype {}: integer outputs have no gradient", T::KIND),
+            });
+        };
         let [rows, cols] = self.desc.shape;
         let views = [
             View::of("dy", &[], &args.dy),
@@ -199,7 +233,8 @@ impl<T: Element> Backward for TracePlan<T> {
         let [s0, s1] = *args.dx.strides();
         let p = TraceBwParams {
             dx: args.dx.data().ptr(),
-            dy: args.dy.data().ptr(),
+            // A float plan: O is T.
+            dy: args.dy.data().ptr().cast::<T>(),
             rows: rows as u64,
             cols: cols as u64,
             s0: s0 as i64,
@@ -208,7 +243,7 @@ impl<T: Element> Backward for TracePlan<T> {
         // SAFETY: dx and dy were bounds-checked at their views'
         // construction and their shapes checked above; the kernel writes
         // dx's rows x cols elements at its strides and reads dy's one.
-        unsafe { launch_elementwise(stream, n, self.sm_count, (&self.bw32, &self.bw64), p) }
+        unsafe { launch_elementwise(stream, n, self.sm_count, (bw32, bw64), p) }
     }
 }
 

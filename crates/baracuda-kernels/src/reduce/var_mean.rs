@@ -130,7 +130,7 @@ pub(crate) fn validate<T: Element, const N: usize, const M: usize>(
     desc: &ReduceDescriptor<N>,
     pref: &PlanPreference,
 ) -> Result<(u32, bool)> {
-    let dtype = check_descriptor::<T, N, M>(desc, pref)?;
+    let dtype = check_descriptor::<T, T, N, M>(desc, pref)?;
     match desc.op {
         ReduceOp::Var => Ok((dtype, false)),
         ReduceOp::Std => Ok((dtype, true)),

@@ -8,7 +8,10 @@
 //! dims of contiguous and transposed tensors, broadcast (stride 0, where
 //! every element ties with its copies), strided outputs, keepdim, size-1
 //! and empty outputs, rank 8, ties (values on a grid) and NaN, and the
-//! vocabulary-argmax shape.
+//! vocabulary-argmax shape. Every row also claims i32 and i64: the same
+//! samples on integer values (over the dtype's range, ties in [-3, 3],
+//! the dtype's limits where the floats hold NaN); the values keep the
+//! dtype, and the integer backward must be `Unsupported`.
 
 use baracuda_kernels::reference::reduce as r;
 use baracuda_kernels::*;
@@ -41,6 +44,8 @@ pub struct ArgSample {
     keepdim: bool,
     layout: Layout,
     values: Values,
+    /// The integer dtype the values are drawn for (i32, i64), or None.
+    int: Option<ElementKind>,
 }
 
 impl ArgSample {
@@ -71,9 +76,9 @@ impl ArgSample {
 pub const fn row<const OP: usize, const VALUES: bool>(name: &'static str) -> OpCase<ArgSample> {
     OpCase {
         name,
-        dtypes: FLOATS,
+        dtypes: NUMERIC,
         backward: VALUES,
-        samples: |_| samples(ArgReduceOp::ALL[OP], VALUES),
+        samples: |kind| samples(ArgReduceOp::ALL[OP], VALUES, kind),
         inputs,
         run,
         reference,
@@ -99,7 +104,7 @@ crate::table_tests!(
     reduce_min_indices,
 );
 
-fn samples(op: ArgReduceOp, with_values: bool) -> Vec<ArgSample> {
+fn samples(op: ArgReduceOp, with_values: bool, kind: ElementKind) -> Vec<ArgSample> {
     use Layout::*;
     let s = |shape: &[usize], dim: Option<usize>, layout| ArgSample {
         op,
@@ -109,6 +114,7 @@ fn samples(op: ArgReduceOp, with_values: bool) -> Vec<ArgSample> {
         keepdim: false,
         layout,
         values: Values::Random,
+        int: (!kind.is_float()).then_some(kind),
     };
     let keep = |mut x: ArgSample| {
         x.keepdim = true;
@@ -164,17 +170,28 @@ fn samples(op: ArgReduceOp, with_values: bool) -> Vec<ArgSample> {
 fn inputs(s: &ArgSample, rng: &mut Rng) -> Tensors {
     let n: usize = s.shape.iter().product();
     let n_out: usize = s.out_shape().iter().product();
-    let mut x = rng.vec(n, -2.0, 2.0);
+    let mut x = match s.int {
+        Some(kind) if s.values == Values::Ties => int_values(kind, IntDraw::Small, n, rng),
+        Some(kind) => int_values(kind, IntDraw::Wide, n, rng),
+        None => rng.vec(n, -2.0, 2.0),
+    };
     if s.layout == Layout::Broadcast {
         let inner = n / s.shape[0].max(1);
         for i in inner..n {
             x[i] = x[i % inner];
         }
     }
-    match s.values {
-        Values::Random => {}
-        Values::Ties => x.iter_mut().for_each(|v| *v = (*v * 2.0).round() / 2.0),
-        Values::Nan => x.iter_mut().step_by(13).for_each(|v| *v = f64::NAN),
+    match (s.values, s.int) {
+        (Values::Random, _) => {}
+        (Values::Ties, _) => x.iter_mut().for_each(|v| *v = (*v * 2.0).round() / 2.0),
+        (Values::Nan, None) => x.iter_mut().step_by(13).for_each(|v| *v = f64::NAN),
+        // integers: the dtype's limits in turn (each several times per output)
+        (Values::Nan, Some(kind)) => {
+            let (min, max) = int_limits(kind);
+            for (k, v) in x.iter_mut().step_by(13).enumerate() {
+                *v = if k % 2 == 0 { max } else { min };
+            }
+        }
     }
     let mut t = Tensors::default();
     t.push("x", x);
@@ -207,7 +224,7 @@ fn run(
     backward: bool,
 ) -> Result<Tensors, String> {
     let m = s.out_shape().len();
-    crate::with_float!(kind, T => by_ranks!(s.shape.len(), m, N, M => run_ranked::<T, N, M>(s, inputs, backward)))
+    crate::with_numeric!(kind, T => by_ranks!(s.shape.len(), m, N, M => run_ranked::<T, N, M>(s, inputs, backward)))
 }
 
 fn run_ranked<T: Element, const N: usize, const M: usize>(
@@ -257,6 +274,27 @@ fn run_ranked<T: Element, const N: usize, const M: usize>(
         nan_marked(view_result(&what, &values, &out_shape, &os)?),
     );
     if !backward {
+        return Ok(t);
+    }
+    if s.int.is_some() {
+        // no gradient of integer values
+        let dv = TensorRef::new(values.slice(), arr::<M>(&out_shape), arr::<M>(&os))
+            .map_err(|e| e.to_string())?;
+        let idx = TensorRef::new(indices.slice(), arr::<M>(&out_shape), arr::<M>(&os))
+            .map_err(|e| e.to_string())?;
+        let mut dx = Guarded::<T>::new(s.shape.iter().product());
+        let r = plan.run_bw(
+            &g.stream,
+            Workspace::None,
+            ArgReduceBwArgs {
+                indices: idx,
+                dv,
+                dx: TensorMut::contiguous(dx.slice_mut(), arr::<N>(&s.shape))
+                    .map_err(|e| e.to_string())?,
+            },
+        );
+        expect_err(&format!("{what} backward"), r, crate::harness::unsupported)?;
+        dx.untouched(&format!("{what} backward"))?;
         return Ok(t);
     }
     let (dv, _) = upload::<T>(inputs.get("dv"));

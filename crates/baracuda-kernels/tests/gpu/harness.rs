@@ -18,6 +18,17 @@ pub const FLOATS: &[ElementKind] = &[
     ElementKind::Bf16,
 ];
 
+/// The float dtypes and the two integer ones the reductions and scans
+/// claim (i32, i64).
+pub const NUMERIC: &[ElementKind] = &[
+    ElementKind::F32,
+    ElementKind::F64,
+    ElementKind::F16,
+    ElementKind::Bf16,
+    ElementKind::I32,
+    ElementKind::I64,
+];
+
 /// The device, one context and one stream shared by every test.
 pub struct Gpu {
     /// Context on device 0.
@@ -476,6 +487,12 @@ impl<T: Element> Guarded<T> {
         // reads the bytes back as `T`, never as `O`.
         unsafe { DeviceSliceMut::from_raw_parts(s.addr(), s.len(), s.ctx_id()) }
     }
+    /// The output's elements as stored (guards excluded), exact whatever
+    /// `T` (an i64 beyond 2^53 included).
+    pub fn host(&self) -> Vec<T> {
+        let all = self.buf.to_host(&gpu().stream).expect("download");
+        all[self.region()].to_vec()
+    }
     /// The output's values in buffer order; an error names the first guard
     /// element that was written.
     pub fn result(&self, what: &str) -> Result<Vec<f64>, String> {
@@ -510,6 +527,71 @@ pub trait Poisoned {
 impl<T: Element> Poisoned for Guarded<T> {
     fn untouched(&self, what: &str) -> Result<(), String> {
         self.check_poison(what, &download(&self.buf), 0..0)
+    }
+}
+
+/// A strided integer output's values in logical order, exactly (as i64),
+/// after checking that nothing else in its buffer (guards included) was
+/// written.
+pub fn view_ints<T: Element + Into<i64>>(
+    what: &str,
+    out: &Guarded<T>,
+    shape: &[usize],
+    strides: &[usize],
+) -> Result<Vec<i64>, String> {
+    let all = out.result(what)?;
+    check_untouched::<T>(what, &all, &view_offsets(shape, strides))?;
+    let host = out.host();
+    Ok(view_offsets(shape, strides)
+        .into_iter()
+        .map(|o| host[o].into())
+        .collect())
+}
+
+/// How [`int_values`] draws integer test values.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum IntDraw {
+    /// Half over the dtype's whole range (i64: up to 2^62 in magnitude, in
+    /// f64's 53 bits), half in [-1000, 1000]: sums that leave i32 and
+    /// wrap around i64.
+    Wide,
+    /// In [-3, 3]: many ties.
+    Small,
+    /// Odd factors in [-7, 7], and in i64 one in 64 an odd factor of up
+    /// to 2^40: products that wrap around (never to 0).
+    Factors,
+}
+
+/// `n` test values of integer `kind` (i32 or i64) drawn as `draw` says,
+/// as f64 that hold them exactly.
+pub fn int_values(kind: ElementKind, draw: IntDraw, n: usize, rng: &mut Rng) -> Vec<f64> {
+    let wide = kind == ElementKind::I64;
+    (0..n)
+        .map(|_| match draw {
+            IntDraw::Wide if rng.below(2) == 0 => rng.below(2001) as f64 - 1000.0,
+            IntDraw::Wide if wide => ((rng.next_u64() as i64) >> 1) as f64,
+            IntDraw::Wide => f64::from(rng.next_u64() as u32 as i32),
+            IntDraw::Small => rng.below(7) as f64 - 3.0,
+            IntDraw::Factors if wide && rng.below(64) == 0 => {
+                let v = (rng.next_u64() >> 24) | 1;
+                if rng.below(2) == 0 {
+                    v as f64
+                } else {
+                    -(v as f64)
+                }
+            }
+            IntDraw::Factors => 2.0 * rng.below(8) as f64 - 7.0,
+        })
+        .collect()
+}
+
+/// The smallest and largest value of integer `kind` (i32 or i64) as f64
+/// exactly (i64's largest: the largest f64 below 2^63, 2^63 - 1024).
+pub fn int_limits(kind: ElementKind) -> (f64, f64) {
+    match kind {
+        ElementKind::I32 => (f64::from(i32::MIN), f64::from(i32::MAX)),
+        ElementKind::I64 => (i64::MIN as f64, (i64::MAX - 1023) as f64),
+        other => panic!("{other} is no integer dtype of the reductions"),
     }
 }
 
@@ -662,6 +744,18 @@ macro_rules! with_float {
         $crate::with_kinds!($kind, $t => $body;
             F32 => f32, F64 => f64, F16 => half::f16, Bf16 => half::bf16;
             other => Err(format!("{other} is not a float dtype")))
+    };
+}
+
+/// Run `$body` with `T` bound to the Rust type of `$kind`, one of the four
+/// float dtypes or i32 or i64 ([`NUMERIC`]); for any other kind, an `Err`
+/// naming it.
+#[macro_export]
+macro_rules! with_numeric {
+    ($kind:expr, $t:ident => $body:expr) => {
+        $crate::with_kinds!($kind, $t => $body;
+            F32 => f32, F64 => f64, F16 => half::f16, Bf16 => half::bf16, I32 => i32, I64 => i64;
+            other => Err(format!("{other} is not a dtype of the reductions")))
     };
 }
 

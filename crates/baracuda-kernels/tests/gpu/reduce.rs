@@ -10,6 +10,13 @@
 //! ties, NaN/inf (forward), zeros (prod), and two realistic shapes. Each
 //! forward runs twice, the second time into a zero-filled output: both
 //! must agree bit for bit (deterministic, and every output written).
+//!
+//! The rows of the ops that take integers (sum, nansum, prod, amax, amin)
+//! also claim i32 and i64: the same samples on integer values (sums that
+//! leave i32 and wrap around i64, odd factors whose products wrap around,
+//! the dtype's limits where the floats hold NaN and infinities), against
+//! `reference::reduce_i64`, exactly (the i64 outputs compared with their
+//! low 32 bits too); their backward must be `Unsupported`.
 
 use baracuda_kernels::reference::reduce::{self as r, Reduction};
 use baracuda_kernels::*;
@@ -56,6 +63,8 @@ pub struct ReduceSample {
     pub(crate) values: Values,
     pub(crate) correction: f64,
     pub(crate) p: f64,
+    /// The integer dtype the values are drawn for (i32, i64), or None.
+    pub(crate) int: Option<ElementKind>,
 }
 
 impl ReduceSample {
@@ -168,13 +177,18 @@ pub(crate) fn out_layout(layout: Layout, shape: &[usize]) -> (Vec<usize>, usize)
     }
 }
 
-/// The row of op `ReduceOp::ALL[OP]`.
+/// The row of op `ReduceOp::ALL[OP]`: the floats, and i32 and i64 for
+/// the ops that take integers.
 pub const fn row<const OP: usize>(name: &'static str) -> OpCase<ReduceSample> {
     OpCase {
         name,
-        dtypes: FLOATS,
+        dtypes: if ReduceOp::ALL[OP].takes_integers() {
+            NUMERIC
+        } else {
+            FLOATS
+        },
         backward: true,
-        samples: |_| samples(ReduceOp::ALL[OP]),
+        samples: |kind| samples_in(ReduceOp::ALL[OP], kind),
         inputs,
         run,
         reference,
@@ -233,7 +247,18 @@ pub(crate) fn sample(
         values: Values::Random,
         correction: 1.0,
         p: 2.0,
+        int: None,
     }
+}
+
+/// The samples of `op` in `kind`: [`samples`], their values drawn as
+/// integers for i32 and i64.
+pub(crate) fn samples_in(op: ReduceOp, kind: ElementKind) -> Vec<ReduceSample> {
+    let mut v = samples(op);
+    if !kind.is_float() {
+        v.iter_mut().for_each(|s| s.int = Some(kind));
+    }
+    v
 }
 
 /// The samples of `op`; the norm runs each sample with one of its orders
@@ -333,8 +358,18 @@ pub(crate) fn inputs(s: &ReduceSample, rng: &mut Rng) -> Tensors {
     let n: usize = s.shape.iter().product();
     let n_out: usize = s.out_shape().iter().product();
     let (lo, hi) = s.range();
-    let mut x = rng.vec(n, lo, hi);
-    if s.op == ReduceOp::Prod {
+    let mut x = match s.int {
+        Some(kind) => {
+            let draw = match (s.values, s.op) {
+                (Values::Ties, _) => IntDraw::Small,
+                (_, ReduceOp::Prod) => IntDraw::Factors,
+                _ => IntDraw::Wide,
+            };
+            int_values(kind, draw, n, rng)
+        }
+        None => rng.vec(n, lo, hi),
+    };
+    if s.op == ReduceOp::Prod && s.int.is_none() {
         // Products of many factors leave every dtype's range unless the
         // factors' logs sum to O(1): exp(u), |u| < 2/sqrt(n), random signs.
         let a = (2.0 / (s.n_red().max(1) as f64).sqrt()).min(0.25);
@@ -353,6 +388,14 @@ pub(crate) fn inputs(s: &ReduceSample, rng: &mut Rng) -> Tensors {
         Values::Special | Values::Zeros => first_elements(s, n, 4),
         _ => Vec::new(),
     };
+    // integers: the dtype's limits where the floats hold NaN, inf, -inf
+    let (nan, inf, neg_inf) = match s.int {
+        Some(kind) => {
+            let (min, max) = int_limits(kind);
+            (min, max, min)
+        }
+        None => (f64::NAN, f64::INFINITY, f64::NEG_INFINITY),
+    };
     match s.values {
         Values::Random => {}
         Values::Ties => x.iter_mut().for_each(|v| *v = (*v * 2.0).round() / 2.0),
@@ -362,11 +405,11 @@ pub(crate) fn inputs(s: &ReduceSample, rng: &mut Rng) -> Tensors {
                     x[i] = v;
                 }
             };
-            put(&mut x, 0, 1, f64::NAN);
-            put(&mut x, 1, 2, f64::INFINITY);
-            put(&mut x, 2, 0, f64::NEG_INFINITY);
-            put(&mut x, 3, 1, f64::INFINITY);
-            put(&mut x, 3, 2, f64::NEG_INFINITY);
+            put(&mut x, 0, 1, nan);
+            put(&mut x, 1, 2, inf);
+            put(&mut x, 2, 0, neg_inf);
+            put(&mut x, 3, 1, inf);
+            put(&mut x, 3, 2, neg_inf);
         }
         Values::Zeros => {
             for (o, k) in [(0, 3), (1, 1), (1, 4)] {
@@ -469,6 +512,12 @@ fn reference(_: ElementKind, s: &ReduceSample, inputs: &Tensors, got: &Tensors) 
     let r = s.reduction();
     let x = inputs.get("x");
     let mut t = Tensors::default();
+    if s.int.is_some() {
+        // i64 arithmetic with wrap-around; the inputs are exact in f64
+        let xi: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+        t.push_i64("y", &r::reduce_i64(&r, &xi));
+        return t;
+    }
     t.push("y", nan_marked(r::reduce(&r, x)));
     if got.find("dx").is_some() {
         // the gradient of the output the device produced (rounded to T)
@@ -494,6 +543,9 @@ pub(crate) fn tolerance(
     name: &str,
     want: &[f64],
 ) -> Tolerance {
+    if !kind.is_float() {
+        return Tolerance::EXACT;
+    }
     let (u_t, u_acc) = (kind.unit_roundoff(), acc_roundoff(kind));
     let n = s.n_red().max(1) as f64;
     let depth = (n + 2.0).log2();
@@ -565,7 +617,83 @@ fn run(
     backward: bool,
 ) -> Result<Tensors, String> {
     let m = s.out_shape().len();
-    crate::with_float!(kind, T => by_ranks!(s.shape.len(), m, N, M => run_ranked::<T, N, M>(s, inputs, backward)))
+    match kind {
+        ElementKind::I32 => by_ranks!(s.shape.len(), m, N, M => run_int::<i32, N, M>(s, inputs)),
+        ElementKind::I64 => by_ranks!(s.shape.len(), m, N, M => run_int::<i64, N, M>(s, inputs)),
+        _ => {
+            crate::with_float!(kind, T => by_ranks!(s.shape.len(), m, N, M => run_ranked::<T, N, M>(s, inputs, backward)))
+        }
+    }
+}
+
+/// An integer sample: the output is i64 for sum, nansum and prod, `T`
+/// for amax and amin.
+fn run_int<T: Element + Into<i64>, const N: usize, const M: usize>(
+    s: &ReduceSample,
+    inputs: &Tensors,
+) -> Result<Tensors, String> {
+    if matches!(s.op, ReduceOp::Sum | ReduceOp::NanSum | ReduceOp::Prod) {
+        run_int_out::<T, i64, N, M>(s, inputs)
+    } else {
+        run_int_out::<T, T, N, M>(s, inputs)
+    }
+}
+
+/// The forward of an integer plan (run twice, as the floats'), its output
+/// read back exactly; and its backward, which must be `Unsupported` and
+/// write nothing.
+fn run_int_out<T: Element, O: Element + Into<i64>, const N: usize, const M: usize>(
+    s: &ReduceSample,
+    inputs: &Tensors,
+) -> Result<Tensors, String> {
+    let g = gpu();
+    let what = format!(
+        "{} {} {:?} dims {:?}",
+        s.op.name(),
+        T::KIND,
+        s.shape,
+        s.dims
+    );
+    let desc = s.descriptor::<N>(T::KIND);
+    let plan = select::<ReducePlan<T, N, M, O>>(&desc, &PlanPreference::default())?;
+    let (xs, x_len, x_off) = s.x_layout();
+    let xbuf = upload_strided::<T>(inputs.get("x"), &s.shape, &xs, x_len, x_off);
+    let x = xbuf.view::<N>(&s.shape)?;
+    let out_shape = s.out_shape();
+    let (ys, y_len) = s.out_layout(&out_shape);
+    let mut ws = workspace(plan.workspace_size());
+    let forward = |y: DeviceSliceMut<'_, O>| {
+        let y =
+            TensorMut::new(y, arr::<M>(&out_shape), arr::<M>(&ys)).map_err(|e| e.to_string())?;
+        plan.run(
+            &g.stream,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            ReduceArgs { x, y },
+        )
+        .map_err(|e| format!("{what}: {e}"))
+    };
+    let (y, _) = run_twice(&what, y_len, &out_shape, &ys, forward)?;
+    let mut t = Tensors::default();
+    t.push_i64("y", &view_ints(&what, &y, &out_shape, &ys)?);
+    // no gradient of an integer output
+    let dy = TensorRef::new(y.slice(), arr::<M>(&out_shape), arr::<M>(&ys))
+        .map_err(|e| e.to_string())?;
+    let n: usize = s.shape.iter().product();
+    let mut dx = Guarded::<T>::new(n);
+    let r = plan.run_bw(
+        &g.stream,
+        Workspace::None,
+        ReduceBwArgs {
+            x,
+            y: Some(dy),
+            dy,
+            dx: TensorMut::contiguous(dx.slice_mut(), arr::<N>(&s.shape))
+                .map_err(|e| e.to_string())?,
+        },
+    );
+    expect_err(&format!("{what} backward"), r, crate::harness::unsupported)?;
+    dx.untouched(&format!("{what} backward"))?;
+    Ok(t)
 }
 
 /// A strided view's values in logical order, after checking that nothing
@@ -707,6 +835,22 @@ fn bad_inputs(op: ReduceOp) -> Result<usize, String> {
         },
     )?;
 
+    if op.takes_integers() {
+        // an integer plan whose y is not the output dtype (i64 for the
+        // sums and products, else the input's)
+        let int = ReduceDescriptor::new(op, ElementKind::I32, [4, 96]).with_dims(&[1]);
+        let wrong = if int.output_element() == ElementKind::I64 {
+            ReducePlan::<i32, 2, 1, i32>::select(&g.stream, &int, &pref).map(|_| ())
+        } else {
+            ReducePlan::<i32, 2, 1, i64>::select(&g.stream, &int, &pref).map(|_| ())
+        };
+        b.expect(
+            "i32 with a y of the wrong dtype",
+            wrong,
+            dtype_mismatch,
+            &[],
+        )?;
+    }
     let plan = sel(&desc, &pref).map_err(|e| e.to_string())?;
     let (xb, _) = upload::<f32>(&rng.vec(4 * 96, 0.5, 1.0));
     xy_run_checks::<f32, f32>(&mut b, &xb, |x, y| {

@@ -9,6 +9,14 @@
 //! each in turn inclusive or exclusive (not cummax/cummin) and forward or
 //! reversed. Each forward runs twice, the second time into a zero-filled
 //! output: both must agree bit for bit.
+//!
+//! The rows of the ops that take integers (all but logcumsumexp) also
+//! claim i32 and i64: the same samples on integer values (running sums
+//! that leave i32 and wrap around i64, odd factors whose products wrap
+//! around, the dtype's limits where the floats hold NaN and infinities),
+//! against `reference::reduce::scan::scan_i64`, exactly (the i64 outputs
+//! compared with their low 32 bits too); their backward must be
+//! `Unsupported`.
 
 use baracuda_kernels::reference::reduce::scan::{self as r, Scan};
 use baracuda_kernels::*;
@@ -27,6 +35,8 @@ pub struct ScanSample {
     reverse: bool,
     layout: Layout,
     values: Values,
+    /// The integer dtype the values are drawn for (i32, i64), or None.
+    int: Option<ElementKind>,
 }
 
 impl ScanSample {
@@ -104,9 +114,13 @@ impl ScanSample {
 pub const fn row<const OP: usize>(name: &'static str) -> OpCase<ScanSample> {
     OpCase {
         name,
-        dtypes: FLOATS,
+        dtypes: if ScanOp::ALL[OP].takes_integers() {
+            NUMERIC
+        } else {
+            FLOATS
+        },
         backward: true,
-        samples: |_| samples(ScanOp::ALL[OP]),
+        samples: |kind| samples(ScanOp::ALL[OP], kind),
         inputs,
         run,
         reference,
@@ -138,7 +152,7 @@ crate::table_tests!(
 // Samples
 // ---------------------------------------------------------------------------
 
-fn samples(op: ScanOp) -> Vec<ScanSample> {
+fn samples(op: ScanOp, kind: ElementKind) -> Vec<ScanSample> {
     use Layout::*;
     let s = |shape: &[usize], dim: usize, layout| ScanSample {
         op,
@@ -148,6 +162,7 @@ fn samples(op: ScanOp) -> Vec<ScanSample> {
         reverse: false,
         layout,
         values: Values::Random,
+        int: (!kind.is_float()).then_some(kind),
     };
     let with = |mut x: ScanSample, v| {
         x.values = v;
@@ -207,7 +222,64 @@ fn samples(op: ScanOp) -> Vec<ScanSample> {
 /// x (logical, row-major) and dy.
 fn inputs(s: &ScanSample, rng: &mut Rng) -> Tensors {
     let n = s.n();
-    let mut x = match s.op {
+    let mut x = match (s.int, s.op) {
+        (Some(kind), op) => {
+            let draw = match (s.values, op) {
+                (Values::Ties, _) => IntDraw::Small,
+                (_, ScanOp::CumProd) => IntDraw::Factors,
+                _ => IntDraw::Wide,
+            };
+            int_values(kind, draw, n, rng)
+        }
+        (None, op) => float_values(s, op, n, rng),
+    };
+    if s.layout == Layout::Broadcast {
+        let inner = n / s.shape[0].max(1);
+        for i in inner..n {
+            x[i] = x[i % inner];
+        }
+    }
+    let firsts = s.line_starts(4, 8);
+    // integers: the dtype's limits where the floats hold NaN, inf, -inf
+    let (nan, inf, neg_inf) = match s.int {
+        Some(kind) => {
+            let (min, max) = int_limits(kind);
+            (min, max, min)
+        }
+        None => (f64::NAN, f64::INFINITY, f64::NEG_INFINITY),
+    };
+    match s.values {
+        Values::Random => {}
+        Values::Ties => x.iter_mut().for_each(|v| *v = (*v * 2.0).round() / 2.0),
+        Values::Special => {
+            let mut put = |l: usize, k: usize, v: f64| {
+                if let Some(&i) = firsts.get(l).and_then(|f| f.get(k)) {
+                    x[i] = v;
+                }
+            };
+            put(0, 1, nan);
+            put(1, 2, inf);
+            put(2, 0, neg_inf);
+            put(3, 1, inf);
+            put(3, 2, neg_inf);
+        }
+        Values::Zeros => {
+            for (l, k) in [(0, 3), (1, 1), (1, 4), (2, 0)] {
+                if let Some(&i) = firsts.get(l).and_then(|f| f.get(k)) {
+                    x[i] = 0.0;
+                }
+            }
+        }
+    }
+    let mut t = Tensors::default();
+    t.push("x", x);
+    t.push("dy", rng.vec(n, -1.0, 1.0));
+    t
+}
+
+/// Float values of `n` elements in `op`'s range.
+fn float_values(s: &ScanSample, op: ScanOp, n: usize, rng: &mut Rng) -> Vec<f64> {
+    match op {
         // products stay in every dtype's range when the factors' logs sum
         // to O(1): exp(u), |u| < 2/sqrt(len), random signs
         ScanOp::CumProd => {
@@ -225,41 +297,7 @@ fn inputs(s: &ScanSample, rng: &mut Rng) -> Tensors {
         }
         ScanOp::LogCumSumExp => rng.vec(n, -5.0, 5.0),
         _ => rng.vec(n, -2.0, 2.0),
-    };
-    if s.layout == Layout::Broadcast {
-        let inner = n / s.shape[0].max(1);
-        for i in inner..n {
-            x[i] = x[i % inner];
-        }
     }
-    let firsts = s.line_starts(4, 8);
-    match s.values {
-        Values::Random => {}
-        Values::Ties => x.iter_mut().for_each(|v| *v = (*v * 2.0).round() / 2.0),
-        Values::Special => {
-            let mut put = |l: usize, k: usize, v: f64| {
-                if let Some(&i) = firsts.get(l).and_then(|f| f.get(k)) {
-                    x[i] = v;
-                }
-            };
-            put(0, 1, f64::NAN);
-            put(1, 2, f64::INFINITY);
-            put(2, 0, f64::NEG_INFINITY);
-            put(3, 1, f64::INFINITY);
-            put(3, 2, f64::NEG_INFINITY);
-        }
-        Values::Zeros => {
-            for (l, k) in [(0, 3), (1, 1), (1, 4), (2, 0)] {
-                if let Some(&i) = firsts.get(l).and_then(|f| f.get(k)) {
-                    x[i] = 0.0;
-                }
-            }
-        }
-    }
-    let mut t = Tensors::default();
-    t.push("x", x);
-    t.push("dy", rng.vec(n, -1.0, 1.0));
-    t
 }
 
 /// NaN as f64::MAX, so that compare() accepts a NaN where one is due.
@@ -272,8 +310,18 @@ fn nan_marked(v: Vec<f64>) -> Vec<f64> {
 fn reference(_: ElementKind, s: &ScanSample, inputs: &Tensors, got: &Tensors) -> Tensors {
     let p = s.problem();
     let x = inputs.get("x");
-    let (y, idx) = r::scan(&p, x);
     let mut t = Tensors::default();
+    if s.int.is_some() {
+        // i64 arithmetic with wrap-around; the inputs are exact in f64
+        let xi: Vec<i64> = x.iter().map(|&v| v as i64).collect();
+        let (y, idx) = r::scan_i64(&p, &xi);
+        t.push_i64("y", &y);
+        if s.op.has_indices() {
+            t.push("indices", idx);
+        }
+        return t;
+    }
+    let (y, idx) = r::scan(&p, x);
     t.push("y", nan_marked(y));
     if s.op.has_indices() {
         t.push("indices", idx);
@@ -289,6 +337,9 @@ fn reference(_: ElementKind, s: &ScanSample, inputs: &Tensors, got: &Tensors) ->
 }
 
 fn tolerance(kind: ElementKind, s: &ScanSample, name: &str, want: &[f64]) -> Tolerance {
+    if !kind.is_float() {
+        return Tolerance::EXACT;
+    }
     let (u_t, u_acc) = (kind.unit_roundoff(), acc_roundoff(kind));
     let len = s.len().max(1) as f64;
     let depth = (len + 2.0).log2();
@@ -327,14 +378,33 @@ fn run(
     inputs: &Tensors,
     backward: bool,
 ) -> Result<Tensors, String> {
-    crate::with_float!(kind, T => match s.shape.len() {
-        1 => run_ranked::<T, 1>(s, inputs, backward),
-        2 => run_ranked::<T, 2>(s, inputs, backward),
-        3 => run_ranked::<T, 3>(s, inputs, backward),
-        4 => run_ranked::<T, 4>(s, inputs, backward),
-        8 => run_ranked::<T, 8>(s, inputs, backward),
-        r => Err(format!("no test instance for rank {r}")),
-    })
+    // An integer run's output: i64 for cumsum and cumprod, else T.
+    let sum_like = matches!(s.op, ScanOp::CumSum | ScanOp::CumProd);
+    macro_rules! int_ranked {
+        ($t:ty, $o:ty) => {
+            match s.shape.len() {
+                1 => run_int::<$t, $o, 1>(s, inputs),
+                2 => run_int::<$t, $o, 2>(s, inputs),
+                3 => run_int::<$t, $o, 3>(s, inputs),
+                4 => run_int::<$t, $o, 4>(s, inputs),
+                8 => run_int::<$t, $o, 8>(s, inputs),
+                r => Err(format!("no test instance for rank {r}")),
+            }
+        };
+    }
+    match (kind, sum_like) {
+        (ElementKind::I32, true) => int_ranked!(i32, i64),
+        (ElementKind::I32, false) => int_ranked!(i32, i32),
+        (ElementKind::I64, _) => int_ranked!(i64, i64),
+        _ => crate::with_float!(kind, T => match s.shape.len() {
+            1 => run_ranked::<T, 1>(s, inputs, backward),
+            2 => run_ranked::<T, 2>(s, inputs, backward),
+            3 => run_ranked::<T, 3>(s, inputs, backward),
+            4 => run_ranked::<T, 4>(s, inputs, backward),
+            8 => run_ranked::<T, 8>(s, inputs, backward),
+            r => Err(format!("no test instance for rank {r}")),
+        }),
+    }
 }
 
 fn run_ranked<T: Element, const N: usize>(
@@ -434,6 +504,98 @@ fn run_ranked<T: Element, const N: usize>(
         "dx",
         view_result(&format!("{what} dx"), &dx, &s.shape, &os)?,
     );
+    Ok(t)
+}
+
+/// An integer sample: the forward run twice (both runs the same, every
+/// output written), its outputs read back exactly; and its backward,
+/// which must be `Unsupported` and write nothing.
+fn run_int<T: Element, O: Element + Into<i64>, const N: usize>(
+    s: &ScanSample,
+    inputs: &Tensors,
+) -> Result<Tensors, String> {
+    let g = gpu();
+    let what = format!(
+        "{} {} {:?} dim {} excl {} rev {}",
+        s.op.name(),
+        T::KIND,
+        s.shape,
+        s.dim,
+        s.exclusive,
+        s.reverse
+    );
+    let desc = ScanDescriptor::new(s.op, T::KIND, arr::<N>(&s.shape), s.dim)
+        .with_exclusive(s.exclusive)
+        .with_reverse(s.reverse);
+    let plan = select::<ScanPlan<T, N, O>>(&desc, &PlanPreference::default())?;
+    let (xs, x_len, x_off) = s.x_layout();
+    let xbuf = upload_strided::<T>(inputs.get("x"), &s.shape, &xs, x_len, x_off);
+    let x = xbuf.view::<N>(&s.shape)?;
+    let shape = arr::<N>(&s.shape);
+    let (os, o_len) = s.out_layout();
+    let ostrides = arr::<N>(&os);
+    let with_idx = s.op.has_indices();
+    let forward = |y: DeviceSliceMut<'_, O>, idx: Option<DeviceSliceMut<'_, i64>>| {
+        let y = TensorMut::new(y, shape, ostrides).map_err(|e| e.to_string())?;
+        let indices = match idx {
+            Some(i) => Some(TensorMut::new(i, shape, ostrides).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        plan.run(&g.stream, Workspace::None, ScanArgs { x, y, indices })
+            .map_err(|e| format!("{what}: {e}"))
+    };
+    // into poisoned outputs (all ones: -1), then into zeros: the same
+    // values, and every output written
+    let mut y = Guarded::<O>::new(o_len);
+    let mut idx = Guarded::<i64>::new(if with_idx { o_len } else { 0 });
+    forward(y.slice_mut(), with_idx.then(|| idx.slice_mut()))?;
+    let y_vals = view_ints(&what, &y, &s.shape, &os)?;
+    let i_vals = match with_idx {
+        true => view_ints(&format!("{what} indices"), &idx, &s.shape, &os)?,
+        false => Vec::new(),
+    };
+    let zeros = |n: usize| DeviceBuffer::<O>::filled_bytes(&g.stream, n.max(1), 0);
+    let mut z = zeros(o_len).map_err(|e| e.to_string())?;
+    let mut zi =
+        DeviceBuffer::<i64>::filled_bytes(&g.stream, o_len.max(1), 0).map_err(|e| e.to_string())?;
+    let z_slice = z.as_slice_mut().split_at(o_len).expect("y in buffer").0;
+    let zi_slice = zi
+        .as_slice_mut()
+        .split_at(o_len)
+        .expect("indices in buffer")
+        .0;
+    forward(z_slice, with_idx.then_some(zi_slice))?;
+    let offsets = view_offsets(&s.shape, &os);
+    let zh = z.to_host(&g.stream).map_err(|e| e.to_string())?;
+    let z_vals: Vec<i64> = offsets.iter().map(|&o| zh[o].into()).collect();
+    let zih = zi.to_host(&g.stream).map_err(|e| e.to_string())?;
+    let zi_vals: Vec<i64> = offsets.iter().map(|&o| zih[o]).collect();
+    if z_vals != y_vals || (with_idx && zi_vals != i_vals) {
+        return Err(format!(
+            "{what}: the runs into poison and into zeros differ"
+        ));
+    }
+    let mut t = Tensors::default();
+    t.push_i64("y", &y_vals);
+    if with_idx {
+        t.push("indices", i_vals.iter().map(|&i| i as f64).collect());
+    }
+    // no gradient of an integer output
+    let dy = TensorRef::new(y.slice(), shape, ostrides).map_err(|e| e.to_string())?;
+    let mut dx = Guarded::<T>::new(s.n());
+    let r = plan.run_bw(
+        &g.stream,
+        Workspace::None,
+        ScanBwArgs {
+            x,
+            y: None,
+            indices: None,
+            dy,
+            dx: TensorMut::contiguous(dx.slice_mut(), shape).map_err(|e| e.to_string())?,
+        },
+    );
+    expect_err(&format!("{what} backward"), r, crate::harness::unsupported)?;
+    dx.untouched(&format!("{what} backward"))?;
     Ok(t)
 }
 

@@ -70,6 +70,16 @@ impl Tensors {
         self.1.push(name.clone());
         self.0.push((name, values));
     }
+    /// Add integer `values` as `name` (as f64, rounded beyond 2^53) and
+    /// their low 32 bits as `{name}_lo32`: compared both, exactly, two
+    /// i64 that f64 rounds alike still differ.
+    pub fn push_i64(&mut self, name: &str, values: &[i64]) {
+        self.push(name, values.iter().map(|&v| v as f64).collect());
+        self.push(
+            format!("{name}_lo32"),
+            values.iter().map(|&v| f64::from(v as u32)).collect(),
+        );
+    }
     /// The tensor `name`, if there is one.
     pub fn find(&self, name: &str) -> Option<&[f64]> {
         self.0

@@ -9,7 +9,12 @@
 //! off it (not read: the trace stays finite), a strided `dx`, and in f32 an
 //! [8192, 8192] matrix. Each forward runs twice, the second time into a
 //! zero-filled output; the gradient must be `dy` on the diagonal and
-//! exactly 0 everywhere else, every element written.
+//! exactly 0 everywhere else, every element written. i32 and i64: the same
+//! samples on integer values (over the dtype's range, so that i32 traces
+//! leave i32 and i64 ones wrap around; the dtype's limits where the floats
+//! hold NaN and infinities), the i64 trace exact against
+//! `reference::reduce::trace_i64`; the integer backward must be
+//! `Unsupported`.
 
 use baracuda_kernels::reference::reduce as r;
 use baracuda_kernels::*;
@@ -58,6 +63,8 @@ pub struct TraceSample {
     values: Values,
     /// dx with rows padded by one element.
     padded_dx: bool,
+    /// The integer dtype the values are drawn for (i32, i64), or None.
+    int: Option<ElementKind>,
 }
 
 impl TraceSample {
@@ -93,7 +100,7 @@ impl TraceSample {
 /// The trace row of the op table.
 pub(crate) static ROWS: &[&dyn crate::table::Row] = &[&OpCase {
     name: "reduce_trace",
-    dtypes: FLOATS,
+    dtypes: NUMERIC,
     backward: true,
     samples,
     inputs,
@@ -113,6 +120,7 @@ fn samples(kind: ElementKind) -> Vec<TraceSample> {
         layout,
         values: Values::Random,
         padded_dx: false,
+        int: (!kind.is_float()).then_some(kind),
     };
     let with = |mut x: TraceSample, v| {
         x.values = v;
@@ -158,7 +166,18 @@ fn samples(kind: ElementKind) -> Vec<TraceSample> {
 /// x (logical, row-major) and dy.
 fn inputs(s: &TraceSample, rng: &mut Rng) -> Tensors {
     let [m, n] = s.shape;
-    let mut x = rng.vec(m * n, -2.0, 2.0);
+    let mut x = match s.int {
+        Some(kind) => int_values(kind, IntDraw::Wide, m * n, rng),
+        None => rng.vec(m * n, -2.0, 2.0),
+    };
+    // integers: the dtype's limits where the floats hold NaN, inf, -inf
+    let (nan, inf, neg_inf) = match s.int {
+        Some(kind) => {
+            let (min, max) = int_limits(kind);
+            (min, max, min)
+        }
+        None => (f64::NAN, f64::INFINITY, f64::NEG_INFINITY),
+    };
     match s.layout {
         XLayout::BroadcastRow => (n..m * n).for_each(|i| x[i] = x[i % n]),
         XLayout::BroadcastScalar => (1..m * n).for_each(|i| x[i] = x[0]),
@@ -167,15 +186,15 @@ fn inputs(s: &TraceSample, rng: &mut Rng) -> Tensors {
     let diag = |i: usize| i * n + i;
     match s.values {
         Values::Random => {}
-        Values::NanOnDiagonal => x[diag(2)] = f64::NAN,
-        Values::InfOnDiagonal => x[diag(3)] = f64::INFINITY,
+        Values::NanOnDiagonal => x[diag(2)] = nan,
+        Values::InfOnDiagonal => x[diag(3)] = inf,
         Values::BothInfs => {
-            x[diag(1)] = f64::INFINITY;
-            x[diag(4)] = f64::NEG_INFINITY;
+            x[diag(1)] = inf;
+            x[diag(4)] = neg_inf;
         }
         Values::NanOffDiagonal => (0..m * n)
             .filter(|&i| i / n != i % n)
-            .for_each(|i| x[i] = f64::NAN),
+            .for_each(|i| x[i] = nan),
     }
     let mut t = Tensors::default();
     t.push("x", x);
@@ -186,6 +205,12 @@ fn inputs(s: &TraceSample, rng: &mut Rng) -> Tensors {
 fn reference(_: ElementKind, s: &TraceSample, inputs: &Tensors, got: &Tensors) -> Tensors {
     let [m, n] = s.shape;
     let mut t = Tensors::default();
+    if s.int.is_some() {
+        // i64 arithmetic with wrap-around; the inputs are exact in f64
+        let xi: Vec<i64> = inputs.get("x").iter().map(|&v| v as i64).collect();
+        t.push_i64("y", &[r::trace_i64(m, n, &xi)]);
+        return t;
+    }
     t.push("y", nan_marked(vec![r::trace(m, n, inputs.get("x"))]));
     if got.find("dx").is_some() {
         t.push("dx", r::trace_backward(m, n, inputs.get("dy")[0]));
@@ -196,6 +221,7 @@ fn reference(_: ElementKind, s: &TraceSample, inputs: &Tensors, got: &Tensors) -
 /// y: the sum's bound over the diagonal; dx: exact (dy copied, zeros).
 fn tolerance(kind: ElementKind, s: &TraceSample, name: &str, want: &[f64]) -> Tolerance {
     match name {
+        _ if !kind.is_float() => Tolerance::EXACT,
         "dx" => Tolerance::EXACT,
         _ => crate::reduce::tolerance(kind, &s.diagonal_sum(), name, want),
     }
@@ -207,7 +233,49 @@ fn run(
     inputs: &Tensors,
     backward: bool,
 ) -> Result<Tensors, String> {
-    crate::with_float!(kind, T => run_typed::<T>(s, inputs, backward))
+    match kind {
+        ElementKind::I32 => run_int::<i32>(s, inputs),
+        ElementKind::I64 => run_int::<i64>(s, inputs),
+        _ => crate::with_float!(kind, T => run_typed::<T>(s, inputs, backward)),
+    }
+}
+
+/// An integer sample: the i64 trace run twice, read back exactly; the
+/// backward must be `Unsupported` and write nothing.
+fn run_int<T: Element>(s: &TraceSample, inputs: &Tensors) -> Result<Tensors, String> {
+    let g = gpu();
+    let what = format!("trace {} {:?} {:?}", T::KIND, s.shape, s.layout);
+    let desc = TraceDescriptor::new(T::KIND, s.shape[0], s.shape[1]);
+    let plan = select::<TracePlan<T, i64>>(&desc, &PlanPreference::default())?;
+    let (xs, x_len, x_off) = s.x_layout();
+    let xbuf = upload_strided::<T>(inputs.get("x"), &s.shape, &xs, x_len, x_off);
+    let x = xbuf.view::<2>(&s.shape)?;
+    let mut ws = workspace(plan.workspace_size());
+    let forward = |y: DeviceSliceMut<'_, i64>| {
+        let y = TensorMut::new(y, [], []).map_err(|e| e.to_string())?;
+        plan.run(
+            &g.stream,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            TraceArgs { x, y },
+        )
+        .map_err(|e| format!("{what}: {e}"))
+    };
+    let (y, _) = run_twice(&what, 1, &[], &[], forward)?;
+    let mut t = Tensors::default();
+    t.push_i64("y", &view_ints(&what, &y, &[], &[])?);
+    let dy = TensorRef::new(y.slice(), [], []).map_err(|e| e.to_string())?;
+    let mut dx = Guarded::<T>::new(s.shape[0] * s.shape[1]);
+    let r = plan.run_bw(
+        &g.stream,
+        Workspace::None,
+        TraceBwArgs {
+            dy,
+            dx: TensorMut::contiguous(dx.slice_mut(), s.shape).map_err(|e| e.to_string())?,
+        },
+    );
+    expect_err(&format!("{what} backward"), r, crate::harness::unsupported)?;
+    dx.untouched(&format!("{what} backward"))?;
+    Ok(t)
 }
 
 fn run_typed<T: Element>(
@@ -339,6 +407,10 @@ fn bad_inputs() -> Result<usize, String> {
         },
     );
     b.expect("dx over dy", r, invalid_argument("dx"), &[&both])?;
+    // an integer trace is an i64
+    let int = TraceDescriptor::new(ElementKind::I32, 4, 4);
+    let r = TracePlan::<i32, i32>::select(&g.stream, &int, &pref);
+    b.expect("i32 with an i32 y", r, dtype_mismatch, &[])?;
     b.done()
 }
 

@@ -49,6 +49,31 @@ pub fn get(t: &SafeTensors<'_>, k: &str) -> Vec<f64> {
         .collect()
 }
 
+/// The integer tensor `k` (int32 or int64), flattened and widened to
+/// i64, and its dtype.
+#[allow(dead_code)] // each golden test binary includes this file; not all use it
+pub fn get_ints(t: &SafeTensors<'_>, k: &str) -> (Vec<i64>, baracuda_kernels::ElementKind) {
+    use baracuda_kernels::ElementKind;
+    let v = t.tensor(k).unwrap_or_else(|e| panic!("{k}: {e}"));
+    match v.dtype() {
+        safetensors::Dtype::I64 => (
+            v.data()
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")))
+                .collect(),
+            ElementKind::I64,
+        ),
+        safetensors::Dtype::I32 => (
+            v.data()
+                .chunks_exact(4)
+                .map(|b| i64::from(i32::from_le_bytes(b.try_into().expect("4 bytes"))))
+                .collect(),
+            ElementKind::I32,
+        ),
+        other => panic!("{k}: dtype {other:?}, expected int32 or int64"),
+    }
+}
+
 /// The elements of `got` not equal to `want` within 1e-12 relative (NaN
 /// and infinities where PyTorch has them), described.
 #[allow(dead_code)] // each golden test binary includes this file; not all compare this way

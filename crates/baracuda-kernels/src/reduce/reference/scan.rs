@@ -101,6 +101,48 @@ pub fn scan(s: &Scan, x: &[f64]) -> (Vec<f64>, Vec<f64>) {
     (y, idx)
 }
 
+/// The scan of an integer `x` (i32 or i64 values, widened), as PyTorch
+/// computes it: cumsum and cumprod in i64 with two's complement
+/// wrap-around (exclusive scans start from 0 and 1); cummax and cummin
+/// exact, with the indices along the dim as [`scan`]'s (later ties win).
+///
+/// # Panics
+/// For logcumsumexp, which takes no integers.
+pub fn scan_i64(s: &Scan, x: &[i64]) -> (Vec<i64>, Vec<f64>) {
+    let mut y = vec![0i64; x.len()];
+    let mut idx = if s.op.has_indices() {
+        vec![0.0; x.len()]
+    } else {
+        Vec::new()
+    };
+    for line in s.lines().into_iter().filter(|l| !l.is_empty()) {
+        let (identity, f): (i64, fn(i64, i64) -> i64) = match s.op {
+            ScanOp::CumSum => (0, i64::wrapping_add),
+            ScanOp::CumProd => (1, i64::wrapping_mul),
+            ScanOp::CumMax | ScanOp::CumMin => {
+                let (mut m, mut at) = (x[line[0]], 0);
+                for (p, &i) in line.iter().enumerate() {
+                    let takes = if s.op == ScanOp::CumMax { x[i] >= m } else { x[i] <= m };
+                    if takes {
+                        (m, at) = (x[i], p);
+                    }
+                    y[i] = m;
+                    idx[i] = s.orig(at) as f64;
+                }
+                continue;
+            }
+            ScanOp::LogCumSumExp => panic!("logcumsumexp takes no integers"),
+        };
+        let mut acc = identity;
+        for &i in &line {
+            let before = acc;
+            acc = f(acc, x[i]);
+            y[i] = if s.exclusive { before } else { acc };
+        }
+    }
+    (y, idx)
+}
+
 /// The gradient of `sum(dy * scan(x))` with respect to `x`. `y` is the
 /// forward output (read by logcumsumexp) and `idx` the forward indices
 /// (read by cummax and cummin), as the device produced them.
@@ -180,6 +222,27 @@ pub fn scan_backward(s: &Scan, x: &[f64], y: &[f64], idx: &[f64], dy: &[f64]) ->
 mod tests {
     use super::*;
     use crate::finite_diff::check_vjp;
+
+    #[test]
+    fn integer_scans_wrap_around_and_later_ties_win() {
+        let line = |op, exclusive, reverse| Scan {
+            op,
+            shape: vec![4],
+            dim: 0,
+            exclusive,
+            reverse,
+        };
+        let x = [i64::MAX, 1, 3, -2];
+        let s = |op, e, r| scan_i64(&line(op, e, r), &x);
+        assert_eq!(s(ScanOp::CumSum, false, false).0, [i64::MAX, i64::MIN, i64::MIN + 3, i64::MIN + 1]);
+        assert_eq!(s(ScanOp::CumSum, true, false).0, [0, i64::MAX, i64::MIN, i64::MIN + 3]);
+        assert_eq!(s(ScanOp::CumProd, false, true).0, [i64::MAX.wrapping_mul(-6), -6, -6, -2]);
+        let ties = [2i64, 5, 5, 1];
+        let (y, i) = scan_i64(&line(ScanOp::CumMax, false, false), &ties);
+        assert_eq!((y, i), (vec![2, 5, 5, 5], vec![0.0, 1.0, 2.0, 2.0]));
+        let (y, i) = scan_i64(&line(ScanOp::CumMin, false, true), &ties);
+        assert_eq!((y, i), (vec![1, 1, 1, 1], vec![3.0, 3.0, 3.0, 3.0]));
+    }
 
     fn problem(op: ScanOp, exclusive: bool, reverse: bool, dim: usize) -> Scan {
         Scan {
