@@ -603,6 +603,9 @@ pub unsafe fn lt_matmul(
     ptrs: LtPointers,
 ) -> Result<()> {
     let handle = stream.context().handle::<CublasLtHandle>()?;
+    // cuBLASLt enqueues on the calling thread's current context, which other
+    // code on this thread may have changed since the handle was made.
+    stream.context().bind_to_thread()?;
     // SAFETY: the caller vouches for the addresses; descriptors are live;
     // `alpha`/`beta` live on this stack frame for the call (host pointer
     // mode reads them before returning).

@@ -99,6 +99,9 @@ impl CudnnHandle {
     /// # Errors
     /// `Cudnn` on failure.
     pub fn bind(&self, stream: &Stream) -> Result<dnn::cudnnHandle_t> {
+        // cuDNN works on the calling thread's current context, which other
+        // code on this thread may have changed since the handle was made.
+        stream.context().bind_to_thread()?;
         // SAFETY: the handle is live and owned by the calling thread; the
         // stream is live on the same context.
         unsafe { cudarc::cudnn::result::set_stream(self.raw, stream.raw() as dnn::cudaStream_t) }

@@ -165,6 +165,38 @@ impl GroupedGemmDescriptor {
         }
         Ok(())
     }
+
+    /// `ContextMismatch` for an operand of an empty group (which no group
+    /// plan checks) on another context than `ctx`.
+    fn check_empty_contexts<T: Element>(
+        &self,
+        args: &GroupedGemmArgs<'_, T>,
+        ctx: usize,
+    ) -> Result<()> {
+        for (g, &(m, _, _)) in self.problems.iter().enumerate() {
+            if m > 0 {
+                continue;
+            }
+            let mut operands = vec![
+                ("a", args.a[g].data().ctx_id()),
+                ("b", args.b[g].data().ctx_id()),
+                ("d", args.d[g].as_const().data().ctx_id()),
+            ];
+            if let GemmC::Tensor(c) = &args.c {
+                operands.push(("c", c[g].data().ctx_id()));
+            }
+            if let Some(z) = &args.aux {
+                operands.push(("aux", z[g].as_const().data().ctx_id()));
+            }
+            if let Some(b) = &args.bias {
+                operands.push(("bias", b[g].data().ctx_id()));
+            }
+            if let Some((arg, _)) = operands.into_iter().find(|&(_, c)| c != ctx) {
+                return Err(Error::ContextMismatch { op: OP, arg });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Tensors of one grouped run, one entry per group (empty groups included)
@@ -346,6 +378,8 @@ impl<T: Element> Plan for GroupedGemmPlan<T> {
         args: GroupedGemmArgs<'_, T>,
     ) -> Result<()> {
         self.desc.check_lists(&args)?;
+        self.desc
+            .check_empty_contexts(&args, stream.context().id())?;
         workspace.check(OP, self.workspace_bytes, stream.context().id())?;
         let (alpha, beta) = (args.alpha, args.beta);
         let c_is_d = matches!(args.c, GemmC::Output);

@@ -389,7 +389,7 @@ impl<T: Element, const N: usize, const M: usize, O: Element> Plan for ReducePlan
             ),
             code,
             fw: ReduceKernels::load(&module, "reduce")?,
-            stat: if has_stat(code) {
+            stat: if has_stat(code) && T::KIND.is_float() {
                 Some(ReduceKernels::load(&module, "stat")?)
             } else {
                 None

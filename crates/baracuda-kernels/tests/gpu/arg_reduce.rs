@@ -242,7 +242,7 @@ fn run_ranked<T: Element, const N: usize, const M: usize>(
     let out_shape = s.out_shape();
     let (os, o_len) = out_layout(s.layout, &out_shape);
     let mut ws = workspace(plan.workspace_size());
-    let mut values = Guarded::<T>::new(o_len);
+    let mut values = operand_if(s.with_values, || Guarded::<T>::new(o_len));
     let mut indices = Guarded::<i64>::new(o_len);
     let values_view = if s.with_values {
         Some(

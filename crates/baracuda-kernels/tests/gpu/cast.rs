@@ -155,7 +155,9 @@ impl<O: Element> OutBuf<O> {
         // SAFETY: the range lies inside `bytes`, which this borrow holds
         // mutably; every byte pattern the kernels write is a valid `O`, and
         // the host reads the bytes back through `decode`, never as `O`.
-        unsafe { DeviceSliceMut::from_raw_parts(addr, self.len - offset, gpu().ctx.id()) }
+        unsafe {
+            DeviceSliceMut::from_raw_parts(addr, self.len - offset, self.bytes.as_slice().ctx_id())
+        }
     }
     /// Every element: whether all its bytes are still 0xFF, and its value
     /// (`None` for a bool byte other than 0 and 1).

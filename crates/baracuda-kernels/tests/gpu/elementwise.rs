@@ -839,12 +839,8 @@ fn check_binary_sample<T: Element, const N: usize>(
     let mut da = Operand::<T>::output(a_shape, grad_layout);
     let mut db = Operand::<T>::output(b_shape, grad_layout);
     let ws_bytes = bw.bw_workspace_size(Grad::A | Grad::B);
-    let mut ws = poisoned::<u8>(ws_bytes);
-    let workspace = if ws_bytes > 0 {
-        Workspace::Borrowed(ws.as_slice_mut())
-    } else {
-        Workspace::None
-    };
+    let mut ws = workspace(ws_bytes);
+    let workspace = Workspace::Borrowed(ws.as_slice_mut());
     bw.run_bw(
         &g.stream,
         workspace,
@@ -916,12 +912,8 @@ pub fn check_binary<T: Element>(op: BinaryOp) -> Result<usize, String> {
     let mut db = poisoned::<T>(33);
     // Sized for db alone: the partials of db start at the workspace's head.
     let ws_bytes = bw.bw_workspace_size(Grad::B.into());
-    let mut ws = poisoned::<u8>(ws_bytes);
-    let workspace = if ws_bytes > 0 {
-        Workspace::Borrowed(ws.as_slice_mut())
-    } else {
-        Workspace::None
-    };
+    let mut ws = workspace(ws_bytes);
+    let workspace = Workspace::Borrowed(ws.as_slice_mut());
     bw.run_bw(
         &g.stream,
         workspace,
@@ -1532,7 +1524,7 @@ unsafe fn aliased(
     at_mut: usize,
     len: usize,
 ) -> (DeviceSlice<'_, f32>, DeviceSliceMut<'_, f32>) {
-    let (addr, ctx) = (buf.as_slice().addr(), gpu().ctx.id());
+    let (addr, ctx) = (buf.as_slice().addr(), buf.as_slice().ctx_id());
     assert!(at_ref + len <= buf.len() && at_mut + len <= buf.len());
     // SAFETY: both ranges lie inside `buf` (asserted above); the caller
     // uses them only where the plan rejects the overlap.

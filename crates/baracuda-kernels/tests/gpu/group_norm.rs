@@ -252,8 +252,8 @@ fn run_ranked<T: Element, const R: usize>(
     let (dybuf, _) = upload::<T>(&scatter(inputs.get("dy"), &s.shape, &st, n));
     let dy = TensorRef::new(dybuf.as_slice(), shape, strides).map_err(v)?;
     let mut dx = Guarded::<T>::new(n);
-    let mut dw = Guarded::<T>::new(c);
-    let mut db = Guarded::<T>::new(c);
+    let mut dw = operand_if(s.weight, || Guarded::<T>::new(c));
+    let mut db = operand_if(s.bias, || Guarded::<T>::new(c));
     let bw = |wants: Grads,
               dx: Option<TensorMut<'_, T, R>>,
               dweight: Option<TensorMut<'_, T, 1>>,
@@ -284,7 +284,7 @@ fn run_ranked<T: Element, const R: usize>(
     push_param_grads(&mut t, &what, [(&dw, s.weight), (&db, s.bias)])?;
     if s.weight && s.shape[0] > 0 {
         // dweight alone: the same values, dx untouched.
-        let dx2 = Guarded::<T>::new(n);
+        let dx2 = not_an_operand(|| Guarded::<T>::new(n));
         let mut dw2 = Guarded::<T>::new(c);
         let wants = Grads::present(&[(Grad::Weight, true)]);
         bw(wants, None, grad_view(&mut dw2, true, [c])?, None)

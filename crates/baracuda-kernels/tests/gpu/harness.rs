@@ -279,6 +279,33 @@ fn alloc_stream<T: Element>(n: usize) -> &'static Stream {
     })
 }
 
+/// `f()` with the allocations it makes left out of a
+/// [`with_foreign_allocation`] probe: for buffers a row allocates that are
+/// no plan's operand (an output the op does not write, such as the
+/// indices of a scan without them).
+pub fn not_an_operand<R>(f: impl FnOnce() -> R) -> R {
+    /// Puts the probe back, also when `f` panics.
+    struct Restore(Option<ForeignProbe>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let probe = self.0.take();
+            PROBE.with(|p| *p.borrow_mut() = probe);
+        }
+    }
+    let _restore = Restore(PROBE.with(|p| p.borrow_mut().take()));
+    f()
+}
+
+/// `make()`, outside the probe ([`not_an_operand`]) unless `operand`: a
+/// buffer a row allocates whether or not the run it makes is given it.
+pub fn operand_if<R>(operand: bool, make: impl FnOnce() -> R) -> R {
+    if operand {
+        make()
+    } else {
+        not_an_operand(make)
+    }
+}
+
 /// `f()` with the `k`-th buffer the harness allocates on this thread
 /// ([`upload`], [`poisoned`], [`workspace`], [`Guarded::new`], counted
 /// from 0) made on [`other_gpu`]'s context instead: what `f` returned (or

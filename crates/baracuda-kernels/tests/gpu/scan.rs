@@ -442,7 +442,7 @@ fn run_ranked<T: Element, const N: usize>(
             .map_err(|e| format!("{what}: {e}"))
     };
     let mut y = Guarded::<T>::new(o_len);
-    let mut idx = Guarded::<i64>::new(if s.op.has_indices() { o_len } else { 0 });
+    let mut idx = operand_if(s.op.has_indices(), || Guarded::<i64>::new(o_len));
     forward(y.slice_mut(), s.op.has_indices().then(|| idx.slice_mut()))?;
     let y_vals = view_result(&what, &y, &s.shape, &os)?;
     // again into zeros: the same bits, every output written
@@ -547,7 +547,7 @@ fn run_int<T: Element, O: Element + Into<i64>, const N: usize>(
     // into poisoned outputs (all ones: -1), then into zeros: the same
     // values, and every output written
     let mut y = Guarded::<O>::new(o_len);
-    let mut idx = Guarded::<i64>::new(if with_idx { o_len } else { 0 });
+    let mut idx = operand_if(with_idx, || Guarded::<i64>::new(o_len));
     forward(y.slice_mut(), with_idx.then(|| idx.slice_mut()))?;
     let y_vals = view_ints(&what, &y, &s.shape, &os)?;
     let i_vals = match with_idx {

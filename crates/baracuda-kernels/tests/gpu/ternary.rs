@@ -117,13 +117,11 @@ fn slack(kind: ElementKind, abs: &[f64], n_out: usize, n_in: usize) -> Vec<f64> 
         .collect()
 }
 
-/// A workspace of `bytes` (poisoned), or none.
+/// A poisoned workspace of `bytes` (at least one, so that a plan needing
+/// none still checks the one it is lent).
 fn lend(ws: &mut DeviceBuffer<u8>, bytes: usize) -> Workspace<'_> {
-    if bytes > 0 {
-        Workspace::Borrowed(ws.as_slice_mut())
-    } else {
-        Workspace::None
-    }
+    debug_assert!(ws.len() >= bytes);
+    Workspace::Borrowed(ws.as_slice_mut())
 }
 
 #[allow(clippy::too_many_lines)] // one sample end to end: fw, bw, checks
@@ -186,7 +184,7 @@ fn check_ternary_sample<T: Element, const N: usize>(
         .map(|k| Operand::<T>::output(&shapes[k], grad_layout(layout)))
         .collect();
     let bytes = plan.bw_workspace_size(Grad::A | Grad::B | Grad::C);
-    let mut ws = poisoned::<u8>(bytes);
+    let mut ws = workspace(bytes);
     {
         let [ga, gb, gc] = &mut grads[..] else {
             return Err("three gradients".into());
@@ -355,7 +353,7 @@ pub fn check_ternary<T: Element>(op: TernaryOp) -> Result<usize, String> {
     let (dy, dyv) = upload::<T>(&rng.vec(33 * 64, -1.0, 1.0));
     let mut dc = poisoned::<T>(33);
     let bytes = plan.bw_workspace_size(Grad::C.into());
-    let mut ws = poisoned::<u8>(bytes);
+    let mut ws = workspace(bytes);
     plan.run_bw(
         &g.stream,
         lend(&mut ws, bytes),
@@ -687,7 +685,7 @@ fn check_where_sample<T: Element, const N: usize>(
     let mut da = Operand::<T>::output(&shapes[1], grad_layout(layout));
     let mut db = Operand::<T>::output(&shapes[2], grad_layout(layout));
     let bytes = plan.bw_workspace_size(Grad::A | Grad::B);
-    let mut ws = poisoned::<u8>(bytes);
+    let mut ws = workspace(bytes);
     plan.run_bw(
         &g.stream,
         lend(&mut ws, bytes),

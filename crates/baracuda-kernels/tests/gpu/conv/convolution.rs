@@ -611,14 +611,10 @@ where
         )
         .map_err(|e| format!("run_bw: {e}"))
     };
-    let outputs = || {
-        (
-            Out::<T>::new(&xs, l),
-            Out::<T>::new(&ws, l),
-            Out::<T>::new(&ys[1..2], ConvLayout::ChannelsFirst),
-        )
-    };
-    let (mut dx, mut dw, mut db) = outputs();
+    let (mut dx, mut dw) = (Out::<T>::new(&xs, l), Out::<T>::new(&ws, l));
+    let mut db = operand_if(s.bias, || {
+        Out::<T>::new(&ys[1..2], ConvLayout::ChannelsFirst)
+    });
     grads(
         &mut wsb,
         Some(&mut dx),
@@ -635,8 +631,10 @@ where
     for alone in ["dx", "dw"] {
         let wants = if alone == "dx" { Grad::X } else { Grad::Weight };
         let mut ws_alone = workspace(plan.bw_workspace_size(wants.into()));
-        let (mut gx, mut gw, _) = outputs();
         let x_alone = alone == "dx";
+        // the gradient not asked for is no operand of the run
+        let mut gx = operand_if(x_alone, || Out::<T>::new(&xs, l));
+        let mut gw = operand_if(!x_alone, || Out::<T>::new(&ws, l));
         grads(
             &mut ws_alone,
             x_alone.then_some(&mut gx),
@@ -651,7 +649,7 @@ where
     if s.pref == Pref::Deterministic {
         let bits = |v: &[f64]| v.iter().map(|e| e.to_bits()).collect::<Vec<_>>();
         for again in 1..3 {
-            let (mut dx, mut dw, _) = outputs();
+            let (mut dx, mut dw) = (Out::<T>::new(&xs, l), Out::<T>::new(&ws, l));
             grads(&mut wsb, Some(&mut dx), Some(&mut dw), None)?;
             let same = bits(&dx.result("dx")?) == bits(out.get("dx"))
                 && bits(&dw.result("dw")?) == bits(out.get("dw"));

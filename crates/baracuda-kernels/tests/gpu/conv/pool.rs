@@ -499,8 +499,8 @@ where
     let x = Dense::<T>::upload(inputs.get("x"), &xs, l);
     let dy = Dense::<T>::upload(inputs.get("dy"), &ys, l);
     let mut y = Out::<T>::new(&ys, l);
-    let mut indices = Out::<i64>::new(&ys, l);
     let max = s.is_max();
+    let mut indices = operand_if(max, || Out::<i64>::new(&ys, l));
     let args = PoolArgs {
         x: x.view(),
         y: y.view_mut(),

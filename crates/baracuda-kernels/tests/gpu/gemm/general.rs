@@ -468,7 +468,9 @@ fn collect<O: Element, P: Plan>(
     let fresh = || {
         (
             MatOut::<O>::batch(dm, s.batch, desc.stride_d),
-            MatOut::<O>::batch(dm, s.batch, desc.stride_aux),
+            operand_if(save_aux, || {
+                MatOut::<O>::batch(dm, s.batch, desc.stride_aux)
+            }),
         )
     };
     let (mut d, mut aux) = fresh();

@@ -301,7 +301,8 @@ fn run_linear_plan<T: Element>(
     let dy = upload_operand::<T>(inputs.get("dy"));
     let bias = inputs.find("bias").map(upload_operand::<T>);
     let mut ws = workspace(plan.workspace_size());
-    let (mut y, mut z) = (MatOut::<T>::new(ym), MatOut::<T>::new(ym));
+    let mut y = MatOut::<T>::new(ym);
+    let mut z = operand_if(desc.save_aux, || MatOut::<T>::new(ym));
     let args = LinearArgs {
         x: xm.view(x.as_slice()),
         w: wm.view(w.as_slice()),
@@ -329,25 +330,26 @@ fn run_linear_plan<T: Element>(
             plan.run_bw(st, borrowed(&mut ws), args)
                 .map_err(|e| format!("run_bw: {e}"))
         };
-    let fresh = || {
+    let has_bias = desc.epilogue.has_bias();
+    // fresh gradients; those a run is not given are no operand of it
+    let fresh = |with_dx: bool, with_dw: bool| {
         (
-            MatOut::<T>::new(dxm),
-            MatOut::<T>::new(dwm),
-            Guarded::<T>::new(s.o),
+            operand_if(with_dx, || MatOut::<T>::new(dxm)),
+            operand_if(with_dw, || MatOut::<T>::new(dwm)),
+            operand_if(with_dw && has_bias, || Guarded::<T>::new(s.o)),
         )
     };
-    let has_bias = desc.epilogue.has_bias();
-    let (mut dx, mut dw, mut db) = fresh();
+    let (mut dx, mut dw, mut db) = fresh(true, true);
     grads(Some(&mut dx), Some(&mut dw), has_bias.then_some(&mut db))?;
     out.take("dx", true, &dx)?;
     out.take("dw", true, &dw)?;
     out.take("db", has_bias, &db)?;
-    let (mut dx, dw, db) = fresh();
+    let (mut dx, dw, db) = fresh(true, false);
     grads(Some(&mut dx), None, None)?;
     out.take("dx alone", true, &dx)?;
     out.take("dw in the dx-alone run", false, &dw)?;
     out.take("db in the dx-alone run", false, &db)?;
-    let (dx, mut dw, mut db) = fresh();
+    let (dx, mut dw, mut db) = fresh(false, true);
     grads(None, Some(&mut dw), has_bias.then_some(&mut db))?;
     out.take("dw without dx", true, &dw)?;
     out.take("db without dx", has_bias, &db)?;
