@@ -32,9 +32,9 @@ leaves it undefined; the reference wraps)."""
 UNARY = ["relu", "gelu_erf", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "neg"]
 BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "atan2", "hypot", "copysign", "pow",
           "fmod", "remainder", "xlogy", "logaddexp", "logaddexp2", "fmax", "fmin", "xlog1py",
-          "heaviside", "div_floor", "div_trunc"]
+          "heaviside", "div_floor", "div_trunc", "nextafter"]
 # binary ops without a backward (PyTorch raises): out only, no da / db
-BINARY_NO_GRAD = ["heaviside"]
+BINARY_NO_GRAD = ["heaviside", "nextafter"]
 
 
 def unary_special(torch):
@@ -222,7 +222,8 @@ def make(torch):
             "logaddexp2": torch.logaddexp2, "fmax": torch.fmax, "fmin": torch.fmin,
             "xlog1py": torch.special.xlog1py, "heaviside": torch.heaviside,
             "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
-            "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc")}
+            "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+            "nextafter": torch.nextafter}
     for name in BINARY:
         # a [4, 3], b [1, 3]: b broadcast over rows; its gradient sums them
         a = r(4, 3) * 4 - 2
@@ -242,6 +243,9 @@ def make(torch):
             b = b - 1.25  # b in [-0.75, 0.25): log1p of negative and positive b
         if name == "heaviside":
             a[1, 0] = float("nan")  # a NaN a gives 0
+        if name == "nextafter":
+            a[0, :] = torch.tensor([0.0, -0.0, float("inf")], dtype=a.dtype)
+            a[1, :] = b[0]  # a == b gives b
         if name in ("copysign", "fmod", "remainder", "div_floor", "div_trunc"):
             b = b * torch.tensor([[1.0, -1.0, 1.0]], dtype=b.dtype)  # a negative divisor / sign
         a.requires_grad_()

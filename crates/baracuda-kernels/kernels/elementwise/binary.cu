@@ -38,7 +38,7 @@
 // BinaryOp::ALL's order.
 enum {
     ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM, ATAN2, HYPOT, COPYSIGN, POW, FMOD, REMAINDER, XLOGY,
-    LOGADDEXP, LOGADDEXP2, FMAX, FMIN, XLOG1PY, HEAVISIDE, DIV_FLOOR, DIV_TRUNC
+    LOGADDEXP, LOGADDEXP2, FMAX, FMIN, XLOG1PY, HEAVISIDE, DIV_FLOOR, DIV_TRUNC, NEXTAFTER
 };
 
 // f(a, b), and da = dy df/da, db = dy df/db, one specialisation per op.
@@ -277,6 +277,40 @@ struct BinaryMath<DIV_TRUNC> {
     static __device__ __forceinline__ ACC db(ACC, ACC, ACC) { return ACC(0); }
 };
 
+// nextafter(a, b) on the grid of the element type T (a is exact in T):
+// one step of T's bit pattern toward b; b where a == b, NaN where either
+// is, the least subnormal of b's sign from a zero. No backward.
+template <int BYTES>
+struct UintOf;
+template <>
+struct UintOf<2> { typedef unsigned short t; };
+template <>
+struct UintOf<4> { typedef unsigned int t; };
+template <>
+struct UintOf<8> { typedef unsigned long long t; };
+__device__ __forceinline__ ACC next_after(ACC a, ACC b) {
+    if (m_isnan(a) || m_isnan(b)) return a + b;
+    if (a == b) return b;
+    typedef typename UintOf<sizeof(T)>::t U;
+    T t = from_acc(a);
+    U u;
+    memcpy(&u, &t, sizeof(T));
+    if (a == ACC(0))
+        u = U(1) | (b < ACC(0) ? U(U(1) << (8 * sizeof(T) - 1)) : U(0));
+    else if ((a < b) == (a > ACC(0)))
+        ++u;
+    else
+        --u;
+    memcpy(&t, &u, sizeof(T));
+    return to_acc(t);
+}
+template <>
+struct BinaryMath<NEXTAFTER> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return next_after(a, b); }
+    static __device__ __forceinline__ ACC da(ACC, ACC, ACC) { return ACC(0); }
+    static __device__ __forceinline__ ACC db(ACC, ACC, ACC) { return ACC(0); }
+};
+
 template <int OP>
 __device__ __forceinline__ ACC binary_f(ACC a, ACC b) {
     return BinaryMath<OP>::f(a, b);
@@ -391,4 +425,7 @@ BINARY_KERNELS(div_floor, DIV_FLOOR)
 #endif
 #if !defined(BARACUDA_OP) || BARACUDA_OP == 20
 BINARY_KERNELS(div_trunc, DIV_TRUNC)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 21
+BINARY_KERNELS(nextafter, NEXTAFTER)
 #endif

@@ -98,11 +98,16 @@ pub enum BinaryOp {
     /// quotient just below an integer up to it). Gradients zero
     /// (PyTorch's for a rounding mode).
     DivTrunc,
+    /// `torch.nextafter(a, b)`: the neighbour of `a` toward `b` on the
+    /// element type's grid (16-bit types too), `b` where `a == b`, NaN
+    /// where either is, the least subnormal of `b`'s sign from a zero. No
+    /// gradient (PyTorch raises): the backward is `Unsupported`.
+    Nextafter,
 }
 
 impl BinaryOp {
     /// Every op, in declaration order.
-    pub const ALL: [BinaryOp; 21] = [
+    pub const ALL: [BinaryOp; 22] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -124,12 +129,14 @@ impl BinaryOp {
         BinaryOp::Heaviside,
         BinaryOp::DivFloor,
         BinaryOp::DivTrunc,
+        BinaryOp::Nextafter,
     ];
 
     /// Whether the op has a backward: false where PyTorch raises for its
-    /// derivative (`heaviside`), whose `run_bw` is `Unsupported`.
+    /// derivative (`heaviside`, `nextafter`), whose `run_bw` is
+    /// `Unsupported`.
     pub fn has_backward(self) -> bool {
-        !matches!(self, BinaryOp::Heaviside)
+        !matches!(self, BinaryOp::Heaviside | BinaryOp::Nextafter)
     }
 
     /// Position in [`BinaryOp::ALL`] (`BARACUDA_OP` of the kernel source).
@@ -161,6 +168,7 @@ impl BinaryOp {
             BinaryOp::Heaviside => "heaviside",
             BinaryOp::DivFloor => "div_floor",
             BinaryOp::DivTrunc => "div_trunc",
+            BinaryOp::Nextafter => "nextafter",
         }
     }
 }
@@ -319,7 +327,8 @@ fn check_desc<T: Element, const N: usize>(
 /// From `run_bw`: `WorkspaceTooSmall` when the workspace is smaller than
 /// `bw_workspace_size` of the gradients given. From `run_bw` and
 /// `run_bw_in_place`: `Unsupported` for an op without a backward
-/// ([`BinaryOp::has_backward`]: `heaviside`), whose `grads` is empty.
+/// ([`BinaryOp::has_backward`]: `heaviside`, `nextafter`), whose `grads`
+/// is empty.
 pub struct BinaryPlan<T: Element, const N: usize> {
     desc: BinaryDescriptor<N>,
     out_shape: [usize; N],

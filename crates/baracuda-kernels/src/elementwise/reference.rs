@@ -1054,6 +1054,43 @@ pub fn binary_scalar(op: BinaryOp, a: f64, b: f64) -> f64 {
         BinaryOp::Heaviside => f64::from(u8::from(a > 0.0)),
         BinaryOp::DivFloor => div_floor(a, b),
         BinaryOp::DivTrunc => div_trunc(a, b),
+        BinaryOp::Nextafter => nextafter_in(ElementKind::F64, a, b),
+    }
+}
+
+/// `nextafter(a, b)` on the grid of `kind` (f64, f32, f16, bf16; `a` and
+/// `b` values of it): one step of its bit pattern toward `b`; `b` where
+/// `a == b`, NaN where either is, the least subnormal of `b`'s sign from a
+/// zero.
+///
+/// # Panics
+/// For a `kind` other than the four floats.
+pub fn nextafter_in(kind: ElementKind, a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        return a + b;
+    }
+    if a == b {
+        return b;
+    }
+    let (bits, width): (u64, u32) = match kind {
+        ElementKind::F64 => (a.to_bits(), 64),
+        ElementKind::F32 => (u64::from((a as f32).to_bits()), 32),
+        ElementKind::F16 => (u64::from(half::f16::from_f64(a).to_bits()), 16),
+        ElementKind::Bf16 => (u64::from(half::bf16::from_f64(a).to_bits()), 16),
+        other => panic!("nextafter on {other}"),
+    };
+    let u = if a == 0.0 {
+        1 | if b < 0.0 { 1 << (width - 1) } else { 0 }
+    } else if (a < b) == (a > 0.0) {
+        bits + 1
+    } else {
+        bits - 1
+    };
+    match kind {
+        ElementKind::F64 => f64::from_bits(u),
+        ElementKind::F32 => f64::from(f32::from_bits(u as u32)),
+        ElementKind::F16 => half::f16::from_bits(u as u16).to_f64(),
+        _ => half::bf16::from_bits(u as u16).to_f64(),
     }
 }
 
@@ -1094,8 +1131,8 @@ fn div_trunc(a: f64, b: f64) -> f64 {
 }
 
 /// `(dy * df/da, dy * df/db)` for one element (PyTorch's tie rule for
-/// maximum and minimum: each side gets `dy / 2`); `heaviside`, which has
-/// no backward, gives zeros.
+/// maximum and minimum: each side gets `dy / 2`); `heaviside` and
+/// `nextafter`, which have no backward, give zeros.
 pub fn binary_grad_scalar(op: BinaryOp, a: f64, b: f64, dy: f64) -> (f64, f64) {
     match op {
         BinaryOp::Add => (dy, dy),
@@ -1176,7 +1213,9 @@ pub fn binary_grad_scalar(op: BinaryOp, a: f64, b: f64, dy: f64) -> (f64, f64) {
             };
             (da, dy * a / (b + 1.0))
         }
-        BinaryOp::Heaviside | BinaryOp::DivFloor | BinaryOp::DivTrunc => (0.0, 0.0),
+        BinaryOp::Heaviside | BinaryOp::DivFloor | BinaryOp::DivTrunc | BinaryOp::Nextafter => {
+            (0.0, 0.0)
+        }
     }
 }
 
@@ -1595,6 +1634,20 @@ mod tests {
     }
 
     #[test]
+    fn nextafter_steps_on_each_grid() {
+        let n = nextafter_in;
+        assert_eq!(n(ElementKind::F32, 1.0, 2.0), 1.0 + 2f64.powi(-23));
+        assert_eq!(n(ElementKind::F16, 1.0, 2.0), 1.0 + 2f64.powi(-10));
+        assert_eq!(n(ElementKind::Bf16, 1.0, -2.0), 1.0 - 2f64.powi(-8));
+        assert_eq!(n(ElementKind::F16, 0.0, 1.0), 2f64.powi(-24));
+        assert_eq!(n(ElementKind::Bf16, -0.0, -1.0), -(2f64.powi(-133)));
+        assert_eq!(n(ElementKind::F16, -1.0, 0.0), -1.0 + 2f64.powi(-11));
+        assert_eq!(n(ElementKind::F16, 65504.0, f64::INFINITY), f64::INFINITY);
+        assert_eq!(n(ElementKind::F32, f64::NEG_INFINITY, 0.0), -f64::from(f32::MAX));
+        assert!(n(ElementKind::F16, 1.0, f64::NAN).is_nan());
+    }
+
+    #[test]
     fn round_decimals_rounds_the_exact_product() {
         let r = |x: f64, d: i32| round_decimals(x, d);
         assert_eq!(r(0.125, 2), 0.12);
@@ -1775,7 +1828,8 @@ mod tests {
     #[test]
     fn binary_gradients_match_finite_differences() {
         let h = 1e-6;
-        for op in BinaryOp::ALL {
+        // (not the ops without a backward: nextafter moves with a)
+        for op in BinaryOp::ALL.into_iter().filter(|op| op.has_backward()) {
             for &(a, b) in &[(0.7f64, -1.3f64), (-2.1, 0.4), (1.5, 1.25), (-0.3, -0.9)] {
                 // inside each op's real domain: pow's base and xlogy's y > 0
                 let (a, b) = match op {
@@ -1838,6 +1892,13 @@ mod tests {
             (BinaryOp::DivFloor, 0.0, 0.0, nan, 0.0, 0.0),
             (BinaryOp::DivTrunc, -7.0, 2.0, -3.0, 0.0, 0.0),
             (BinaryOp::DivTrunc, -1.0, 0.0, -inf, 0.0, 0.0),
+            (BinaryOp::Nextafter, 1.0, 2.0, 1.0 + f64::EPSILON, 0.0, 0.0),
+            (BinaryOp::Nextafter, 1.0, 0.0, 1.0 - f64::EPSILON / 2.0, 0.0, 0.0),
+            (BinaryOp::Nextafter, 0.0, -1.0, -f64::from_bits(1), 0.0, 0.0),
+            (BinaryOp::Nextafter, -0.0, 0.0, 0.0, 0.0, 0.0),
+            (BinaryOp::Nextafter, inf, 0.0, f64::MAX, 0.0, 0.0),
+            (BinaryOp::Nextafter, f64::MAX, inf, inf, 0.0, 0.0),
+            (BinaryOp::Nextafter, -2.0, nan, nan, 0.0, 0.0),
             (BinaryOp::Logaddexp, -inf, -inf, -inf, nan, nan),
             (BinaryOp::Logaddexp2, 1.0, 1.0, 2.0, 0.5, 0.5),
             (BinaryOp::Fmax, nan, 1.0, 1.0, 0.0, 1.0),

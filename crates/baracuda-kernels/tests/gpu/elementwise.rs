@@ -740,6 +740,17 @@ fn values(op: BinaryOp, rng: &mut Rng, n: usize, second: bool) -> Vec<f64> {
         BinaryOp::Fmax | BinaryOp::Fmin => (0..n)
             .map(|_| (rng.uniform(-8.0, 8.0).floor() + 0.5) / 4.0)
             .collect(),
+        // ties (a == b), zeros, infinities and NaN among grid values
+        BinaryOp::Nextafter => (0..n)
+            .map(|_| match rng.next_u64() % 16 {
+                0 => 0.0,
+                1 => -0.0,
+                2 => f64::INFINITY,
+                3 => f64::NEG_INFINITY,
+                4 => f64::NAN,
+                _ => (rng.uniform(-8.0, 8.0).floor() + 0.5) / 4.0,
+            })
+            .collect(),
         // positive bases, exponents in [-2, 2)
         BinaryOp::Pow if !second => rng.vec(n, 0.5, 2.0),
         // positive y, and x == 0 in one element of eight
@@ -832,14 +843,21 @@ fn check_binary_sample<T: Element, const N: usize>(
         },
     )
     .map_err(|e| format!("{what}: {e}"))?;
-    let want = reference::binary(op, &av, a_shape, &bv, b_shape);
-    compare(
-        &format!("{what} fw"),
-        &out.result(&what, &out_shape)?,
-        &want,
-        tol,
-        None,
-    )?;
+    let got = out.result(&what, &out_shape)?;
+    if op == BinaryOp::Nextafter {
+        // one step on T's grid: exact
+        let ab = reference::broadcast(&av, a_shape, &out_shape);
+        let bb = reference::broadcast(&bv, b_shape, &out_shape);
+        let want: Vec<f64> = ab
+            .iter()
+            .zip(&bb)
+            .map(|(&x, &y)| reference::nextafter_in(T::KIND, x, y))
+            .collect();
+        identical(&format!("{what} fw"), &got, &want)?;
+    } else {
+        let want = reference::binary(op, &av, a_shape, &bv, b_shape);
+        compare(&format!("{what} fw"), &got, &want, tol, None)?;
+    }
 
     let bw = fw;
     let dy = Operand::<T>::input(rng, &out_shape, layout, false, -1.0, 1.0);
