@@ -31,7 +31,10 @@ leaves it undefined; the reference wraps)."""
 
 UNARY = ["relu", "gelu_erf", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "neg"]
 BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "atan2", "hypot", "copysign", "pow",
-          "fmod", "remainder", "xlogy", "logaddexp", "logaddexp2", "fmax", "fmin"]
+          "fmod", "remainder", "xlogy", "logaddexp", "logaddexp2", "fmax", "fmin", "xlog1py",
+          "heaviside", "div_floor", "div_trunc", "nextafter"]
+# binary ops without a backward (PyTorch raises): out only, no da / db
+BINARY_NO_GRAD = ["heaviside", "nextafter"]
 
 
 def unary_special(torch):
@@ -41,6 +44,9 @@ def unary_special(torch):
     t = torch
     half = [0.5, 1.5, 2.5, -0.5, -1.5, -2.5]
     unit = [1.0, -1.0, 0.999, -0.999, 1.001, -1.001]
+    # no negative integers past the specials' (PyTorch's trigamma: see digamma)
+    polyg = [1.0, 2.0, -0.5, -1.5, -0.25, 10.0, 9.5, 25.0, 24.5]
+    bessel = [9.0, -9.0, 9.5, 20.0, -20.0, 21.0, 40.0, 88.0, 90.0, -90.0, 700.0, 720.0]
     return {
         "abs": (t.abs, -5, 5, []), "sign": (t.sign, -5, 5, []), "sgn": (t.sgn, -5, 5, []),
         "reciprocal": (t.reciprocal, 0.05, 5, []), "sqrt": (t.sqrt, 0.01, 10, []),
@@ -82,6 +88,13 @@ def unary_special(torch):
         "threshold": (lambda x: F.threshold(x, -1.0, 2.0), -5, 5, []),
         "nan_to_num": (t.nan_to_num, -5, 5, []),
         "nan_to_num_values": (lambda x: t.nan_to_num(x, 1.5, 100.0, -1e6), -5, 5, []),
+        "i0": (t.special.i0, -12, 12, bessel), "i0e": (t.special.i0e, -12, 12, bessel),
+        "i1": (t.special.i1, -12, 12, bessel), "i1e": (t.special.i1e, -12, 12, bessel),
+        **{f"polygamma_{n}": ((lambda n: lambda x: t.polygamma(n, x))(n), 0.25, 30, polyg)
+           for n in range(5)},
+        "round_decimals": (lambda x: t.round(x, decimals=2), -5, 5,
+                           [0.125, 0.375, -0.125, 0.25, 12.5]),
+        "round_decimals_neg": (lambda x: t.round(x, decimals=-1), -50, 50, [25.0, 35.0, -25.0, 125.0]),
     }
 
 
@@ -206,7 +219,11 @@ def make(torch):
             "maximum": torch.maximum, "minimum": torch.minimum, "atan2": torch.atan2,
             "hypot": torch.hypot, "copysign": torch.copysign, "pow": torch.pow, "fmod": torch.fmod,
             "remainder": torch.remainder, "xlogy": torch.xlogy, "logaddexp": torch.logaddexp,
-            "logaddexp2": torch.logaddexp2, "fmax": torch.fmax, "fmin": torch.fmin}
+            "logaddexp2": torch.logaddexp2, "fmax": torch.fmax, "fmin": torch.fmin,
+            "xlog1py": torch.special.xlog1py, "heaviside": torch.heaviside,
+            "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
+            "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+            "nextafter": torch.nextafter}
     for name in BINARY:
         # a [4, 3], b [1, 3]: b broadcast over rows; its gradient sums them
         a = r(4, 3) * 4 - 2
@@ -220,12 +237,23 @@ def make(torch):
         if name == "pow":
             a = a.abs() + 0.25  # positive bases; b in [0.5, 1.5)
             a[0, 0] = 0.0  # 0^b with b >= 0: the gradient wrt b is 0
-        if name == "xlogy":
-            a[0, :] = 0.0  # x == 0: 0, and no gradient wrt x
-        if name in ("copysign", "fmod", "remainder"):
+        if name in ("xlogy", "xlog1py", "heaviside"):
+            a[0, :] = 0.0  # x == 0: 0, and no gradient wrt x (heaviside: b)
+        if name == "xlog1py":
+            b = b - 1.25  # b in [-0.75, 0.25): log1p of negative and positive b
+        if name == "heaviside":
+            a[1, 0] = float("nan")  # a NaN a gives 0
+        if name == "nextafter":
+            a[0, :] = torch.tensor([0.0, -0.0, float("inf")], dtype=a.dtype)
+            a[1, :] = b[0]  # a == b gives b
+        if name in ("copysign", "fmod", "remainder", "div_floor", "div_trunc"):
             b = b * torch.tensor([[1.0, -1.0, 1.0]], dtype=b.dtype)  # a negative divisor / sign
         a.requires_grad_()
         b.requires_grad_()
+        if name in BINARY_NO_GRAD:
+            y = bfns[name](a.detach(), b.detach())
+            out.update({f"binary.{name}.a": a, f"binary.{name}.b": b, f"binary.{name}.out": y})
+            continue
         y = bfns[name](a, b)
         dy = r(4, 3) * 2 - 1
         da, db = torch.autograd.grad(y, (a, b), dy)

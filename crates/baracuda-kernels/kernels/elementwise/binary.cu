@@ -38,7 +38,7 @@
 // BinaryOp::ALL's order.
 enum {
     ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM, ATAN2, HYPOT, COPYSIGN, POW, FMOD, REMAINDER, XLOGY,
-    LOGADDEXP, LOGADDEXP2, FMAX, FMIN
+    LOGADDEXP, LOGADDEXP2, FMAX, FMIN, XLOG1PY, HEAVISIDE, DIV_FLOOR, DIV_TRUNC, NEXTAFTER
 };
 
 // f(a, b), and da = dy df/da, db = dy df/db, one specialisation per op.
@@ -227,6 +227,90 @@ struct BinaryMath<FMAX> : FmaxFmin<true> {};
 template <>
 struct BinaryMath<FMIN> : FmaxFmin<false> {};
 
+// xlog1py(a, b) = a log1p(b), 0 where a == 0 unless b is NaN:
+// da = xlog1py(dy, b), 0 where a == 0 and b <= -1 (PyTorch's rule),
+// db = dy a / (1 + b).
+template <>
+struct BinaryMath<XLOG1PY> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) {
+        if (m_isnan(b)) return b;
+        return a == ACC(0) ? ACC(0) : a * log1p(b);
+    }
+    static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) {
+        if (m_isnan(b)) return b;
+        return (a == ACC(0) && b <= ACC(-1)) || dy == ACC(0) ? ACC(0) : dy * log1p(b);
+    }
+    static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) { return dy * a / (b + ACC(1)); }
+};
+
+// heaviside(a, b) = a == 0 ? b : (a > 0), so 0 for a NaN a (PyTorch's).
+// No backward: the plan refuses run_bw, and these gradients are never
+// launched.
+template <>
+struct BinaryMath<HEAVISIDE> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return a == ACC(0) ? b : ACC(a > ACC(0)); }
+    static __device__ __forceinline__ ACC da(ACC, ACC, ACC) { return ACC(0); }
+    static __device__ __forceinline__ ACC db(ACC, ACC, ACC) { return ACC(0); }
+};
+
+// div(a, b, rounding_mode="floor" / "trunc"): gradients zero (PyTorch's
+// for a rounding mode), whatever dy holds.
+template <>
+struct BinaryMath<DIV_FLOOR> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return div_floor(a, b); }
+    static __device__ __forceinline__ ACC da(ACC, ACC, ACC) { return ACC(0); }
+    static __device__ __forceinline__ ACC db(ACC, ACC, ACC) { return ACC(0); }
+};
+// a / b rounded toward 0, exactly: (a - fmod(a, b)) / b is an integer up
+// to rounding, taken to the nearest (PyTorch's trunc(a / b) may round a
+// quotient just below an integer up to it first); a zero takes the sign of
+// a / b; a zero or infinite operand gives trunc(a / b).
+__device__ __forceinline__ ACC div_trunc(ACC a, ACC b) {
+    if (b == ACC(0) || isinf(a) || isinf(b)) return trunc(a / b);
+    const ACC q = rint((a - fmod(a, b)) / b);
+    return q == ACC(0) ? copysign(ACC(0), a / b) : q;
+}
+template <>
+struct BinaryMath<DIV_TRUNC> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return div_trunc(a, b); }
+    static __device__ __forceinline__ ACC da(ACC, ACC, ACC) { return ACC(0); }
+    static __device__ __forceinline__ ACC db(ACC, ACC, ACC) { return ACC(0); }
+};
+
+// nextafter(a, b) on the grid of the element type T (a is exact in T):
+// one step of T's bit pattern toward b; b where a == b, NaN where either
+// is, the least subnormal of b's sign from a zero. No backward.
+template <int BYTES>
+struct UintOf;
+template <>
+struct UintOf<2> { typedef unsigned short t; };
+template <>
+struct UintOf<4> { typedef unsigned int t; };
+template <>
+struct UintOf<8> { typedef unsigned long long t; };
+__device__ __forceinline__ ACC next_after(ACC a, ACC b) {
+    if (m_isnan(a) || m_isnan(b)) return a + b;
+    if (a == b) return b;
+    typedef typename UintOf<sizeof(T)>::t U;
+    T t = from_acc(a);
+    U u;
+    memcpy(&u, &t, sizeof(T));
+    if (a == ACC(0))
+        u = U(1) | (b < ACC(0) ? U(U(1) << (8 * sizeof(T) - 1)) : U(0));
+    else if ((a < b) == (a > ACC(0)))
+        ++u;
+    else
+        --u;
+    memcpy(&t, &u, sizeof(T));
+    return to_acc(t);
+}
+template <>
+struct BinaryMath<NEXTAFTER> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return next_after(a, b); }
+    static __device__ __forceinline__ ACC da(ACC, ACC, ACC) { return ACC(0); }
+    static __device__ __forceinline__ ACC db(ACC, ACC, ACC) { return ACC(0); }
+};
+
 template <int OP>
 __device__ __forceinline__ ACC binary_f(ACC a, ACC b) {
     return BinaryMath<OP>::f(a, b);
@@ -329,4 +413,19 @@ BINARY_KERNELS(fmax, FMAX)
 #endif
 #if !defined(BARACUDA_OP) || BARACUDA_OP == 16
 BINARY_KERNELS(fmin, FMIN)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 17
+BINARY_KERNELS(xlog1py, XLOG1PY)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 18
+BINARY_KERNELS(heaviside, HEAVISIDE)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 19
+BINARY_KERNELS(div_floor, DIV_FLOOR)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 20
+BINARY_KERNELS(div_trunc, DIV_TRUNC)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 21
+BINARY_KERNELS(nextafter, NEXTAFTER)
 #endif

@@ -74,7 +74,7 @@ enum {
     LOGSIGMOID, SOFTSIGN, MISH, HARDSWISH, HARDSIGMOID, RELU6, SELU, TANHSHRINK,
     FLOOR, CEIL, ROUND, TRUNC, FRAC,
     LEAKY_RELU, ELU, CELU, SOFTPLUS, HARDTANH, CLAMP, LOGIT, SOFTSHRINK, HARDSHRINK, THRESHOLD,
-    NAN_TO_NUM
+    NAN_TO_NUM, I0, I0E, I1, I1E, POLYGAMMA, ROUND_DECIMALS
 };
 
 // The parameters of an op (UnaryParams in unary.rs), as the host passes
@@ -189,6 +189,47 @@ __device__ __forceinline__ ACC trigamma(ACC x) {
     return sign * (r + (ACC(1) + ACC(0.5) / x + t) / x);
 }
 
+// polygamma(m, x) = (-1)^(m+1) m! zeta(m + 1, x) for m >= 2 (m = 0 and 1
+// are digamma and trigamma above), as PyTorch's: the Hurwitz zeta as the
+// sum of (x + k)^-(m+1) up to x + k >= 10 (f32) or 25 (f64), then the
+// Euler-Maclaurin tail a^(1-s) / (s-1) + a^-s / 2 + sum_j B_2j / (2j)!
+// (s)_(2j-1) a^(-s-2j+1), j <= 7 (below 1e-18 relative there for s <= 6).
+// At 0, the negative integers and -inf the pole's infinity, times
+// (-1)^(m+1); at +inf the limit 0 with that sign.
+__device__ __forceinline__ ACC polygamma_n(int m, ACC x) {
+    if (m == 0) return digamma(x);
+    if (m == 1) return trigamma(x);
+    ACC sign = (m & 1) ? ACC(1) : ACC(-1);
+    ACC fact = 1;
+    for (int k = 2; k <= m; ++k) fact *= ACC(k);
+    if (m_isnan(x)) return x;
+    if (x <= ACC(0) && x == floor(x)) return sign * INF_ACC;
+    if (isinf(x)) return sign * ACC(0);
+    const int s = m + 1;
+    const ACC big = sizeof(ACC) == 8 ? ACC(25) : ACC(10);
+    ACC sum = 0;
+    while (x < big) {
+        const ACC r = ACC(1) / x;
+        ACC p = r;
+        for (int k = 1; k < s; ++k) p *= r;
+        sum += p;
+        x += ACC(1);
+    }
+    const ACC r = ACC(1) / x;
+    ACC xs = r;  // x^-s
+    for (int k = 1; k < s; ++k) xs *= r;
+    const ACC c[7] = {ACC(1.0 / 12), ACC(-1.0 / 720), ACC(1.0 / 30240), ACC(-1.0 / 1209600),
+                      ACC(1.0 / 47900160), ACC(-691.0 / 1307674368000.0), ACC(1.0 / 74724249600.0)};
+    ACC f = ACC(s) * r;  // (s)_(2j-1) a^-(2j-1)
+    ACC series = 0;
+    for (int j = 1; j <= 7; ++j) {
+        series += c[j - 1] * f;
+        f *= ACC(s + 2 * j - 1) * ACC(s + 2 * j) * r * r;
+    }
+    const ACC tail = xs * (x / ACC(s - 1) + ACC(0.5) + series);
+    return sign * fact * (sum + tail);
+}
+
 // d sinc / dx = (cos(pi x) - sinc(x)) / x; for |x| < 0.16 the series
 // pi^2 x sum_k>=1 (-1)^k 2k (pi x)^(2k-2) / (2k+1)! (through k = 8: below
 // 1e-17 relative there), which the difference would cancel. 0 at 0.
@@ -223,6 +264,123 @@ __device__ __forceinline__ ACC clamp_f(ACC x, ACC lo, ACC hi) {
     if (m_isnan(x)) return x;
     const ACC r = x < lo ? lo : x;
     return hi < r ? hi : r;
+}
+
+// Modified Bessel functions I0 and I1 of ax = |x| (finite, not NaN),
+// scaled by e^-ax when SCALED. Up to ax = 9 (f32) or 20 (f64) the power
+// series I0 = sum q^k / k!^2, I1 = ax/2 sum q^k / (k! (k+1)!), q = ax^2/4
+// (positive terms, summed until the next is below half an ulp: ~ax ulp
+// of rounding); beyond, the asymptotic expansion
+// I_v e^-ax = (2 pi ax)^-1/2 sum_k t_k, t_k = t_(k-1) ((2k-1)^2 - 4v^2) / (8k ax),
+// whose terms fall below half an ulp before they turn to grow (the least
+// is ~e^-2ax). Unscaled there: times e^(ax/2) twice, which overflows only
+// where the result does.
+template <bool SCALED>
+__device__ __forceinline__ void bessel_i01(ACC ax, ACC& i0, ACC& i1) {
+    const bool dbl = sizeof(ACC) == 8;
+    const ACC half_ulp = dbl ? ACC(1.1102230246251565e-16) : ACC(5.9604644775390625e-8);
+    ACC s0 = 1, s1 = 1, t0 = 1, t1 = 1;
+    if (ax <= (dbl ? ACC(20) : ACC(9))) {
+        const ACC q = ACC(0.25) * ax * ax;
+        for (int k = 1; k < 100; ++k) {
+            const ACC kk = ACC(k);
+            t0 *= q / (kk * kk);
+            t1 *= q / (kk * (kk + ACC(1)));
+            s0 += t0;
+            s1 += t1;
+            if (t0 <= half_ulp * s0) break;
+        }
+        i0 = s0;
+        i1 = ACC(0.5) * ax * s1;
+        if (SCALED) {
+            const ACC e = exp(-ax);
+            i0 *= e;
+            i1 *= e;
+        }
+        return;
+    }
+    const ACC z = ACC(1) / (ACC(8) * ax);
+    for (int k = 1; k <= 40; ++k) {
+        const ACC m = ACC(2 * k - 1) * ACC(2 * k - 1);
+        t0 *= m * z / ACC(k);
+        t1 *= (m - ACC(4)) * z / ACC(k);
+        s0 += t0;
+        s1 += t1;
+        if (t0 <= half_ulp * s0) break;
+    }
+    const ACC c = ACC(1) / sqrt(ACC(6.283185307179586477) * ax);
+    i0 = c * s0;
+    i1 = c * s1;
+    if (!SCALED) {
+        const ACC h = exp(ACC(0.5) * ax);
+        i0 = i0 * h * h;
+        i1 = i1 * h * h;
+    }
+}
+
+// i0, i0e, i1, i1e of x (WHICH 0..3): NaN passes; at +-inf i0 = +inf,
+// i1 = +-inf, i0e = 0, i1e = +-0; i1 and i1e are odd (-0 gives -0).
+template <int WHICH>
+__device__ __forceinline__ ACC bessel_i(ACC x) {
+    if (m_isnan(x)) return x;
+    const bool scaled = WHICH == 1 || WHICH == 3;
+    const bool order1 = WHICH >= 2;
+    const ACC ax = fabs(x);
+    if (isinf(x)) {
+        const ACC v = scaled ? ACC(0) : INF_ACC;
+        return order1 ? copysign(v, x) : v;
+    }
+    ACC i0, i1;
+    if (scaled)
+        bessel_i01<true>(ax, i0, i1);
+    else
+        bessel_i01<false>(ax, i0, i1);
+    return order1 ? copysign(i1, x) : i0;
+}
+
+// i1'(x) = i0(x) - i1(x) / x, 0.5 for |x| <= the ACC epsilon (PyTorch's
+// i1_backward); past the series, (i0e - i1e / |x|) e^|x| (no inf - inf
+// where i0 overflows but the difference does not; NaN at +-inf).
+__device__ __forceinline__ ACC bessel_i1_derivative(ACC x) {
+    const ACC eps = sizeof(ACC) == 8 ? ACC(2.220446049250313e-16) : ACC(1.1920928955078125e-7);
+    const ACC ax = fabs(x);
+    if (ax <= eps) return ACC(0.5);
+    if (m_isnan(x)) return x;
+    ACC i0, i1;
+    if (ax <= (sizeof(ACC) == 8 ? ACC(20) : ACC(9))) {
+        bessel_i01<false>(ax, i0, i1);
+        return i0 - i1 / ax;
+    }
+    bessel_i01<true>(ax, i0, i1);
+    const ACC h = exp(ACC(0.5) * ax);
+    return (i0 - i1 / ax) * h * h;
+}
+
+// i1e'(x) = i0e(x) - i1e(x) (sgn(x) + 1/x), 0.5 for |x| <= the ACC epsilon
+// (PyTorch's i1e_backward).
+__device__ __forceinline__ ACC bessel_i1e_derivative(ACC x) {
+    const ACC eps = sizeof(ACC) == 8 ? ACC(2.220446049250313e-16) : ACC(1.1920928955078125e-7);
+    if (fabs(x) <= eps) return ACC(0.5);
+    return bessel_i<1>(x) - bessel_i<3>(x) * (sign_of(x) + ACC(1) / x);
+}
+
+// rint of v + e (e the rounding error of v, far below its ulp): rint(v),
+// but past a tie of v toward e's side.
+__device__ __forceinline__ ACC rint_exact(ACC v, ACC e) {
+    const ACC n = rint(v);
+    if (fabs(v - n) == ACC(0.5) && e != ACC(0)) return e > ACC(0) ? ceil(v) : floor(v);
+    return n;
+}
+
+// round(x, decimals), p = 10^|decimals|: rint(x p) / p, or rint(x / p) p
+// when NEG, with rint of the exact product (quotient) from its fma residual.
+__device__ __forceinline__ ACC round_decimals(ACC x, ACC p, bool neg) {
+    if (neg) {
+        const ACC q = x / p;
+        return rint_exact(q, fma(-q, p, x)) * p;
+    }
+    const ACC r = x * p;
+    return rint_exact(r, fma(x, p, -r)) / p;
 }
 
 // One op: y = f(x), dx = df(x, dy); q the op's parameters.
@@ -392,6 +550,15 @@ UNARY_OP(NAN_TO_NUM,  if (m_isnan(x)) return ACC(q.p[0]);
                       if (isinf(x)) return x > ACC(0) ? ACC(q.p[1]) : ACC(q.p[2]);
                       return x;,
                       return dy * ACC(isfinite(x) ? 1 : 0);)
+// modified Bessel functions (bessel_i above)
+UNARY_OP(I0,          return bessel_i<0>(x);,                   return dy * bessel_i<2>(x);)
+UNARY_OP(I0E,         return bessel_i<1>(x);,                   return dy * (bessel_i<3>(x) - sign_of(x) * bessel_i<1>(x));)
+UNARY_OP(I1,          return bessel_i<2>(x);,                   return dy * bessel_i1_derivative(x);)
+UNARY_OP(I1E,         return bessel_i<3>(x);,                   return dy * bessel_i1e_derivative(x);)
+// p0 10^|decimals|, p1 1 for negative decimals
+UNARY_OP(ROUND_DECIMALS, return round_decimals(x, ACC(q.p[0]), q.p[1] != 0.0);, return ACC(0);)
+// p0 n (0..=4); the gradient is polygamma(n + 1)
+UNARY_OP(POLYGAMMA,   return polygamma_n(int(q.p[0]), x);,      return dy * polygamma_n(int(q.p[0]) + 1, x);)
 
 template <int OP>
 struct UnaryFw {

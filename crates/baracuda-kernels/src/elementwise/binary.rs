@@ -81,11 +81,33 @@ pub enum BinaryOp {
     /// `min(a, b)` ignoring a NaN operand. Gradient `dy` to `a` where
     /// `a <= b` or `b` is NaN, else to `b`.
     Fmin,
+    /// `torch.special.xlog1py(a, b) = a ln(1 + b)`, 0 where `a == 0`
+    /// unless `b` is NaN. Gradients `da = dy log1p(b)` (0 where `a == 0`
+    /// and `b <= -1`, PyTorch's), `db = dy a / (1 + b)`.
+    Xlog1py,
+    /// `torch.heaviside(a, b)`: 0 below 0, 1 above, `b` where `a == 0`
+    /// (0 for a NaN `a`, as PyTorch's `a == 0 ? b : a > 0`). No gradient
+    /// (PyTorch raises): the backward is `Unsupported`.
+    Heaviside,
+    /// `torch.div(a, b, rounding_mode="floor")`: `a / b` rounded toward
+    /// -inf, exact where `a / b` is near an integer (`floor_divide`).
+    /// Gradients zero (PyTorch's for a rounding mode).
+    DivFloor,
+    /// `torch.div(a, b, rounding_mode="trunc")`: `a / b` rounded toward 0,
+    /// exactly (from `fmod`: PyTorch's `trunc(a / b)` can first round a
+    /// quotient just below an integer up to it). Gradients zero
+    /// (PyTorch's for a rounding mode).
+    DivTrunc,
+    /// `torch.nextafter(a, b)`: the neighbour of `a` toward `b` on the
+    /// element type's grid (16-bit types too), `b` where `a == b`, NaN
+    /// where either is, the least subnormal of `b`'s sign from a zero. No
+    /// gradient (PyTorch raises): the backward is `Unsupported`.
+    Nextafter,
 }
 
 impl BinaryOp {
     /// Every op, in declaration order.
-    pub const ALL: [BinaryOp; 17] = [
+    pub const ALL: [BinaryOp; 22] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -103,7 +125,19 @@ impl BinaryOp {
         BinaryOp::Logaddexp2,
         BinaryOp::Fmax,
         BinaryOp::Fmin,
+        BinaryOp::Xlog1py,
+        BinaryOp::Heaviside,
+        BinaryOp::DivFloor,
+        BinaryOp::DivTrunc,
+        BinaryOp::Nextafter,
     ];
+
+    /// Whether the op has a backward: false where PyTorch raises for its
+    /// derivative (`heaviside`, `nextafter`), whose `run_bw` is
+    /// `Unsupported`.
+    pub fn has_backward(self) -> bool {
+        !matches!(self, BinaryOp::Heaviside | BinaryOp::Nextafter)
+    }
 
     /// Position in [`BinaryOp::ALL`] (`BARACUDA_OP` of the kernel source).
     pub fn index(self) -> u32 {
@@ -130,6 +164,11 @@ impl BinaryOp {
             BinaryOp::Logaddexp2 => "logaddexp2",
             BinaryOp::Fmax => "fmax",
             BinaryOp::Fmin => "fmin",
+            BinaryOp::Xlog1py => "xlog1py",
+            BinaryOp::Heaviside => "heaviside",
+            BinaryOp::DivFloor => "div_floor",
+            BinaryOp::DivTrunc => "div_trunc",
+            BinaryOp::Nextafter => "nextafter",
         }
     }
 }
@@ -198,6 +237,18 @@ pub struct BinaryBwArgs<'a, T, const N: usize> {
     pub da: Option<TensorMut<'a, T, N>>,
     /// Gradient of `b`, shape `b_shape`, when wanted; aliasing as `da`.
     pub db: Option<TensorMut<'a, T, N>>,
+}
+
+/// `Unsupported` for an op without a backward ([`BinaryOp::has_backward`]).
+fn check_has_backward(op: BinaryOp) -> Result<()> {
+    if op.has_backward() {
+        Ok(())
+    } else {
+        Err(Error::Unsupported {
+            op: OP,
+            what: format!("the backward of {} (not differentiable)", op.name()),
+        })
+    }
 }
 
 /// Arguments of [`BinaryPlan::run_bw_in_place`]: the backward with one
@@ -274,7 +325,10 @@ fn check_desc<T: Element, const N: usize>(
 /// another context; `InvalidArgument` for an overlap the aliasing rules
 /// above forbid, or an in-place form whose written input is broadcast.
 /// From `run_bw`: `WorkspaceTooSmall` when the workspace is smaller than
-/// `bw_workspace_size` of the gradients given.
+/// `bw_workspace_size` of the gradients given. From `run_bw` and
+/// `run_bw_in_place`: `Unsupported` for an op without a backward
+/// ([`BinaryOp::has_backward`]: `heaviside`, `nextafter`), whose `grads`
+/// is empty.
 pub struct BinaryPlan<T: Element, const N: usize> {
     desc: BinaryDescriptor<N>,
     out_shape: [usize; N],
@@ -405,8 +459,13 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
 impl<T: Element, const N: usize> Backward for BinaryPlan<T, N> {
     type BwArgs<'a> = BinaryBwArgs<'a, T, N>;
 
+    /// `Grad::A | Grad::B`; none for an op without a backward.
     fn grads(&self) -> Grads {
-        Grad::A | Grad::B
+        if self.desc.op.has_backward() {
+            Grad::A | Grad::B
+        } else {
+            Grads::NONE
+        }
     }
 
     fn bw_workspace_size(&self, wants: Grads) -> usize {
@@ -422,6 +481,7 @@ impl<T: Element, const N: usize> Backward for BinaryPlan<T, N> {
         workspace: Workspace<'_>,
         args: Self::BwArgs<'_>,
     ) -> Result<()> {
+        check_has_backward(self.desc.op)?;
         let d = &self.desc;
         let (a, b, dy) = (&args.a, &args.b, &args.dy);
         check_operand(OP, "a", stream, &d.a_shape, a.shape(), a.data().ctx_id())?;
@@ -450,6 +510,7 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
         workspace: Workspace<'_>,
         args: BinaryBwInPlaceArgs<'_, T, N>,
     ) -> Result<()> {
+        check_has_backward(self.desc.op)?;
         let d = &self.desc;
         let (input, into_shape, other_arg, other_shape) = match args.into {
             Grad::A => ("a", &d.a_shape, "db", &d.b_shape),

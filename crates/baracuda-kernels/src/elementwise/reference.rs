@@ -175,6 +175,168 @@ pub fn trigamma(x: f64) -> f64 {
     sign * (r + (1.0 + 0.5 / x + t) / x)
 }
 
+/// `(I0(ax), I1(ax))` of `ax = |x|` (finite, not NaN), scaled by `e^-ax`
+/// when `scaled`: the power series up to 20 (positive terms, to half an
+/// ulp), the asymptotic expansion beyond (its terms fall below half an ulp
+/// before they turn to grow); unscaled there, times `e^(ax/2)` twice.
+fn bessel_i01(ax: f64, scaled: bool) -> (f64, f64) {
+    let half_ulp = f64::EPSILON / 2.0;
+    let (mut s0, mut s1, mut t0, mut t1) = (1.0, 1.0, 1.0, 1.0);
+    if ax <= 20.0 {
+        let q = 0.25 * ax * ax;
+        for k in 1..100 {
+            let k = f64::from(k);
+            t0 *= q / (k * k);
+            t1 *= q / (k * (k + 1.0));
+            s0 += t0;
+            s1 += t1;
+            if t0 <= half_ulp * s0 {
+                break;
+            }
+        }
+        let (i0, i1) = (s0, 0.5 * ax * s1);
+        let e = if scaled { (-ax).exp() } else { 1.0 };
+        return (i0 * e, i1 * e);
+    }
+    let z = 1.0 / (8.0 * ax);
+    for k in 1..=40 {
+        let m = f64::from(2 * k - 1).powi(2);
+        t0 *= m * z / f64::from(k);
+        t1 *= (m - 4.0) * z / f64::from(k);
+        s0 += t0;
+        s1 += t1;
+        if t0 <= half_ulp * s0 {
+            break;
+        }
+    }
+    let c = 1.0 / (2.0 * std::f64::consts::PI * ax).sqrt();
+    let (i0, i1) = (c * s0, c * s1);
+    if scaled {
+        (i0, i1)
+    } else {
+        let h = (0.5 * ax).exp();
+        (i0 * h * h, i1 * h * h)
+    }
+}
+
+/// The modified Bessel functions of the first kind in f64: `which` 0 `i0`,
+/// 1 `i0e`, 2 `i1`, 3 `i1e`. NaN passes; at ±inf `i0 = inf`, `i1 = ±inf`,
+/// `i0e = 0`, `i1e = ±0`; `i1` and `i1e` are odd.
+pub fn bessel_i(which: u8, x: f64) -> f64 {
+    if x.is_nan() {
+        return x;
+    }
+    let (scaled, order1) = (which % 2 == 1, which >= 2);
+    let v = if x.is_infinite() {
+        if scaled {
+            (0.0, 0.0)
+        } else {
+            (f64::INFINITY, f64::INFINITY)
+        }
+    } else {
+        bessel_i01(x.abs(), scaled)
+    };
+    if order1 {
+        v.1.copysign(x)
+    } else {
+        v.0
+    }
+}
+
+/// `i1'(x) = i0(x) - i1(x) / x`: 0.5 for `|x| <= f64::EPSILON`
+/// (PyTorch's), past the series `(i0e - i1e / |x|) e^|x|`; NaN at ±inf.
+fn bessel_i1_derivative(x: f64) -> f64 {
+    let ax = x.abs();
+    if ax <= f64::EPSILON {
+        return 0.5;
+    }
+    if x.is_nan() {
+        return x;
+    }
+    let (i0, i1) = bessel_i01(ax, ax > 20.0);
+    if ax <= 20.0 {
+        return i0 - i1 / ax;
+    }
+    let h = (0.5 * ax).exp();
+    (i0 - i1 / ax) * h * h
+}
+
+/// `polygamma(m, x)` in f64: digamma and trigamma for `m` 0 and 1; for
+/// `m >= 2` `(-1)^(m+1) m! zeta(m + 1, x)` (PyTorch's), the Hurwitz zeta
+/// as the sum of `(x + k)^-(m+1)` up to `x + k >= 25`, then the
+/// Euler-Maclaurin tail through `B_14`; `(-1)^(m+1)` inf at the poles
+/// (0, the negative integers, -inf), 0 of that sign at +inf.
+pub fn polygamma(m: u32, x: f64) -> f64 {
+    match m {
+        0 => return digamma(x),
+        1 => return trigamma(x),
+        _ => {}
+    }
+    let sign = if m % 2 == 1 { 1.0 } else { -1.0 };
+    let fact: f64 = (2..=m).map(f64::from).product();
+    if x.is_nan() {
+        return x;
+    }
+    if x <= 0.0 && x == x.floor() {
+        return sign * f64::INFINITY;
+    }
+    if x.is_infinite() {
+        return sign * 0.0;
+    }
+    let s = m + 1;
+    let pow_neg = |x: f64| (1.0 / x).powi(s as i32);
+    let (mut x, mut sum) = (x, 0.0);
+    while x < 25.0 {
+        sum += pow_neg(x);
+        x += 1.0;
+    }
+    let r = 1.0 / x;
+    let c = [
+        1.0 / 12.0,
+        -1.0 / 720.0,
+        1.0 / 30240.0,
+        -1.0 / 1_209_600.0,
+        1.0 / 47_900_160.0,
+        -691.0 / 1_307_674_368_000.0,
+        1.0 / 74_724_249_600.0,
+    ];
+    let sf = f64::from(s);
+    let mut f = sf * r;
+    let mut series = 0.0;
+    for (j, cj) in c.iter().enumerate() {
+        series += cj * f;
+        let j = j as f64 + 1.0;
+        f *= (sf + 2.0 * j - 1.0) * (sf + 2.0 * j) * r * r;
+    }
+    let tail = pow_neg(x) * (x / (sf - 1.0) + 0.5 + series);
+    sign * fact * (sum + tail)
+}
+
+/// `round(x, decimals)` in f64: `p = 10^|decimals|`, `rint(x p) / p` or
+/// `rint(x / p) p`, the rint of the exact product (quotient), ties to even.
+pub fn round_decimals(x: f64, decimals: i32) -> f64 {
+    let rint_exact = |v: f64, e: f64| {
+        let n = v.round_ties_even();
+        if (v - n).abs() == 0.5 && e != 0.0 {
+            if e > 0.0 {
+                v.ceil()
+            } else {
+                v.floor()
+            }
+        } else {
+            n
+        }
+    };
+    let p = 10f64.powi(decimals.abs());
+    if decimals < 0 {
+        let q = x / p;
+        rint_exact(q, (-q).mul_add(p, x)) * p
+    } else {
+        let r = x * p;
+        rint_exact(r, x.mul_add(p, -r)) / p
+    }
+}
+
 /// `erfinv(x)` in f64: ±inf at ±1, NaN outside [-1, 1]; a starting
 /// approximation refined by Newton steps on `erf` (on `erfc` of `1 - |x|`
 /// from |x| = 1/2 on, where `erf` has no digits left to resolve it).
@@ -452,6 +614,12 @@ pub fn unary_scalar(op: UnaryOp, x: f64) -> f64 {
                 x
             }
         }
+        U::I0 => bessel_i(0, x),
+        U::I0e => bessel_i(1, x),
+        U::I1 => bessel_i(2, x),
+        U::I1e => bessel_i(3, x),
+        U::Polygamma { n } => polygamma(n, x),
+        U::RoundDecimals { decimals } => round_decimals(x, decimals),
     }
 }
 
@@ -462,7 +630,13 @@ pub fn unary_scalar(op: UnaryOp, x: f64) -> f64 {
 pub fn unary_grad(op: UnaryOp, x: f64, dy: f64) -> f64 {
     use UnaryOp as U;
     match op {
-        U::Sign | U::Sgn | U::Floor | U::Ceil | U::Round | U::Trunc => 0.0,
+        U::Sign
+        | U::Sgn
+        | U::Floor
+        | U::Ceil
+        | U::Round
+        | U::Trunc
+        | U::RoundDecimals { .. } => 0.0,
         _ => dy * unary_derivative(op, x),
     }
 }
@@ -506,7 +680,13 @@ pub fn unary_derivative(op: UnaryOp, x: f64) -> f64 {
         U::Exp => x.exp(),
         U::Neg => -1.0,
         U::Abs => sign_of(x),
-        U::Sign | U::Sgn | U::Floor | U::Ceil | U::Round | U::Trunc => 0.0,
+        U::Sign
+        | U::Sgn
+        | U::Floor
+        | U::Ceil
+        | U::Round
+        | U::Trunc
+        | U::RoundDecimals { .. } => 0.0,
         U::Reciprocal => -(1.0 / x) * (1.0 / x),
         U::Sqrt => 1.0 / (2.0 * x.sqrt()),
         U::Rsqrt => -0.5 / (x.sqrt() * x.sqrt() * x.sqrt()),
@@ -610,6 +790,12 @@ pub fn unary_derivative(op: UnaryOp, x: f64) -> f64 {
         }
         U::Threshold { threshold, .. } => f64::from(u8::from(!(x <= threshold))),
         U::NanToNum { .. } => f64::from(u8::from(x.is_finite())),
+        U::I0 => bessel_i(2, x),
+        U::I0e => bessel_i(3, x) - sign_of(x) * bessel_i(1, x),
+        U::I1 => bessel_i1_derivative(x),
+        U::I1e if x.abs() <= f64::EPSILON => 0.5,
+        U::I1e => bessel_i(1, x) - bessel_i(3, x) * (sign_of(x) + 1.0 / x),
+        U::Polygamma { n } => polygamma(n + 1, x),
     }
 }
 
@@ -636,6 +822,8 @@ pub fn unary_cases() -> Vec<(&'static str, UnaryOp)> {
                     | U::Hardshrink { .. }
                     | U::Threshold { .. }
                     | U::NanToNum { .. }
+                    | U::Polygamma { .. }
+                    | U::RoundDecimals { .. }
             )
         })
         .map(|op| (op.name(), op))
@@ -718,6 +906,13 @@ pub fn unary_cases() -> Vec<(&'static str, UnaryOp)> {
                 neginf: Some(-1e6),
             },
         ),
+        ("polygamma_0", U::Polygamma { n: 0 }),
+        ("polygamma_1", U::Polygamma { n: 1 }),
+        ("polygamma_2", U::Polygamma { n: 2 }),
+        ("polygamma_3", U::Polygamma { n: 3 }),
+        ("polygamma_4", U::Polygamma { n: 4 }),
+        ("round_decimals", U::RoundDecimals { decimals: 2 }),
+        ("round_decimals_neg", U::RoundDecimals { decimals: -1 }),
     ]);
     v
 }
@@ -735,8 +930,12 @@ pub fn unary_domain(op: UnaryOp) -> (f64, f64) {
         U::Asin | U::Acos | U::Atanh | U::Erfinv => (-0.999, 0.999),
         U::Acosh => (1.001, 10.0),
         U::Lgamma | U::Digamma => (0.05, 12.0),
+        U::Polygamma { .. } => (0.25, 30.0),
+        U::RoundDecimals { decimals } if decimals < 0 => (-50.0, 50.0),
         U::Logit { .. } => (0.01, 0.99),
         U::Reciprocal => (0.05, 5.0),
+        // both sides of the f32 (9) switch from series to expansion
+        U::I0 | U::I0e | U::I1 | U::I1e => (-12.0, 12.0),
         _ => (-5.0, 5.0),
     }
 }
@@ -763,9 +962,22 @@ pub fn unary_edges(op: UnaryOp) -> Vec<f64> {
             -0.25,
             1.461_632_144_968_362_2,
         ],
+        // poles, negative non-integers, the switches to the tail (f32 10,
+        // f64 25)
+        U::Polygamma { .. } => vec![
+            0.0, -0.0, -1.0, -2.0, 1.0, 2.0, -0.5, -1.5, -0.25, 10.0, 9.5, 25.0, 24.5,
+        ],
         U::Sinc => vec![1.0, -1.0, 2.0, 0.5, 0.125, -0.01],
         U::Hardswish | U::Hardsigmoid => vec![-3.0, 3.0, -2.999, 2.999],
         U::Relu6 => vec![0.0, 6.0, 5.999],
+        // ties of each side's grid, and values a tenth of a step off them
+        U::RoundDecimals { decimals } => {
+            let p = 10f64.powi(-decimals);
+            [0.5, 1.5, 2.5, -0.5, -2.5, 12.5, 0.45, 0.55]
+                .into_iter()
+                .map(|v| v * p)
+                .collect()
+        }
         U::Round | U::Floor | U::Ceil | U::Trunc | U::Frac => {
             vec![0.5, 1.5, 2.5, -0.5, -1.5, -2.5, 0.499_999_97, 4096.5, 1e7 + 0.5]
         }
@@ -781,6 +993,11 @@ pub fn unary_edges(op: UnaryOp) -> Vec<f64> {
         }
         U::Softshrink { lambd } | U::Hardshrink { lambd } => vec![lambd, -lambd],
         U::Threshold { threshold, .. } => vec![threshold],
+        // the switches from series to expansion (f32 9, f64 20), f32's and
+        // f64's overflow of i0 and i1
+        U::I0 | U::I0e | U::I1 | U::I1e => {
+            vec![9.0, -9.0, 9.5, 20.0, -20.0, 21.0, 40.0, 88.0, 90.0, -90.0, 700.0, 720.0]
+        }
         _ => Vec::new(),
     }
 }
@@ -830,6 +1047,50 @@ pub fn binary_scalar(op: BinaryOp, a: f64, b: f64) -> f64 {
         BinaryOp::Logaddexp2 => a.max(b) + (-(a - b).abs()).exp2().ln_1p() / std::f64::consts::LN_2,
         BinaryOp::Fmax => a.max(b),
         BinaryOp::Fmin => a.min(b),
+        BinaryOp::Xlog1py if b.is_nan() => b,
+        BinaryOp::Xlog1py if a == 0.0 => 0.0,
+        BinaryOp::Xlog1py => a * b.ln_1p(),
+        BinaryOp::Heaviside if a == 0.0 => b,
+        BinaryOp::Heaviside => f64::from(u8::from(a > 0.0)),
+        BinaryOp::DivFloor => div_floor(a, b),
+        BinaryOp::DivTrunc => div_trunc(a, b),
+        BinaryOp::Nextafter => nextafter_in(ElementKind::F64, a, b),
+    }
+}
+
+/// `nextafter(a, b)` on the grid of `kind` (f64, f32, f16, bf16; `a` and
+/// `b` values of it): one step of its bit pattern toward `b`; `b` where
+/// `a == b`, NaN where either is, the least subnormal of `b`'s sign from a
+/// zero.
+///
+/// # Panics
+/// For a `kind` other than the four floats.
+pub fn nextafter_in(kind: ElementKind, a: f64, b: f64) -> f64 {
+    if a.is_nan() || b.is_nan() {
+        return a + b;
+    }
+    if a == b {
+        return b;
+    }
+    let (bits, width): (u64, u32) = match kind {
+        ElementKind::F64 => (a.to_bits(), 64),
+        ElementKind::F32 => (u64::from((a as f32).to_bits()), 32),
+        ElementKind::F16 => (u64::from(half::f16::from_f64(a).to_bits()), 16),
+        ElementKind::Bf16 => (u64::from(half::bf16::from_f64(a).to_bits()), 16),
+        other => panic!("nextafter on {other}"),
+    };
+    let u = if a == 0.0 {
+        1 | if b < 0.0 { 1 << (width - 1) } else { 0 }
+    } else if (a < b) == (a > 0.0) {
+        bits + 1
+    } else {
+        bits - 1
+    };
+    match kind {
+        ElementKind::F64 => f64::from_bits(u),
+        ElementKind::F32 => f64::from(f32::from_bits(u as u32)),
+        ElementKind::F16 => half::f16::from_bits(u as u16).to_f64(),
+        _ => half::bf16::from_bits(u as u16).to_f64(),
     }
 }
 
@@ -855,8 +1116,23 @@ fn div_floor(a: f64, b: f64) -> f64 {
     }
 }
 
+/// `a / b` rounded toward 0 exactly: `(a - fmod(a, b)) / b` to the
+/// nearest integer; `trunc(a / b)` for a zero divisor or an infinity.
+fn div_trunc(a: f64, b: f64) -> f64 {
+    if b == 0.0 || a.is_infinite() || b.is_infinite() {
+        return (a / b).trunc();
+    }
+    let q = ((a - a % b) / b).round_ties_even();
+    if q == 0.0 {
+        0f64.copysign(a / b)
+    } else {
+        q
+    }
+}
+
 /// `(dy * df/da, dy * df/db)` for one element (PyTorch's tie rule for
-/// maximum and minimum: each side gets `dy / 2`).
+/// maximum and minimum: each side gets `dy / 2`); `heaviside` and
+/// `nextafter`, which have no backward, give zeros.
 pub fn binary_grad_scalar(op: BinaryOp, a: f64, b: f64, dy: f64) -> (f64, f64) {
     match op {
         BinaryOp::Add => (dy, dy),
@@ -925,6 +1201,20 @@ pub fn binary_grad_scalar(op: BinaryOp, a: f64, b: f64, dy: f64) -> (f64, f64) {
             } else {
                 (0.0, dy)
             }
+        }
+        // PyTorch: da = xlog1py(dy, b), 0 where a == 0 and b <= -1
+        BinaryOp::Xlog1py => {
+            let da = if b.is_nan() {
+                b
+            } else if (a == 0.0 && b <= -1.0) || dy == 0.0 {
+                0.0
+            } else {
+                dy * b.ln_1p()
+            };
+            (da, dy * a / (b + 1.0))
+        }
+        BinaryOp::Heaviside | BinaryOp::DivFloor | BinaryOp::DivTrunc | BinaryOp::Nextafter => {
+            (0.0, 0.0)
         }
     }
 }
@@ -1265,6 +1555,115 @@ mod tests {
         );
     }
 
+    /// i0, i1 (and their scaled forms) at known values, and the series
+    /// and the asymptotic expansion agreeing on both sides of their switch.
+    #[test]
+    #[allow(clippy::excessive_precision)]
+    fn bessel_functions_match_known_values() {
+        let table = [
+            (1.0, 1.2660658777520082, 0.5651591039924851),
+            (2.0, 2.2795853023360673, 1.5906368546373291),
+            (10.0, 2815.716628466254, 2670.988303701255),
+        ];
+        for (x, i0, i1) in table {
+            close(&format!("i0({x})"), bessel_i(0, x), i0, 4e-15);
+            close(&format!("i1({x})"), bessel_i(2, x), i1, 4e-15);
+            close(&format!("i1({})", -x), bessel_i(2, -x), -i1, 4e-15);
+            close(&format!("i0e({x})"), bessel_i(1, x), i0 * (-x).exp(), 4e-15);
+            close(&format!("i1e({x})"), bessel_i(3, x), i1 * (-x).exp(), 4e-15);
+        }
+        for ax in [15.0, 18.0, 20.0, 25.0, 40.0] {
+            let (e0, e1) = bessel_i01(ax, true);
+            // the series at ax (summed to half an ulp) against the expansion
+            let q = 0.25 * ax * ax;
+            let (mut s0, mut s1, mut t0, mut t1) = (1.0f64, 1.0f64, 1.0f64, 1.0f64);
+            for k in 1..200 {
+                let k = f64::from(k);
+                t0 *= q / (k * k);
+                t1 *= q / (k * (k + 1.0));
+                s0 += t0;
+                s1 += t1;
+            }
+            let e = (-ax).exp();
+            close(&format!("i0e({ax})"), e0, s0 * e, 3e-14);
+            close(&format!("i1e({ax})"), e1, 0.5 * ax * s1 * e, 3e-14);
+        }
+        assert_eq!(bessel_i(0, 0.0), 1.0);
+        assert!(bessel_i(2, -0.0) == 0.0 && bessel_i(2, -0.0).is_sign_negative());
+        assert_eq!(bessel_i(0, f64::NEG_INFINITY), f64::INFINITY);
+        assert_eq!(bessel_i(2, f64::NEG_INFINITY), f64::NEG_INFINITY);
+        assert_eq!(bessel_i(1, f64::INFINITY), 0.0);
+        assert!(bessel_i(3, f64::NEG_INFINITY).is_sign_negative());
+        assert!(bessel_i(0, f64::NAN).is_nan());
+        // i0 overflows f64 just past 713.98; i0e does not
+        assert!(bessel_i(0, 713.0).is_finite() && bessel_i(0, 714.5).is_infinite());
+        assert_eq!(unary_derivative(UnaryOp::I1, 0.0), 0.5);
+        assert_eq!(unary_derivative(UnaryOp::I1e, -1e-300), 0.5);
+        assert!(unary_derivative(UnaryOp::I1, f64::INFINITY).is_nan());
+        assert_eq!(unary_derivative(UnaryOp::I1e, f64::INFINITY), 0.0);
+        assert_eq!(unary_derivative(UnaryOp::I0e, f64::INFINITY), 0.0);
+    }
+
+    /// polygamma at known values: `(-1)^(n+1) n! zeta(n + 1)` at 1, the
+    /// Hurwitz zeta at 1/2 (`(2^(n+1) - 1) zeta(n + 1)`), and the poles.
+    #[test]
+    #[allow(clippy::excessive_precision)]
+    fn polygamma_matches_known_values() {
+        let pi = std::f64::consts::PI;
+        let zeta3 = 1.2020569031595942854;
+        let zeta5 = 1.0369277551433699263;
+        close("polygamma(1, 1)", polygamma(1, 1.0), pi * pi / 6.0, 1e-14);
+        close("polygamma(2, 1)", polygamma(2, 1.0), -2.0 * zeta3, 1e-14);
+        close("polygamma(3, 1)", polygamma(3, 1.0), pi.powi(4) / 15.0, 1e-14);
+        close("polygamma(4, 1)", polygamma(4, 1.0), -24.0 * zeta5, 1e-14);
+        close("polygamma(2, 0.5)", polygamma(2, 0.5), -14.0 * zeta3, 1e-14);
+        close("polygamma(4, 0.5)", polygamma(4, 0.5), -24.0 * 31.0 * zeta5, 1e-14);
+        // the recurrence polygamma(n, x + 1) = polygamma(n, x) + (-1)^n n! / x^(n+1)
+        for x in [-2.5, -0.25, 0.3, 7.7, 24.2, 40.0] {
+            let r = polygamma(2, x + 1.0) - polygamma(2, x);
+            close(&format!("recurrence at {x}"), r, 2.0 / (x * x * x), 1e-11);
+        }
+        assert_eq!(polygamma(0, 1.0), digamma(1.0));
+        assert_eq!(polygamma(2, 0.0), f64::NEG_INFINITY);
+        assert_eq!(polygamma(3, -2.0), f64::INFINITY);
+        assert_eq!(polygamma(3, f64::NEG_INFINITY), f64::INFINITY);
+        assert!(polygamma(2, f64::INFINITY) == 0.0 && polygamma(2, f64::INFINITY).is_sign_negative());
+        assert!(polygamma(4, f64::NAN).is_nan());
+        let g = unary_grad(UnaryOp::Polygamma { n: 1 }, 1.0, 1.0);
+        close("polygamma(1)'(1)", g, -2.0 * zeta3, 1e-14);
+    }
+
+    #[test]
+    fn nextafter_steps_on_each_grid() {
+        let n = nextafter_in;
+        assert_eq!(n(ElementKind::F32, 1.0, 2.0), 1.0 + 2f64.powi(-23));
+        assert_eq!(n(ElementKind::F16, 1.0, 2.0), 1.0 + 2f64.powi(-10));
+        assert_eq!(n(ElementKind::Bf16, 1.0, -2.0), 1.0 - 2f64.powi(-8));
+        assert_eq!(n(ElementKind::F16, 0.0, 1.0), 2f64.powi(-24));
+        assert_eq!(n(ElementKind::Bf16, -0.0, -1.0), -(2f64.powi(-133)));
+        assert_eq!(n(ElementKind::F16, -1.0, 0.0), -1.0 + 2f64.powi(-11));
+        assert_eq!(n(ElementKind::F16, 65504.0, f64::INFINITY), f64::INFINITY);
+        assert_eq!(n(ElementKind::F32, f64::NEG_INFINITY, 0.0), -f64::from(f32::MAX));
+        assert!(n(ElementKind::F16, 1.0, f64::NAN).is_nan());
+    }
+
+    #[test]
+    fn round_decimals_rounds_the_exact_product() {
+        let r = |x: f64, d: i32| round_decimals(x, d);
+        assert_eq!(r(0.125, 2), 0.12);
+        assert_eq!(r(0.375, 2), 0.38);
+        assert_eq!(r(1.2345, 3), 1.234 + 0.001 * f64::from(u8::from(1.2345 * 1000.0 > 1234.5)));
+        assert_eq!(r(25.0, -1), 20.0);
+        assert_eq!(r(35.0, -1), 40.0);
+        assert_eq!(r(-149.0, -2), -100.0);
+        // 0.005 is a little above 1/200: its exact product passes the tie
+        assert_eq!(r(0.005, 2), 0.01);
+        assert!(r(-0.001, 2) == 0.0 && r(-0.001, 2).is_sign_negative());
+        assert!(r(f64::NAN, 1).is_nan());
+        assert_eq!(r(f64::INFINITY, 3), f64::INFINITY);
+        assert_eq!(r(2.5, 0), 2.0);
+    }
+
     /// lgamma, digamma and trigamma against mpmath (30 digits).
     #[test]
     #[allow(clippy::excessive_precision)] // mpmath's digits
@@ -1429,12 +1828,13 @@ mod tests {
     #[test]
     fn binary_gradients_match_finite_differences() {
         let h = 1e-6;
-        for op in BinaryOp::ALL {
+        // (not the ops without a backward: nextafter moves with a)
+        for op in BinaryOp::ALL.into_iter().filter(|op| op.has_backward()) {
             for &(a, b) in &[(0.7f64, -1.3f64), (-2.1, 0.4), (1.5, 1.25), (-0.3, -0.9)] {
                 // inside each op's real domain: pow's base and xlogy's y > 0
                 let (a, b) = match op {
                     BinaryOp::Pow => (a.abs(), b),
-                    BinaryOp::Xlogy => (a, b.abs()),
+                    BinaryOp::Xlogy | BinaryOp::Xlog1py => (a, b.abs()),
                     _ => (a, b),
                 };
                 let (ga, gb) = binary_grad_scalar(op, a, b, 1.0);
@@ -1479,6 +1879,26 @@ mod tests {
             (BinaryOp::Copysign, 0.0, -1.0, -0.0, 0.0, 0.0),
             (BinaryOp::Xlogy, 0.0, 0.0, 0.0, 0.0, nan),
             (BinaryOp::Xlogy, 0.0, nan, nan, nan, nan),
+            (BinaryOp::Xlog1py, 0.0, -1.0, 0.0, 0.0, nan),
+            (BinaryOp::Xlog1py, 0.0, -2.0, 0.0, 0.0, -0.0),
+            (BinaryOp::Xlog1py, 0.0, nan, nan, nan, nan),
+            (BinaryOp::Xlog1py, 2.0, -1.0, -inf, -inf, inf),
+            (BinaryOp::Heaviside, 0.0, 0.5, 0.5, 0.0, 0.0),
+            (BinaryOp::Heaviside, -0.0, nan, nan, 0.0, 0.0),
+            (BinaryOp::Heaviside, nan, 0.5, 0.0, 0.0, 0.0),
+            (BinaryOp::Heaviside, -inf, 0.5, 0.0, 0.0, 0.0),
+            (BinaryOp::DivFloor, -7.0, 2.0, -4.0, 0.0, 0.0),
+            (BinaryOp::DivFloor, 1.0, 0.0, inf, 0.0, 0.0),
+            (BinaryOp::DivFloor, 0.0, 0.0, nan, 0.0, 0.0),
+            (BinaryOp::DivTrunc, -7.0, 2.0, -3.0, 0.0, 0.0),
+            (BinaryOp::DivTrunc, -1.0, 0.0, -inf, 0.0, 0.0),
+            (BinaryOp::Nextafter, 1.0, 2.0, 1.0 + f64::EPSILON, 0.0, 0.0),
+            (BinaryOp::Nextafter, 1.0, 0.0, 1.0 - f64::EPSILON / 2.0, 0.0, 0.0),
+            (BinaryOp::Nextafter, 0.0, -1.0, -f64::from_bits(1), 0.0, 0.0),
+            (BinaryOp::Nextafter, -0.0, 0.0, 0.0, 0.0, 0.0),
+            (BinaryOp::Nextafter, inf, 0.0, f64::MAX, 0.0, 0.0),
+            (BinaryOp::Nextafter, f64::MAX, inf, inf, 0.0, 0.0),
+            (BinaryOp::Nextafter, -2.0, nan, nan, 0.0, 0.0),
             (BinaryOp::Logaddexp, -inf, -inf, -inf, nan, nan),
             (BinaryOp::Logaddexp2, 1.0, 1.0, 2.0, 0.5, 0.5),
             (BinaryOp::Fmax, nan, 1.0, 1.0, 0.0, 1.0),

@@ -245,6 +245,39 @@ pub enum UnaryOp {
         /// Replaces -inf, or none.
         neginf: Option<f64>,
     },
+    /// `torch.i0`: the modified Bessel function of the first kind of order
+    /// 0, even, +inf at ±inf. Gradient `i1(x)`.
+    I0,
+    /// `torch.special.i0e`: `i0(x) e^-|x|`, 0 at ±inf. Gradient
+    /// `i1e(x) - sgn(x) i0e(x)`.
+    I0e,
+    /// `torch.special.i1`: order 1, odd, ±inf at ±inf. Gradient
+    /// `i0(x) - i1(x) / x`, 0.5 where `|x|` is at most the compute type's
+    /// epsilon (PyTorch's), NaN at ±inf (PyTorch's `inf - inf`); past
+    /// f64's range of `i0` (|x| > 713) +inf where PyTorch's f64 gives NaN.
+    I1,
+    /// `torch.special.i1e`: `i1(x) e^-|x|`, ±0 at ±inf. Gradient
+    /// `i0e(x) - i1e(x) (sgn(x) + 1/x)`, 0.5 where `|x|` is at most the
+    /// compute type's epsilon.
+    I1e,
+    /// `torch.polygamma(n, x)`, the `n`-th derivative of digamma: `n = 0`
+    /// is `digamma`, `n = 1` trigamma (with `digamma`'s gradient's poles),
+    /// `n >= 2` `(-1)^(n+1) n! zeta(n + 1, x)` as PyTorch's, `(-1)^(n+1)`
+    /// inf at 0, the negative integers and -inf, 0 of that sign at +inf.
+    /// Gradient `polygamma(n + 1, x)`.
+    Polygamma {
+        /// The order, 0 to 4 (others: `InvalidDescriptor`).
+        n: u32,
+    },
+    /// `torch.round(x, decimals)`: with `p = 10^|decimals|`,
+    /// `rint(x p) / p`, or `rint(x / p) p` for negative `decimals` (ties to
+    /// even), as PyTorch's; `rint` of the exact product (quotient), where
+    /// PyTorch rounds it to the compute type first (they differ only
+    /// where that rounding lands on a tie). Gradient zero.
+    RoundDecimals {
+        /// Decimal digits kept (negative: rounds to tens, hundreds, ...).
+        decimals: i32,
+    },
 }
 
 /// Kernel arguments of an op's parameters (`UnaryParams` of unary.cu):
@@ -258,8 +291,8 @@ pub(crate) struct UnaryParams {
 impl UnaryOp {
     /// Every op, in declaration order (the parametrised ones with
     /// PyTorch's defaults, `threshold` with 0.5 and 0, `clamp` with
-    /// [-1, 1]).
-    pub const ALL: [UnaryOp; 62] = [
+    /// [-1, 1], `polygamma` with `n = 2`, `round_decimals` with 0).
+    pub const ALL: [UnaryOp; 68] = [
         UnaryOp::Relu,
         UnaryOp::GeluErf,
         UnaryOp::GeluTanh,
@@ -340,6 +373,12 @@ impl UnaryOp {
             posinf: None,
             neginf: None,
         },
+        UnaryOp::I0,
+        UnaryOp::I0e,
+        UnaryOp::I1,
+        UnaryOp::I1e,
+        UnaryOp::Polygamma { n: 2 },
+        UnaryOp::RoundDecimals { decimals: 0 },
     ];
 
     /// True for ops built on exp/erf/tanh, whose math costs about as much as
@@ -364,6 +403,7 @@ impl UnaryOp {
                 | U::Floor
                 | U::Ceil
                 | U::Round
+                | U::RoundDecimals { .. }
                 | U::Trunc
                 | U::Frac
                 | U::LeakyRelu { .. }
@@ -448,6 +488,12 @@ impl UnaryOp {
             U::Hardshrink { .. } => "hardshrink",
             U::Threshold { .. } => "threshold",
             U::NanToNum { .. } => "nan_to_num",
+            U::I0 => "i0",
+            U::I0e => "i0e",
+            U::I1 => "i1",
+            U::I1e => "i1e",
+            U::Polygamma { .. } => "polygamma",
+            U::RoundDecimals { .. } => "round_decimals",
         }
     }
 
@@ -478,12 +524,15 @@ impl UnaryOp {
                 posinf,
                 neginf,
             } => [b(nan), o(posinf), o(neginf)],
+            U::Polygamma { n } => [u64::from(n), 0, 0],
+            U::RoundDecimals { decimals } => [i64::from(decimals) as u64, 0, 0],
             _ => [0; 3],
         }
     }
 
     /// `InvalidDescriptor` for parameters PyTorch rejects: `clamp` without
-    /// either bound, a zero `celu` alpha or `softplus` beta.
+    /// either bound, a zero `celu` alpha or `softplus` beta; and a
+    /// `polygamma` order past 4.
     fn check_params(self) -> Result<()> {
         let bad = |field, value: String, reason| {
             Err(crate::checks::invalid_descriptor(OP, field, value, reason))
@@ -498,6 +547,9 @@ impl UnaryOp {
             }
             UnaryOp::Softplus { beta, .. } if beta == 0.0 => {
                 bad("op", format!("softplus beta {beta}"), "softplus's beta must not be 0")
+            }
+            UnaryOp::Polygamma { n } if n > 4 => {
+                bad("op", format!("polygamma n {n}"), "polygamma's n must be 0 to 4")
             }
             _ => Ok(()),
         }
@@ -534,6 +586,13 @@ impl UnaryOp {
                 elem(nan),
                 posinf.map_or(largest, elem),
                 neginf.map_or(lowest, elem),
+                0.0,
+            ],
+            U::Polygamma { n } => [f64::from(n), 0.0, 0.0, 0.0],
+            U::RoundDecimals { decimals } => [
+                10f64.powi(decimals.abs()),
+                f64::from(u8::from(decimals < 0)),
+                0.0,
                 0.0,
             ],
             _ => [0.0; 4],
@@ -615,7 +674,7 @@ pub struct UnaryBwArgs<'a, T, const N: usize> {
 /// From `select`: `DtypeMismatch` if `desc.element != T::KIND`;
 /// `Unsupported` for another dtype or a rank `N > 8`; `InvalidDescriptor`
 /// for parameters PyTorch rejects (`clamp` without a bound, a zero `celu`
-/// alpha or `softplus` beta);
+/// alpha or `softplus` beta) and a `polygamma` order past 4;
 /// `PreferenceRejected` when `pref` forces a backend other than
 /// `Baracuda`. From `run`, `run_bw` and the in-place forms:
 /// `ShapeMismatch` when a view's shape is not `desc.shape`;

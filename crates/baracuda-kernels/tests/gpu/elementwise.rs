@@ -297,7 +297,9 @@ fn unary_tol(op: UnaryOp, kind: ElementKind) -> Tolerance {
         return t;
     }
     match op {
-        UnaryOp::Digamma | UnaryOp::Lgamma => Tolerance { atol: 1e-5, ..t },
+        UnaryOp::Digamma | UnaryOp::Lgamma | UnaryOp::Polygamma { n: 0 } => {
+            Tolerance { atol: 1e-5, ..t }
+        }
         UnaryOp::Erfinv => Tolerance { rtol: 2e-5, ..t },
         _ => t,
     }
@@ -738,11 +740,25 @@ fn values(op: BinaryOp, rng: &mut Rng, n: usize, second: bool) -> Vec<f64> {
         BinaryOp::Fmax | BinaryOp::Fmin => (0..n)
             .map(|_| (rng.uniform(-8.0, 8.0).floor() + 0.5) / 4.0)
             .collect(),
+        // ties (a == b), zeros, infinities and NaN among grid values
+        BinaryOp::Nextafter => (0..n)
+            .map(|_| match rng.next_u64() % 16 {
+                0 => 0.0,
+                1 => -0.0,
+                2 => f64::INFINITY,
+                3 => f64::NEG_INFINITY,
+                4 => f64::NAN,
+                _ => (rng.uniform(-8.0, 8.0).floor() + 0.5) / 4.0,
+            })
+            .collect(),
         // positive bases, exponents in [-2, 2)
         BinaryOp::Pow if !second => rng.vec(n, 0.5, 2.0),
         // positive y, and x == 0 in one element of eight
         BinaryOp::Xlogy if second => rng.vec(n, 0.25, 2.0),
-        BinaryOp::Xlogy => (0..n)
+        // y > -1 (log1p's domain)
+        BinaryOp::Xlog1py if second => rng.vec(n, -0.75, 2.0),
+        // a == 0 in one element of eight (heaviside takes b there)
+        BinaryOp::Xlogy | BinaryOp::Xlog1py | BinaryOp::Heaviside => (0..n)
             .map(|_| {
                 let v = rng.uniform(-2.0, 2.0);
                 if rng.next_u64() % 8 == 0 {
@@ -753,11 +769,18 @@ fn values(op: BinaryOp, rng: &mut Rng, n: usize, second: bool) -> Vec<f64> {
             })
             .collect(),
         // keep divisors away from zero
-        BinaryOp::Div | BinaryOp::Fmod | BinaryOp::Remainder if second => rng
-            .vec(n, 0.5, 2.0)
-            .into_iter()
-            .map(|v| if rng.next_u64() & 1 == 0 { v } else { -v })
-            .collect(),
+        BinaryOp::Div
+        | BinaryOp::Fmod
+        | BinaryOp::Remainder
+        | BinaryOp::DivFloor
+        | BinaryOp::DivTrunc
+            if second =>
+        {
+            rng.vec(n, 0.5, 2.0)
+                .into_iter()
+                .map(|v| if rng.next_u64() & 1 == 0 { v } else { -v })
+                .collect()
+        }
         _ => rng.vec(n, -2.0, 2.0),
     }
 }
@@ -820,17 +843,43 @@ fn check_binary_sample<T: Element, const N: usize>(
         },
     )
     .map_err(|e| format!("{what}: {e}"))?;
-    let want = reference::binary(op, &av, a_shape, &bv, b_shape);
-    compare(
-        &format!("{what} fw"),
-        &out.result(&what, &out_shape)?,
-        &want,
-        tol,
-        None,
-    )?;
+    let got = out.result(&what, &out_shape)?;
+    if op == BinaryOp::Nextafter {
+        // one step on T's grid: exact
+        let ab = reference::broadcast(&av, a_shape, &out_shape);
+        let bb = reference::broadcast(&bv, b_shape, &out_shape);
+        let want: Vec<f64> = ab
+            .iter()
+            .zip(&bb)
+            .map(|(&x, &y)| reference::nextafter_in(T::KIND, x, y))
+            .collect();
+        identical(&format!("{what} fw"), &got, &want)?;
+    } else {
+        let want = reference::binary(op, &av, a_shape, &bv, b_shape);
+        compare(&format!("{what} fw"), &got, &want, tol, None)?;
+    }
 
     let bw = fw;
     let dy = Operand::<T>::input(rng, &out_shape, layout, false, -1.0, 1.0);
+    if !op.has_backward() {
+        // no backward: run_bw is Unsupported and writes nothing
+        let mut da = Operand::<T>::output(a_shape, Layout::Contiguous);
+        let r = bw.run_bw(
+            &g.stream,
+            Workspace::None,
+            BinaryBwArgs {
+                a: a.view(a_shape),
+                b: b.view(b_shape),
+                dy: dy.view(&out_shape),
+                da: Some(da.view_mut(a_shape)),
+                db: None,
+            },
+        );
+        return match r {
+            Err(Error::Unsupported { .. }) => Ok(()),
+            other => Err(format!("{what} bw: expected Unsupported, got {other:?}")),
+        };
+    }
     let grad_layout = if layout == Layout::StridedOut {
         Layout::StridedOut
     } else {
@@ -895,6 +944,9 @@ pub fn check_binary<T: Element>(op: BinaryOp) -> Result<usize, String> {
             r => return Err(format!("no sample runner for rank {r}")),
         }
         n += 1;
+    }
+    if !op.has_backward() {
+        return Ok(n);
     }
     // Only db asked for (da None), with a broadcast b.
     let g = gpu();
