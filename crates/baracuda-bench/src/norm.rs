@@ -106,6 +106,8 @@ fn norm<T: Element, Kind: NormKind>(s: &Stream, shape: [usize; 2], rows: &[Row])
                 x: TensorRef::contiguous(xs[i].as_slice(), shape)?,
                 weight: Some(weight),
                 bias,
+                residual: None,
+                sum: None,
                 y: TensorMut::contiguous(y.as_slice_mut(), shape)?,
                 stats: Some(stats.as_slice_mut()),
             },
@@ -126,6 +128,7 @@ fn norm<T: Element, Kind: NormKind>(s: &Stream, shape: [usize; 2], rows: &[Row])
                     weight: Some(weight),
                     stats: stats[i].as_slice(),
                     dy: TensorRef::contiguous(dys[i].as_slice(), shape)?,
+                    ds: None,
                     dx: Some(TensorMut::contiguous(dx.as_slice_mut(), shape)?),
                     dweight: Some(TensorMut::contiguous(dw.as_slice_mut(), [h])?),
                     dbias: Kind::SAVES_MEAN

@@ -2019,6 +2019,8 @@ fn norm_pass<Kind: NormKind>(
         x,
         weight: Some(w),
         bias: b,
+        residual: None,
+        sum: None,
         y: view_mut(y, NORM)?,
         stats: Some(stats.reborrow()),
     };
@@ -2028,6 +2030,7 @@ fn norm_pass<Kind: NormKind>(
         weight: Some(w),
         stats: stats.as_const(),
         dy,
+        ds: None,
         dx: Some(view_mut(dx, NORM)?),
         dweight: Some(view_mut(dw, [NORM[1]])?),
         dbias: db.map(|d| view_mut(d, [NORM[1]])).transpose()?,
