@@ -302,10 +302,7 @@ fn reference(kind: ElementKind, s: &NormSample, inputs: &Tensors, got: &Tensors)
     }
     t.push("rstd", nan_marked(out.rstd));
     if got.find("dx").is_some() {
-        let mut g = r.backward(x, w, inputs.get("dy"));
-        if let Some(ds) = inputs.find("ds") {
-            g.dx.iter_mut().zip(ds).for_each(|(d, e)| *d += e);
-        }
+        let g = r.backward_residual(x, w, inputs.get("dy"), inputs.find("ds"));
         push_grads(&mut t, g, (s.weight, s.bias));
     }
     t
