@@ -580,14 +580,14 @@ fn run_residual<T: Element, Kind: NormKind, const N: usize, const K: usize>(
     );
     let (ys, y_len) = s.row_layout(true);
     let mut y = Guarded::<T>::new(y_len);
-    let mut sum = Guarded::<T>::new(y_len);
+    // s in its own buffer, or (None) over r
+    let mut sum = (!s.in_place).then(|| Guarded::<T>::new(y_len));
     let mut stats = Guarded::<u8>::new(plan.stats_bytes());
-    let sum_view = if s.in_place {
+    let sum_view = match &mut sum {
+        Some(b) => TensorMut::new(b.slice_mut(), arr::<N>(&s.shape), arr::<N>(&ys))
+            .map_err(|e| e.to_string())?,
         // SAFETY: s over r, the same view: an in-place form the plan allows.
-        unsafe { alias_mut::<T, N>(&rbuf, &s.shape, &rs)? }
-    } else {
-        TensorMut::new(sum.slice_mut(), arr::<N>(&s.shape), arr::<N>(&ys))
-            .map_err(|e| e.to_string())?
+        None => unsafe { alias_mut::<T, N>(&rbuf, &s.shape, &rs)? },
     };
     plan.run(
         &g.stream,
@@ -605,10 +605,9 @@ fn run_residual<T: Element, Kind: NormKind, const N: usize, const K: usize>(
     )
     .map_err(e)?;
     let mut t = Tensors::default();
-    let sum_values = if s.in_place {
-        gather(&download(&rbuf), 0, &s.shape, &rs)
-    } else {
-        view_result(&format!("{what} sum"), &sum, &s.shape, &ys)?
+    let sum_values = match &sum {
+        Some(b) => view_result(&format!("{what} sum"), b, &s.shape, &ys)?,
+        None => gather(&download(&rbuf), 0, &s.shape, &rs),
     };
     t.push("sum", sum_values);
     t.push("y", nan_marked(view_result(&what, &y, &s.shape, &ys)?));
@@ -624,10 +623,9 @@ fn run_residual<T: Element, Kind: NormKind, const N: usize, const K: usize>(
         return Ok(t);
     }
     // the backward normalizes s: the buffer the forward wrote it to
-    let sv = if s.in_place {
-        TensorRef::new(rbuf.as_slice(), arr::<N>(&s.shape), arr::<N>(&rs))
-    } else {
-        TensorRef::new(sum.slice(), arr::<N>(&s.shape), arr::<N>(&ys))
+    let sv = match &sum {
+        Some(b) => TensorRef::new(b.slice(), arr::<N>(&s.shape), arr::<N>(&ys)),
+        None => TensorRef::new(rbuf.as_slice(), arr::<N>(&s.shape), arr::<N>(&rs)),
     }
     .map_err(|e| e.to_string())?;
     let (dybuf, dys) = upload_rows::<T>(s, inputs.get("dy"));
@@ -640,14 +638,16 @@ fn run_residual<T: Element, Kind: NormKind, const N: usize, const K: usize>(
         .transpose()
         .map_err(|e| e.to_string())?;
     let (dxs, dx_len) = s.row_layout(true);
-    let mut dx = Guarded::<T>::new(dx_len);
-    let dx_in_place = s.in_place && dsbuf.is_some();
-    let dx_view = match &dsbuf {
+    // dx in its own buffer, or (None) over ds
+    let dx_over_ds = s.in_place && dsbuf.is_some();
+    let mut dx = (!dx_over_ds).then(|| Guarded::<T>::new(dx_len));
+    let dx_view = match (&mut dx, &dsbuf) {
+        (Some(b), _) => TensorMut::new(b.slice_mut(), arr::<N>(&s.shape), arr::<N>(&dxs))
+            .map_err(|e| e.to_string())?,
         // SAFETY: dx over ds, the same view: an in-place form the plan
         // allows.
-        Some((b, st)) if dx_in_place => unsafe { alias_mut::<T, N>(b, &s.shape, st)? },
-        _ => TensorMut::new(dx.slice_mut(), arr::<N>(&s.shape), arr::<N>(&dxs))
-            .map_err(|e| e.to_string())?,
+        (None, Some((b, st))) => unsafe { alias_mut::<T, N>(b, &s.shape, st)? },
+        (None, None) => unreachable!("dx over ds without a ds"),
     };
     let h = s.h();
     let mut dw = Guarded::<T>::new(h);
@@ -669,9 +669,10 @@ fn run_residual<T: Element, Kind: NormKind, const N: usize, const K: usize>(
         },
     )
     .map_err(|e| format!("{what} backward: {e}"))?;
-    let dx_values = match &dsbuf {
-        Some((b, st)) if dx_in_place => gather(&download(b), 0, &s.shape, st),
-        _ => view_result(&format!("{what} dx"), &dx, &s.shape, &dxs)?,
+    let dx_values = match (&dx, &dsbuf) {
+        (Some(b), _) => view_result(&format!("{what} dx"), b, &s.shape, &dxs)?,
+        (None, Some((b, st))) => gather(&download(b), 0, &s.shape, st),
+        (None, None) => unreachable!("dx over ds without a ds"),
     };
     t.push("dx", dx_values);
     push_param_grads(&mut t, &what, [(&dw, s.weight), (&db, s.bias)])?;
