@@ -2011,6 +2011,13 @@ fn prefix<const N: usize>(
     TensorRef::new(s, shape, strides)
 }
 
+/// A norm pass's bias and its gradient's buffer, and the residual form's
+/// sum buffer, each when used.
+type NormExtra<'v, 'b> = (
+    Option<(TensorRef<'v, f32, 1>, &'b mut DeviceBuffer<f32>)>,
+    Option<&'b mut DeviceBuffer<f32>>,
+);
+
 /// One norm plan forward (saving the statistics in `stats`) and backward
 /// with every gradient: y, dx and dweight into `bufs`, dbias with the bias
 /// (`extra.0`). With a sum buffer (`extra.1`, the residual form) the
@@ -2022,10 +2029,7 @@ fn norm_pass<Kind: NormKind>(
     st: &Stream,
     [x, dy]: [TensorRef<'_, f32, 2>; 2],
     w: TensorRef<'_, f32, 1>,
-    extra: (
-        Option<(TensorRef<'_, f32, 1>, &mut DeviceBuffer<f32>)>,
-        Option<&mut DeviceBuffer<f32>>,
-    ),
+    extra: NormExtra<'_, '_>,
     [y, dx, dw]: [&mut DeviceBuffer<f32>; 3],
     stats: &mut DeviceSliceMut<'_, u8>,
     ws: &mut DeviceSliceMut<'_, u8>,
