@@ -896,6 +896,15 @@ mod tests {
     }
 
     #[test]
+    fn the_residual_form_is_asked_for() {
+        let d = NormDescriptor::layer_norm(ElementKind::F16, [4, 8], 1);
+        assert!(!d.residual);
+        let r = d.with_residual(true);
+        assert!(r.residual && r.weight && r.bias);
+        assert_eq!((r.rows(), r.hidden()), (4, 8));
+    }
+
+    #[test]
     fn overlapping_operands_are_found() {
         let p = DevPtr::<u8>::from_addr;
         assert!(check_disjoint(&("y", p(0x1000), 16), &[("x", p(0x100c), 8)]).is_err());
