@@ -1,7 +1,9 @@
 """PyTorch baselines of the norm family, from bench/cases/norm.json (which
 crates/baracuda-bench/src/norm.rs reads too): F.layer_norm (weight and
 bias) and F.rms_norm (weight) over the last dim of a contiguous matrix,
-and F.group_norm (weight and bias) of a contiguous [N, C, spatial...] in
+their residual forms (s = x + r; y = norm(s), returning s and y; the
+backward through autograd with gradients dy of y and ds of s), and
+F.group_norm (weight and bias) of a contiguous [N, C, spatial...] in
 `groups` groups, eps 1e-5, forward and backward (dx and every parameter gradient, through
 autograd), each timed eagerly and as torch.compile of the same forward
 (the third element of what cases() yields), and the device-to-device copy
@@ -11,11 +13,14 @@ from .caselist import Op
 
 FLOATS = ("bf16", "f16", "f32", "f64")
 # op -> parameters (weight, bias) it takes
-PARAMS = {"layer_norm": 2, "rms_norm": 1, "group_norm": 2}
+PARAMS = {"layer_norm": 2, "rms_norm": 1, "group_norm": 2,
+          "layer_norm_residual": 2, "rms_norm_residual": 1}
+# the residual forms: r read and s written besides x and y, ds read
+RESIDUAL = ("layer_norm_residual", "rms_norm_residual")
 EPS = 1e-5
 SETTINGS = {}
 OPS = {"copy": Op(("fw",), FLOATS, {"shape": [int]})}
-OPS.update({op: Op(("fw", "bw"), FLOATS, {"shape": [int]}) for op in ("layer_norm", "rms_norm")})
+OPS.update({op: Op(("fw", "bw"), FLOATS, {"shape": [int]}) for op in ("layer_norm", "rms_norm") + RESIDUAL})
 OPS["group_norm"] = Op(("fw", "bw"), FLOATS, {"shape": [int], "groups": int})
 
 
@@ -37,8 +42,10 @@ def rows(case):
     else:
         h = shape[1]
     p = PARAMS[case["op"]]
-    work = {"fw": (2 * n + p * h) * size, "bw": (3 * n + 2 * p * h) * size}
-    return [caselist.row(case, q, shape_s, bytes=work[q], rotation_bytes=3 * n * size) for q in case["passes"]]
+    e = 1 if case["op"] in RESIDUAL else 0
+    work = {"fw": ((2 + 2 * e) * n + p * h) * size, "bw": ((3 + e) * n + 2 * p * h) * size}
+    return [caselist.row(case, q, shape_s, bytes=work[q], rotation_bytes=(3 + e) * n * size)
+            for q in case["passes"]]
 
 
 def _fn(torch, case):
@@ -49,7 +56,15 @@ def _fn(torch, case):
         return lambda x, w, b: F.group_norm(x, groups, w, b, EPS)
     if op == "layer_norm":
         return lambda x, w, b: F.layer_norm(x, (x.shape[-1],), w, b, EPS)
-    return lambda x, w, b: F.rms_norm(x, (x.shape[-1],), w, EPS)
+    if op == "rms_norm":
+        return lambda x, w, b: F.rms_norm(x, (x.shape[-1],), w, EPS)
+    norm = _fn(torch, {"op": op[: -len("_residual")]})
+
+    def residual(x, r, w, b):
+        s = x + r
+        return s, norm(s, w, b)
+
+    return residual
 
 
 def cases(torch, settings, cases):
@@ -78,6 +93,10 @@ def cases(torch, settings, cases):
         b = rand([h], -1.0, 1.0).requires_grad_() if PARAMS[case["op"]] == 2 else None
         f = _fn(torch, case)
         compiled = torch.compile(f, dynamic=False)
+        if case["op"] in RESIDUAL:
+            yield from _residual_rows(torch, by_pass, f, compiled, xs, w, b, rand, shape, sets)
+            del xs
+            continue
         for row in by_pass:
             if row["pass"] == "fw":
                 # parameters without grad: no autograd graph is recorded
@@ -97,3 +116,31 @@ def cases(torch, settings, cases):
             yield row, grads(f), grads(compiled)
             del xg, dys
         del xs
+
+
+def _residual_rows(torch, by_pass, f, compiled, xs, w, b, rand, shape, sets):
+    """The rows of a residual case: the forward (s, y) = f(x, r, w, b), and
+    the backward of both outputs (dy into y, ds into s) to x, r and the
+    parameters."""
+    rs = [rand(shape, -1.0, 1.0) for _ in range(sets)]
+    for row in by_pass:
+        if row["pass"] == "fw":
+            w0, b0 = w.detach(), (b.detach() if b is not None else None)
+            yield (row, [(lambda x=x, r=r: f(x, r, w0, b0)) for x, r in zip(xs, rs)],
+                   [(lambda x=x, r=r: compiled(x, r, w0, b0)) for x, r in zip(xs, rs)])
+            continue
+        params = [w] + ([b] if b is not None else [])
+        xg = [x.detach().requires_grad_() for x in xs]
+        rg = [r.detach().requires_grad_() for r in rs]
+        dys = [rand(shape, -1.0, 1.0) for _ in range(sets)]
+        dss = [rand(shape, -1.0, 1.0) for _ in range(sets)]
+
+        def grads(fn):
+            outs = [fn(x, r, w, b) for x, r in zip(xg, rg)]
+            return [(lambda o=o, x=x, r=r, dy=dy, ds=ds:
+                     torch.autograd.grad(o, [x, r] + params, (ds, dy), retain_graph=True))
+                    for o, x, r, dy, ds in zip(outs, xg, rg, dys, dss)]
+
+        yield row, grads(f), grads(compiled)
+        del xg, rg, dys, dss
+    del rs

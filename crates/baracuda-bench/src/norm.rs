@@ -1,6 +1,8 @@
 //! Norm benchmark cases, from `bench/cases/norm.json` (which
 //! `bench/torch_cases/norm.py` reads too): LayerNorm (weight and bias) and
-//! RMSNorm (weight) over the last dim of a contiguous matrix, and
+//! RMSNorm (weight) over the last dim of a contiguous matrix, their
+//! residual forms (`layer_norm_residual`, `rms_norm_residual`: `s = x + r`
+//! written and `y = norm(s)`; the backward on s adding a ds to dx), and
 //! GroupNorm (weight and bias) of a contiguous `[N, C, spatial...]` in
 //! `groups` groups, eps 1e-5, forward (saving the statistics) and backward (dx and every parameter
 //! gradient), and the device-to-device copy that sets the bandwidth
@@ -43,9 +45,11 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     }
     let n: usize = shape.iter().product();
     let shape_s = format!("{shape:?}");
-    let layer = match c.op.as_str() {
-        "layer_norm" => true,
-        "rms_norm" => false,
+    let (layer, residual) = match c.op.as_str() {
+        "layer_norm" => (true, false),
+        "rms_norm" => (false, false),
+        "layer_norm_residual" => (true, true),
+        "rms_norm_residual" => (false, true),
         _ => return Err(c.unknown_op()),
     };
     let [m, h] = shape[..] else {
@@ -53,37 +57,53 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     };
     let passes = c.passes(&["fw", "bw"])?;
     let p = if layer { 2 } else { 1 };
+    // the residual form reads r besides x and writes s besides y; its
+    // backward reads ds besides s and dy
+    let extra = usize::from(residual);
     let rows = c.rows(&passes, dtype, &shape_s, |r| {
         let bytes = match r.pass {
-            "fw" => 2 * n + p * h,
-            _ => 3 * n + 2 * p * h,
+            "fw" => (2 + 2 * extra) * n + p * h,
+            _ => (3 + extra) * n + 2 * p * h,
         };
-        r.bytes(bytes * size).rotation(3 * n * size)
+        r.bytes(bytes * size).rotation((3 + extra) * n * size)
     });
     let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
         Box::new(move |s: &Stream, rows: &[Row]| {
             if layer {
-                norm::<T, LayerNorm>(s, [m, h], rows)
+                norm::<T, LayerNorm>(s, [m, h], residual, rows)
             } else {
-                norm::<T, RmsNorm>(s, [m, h], rows)
+                norm::<T, RmsNorm>(s, [m, h], residual, rows)
             }
         })
     });
     Ok(c.job(rows, run))
 }
 
-fn norm<T: Element, Kind: NormKind>(s: &Stream, shape: [usize; 2], rows: &[Row]) -> Result<()> {
+/// LayerNorm or RMSNorm over `shape`, the residual form when `residual`
+/// (s in its own buffer per set, read by that set's backward; a ds).
+fn norm<T: Element, Kind: NormKind>(
+    s: &Stream,
+    shape: [usize; 2],
+    residual: bool,
+    rows: &[Row],
+) -> Result<()> {
     let [m, h] = shape;
     let desc = if Kind::SAVES_MEAN {
         NormDescriptor::layer_norm(T::KIND, shape, 1)
     } else {
         NormDescriptor::rms_norm(T::KIND, shape, 1)
     }
-    .with_eps(EPS);
+    .with_eps(EPS)
+    .with_residual(residual);
     let plan = NormPlan::<T, Kind, 2>::select(s, &desc, &PlanPreference::default())?;
     let sets = rotation_of(s, rows)?;
     let xs = random_sets::<T>(s, m * h, sets, 11, -2.0, 2.0)?;
     let dys = random_sets::<T>(s, m * h, sets, 12, -1.0, 1.0)?;
+    let rs = random_sets::<T>(s, if residual { m * h } else { 1 }, sets, 15, -1.0, 1.0)?;
+    let dss = random_sets::<T>(s, if residual { m * h } else { 1 }, sets, 16, -1.0, 1.0)?;
+    let mut sums = (0..sets)
+        .map(|_| DeviceBuffer::<T>::uninit(s, if residual { m * h } else { 1 }))
+        .collect::<Result<Vec<_>>>()?;
     let w = random_buffer::<T>(s, h, 13, 0.5, 1.5)?;
     let b = random_buffer::<T>(s, h, 14, -1.0, 1.0)?;
     let mut y = DeviceBuffer::<T>::uninit(s, m * h)?;
@@ -98,7 +118,7 @@ fn norm<T: Element, Kind: NormKind>(s: &Stream, shape: [usize; 2], rows: &[Row])
     let bias = Kind::SAVES_MEAN
         .then(|| TensorRef::contiguous(b.as_slice(), [h]))
         .transpose()?;
-    let mut forward = |i: usize, stats: &mut DeviceBuffer<u8>| {
+    let mut forward = |i: usize, stats: &mut DeviceBuffer<u8>, sum: &mut DeviceBuffer<T>| {
         plan.run(
             s,
             Workspace::None,
@@ -106,26 +126,43 @@ fn norm<T: Element, Kind: NormKind>(s: &Stream, shape: [usize; 2], rows: &[Row])
                 x: TensorRef::contiguous(xs[i].as_slice(), shape)?,
                 weight: Some(weight),
                 bias,
+                residual: residual
+                    .then(|| TensorRef::contiguous(rs[i].as_slice(), shape))
+                    .transpose()?,
+                sum: residual
+                    .then(|| TensorMut::contiguous(sum.as_slice_mut(), shape))
+                    .transpose()?,
                 y: TensorMut::contiguous(y.as_slice_mut(), shape)?,
                 stats: Some(stats.as_slice_mut()),
             },
         )
     };
     // every set's statistics, for the backward
-    for (i, st) in stats.iter_mut().enumerate() {
-        forward(i, st)?;
+    for (i, (st, sum)) in stats.iter_mut().zip(&mut sums).enumerate() {
+        forward(i, st, sum)?;
     }
     time_passes(rows, |pass| match pass {
-        "fw" => time_rotating_ms(s, sets, |i| forward(i, &mut stats[i])),
+        "fw" => time_rotating_ms(s, sets, |i| forward(i, &mut stats[i], &mut sums[i])),
         "bw" => time_rotating_ms(s, sets, |i| {
             plan.run_bw(
                 s,
                 Workspace::Borrowed(ws.as_slice_mut()),
                 NormBwArgs {
-                    x: TensorRef::contiguous(xs[i].as_slice(), shape)?,
+                    // the residual form's backward normalizes s
+                    x: TensorRef::contiguous(
+                        if residual {
+                            sums[i].as_slice()
+                        } else {
+                            xs[i].as_slice()
+                        },
+                        shape,
+                    )?,
                     weight: Some(weight),
                     stats: stats[i].as_slice(),
                     dy: TensorRef::contiguous(dys[i].as_slice(), shape)?,
+                    ds: residual
+                        .then(|| TensorRef::contiguous(dss[i].as_slice(), shape))
+                        .transpose()?,
                     dx: Some(TensorMut::contiguous(dx.as_slice_mut(), shape)?),
                     dweight: Some(TensorMut::contiguous(dw.as_slice_mut(), [h])?),
                     dbias: Kind::SAVES_MEAN

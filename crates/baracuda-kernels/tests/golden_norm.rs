@@ -2,7 +2,8 @@
 //! (written by `scripts/make_goldens.py`): `tests/golden/norm.safetensors`
 //! from `scripts/goldens/norm.py`, F.layer_norm and F.rms_norm over one
 //! and two trailing dims of a [3, 4, 5] tensor with and without weight and
-//! bias, and layer_norm over rows of one element; and
+//! bias, layer_norm over rows of one element, and the residual forms
+//! (`s = x + r; y = norm(s)`, with and without a ds into s); and
 //! `tests/golden/group_norm.safetensors` from `scripts/goldens/group_norm.py`,
 //! F.group_norm with 1 and several groups over ranks 3 to 5, with and
 //! without weight and bias, and F.instance_norm (use_input_stats=True, no
@@ -74,6 +75,57 @@ fn norms_match_pytorch() {
             |x, w, b| p.forward(x, w, b),
             |x, w, dy| p.backward(x, w, dy),
         );
+    }
+}
+
+/// (key prefix, LayerNorm, rows, h, weight, bias, ds), as `RESIDUAL_CASES`
+/// of scripts/goldens/norm.py.
+const RESIDUAL_CASES: &[(&str, bool, usize, usize, bool, bool, bool)] = &[
+    ("res.layer.1.wb.ds", true, 12, 5, true, true, true),
+    ("res.layer.2.none", true, 3, 20, false, false, false),
+    ("res.rms.1.w.ds", false, 12, 5, true, false, true),
+    ("res.rms.1.none", false, 12, 5, false, false, false),
+];
+
+#[test]
+fn residual_norms_match_pytorch() {
+    let data = bytes("norm");
+    let t = SafeTensors::deserialize(&data).expect("norm goldens");
+    // the cases are checked once the golden file has been regenerated
+    // with them (scripts/make_goldens.py, which needs PyTorch)
+    if t.tensor(&format!("{}.x", RESIDUAL_CASES[0].0)).is_err() {
+        eprintln!(
+            "skipped: tests/golden/norm.safetensors has no residual cases yet \
+             (regenerate it with scripts/make_goldens.py)"
+        );
+        return;
+    }
+    for &(name, layer, rows, h, has_w, has_b, has_ds) in RESIDUAL_CASES {
+        let p = Norm {
+            layer,
+            rows,
+            h,
+            eps: 1e-5,
+        };
+        let k = |s: &str| format!("{name}.{s}");
+        let (x, r) = (get(&t, &k("x")), get(&t, &k("r")));
+        let w = has_w.then(|| get(&t, &k("weight")));
+        let b = has_b.then(|| get(&t, &k("bias")));
+        let (s, out) = p.forward_residual(&x, &r, w.as_deref(), b.as_deref());
+        close(&k("s"), &s, &get(&t, &k("s")));
+        close(&k("y"), &out.y, &get(&t, &k("y")));
+        close(&k("mean"), &out.mean, &get(&t, &k("mean")));
+        close(&k("rstd"), &out.rstd, &get(&t, &k("rstd")));
+        let ds = has_ds.then(|| get(&t, &k("ds")));
+        let g = p.backward_residual(&s, w.as_deref(), &get(&t, &k("dy")), ds.as_deref());
+        close(&k("dx"), &g.dx, &get(&t, &k("dx")));
+        close(&k("dr"), &g.dx, &get(&t, &k("dr")));
+        if has_w {
+            close(&k("dweight"), &g.dweight, &get(&t, &k("dweight")));
+        }
+        if has_b {
+            close(&k("dbias"), &g.dbias, &get(&t, &k("dbias")));
+        }
     }
 }
 

@@ -6,9 +6,16 @@
 //              RMSNorm    xhat = x rstd, rstd = 1 / sqrt(sum x^2 / h + eps)
 //              y = xhat w + b (w = 1 and b = 0 when absent); mean and rstd
 //              saved in ACC (f32, f64 for f64).
+//     Residual form (norm_fw_res_*): the row normalized is s = x + r, added
+//              in ACC and rounded to T (as the unfused s = x + r; norm(s)
+//              rounds it), and s is written besides y. x and r are read
+//              once; s may be written over r or x (each thread writes only
+//              the elements it read, after reading them).
 // BW  g = dy w; a = sum g xhat / h; c = sum g / h (LayerNorm only)
 //              dx = rstd (g - c - xhat a)
 //     dw[j] = sum_rows dy xhat, db[j] = sum_rows dy.
+//     With a ds (the residual form's gradient of s from elsewhere),
+//              dx = rstd (g - c - xhat a) + ds; dx may be written over ds.
 //
 // Work split:
 //   norm_fw_v<V>, norm_bw_v<V>  the row in registers: one block per row,
@@ -16,6 +23,7 @@
 //            statistics are exact in registers). Taken when h is a multiple
 //            of VEC, every row start is 16-byte aligned and h / VEC <=
 //            512 * 8.
+//   norm_fw_res_v<V>, norm_fw_res_loop  the same, residual form.
 //   norm_fw_loop, norm_bw_loop  any h and alignment: one block per row,
 //            element loads, x re-read from global (L2) per pass.
 //   The backward runs `blocks` blocks, block k taking rows k, k + blocks,
@@ -42,8 +50,10 @@
 
 // Mirrors `NormParams` in src/norm/norm.rs.
 struct NormParams {
-    const T* x;
+    const T* x;       // BW: the normalized input (the residual form's s)
     const T* dy;      // BW
+    const T* r;       // FW residual form: r; BW: ds (null: absent)
+    T* s;             // FW residual form: s = x + r
     T* out;           // FW y, BW dx (null: not asked)
     const T* w;       // null: absent
     const T* b;       // FW, null: absent
@@ -59,6 +69,8 @@ struct NormParams {
     i64 sx[REDUCE_MAX_RANK];     // row strides of x, out, dy
     i64 so[REDUCE_MAX_RANK];
     i64 sdy[REDUCE_MAX_RANK];
+    i64 sr[REDUCE_MAX_RANK];     // row strides of r (FW) or ds (BW)
+    i64 ss[REDUCE_MAX_RANK];     // row strides of s
     u32 rank;
     u32 blocks;       // BW blocks (partial rows)
 };
@@ -140,7 +152,26 @@ __device__ __forceinline__ void load_row(const T* __restrict__ r, u64 h, ACC (&v
         for (int e = 0; e < VEC; ++e) v[j][e] = to_acc(t[j][e]);
 }
 
-template <int V>
+// The row normalized by the forward, as stored: x, or with RES s = x + r
+// rounded to T, which is written to s.
+template <int V, bool RES>
+__device__ __forceinline__ void fw_row(const NormParams& p, u64 row, T (&v)[V][VEC]) {
+    const u64 h = p.h;
+    load_row_raw<V>(p.x + row_off(p, row, p.sx), h, v);
+    if (!RES) return;
+    T r[V][VEC];
+    load_row_raw<V>(p.r + row_off(p, row, p.sr), h, r);
+    T* s = p.s + row_off(p, row, p.ss);
+#pragma unroll
+    for (int j = 0; j < V; ++j) {
+#pragma unroll
+        for (int e = 0; e < VEC; ++e) v[j][e] = from_acc(to_acc(v[j][e]) + to_acc(r[j][e]));
+        const u64 c = threadIdx.x + (u64)j * blockDim.x;
+        if (c * VEC < h) store_vec(s, c, v[j]);
+    }
+}
+
+template <int V, bool RES>
 __device__ __forceinline__ void fw_regs(const NormParams& p) {
     const u64 h = p.h;
     const ACC inv_h = ACC(1) / ACC(h);
@@ -149,7 +180,7 @@ __device__ __forceinline__ void fw_regs(const NormParams& p) {
         // the row as stored (half the registers of ACC for 16-bit types),
         // widened where used
         T v[V][VEC];
-        load_row_raw<V>(p.x + row_off(p, row, p.sx), h, v);
+        fw_row<V, RES>(p, row, v);
         ACC s = 0;
 #pragma unroll
         for (int j = 0; j < V; ++j)
@@ -232,13 +263,18 @@ __device__ __forceinline__ void bw_regs(const NormParams& p) {
         s = block_sum2(s, phase);
         const ACC a = s.a * inv_h, cm = LAYER ? s.b * inv_h : ACC(0);
         T* out = p.out + row_off(p, row, p.so);
+        const T* ds = p.r ? p.r + row_off(p, row, p.sr) : nullptr;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
             const u64 c = threadIdx.x + (u64)j * blockDim.x;
             if (c * VEC >= h) continue;
-            T t[VEC];
+            T t[VEC], d[VEC];
+            if (ds) load_vec(ds, c, d);
 #pragma unroll
-            for (int e = 0; e < VEC; ++e) t[e] = from_acc(rstd * (g[j][e] - cm - x[j][e] * a));
+            for (int e = 0; e < VEC; ++e) {
+                const ACC v = rstd * (g[j][e] - cm - x[j][e] * a);
+                t[e] = from_acc(ds ? v + to_acc(d[e]) : v);
+            }
             store_vec(out, c, t);
         }
     }
@@ -259,7 +295,10 @@ __device__ __forceinline__ void bw_regs(const NormParams& p) {
 
 #define REG_KERNELS(V)                                                                      \
     extern "C" __global__ void __launch_bounds__(512) norm_fw_v##V(const NormParams p) {   \
-        fw_regs<V>(p);                                                                      \
+        fw_regs<V, false>(p);                                                               \
+    }                                                                                       \
+    extern "C" __global__ void __launch_bounds__(512) norm_fw_res_v##V(const NormParams p) { \
+        fw_regs<V, true>(p);                                                                \
     }                                                                                       \
     extern "C" __global__ void __launch_bounds__(512) norm_bw_v##V(const NormParams p) {   \
         bw_regs<V>(p);                                                                      \
@@ -274,15 +313,26 @@ REG_KERNELS(8)
 // Any h and alignment
 // ---------------------------------------------------------------------------
 
-extern "C" __global__ void __launch_bounds__(512) norm_fw_loop(const NormParams p) {
+// The element-wise forward; with RES the first pass writes s = x + r and
+// the later passes re-read s (the elements the same thread wrote).
+template <bool RES>
+__device__ __forceinline__ void fw_loop(const NormParams& p) {
     const u64 h = p.h;
     const ACC inv_h = ACC(1) / ACC(h);
     u32 phase = 0;
     for (u64 row = blockIdx.x; row < p.rows; row += gridDim.x) {
-        const T* x = p.x + row_off(p, row, p.sx);
+        const T* xin = p.x + row_off(p, row, p.sx);
+        const T* r = RES ? p.r + row_off(p, row, p.sr) : nullptr;
+        T* sum = RES ? p.s + row_off(p, row, p.ss) : nullptr;
+        const T* x = RES ? sum : xin;
         ACC s = 0;
         for (u64 i = threadIdx.x; i < h; i += blockDim.x) {
-            const ACC v = to_acc(x[i]);
+            T t = xin[i];
+            if (RES) {
+                t = from_acc(to_acc(t) + to_acc(r[i]));
+                sum[i] = t;
+            }
+            const ACC v = to_acc(t);
             s += LAYER ? v : v * v;
         }
         ACC mean = 0, sq = s;
@@ -304,6 +354,9 @@ extern "C" __global__ void __launch_bounds__(512) norm_fw_loop(const NormParams 
         }
     }
 }
+
+extern "C" __global__ void __launch_bounds__(512) norm_fw_loop(const NormParams p) { fw_loop<false>(p); }
+extern "C" __global__ void __launch_bounds__(512) norm_fw_res_loop(const NormParams p) { fw_loop<true>(p); }
 
 extern "C" __global__ void __launch_bounds__(512) norm_bw_loop(const NormParams p) {
     const u64 h = p.h;
@@ -336,11 +389,13 @@ extern "C" __global__ void __launch_bounds__(512) norm_bw_loop(const NormParams 
         s = block_sum2(s, phase);
         const ACC a = s.a * inv_h, cm = LAYER ? s.b * inv_h : ACC(0);
         T* out = p.out + row_off(p, row, p.so);
+        const T* ds = p.r ? p.r + row_off(p, row, p.sr) : nullptr;
         for (u64 i = threadIdx.x; i < h; i += blockDim.x) {
             const ACC xhat = (to_acc(x[i]) - mean) * rstd;
             const ACC d = to_acc(dy[i]);
             const ACC gg = p.w ? mul_rn(d, to_acc(p.w[i])) : d;
-            out[i] = from_acc(rstd * (gg - cm - xhat * a));
+            const ACC v = rstd * (gg - cm - xhat * a);
+            out[i] = from_acc(ds ? v + to_acc(ds[i]) : v);
         }
     }
 }

@@ -78,6 +78,10 @@ pub struct NormDescriptor<const N: usize> {
     pub weight: bool,
     /// The op takes a bias of the normalized shape (LayerNorm only).
     pub bias: bool,
+    /// The residual form: the forward normalizes `s = x + residual`
+    /// (rounded to the element type) and writes `s` besides `y`; the
+    /// backward takes `s` as its `x` and may add a `ds`.
+    pub residual: bool,
 }
 
 impl<const N: usize> NormDescriptor<N> {
@@ -90,6 +94,7 @@ impl<const N: usize> NormDescriptor<N> {
             eps: 1e-5,
             weight: true,
             bias: true,
+            residual: false,
         }
     }
     /// RMSNorm with PyTorch's defaults: eps the machine epsilon of
@@ -102,9 +107,16 @@ impl<const N: usize> NormDescriptor<N> {
             eps: 2.0 * element.unit_roundoff(),
             weight: true,
             bias: false,
+            residual: false,
         }
     }
     affine_setters!();
+    /// Whether the op is the residual form (`y = norm(x + residual)`,
+    /// writing the sum).
+    pub fn with_residual(mut self, residual: bool) -> Self {
+        self.residual = residual;
+        self
+    }
     /// Elements normalized together (the product of the normalized dims).
     pub fn hidden(&self) -> usize {
         self.shape[N.saturating_sub(self.normalized_dims).min(N)..]
@@ -128,6 +140,14 @@ pub struct NormArgs<'a, T, const N: usize, const K: usize> {
     pub weight: Option<TensorRef<'a, T, K>>,
     /// The bias, likewise with `bias`.
     pub bias: Option<TensorRef<'a, T, K>>,
+    /// The residual added to `x` (shape and layout as `x`): given exactly
+    /// when the descriptor has `residual`.
+    pub residual: Option<TensorRef<'a, T, N>>,
+    /// Where the residual form writes `s = x + residual` (given exactly
+    /// with `residual`; laid out as `x` may be). It may be `residual` or
+    /// `x` itself (the same view: the residual stream updated in place);
+    /// it shares no other memory with an operand.
+    pub sum: Option<TensorMut<'a, T, N>>,
     /// Output; laid out as `x` may be, disjoint from every input.
     pub y: TensorMut<'a, T, N>,
     /// Where to save the statistics the backward reads
@@ -137,7 +157,8 @@ pub struct NormArgs<'a, T, const N: usize, const K: usize> {
 
 /// Arguments of [`NormPlan`]'s [`Backward::run_bw`].
 pub struct NormBwArgs<'a, T, const N: usize, const K: usize> {
-    /// The forward input.
+    /// The forward input: the tensor normalized, which for the residual
+    /// form is the sum `s` the forward wrote.
     pub x: TensorRef<'a, T, N>,
     /// The forward weight (given exactly when the descriptor has one).
     pub weight: Option<TensorRef<'a, T, K>>,
@@ -145,7 +166,13 @@ pub struct NormBwArgs<'a, T, const N: usize, const K: usize> {
     pub stats: DeviceSlice<'a, u8>,
     /// Gradient of `y`.
     pub dy: TensorRef<'a, T, N>,
-    /// Gradient of `x`.
+    /// The residual form's gradient of `s` from its other uses (the
+    /// residual stream), added to `dx`; only with the residual form, and
+    /// read only when `dx` is asked.
+    pub ds: Option<TensorRef<'a, T, N>>,
+    /// Gradient of `x` (for the residual form the gradient of `s`, which
+    /// is both `dx` and `dresidual`). It may be `ds` itself (the same
+    /// view: in place); it shares no other memory with an operand.
     pub dx: Option<TensorMut<'a, T, N>>,
     /// Gradient of the weight (dense, the normalized shape).
     pub dweight: Option<TensorMut<'a, T, K>>,
@@ -166,11 +193,18 @@ pub struct NormBwArgs<'a, T, const N: usize, const K: usize> {
 /// - RMSNorm: `rstd = 1 / sqrt(sum_j x^2 / h + eps)`, `xhat = x rstd`;
 /// - `y = xhat w + b`.
 ///
+/// The residual form ([`NormDescriptor::residual`]) normalizes
+/// `s = x + residual`, added in the accumulator type and rounded to `T`
+/// (as PyTorch's `s = x + r; y = layer_norm(s)` in 16-bit dtypes), and
+/// writes `s` (`sum`) besides `y`, reading `x` and `residual` once. Its
+/// backward takes `s` as `x` and returns `dx = d_norm + ds`, the gradient
+/// of both `x` and `residual`.
+///
 /// Backward, with `g = dy w`: `dx = rstd (g - c - xhat a)` where
 /// `a = sum_j g xhat / h` and `c = sum_j g / h` (LayerNorm; 0 for
 /// RMSNorm); `dweight[j] = sum_r dy xhat`, `dbias[j] = sum_r dy`.
 /// # Shapes
-/// `x`, `y`, `dy`, `dx`: `desc.shape`; `weight`, `bias`, `dweight`,
+/// `x`, `residual`, `sum`, `y`, `dy`, `ds`, `dx`: `desc.shape`; `weight`, `bias`, `dweight`,
 /// `dbias`: its last `K` dims (`K >= 1`, `desc.normalized_dims == K`).
 /// # Layout
 /// The normalized dims of every operand dense (row-major); the row dims
@@ -201,12 +235,16 @@ pub struct NormBwArgs<'a, T, const N: usize, const K: usize> {
 /// `ShapeMismatch` for a view of another shape; `ContextMismatch` for a
 /// view, the statistics or the workspace on another context;
 /// `WorkspaceTooSmall` (`run_bw`); `InvalidArgument` for a weight or bias
-/// given against the descriptor or missing, a `dweight` or `dbias` the
-/// descriptor has no parameter for, non-dense normalized dims,
-/// overlapping operands, and short or misaligned statistics.
+/// given against the descriptor or missing, a `residual` or `sum` given
+/// against the descriptor or missing, a `ds` without the residual form, a
+/// `dweight` or `dbias` the descriptor has no parameter for, non-dense
+/// normalized dims, overlapping operands (other than `sum` as `residual`
+/// or `x`, and `dx` as `ds`, each the same view), and short or misaligned
+/// statistics.
 pub struct NormPlan<T: Element, Kind: NormKind, const N: usize, const K: usize = 1> {
     desc: NormDescriptor<N>,
     sku: KernelSku,
+    /// The forward (the residual form's when the descriptor has it).
     fw: Kernels,
     bw: Kernels,
     params: Function,
@@ -259,6 +297,8 @@ pub(super) enum Acc {}
 struct NormParams<T> {
     x: DevPtr<T>,
     dy: DevPtr<T>,
+    r: DevPtr<T>,
+    s: DevPtrMut<T>,
     out: DevPtrMut<T>,
     w: DevPtr<T>,
     b: DevPtr<T>,
@@ -274,6 +314,8 @@ struct NormParams<T> {
     sx: [i64; MAX_RANK],
     so: [i64; MAX_RANK],
     sdy: [i64; MAX_RANK],
+    sr: [i64; MAX_RANK],
+    ss: [i64; MAX_RANK],
     rank: u32,
     blocks: u32,
 }
@@ -328,6 +370,12 @@ pub(super) use affine_setters;
 /// Why a weight or bias is refused: given against a descriptor without
 /// one, or missing (for [`optional_arg`]).
 pub(super) const AFFINE_WHY: (&str, &str) = ("the descriptor has none", "the descriptor has one");
+
+/// Why a residual, sum or ds is refused.
+const RESIDUAL_WHY: (&str, &str) = (
+    "the descriptor is not the residual form",
+    "the descriptor is the residual form",
+);
 
 /// The gradients of a normalization with (or asked for) `x`, a weight and
 /// a bias.
@@ -501,6 +549,8 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> NormPlan<T, Kin
         let mut p = NormParams {
             x: DevPtr::NULL,
             dy: DevPtr::NULL,
+            r: DevPtr::NULL,
+            s: DevPtrMut::NULL,
             out: DevPtrMut::NULL,
             w: DevPtr::NULL,
             b: DevPtr::NULL,
@@ -516,6 +566,8 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> NormPlan<T, Kin
             sx: [0; MAX_RANK],
             so: [0; MAX_RANK],
             sdy: [0; MAX_RANK],
+            sr: [0; MAX_RANK],
+            ss: [0; MAX_RANK],
             rank: (N - K) as u32,
             blocks: 0,
         };
@@ -526,6 +578,12 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> NormPlan<T, Kin
             p.sdy[d] = sdy[d] as i64;
         }
         p
+    }
+    /// The row (outer-dim) strides of `strides` into `out`.
+    fn row_strides(&self, out: &mut [i64; MAX_RANK], strides: &[usize; N]) {
+        for d in 0..N - K {
+            out[d] = strides[d] as i64;
+        }
     }
     /// Stats pointers (mean, rstd) at `base`.
     fn stat_ptrs(&self, base: DevPtrMut<u8>) -> (DevPtrMut<Acc>, DevPtrMut<Acc>) {
@@ -579,7 +637,7 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPl
                 format!("norm.{}", Kind::NAME),
                 "row in registers / element-wise rows, fixed-order dweight",
             ),
-            fw: Kernels::load(&module, "fw")?,
+            fw: Kernels::load(&module, if desc.residual { "fw_res" } else { "fw" })?,
             bw: Kernels::load(&module, "bw")?,
             params: module.function("norm_bw_params")?,
             sm_count: stream.context().device().sm_count,
@@ -610,8 +668,25 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPl
         };
         let w = affine("weight", args.weight, self.desc.weight)?;
         let b = affine("bias", args.bias, self.desc.bias)?;
+        let res = self.desc.residual;
+        let r = optional_arg(OP, "residual", args.residual, res, RESIDUAL_WHY, |v| {
+            check_operand("residual", parts(&v), &shape, K, stream)?;
+            Ok(v.data().addr())
+        })?;
+        let sum = optional_arg(OP, "sum", args.sum.as_ref(), res, RESIDUAL_WHY, |v| {
+            check_operand("sum", parts_mut(v), &shape, K, stream)?;
+            Ok(v.data().addr())
+        })?;
         let (xp, yp) = (args.x.data().ptr(), args.y.data().ptr());
         let mut inputs = vec![span_of("x", xp, args.x.shape(), args.x.strides())];
+        if let (Some(rv), Some(sv)) = (&args.residual, &args.sum) {
+            // s may be x or residual itself (each element is read before
+            // the thread that read it writes it), else disjoint from both
+            let se = Extent::of_mut("sum", sv);
+            check_alias(OP, &se, &Extent::of("x", &args.x), true)?;
+            check_alias(OP, &se, &Extent::of("residual", rv), true)?;
+            inputs.push(span_of("residual", rv.data().ptr(), rv.shape(), rv.strides()));
+        }
         if let Some(v) = &args.weight {
             inputs.push(span_of("weight", v.data().ptr(), v.shape(), v.strides()));
         }
@@ -620,6 +695,14 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPl
         }
         let y_span = span_of("y", yp.as_const(), args.y.shape(), args.y.strides());
         check_disjoint(&y_span, &inputs)?;
+        let mut params = inputs[1 + usize::from(res)..].to_vec();
+        if let Some(sv) = &args.sum {
+            // s against the weight, the bias and y (x and residual above)
+            let s_span = span_of("sum", sv.data().ptr().as_const(), sv.shape(), sv.strides());
+            params.push(y_span);
+            check_disjoint(&s_span, &params)?;
+            inputs.push(s_span);
+        }
         let stats = args.stats.as_ref();
         let stats = saved_stats(OP, stream, stats, self.stats_layout(), y_span, &mut inputs)?;
         if self.rows() == 0 {
@@ -633,15 +716,25 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Plan for NormPl
         p.b = DevPtr::from_addr(b);
         p.mean = mean;
         p.rstd = rstd;
+        let (rs, ss) = (
+            args.residual.as_ref().map_or([0; N], |v| *v.strides()),
+            args.sum.as_ref().map_or([0; N], |v| *v.strides()),
+        );
+        if res {
+            p.r = DevPtr::from_addr(r);
+            p.s = DevPtrMut::from_addr(sum);
+            self.row_strides(&mut p.sr, &rs);
+            self.row_strides(&mut p.ss, &ss);
+        }
         let (regs, threads) = self.launch_shape(
-            &[xp.addr(), yp.addr(), w, b],
-            &[args.x.strides(), args.y.strides()],
+            &[xp.addr(), yp.addr(), w, b, r, sum],
+            &[args.x.strides(), args.y.strides(), &rs, &ss],
         );
         let f = regs.map_or(&self.fw.any, |i| &self.fw.regs[i]);
         let grid = self.rows().min(1 << 30) as u32;
-        // SAFETY: x, y, weight and bias were checked against the plan's
-        // shapes (their bounds proven at construction) with dense
-        // normalized dims; the statistics hold stats_bytes.
+        // SAFETY: x, y, weight, bias, residual and sum were checked
+        // against the plan's shapes (their bounds proven at construction)
+        // with dense normalized dims; the statistics hold stats_bytes.
         unsafe { launch_params(stream, f, LaunchConfig::linear(grid, threads), p) }
     }
 }
@@ -688,6 +781,16 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Backward
         if let Some(v) = &args.dx {
             check_operand("dx", parts_mut(v), &shape, K, stream)?;
         }
+        if let Some(v) = &args.ds {
+            if !self.desc.residual {
+                return Err(Error::InvalidArgument {
+                    op: OP,
+                    arg: "ds",
+                    reason: RESIDUAL_WHY.0.into(),
+                });
+            }
+            check_operand("ds", parts(v), &shape, K, stream)?;
+        }
         for (arg, v) in [("dweight", &args.dweight), ("dbias", &args.dbias)] {
             if let Some(v) = v {
                 check_operand(arg, parts_mut(v), &norm, K, stream)?;
@@ -717,6 +820,16 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Backward
                     }),
             )
             .collect();
+        if let Some(ds) = &args.ds {
+            // dx may be ds itself (each element read before it is written
+            // by the same thread); dweight and dbias share nothing with it
+            let dse = Extent::of("ds", ds);
+            if let Some(dx) = &args.dx {
+                check_alias(OP, &Extent::of_mut("dx", dx), &dse, true)?;
+            }
+            let ds_span = span_of("ds", ds.data().ptr(), ds.shape(), ds.strides());
+            check_outputs_disjoint(OP, &outputs[usize::from(args.dx.is_some())..], vec![ds_span])?;
+        }
         check_outputs_disjoint(OP, &outputs, inputs)?;
         let ctx = stream.context().id();
         let ws = workspace.check_ptr(OP, self.bw_workspace_size(wants), ctx)?;
@@ -732,6 +845,11 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Backward
         p.mean = mean;
         p.rstd = rstd;
         p.blocks = self.bw_blocks() as u32;
+        let ds_strides = args.ds.as_ref().map_or([0; N], |v| *v.strides());
+        if let Some(ds) = args.ds.as_ref().filter(|_| args.dx.is_some()) {
+            p.r = ds.data().ptr();
+            self.row_strides(&mut p.sr, &ds_strides);
+        }
         if params_wanted {
             p.partial = ws.cast();
             p.dw = args.dweight.as_ref().map_or(DevPtrMut::NULL, |v| v.data().ptr());
@@ -739,8 +857,8 @@ impl<T: Element, Kind: NormKind, const N: usize, const K: usize> Backward
         }
         if self.rows() > 0 && (args.dx.is_some() || params_wanted) {
             let (regs, threads) = self.launch_shape(
-                &[p.x.addr(), p.dy.addr(), dx.addr(), w],
-                &[args.x.strides(), args.dy.strides(), &dx_strides],
+                &[p.x.addr(), p.dy.addr(), dx.addr(), w, p.r.addr()],
+                &[args.x.strides(), args.dy.strides(), &dx_strides, &ds_strides],
             );
             let f = regs.map_or(&self.bw.any, |i| &self.bw.regs[i]);
             let cfg = LaunchConfig::linear(p.blocks, threads);
@@ -775,6 +893,15 @@ mod tests {
         assert_eq!((all.rows(), all.hidden()), (1, 63));
         assert_eq!(all.eps, 2f64.powi(-7));
         assert!(!all.bias && all.weight);
+    }
+
+    #[test]
+    fn the_residual_form_is_asked_for() {
+        let d = NormDescriptor::layer_norm(ElementKind::F16, [4, 8], 1);
+        assert!(!d.residual);
+        let r = d.with_residual(true);
+        assert!(r.residual && r.weight && r.bias);
+        assert_eq!((r.rows(), r.hidden()), (4, 8));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! LayerNorm and RMSNorm over rows of `h` elements (row-major `x` of
-//! `rows * h`), and GroupNorm over channels-first `[N, C, S]`, forward and
+//! `rows * h`) and their residual forms (`y = norm(x + r)`), and GroupNorm over channels-first `[N, C, S]`, forward and
 //! backward, in f64.
 
 /// One normalization problem.
@@ -97,6 +97,37 @@ impl Norm {
                 g.dweight[j] += d[j] * xhat[j];
                 g.dbias[j] += d[j];
             }
+        }
+        g
+    }
+
+    /// The residual form's forward: `s = x + r` and the forward on `s`
+    /// (exact: a caller in a narrow dtype rounds `s` itself and calls
+    /// [`Norm::forward`] on it).
+    pub fn forward_residual(
+        &self,
+        x: &[f64],
+        r: &[f64],
+        weight: Option<&[f64]>,
+        bias: Option<&[f64]>,
+    ) -> (Vec<f64>, NormOut) {
+        let s: Vec<f64> = x.iter().zip(r).map(|(a, b)| a + b).collect();
+        let out = self.forward(&s, weight, bias);
+        (s, out)
+    }
+
+    /// The residual form's backward on `s`: the gradients of `sum(y * dy) +
+    /// sum(s * ds)`; `dx` is the gradient of both x and r.
+    pub fn backward_residual(
+        &self,
+        s: &[f64],
+        weight: Option<&[f64]>,
+        dy: &[f64],
+        ds: Option<&[f64]>,
+    ) -> NormGrads {
+        let mut g = self.backward(s, weight, dy);
+        if let Some(ds) = ds {
+            g.dx.iter_mut().zip(ds).for_each(|(d, e)| *d += e);
         }
         g
     }

@@ -1,6 +1,7 @@
 //! GPU tests of the norm family: the `layer_norm` and `rms_norm` rows of
-//! the op table, against `reference::norm` (the `group_norm` row is in
-//! `group_norm.rs`).
+//! the op table and their residual forms (`layer_norm_residual`,
+//! `rms_norm_residual`: `s = x + r`, `y = norm(s)`), against
+//! `reference::norm` (the `group_norm` row is in `group_norm.rs`).
 //!
 //! Samples: hidden sizes 1, small odd tails, 4096 (the register kernel) and
 //! 40000 (the element-wise kernel), a single row, no rows, two normalized
@@ -9,6 +10,9 @@
 //! infinities (forward), and a realistic [256, 8192]. Each sample checks
 //! y, the saved mean and rstd, dx, dweight and dbias (those the sample
 //! has), and that nothing outside the views (guards, row gaps) was written.
+//! The residual rows add r (laid out as x, without the misalignment), the
+//! sum s (its own buffer, or written over r in place), and a ds added to
+//! dx (its own buffer, or dx written over it in place) on most samples.
 
 use baracuda_kernels::reference::norm::{Norm, NormGrads};
 use baracuda_kernels::*;
@@ -39,6 +43,12 @@ pub struct NormSample {
     layout: Layout,
     special: bool,
     eps: f64,
+    /// The residual form: r added to x, s written.
+    residual: bool,
+    /// The backward takes a ds (residual form).
+    ds: bool,
+    /// s written over r, dx over ds (residual form).
+    in_place: bool,
 }
 
 impl NormSample {
@@ -66,6 +76,7 @@ impl NormSample {
         d.with_eps(self.eps)
             .with_weight(self.weight)
             .with_bias(self.bias)
+            .with_residual(self.residual)
     }
     /// Strides and buffer length of a row-shaped operand.
     fn row_layout(&self, gapped: bool) -> (Vec<usize>, usize) {
@@ -88,30 +99,45 @@ impl NormSample {
 
 const EPS: f64 = 1e-5;
 
-/// The row of LayerNorm (`LAYER`) or RMSNorm.
-pub const fn row<const LAYER: bool>(name: &'static str) -> OpCase<NormSample> {
+/// The row of LayerNorm (`LAYER`) or RMSNorm, the residual form when
+/// `RES`.
+pub const fn row<const LAYER: bool, const RES: bool>(name: &'static str) -> OpCase<NormSample> {
     OpCase {
         name,
         dtypes: FLOATS,
         backward: true,
-        samples: |_| samples(LAYER),
+        samples: |_| {
+            if RES {
+                residual_samples(LAYER)
+            } else {
+                samples(LAYER)
+            }
+        },
         inputs,
         run,
         reference,
         tolerance,
-        bad_inputs: || bad_inputs(LAYER),
+        bad_inputs: || {
+            if RES {
+                bad_residual_inputs(LAYER)
+            } else {
+                bad_inputs(LAYER)
+            }
+        },
         unsupported: |kind| unsupported(LAYER, kind),
     }
 }
 
 /// The family's rows of the op table.
 pub(crate) static ROWS: &[&dyn crate::table::Row] = &[
-    &row::<true>("layer_norm"),
-    &row::<false>("rms_norm"),
+    &row::<true, false>("layer_norm"),
+    &row::<false, false>("rms_norm"),
+    &row::<true, true>("layer_norm_residual"),
+    &row::<false, true>("rms_norm_residual"),
     &crate::group_norm::ROW,
 ];
 
-crate::table_tests!(ROWS; layer_norm, rms_norm, group_norm);
+crate::table_tests!(ROWS; layer_norm, rms_norm, layer_norm_residual, rms_norm_residual, group_norm);
 
 // ---------------------------------------------------------------------------
 // Samples
@@ -128,6 +154,9 @@ fn samples(layer: bool) -> Vec<NormSample> {
         layout,
         special: false,
         eps: EPS,
+        residual: false,
+        ds: false,
+        in_place: false,
     };
     let bare = |mut x: NormSample| {
         x.weight = false;
@@ -169,7 +198,58 @@ fn samples(layer: bool) -> Vec<NormSample> {
     v
 }
 
-/// x (logical, row-major; LayerNorm's rows off-centre), weight, bias, dy.
+/// The residual rows' samples: the register and element-wise kernels,
+/// odd tails, two normalized dims, row gaps, a misaligned x, no rows,
+/// weight and bias absent, with and without ds, s and dx out of place and
+/// in place, and a realistic [256, 8192].
+fn residual_samples(layer: bool) -> Vec<NormSample> {
+    use Layout::*;
+    let s = |shape: &[usize], k: usize, layout, ds: bool, in_place: bool| NormSample {
+        layer,
+        shape: shape.to_vec(),
+        k,
+        weight: true,
+        bias: layer,
+        layout,
+        special: false,
+        eps: EPS,
+        residual: true,
+        ds,
+        in_place,
+    };
+    let bare = |mut x: NormSample| {
+        x.weight = false;
+        x.bias = false;
+        x
+    };
+    let mut v = vec![
+        s(&[7, 13], 1, Contiguous, true, false),
+        s(&[3, 37], 1, Misaligned, false, false),
+        s(&[3, 37], 1, Misaligned, true, true),
+        bare(s(&[9, 100], 1, Contiguous, true, false)),
+        s(&[16, 4096], 1, Contiguous, false, false),
+        s(&[16, 4096], 1, Contiguous, true, true),
+        bare(s(&[16, 4096], 1, Contiguous, false, true)),
+        s(&[0, 64], 1, Contiguous, true, false),
+        s(&[3, 5, 40], 2, Contiguous, true, false),
+        s(&[2, 3, 8, 16], 2, Gapped(16), true, true),
+        s(&[6, 256], 1, Gapped(128), true, false),
+        s(&[6, 250], 1, Gapped(3), true, true),
+        s(&[4, 40000], 1, Contiguous, true, false),
+        s(&[4, 40000], 1, Contiguous, false, true),
+        s(&[256, 8192], 1, Contiguous, true, false),
+    ];
+    if layer {
+        // LayerNorm with a weight but no bias
+        let mut x = s(&[10, 96], 1, Contiguous, true, false);
+        x.bias = false;
+        v.push(x);
+    }
+    v
+}
+
+/// x (logical, row-major; LayerNorm's rows off-centre), weight, bias, dy,
+/// and for the residual form r and (when the sample has it) ds.
 fn inputs(s: &NormSample, rng: &mut Rng) -> Tensors {
     let (rows, h) = (s.rows(), s.h());
     let mut x = rng.vec(rows * h, -2.0, 2.0);
@@ -190,26 +270,40 @@ fn inputs(s: &NormSample, rng: &mut Rng) -> Tensors {
         t.push("bias", rng.vec(h, -1.0, 1.0));
     }
     t.push("dy", rng.vec(rows * h, -1.0, 1.0));
+    if s.residual {
+        t.push("r", rng.vec(rows * h, -1.0, 1.0));
+        if s.ds {
+            t.push("ds", rng.vec(rows * h, -1.0, 1.0));
+        }
+    }
     t
 }
 
-fn reference(_: ElementKind, s: &NormSample, inputs: &Tensors, got: &Tensors) -> Tensors {
+fn reference(kind: ElementKind, s: &NormSample, inputs: &Tensors, got: &Tensors) -> Tensors {
     let r = s.reference();
-    let x = inputs.get("x");
+    let mut t = Tensors::default();
+    // the residual form normalizes s = x + r rounded to the dtype
+    let sum = s.residual.then(|| {
+        let (x, res) = (inputs.get("x"), inputs.get("r"));
+        round_to(
+            kind,
+            &x.iter().zip(res).map(|(a, b)| a + b).collect::<Vec<_>>(),
+        )
+    });
+    let x = sum.as_deref().unwrap_or(inputs.get("x"));
     let (w, b) = (inputs.find("weight"), inputs.find("bias"));
     let out = r.forward(x, w, b);
-    let mut t = Tensors::default();
+    if s.residual {
+        t.push("sum", x.to_vec());
+    }
     t.push("y", nan_marked(out.y));
     if s.layer {
         t.push("mean", nan_marked(out.mean));
     }
     t.push("rstd", nan_marked(out.rstd));
     if got.find("dx").is_some() {
-        push_grads(
-            &mut t,
-            r.backward(x, w, inputs.get("dy")),
-            (s.weight, s.bias),
-        );
+        let g = r.backward_residual(x, w, inputs.get("dy"), inputs.find("ds"));
+        push_grads(&mut t, g, (s.weight, s.bias));
     }
     t
 }
@@ -279,6 +373,17 @@ fn run(
     inputs: &Tensors,
     backward: bool,
 ) -> Result<Tensors, String> {
+    if s.residual {
+        return crate::with_float!(kind, T => match (s.shape.len(), s.k) {
+            (2, 1) => if s.layer { run_residual::<T, LayerNorm, 2, 1>(s, inputs, backward) }
+                      else { run_residual::<T, RmsNorm, 2, 1>(s, inputs, backward) },
+            (3, 2) => if s.layer { run_residual::<T, LayerNorm, 3, 2>(s, inputs, backward) }
+                      else { run_residual::<T, RmsNorm, 3, 2>(s, inputs, backward) },
+            (4, 2) => if s.layer { run_residual::<T, LayerNorm, 4, 2>(s, inputs, backward) }
+                      else { run_residual::<T, RmsNorm, 4, 2>(s, inputs, backward) },
+            other => Err(format!("no test instance for ranks {other:?}")),
+        });
+    }
     crate::with_float!(kind, T => match (s.shape.len(), s.k) {
         (1, 1) => if s.layer { run_ranked::<T, LayerNorm, 1, 1>(s, inputs, backward) }
                   else { run_ranked::<T, RmsNorm, 1, 1>(s, inputs, backward) },
@@ -357,6 +462,8 @@ fn run_ranked<T: Element, Kind: NormKind, const N: usize, const K: usize>(
             x,
             weight,
             bias,
+            residual: None,
+            sum: None,
             y: TensorMut::new(y.slice_mut(), arr::<N>(&s.shape), arr::<N>(&ys))
                 .map_err(|e| e.to_string())?,
             stats: Some(stats.slice_mut()),
@@ -395,6 +502,7 @@ fn run_ranked<T: Element, Kind: NormKind, const N: usize, const K: usize>(
             weight,
             stats: stats.slice(),
             dy,
+            ds: None,
             dx: Some(
                 TensorMut::new(dx.slice_mut(), arr::<N>(&s.shape), arr::<N>(&dxs))
                     .map_err(|e| e.to_string())?,
@@ -408,6 +516,165 @@ fn run_ranked<T: Element, Kind: NormKind, const N: usize, const K: usize>(
         "dx",
         view_result(&format!("{what} dx"), &dx, &s.shape, &dxs)?,
     );
+    push_param_grads(&mut t, &what, [(&dw, s.weight), (&db, s.bias)])?;
+    Ok(t)
+}
+
+/// A row-shaped input uploaded with the sample's (gapped) layout, as a
+/// buffer the in-place forms can also write.
+fn upload_rows<T: Element>(s: &NormSample, v: &[f64]) -> (DeviceBuffer<T>, Vec<usize>) {
+    let (st, len) = s.row_layout(true);
+    (upload::<T>(&scatter(v, &s.shape, &st, len)).0, st)
+}
+
+/// A mutable view of `buf` with `strides`, aliasing any read-only view of
+/// it (the in-place forms).
+///
+/// # Safety
+/// The caller runs only a plan that allows this view to be the same view
+/// as the read-only ones it aliases.
+unsafe fn alias_mut<T: Element, const N: usize>(
+    buf: &DeviceBuffer<T>,
+    shape: &[usize],
+    strides: &[usize],
+) -> Result<TensorMut<'static, T, N>, String> {
+    let sl = buf.as_slice();
+    // SAFETY: as the caller promises; the buffer outlives the run.
+    let m = unsafe { DeviceSliceMut::<T>::from_raw_parts(sl.addr(), sl.len(), sl.ctx_id()) };
+    TensorMut::new(m, arr::<N>(shape), arr::<N>(strides)).map_err(|e| e.to_string())
+}
+
+/// The residual form: s = x + r written to its own buffer or over r, y,
+/// the statistics; the backward on s with a ds when the sample has one,
+/// dx in its own buffer or over ds.
+fn run_residual<T: Element, Kind: NormKind, const N: usize, const K: usize>(
+    s: &NormSample,
+    inputs: &Tensors,
+    backward: bool,
+) -> Result<Tensors, String> {
+    let g = gpu();
+    let what = format!(
+        "{}_residual {} {:?} {:?} ds {} in place {}",
+        Kind::NAME,
+        T::KIND,
+        s.shape,
+        s.layout,
+        s.ds,
+        s.in_place
+    );
+    let e = |e: Error| format!("{what}: {e}");
+    let plan = select::<NormPlan<T, Kind, N, K>>(&s.descriptor::<N>(T::KIND), &Default::default())?;
+    let norm_shape: [usize; K] = std::array::from_fn(|i| s.shape[N - K + i]);
+    let (xs, x_len) = s.row_layout(true);
+    let x_off = usize::from(s.layout == Layout::Misaligned);
+    let xbuf = upload_strided::<T>(inputs.get("x"), &s.shape, &xs, x_len, x_off);
+    let x = xbuf.view::<N>(&s.shape)?;
+    let (rbuf, rs) = upload_rows::<T>(s, inputs.get("r"));
+    let r = TensorRef::new(rbuf.as_slice(), arr::<N>(&s.shape), arr::<N>(&rs))
+        .map_err(|e| e.to_string())?;
+    let param = |name: &str| inputs.find(name).map(upload::<T>).map(|(b, _)| b);
+    let (wbuf, bbuf) = (param("weight"), param("bias"));
+    let (weight, bias) = (
+        param_view(&wbuf, norm_shape)?,
+        param_view(&bbuf, norm_shape)?,
+    );
+    let (ys, y_len) = s.row_layout(true);
+    let mut y = Guarded::<T>::new(y_len);
+    // s in its own buffer, or (None) over r
+    let mut sum = (!s.in_place).then(|| Guarded::<T>::new(y_len));
+    let mut stats = Guarded::<u8>::new(plan.stats_bytes());
+    let sum_view = match &mut sum {
+        Some(b) => TensorMut::new(b.slice_mut(), arr::<N>(&s.shape), arr::<N>(&ys))
+            .map_err(|e| e.to_string())?,
+        // SAFETY: s over r, the same view: an in-place form the plan allows.
+        None => unsafe { alias_mut::<T, N>(&rbuf, &s.shape, &rs)? },
+    };
+    plan.run(
+        &g.stream,
+        Workspace::None,
+        NormArgs {
+            x,
+            weight,
+            bias,
+            residual: Some(r),
+            sum: Some(sum_view),
+            y: TensorMut::new(y.slice_mut(), arr::<N>(&s.shape), arr::<N>(&ys))
+                .map_err(|e| e.to_string())?,
+            stats: Some(stats.slice_mut()),
+        },
+    )
+    .map_err(e)?;
+    let mut t = Tensors::default();
+    let sum_values = match &sum {
+        Some(b) => view_result(&format!("{what} sum"), b, &s.shape, &ys)?,
+        None => gather(&download(&rbuf), 0, &s.shape, &rs),
+    };
+    t.push("sum", sum_values);
+    t.push("y", nan_marked(view_result(&what, &y, &s.shape, &ys)?));
+    let st = stats_values(T::KIND, &stats.result(&format!("{what} stats"))?);
+    let rows = s.rows();
+    if Kind::SAVES_MEAN {
+        t.push("mean", nan_marked(st[..rows].to_vec()));
+        t.push("rstd", nan_marked(st[rows..].to_vec()));
+    } else {
+        t.push("rstd", nan_marked(st));
+    }
+    if !backward {
+        return Ok(t);
+    }
+    // the backward normalizes s: the buffer the forward wrote it to
+    let sv = match &sum {
+        Some(b) => TensorRef::new(b.slice(), arr::<N>(&s.shape), arr::<N>(&ys)),
+        None => TensorRef::new(rbuf.as_slice(), arr::<N>(&s.shape), arr::<N>(&rs)),
+    }
+    .map_err(|e| e.to_string())?;
+    let (dybuf, dys) = upload_rows::<T>(s, inputs.get("dy"));
+    let dy = TensorRef::new(dybuf.as_slice(), arr::<N>(&s.shape), arr::<N>(&dys))
+        .map_err(|e| e.to_string())?;
+    let dsbuf = inputs.find("ds").map(|v| upload_rows::<T>(s, v));
+    let ds = dsbuf
+        .as_ref()
+        .map(|(b, st)| TensorRef::new(b.as_slice(), arr::<N>(&s.shape), arr::<N>(st)))
+        .transpose()
+        .map_err(|e| e.to_string())?;
+    let (dxs, dx_len) = s.row_layout(true);
+    // dx in its own buffer, or (None) over ds
+    let dx_over_ds = s.in_place && dsbuf.is_some();
+    let mut dx = (!dx_over_ds).then(|| Guarded::<T>::new(dx_len));
+    let dx_view = match (&mut dx, &dsbuf) {
+        (Some(b), _) => TensorMut::new(b.slice_mut(), arr::<N>(&s.shape), arr::<N>(&dxs))
+            .map_err(|e| e.to_string())?,
+        // SAFETY: dx over ds, the same view: an in-place form the plan
+        // allows.
+        (None, Some((b, st))) => unsafe { alias_mut::<T, N>(b, &s.shape, st)? },
+        (None, None) => unreachable!("dx over ds without a ds"),
+    };
+    let h = s.h();
+    let mut dw = Guarded::<T>::new(h);
+    let mut db = Guarded::<T>::new(h);
+    let wants = plan.grads();
+    let mut ws = workspace(plan.bw_workspace_size(wants));
+    plan.run_bw(
+        &g.stream,
+        Workspace::Borrowed(ws.as_slice_mut()),
+        NormBwArgs {
+            x: sv,
+            weight,
+            stats: stats.slice(),
+            dy,
+            ds,
+            dx: Some(dx_view),
+            dweight: grad_view(&mut dw, s.weight, norm_shape)?,
+            dbias: grad_view(&mut db, s.bias, norm_shape)?,
+        },
+    )
+    .map_err(|e| format!("{what} backward: {e}"))?;
+    let dx_values = match (&dx, &dsbuf) {
+        (Some(b), _) => view_result(&format!("{what} dx"), b, &s.shape, &dxs)?,
+        (None, Some((b, st))) => gather(&download(b), 0, &s.shape, st),
+        (None, None) => unreachable!("dx over ds without a ds"),
+    };
+    t.push("dx", dx_values);
     push_param_grads(&mut t, &what, [(&dw, s.weight), (&db, s.bias)])?;
     Ok(t)
 }
@@ -522,6 +789,8 @@ fn bad_inputs_of<Kind: NormKind>() -> Result<usize, String> {
                 x,
                 weight,
                 bias: bias(),
+                residual: None,
+                sum: None,
                 y,
                 stats,
             },
@@ -536,6 +805,8 @@ fn bad_inputs_of<Kind: NormKind>() -> Result<usize, String> {
             x: x3,
             weight: Some(w),
             bias: bias(),
+            residual: None,
+            sum: None,
             y: TensorMut::contiguous(y.slice_mut(), [4, 96]).expect("y view"),
             stats: None,
         },
@@ -577,6 +848,8 @@ fn bad_inputs_of<Kind: NormKind>() -> Result<usize, String> {
             x: xs,
             weight: Some(w),
             bias: bias(),
+            residual: None,
+            sum: None,
             y: TensorMut::contiguous(alias, [4, 96]).expect("alias view"),
             stats: None,
         },
@@ -591,6 +864,8 @@ fn bad_inputs_of<Kind: NormKind>() -> Result<usize, String> {
                 x,
                 weight: Some(w),
                 bias: Some(w),
+                residual: None,
+                sum: None,
                 y: TensorMut::contiguous(y.slice_mut(), [4, 96]).expect("y view"),
                 stats: None,
             },
@@ -625,6 +900,7 @@ fn bad_inputs_of<Kind: NormKind>() -> Result<usize, String> {
                 weight,
                 stats,
                 dy,
+                ds: None,
                 dx,
                 dweight,
                 dbias: None,
@@ -632,6 +908,221 @@ fn bad_inputs_of<Kind: NormKind>() -> Result<usize, String> {
             plan.run_bw(&g.stream, ws, args)
         },
     )?;
+    b.done()
+}
+
+fn bad_residual_inputs(layer: bool) -> Result<usize, String> {
+    if layer {
+        bad_residual_inputs_of::<LayerNorm>()
+    } else {
+        bad_residual_inputs_of::<RmsNorm>()
+    }
+}
+
+/// The residual form's run checks: residual and sum missing or against a
+/// plain descriptor, of another shape, overlapping; ds of another shape,
+/// against a plain plan, overlapping dx or dweight; each returning its
+/// error and writing nothing.
+fn bad_residual_inputs_of<Kind: NormKind>() -> Result<usize, String> {
+    let g = gpu();
+    let mut b = BadInputs::default();
+    let pref = PlanPreference::default();
+    let layer = Kind::SAVES_MEAN;
+    let plain = if layer {
+        NormDescriptor::layer_norm(ElementKind::F32, [4, 96], 1)
+    } else {
+        NormDescriptor::rms_norm(ElementKind::F32, [4, 96], 1)
+    };
+    let desc = plain.with_residual(true);
+    let sel = |d: &NormDescriptor<2>| NormPlan::<f32, Kind, 2, 1>::select(&g.stream, d, &pref);
+    let plan = sel(&desc).map_err(|e| e.to_string())?;
+    let plain_plan = sel(&plain).map_err(|e| e.to_string())?;
+    let mut rng = Rng::new(0x0A0C);
+    let n = 4 * 96;
+    let (xb, _) = upload::<f32>(&rng.vec(n + 8, -1.0, 1.0));
+    let (rb, _) = upload::<f32>(&rng.vec(n + 8, -1.0, 1.0));
+    // the weight at the start of a row-sized buffer, for a sum over it
+    let (wb, _) = upload::<f32>(&rng.vec(n, 0.5, 1.5));
+    // inputs with 8 spare elements, for the overlapping views
+    fn view(b: &DeviceBuffer<f32>) -> TensorRef<'_, f32, 2> {
+        let data = b.as_slice().slice(0..4 * 96).expect("view in buffer");
+        TensorRef::contiguous(data, [4, 96]).expect("view")
+    }
+    fn out(g: &mut Guarded<f32>) -> Option<TensorMut<'_, f32, 2>> {
+        Some(TensorMut::contiguous(g.slice_mut(), [4, 96]).expect("output view"))
+    }
+    let (x, r) = (view(&xb), view(&rb));
+    let w = TensorRef::contiguous(wb.as_slice().slice(0..96).expect("weight"), [96])
+        .map_err(|e| e.to_string())?;
+    let bias = || layer.then_some(w);
+    let mut y = Guarded::<f32>::new(n);
+    let mut sum = Guarded::<f32>::new(n);
+    let fw = |plan: &NormPlan<f32, Kind, 2, 1>,
+              residual: Option<TensorRef<'_, f32, 2>>,
+              sum: Option<TensorMut<'_, f32, 2>>,
+              y: &mut Guarded<f32>| {
+        let y = TensorMut::contiguous(y.slice_mut(), [4, 96]).expect("y view");
+        plan.run(
+            &g.stream,
+            Workspace::None,
+            NormArgs {
+                x,
+                weight: Some(w),
+                bias: bias(),
+                residual,
+                sum,
+                y,
+                stats: None,
+            },
+        )
+    };
+    let sv = out;
+    let r_ = fw(&plan, None, sv(&mut sum), &mut y);
+    b.expect(
+        "residual missing",
+        r_,
+        invalid_argument("residual"),
+        &[&y, &sum],
+    )?;
+    let r_ = fw(&plan, Some(r), None, &mut y);
+    b.expect("sum missing", r_, invalid_argument("sum"), &[&y])?;
+    let r_ = fw(&plain_plan, Some(r), sv(&mut sum), &mut y);
+    b.expect(
+        "residual without the residual form",
+        r_,
+        invalid_argument("residual"),
+        &[&y, &sum],
+    )?;
+    let r3 = TensorRef::contiguous(rb.as_slice(), [3, 96]).map_err(|e| e.to_string())?;
+    let r_ = fw(&plan, Some(r3), sv(&mut sum), &mut y);
+    b.expect(
+        "residual [3, 96]",
+        r_,
+        shape_mismatch("residual"),
+        &[&y, &sum],
+    )?;
+    let mut sum3 = Guarded::<f32>::new(3 * 96);
+    let s3 = Some(TensorMut::contiguous(sum3.slice_mut(), [3, 96]).expect("s"));
+    let r_ = fw(&plan, Some(r), s3, &mut y);
+    b.expect("sum [3, 96]", r_, shape_mismatch("sum"), &[&y, &sum3])?;
+    let rp = rb.as_slice();
+    // SAFETY: bad-input tests: each run must reject its aliasing view
+    // before anything is enqueued, so nothing writes through it.
+    let raw = |off: usize, len: usize| unsafe {
+        DeviceSliceMut::<f32>::from_raw_parts(rp.addr() + 4 * off as u64, len, rp.ctx_id())
+    };
+    let shifted = Some(TensorMut::contiguous(raw(8, n), [4, 96]).expect("s"));
+    let r_ = fw(&plan, Some(r), shifted, &mut y);
+    b.expect(
+        "sum overlapping residual, not the same view",
+        r_,
+        invalid_argument("sum"),
+        &[&y],
+    )?;
+    let xp = xb.as_slice();
+    // SAFETY: as above.
+    let over_x = unsafe { DeviceSliceMut::<f32>::from_raw_parts(xp.addr() + 4, n, xp.ctx_id()) };
+    let over_x = Some(TensorMut::contiguous(over_x, [4, 96]).expect("s"));
+    let r_ = fw(&plan, Some(r), over_x, &mut y);
+    b.expect(
+        "sum overlapping x, not the same view",
+        r_,
+        invalid_argument("sum"),
+        &[&y],
+    )?;
+    let r_ = plan.run(
+        &g.stream,
+        Workspace::None,
+        NormArgs {
+            x,
+            weight: Some(w),
+            bias: bias(),
+            residual: Some(r),
+            sum: sv(&mut sum),
+            y: TensorMut::contiguous(raw(0, n), [4, 96]).expect("y"),
+            stats: None,
+        },
+    );
+    b.expect("y over residual", r_, invalid_argument("y"), &[&sum])?;
+    let wp = wb.as_slice();
+    // SAFETY: as above.
+    let over_w = unsafe { DeviceSliceMut::<f32>::from_raw_parts(wp.addr(), n, wp.ctx_id()) };
+    let over_w = Some(TensorMut::contiguous(over_w, [4, 96]).expect("s"));
+    let r_ = fw(&plan, Some(r), over_w, &mut y);
+    b.expect("sum over the weight", r_, invalid_argument("sum"), &[&y])?;
+
+    // Backward: statistics from a good forward first.
+    let mut st = Guarded::<u8>::new(plan.stats_bytes());
+    plan.run(
+        &g.stream,
+        Workspace::None,
+        NormArgs {
+            x,
+            weight: Some(w),
+            bias: bias(),
+            residual: Some(r),
+            sum: sv(&mut sum),
+            y: TensorMut::contiguous(y.slice_mut(), [4, 96]).expect("y"),
+            stats: Some(st.slice_mut()),
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let (dyb, _) = upload::<f32>(&rng.vec(n, -1.0, 1.0));
+    let (dsb, _) = upload::<f32>(&rng.vec(n + 8, -1.0, 1.0));
+    let (dy, ds) = (view(&dyb), view(&dsb));
+    let mut ws = workspace(plan.bw_workspace_size(plan.grads()));
+    let mut dx = Guarded::<f32>::new(n);
+    let mut dw = Guarded::<f32>::new(96);
+    let bw = |plan: &NormPlan<f32, Kind, 2, 1>,
+              ws: &mut DeviceBuffer<u8>,
+              ds: Option<TensorRef<'_, f32, 2>>,
+              dx: Option<TensorMut<'_, f32, 2>>,
+              dweight: Option<TensorMut<'_, f32, 1>>| {
+        plan.run_bw(
+            &g.stream,
+            Workspace::Borrowed(ws.as_slice_mut()),
+            NormBwArgs {
+                x,
+                weight: Some(w),
+                stats: st.slice(),
+                dy,
+                ds,
+                dx,
+                dweight,
+                dbias: None,
+            },
+        )
+    };
+    let dxv = out;
+    let ds3 = TensorRef::contiguous(dsb.as_slice(), [3, 96]).map_err(|e| e.to_string())?;
+    let r_ = bw(&plan, &mut ws, Some(ds3), dxv(&mut dx), None);
+    b.expect("ds [3, 96]", r_, shape_mismatch("ds"), &[&dx])?;
+    let r_ = bw(&plain_plan, &mut ws, Some(ds), dxv(&mut dx), None);
+    b.expect(
+        "ds without the residual form",
+        r_,
+        invalid_argument("ds"),
+        &[&dx],
+    )?;
+    let dp = dsb.as_slice();
+    // SAFETY: as above.
+    let ds_raw = |off: usize, len: usize| unsafe {
+        DeviceSliceMut::<f32>::from_raw_parts(dp.addr() + 4 * off as u64, len, dp.ctx_id())
+    };
+    let dx_shift = Some(TensorMut::contiguous(ds_raw(4, n), [4, 96]).expect("dx"));
+    let r_ = bw(&plan, &mut ws, Some(ds), dx_shift, None);
+    b.expect(
+        "dx overlapping ds, not the same view",
+        r_,
+        invalid_argument("dx"),
+        &[],
+    )?;
+    let dw_over = Some(TensorMut::contiguous(ds_raw(0, 96), [96]).expect("dw"));
+    let r_ = bw(&plan, &mut ws, Some(ds), dxv(&mut dx), dw_over);
+    b.expect("dweight over ds", r_, invalid_argument("dweight"), &[&dx])?;
+    let dwv = Some(TensorMut::contiguous(dw.slice_mut(), [96]).expect("dw"));
+    let r_ = bw(&plan, &mut ws, Some(ds), dxv(&mut dx), dwv);
+    r_.map_err(|e| format!("a good residual backward: {e}"))?;
     b.done()
 }
 

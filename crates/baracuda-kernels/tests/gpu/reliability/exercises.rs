@@ -1861,7 +1861,8 @@ impl Exercise for Shapes {
 // Norm
 // ---------------------------------------------------------------------------
 
-/// LayerNorm (weight and bias) and RMSNorm (weight) forward and backward
+/// LayerNorm (weight and bias) and RMSNorm (weight, the residual form:
+/// `s = x + dy`, its backward adding `x` as ds) forward and backward
 /// with every gradient, over rows of 1024 (the register kernel), and
 /// GroupNorm (weight and bias, channels-last) likewise; the statistics
 /// live at the start of the workspace.
@@ -1893,7 +1894,7 @@ impl Norms {
             )?,
             rms: Plan::select(
                 st,
-                &NormDescriptor::rms_norm(ElementKind::F32, NORM, 1),
+                &NormDescriptor::rms_norm(ElementKind::F32, NORM, 1).with_residual(true),
                 &pref,
             )?,
             group: Plan::select(
@@ -1928,7 +1929,7 @@ impl Exercise for Norms {
         let ws = ws.max(self.group.bw_workspace_size(self.group.grads()));
         let (g, c) = (elems(&GROUP), GROUP[1]);
         (
-            vec![n, n, h, h, n, n, h, g, g, c, c],
+            vec![n, n, h, h, n, n, h, n, g, g, c, c],
             self.stats_region() + ws,
         )
     }
@@ -1951,13 +1952,22 @@ impl Exercise for Norms {
             st,
             [x, dy],
             w,
-            Some((b, db)),
+            (Some((b, db)), None),
             bufs,
             &mut stats,
             &mut rest,
         )?;
-        let bufs = parts.take()?;
-        norm_pass(&self.rms, st, [x, dy], w, None, bufs, &mut stats, &mut rest)?;
+        let [y, dx, dw, sum] = parts.take()?;
+        norm_pass(
+            &self.rms,
+            st,
+            [x, dy],
+            w,
+            (None, Some(sum)),
+            [y, dx, dw],
+            &mut stats,
+            &mut rest,
+        )?;
         let [y, dx, dw, db] = parts.take()?;
         let c = GROUP[1];
         let cl = [c * GROUP[2] * GROUP[3], 1, GROUP[3] * c, c];
@@ -2003,33 +2013,50 @@ fn prefix<const N: usize>(
     TensorRef::new(s, shape, strides)
 }
 
+/// A norm pass's bias and its gradient's buffer, and the residual form's
+/// sum buffer, each when used.
+type NormExtra<'v, 'b> = (
+    Option<(TensorRef<'v, f32, 1>, &'b mut DeviceBuffer<f32>)>,
+    Option<&'b mut DeviceBuffer<f32>>,
+);
+
 /// One norm plan forward (saving the statistics in `stats`) and backward
-/// with every gradient: y, dx and dweight into `bufs`, dbias with the bias.
+/// with every gradient: y, dx and dweight into `bufs`, dbias with the bias
+/// (`extra.0`). With a sum buffer (`extra.1`, the residual form) the
+/// residual is `dy`, the sum is written there and the backward reads it,
+/// with `x` as ds.
 #[allow(clippy::too_many_arguments)]
 fn norm_pass<Kind: NormKind>(
     plan: &NormPlan<f32, Kind, 2>,
     st: &Stream,
     [x, dy]: [TensorRef<'_, f32, 2>; 2],
     w: TensorRef<'_, f32, 1>,
-    bias: Option<(TensorRef<'_, f32, 1>, &mut DeviceBuffer<f32>)>,
+    extra: NormExtra<'_, '_>,
     [y, dx, dw]: [&mut DeviceBuffer<f32>; 3],
     stats: &mut DeviceSliceMut<'_, u8>,
     ws: &mut DeviceSliceMut<'_, u8>,
 ) -> Result<()> {
+    let (bias, mut sum) = extra;
     let (b, db) = bias.unzip();
     let args = NormArgs {
         x,
         weight: Some(w),
         bias: b,
+        residual: sum.is_some().then_some(dy),
+        sum: sum.as_deref_mut().map(|s| view_mut(s, NORM)).transpose()?,
         y: view_mut(y, NORM)?,
         stats: Some(stats.reborrow()),
     };
     plan.run(st, Workspace::None, args)?;
     let args = NormBwArgs {
-        x,
+        x: match sum.as_deref() {
+            Some(s) => view(s, NORM)?,
+            None => x,
+        },
         weight: Some(w),
         stats: stats.as_const(),
         dy,
+        ds: sum.is_some().then_some(x),
         dx: Some(view_mut(dx, NORM)?),
         dweight: Some(view_mut(dw, [NORM[1]])?),
         dbias: db.map(|d| view_mut(d, [NORM[1]])).transpose()?,
