@@ -191,43 +191,48 @@ __device__ __forceinline__ ACC trigamma(ACC x) {
 
 // polygamma(m, x) = (-1)^(m+1) m! zeta(m + 1, x) for m >= 2 (m = 0 and 1
 // are digamma and trigamma above), as PyTorch's: the Hurwitz zeta as the
-// sum of (x + k)^-(m+1) up to x + k >= 10 (f32) or 25 (f64), then the
-// Euler-Maclaurin tail a^(1-s) / (s-1) + a^-s / 2 + sum_j B_2j / (2j)!
-// (s)_(2j-1) a^(-s-2j+1), j <= 7 (below 1e-18 relative there for s <= 6).
-// At 0, the negative integers and -inf the pole's infinity, times
-// (-1)^(m+1); at +inf the limit 0 with that sign.
+// sum of (x + k)^-(m+1) up to x + k >= 25, then the Euler-Maclaurin tail
+// a^(1-s) / (s-1) + a^-s / 2 + sum_j B_2j / (2j)! (s)_(2j-1) a^(-s-2j+1),
+// j <= 7 (below 1e-18 relative there for s <= 6). Computed in f64 for
+// every dtype: for negative x the sum's terms cancel (at x = -2.5 they
+// reach 10^4 times the result), which f32 arithmetic would leave 1e-4
+// off. At 0, the negative integers and -inf the pole's infinity, times
+// (-1)^(m+1); at +inf NaN (PyTorch's: 0 / 0 in its series).
+__device__ __forceinline__ double hurwitz_polygamma(int m, double x) {
+    const double sign = (m & 1) ? 1.0 : -1.0;
+    double fact = 1;
+    for (int k = 2; k <= m; ++k) fact *= double(k);
+    if (x != x) return x;
+    if (x <= 0.0 && x == floor(x)) return sign * __longlong_as_double(0x7FF0000000000000ll);
+    if (isinf(x)) return __longlong_as_double(0x7FF8000000000000ll);
+    const int s = m + 1;
+    double sum = 0;
+    while (x < 25.0) {
+        const double r = 1.0 / x;
+        double p = r;
+        for (int k = 1; k < s; ++k) p *= r;
+        sum += p;
+        x += 1.0;
+    }
+    const double r = 1.0 / x;
+    double xs = r;  // x^-s
+    for (int k = 1; k < s; ++k) xs *= r;
+    const double c[7] = {1.0 / 12, -1.0 / 720, 1.0 / 30240, -1.0 / 1209600,
+                         1.0 / 47900160, -691.0 / 1307674368000.0, 1.0 / 74724249600.0};
+    double f = double(s) * r;  // (s)_(2j-1) a^-(2j-1)
+    double series = 0;
+    for (int j = 1; j <= 7; ++j) {
+        series += c[j - 1] * f;
+        f *= double(s + 2 * j - 1) * double(s + 2 * j) * r * r;
+    }
+    const double tail = xs * (x / double(s - 1) + 0.5 + series);
+    return sign * fact * (sum + tail);
+}
+
 __device__ __forceinline__ ACC polygamma_n(int m, ACC x) {
     if (m == 0) return digamma(x);
     if (m == 1) return trigamma(x);
-    ACC sign = (m & 1) ? ACC(1) : ACC(-1);
-    ACC fact = 1;
-    for (int k = 2; k <= m; ++k) fact *= ACC(k);
-    if (m_isnan(x)) return x;
-    if (x <= ACC(0) && x == floor(x)) return sign * INF_ACC;
-    if (isinf(x)) return sign * ACC(0);
-    const int s = m + 1;
-    const ACC big = sizeof(ACC) == 8 ? ACC(25) : ACC(10);
-    ACC sum = 0;
-    while (x < big) {
-        const ACC r = ACC(1) / x;
-        ACC p = r;
-        for (int k = 1; k < s; ++k) p *= r;
-        sum += p;
-        x += ACC(1);
-    }
-    const ACC r = ACC(1) / x;
-    ACC xs = r;  // x^-s
-    for (int k = 1; k < s; ++k) xs *= r;
-    const ACC c[7] = {ACC(1.0 / 12), ACC(-1.0 / 720), ACC(1.0 / 30240), ACC(-1.0 / 1209600),
-                      ACC(1.0 / 47900160), ACC(-691.0 / 1307674368000.0), ACC(1.0 / 74724249600.0)};
-    ACC f = ACC(s) * r;  // (s)_(2j-1) a^-(2j-1)
-    ACC series = 0;
-    for (int j = 1; j <= 7; ++j) {
-        series += c[j - 1] * f;
-        f *= ACC(s + 2 * j - 1) * ACC(s + 2 * j) * r * r;
-    }
-    const ACC tail = xs * (x / ACC(s - 1) + ACC(0.5) + series);
-    return sign * fact * (sum + tail);
+    return ACC(hurwitz_polygamma(m, double(x)));
 }
 
 // d sinc / dx = (cos(pi x) - sinc(x)) / x; for |x| < 0.16 the series
@@ -318,8 +323,8 @@ __device__ __forceinline__ void bessel_i01(ACC ax, ACC& i0, ACC& i1) {
     }
 }
 
-// i0, i0e, i1, i1e of x (WHICH 0..3): NaN passes; at +-inf i0 = +inf,
-// i1 = +-inf, i0e = 0, i1e = +-0; i1 and i1e are odd (-0 gives -0).
+// i0, i0e, i1, i1e of x (WHICH 0..3): NaN passes; at +-inf i0 and i1 are
+// NaN (PyTorch's), i0e = 0, i1e = +-0; i1 and i1e are odd (-0 gives -0).
 template <int WHICH>
 __device__ __forceinline__ ACC bessel_i(ACC x) {
     if (m_isnan(x)) return x;
@@ -327,7 +332,7 @@ __device__ __forceinline__ ACC bessel_i(ACC x) {
     const bool order1 = WHICH >= 2;
     const ACC ax = fabs(x);
     if (isinf(x)) {
-        const ACC v = scaled ? ACC(0) : INF_ACC;
+        const ACC v = scaled ? ACC(0) : NAN_ACC;
         return order1 ? copysign(v, x) : v;
     }
     ACC i0, i1;
@@ -338,14 +343,13 @@ __device__ __forceinline__ ACC bessel_i(ACC x) {
     return order1 ? copysign(i1, x) : i0;
 }
 
-// i1'(x) = i0(x) - i1(x) / x, 0.5 for |x| <= the ACC epsilon (PyTorch's
-// i1_backward); past the series, (i0e - i1e / |x|) e^|x| (no inf - inf
+// i1'(x) = i0(x) - i1(x) / x, 0.5 unless |x| > the ACC epsilon (NaN
+// included: PyTorch's i1_backward); past the series, (i0e - i1e / |x|) e^|x| (no inf - inf
 // where i0 overflows but the difference does not; NaN at +-inf).
 __device__ __forceinline__ ACC bessel_i1_derivative(ACC x) {
     const ACC eps = sizeof(ACC) == 8 ? ACC(2.220446049250313e-16) : ACC(1.1920928955078125e-7);
     const ACC ax = fabs(x);
-    if (ax <= eps) return ACC(0.5);
-    if (m_isnan(x)) return x;
+    if (!(ax > eps)) return ACC(0.5);
     ACC i0, i1;
     if (ax <= (sizeof(ACC) == 8 ? ACC(20) : ACC(9))) {
         bessel_i01<false>(ax, i0, i1);
@@ -356,11 +360,11 @@ __device__ __forceinline__ ACC bessel_i1_derivative(ACC x) {
     return (i0 - i1 / ax) * h * h;
 }
 
-// i1e'(x) = i0e(x) - i1e(x) (sgn(x) + 1/x), 0.5 for |x| <= the ACC epsilon
-// (PyTorch's i1e_backward).
+// i1e'(x) = i0e(x) - i1e(x) (sgn(x) + 1/x), 0.5 unless |x| > the ACC
+// epsilon (NaN included: PyTorch's i1e_backward).
 __device__ __forceinline__ ACC bessel_i1e_derivative(ACC x) {
     const ACC eps = sizeof(ACC) == 8 ? ACC(2.220446049250313e-16) : ACC(1.1920928955078125e-7);
-    if (fabs(x) <= eps) return ACC(0.5);
+    if (!(fabs(x) > eps)) return ACC(0.5);
     return bessel_i<1>(x) - bessel_i<3>(x) * (sign_of(x) + ACC(1) / x);
 }
 

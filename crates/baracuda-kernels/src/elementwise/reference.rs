@@ -220,8 +220,9 @@ fn bessel_i01(ax: f64, scaled: bool) -> (f64, f64) {
 }
 
 /// The modified Bessel functions of the first kind in f64: `which` 0 `i0`,
-/// 1 `i0e`, 2 `i1`, 3 `i1e`. NaN passes; at ±inf `i0 = inf`, `i1 = ±inf`,
-/// `i0e = 0`, `i1e = ±0`; `i1` and `i1e` are odd.
+/// 1 `i0e`, 2 `i1`, 3 `i1e`. NaN passes; at ±inf `i0` and `i1` are NaN
+/// (PyTorch's: its expansion divides infinities), `i0e = 0`, `i1e = ±0`;
+/// `i1` and `i1e` are odd.
 pub fn bessel_i(which: u8, x: f64) -> f64 {
     if x.is_nan() {
         return x;
@@ -231,7 +232,7 @@ pub fn bessel_i(which: u8, x: f64) -> f64 {
         if scaled {
             (0.0, 0.0)
         } else {
-            (f64::INFINITY, f64::INFINITY)
+            (f64::NAN, f64::NAN)
         }
     } else {
         bessel_i01(x.abs(), scaled)
@@ -243,15 +244,13 @@ pub fn bessel_i(which: u8, x: f64) -> f64 {
     }
 }
 
-/// `i1'(x) = i0(x) - i1(x) / x`: 0.5 for `|x| <= f64::EPSILON`
-/// (PyTorch's), past the series `(i0e - i1e / |x|) e^|x|`; NaN at ±inf.
+/// `i1'(x) = i0(x) - i1(x) / x`: 0.5 unless `|x| > f64::EPSILON` (NaN
+/// included, as PyTorch's `i1_backward`), past the series
+/// `(i0e - i1e / |x|) e^|x|`; NaN at ±inf.
 fn bessel_i1_derivative(x: f64) -> f64 {
     let ax = x.abs();
-    if ax <= f64::EPSILON {
+    if !(ax > f64::EPSILON) {
         return 0.5;
-    }
-    if x.is_nan() {
-        return x;
     }
     let (i0, i1) = bessel_i01(ax, ax > 20.0);
     if ax <= 20.0 {
@@ -281,7 +280,8 @@ pub fn polygamma(m: u32, x: f64) -> f64 {
         return sign * f64::INFINITY;
     }
     if x.is_infinite() {
-        return sign * 0.0;
+        // +inf: NaN, as PyTorch's Hurwitz zeta (0 / 0 in its series)
+        return f64::NAN;
     }
     let s = m + 1;
     let pow_neg = |x: f64| (1.0 / x).powi(s as i32);
@@ -793,7 +793,7 @@ pub fn unary_derivative(op: UnaryOp, x: f64) -> f64 {
         U::I0 => bessel_i(2, x),
         U::I0e => bessel_i(3, x) - sign_of(x) * bessel_i(1, x),
         U::I1 => bessel_i1_derivative(x),
-        U::I1e if x.abs() <= f64::EPSILON => 0.5,
+        U::I1e if !(x.abs() > f64::EPSILON) => 0.5,
         U::I1e => bessel_i(1, x) - bessel_i(3, x) * (sign_of(x) + 1.0 / x),
         U::Polygamma { n } => polygamma(n + 1, x),
     }
@@ -1590,8 +1590,8 @@ mod tests {
         }
         assert_eq!(bessel_i(0, 0.0), 1.0);
         assert!(bessel_i(2, -0.0) == 0.0 && bessel_i(2, -0.0).is_sign_negative());
-        assert_eq!(bessel_i(0, f64::NEG_INFINITY), f64::INFINITY);
-        assert_eq!(bessel_i(2, f64::NEG_INFINITY), f64::NEG_INFINITY);
+        assert!(bessel_i(0, f64::NEG_INFINITY).is_nan());
+        assert!(bessel_i(2, f64::INFINITY).is_nan());
         assert_eq!(bessel_i(1, f64::INFINITY), 0.0);
         assert!(bessel_i(3, f64::NEG_INFINITY).is_sign_negative());
         assert!(bessel_i(0, f64::NAN).is_nan());
@@ -1599,6 +1599,8 @@ mod tests {
         assert!(bessel_i(0, 713.0).is_finite() && bessel_i(0, 714.5).is_infinite());
         assert_eq!(unary_derivative(UnaryOp::I1, 0.0), 0.5);
         assert_eq!(unary_derivative(UnaryOp::I1e, -1e-300), 0.5);
+        assert_eq!(unary_derivative(UnaryOp::I1, f64::NAN), 0.5);
+        assert_eq!(unary_derivative(UnaryOp::I1e, f64::NAN), 0.5);
         assert!(unary_derivative(UnaryOp::I1, f64::INFINITY).is_nan());
         assert_eq!(unary_derivative(UnaryOp::I1e, f64::INFINITY), 0.0);
         assert_eq!(unary_derivative(UnaryOp::I0e, f64::INFINITY), 0.0);
@@ -1627,7 +1629,7 @@ mod tests {
         assert_eq!(polygamma(2, 0.0), f64::NEG_INFINITY);
         assert_eq!(polygamma(3, -2.0), f64::INFINITY);
         assert_eq!(polygamma(3, f64::NEG_INFINITY), f64::INFINITY);
-        assert!(polygamma(2, f64::INFINITY) == 0.0 && polygamma(2, f64::INFINITY).is_sign_negative());
+        assert!(polygamma(2, f64::INFINITY).is_nan());
         assert!(polygamma(4, f64::NAN).is_nan());
         let g = unary_grad(UnaryOp::Polygamma { n: 1 }, 1.0, 1.0);
         close("polygamma(1)'(1)", g, -2.0 * zeta3, 1e-14);

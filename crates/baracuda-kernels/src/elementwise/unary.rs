@@ -246,24 +246,25 @@ pub enum UnaryOp {
         neginf: Option<f64>,
     },
     /// `torch.i0`: the modified Bessel function of the first kind of order
-    /// 0, even, +inf at ±inf. Gradient `i1(x)`.
+    /// 0, even; NaN at ±inf as PyTorch's (its expansion divides
+    /// infinities). Gradient `i1(x)`.
     I0,
     /// `torch.special.i0e`: `i0(x) e^-|x|`, 0 at ±inf. Gradient
     /// `i1e(x) - sgn(x) i0e(x)`.
     I0e,
-    /// `torch.special.i1`: order 1, odd, ±inf at ±inf. Gradient
-    /// `i0(x) - i1(x) / x`, 0.5 where `|x|` is at most the compute type's
-    /// epsilon (PyTorch's), NaN at ±inf (PyTorch's `inf - inf`); past
+    /// `torch.special.i1`: order 1, odd, NaN at ±inf (PyTorch's). Gradient
+    /// `i0(x) - i1(x) / x`, 0.5 unless `|x|` exceeds the compute type's
+    /// epsilon (NaN included, PyTorch's), NaN at ±inf (PyTorch's `inf - inf`); past
     /// f64's range of `i0` (|x| > 713) +inf where PyTorch's f64 gives NaN.
     I1,
     /// `torch.special.i1e`: `i1(x) e^-|x|`, ±0 at ±inf. Gradient
-    /// `i0e(x) - i1e(x) (sgn(x) + 1/x)`, 0.5 where `|x|` is at most the
-    /// compute type's epsilon.
+    /// `i0e(x) - i1e(x) (sgn(x) + 1/x)`, 0.5 unless `|x|` exceeds the
+    /// compute type's epsilon (NaN included, PyTorch's).
     I1e,
     /// `torch.polygamma(n, x)`, the `n`-th derivative of digamma: `n = 0`
     /// is `digamma`, `n = 1` trigamma (with `digamma`'s gradient's poles),
     /// `n >= 2` `(-1)^(n+1) n! zeta(n + 1, x)` as PyTorch's, `(-1)^(n+1)`
-    /// inf at 0, the negative integers and -inf, 0 of that sign at +inf.
+    /// inf at 0, the negative integers and -inf, NaN at +inf (PyTorch's).
     /// Gradient `polygamma(n + 1, x)`.
     Polygamma {
         /// The order, 0 to 4 (others: `InvalidDescriptor`).

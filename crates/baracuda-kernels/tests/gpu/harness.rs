@@ -222,6 +222,17 @@ pub fn round_to(kind: ElementKind, v: &[f64]) -> Vec<f64> {
     crate::with_element!(kind, T => round::<T>(v).1)
 }
 
+/// `v` with the values past `kind`'s finite range replaced by the
+/// infinities they round to: what a kernel storing the exact value writes.
+pub fn overflowed(kind: ElementKind, mut v: Vec<f64>) -> Vec<f64> {
+    for (w, r) in v.iter_mut().zip(round_to(kind, &v)) {
+        if r.is_infinite() && w.is_finite() {
+            *w = r;
+        }
+    }
+    v
+}
+
 /// Upload rounded values; returns the buffer and the values the device holds.
 pub fn upload<T: Element>(v: &[f64]) -> (DeviceBuffer<T>, Vec<f64>) {
     let (t, back) = round::<T>(v);

@@ -650,8 +650,8 @@ fn run_residual<T: Element, Kind: NormKind, const N: usize, const K: usize>(
         (None, None) => unreachable!("dx over ds without a ds"),
     };
     let h = s.h();
-    let mut dw = Guarded::<T>::new(h);
-    let mut db = Guarded::<T>::new(h);
+    let mut dw = operand_if(s.weight, || Guarded::<T>::new(h));
+    let mut db = operand_if(s.bias, || Guarded::<T>::new(h));
     let wants = plan.grads();
     let mut ws = workspace(plan.bw_workspace_size(wants));
     plan.run_bw(

@@ -179,7 +179,7 @@ fn run_grouped_plan<T: Element>(s: &GroupedSample, inputs: &Tensors) -> Result<T
         upload_each("bias", 3),
     );
     let outputs = || -> Vec<MatOut<T>> { mats.iter().map(|m| MatOut::new(m[2])).collect() };
-    let (mut d, mut aux) = (outputs(), outputs());
+    let (mut d, mut aux) = (outputs(), operand_if(desc.save_aux, outputs));
     let (alpha, beta) = scalars(s.with_c);
     let args = GroupedGemmArgs {
         a: views(&a, &mats, 0),
