@@ -74,6 +74,7 @@ fn scan<T: Element, O: Element, const N: usize>(
         .collect::<Result<Vec<_>>>()?;
     let mut y = DeviceBuffer::<O>::uninit(s, n)?;
     let mut idx = DeviceBuffer::<i64>::uninit(s, if op.has_indices() { n } else { 1 })?;
+    let mut ws = DeviceBuffer::<u8>::uninit(s, plan.workspace_size().max(1))?;
     time_passes(rows, |pass| match pass {
         "fw" => time_rotating_ms(s, sets, |i| {
             let indices = if op.has_indices() {
@@ -83,7 +84,7 @@ fn scan<T: Element, O: Element, const N: usize>(
             };
             plan.run(
                 s,
-                Workspace::None,
+                Workspace::Borrowed(ws.as_slice_mut()),
                 ScanArgs {
                     x: TensorRef::contiguous(xs[i].as_slice(), shape)?,
                     y: TensorMut::contiguous(y.as_slice_mut(), shape)?,

@@ -24,7 +24,12 @@
 //
 // Work split: scan_block runs one 256-thread block per line (grid-stride
 // over lines), tiles of 4 x 256 elements scanned by block_scan
-// (common/scan.cuh) with the prefix of earlier tiles carried; scan_thread
+// (common/scan.cuh) with the prefix of earlier tiles carried. Few long
+// lines are cut into segments of seg_len positions instead, a block per
+// (line, segment) in two passes: scan_part writes each segment's total to
+// `part`, scan_seg folds the totals of the line's earlier segments (a
+// block_scan over them: a fixed order, so bitwise reproducible) and scans
+// its segment from that carry (x read twice). scan_thread
 // runs one thread per line, sequentially (consecutive threads take
 // consecutive lines, so a scan along an outer dim reads coalesced rows;
 // 8 positions loaded ahead of their combines).
@@ -70,10 +75,13 @@ struct ScanParams {
     i64* idx;         // the forward's indices
     const i64* idx_in;  // the backward's
     ACC* ws;
+    void* part;       // segmented scans: one state per (line, segment)
     Axis ax[SLOTS];
     u64 shape[SCAN_RANK];  // line dims, innermost last
     u64 len;
     u64 lines;
+    u64 seg_len;      // segmented scans: positions per segment (a multiple of the tile)
+    u64 segs;         // segments per line
     u32 rank;
     u32 exclusive;
     u32 flipped;
@@ -343,30 +351,84 @@ struct Op<8> {
 
 #endif  // !BARACUDA_INTEGER
 
+// Positions [begin, end) of line L scanned from `carry` (stored when
+// STORE); the carry past `end`. Every thread of the block calls.
+template <int OP, bool STORE>
+__device__ __forceinline__ typename Op<OP>::S scan_range(const Line& L, u64 begin, u64 end,
+                                                         typename Op<OP>::S carry,
+                                                         typename Op<OP>::S* smem) {
+    typedef Op<OP> O;
+    typedef typename O::S S;
+    const u64 tile = (u64)SCAN_ITEMS * blockDim.x;
+    for (u64 base = begin; base < end; base += tile) {
+        S v[SCAN_ITEMS], total[SCAN_ITEMS];
+#pragma unroll
+        for (int k = 0; k < SCAN_ITEMS; ++k) {
+            const u64 p = base + (u64)k * blockDim.x + threadIdx.x;
+            v[k] = p < end ? O::load(L, p) : O::identity();
+        }
+        block_scan<S, SCAN_ITEMS>(v, total, [](S a, S b) { return O::combine(a, b); }, smem);
+#pragma unroll
+        for (int k = 0; k < SCAN_ITEMS; ++k) {
+            const u64 p = base + (u64)k * blockDim.x + threadIdx.x;
+            if (STORE && p < end) O::store(L, p, O::combine(carry, v[k]));
+            carry = O::combine(carry, total[k]);
+        }
+    }
+    return carry;
+}
+
 template <int OP>
 __device__ __forceinline__ void scan_block(const ScanParams& P) {
     typedef Op<OP> O;
+    __shared__ typename O::S smem[SCAN_ITEMS * 32];
+    for (u64 line = blockIdx.x; line < P.lines; line += gridDim.x)
+        scan_range<OP, true>(line_of(P, line), 0, P.len, O::identity(), smem);
+}
+
+// Segmented pass 1: each (line, segment)'s total to part.
+template <int OP>
+__device__ __forceinline__ void scan_part(const ScanParams& P) {
+    typedef Op<OP> O;
     typedef typename O::S S;
     __shared__ S smem[SCAN_ITEMS * 32];
+    S* part = static_cast<S*>(P.part);
+    for (u64 u = blockIdx.x; u < P.lines * P.segs; u += gridDim.x) {
+        const u64 line = u / P.segs, seg = u % P.segs;
+        const u64 begin = seg * P.seg_len;
+        const u64 end = begin + P.seg_len < P.len ? begin + P.seg_len : P.len;
+        const S t = scan_range<OP, false>(line_of(P, line), begin, end, O::identity(), smem);
+        if (threadIdx.x == 0) part[u] = t;
+    }
+}
+
+// Segmented pass 2: the fold of the line's earlier segment totals, then
+// the segment scanned from it.
+template <int OP>
+__device__ __forceinline__ void scan_seg(const ScanParams& P) {
+    typedef Op<OP> O;
+    typedef typename O::S S;
+    __shared__ S smem[SCAN_ITEMS * 32];
+    const S* part = static_cast<const S*>(P.part);
     const u64 tile = (u64)SCAN_ITEMS * blockDim.x;
-    for (u64 line = blockIdx.x; line < P.lines; line += gridDim.x) {
-        const Line L = line_of(P, line);
+    for (u64 u = blockIdx.x; u < P.lines * P.segs; u += gridDim.x) {
+        const u64 line = u / P.segs, seg = u % P.segs;
+        const S* earlier = part + line * P.segs;
         S carry = O::identity();
-        for (u64 base = 0; base < P.len; base += tile) {
+        for (u64 base = 0; base < seg; base += tile) {
             S v[SCAN_ITEMS], total[SCAN_ITEMS];
 #pragma unroll
             for (int k = 0; k < SCAN_ITEMS; ++k) {
-                const u64 p = base + (u64)k * blockDim.x + threadIdx.x;
-                v[k] = p < P.len ? O::load(L, p) : O::identity();
+                const u64 q = base + (u64)k * blockDim.x + threadIdx.x;
+                v[k] = q < seg ? earlier[q] : O::identity();
             }
             block_scan<S, SCAN_ITEMS>(v, total, [](S a, S b) { return O::combine(a, b); }, smem);
 #pragma unroll
-            for (int k = 0; k < SCAN_ITEMS; ++k) {
-                const u64 p = base + (u64)k * blockDim.x + threadIdx.x;
-                if (p < P.len) O::store(L, p, O::combine(carry, v[k]));
-                carry = O::combine(carry, total[k]);
-            }
+            for (int k = 0; k < SCAN_ITEMS; ++k) carry = O::combine(carry, total[k]);
         }
+        const u64 begin = seg * P.seg_len;
+        const u64 end = begin + P.seg_len < P.len ? begin + P.seg_len : P.len;
+        scan_range<OP, true>(line_of(P, line), begin, end, carry, smem);
     }
 }
 
@@ -400,6 +462,12 @@ __device__ __forceinline__ void scan_thread(const ScanParams& P) {
     }                                                                                        \
     extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_thread_##CODE(const ScanParams P) { \
         scan_thread<CODE>(P);                                                                \
+    }                                                                                        \
+    extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_part_##CODE(const ScanParams P) { \
+        scan_part<CODE>(P);                                                                  \
+    }                                                                                        \
+    extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_seg_##CODE(const ScanParams P) { \
+        scan_seg<CODE>(P);                                                                   \
     }
 
 SCAN_KERNELS(0)

@@ -186,11 +186,15 @@ pub struct ScanBwArgs<'a, T, const N: usize, O = T> {
 /// Any strides; `x` and `dy` may broadcast (stride 0). A scan along a dim
 /// of stride 1 runs a block per line; along an outer dim (or over lines of
 /// at most 32 elements) a thread per line, consecutive threads on
-/// consecutive lines. 64-bit offsets.
+/// consecutive lines. Lines too few to fill the GPU and long (at least
+/// 32768 positions) are cut into segments, a block per segment, in two
+/// passes (segment totals, then each segment from the fold of the earlier
+/// totals in a fixed order: x read twice, still bitwise reproducible).
+/// 64-bit offsets.
 /// # Workspace
-/// None for `run` (`workspace_size()` is 0); cumprod's backward takes
-/// `bw_workspace_size(Grad::X)`, one accumulator per element, the other
-/// ops' none.
+/// `workspace_size()`: 32 bytes per segment when the lines are cut, else
+/// 0 (`Workspace::None` will do). `bw_workspace_size(Grad::X)`: cumprod's
+/// accumulators (one per element) plus those segment states.
 /// # Dtypes
 /// f32, f64, f16, bf16; f16/bf16 accumulate in f32, f64 in f64; indices
 /// i64. i32 and i64 ([`ScanOp::takes_integers`], as PyTorch): cumsum and
@@ -225,17 +229,23 @@ pub struct ScanPlan<T: Element, const N: usize, O: Element = T> {
 
 const OP: &str = "scan";
 
-/// The block-per-line and thread-per-line kernels of one code.
+/// The block-per-line, thread-per-line and segmented (two-pass) kernels
+/// of one code.
 struct Kernels {
     block: Function,
     thread: Function,
+    part: Function,
+    seg: Function,
 }
 
 impl Kernels {
     fn load(module: &baracuda_driver::Module, code: u32) -> Result<Self> {
+        let f = |kind: &str| module.function(&format!("scan_{kind}_{code}"));
         Ok(Kernels {
-            block: module.function(&format!("scan_block_{code}"))?,
-            thread: module.function(&format!("scan_thread_{code}"))?,
+            block: f("block")?,
+            thread: f("thread")?,
+            part: f("part")?,
+            seg: f("seg")?,
         })
     }
 }
@@ -245,8 +255,17 @@ pub(crate) fn spec(dtype: u32) -> ModuleSpec {
     ModuleSpec::new(&kernel_sources::SCAN).define("BARACUDA_DTYPE", dtype)
 }
 
-/// Threads per block of both kernels (`SCAN_THREADS`).
+/// Threads per block of every kernel (`SCAN_THREADS`).
 const THREADS: u32 = 256;
+/// Positions per tile of the block kernels (`SCAN_ITEMS * SCAN_THREADS`).
+const TILE: usize = 4 * THREADS as usize;
+/// The fewest positions of a segment.
+const MIN_SEGMENT: usize = 16 * TILE;
+/// Blocks per SM the segments of a few long lines aim to fill.
+const SEGMENT_BLOCKS_PER_SM: usize = 8;
+/// Bytes of one segment's state in `part` (the largest scan state: two
+/// online log-sum-exps of f64).
+const PART_STATE: usize = 32;
 /// Operand slots of `ScanParams` (`SLOTS`).
 const SLOTS: usize = 6;
 const X: usize = 0;
@@ -279,10 +298,13 @@ struct ScanParams<T: 'static> {
     idx: DevPtrMut<i64>,
     idx_in: DevPtr<i64>,
     ws: DevPtrMut<Acc>,
+    part: DevPtrMut<u8>,
     ax: [Axis; SLOTS],
     shape: [u64; MAX_RANK],
     len: u64,
     lines: u64,
+    seg_len: u64,
+    segs: u64,
     rank: u32,
     exclusive: u32,
     flipped: u32,
@@ -330,13 +352,45 @@ impl<T: Element, const N: usize, O: Element> ScanPlan<T, N, O> {
         let n: usize = self.desc.shape.iter().product();
         n / self.len().max(1)
     }
-    /// Bytes of cumprod's backward workspace: one accumulator per element.
+    /// Segments per line and positions per segment: a few long lines
+    /// (too few to give every SM blocks) are cut into segments scanned in
+    /// two passes; otherwise `(1, len)`. Never cut where the launch runs a
+    /// thread per line (at most 32 positions, or 1024 lines and more).
+    fn segments(&self) -> (usize, usize) {
+        let (len, lines) = (self.len(), self.lines());
+        let target = self.sm_count as usize * SEGMENT_BLOCKS_PER_SM;
+        if lines == 0 || lines >= target / 2 || len < 2 * MIN_SEGMENT {
+            return (1, len);
+        }
+        let seg_len = len
+            .div_ceil(target.div_ceil(lines))
+            .next_multiple_of(TILE)
+            .max(MIN_SEGMENT);
+        (len.div_ceil(seg_len), seg_len)
+    }
+    /// Bytes of the segment states (0 when the lines are not cut).
+    fn part_bytes(&self) -> usize {
+        match self.segments() {
+            (1, _) => 0,
+            (segs, _) => (self.lines() * segs * PART_STATE).next_multiple_of(256),
+        }
+    }
+    /// Bytes of cumprod's backward accumulators: one per element.
     fn bw_bytes(&self) -> usize {
         if self.desc.op == ScanOp::CumProd && T::KIND.is_float() {
             let acc = T::KIND.float_accumulator().size_bytes();
             (self.desc.shape.iter().product::<usize>() * acc).next_multiple_of(256)
         } else {
             0
+        }
+    }
+    /// Bytes of the backward's workspace: cumprod's accumulators, then the
+    /// segment states.
+    fn bw_total_bytes(&self) -> usize {
+        if self.bw.is_empty() {
+            0
+        } else {
+            self.bw_bytes() + self.part_bytes()
         }
     }
     /// The axis of an operand of `strides` when positions run from the
@@ -373,10 +427,13 @@ impl<T: Element, const N: usize, O: Element> ScanPlan<T, N, O> {
             idx: DevPtrMut::NULL,
             idx_in: DevPtr::NULL,
             ws: DevPtrMut::NULL,
+            part: DevPtrMut::NULL,
             ax: [Axis::default(); SLOTS],
             shape,
             len: self.len() as u64,
             lines: self.lines() as u64,
+            seg_len: self.len() as u64,
+            segs: 1,
             rank: (N - 1) as u32,
             exclusive: u32::from(self.desc.exclusive),
             flipped: u32::from(flipped),
@@ -384,15 +441,36 @@ impl<T: Element, const N: usize, O: Element> ScanPlan<T, N, O> {
         }
     }
     /// Enqueue `k` over every line. `lead` is the scan-dim stride of the
-    /// operand the kernel mostly reads.
+    /// operand the kernel mostly reads; `part` the segment states'
+    /// [`part_bytes`](Self::part_bytes) (unused when the lines are not cut).
     ///
     /// # Safety
     /// Every non-null pointer of `p` must reach each element its axis
-    /// addresses for `p.len` positions over `p.lines` lines.
-    unsafe fn launch(&self, stream: &Stream, k: &Kernels, p: ScanParams<T>, lead: usize) -> Result<()> {
+    /// addresses for `p.len` positions over `p.lines` lines; `part` must
+    /// hold `part_bytes()` bytes.
+    unsafe fn launch(
+        &self,
+        stream: &Stream,
+        k: &Kernels,
+        mut p: ScanParams<T>,
+        lead: usize,
+        part: DevPtrMut<u8>,
+    ) -> Result<()> {
         let (len, lines) = (self.len(), self.lines());
         if len == 0 || lines == 0 {
             return Ok(());
+        }
+        let (segs, seg_len) = self.segments();
+        if segs > 1 {
+            (p.part, p.segs, p.seg_len) = (part, segs as u64, seg_len as u64);
+            let units = lines * segs;
+            let blocks = units.min(self.sm_count as usize * 64);
+            let cfg = LaunchConfig::linear(grid_x(blocks), THREADS);
+            // SAFETY: forwarded from the caller's contract; pass 1 writes
+            // `lines * segs` states of at most PART_STATE bytes, pass 2
+            // reads them after it on the same stream.
+            unsafe { launch_params(stream, &k.part, cfg, p) }?;
+            return unsafe { launch_params(stream, &k.seg, cfg, p) };
         }
         // A thread per line for short lines, and along outer dims when
         // there are lines enough to fill the GPU (1024 lines: 4 blocks).
@@ -462,7 +540,7 @@ impl<T: Element, const N: usize, O: Element> Plan for ScanPlan<T, N, O> {
             sm_count: stream.context().device().sm_count,
             _t: PhantomData,
         };
-        pref.check_workspace(OP, plan.bw_bytes())?;
+        pref.check_workspace(OP, plan.bw_total_bytes().max(plan.part_bytes()))?;
         Ok(plan)
     }
 
@@ -471,7 +549,7 @@ impl<T: Element, const N: usize, O: Element> Plan for ScanPlan<T, N, O> {
     }
 
     fn workspace_size(&self) -> usize {
-        0
+        self.part_bytes()
     }
 
     fn run(&self, stream: &Stream, workspace: Workspace<'_>, args: Self::Args<'_>) -> Result<()> {
@@ -479,7 +557,7 @@ impl<T: Element, const N: usize, O: Element> Plan for ScanPlan<T, N, O> {
         let shape = &self.desc.shape;
         check_views(OP, stream, &[View::of("x", shape, x), View::of_mut("y", shape, y)])?;
         check_presence("indices", args.indices.is_some(), self.desc.op.has_indices(), self.desc.op)?;
-        workspace.check_ptr(OP, 0, stream.context().id())?;
+        let part = workspace.check_ptr(OP, self.part_bytes(), stream.context().id())?;
         let x_range = byte_range::<T>(x.data().ptr().addr(), shape, x.strides());
         let y_range = byte_range::<O>(y.data().ptr().addr(), shape, y.strides());
         check_apart(("y", y_range), ("x", x_range))?;
@@ -499,7 +577,7 @@ impl<T: Element, const N: usize, O: Element> Plan for ScanPlan<T, N, O> {
         }
         // SAFETY: every view's bounds were proven at construction and its
         // shape checked above; the axes come from those strides.
-        unsafe { self.launch(stream, &self.fw, p, x.strides()[self.desc.dim]) }
+        unsafe { self.launch(stream, &self.fw, p, x.strides()[self.desc.dim], part) }
     }
 }
 
@@ -508,7 +586,7 @@ impl<T: Element, const N: usize, O: Element> Backward for ScanPlan<T, N, O> {
 
     fn bw_workspace_size(&self, wants: Grads) -> usize {
         if wants.contains(Grad::X) {
-            self.bw_bytes()
+            self.bw_total_bytes()
         } else {
             0
         }
@@ -532,7 +610,9 @@ impl<T: Element, const N: usize, O: Element> Backward for ScanPlan<T, N, O> {
         check_views(OP, stream, &views)?;
         check_presence("y", args.y.is_some(), op == ScanOp::LogCumSumExp, op)?;
         check_presence("indices", args.indices.is_some(), op.has_indices(), op)?;
-        let ws = workspace.check_ptr(OP, self.bw_bytes(), stream.context().id())?;
+        let ws = workspace.check_ptr(OP, self.bw_total_bytes(), stream.context().id())?;
+        // the segment states lie past cumprod's accumulators
+        let part = ws.byte_add(self.bw_bytes());
         let dx_extent = Extent::of_mut("dx", dx);
         check_alias(OP, &dx_extent, &Extent::of("x", x), false)?;
         // A float plan: O is T.
@@ -569,7 +649,7 @@ impl<T: Element, const N: usize, O: Element> Backward for ScanPlan<T, N, O> {
                 p.ax[X] = p.ax[DY];
                 // SAFETY: the views were bounds-checked at construction and
                 // their shapes above.
-                unsafe { self.launch(stream, &self.bw[0], p, dy.strides()[dim]) }
+                unsafe { self.launch(stream, &self.bw[0], p, dy.strides()[dim], part) }
             }
             ScanOp::CumProd => {
                 let dense = contiguous_strides(shape);
@@ -577,7 +657,7 @@ impl<T: Element, const N: usize, O: Element> Backward for ScanPlan<T, N, O> {
                 p.ax[WS] = self.axis(&dense, bw_flip);
                 // SAFETY: as above; the workspace holds one accumulator per
                 // element (`bw_bytes`, checked above).
-                unsafe { self.launch(stream, &self.bw[0], p, x.strides()[dim]) }?;
+                unsafe { self.launch(stream, &self.bw[0], p, x.strides()[dim], part) }?;
                 let mut q = p;
                 q.flipped = u32::from(fw_flip);
                 for s in [X, Y, WS] {
@@ -590,10 +670,10 @@ impl<T: Element, const N: usize, O: Element> Backward for ScanPlan<T, N, O> {
                 }
                 // SAFETY: as above; pass 1 wrote the workspace before on
                 // the same stream.
-                unsafe { self.launch(stream, &self.bw[1], q, x.strides()[dim]) }
+                unsafe { self.launch(stream, &self.bw[1], q, x.strides()[dim], part) }
             }
             // SAFETY: as above.
-            _ => unsafe { self.launch(stream, &self.bw[0], p, dy.strides()[dim]) },
+            _ => unsafe { self.launch(stream, &self.bw[0], p, dy.strides()[dim], part) },
         }
     }
 }
@@ -604,8 +684,9 @@ mod tests {
 
     #[test]
     fn params_match_the_kernel_layout() {
-        // 7 pointers, 6 axes of 10 words, 8 extents, len, lines, 4 u32
-        assert_eq!(core::mem::size_of::<ScanParams<f32>>(), 56 + 6 * 80 + 64 + 16 + 16);
+        // 8 pointers, 6 axes of 10 words, 8 extents, len, lines, seg_len,
+        // segs, 4 u32
+        assert_eq!(core::mem::size_of::<ScanParams<f32>>(), 64 + 6 * 80 + 64 + 32 + 16);
     }
 
     #[test]

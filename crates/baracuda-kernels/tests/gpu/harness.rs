@@ -225,7 +225,8 @@ pub fn round_to(kind: ElementKind, v: &[f64]) -> Vec<f64> {
 /// `v` with the values past `kind`'s finite range replaced by the
 /// infinities they round to: what a kernel storing the exact value writes.
 pub fn overflowed(kind: ElementKind, mut v: Vec<f64>) -> Vec<f64> {
-    for (w, r) in v.iter_mut().zip(round_to(kind, &v)) {
+    let rounded = round_to(kind, &v);
+    for (w, r) in v.iter_mut().zip(rounded) {
         if r.is_infinite() && w.is_finite() {
             *w = r;
         }

@@ -169,8 +169,11 @@ fn samples(op: ScanOp, kind: ElementKind) -> Vec<ScanSample> {
         x
     };
     let mut v = vec![
-        // one long line: many tiles with a carried prefix
+        // long lines, too few to fill the GPU: cut into segments (one
+        // line; three, reversed; two strided, exclusive)
         s(&[1_000_003], 0, Contiguous),
+        s(&[3, 100_003], 1, Contiguous),
+        s(&[40_000, 2], 0, StridedOut),
         // rows with tails
         s(&[37, 1029], 1, Contiguous),
         s(&[64, 4099], 1, Misaligned),
@@ -432,13 +435,16 @@ fn run_ranked<T: Element, const N: usize>(
     let shape = arr::<N>(&s.shape);
     let (os, o_len) = s.out_layout();
     let ostrides = arr::<N>(&os);
-    let forward = |y: DeviceSliceMut<'_, T>, idx: Option<DeviceSliceMut<'_, i64>>| {
+    // the segment states of few long lines
+    let mut fw_ws = workspace(plan.workspace_size());
+    let mut forward = |y: DeviceSliceMut<'_, T>, idx: Option<DeviceSliceMut<'_, i64>>| {
         let y = TensorMut::new(y, shape, ostrides).map_err(|e| e.to_string())?;
         let indices = match idx {
             Some(i) => Some(TensorMut::new(i, shape, ostrides).map_err(|e| e.to_string())?),
             None => None,
         };
-        plan.run(&g.stream, Workspace::None, ScanArgs { x, y, indices })
+        let ws = Workspace::Borrowed(fw_ws.as_slice_mut());
+        plan.run(&g.stream, ws, ScanArgs { x, y, indices })
             .map_err(|e| format!("{what}: {e}"))
     };
     let mut y = Guarded::<T>::new(o_len);
@@ -535,13 +541,16 @@ fn run_int<T: Element, O: Element + Into<i64>, const N: usize>(
     let (os, o_len) = s.out_layout();
     let ostrides = arr::<N>(&os);
     let with_idx = s.op.has_indices();
-    let forward = |y: DeviceSliceMut<'_, O>, idx: Option<DeviceSliceMut<'_, i64>>| {
+    // the segment states of few long lines
+    let mut fw_ws = workspace(plan.workspace_size());
+    let mut forward = |y: DeviceSliceMut<'_, O>, idx: Option<DeviceSliceMut<'_, i64>>| {
         let y = TensorMut::new(y, shape, ostrides).map_err(|e| e.to_string())?;
         let indices = match idx {
             Some(i) => Some(TensorMut::new(i, shape, ostrides).map_err(|e| e.to_string())?),
             None => None,
         };
-        plan.run(&g.stream, Workspace::None, ScanArgs { x, y, indices })
+        let ws = Workspace::Borrowed(fw_ws.as_slice_mut());
+        plan.run(&g.stream, ws, ScanArgs { x, y, indices })
             .map_err(|e| format!("{what}: {e}"))
     };
     // into poisoned outputs (all ones: -1), then into zeros: the same
@@ -770,6 +779,30 @@ fn bad_inputs(op: ScanOp) -> Result<usize, String> {
         let r = bw(Workspace::None, None, None, view(&mut dx, [4, 96])?);
         b.expect("backward without workspace", r, workspace_too_small, &[&dx])?;
     }
+    // few long lines, cut into segments: the forward needs their states
+    let long = [2, 1 << 16];
+    let desc = ScanDescriptor::new(op, ElementKind::F32, long, 1);
+    let cut = select::<ScanPlan<f32, 2>>(&desc, &PlanPreference::default())?;
+    if cut.workspace_size() == 0 {
+        return Err(format!("{}: a [2, 65536] scan asks no workspace", op.name()));
+    }
+    let (lx, _) = upload::<f32>(&rng.vec(2 << 16, 0.5, 1.0));
+    let lx = TensorRef::contiguous(lx.as_slice(), long).map_err(|e| e.to_string())?;
+    let mut ly = Guarded::<f32>::new(2 << 16);
+    let mut li = operand_if(with_idx, || Guarded::<i64>::new(2 << 16));
+    let indices = if with_idx {
+        Some(TensorMut::contiguous(li.slice_mut(), long).map_err(|e| e.to_string())?)
+    } else {
+        None
+    };
+    let y = TensorMut::contiguous(ly.slice_mut(), long).map_err(|e| e.to_string())?;
+    let r = cut.run(&g.stream, Workspace::None, ScanArgs { x: lx, y, indices });
+    b.expect(
+        "segmented forward without workspace",
+        r,
+        workspace_too_small,
+        &[&ly, &li],
+    )?;
     b.done()
 }
 

@@ -1529,7 +1529,7 @@ impl Exercise for Reduce {
                 y: y.reborrow(),
                 indices: indices.as_mut().map(|i| i.reborrow()),
             };
-            plan.run(st, Workspace::None, args)?;
+            plan.run(st, borrowed(ws), args)?;
             // logcumsumexp's backward reads y; cummax's and cummin's the
             // indices; each refuses what it does not read.
             let args = ScanBwArgs {
