@@ -696,6 +696,77 @@ __device__ __forceinline__ void group_rows(const GroupArgs& p) {
     }
 }
 
+// VEC consecutive outputs along the innermost dim per thread, stored as
+// one 16-byte vector, for maps whose outer groups have at most one term
+// and whose innermost group is G_AFFINE or G_MOD (a copy) or G_EVERY (a
+// sum of `count` terms, repeat's backward) with the innermost x stride 1
+// (G_MOD: a a multiple of VEC, so no vector wraps), or G_WINDOWS (unfold's
+// backward) with a unit window-position stride and step and size
+// multiples of VEC: along each aligned vector every term's offset steps
+// by 1 and the terms' count and step stay. The host checks those,
+// that the innermost output dim is contiguous and a multiple of VEC long
+// and that y and its other strides keep 16-byte alignment. Each term loads
+// as one vector where it lies at a 16-byte boundary, element by element
+// otherwise; sums run over the terms in order, as group_gather's do.
+template <typename I>
+__device__ __forceinline__ void group_vec(const GroupArgs& p) {
+    const T* __restrict__ x = (const T*)p.in;
+    T* __restrict__ y = (T*)p.out;
+    const int rank = (int)p.rank;
+    const int last = rank - 1;
+    const I groups = (I)(p.n / VEC);
+    for (I g = (I)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
+         g += (I)gridDim.x * blockDim.x) {
+        i64 c[MAX_RANK];
+        i64 oo;
+        group_coords<I>(p, g * (I)VEC, rank, c, oo);
+        i64 off = p.base;
+        bool none = false;
+#pragma unroll
+        for (int d = 0; d < MAX_RANK; ++d) {
+            if (d < rank && p.kind[d] != G_NONE) {
+                const i64 o2 = p.kind[d] == G_DIAG ? coord_of(c, p.partner[d]) : 0;
+                const Prog pr = group_prog<I>(p, d, c[d], o2);
+                if (pr.count <= 0) none = true;
+                off += pr.first;
+                if (d == last) {
+                    // the innermost group: its terms after the first
+                    T v[VEC];
+                    if (none) {
+#pragma unroll
+                        for (int k = 0; k < VEC; ++k) v[k] = from_acc((ACC)0);
+                    } else if (pr.count == 1) {
+                        if (((u64)(x + off) & 15) == 0) {
+                            load_vec(x + off, 0, v);
+                        } else {
+#pragma unroll
+                            for (int k = 0; k < VEC; ++k) v[k] = x[off + k];
+                        }
+                    } else {
+                        ACC acc[VEC];
+                        const bool aligned = ((u64)(x + off) & 15) == 0 && ((pr.step * (i64)sizeof(T)) & 15) == 0;
+                        for (i64 t = 0; t < pr.count; ++t) {
+                            T w[VEC];
+                            const i64 at = off + t * pr.step;
+                            if (aligned) {
+                                load_vec(x + at, 0, w);
+                            } else {
+#pragma unroll
+                                for (int k = 0; k < VEC; ++k) w[k] = x[at + k];
+                            }
+#pragma unroll
+                            for (int k = 0; k < VEC; ++k) acc[k] = t == 0 ? to_acc(w[k]) : acc[k] + to_acc(w[k]);
+                        }
+#pragma unroll
+                        for (int k = 0; k < VEC; ++k) v[k] = from_acc(acc[k]);
+                    }
+                    store_vec(y + oo, 0, v);
+                }
+            }
+        }
+    }
+}
+
 // Up to CAT_PIECES strided copies of one launch.
 #define CAT_PIECES 8
 
@@ -794,6 +865,9 @@ __device__ __forceinline__ void copy_pieces2(const CopyArgs2& p) {
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256) shape_group_rows##SUFFIX(GroupArgs p) {  \
         group_rows<I>(p);                                                                      \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) shape_group_vec##SUFFIX(GroupArgs p) {   \
+        group_vec<I>(p);                                                                       \
     }
 GATHER_KERNELS(u32, 32)
 GATHER_KERNELS(u64, 64)

@@ -665,6 +665,7 @@ fn resolve_maps(op: &LayoutOp, shape: &[usize]) -> Result<Resolved> {
 struct Kernels {
     scalar: Function,
     rows: Function,
+    vec: Function,
 }
 
 /// A [`LayoutOp`] from a rank-`N` input to a rank-`M` output: `y[o] =
@@ -752,6 +753,7 @@ impl<T: Element, const N: usize, const M: usize> Plan for LayoutPlan<T, N, M> {
             Ok(Kernels {
                 scalar: module.function(&format!("shape_group{w}"))?,
                 rows: module.function(&format!("shape_group_rows{w}"))?,
+                vec: module.function(&format!("shape_group_vec{w}"))?,
             })
         };
         let (k32, k64) = (load("32")?, load("64")?);
@@ -860,7 +862,7 @@ impl<T: Element, const N: usize, const M: usize> LayoutPlan<T, N, M> {
         inp: (DevPtr<u8>, &[usize]),
     ) -> Result<()> {
         let table = self.table.as_ref().map_or(0, |t| t.as_slice().addr());
-        let Some((p, rows, items)) = launch_args(map, out, inp, table) else {
+        let Some((p, path, items)) = launch_args(map, out, inp, table, size_of::<T>()) else {
             return Ok(());
         };
         let k = if p.n <= u64::from(u32::MAX) {
@@ -868,7 +870,11 @@ impl<T: Element, const N: usize, const M: usize> LayoutPlan<T, N, M> {
         } else {
             &self.k64
         };
-        let f = if rows { &k.rows } else { &k.scalar };
+        let f = match path {
+            Path::Element => &k.scalar,
+            Path::Rows => &k.rows,
+            Path::Vector => &k.vec,
+        };
         let blocks = items
             .div_ceil(THREADS as usize)
             .clamp(1, self.grid_cap as usize) as u32;
@@ -884,16 +890,29 @@ const ROW_MIN: usize = 32;
 /// ... when there are at least this many rows.
 const ROW_MIN_ROWS: usize = 2048;
 
+/// Which group kernel runs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Path {
+    /// A thread per output element.
+    Element,
+    /// A warp per output row.
+    Rows,
+    /// A thread per 16 bytes of consecutive outputs.
+    Vector,
+}
+
 /// The kernel parameters of `map` from `inp` into `out` (addresses and
-/// element strides; `table` the per-index starts' address or 0), whether
-/// the row kernel runs, and how many threads' items (elements, or 32 per
-/// row) it covers; None when the output is empty.
+/// element strides; `table` the per-index starts' address or 0; elements
+/// of `elem` bytes), which kernel runs, and how many threads' items
+/// (elements, 32 per row, or 16-byte vectors) it covers; None when the
+/// output is empty.
 fn launch_args(
     map: &Map,
     out: (DevPtrMut<u8>, &[usize]),
     inp: (DevPtr<u8>, &[usize]),
     table: u64,
-) -> Option<(GroupArgs, bool, usize)> {
+    elem: usize,
+) -> Option<(GroupArgs, Path, usize)> {
     let r = map.out_rank;
     let n: usize = map.out_shape[..r].iter().product();
     if n == 0 {
@@ -930,8 +949,51 @@ fn launch_args(
             .zip(&map.partner)
             .any(|(&k, &q)| k == G_DIAG && q as usize == r - 1);
     let rows = own_last && !map.sums() && width >= ROW_MIN && n / width >= ROW_MIN_ROWS;
-    let items = if rows { n / width * 32 } else { n };
-    Some((p, rows, items))
+    if vector_ok(map, &p, out, elem) {
+        return Some((p, Path::Vector, n / (16 / elem)));
+    }
+    let (path, items) = if rows {
+        (Path::Rows, n / width * 32)
+    } else {
+        (Path::Element, n)
+    };
+    Some((p, path, items))
+}
+
+/// Whether the vector kernel can run `p` (of `map`, into `out`): the
+/// innermost output dim contiguous, a multiple of the vector long and
+/// 16-byte aligned with every other output stride; its group a copy
+/// (G_AFFINE, or G_MOD whose period is a multiple of the vector) or
+/// repeat's sum (G_EVERY) of a unit-stride x dim, or unfold's backward
+/// (G_WINDOWS of a unit-stride window position, step and size multiples
+/// of the vector); every other group of at most one term and none paired
+/// with the innermost dim.
+fn vector_ok(map: &Map, p: &GroupArgs, out: (DevPtrMut<u8>, &[usize]), elem: usize) -> bool {
+    let r = map.out_rank;
+    if r == 0 || !matches!(elem, 2 | 4 | 8) {
+        return false;
+    }
+    let (vec, last) = (16 / elem, r - 1);
+    let v = vec as i64;
+    // the first term's offset steps by 1 along each aligned vector, the
+    // other terms' likewise, and their count stays
+    let inner = match map.kind[last] {
+        G_AFFINE | G_EVERY => p.st[last] == 1,
+        G_MOD => p.st[last] == 1 && p.a[last] % v == 0,
+        // windows (and gaps) start and end on vector boundaries
+        G_WINDOWS => p.st2[last] == 1 && p.a[last] % v == 0 && p.b[last] % v == 0,
+        _ => false,
+    };
+    let outer = map.kind[..last]
+        .iter()
+        .zip(&map.partner)
+        .all(|(&k, &q)| !matches!(k, G_EVERY | G_BLOCK | G_SPAN | G_WINDOWS) && !(k == G_DIAG && q as usize == last));
+    inner
+        && outer
+        && map.out_shape[last] % vec == 0
+        && out.1[last] == 1
+        && out.1[..last].iter().all(|&s| s % vec == 0)
+        && out.0.addr() % 16 == 0
 }
 
 #[cfg(test)]
@@ -1039,8 +1101,9 @@ mod tests {
                 (DevPtrMut::from_addr(512), &st[..map.out_rank]),
                 (DevPtr::from_addr(256), &st[..map.in_rank]),
                 0,
+                4,
             )
-            .map(|(_, rows, items)| (rows, items))
+            .map(|(_, path, items)| (path == Path::Rows, items))
         };
         let rep = LayoutOp::repeat(&[1, 4]);
         assert_eq!(path(rep.clone(), &[4096, 64], true), Some((true, 4096 * 32)));
@@ -1052,6 +1115,44 @@ mod tests {
         // ... but not when the pair leads: [4096, 4096, 40] by row
         assert_eq!(path(embed(0, 0, 1), &[40, 4096], true), Some((true, 4096 * 4096 * 32)));
         assert_eq!(path(LayoutOp::slice(0, 0, 0, 1), &[4, 4], true), None);
+    }
+
+    #[test]
+    fn vector_kernel_needs_a_contiguous_unit_stride_last_dim() {
+        let path = |op: LayoutOp, shape: &[usize], fw: bool, elem: usize| {
+            let r = resolve(&op, shape).unwrap();
+            let map = if fw { r.fw } else { r.bw };
+            let (o, i) = (&map.out_shape[..map.out_rank], &shape[..]);
+            let (o, i) = if fw { (o.to_vec(), i.to_vec()) } else { (o.to_vec(), r.out_shape.clone()) };
+            let (ost, ist) = (strides_of(&o, false), strides_of(&i, false));
+            launch_args(
+                &map,
+                (DevPtrMut::from_addr(512), &ost),
+                (DevPtr::from_addr(256), &ist),
+                0,
+                elem,
+            )
+            .map(|(_, path, items)| (path, items))
+        };
+        let rep = LayoutOp::repeat(&[1, 4]);
+        let n = 4096 * 4096;
+        assert_eq!(path(rep.clone(), &[4096, 4096], true, 2), Some((Path::Vector, 4 * n / 8)));
+        // the backward sums the copies along the row: vectors of dx
+        assert_eq!(path(rep.clone(), &[4096, 4096], false, 4), Some((Path::Vector, n / 4)));
+        // a period that is no multiple of the vector: by row
+        assert_eq!(path(rep, &[4096, 66], true, 4), Some((Path::Rows, 4096 * 32)));
+        // sums over an outer dim too: by element
+        let rep2 = LayoutOp::repeat(&[2, 4]);
+        assert_eq!(path(rep2, &[512, 1024], false, 4), Some((Path::Element, 512 * 1024)));
+        // unfold's windows along the row
+        let unfold = LayoutOp::Unfold { dim: 1, size: 64, step: 32 };
+        assert_eq!(path(unfold.clone(), &[1024, 16384], true, 4), Some((Path::Vector, 1024 * 511 * 16)));
+        assert_eq!(path(unfold, &[1024, 16384], false, 4), Some((Path::Vector, 1024 * 4096)));
+        // a step that is no multiple of the vector: by element
+        let unfold = LayoutOp::Unfold { dim: 1, size: 64, step: 30 };
+        assert_eq!(path(unfold, &[1024, 16384], false, 4).map(|p| p.0), Some(Path::Element));
+        // diag_embed's pair ends the output
+        assert_eq!(path(embed(0, -2, -1), &[4096, 40], true, 4).map(|p| p.0), Some(Path::Element));
     }
 
     /// The group kernel on the host, as shape.cu runs it: `y` (of the
@@ -1221,6 +1322,7 @@ mod tests {
             (DevPtrMut::from_addr(0), &out_st),
             (DevPtr::from_addr(0), in_st),
             0,
+            4,
         ) {
             emulate(&p, &buf, table, &mut y);
         }
@@ -1358,6 +1460,7 @@ mod tests {
             (DevPtrMut::from_addr(512), &[1]),
             (DevPtr::from_addr(256), &[10, 1]),
             0,
+            4,
         )
         .unwrap();
         assert_eq!((p.base, p.st[0], p.kind[0], p.n), (1, 11, G_AFFINE, 3));
@@ -1369,6 +1472,7 @@ mod tests {
             (DevPtrMut::from_addr(512), &[12, 3, 1]),
             (DevPtr::from_addr(256), &[9, 1]),
             0,
+            4,
         )
         .unwrap();
         assert_eq!(p.st[..3], [9, 2, 1]);
@@ -1378,6 +1482,7 @@ mod tests {
             (DevPtrMut::from_addr(512), &[9, 1]),
             (DevPtr::from_addr(256), &[12, 3, 1]),
             0,
+            4,
         )
         .unwrap();
         assert_eq!((p.kind[1], p.st[1], p.st2[1], p.a[1], p.b[1], p.c[1]), (G_WINDOWS, 3, 1, 2, 3, 4));
