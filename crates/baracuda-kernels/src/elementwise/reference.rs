@@ -249,7 +249,8 @@ pub fn bessel_i(which: u8, x: f64) -> f64 {
 /// `(i0e - i1e / |x|) e^|x|`; NaN at ±inf.
 fn bessel_i1_derivative(x: f64) -> f64 {
     let ax = x.abs();
-    if !(ax > f64::EPSILON) {
+    // NaN included
+    if ax.partial_cmp(&f64::EPSILON) != Some(core::cmp::Ordering::Greater) {
         return 0.5;
     }
     let (i0, i1) = bessel_i01(ax, ax > 20.0);
@@ -793,7 +794,7 @@ pub fn unary_derivative(op: UnaryOp, x: f64) -> f64 {
         U::I0 => bessel_i(2, x),
         U::I0e => bessel_i(3, x) - sign_of(x) * bessel_i(1, x),
         U::I1 => bessel_i1_derivative(x),
-        U::I1e if !(x.abs() > f64::EPSILON) => 0.5,
+        U::I1e if x.abs().partial_cmp(&f64::EPSILON) != Some(core::cmp::Ordering::Greater) => 0.5,
         U::I1e => bessel_i(1, x) - bessel_i(3, x) * (sign_of(x) + 1.0 / x),
         U::Polygamma { n } => polygamma(n + 1, x),
     }

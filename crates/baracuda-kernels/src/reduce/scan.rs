@@ -470,6 +470,7 @@ impl<T: Element, const N: usize, O: Element> ScanPlan<T, N, O> {
             // `lines * segs` states of at most PART_STATE bytes, pass 2
             // reads them after it on the same stream.
             unsafe { launch_params(stream, &k.part, cfg, p) }?;
+            // SAFETY: as above.
             return unsafe { launch_params(stream, &k.seg, cfg, p) };
         }
         // A thread per line for short lines, and along outer dims when

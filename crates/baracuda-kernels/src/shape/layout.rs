@@ -984,10 +984,11 @@ fn vector_ok(map: &Map, p: &GroupArgs, out: (DevPtrMut<u8>, &[usize]), elem: usi
         G_WINDOWS => p.st2[last] == 1 && p.a[last] % v == 0 && p.b[last] % v == 0,
         _ => false,
     };
+    let sums = |k: u32| matches!(k, G_EVERY | G_BLOCK | G_SPAN | G_WINDOWS);
     let outer = map.kind[..last]
         .iter()
         .zip(&map.partner)
-        .all(|(&k, &q)| !matches!(k, G_EVERY | G_BLOCK | G_SPAN | G_WINDOWS) && !(k == G_DIAG && q as usize == last));
+        .all(|(&k, &q)| !(sums(k) || k == G_DIAG && q as usize == last));
     inner
         && outer
         && map.out_shape[last] % vec == 0
@@ -1122,8 +1123,8 @@ mod tests {
         let path = |op: LayoutOp, shape: &[usize], fw: bool, elem: usize| {
             let r = resolve(&op, shape).unwrap();
             let map = if fw { r.fw } else { r.bw };
-            let (o, i) = (&map.out_shape[..map.out_rank], &shape[..]);
-            let (o, i) = if fw { (o.to_vec(), i.to_vec()) } else { (o.to_vec(), r.out_shape.clone()) };
+            let o = map.out_shape[..map.out_rank].to_vec();
+            let i = if fw { shape.to_vec() } else { r.out_shape.clone() };
             let (ost, ist) = (strides_of(&o, false), strides_of(&i, false));
             launch_args(
                 &map,
