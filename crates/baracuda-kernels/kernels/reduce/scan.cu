@@ -29,7 +29,9 @@
 // (line, segment) in two passes: scan_part writes each segment's total to
 // `part`, scan_seg folds the totals of the line's earlier segments (a
 // block_scan over them: a fixed order, so bitwise reproducible) and scans
-// its segment from that carry (x read twice). scan_thread
+// its segment from that carry (x read twice); few strided lines run by
+// threads are likewise cut, a thread per (line, segment), the earlier
+// totals folded in order by the thread (scan_thread_part, _seg). scan_thread
 // runs one thread per line, sequentially (consecutive threads take
 // consecutive lines, so a scan along an outer dim reads coalesced rows;
 // 8 positions loaded ahead of their combines).
@@ -432,27 +434,66 @@ __device__ __forceinline__ void scan_seg(const ScanParams& P) {
     }
 }
 
-template <int OP>
-__device__ __forceinline__ void scan_thread(const ScanParams& P) {
+// Positions [begin, end) of line L scanned by one thread from `carry`
+// (stored when STORE), SCAN_UNROLL loads in flight before their combines
+// and stores; the carry past `end`.
+template <int OP, bool STORE>
+__device__ __forceinline__ typename Op<OP>::S thread_range(const Line& L, u64 begin, u64 end,
+                                                           typename Op<OP>::S carry) {
     typedef Op<OP> O;
     typedef typename O::S S;
-    const u64 stride = (u64)gridDim.x * blockDim.x;
-    for (u64 line = (u64)blockIdx.x * blockDim.x + threadIdx.x; line < P.lines; line += stride) {
-        const Line L = line_of(P, line);
-        S carry = O::identity();
-        // SCAN_UNROLL loads in flight before their combines and stores
-        for (u64 p0 = 0; p0 < P.len; p0 += SCAN_UNROLL) {
-            S v[SCAN_UNROLL];
+    for (u64 p0 = begin; p0 < end; p0 += SCAN_UNROLL) {
+        S v[SCAN_UNROLL];
 #pragma unroll
-            for (int k = 0; k < SCAN_UNROLL; ++k) v[k] = p0 + k < P.len ? O::load(L, p0 + k) : O::identity();
+        for (int k = 0; k < SCAN_UNROLL; ++k) v[k] = p0 + k < end ? O::load(L, p0 + k) : O::identity();
 #pragma unroll
-            for (int k = 0; k < SCAN_UNROLL; ++k) {
-                if (p0 + k < P.len) {
-                    carry = O::combine(carry, v[k]);
-                    O::store(L, p0 + k, carry);
-                }
+        for (int k = 0; k < SCAN_UNROLL; ++k) {
+            if (p0 + k < end) {
+                carry = O::combine(carry, v[k]);
+                if (STORE) O::store(L, p0 + k, carry);
             }
         }
+    }
+    return carry;
+}
+
+template <int OP>
+__device__ __forceinline__ void scan_thread(const ScanParams& P) {
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 line = (u64)blockIdx.x * blockDim.x + threadIdx.x; line < P.lines; line += stride)
+        thread_range<OP, true>(line_of(P, line), 0, P.len, Op<OP>::identity());
+}
+
+// Segmented thread passes: unit u = seg * lines + line (consecutive
+// threads on consecutive lines of one segment), part[u] its total.
+template <int OP>
+__device__ __forceinline__ void scan_thread_part(const ScanParams& P) {
+    typedef typename Op<OP>::S S;
+    S* part = static_cast<S*>(P.part);
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 u = (u64)blockIdx.x * blockDim.x + threadIdx.x; u < P.lines * P.segs; u += stride) {
+        const u64 seg = u / P.lines, line = u % P.lines;
+        const u64 begin = seg * P.seg_len;
+        const u64 end = begin + P.seg_len < P.len ? begin + P.seg_len : P.len;
+        part[u] = thread_range<OP, false>(line_of(P, line), begin, end, Op<OP>::identity());
+    }
+}
+
+// The fold of the line's earlier segment totals in order, then the
+// segment scanned from it.
+template <int OP>
+__device__ __forceinline__ void scan_thread_seg(const ScanParams& P) {
+    typedef Op<OP> O;
+    typedef typename O::S S;
+    const S* part = static_cast<const S*>(P.part);
+    const u64 stride = (u64)gridDim.x * blockDim.x;
+    for (u64 u = (u64)blockIdx.x * blockDim.x + threadIdx.x; u < P.lines * P.segs; u += stride) {
+        const u64 seg = u / P.lines, line = u % P.lines;
+        S carry = O::identity();
+        for (u64 j = 0; j < seg; ++j) carry = O::combine(carry, part[j * P.lines + line]);
+        const u64 begin = seg * P.seg_len;
+        const u64 end = begin + P.seg_len < P.len ? begin + P.seg_len : P.len;
+        thread_range<OP, true>(line_of(P, line), begin, end, carry);
     }
 }
 
@@ -468,6 +509,12 @@ __device__ __forceinline__ void scan_thread(const ScanParams& P) {
     }                                                                                        \
     extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_seg_##CODE(const ScanParams P) { \
         scan_seg<CODE>(P);                                                                   \
+    }                                                                                        \
+    extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_tpart_##CODE(const ScanParams P) { \
+        scan_thread_part<CODE>(P);                                                           \
+    }                                                                                        \
+    extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_tseg_##CODE(const ScanParams P) { \
+        scan_thread_seg<CODE>(P);                                                            \
     }
 
 SCAN_KERNELS(0)

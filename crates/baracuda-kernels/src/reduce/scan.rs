@@ -186,15 +186,17 @@ pub struct ScanBwArgs<'a, T, const N: usize, O = T> {
 /// Any strides; `x` and `dy` may broadcast (stride 0). A scan along a dim
 /// of stride 1 runs a block per line; along an outer dim (or over lines of
 /// at most 32 elements) a thread per line, consecutive threads on
-/// consecutive lines. Lines too few to fill the GPU and long (at least
-/// 32768 positions) are cut into segments, a block per segment, in two
-/// passes (segment totals, then each segment from the fold of the earlier
-/// totals in a fixed order: x read twice, still bitwise reproducible).
-/// 64-bit offsets.
+/// consecutive lines. Lines too few to fill the GPU and long are cut into
+/// segments, a block per segment (block lines of at least 32768
+/// positions) or a thread per segment (thread lines of at least 256), in
+/// two passes: segment totals, then each segment from the fold of the
+/// earlier totals in a fixed order (x read twice, still bitwise
+/// reproducible). 64-bit offsets.
 /// # Workspace
-/// `workspace_size()`: 32 bytes per segment when the lines are cut, else
-/// 0 (`Workspace::None` will do). `bw_workspace_size(Grad::X)`: cumprod's
-/// accumulators (one per element) plus those segment states.
+/// `workspace_size()`: 32 bytes per segment when the lines may be cut
+/// (the launch, chosen from the strides `run` gets, may not cut them),
+/// else 0 (`Workspace::None` will do). `bw_workspace_size(Grad::X)`:
+/// cumprod's accumulators (one per element) plus those segment states.
 /// # Dtypes
 /// f32, f64, f16, bf16; f16/bf16 accumulate in f32, f64 in f64; indices
 /// i64. i32 and i64 ([`ScanOp::takes_integers`], as PyTorch): cumsum and
@@ -236,6 +238,8 @@ struct Kernels {
     thread: Function,
     part: Function,
     seg: Function,
+    thread_part: Function,
+    thread_seg: Function,
 }
 
 impl Kernels {
@@ -246,6 +250,8 @@ impl Kernels {
             thread: f("thread")?,
             part: f("part")?,
             seg: f("seg")?,
+            thread_part: f("tpart")?,
+            thread_seg: f("tseg")?,
         })
     }
 }
@@ -263,6 +269,11 @@ const TILE: usize = 4 * THREADS as usize;
 const MIN_SEGMENT: usize = 16 * TILE;
 /// Blocks per SM the segments of a few long lines aim to fill.
 const SEGMENT_BLOCKS_PER_SM: usize = 8;
+/// Threads per SM the segments of lines run by threads aim to fill.
+const SEGMENT_THREADS_PER_SM: usize = 1024;
+/// The fewest positions of a thread's segment (a multiple of
+/// `SCAN_UNROLL`).
+const MIN_THREAD_SEGMENT: usize = 128;
 /// Bytes of one segment's state in `part` (the largest scan state: two
 /// online log-sum-exps of f64).
 const PART_STATE: usize = 32;
@@ -368,11 +379,30 @@ impl<T: Element, const N: usize, O: Element> ScanPlan<T, N, O> {
             .max(MIN_SEGMENT);
         (len.div_ceil(seg_len), seg_len)
     }
-    /// Bytes of the segment states (0 when the lines are not cut).
+    /// [`segments`](Self::segments) where the launch runs a thread per
+    /// line: lines too few to give every SM `SEGMENT_THREADS_PER_SM`
+    /// threads and long enough are cut into segments of at least
+    /// `MIN_THREAD_SEGMENT` positions, a thread per (line, segment).
+    fn thread_segments(&self) -> (usize, usize) {
+        let (len, lines) = (self.len(), self.lines());
+        let target = self.sm_count as usize * SEGMENT_THREADS_PER_SM;
+        if lines == 0 || lines >= target / 2 || len < 2 * MIN_THREAD_SEGMENT {
+            return (1, len);
+        }
+        let seg_len = len
+            .div_ceil(target.div_ceil(lines))
+            .next_multiple_of(8)
+            .max(MIN_THREAD_SEGMENT);
+        (len.div_ceil(seg_len), seg_len)
+    }
+    /// Bytes of the segment states: enough for either launch (which one
+    /// runs depends on the strides `run` gets); 0 when neither cuts.
     fn part_bytes(&self) -> usize {
-        match self.segments() {
-            (1, _) => 0,
-            (segs, _) => (self.lines() * segs * PART_STATE).next_multiple_of(256),
+        let segs = self.segments().0.max(self.thread_segments().0);
+        if segs == 1 {
+            0
+        } else {
+            (self.lines() * segs * PART_STATE).next_multiple_of(256)
         }
     }
     /// Bytes of cumprod's backward accumulators: one per element.
@@ -460,8 +490,26 @@ impl<T: Element, const N: usize, O: Element> ScanPlan<T, N, O> {
         if len == 0 || lines == 0 {
             return Ok(());
         }
+        // A thread per line for short lines, and along outer dims when
+        // there are lines enough to fill the GPU (1024 lines: 4 blocks).
+        let per_thread = len <= 32 || (lead != 1 && lines >= 1024);
+        if per_thread {
+            let (segs, seg_len) = self.thread_segments();
+            if segs > 1 {
+                (p.part, p.segs, p.seg_len) = (part, segs as u64, seg_len as u64);
+                let units = lines * segs;
+                let blocks = units.div_ceil(THREADS as usize);
+                let cfg = LaunchConfig::linear(grid_x(blocks), THREADS);
+                // SAFETY: forwarded from the caller's contract; pass 1
+                // writes `lines * segs` states of at most PART_STATE bytes,
+                // pass 2 reads them after it on the same stream.
+                unsafe { launch_params(stream, &k.thread_part, cfg, p) }?;
+                // SAFETY: as above.
+                return unsafe { launch_params(stream, &k.thread_seg, cfg, p) };
+            }
+        }
         let (segs, seg_len) = self.segments();
-        if segs > 1 {
+        if !per_thread && segs > 1 {
             (p.part, p.segs, p.seg_len) = (part, segs as u64, seg_len as u64);
             let units = lines * segs;
             let blocks = units.min(self.sm_count as usize * 64);
@@ -473,9 +521,6 @@ impl<T: Element, const N: usize, O: Element> ScanPlan<T, N, O> {
             // SAFETY: as above.
             return unsafe { launch_params(stream, &k.seg, cfg, p) };
         }
-        // A thread per line for short lines, and along outer dims when
-        // there are lines enough to fill the GPU (1024 lines: 4 blocks).
-        let per_thread = len <= 32 || (lead != 1 && lines >= 1024);
         let (f, blocks) = if per_thread {
             (&k.thread, lines.div_ceil(THREADS as usize))
         } else {
