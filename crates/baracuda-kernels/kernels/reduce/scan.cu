@@ -87,7 +87,7 @@ struct ScanParams {
     u32 rank;
     u32 exclusive;
     u32 flipped;
-    u32 pad_;
+    u32 keep;         // integer cumsum / cumprod written as T (JAX's associative_scan), not i64
 };
 
 // One line: each operand's offset of position 0.
@@ -140,14 +140,20 @@ struct Arith {
     __device__ static S load(const Line& L, u64 p) { return to_acc(L.P->x[L.at(X, p)]); }
     __device__ static T_SUM* out(const Line& L) { return reinterpret_cast<T_SUM*>(L.P->y); }
     __device__ static void store(const Line& L, u64 p, S v) {
-        put(L, p, [&](u64 q, ACC w) { out(L)[L.at(Y, q)] = to_sum(w); }, v, identity());
+        put(L, p, [&](u64 q, ACC w) {
+            if (L.P->keep)
+                L.P->y[L.at(Y, q)] = (T)to_sum(w);  // integers: the low bits, two's complement
+            else
+                out(L)[L.at(Y, q)] = to_sum(w);
+        }, v, identity());
     }
 };
 template <> struct Op<0> : Arith<0> {};
 template <> struct Op<1> : Arith<1> {};
 
 // cummax / cummin: the later element wins ties, a NaN wins over numbers
-// and a later NaN over an earlier one; index -1 is the identity.
+// and a later NaN over an earlier one; index -1 is the identity. The
+// indices are written when asked (idx not null).
 struct ValIdx {
     ACC v;
     i64 i;
@@ -175,7 +181,7 @@ struct Extreme {
     }
     __device__ static void store(const Line& L, u64 p, S v) {
         L.P->y[L.at(Y, p)] = from_acc(v.v);
-        L.P->idx[L.at(IDX, p)] = v.i;
+        if (L.P->idx) L.P->idx[L.at(IDX, p)] = v.i;  // values only: no indices asked
     }
 };
 template <> struct Op<2> : Extreme<true> {};

@@ -107,6 +107,9 @@ pub struct ScanDescriptor<const N: usize> {
     /// Scan from the last index down (`flip(scan(flip(x)))`); indices stay
     /// positions along the dim.
     pub reverse: bool,
+    /// `y` keeps `x`'s dtype for an integer cumsum or cumprod (JAX's
+    /// `associative_scan`, wrapping around it) instead of PyTorch's i64.
+    pub keep_dtype: bool,
 }
 
 impl<const N: usize> ScanDescriptor<N> {
@@ -119,13 +122,33 @@ impl<const N: usize> ScanDescriptor<N> {
             dim,
             exclusive: false,
             reverse: false,
+            keep_dtype: false,
+        }
+    }
+    /// JAX's `lax.associative_scan(fn, x, reverse, axis)` for `fn` one of
+    /// add ([`ScanOp::CumSum`]), multiply ([`ScanOp::CumProd`]), maximum
+    /// ([`ScanOp::CumMax`]) and minimum ([`ScanOp::CumMin`]): an inclusive
+    /// scan whose `y` keeps `x`'s dtype (integer sums and products wrap
+    /// around it); max and min run without indices (`ScanArgs::indices`
+    /// None). Other ops: [`ScanDescriptor::new`]'s scan with `keep_dtype`.
+    pub fn associative(
+        op: ScanOp,
+        element: ElementKind,
+        shape: [usize; N],
+        axis: usize,
+        reverse: bool,
+    ) -> Self {
+        ScanDescriptor {
+            reverse,
+            keep_dtype: true,
+            ..Self::new(op, element, shape, axis)
         }
     }
     /// Element type of `y`, PyTorch's: i64 for cumsum and cumprod of an
-    /// integer `x`, else `x`'s.
+    /// integer `x` (unless `keep_dtype`), else `x`'s.
     pub fn output_element(&self) -> ElementKind {
         let sum_like = matches!(self.op, ScanOp::CumSum | ScanOp::CumProd);
-        if sum_like && !self.element.is_float() {
+        if sum_like && !self.element.is_float() && !self.keep_dtype {
             ElementKind::I64
         } else {
             self.element
@@ -150,7 +173,8 @@ pub struct ScanArgs<'a, T, const N: usize, O = T> {
     pub x: TensorRef<'a, T, N>,
     /// Output, any non-overlapping strides; must not overlap `x`.
     pub y: TensorMut<'a, O, N>,
-    /// cummax and cummin: the indices (required); other ops: None.
+    /// cummax and cummin: the indices, or None for the values alone (the
+    /// backward needs them); other ops: None.
     pub indices: Option<TensorMut<'a, i64, N>>,
 }
 
@@ -201,8 +225,10 @@ pub struct ScanBwArgs<'a, T, const N: usize, O = T> {
 /// f32, f64, f16, bf16; f16/bf16 accumulate in f32, f64 in f64; indices
 /// i64. i32 and i64 ([`ScanOp::takes_integers`], as PyTorch): cumsum and
 /// cumprod accumulate in i64 with two's complement wrap-around and write
-/// i64 (`O` = i64), cummax and cummin write the input's dtype (`O` = `T`);
-/// exact. Others (and logcumsumexp on integers): `Error::Unsupported`.
+/// i64 (`O` = i64; with `keep_dtype`, JAX's `associative_scan`, the
+/// input's dtype, wrapping around it), cummax and cummin write the
+/// input's dtype (`O` = `T`); exact. Others (and logcumsumexp on
+/// integers): `Error::Unsupported`.
 /// # Gradient
 /// Float plans only: the backward of an integer plan is
 /// `Error::Unsupported` (PyTorch has no integer gradients).
@@ -216,9 +242,10 @@ pub struct ScanBwArgs<'a, T, const N: usize, O = T> {
 /// than `Baracuda` or caps the workspace below cumprod's backward; the
 /// kernel JIT's errors. From `run` and `run_bw`: `ShapeMismatch`,
 /// `ContextMismatch` (a view or the workspace on another context),
-/// `WorkspaceTooSmall` (cumprod's `run_bw`), and `InvalidArgument` for an
-/// output overlapping an input (in place included) or a missing or
-/// unexpected `indices` or `y`.
+/// `WorkspaceTooSmall` (a segmented `run`, cumprod's `run_bw`), and
+/// `InvalidArgument` for an output overlapping an input (in place
+/// included), `indices` given to an op without them, or a missing or
+/// unexpected `indices` or `y` in `run_bw`.
 pub struct ScanPlan<T: Element, const N: usize, O: Element = T> {
     desc: ScanDescriptor<N>,
     sku: KernelSku,
@@ -319,7 +346,7 @@ struct ScanParams<T: 'static> {
     rank: u32,
     exclusive: u32,
     flipped: u32,
-    pad: u32,
+    keep: u32,
 }
 
 /// `InvalidArgument` naming `arg`: given without being read, or missing.
@@ -467,7 +494,7 @@ impl<T: Element, const N: usize, O: Element> ScanPlan<T, N, O> {
             rank: (N - 1) as u32,
             exclusive: u32::from(self.desc.exclusive),
             flipped: u32::from(flipped),
-            pad: 0,
+            keep: u32::from(self.desc.keep_dtype),
         }
     }
     /// Enqueue `k` over every line. `lead` is the scan-dim stride of the
@@ -602,7 +629,9 @@ impl<T: Element, const N: usize, O: Element> Plan for ScanPlan<T, N, O> {
         let (x, y) = (&args.x, &args.y);
         let shape = &self.desc.shape;
         check_views(OP, stream, &[View::of("x", shape, x), View::of_mut("y", shape, y)])?;
-        check_presence("indices", args.indices.is_some(), self.desc.op.has_indices(), self.desc.op)?;
+        // cummax and cummin may run without indices (the values alone)
+        let given = args.indices.is_some();
+        check_presence("indices", given, given && self.desc.op.has_indices(), self.desc.op)?;
         let part = workspace.check_ptr(OP, self.part_bytes(), stream.context().id())?;
         let x_range = byte_range::<T>(x.data().ptr().addr(), shape, x.strides());
         let y_range = byte_range::<O>(y.data().ptr().addr(), shape, y.strides());

@@ -37,9 +37,26 @@ pub struct ScanSample {
     values: Values,
     /// The integer dtype the values are drawn for (i32, i64), or None.
     int: Option<ElementKind>,
+    /// JAX's `associative_scan` ([`ScanDescriptor::associative`]): y in
+    /// x's dtype, max and min without indices; forward only.
+    assoc: bool,
 }
 
 impl ScanSample {
+    /// Whether the run writes indices.
+    fn indices(&self) -> bool {
+        self.op.has_indices() && !self.assoc
+    }
+    fn descriptor<const N: usize>(&self, kind: ElementKind) -> ScanDescriptor<N> {
+        let shape = arr::<N>(&self.shape);
+        if self.assoc {
+            ScanDescriptor::associative(self.op, kind, shape, self.dim, self.reverse)
+        } else {
+            ScanDescriptor::new(self.op, kind, shape, self.dim)
+                .with_exclusive(self.exclusive)
+                .with_reverse(self.reverse)
+        }
+    }
     fn problem(&self) -> Scan {
         Scan {
             op: self.op,
@@ -130,6 +147,24 @@ pub const fn row<const OP: usize>(name: &'static str) -> OpCase<ScanSample> {
     }
 }
 
+/// JAX's `associative_scan` with add, multiply, maximum and minimum
+/// ([`ScanDescriptor::associative`]): y in x's dtype (i32 sums and
+/// products wrap around i32), max and min without indices; forward only
+/// (JAX differentiates through the combine; the plan's backward is the
+/// cumsum/cumprod/cummax/cummin rows').
+pub const ASSOCIATIVE: OpCase<ScanSample> = OpCase {
+    name: "scan_associative",
+    dtypes: NUMERIC,
+    backward: false,
+    samples: associative_samples,
+    inputs,
+    run,
+    reference,
+    tolerance,
+    bad_inputs: associative_bad_inputs,
+    unsupported: |kind| unsupported(ScanOp::CumSum, kind),
+};
+
 /// The scan rows of the reduce family's op table.
 pub(crate) static ROWS: &[&dyn crate::table::Row] = &[
     &row::<0>("scan_cumsum"),
@@ -137,6 +172,7 @@ pub(crate) static ROWS: &[&dyn crate::table::Row] = &[
     &row::<2>("scan_cummax"),
     &row::<3>("scan_cummin"),
     &row::<4>("scan_logcumsumexp"),
+    &ASSOCIATIVE,
 ];
 
 crate::table_tests!(
@@ -146,6 +182,7 @@ crate::table_tests!(
     scan_cummax,
     scan_cummin,
     scan_logcumsumexp,
+    scan_associative,
 );
 
 // ---------------------------------------------------------------------------
@@ -163,6 +200,7 @@ fn samples(op: ScanOp, kind: ElementKind) -> Vec<ScanSample> {
         layout,
         values: Values::Random,
         int: (!kind.is_float()).then_some(kind),
+        assoc: false,
     };
     let with = |mut x: ScanSample, v| {
         x.values = v;
@@ -220,6 +258,80 @@ fn samples(op: ScanOp, kind: ElementKind) -> Vec<ScanSample> {
         x.reverse = reverse;
     }
     v
+}
+
+/// Each combine forward and reversed over lines with tails, an outer dim
+/// (threads cut into segments), rank 8 with a strided output and an empty
+/// dim; one long line (blocks cut into segments) for add, three reversed
+/// for max; NaN and infinities for max and min.
+fn associative_samples(kind: ElementKind) -> Vec<ScanSample> {
+    use Layout::*;
+    let s = |op, shape: &[usize], dim, layout, reverse| ScanSample {
+        op,
+        shape: shape.to_vec(),
+        dim,
+        exclusive: false,
+        reverse,
+        layout,
+        values: Values::Random,
+        int: (!kind.is_float()).then_some(kind),
+        assoc: true,
+    };
+    let mut v = Vec::new();
+    for op in [
+        ScanOp::CumSum,
+        ScanOp::CumProd,
+        ScanOp::CumMax,
+        ScanOp::CumMin,
+    ] {
+        v.push(s(op, &[37, 1029], 1, Contiguous, false));
+        v.push(s(op, &[600, 1100], 0, Contiguous, true));
+        v.push(s(op, &[2, 3, 1, 2, 3, 2, 1, 5], 4, StridedOut, true));
+        v.push(s(op, &[0, 7], 1, Contiguous, false));
+    }
+    v.push(s(ScanOp::CumSum, &[1_000_003], 0, Contiguous, false));
+    v.push(s(ScanOp::CumMax, &[3, 100_003], 1, Contiguous, true));
+    for op in [ScanOp::CumMax, ScanOp::CumMin] {
+        let mut x = s(op, &[6, 33], 1, Contiguous, false);
+        x.values = Values::Special;
+        v.push(x);
+    }
+    v
+}
+
+/// An associative scan's y keeps x's dtype: an i64 y for an i32 sum is a
+/// mismatch; max and min run without indices, but no op takes indices
+/// it does not write.
+fn associative_bad_inputs() -> Result<usize, String> {
+    let g = gpu();
+    let mut b = BadInputs::default();
+    let pref = PlanPreference::default();
+    let desc = ScanDescriptor::associative(ScanOp::CumSum, ElementKind::I32, [4, 96], 1, false);
+    b.expect(
+        "i64 y of an i32 associative cumsum",
+        ScanPlan::<i32, 2, i64>::select(&g.stream, &desc, &pref),
+        dtype_mismatch,
+        &[],
+    )?;
+    let desc = ScanDescriptor::associative(ScanOp::CumSum, ElementKind::F32, [4, 96], 1, false);
+    let plan = ScanPlan::<f32, 2>::select(&g.stream, &desc, &pref).map_err(|e| e.to_string())?;
+    let (xb, _) = upload::<f32>(&Rng::new(5).vec(4 * 96, -1.0, 1.0));
+    let x = TensorRef::contiguous(xb.as_slice(), [4, 96]).map_err(|e| e.to_string())?;
+    let mut y = Guarded::<f32>::new(4 * 96);
+    let mut idx = Guarded::<i64>::new(4 * 96);
+    let r = run_fw(
+        &plan,
+        x,
+        view(&mut y, [4, 96])?,
+        Some(view(&mut idx, [4, 96])?),
+    );
+    b.expect(
+        "indices of an associative sum",
+        r,
+        invalid_argument("indices"),
+        &[&y, &idx],
+    )?;
+    b.done()
 }
 
 /// x (logical, row-major) and dy.
@@ -317,16 +429,20 @@ fn reference(_: ElementKind, s: &ScanSample, inputs: &Tensors, got: &Tensors) ->
     if s.int.is_some() {
         // i64 arithmetic with wrap-around; the inputs are exact in f64
         let xi: Vec<i64> = x.iter().map(|&v| v as i64).collect();
-        let (y, idx) = r::scan_i64(&p, &xi);
+        let (mut y, idx) = r::scan_i64(&p, &xi);
+        if s.assoc && s.int == Some(ElementKind::I32) {
+            // y in i32: the low 32 bits of the wrapping i64 result
+            y.iter_mut().for_each(|v| *v = i64::from(*v as i32));
+        }
         t.push_i64("y", &y);
-        if s.op.has_indices() {
+        if s.indices() {
             t.push("indices", idx);
         }
         return t;
     }
     let (y, idx) = r::scan(&p, x);
     t.push("y", nan_marked(y));
-    if s.op.has_indices() {
+    if s.indices() {
         t.push("indices", idx);
     }
     if got.find("dx").is_some() {
@@ -381,8 +497,9 @@ fn run(
     inputs: &Tensors,
     backward: bool,
 ) -> Result<Tensors, String> {
-    // An integer run's output: i64 for cumsum and cumprod, else T.
-    let sum_like = matches!(s.op, ScanOp::CumSum | ScanOp::CumProd);
+    // An integer run's output: i64 for cumsum and cumprod (but
+    // associative scans), else T.
+    let sum_like = matches!(s.op, ScanOp::CumSum | ScanOp::CumProd) && !s.assoc;
     macro_rules! int_ranked {
         ($t:ty, $o:ty) => {
             match s.shape.len() {
@@ -425,9 +542,7 @@ fn run_ranked<T: Element, const N: usize>(
         s.exclusive,
         s.reverse
     );
-    let desc = ScanDescriptor::new(s.op, T::KIND, arr::<N>(&s.shape), s.dim)
-        .with_exclusive(s.exclusive)
-        .with_reverse(s.reverse);
+    let desc = s.descriptor::<N>(T::KIND);
     let plan = select::<ScanPlan<T, N>>(&desc, &PlanPreference::default())?;
     let (xs, x_len, x_off) = s.x_layout();
     let xbuf = upload_strided::<T>(inputs.get("x"), &s.shape, &xs, x_len, x_off);
@@ -448,8 +563,8 @@ fn run_ranked<T: Element, const N: usize>(
             .map_err(|e| format!("{what}: {e}"))
     };
     let mut y = Guarded::<T>::new(o_len);
-    let mut idx = operand_if(s.op.has_indices(), || Guarded::<i64>::new(o_len));
-    forward(y.slice_mut(), s.op.has_indices().then(|| idx.slice_mut()))?;
+    let mut idx = operand_if(s.indices(), || Guarded::<i64>::new(o_len));
+    forward(y.slice_mut(), s.indices().then(|| idx.slice_mut()))?;
     let y_vals = view_result(&what, &y, &s.shape, &os)?;
     // again into zeros: the same bits, every output written
     let mut z =
@@ -462,7 +577,7 @@ fn run_ranked<T: Element, const N: usize>(
         .split_at(o_len)
         .expect("indices in buffer")
         .0;
-    forward(z_slice, s.op.has_indices().then_some(zi_slice))?;
+    forward(z_slice, s.indices().then_some(zi_slice))?;
     let z_vals = gather(&download(&z), 0, &s.shape, &os);
     if let Some(i) = (0..y_vals.len()).find(|&i| {
         let (a, b) = (y_vals[i], z_vals[i]);
@@ -475,14 +590,14 @@ fn run_ranked<T: Element, const N: usize>(
     }
     let mut t = Tensors::default();
     t.push("y", nan_marked(y_vals));
-    if s.op.has_indices() {
+    if s.indices() {
         let i_vals = view_result(&format!("{what} indices"), &idx, &s.shape, &os)?;
         if gather(&download(&zi), 0, &s.shape, &os) != i_vals {
             return Err(format!("{what}: indices differ between two runs"));
         }
         t.push("indices", i_vals);
     }
-    if !backward || s.values == Values::Special {
+    if !backward || s.values == Values::Special || s.assoc {
         return Ok(t);
     }
     let (dy, _) = upload::<T>(inputs.get("dy"));
@@ -530,9 +645,7 @@ fn run_int<T: Element, O: Element + Into<i64>, const N: usize>(
         s.exclusive,
         s.reverse
     );
-    let desc = ScanDescriptor::new(s.op, T::KIND, arr::<N>(&s.shape), s.dim)
-        .with_exclusive(s.exclusive)
-        .with_reverse(s.reverse);
+    let desc = s.descriptor::<N>(T::KIND);
     let plan = select::<ScanPlan<T, N, O>>(&desc, &PlanPreference::default())?;
     let (xs, x_len, x_off) = s.x_layout();
     let xbuf = upload_strided::<T>(inputs.get("x"), &s.shape, &xs, x_len, x_off);
@@ -540,7 +653,7 @@ fn run_int<T: Element, O: Element + Into<i64>, const N: usize>(
     let shape = arr::<N>(&s.shape);
     let (os, o_len) = s.out_layout();
     let ostrides = arr::<N>(&os);
-    let with_idx = s.op.has_indices();
+    let with_idx = s.indices();
     // the segment states of few long lines
     let mut fw_ws = workspace(plan.workspace_size());
     let mut forward = |y: DeviceSliceMut<'_, O>, idx: Option<DeviceSliceMut<'_, i64>>| {
