@@ -503,25 +503,17 @@ __device__ __forceinline__ void scan_thread_seg(const ScanParams& P) {
     }
 }
 
-#define SCAN_KERNELS(CODE)                                                                   \
-    extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_block_##CODE(const ScanParams P) { \
-        scan_block<CODE>(P);                                                                 \
-    }                                                                                        \
-    extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_thread_##CODE(const ScanParams P) { \
-        scan_thread<CODE>(P);                                                                \
-    }                                                                                        \
-    extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_part_##CODE(const ScanParams P) { \
-        scan_part<CODE>(P);                                                                  \
-    }                                                                                        \
-    extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_seg_##CODE(const ScanParams P) { \
-        scan_seg<CODE>(P);                                                                   \
-    }                                                                                        \
-    extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_tpart_##CODE(const ScanParams P) { \
-        scan_thread_part<CODE>(P);                                                           \
-    }                                                                                        \
-    extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_tseg_##CODE(const ScanParams P) { \
-        scan_thread_seg<CODE>(P);                                                            \
+#define SCAN_KERNEL(NAME, FN, CODE)                                                            \
+    extern "C" __global__ void __launch_bounds__(SCAN_THREADS) scan_##NAME##_##CODE(const ScanParams P) { \
+        FN<CODE>(P);                                                                             \
     }
+#define SCAN_KERNELS(CODE)                          \
+    SCAN_KERNEL(block, scan_block, CODE)            \
+    SCAN_KERNEL(thread, scan_thread, CODE)          \
+    SCAN_KERNEL(part, scan_part, CODE)              \
+    SCAN_KERNEL(seg, scan_seg, CODE)                \
+    SCAN_KERNEL(tpart, scan_thread_part, CODE)      \
+    SCAN_KERNEL(tseg, scan_thread_seg, CODE)
 
 SCAN_KERNELS(0)
 SCAN_KERNELS(1)
