@@ -784,10 +784,7 @@ fn bad_inputs(op: ScanOp) -> Result<usize, String> {
     let desc = ScanDescriptor::new(op, ElementKind::F32, long, 1);
     let cut = select::<ScanPlan<f32, 2>>(&desc, &PlanPreference::default())?;
     if cut.workspace_size() == 0 {
-        return Err(format!(
-            "{}: a [2, 65536] scan asks no workspace",
-            op.name()
-        ));
+        return Err(format!("{}: a [2, 65536] scan asks no workspace", op.name()));
     }
     let (lx, _) = upload::<f32>(&rng.vec(2 << 16, 0.5, 1.0));
     let lx = TensorRef::contiguous(lx.as_slice(), long).map_err(|e| e.to_string())?;
