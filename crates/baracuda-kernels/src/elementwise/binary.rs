@@ -832,5 +832,31 @@ mod tests {
         ));
     }
 
-
+    #[test]
+    fn binary_ops_compare_their_parameter_by_bits() {
+        use std::collections::hash_map::DefaultHasher;
+        use std::hash::{Hash, Hasher};
+        let hash = |op: BinaryOp| {
+            let mut h = DefaultHasher::new();
+            op.hash(&mut h);
+            h.finish()
+        };
+        let nan = BinaryOp::AddAlpha { alpha: f64::NAN };
+        assert_eq!(nan, nan);
+        assert_eq!(hash(nan), hash(BinaryOp::AddAlpha { alpha: f64::NAN }));
+        assert_ne!(BinaryOp::AddAlpha { alpha: 2.0 }, BinaryOp::AddAlpha { alpha: 3.0 });
+        assert_ne!(BinaryOp::AddAlpha { alpha: 0.0 }, BinaryOp::AddAlpha { alpha: -0.0 });
+        assert_ne!(BinaryOp::AddAlpha { alpha: 1.0 }, BinaryOp::SubAlpha { alpha: 1.0 });
+        assert_ne!(BinaryOp::AddAlpha { alpha: 1.0 }, BinaryOp::Add);
+        assert_eq!(BinaryOp::Prelu, BinaryOp::Prelu);
+        // kernel indices follow ALL whatever the parameter; sub negates alpha
+        for (i, op) in BinaryOp::ALL.into_iter().enumerate() {
+            assert_eq!(op.index() as usize, i, "{op:?}");
+        }
+        assert_eq!(BinaryOp::SubAlpha { alpha: 7.0 }.index(), 23);
+        assert_eq!(BinaryOp::SubAlpha { alpha: 2.5 }.kernel_params().alpha, -2.5);
+        assert_eq!(BinaryOp::AddAlpha { alpha: 2.5 }.kernel_params().alpha, 2.5);
+        assert_eq!(BinaryOp::Mul.kernel_params().alpha, 0.0);
+        assert_eq!(std::mem::size_of::<BinaryParams>(), 8);
+    }
 }

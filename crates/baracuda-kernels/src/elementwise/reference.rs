@@ -669,7 +669,7 @@ pub fn unary_grad(op: UnaryOp, x: f64, dy: f64) -> f64 {
         | U::Trunc
         | U::RoundDecimals { .. } => 0.0,
         // pow_backward: zeros for exponent 0, whatever dy holds
-        U::PowScalar { exponent } if exponent == 0.0 => 0.0,
+        U::PowScalar { exponent: 0.0 } => 0.0,
         _ => dy * unary_derivative(op, x),
     }
 }
@@ -830,7 +830,7 @@ pub fn unary_derivative(op: UnaryOp, x: f64) -> f64 {
         U::I1e => bessel_i(1, x) - bessel_i(3, x) * (sign_of(x) + 1.0 / x),
         U::Polygamma { n } => polygamma(n + 1, x),
         // pow_backward: exponent x^(exponent - 1) by the forward's dispatch
-        U::PowScalar { exponent } if exponent == 0.0 => 0.0,
+        U::PowScalar { exponent: 0.0 } => 0.0,
         U::PowScalar { exponent } => exponent * pow_scalar(x, exponent - 1.0),
         // pow_backward_exponent: 0 for a zero base and x >= 0 (dy 0 in the
         // backward), else pow(base, x) ln(base)
@@ -991,7 +991,7 @@ pub fn unary_domain(op: UnaryOp) -> (f64, f64) {
         U::PowScalar { exponent } if exponent >= 0.0 && exponent.fract() == 0.0 => (-3.0, 3.0),
         U::PowScalar { .. } => (0.2, 4.0),
         // a zero base: x >= 0 (x < 0 gives inf, and -inf dy: the specials)
-        U::RpowScalar { base } if base == 0.0 => (0.0, 3.0),
+        U::RpowScalar { base: 0.0 } => (0.0, 3.0),
         // both sides of the f32 (9) switch from series to expansion
         U::I0 | U::I0e | U::I1 | U::I1e => (-12.0, 12.0),
         _ => (-5.0, 5.0),

@@ -925,3 +925,47 @@ pub(crate) fn unary_specs() -> Vec<ModuleSpec> {
         .flat_map(|dt| UnaryOp::ALL.into_iter().map(move |op| unary_spec(dt, op).0))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The forms of PyTorch's CUDA `pow(Tensor, Scalar)`: 0, 1, 0.5, -0.5
+    /// and -1 compared as given, 2, 3 and -2 after rounding to the element
+    /// type; the gradient's power is the exponent less 1, by the same rule.
+    #[test]
+    fn pow_scalar_forms_follow_pytorch_dispatch() {
+        let same = |v: f64| v;
+        let f16 = |v: f64| half::f16::from_f64(v).to_f64();
+        assert_eq!(pow_form(0.0, same), (0, 0.0));
+        assert_eq!(pow_form(1.0, same), (1, 1.0));
+        assert_eq!(pow_form(0.5, same), (2, 0.5));
+        assert_eq!(pow_form(-0.5, same), (3, -0.5));
+        assert_eq!(pow_form(-1.0, same), (4, -1.0));
+        assert_eq!(pow_form(2.0, same), (5, 2.0));
+        assert_eq!(pow_form(3.0, same), (6, 3.0));
+        assert_eq!(pow_form(-2.0, same), (7, -2.0));
+        assert_eq!(pow_form(2.5, same), (8, 2.5));
+        // 2.0001 is 2 in f16: x * x; 1.00001 is 1 in f16 but not as given
+        assert_eq!(pow_form(2.0001, f16), (5, 2.0));
+        assert_eq!(pow_form(1.00001, f16), (8, 1.0));
+        let q = UnaryOp::PowScalar { exponent: 1.5 }.kernel_params::<f32>().p;
+        // forward pow(x, 1.5); gradient 1.5 sqrt(x)
+        assert_eq!(q, [1.5, 0.5, 1.5, f64::from(8 + 16 * 2)]);
+        let q = UnaryOp::PowScalar { exponent: 0.0 }.kernel_params::<f32>().p;
+        assert_eq!(q[3], f64::from(16 * POW_ZERO_GRAD));
+        let q = UnaryOp::RpowScalar { base: 0.1 }.kernel_params::<half::f16>().p;
+        assert_eq!(q, [f16(0.1), 0.1f64.ln(), 0.0, 0.0]);
+        let q = UnaryOp::RpowScalar { base: 0.0 }.kernel_params::<f64>().p;
+        assert_eq!(q, [0.0, f64::NEG_INFINITY, 1.0, 0.0]);
+        // parameters compare by bits
+        assert_eq!(
+            UnaryOp::PowScalar { exponent: f64::NAN },
+            UnaryOp::PowScalar { exponent: f64::NAN }
+        );
+        assert_ne!(
+            UnaryOp::PowScalar { exponent: 2.0 },
+            UnaryOp::RpowScalar { base: 2.0 }
+        );
+    }
+}
