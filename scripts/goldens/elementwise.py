@@ -3,6 +3,10 @@ autograd gradients for every unary and binary op (binary with broadcasting,
 and with ties for maximum/minimum). Checked by
 crates/baracuda-kernels/tests/golden_elementwise.rs.
 
+add_alpha and sub_alpha are torch.add / torch.sub with the GPU rows'
+alpha (2.5, -0.75); prelu is F.prelu with b [1, 3] as the 1-D weight of
+x's channels (dim 1).
+
 The unary ops after the first eight (UNARY_SPECIAL) also run on special
 values (NaN, +-inf, +-0, huge, tiny, their domain edges and kinks), on CUDA
 when there is a GPU: the CUDA kernels and their edge cases are what
@@ -32,7 +36,7 @@ leaves it undefined; the reference wraps)."""
 UNARY = ["relu", "gelu_erf", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "neg"]
 BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "atan2", "hypot", "copysign", "pow",
           "fmod", "remainder", "xlogy", "logaddexp", "logaddexp2", "fmax", "fmin", "xlog1py",
-          "heaviside", "div_floor", "div_trunc", "nextafter"]
+          "heaviside", "div_floor", "div_trunc", "nextafter", "add_alpha", "sub_alpha", "prelu"]
 # binary ops without a backward (PyTorch raises): out only, no da / db
 BINARY_NO_GRAD = ["heaviside", "nextafter"]
 
@@ -47,6 +51,7 @@ def unary_special(torch):
     # no negative integers past the specials' (PyTorch's trigamma: see digamma)
     polyg = [1.0, 2.0, -0.5, -1.5, -0.25, 10.0, 9.5, 25.0, 24.5]
     bessel = [9.0, -9.0, 9.5, 20.0, -20.0, 21.0, 40.0, 88.0, 90.0, -90.0, 700.0, 720.0]
+    powe = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5]
     return {
         "abs": (t.abs, -5, 5, []), "sign": (t.sign, -5, 5, []), "sgn": (t.sgn, -5, 5, []),
         "reciprocal": (t.reciprocal, 0.05, 5, []), "sqrt": (t.sqrt, 0.01, 10, []),
@@ -95,6 +100,18 @@ def unary_special(torch):
         "round_decimals": (lambda x: t.round(x, decimals=2), -5, 5,
                            [0.125, 0.375, -0.125, 0.25, 12.5]),
         "round_decimals_neg": (lambda x: t.round(x, decimals=-1), -50, 50, [25.0, 35.0, -25.0, 125.0]),
+        # pow with a scalar exponent (PyTorch's dispatch: sqrt, rsqrt, x*x,
+        # ...) and a scalar base
+        "pow_scalar": (lambda x: t.pow(x, 2.5), 0.2, 4, powe),
+        "pow_scalar_sqrt": (lambda x: t.pow(x, 0.5), 0.2, 4, powe),
+        "pow_scalar_rsqrt": (lambda x: t.pow(x, -0.5), 0.2, 4, powe),
+        "pow_scalar_three_halves": (lambda x: t.pow(x, 1.5), 0.2, 4, powe),
+        "pow_scalar_cube": (lambda x: t.pow(x, 3.0), -3, 3, powe),
+        "pow_scalar_inv_square": (lambda x: t.pow(x, -2.0), 0.2, 4, powe),
+        "pow_scalar_zero": (lambda x: t.pow(x, 0.0), -3, 3, powe),
+        "rpow_scalar": (lambda x: t.pow(2.0, x), -5, 5, powe),
+        "rpow_scalar_zero": (lambda x: t.pow(0.0, x), 0, 3, powe),
+        "rpow_scalar_half": (lambda x: t.pow(0.5, x), -5, 5, powe),
     }
 
 
@@ -223,7 +240,12 @@ def make(torch):
             "xlog1py": torch.special.xlog1py, "heaviside": torch.heaviside,
             "div_floor": lambda a, b: torch.div(a, b, rounding_mode="floor"),
             "div_trunc": lambda a, b: torch.div(a, b, rounding_mode="trunc"),
-            "nextafter": torch.nextafter}
+            "nextafter": torch.nextafter,
+            "add_alpha": lambda a, b: torch.add(a, b, alpha=2.5),
+            "sub_alpha": lambda a, b: torch.sub(a, b, alpha=-0.75),
+            # b [1, 3] is the weight of x's 3 channels (dim 1), as F.prelu
+            # reshapes its 1-D weight
+            "prelu": lambda a, b: F.prelu(a, b.reshape(-1))}
     for name in BINARY:
         # a [4, 3], b [1, 3]: b broadcast over rows; its gradient sums them
         a = r(4, 3) * 4 - 2
@@ -246,6 +268,12 @@ def make(torch):
         if name == "nextafter":
             a[0, :] = torch.tensor([0.0, -0.0, float("inf")], dtype=a.dtype)
             a[1, :] = b[0]  # a == b gives b
+        if name in ("add_alpha", "sub_alpha"):
+            a[0, :] = torch.tensor([-0.0, float("inf"), float("nan")], dtype=a.dtype)
+        if name == "prelu":
+            # x == 0 and -0 take the weight's side; NaN gives NaN and a NaN
+            # weight gradient
+            a[0, :] = torch.tensor([0.0, -0.0, float("nan")], dtype=a.dtype)
         if name in ("copysign", "fmod", "remainder", "div_floor", "div_trunc"):
             b = b * torch.tensor([[1.0, -1.0, 1.0]], dtype=b.dtype)  # a negative divisor / sign
         a.requires_grad_()

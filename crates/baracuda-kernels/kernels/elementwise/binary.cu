@@ -12,6 +12,15 @@
 //   minimum   min, NaN wins a<b: 1, a==b: 1/2, a>b: 0      mirrored
 //   (maximum/minimum gradients follow PyTorch: ties split dy in half, and
 //    a NaN operand passes dy to both sides)
+//   add_alpha a + alpha b    1                             alpha
+//   sub_alpha the same kernel with -alpha (PyTorch's sub is add(a, b, -alpha))
+//   prelu     a > 0 ? a : b a   a > 0 ? 1 : b                 a > 0 ? 0 : a
+//   (prelu's b is the weight broadcast along the channel dim; a NaN a takes
+//    the b a side, as PyTorch's `input > 0 ? input : weight * input`)
+//
+// Parameters arrive as the kernels' last argument, BinaryParams (alpha,
+// rounded to ACC as PyTorch's opmath); one module serves every value, and
+// the ops without one ignore it.
 //
 // The other ops are PyTorch's functions of the same name (BinaryOp in
 // src/elementwise/binary.rs documents each): forward and backward follow
@@ -38,7 +47,14 @@
 // BinaryOp::ALL's order.
 enum {
     ADD, SUB, MUL, DIV, MAXIMUM, MINIMUM, ATAN2, HYPOT, COPYSIGN, POW, FMOD, REMAINDER, XLOGY,
-    LOGADDEXP, LOGADDEXP2, FMAX, FMIN, XLOG1PY, HEAVISIDE, DIV_FLOOR, DIV_TRUNC, NEXTAFTER
+    LOGADDEXP, LOGADDEXP2, FMAX, FMIN, XLOG1PY, HEAVISIDE, DIV_FLOOR, DIV_TRUNC, NEXTAFTER,
+    ADD_ALPHA, SUB_ALPHA, PRELU
+};
+
+// The parameter of an op (BinaryParams in binary.rs): add_alpha's alpha
+// (sub_alpha's negated by the host); 0 for the other ops.
+struct BinaryParams {
+    double alpha;
 };
 
 // f(a, b), and da = dy df/da, db = dy df/db, one specialisation per op.
@@ -311,38 +327,70 @@ struct BinaryMath<NEXTAFTER> {
     static __device__ __forceinline__ ACC db(ACC, ACC, ACC) { return ACC(0); }
 };
 
+// prelu(a, w) = a > 0 ? a : w a: da = a > 0 ? dy : w dy,
+// dw = a > 0 ? 0 : a dy (PyTorch's prelu_backward_kernel; a NaN a gives
+// da = w dy, dw = NaN).
+template <>
+struct BinaryMath<PRELU> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b) { return a > ACC(0) ? a : b * a; }
+    static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) { return a > ACC(0) ? dy : b * dy; }
+    static __device__ __forceinline__ ACC db(ACC a, ACC, ACC dy) { return a > ACC(0) ? ACC(0) : a * dy; }
+};
+
+// The ops with a parameter: BinaryMathP<OP> takes alpha; the others pass
+// through to BinaryMath<OP>.
 template <int OP>
-__device__ __forceinline__ ACC binary_f(ACC a, ACC b) {
-    return BinaryMath<OP>::f(a, b);
+struct BinaryMathP {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b, ACC) { return BinaryMath<OP>::f(a, b); }
+    static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy, ACC) { return BinaryMath<OP>::da(a, b, dy); }
+    static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy, ACC) { return BinaryMath<OP>::db(a, b, dy); }
+};
+
+// add(a, b, alpha) = a + alpha b as PyTorch's `self + alpha * other`:
+// da = dy, db = dy alpha. sub(a, b, alpha) is this with -alpha.
+template <>
+struct BinaryMathP<ADD_ALPHA> {
+    static __device__ __forceinline__ ACC f(ACC a, ACC b, ACC alpha) { return a + alpha * b; }
+    static __device__ __forceinline__ ACC da(ACC, ACC, ACC dy, ACC) { return dy; }
+    static __device__ __forceinline__ ACC db(ACC, ACC, ACC dy, ACC alpha) { return dy * alpha; }
+};
+
+template <int OP>
+__device__ __forceinline__ ACC binary_f(ACC a, ACC b, const BinaryParams& q) {
+    return BinaryMathP<OP>::f(a, b, ACC(q.alpha));
 }
 
 // Gradient with respect to a (WHICH = 0) or b (WHICH = 1).
 template <int OP, int WHICH>
-__device__ __forceinline__ ACC binary_df(ACC a, ACC b, ACC dy) {
-    return WHICH == 0 ? BinaryMath<OP>::da(a, b, dy) : BinaryMath<OP>::db(a, b, dy);
+__device__ __forceinline__ ACC binary_df(ACC a, ACC b, ACC dy, const BinaryParams& q) {
+    return WHICH == 0 ? BinaryMathP<OP>::da(a, b, dy, ACC(q.alpha))
+                      : BinaryMathP<OP>::db(a, b, dy, ACC(q.alpha));
 }
 
 template <int OP>
 struct BinaryFw {
+    BinaryParams q;
     __device__ __forceinline__ void operator()(const ACC (&a)[2], ACC (&r)[1]) const {
-        r[0] = binary_f<OP>(a[0], a[1]);
+        r[0] = binary_f<OP>(a[0], a[1], q);
     }
 };
 
 // Inputs a, b, dy; outputs da, db (either may be null: not stored).
 template <int OP>
 struct BinaryBw {
+    BinaryParams q;
     __device__ __forceinline__ void operator()(const ACC (&a)[3], ACC (&r)[2]) const {
-        r[0] = binary_df<OP, 0>(a[0], a[1], a[2]);
-        r[1] = binary_df<OP, 1>(a[0], a[1], a[2]);
+        r[0] = binary_df<OP, 0>(a[0], a[1], a[2], q);
+        r[1] = binary_df<OP, 1>(a[0], a[1], a[2], q);
     }
 };
 
 // Gradient of input WHICH (0: a, 1: b) at one element of a, b, dy.
 template <int OP, int WHICH>
 struct BinaryDf {
+    BinaryParams q;
     __device__ __forceinline__ ACC operator()(const ACC (&v)[3]) const {
-        return binary_df<OP, WHICH>(v[0], v[1], v[2]);
+        return binary_df<OP, WHICH>(v[0], v[1], v[2], q);
     }
 };
 
@@ -350,17 +398,21 @@ extern "C" __global__ void __launch_bounds__(256) binary_bw_finalize(ReduceArgs 
     reduce_back_finalize(p);
 }
 
-#define BINARY_KERNELS(NAME, OP)                                                                  \
-    POINTWISE_KERNELS(binary_fw, NAME, BinaryFw<OP>, 2, 1, (const T* a, const T* b, T* out, u64 n), \
-                      (a, b), (out))                                                              \
-    POINTWISE_KERNELS(binary_bw, NAME, BinaryBw<OP>, 3, 2,                                        \
-                      (const T* a, const T* b, const T* dy, T* da, T* db, u64 n), (a, b, dy),     \
-                      (da, db))                                                                   \
-    extern "C" __global__ void __launch_bounds__(256) binary_bw_reduce_a_##NAME(ReduceArgs p) {   \
-        reduce_back<3, T>(p, BinaryDf<OP, 0>());                                                                    \
-    }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) binary_bw_reduce_b_##NAME(ReduceArgs p) {   \
-        reduce_back<3, T>(p, BinaryDf<OP, 1>());                                                                    \
+// Contiguous kernels take (a, b, out, n, q) and (a, b, dy, da, db, n, q);
+// strided ones StridedArgs, then q; reductions ReduceArgs, then q.
+#define BINARY_KERNELS(NAME, OP)                                                                    \
+    POINTWISE_KERNELS_P(binary_fw, NAME, BinaryFw<OP>, 2, 1, (const T* a, const T* b, T* out, u64 n), \
+                        (a, b), (out), BinaryParams)                                                \
+    POINTWISE_KERNELS_P(binary_bw, NAME, BinaryBw<OP>, 3, 2,                                        \
+                        (const T* a, const T* b, const T* dy, T* da, T* db, u64 n), (a, b, dy),     \
+                        (da, db), BinaryParams)                                                     \
+    extern "C" __global__ void __launch_bounds__(256)                                               \
+        binary_bw_reduce_a_##NAME(ReduceArgs p, const BinaryParams q) {                             \
+        reduce_back<3, T>(p, BinaryDf<OP, 0>{q});                                                   \
+    }                                                                                               \
+    extern "C" __global__ void __launch_bounds__(256)                                               \
+        binary_bw_reduce_b_##NAME(ReduceArgs p, const BinaryParams q) {                             \
+        reduce_back<3, T>(p, BinaryDf<OP, 1>{q});                                                   \
     }
 
 #if !defined(BARACUDA_OP) || BARACUDA_OP == 0
@@ -428,4 +480,13 @@ BINARY_KERNELS(div_trunc, DIV_TRUNC)
 #endif
 #if !defined(BARACUDA_OP) || BARACUDA_OP == 21
 BINARY_KERNELS(nextafter, NEXTAFTER)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 22
+BINARY_KERNELS(add_alpha, ADD_ALPHA)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 23
+BINARY_KERNELS(sub_alpha, ADD_ALPHA)
+#endif
+#if !defined(BARACUDA_OP) || BARACUDA_OP == 24
+BINARY_KERNELS(prelu, PRELU)
 #endif

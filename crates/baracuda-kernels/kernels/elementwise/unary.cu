@@ -74,7 +74,7 @@ enum {
     LOGSIGMOID, SOFTSIGN, MISH, HARDSWISH, HARDSIGMOID, RELU6, SELU, TANHSHRINK,
     FLOOR, CEIL, ROUND, TRUNC, FRAC,
     LEAKY_RELU, ELU, CELU, SOFTPLUS, HARDTANH, CLAMP, LOGIT, SOFTSHRINK, HARDSHRINK, THRESHOLD,
-    NAN_TO_NUM, I0, I0E, I1, I1E, POLYGAMMA, ROUND_DECIMALS
+    NAN_TO_NUM, I0, I0E, I1, I1E, POLYGAMMA, ROUND_DECIMALS, POW_SCALAR, RPOW_SCALAR
 };
 
 // The parameters of an op (UnaryParams in unary.rs), as the host passes
@@ -387,6 +387,23 @@ __device__ __forceinline__ ACC round_decimals(ACC x, ACC p, bool neg) {
     return rint_exact(r, fma(x, p, -r)) / p;
 }
 
+// x to a scalar power as PyTorch's CUDA pow(Tensor, Scalar) evaluates it,
+// in the form the host chose (unary.rs `pow_form`): 0 ones, 1 x, 2 sqrt,
+// 3 rsqrt, 4 1/x, 5 x x, 6 x x x, 7 1/(x x), else pow(x, e).
+__device__ __forceinline__ ACC pow_scalar(ACC x, int form, ACC e) {
+    switch (form) {
+        case 0: return ACC(1);
+        case 1: return x;
+        case 2: return sqrt(x);
+        case 3: return m_rsqrt(x);
+        case 4: return ACC(1) / x;
+        case 5: return x * x;
+        case 6: return x * x * x;
+        case 7: return ACC(1) / (x * x);
+        default: return m_pow(x, e);
+    }
+}
+
 // One op: y = f(x), dx = df(x, dy); q the op's parameters.
 template <int OP>
 struct UnaryMath;
@@ -563,6 +580,22 @@ UNARY_OP(I1E,         return bessel_i<3>(x);,                   return dy * bess
 UNARY_OP(ROUND_DECIMALS, return round_decimals(x, ACC(q.p[0]), q.p[1] != 0.0);, return ACC(0);)
 // p0 n (0..=4); the gradient is polygamma(n + 1)
 UNARY_OP(POLYGAMMA,   return polygamma_n(int(q.p[0]), x);,      return dy * polygamma_n(int(q.p[0]) + 1, x);)
+// p0 the forward's exponent, p1 the gradient's power's, p2 the exponent,
+// p3 the forward's form + 16 x the gradient's (15: zero, exponent 0);
+// pow_backward: dy (exponent x^(exponent - 1))
+UNARY_OP(POW_SCALAR,  return pow_scalar(x, int(q.p[3]) & 15, ACC(q.p[0]));, {
+                      const int form = int(q.p[3]) >> 4;
+                      if (form == 15) return ACC(0);
+                      return dy * (ACC(q.p[2]) * pow_scalar(x, form, ACC(q.p[1])));
+})
+// p0 the base rounded to T, p1 ln(base), p2 1 for a zero base, p3 1 for a
+// base of 1 (the forward fills 1); pow_backward_exponent:
+// dy (b^x ln(base)), dy 0 where the base is 0 and x >= 0
+UNARY_OP(RPOW_SCALAR, return q.p[3] != 0.0 ? ACC(1) : m_pow(ACC(q.p[0]), x);, {
+                      if (q.p[2] != 0.0 && x >= ACC(0)) return dy * ACC(0);
+                      const ACC r = q.p[3] != 0.0 ? ACC(1) : m_pow(ACC(q.p[0]), x);
+                      return dy * (r * ACC(q.p[1]));
+})
 
 template <int OP>
 struct UnaryFw {

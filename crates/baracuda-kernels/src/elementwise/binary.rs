@@ -15,7 +15,7 @@ use baracuda_kernels_types::{
 
 use super::layout::{
     binary_in_place_forms, binary_in_place_operands, binary_operands, check_operand,
-    check_select, contig_shape, spec, ContigShape, In, MapKernels,
+    check_select, contig_shape, eq_by_key, spec, variant_index, ContigShape, In, MapKernels,
 };
 use super::reduce_back::{
     broadcast_strides, out_shape, pointwise_out, with_offsets, GradOut, Reduction,
@@ -25,8 +25,13 @@ use crate::checks::{check_alias, Extent};
 use crate::kernel_sources;
 use crate::{Backward, Plan};
 
-/// A pointwise binary function.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+/// A pointwise binary function, with its parameter where it has one.
+///
+/// The parameter (`alpha`) reaches the kernels as an argument, so one
+/// compiled module serves every value; it is rounded to the compute type
+/// (f32 for f16, bf16 and f32; f64 for f64), as PyTorch's opmath. Equality
+/// and hashing compare the parameter's bits (a NaN `alpha` equals itself).
+#[derive(Copy, Clone, Debug)]
 #[non_exhaustive]
 pub enum BinaryOp {
     /// `a + b`. Gradients `da = dy`, `db = dy`.
@@ -103,11 +108,36 @@ pub enum BinaryOp {
     /// where either is, the least subnormal of `b`'s sign from a zero. No
     /// gradient (PyTorch raises): the backward is `Unsupported`.
     Nextafter,
+    /// `torch.add(a, b, alpha=alpha)`: `a + alpha b` (PyTorch's
+    /// `self + alpha * other`). Gradients `da = dy`, `db = dy alpha`.
+    /// With `alpha` 1 it equals [`BinaryOp::Add`], which keeps its own
+    /// kernel.
+    AddAlpha {
+        /// Scale of `b` (PyTorch's default 1).
+        alpha: f64,
+    },
+    /// `torch.sub(a, b, alpha=alpha)`: `a - alpha b`, computed as PyTorch's
+    /// `add(a, b, -alpha)`: `a + (-alpha) b`. Gradients `da = dy`,
+    /// `db = -dy alpha`.
+    SubAlpha {
+        /// Scale of `b` (PyTorch's default 1).
+        alpha: f64,
+    },
+    /// `F.prelu(x, weight)` with `a = x` and `b = weight`:
+    /// `a > 0 ? a : b a` (a NaN `a` gives NaN). Gradients
+    /// `da = a > 0 ? dy : b dy`, `db = a > 0 ? 0 : a dy` (PyTorch's
+    /// `prelu_backward_kernel`), `db` summed over the axes along which the
+    /// weight is broadcast. The caller passes PyTorch's 1-D weight of `C`
+    /// elements (`C` = `x.shape[1]`) as `b_shape = [1, C, 1, ...]` of
+    /// `x`'s rank, and a single weight as `[1, 1, ...]`, as `F.prelu`
+    /// reshapes it (a rank-1 `x` takes only a single weight there).
+    Prelu,
 }
 
 impl BinaryOp {
-    /// Every op, in declaration order.
-    pub const ALL: [BinaryOp; 22] = [
+    /// Every op, in declaration order (`add_alpha` and `sub_alpha` with
+    /// PyTorch's default `alpha` 1).
+    pub const ALL: [BinaryOp; 25] = [
         BinaryOp::Add,
         BinaryOp::Sub,
         BinaryOp::Mul,
@@ -130,6 +160,9 @@ impl BinaryOp {
         BinaryOp::DivFloor,
         BinaryOp::DivTrunc,
         BinaryOp::Nextafter,
+        BinaryOp::AddAlpha { alpha: 1.0 },
+        BinaryOp::SubAlpha { alpha: 1.0 },
+        BinaryOp::Prelu,
     ];
 
     /// Whether the op has a backward: false where PyTorch raises for its
@@ -139,9 +172,32 @@ impl BinaryOp {
         !matches!(self, BinaryOp::Heaviside | BinaryOp::Nextafter)
     }
 
-    /// Position in [`BinaryOp::ALL`] (`BARACUDA_OP` of the kernel source).
+    /// Position of the op's kind in [`BinaryOp::ALL`] (`BARACUDA_OP` of
+    /// the kernel source), whatever its parameter.
     pub fn index(self) -> u32 {
-        Self::ALL.iter().position(|&o| o == self).unwrap_or(0) as u32
+        variant_index(&Self::ALL, &self)
+    }
+
+    /// The parameter as the kernels take it: `alpha` for `add_alpha`,
+    /// `-alpha` for `sub_alpha` (PyTorch's `add(a, b, -alpha)`), 0 for the
+    /// other ops.
+    pub(crate) fn kernel_params(self) -> BinaryParams {
+        let alpha = match self {
+            BinaryOp::AddAlpha { alpha } => alpha,
+            BinaryOp::SubAlpha { alpha } => -alpha,
+            _ => 0.0,
+        };
+        BinaryParams { alpha }
+    }
+
+    /// The op's kind and its parameter's bits: what equality and hashing
+    /// compare, so that a NaN `alpha` equals itself.
+    fn key(self) -> (u32, u64) {
+        let bits = match self {
+            BinaryOp::AddAlpha { alpha } | BinaryOp::SubAlpha { alpha } => alpha.to_bits(),
+            _ => 0,
+        };
+        (self.index(), bits)
     }
 
     /// Kernel-name suffix and op name.
@@ -169,8 +225,20 @@ impl BinaryOp {
             BinaryOp::DivFloor => "div_floor",
             BinaryOp::DivTrunc => "div_trunc",
             BinaryOp::Nextafter => "nextafter",
+            BinaryOp::AddAlpha { .. } => "add_alpha",
+            BinaryOp::SubAlpha { .. } => "sub_alpha",
+            BinaryOp::Prelu => "prelu",
         }
     }
+}
+
+eq_by_key!(BinaryOp, key);
+
+/// Kernel argument of an op's parameter (`BinaryParams` of binary.cu).
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq)]
+pub(crate) struct BinaryParams {
+    pub alpha: f64,
 }
 
 /// A binary op of two rank-`N` inputs broadcast to a common shape: a
@@ -337,6 +405,8 @@ pub struct BinaryPlan<T: Element, const N: usize> {
     bw: MapKernels,
     reduce_a: Option<Reduction>,
     reduce_b: Option<Reduction>,
+    /// The op's parameter as the kernels take it.
+    params: BinaryParams,
     _t: PhantomData<T>,
 }
 
@@ -387,6 +457,7 @@ impl<T: Element, const N: usize> Plan for BinaryPlan<T, N> {
             bw,
             reduce_a,
             reduce_b,
+            params: desc.op.kernel_params(),
             _t: PhantomData,
         })
     }
@@ -429,9 +500,11 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
         a: &TensorRef<'_, T, N>,
         b: &TensorRef<'_, T, N>,
     ) -> Result<()> {
+        let q = self.params;
         // SAFETY: forwarded from the caller's contract.
         unsafe {
-            self.fw.launch::<T>(
+            self.fw.launch_with(
+                OP,
                 stream,
                 &self.out_shape,
                 &[(out.0, out.1)],
@@ -439,6 +512,7 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
                     (a.data().ptr(), a.strides()),
                     (b.data().ptr(), b.strides()),
                 ],
+                |args| args.push(q).map(|_| ()),
             )
         }
     }
@@ -601,7 +675,7 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
                         &reads,
                         (g.ptr, g.ext.strides),
                         ws.byte_add(at),
-                        |_| Ok(()),
+                        |args| args.push(self.params).map(|_| ()),
                     )?;
                 }
             }
@@ -619,7 +693,11 @@ impl<T: Element, const N: usize> BinaryPlan<T, N> {
         // kernels skip; each gradient is disjoint from every input or that
         // input itself (checked above), and the reductions reading the
         // inputs were enqueued before.
-        unsafe { self.bw.launch::<T>(stream, out, &[da, db], &ins) }
+        unsafe {
+            self.bw.launch_with(OP, stream, out, &[da, db], &ins, |args| {
+                args.push(self.params).map(|_| ())
+            })
+        }
     }
 
 }
@@ -754,5 +832,31 @@ mod tests {
         ));
     }
 
-
+    #[test]
+    fn binary_ops_compare_their_parameter_by_bits() {
+        use std::collections::hash_map::DefaultHasher;
+        use std::hash::{Hash, Hasher};
+        let hash = |op: BinaryOp| {
+            let mut h = DefaultHasher::new();
+            op.hash(&mut h);
+            h.finish()
+        };
+        let nan = BinaryOp::AddAlpha { alpha: f64::NAN };
+        assert_eq!(nan, nan);
+        assert_eq!(hash(nan), hash(BinaryOp::AddAlpha { alpha: f64::NAN }));
+        assert_ne!(BinaryOp::AddAlpha { alpha: 2.0 }, BinaryOp::AddAlpha { alpha: 3.0 });
+        assert_ne!(BinaryOp::AddAlpha { alpha: 0.0 }, BinaryOp::AddAlpha { alpha: -0.0 });
+        assert_ne!(BinaryOp::AddAlpha { alpha: 1.0 }, BinaryOp::SubAlpha { alpha: 1.0 });
+        assert_ne!(BinaryOp::AddAlpha { alpha: 1.0 }, BinaryOp::Add);
+        assert_eq!(BinaryOp::Prelu, BinaryOp::Prelu);
+        // kernel indices follow ALL whatever the parameter; sub negates alpha
+        for (i, op) in BinaryOp::ALL.into_iter().enumerate() {
+            assert_eq!(op.index() as usize, i, "{op:?}");
+        }
+        assert_eq!(BinaryOp::SubAlpha { alpha: 7.0 }.index(), 23);
+        assert_eq!(BinaryOp::SubAlpha { alpha: 2.5 }.kernel_params().alpha, -2.5);
+        assert_eq!(BinaryOp::AddAlpha { alpha: 2.5 }.kernel_params().alpha, 2.5);
+        assert_eq!(BinaryOp::Mul.kernel_params().alpha, 0.0);
+        assert_eq!(std::mem::size_of::<BinaryParams>(), 8);
+    }
 }

@@ -415,34 +415,20 @@ impl MapKernels {
         })
     }
 
-    /// Launch over `shape` with the kernels' outputs and inputs. When every
-    /// written or read operand is contiguous and 16-byte aligned the
-    /// contiguous kernel runs, taking the inputs, the outputs and then `n`.
+    /// Launch over `shape` with the kernels' outputs (of `O`) and inputs
+    /// (of `I`), and `tail` pushing the kernels' scalar parameters after the
+    /// contiguous kernel's `n` and after the strided kernels'
+    /// `StridedArgs`. When every written or read operand is contiguous and
+    /// 16-byte aligned the contiguous kernel runs, taking the inputs, the
+    /// outputs and then `n`, a 16-byte vector of the narrower type per
+    /// thread and tile. Errors name `op`.
     ///
     /// # Safety
     /// Each non-null address must hold every element its strides reach over
     /// `shape` (checked by the views the plan took), the outputs and inputs
-    /// must be the kernels' in number and order, and an output may share
-    /// memory with an input only as the same view.
-    pub(crate) unsafe fn launch<T: Element>(
-        &self,
-        stream: &Stream,
-        shape: &[usize],
-        outs: &[Out<'_, T>],
-        ins: &[In<'_, T>],
-    ) -> Result<()> {
-        // SAFETY: forwarded from the caller's contract.
-        unsafe { self.launch_with("elementwise", stream, shape, outs, ins, |_| Ok(())) }
-    }
-
-    /// [`MapKernels::launch`] with inputs of `I` and outputs of `O`, and
-    /// `tail` pushing the kernels' scalar parameters after the contiguous
-    /// kernel's `n` and after the strided kernels' `StridedArgs`. The
-    /// contiguous kernel takes a 16-byte vector of the narrower type per
-    /// thread and tile. Errors name `op`.
-    ///
-    /// # Safety
-    /// As [`MapKernels::launch`]; `tail` must push what the kernels take.
+    /// must be the kernels' in number and order, an output may share
+    /// memory with an input only as the same view, and `tail` must push
+    /// what the kernels take.
     pub(crate) unsafe fn launch_with<I: Element, O: Element>(
         &self,
         op: &'static str,

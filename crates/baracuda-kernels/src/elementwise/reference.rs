@@ -621,6 +621,37 @@ pub fn unary_scalar(op: UnaryOp, x: f64) -> f64 {
         U::I1e => bessel_i(3, x),
         U::Polygamma { n } => polygamma(n, x),
         U::RoundDecimals { decimals } => round_decimals(x, decimals),
+        U::PowScalar { exponent } => pow_scalar(x, exponent),
+        U::RpowScalar { base } => rpow_scalar(base, x),
+    }
+}
+
+/// `pow(x, exponent)` as PyTorch's CUDA `pow(Tensor, Scalar)` in f64: 1
+/// for exponent 0, `x` for 1, `sqrt` for 0.5, `1/sqrt` for -0.5, `1/x`
+/// for -1, `x x` for 2, `x x x` for 3, `1/(x x)` for -2, else `powf` (so
+/// `sqrt(-0) = -0` and `sqrt(-inf) = NaN` where `powf` gives +0 and +inf).
+pub fn pow_scalar(x: f64, exponent: f64) -> f64 {
+    let (form, e) = crate::elementwise::unary::pow_form(exponent, |v| v);
+    match form {
+        0 => 1.0,
+        1 => x,
+        2 => x.sqrt(),
+        3 => 1.0 / x.sqrt(),
+        4 => 1.0 / x,
+        5 => x * x,
+        6 => x * x * x,
+        7 => 1.0 / (x * x),
+        _ => x.powf(e),
+    }
+}
+
+/// `pow(base, x)` as PyTorch's `pow(Scalar, Tensor)`: 1 for a base of 1
+/// (whatever `x`), else `powf`.
+pub fn rpow_scalar(base: f64, x: f64) -> f64 {
+    if base == 1.0 {
+        1.0
+    } else {
+        base.powf(x)
     }
 }
 
@@ -638,6 +669,8 @@ pub fn unary_grad(op: UnaryOp, x: f64, dy: f64) -> f64 {
         | U::Round
         | U::Trunc
         | U::RoundDecimals { .. } => 0.0,
+        // pow_backward: zeros for exponent 0, whatever dy holds
+        U::PowScalar { exponent: 0.0 } => 0.0,
         _ => dy * unary_derivative(op, x),
     }
 }
@@ -797,6 +830,13 @@ pub fn unary_derivative(op: UnaryOp, x: f64) -> f64 {
         U::I1e if x.abs().partial_cmp(&f64::EPSILON) != Some(core::cmp::Ordering::Greater) => 0.5,
         U::I1e => bessel_i(1, x) - bessel_i(3, x) * (sign_of(x) + 1.0 / x),
         U::Polygamma { n } => polygamma(n + 1, x),
+        // pow_backward: exponent x^(exponent - 1) by the forward's dispatch
+        U::PowScalar { exponent: 0.0 } => 0.0,
+        U::PowScalar { exponent } => exponent * pow_scalar(x, exponent - 1.0),
+        // pow_backward_exponent: 0 for a zero base and x >= 0 (dy 0 in the
+        // backward), else pow(base, x) ln(base)
+        U::RpowScalar { base } if base == 0.0 && x >= 0.0 => 0.0,
+        U::RpowScalar { base } => rpow_scalar(base, x) * base.ln(),
     }
 }
 
@@ -825,6 +865,8 @@ pub fn unary_cases() -> Vec<(&'static str, UnaryOp)> {
                     | U::NanToNum { .. }
                     | U::Polygamma { .. }
                     | U::RoundDecimals { .. }
+                    | U::PowScalar { .. }
+                    | U::RpowScalar { .. }
             )
         })
         .map(|op| (op.name(), op))
@@ -914,6 +956,16 @@ pub fn unary_cases() -> Vec<(&'static str, UnaryOp)> {
         ("polygamma_4", U::Polygamma { n: 4 }),
         ("round_decimals", U::RoundDecimals { decimals: 2 }),
         ("round_decimals_neg", U::RoundDecimals { decimals: -1 }),
+        ("pow_scalar", U::PowScalar { exponent: 2.5 }),
+        ("pow_scalar_sqrt", U::PowScalar { exponent: 0.5 }),
+        ("pow_scalar_rsqrt", U::PowScalar { exponent: -0.5 }),
+        ("pow_scalar_three_halves", U::PowScalar { exponent: 1.5 }),
+        ("pow_scalar_cube", U::PowScalar { exponent: 3.0 }),
+        ("pow_scalar_inv_square", U::PowScalar { exponent: -2.0 }),
+        ("pow_scalar_zero", U::PowScalar { exponent: 0.0 }),
+        ("rpow_scalar", U::RpowScalar { base: 2.0 }),
+        ("rpow_scalar_zero", U::RpowScalar { base: 0.0 }),
+        ("rpow_scalar_half", U::RpowScalar { base: 0.5 }),
     ]);
     v
 }
@@ -935,6 +987,12 @@ pub fn unary_domain(op: UnaryOp) -> (f64, f64) {
         U::RoundDecimals { decimals } if decimals < 0 => (-50.0, 50.0),
         U::Logit { .. } => (0.01, 0.99),
         U::Reciprocal => (0.05, 5.0),
+        // real results: integer exponents over both signs, the others
+        // positive bases away from 0 (where 1/(x x) would pass f16's range)
+        U::PowScalar { exponent } if exponent >= 0.0 && exponent.fract() == 0.0 => (-3.0, 3.0),
+        U::PowScalar { .. } => (0.2, 4.0),
+        // a zero base: x >= 0 (x < 0 gives inf, and -inf dy: the specials)
+        U::RpowScalar { base: 0.0 } => (0.0, 3.0),
         // both sides of the f32 (9) switch from series to expansion
         U::I0 | U::I0e | U::I1 | U::I1e => (-12.0, 12.0),
         _ => (-5.0, 5.0),
@@ -969,6 +1027,7 @@ pub fn unary_edges(op: UnaryOp) -> Vec<f64> {
             0.0, -0.0, -1.0, -2.0, 1.0, 2.0, -0.5, -1.5, -0.25, 10.0, 9.5, 25.0, 24.5,
         ],
         U::Sinc => vec![1.0, -1.0, 2.0, 0.5, 0.125, -0.01],
+        U::PowScalar { .. } | U::RpowScalar { .. } => vec![0.0, -0.0, 1.0, -1.0, 0.5, -0.5],
         U::Hardswish | U::Hardsigmoid => vec![-3.0, 3.0, -2.999, 2.999],
         U::Relu6 => vec![0.0, 6.0, 5.999],
         // ties of each side's grid, and values a tenth of a step off them
@@ -1056,7 +1115,33 @@ pub fn binary_scalar(op: BinaryOp, a: f64, b: f64) -> f64 {
         BinaryOp::DivFloor => div_floor(a, b),
         BinaryOp::DivTrunc => div_trunc(a, b),
         BinaryOp::Nextafter => nextafter_in(ElementKind::F64, a, b),
+        BinaryOp::AddAlpha { alpha } => a + alpha * b,
+        // PyTorch's sub is add(a, b, -alpha)
+        BinaryOp::SubAlpha { alpha } => a + (-alpha) * b,
+        BinaryOp::Prelu => {
+            if a > 0.0 {
+                a
+            } else {
+                b * a
+            }
+        }
     }
+}
+
+/// The binary ops the tests check, by case name: [`BinaryOp::ALL`]'s, with
+/// `add_alpha` and `sub_alpha` at an `alpha` other than the default 1, as
+/// the GPU rows (`binary_<name>`) and the goldens
+/// (`scripts/goldens/elementwise.py`) name them.
+pub fn binary_cases() -> Vec<(&'static str, BinaryOp)> {
+    BinaryOp::ALL
+        .into_iter()
+        .map(|op| match op {
+            BinaryOp::AddAlpha { .. } => BinaryOp::AddAlpha { alpha: 2.5 },
+            BinaryOp::SubAlpha { .. } => BinaryOp::SubAlpha { alpha: -0.75 },
+            op => op,
+        })
+        .map(|op| (op.name(), op))
+        .collect()
 }
 
 /// `nextafter(a, b)` on the grid of `kind` (f64, f32, f16, bf16; `a` and
@@ -1216,6 +1301,16 @@ pub fn binary_grad_scalar(op: BinaryOp, a: f64, b: f64, dy: f64) -> (f64, f64) {
         }
         BinaryOp::Heaviside | BinaryOp::DivFloor | BinaryOp::DivTrunc | BinaryOp::Nextafter => {
             (0.0, 0.0)
+        }
+        BinaryOp::AddAlpha { alpha } => (dy, dy * alpha),
+        BinaryOp::SubAlpha { alpha } => (dy, dy * -alpha),
+        // prelu_backward_kernel: a NaN a takes the weight's side
+        BinaryOp::Prelu => {
+            if a > 0.0 {
+                (dy, 0.0)
+            } else {
+                (b * dy, a * dy)
+            }
         }
     }
 }
@@ -1832,7 +1927,8 @@ mod tests {
     fn binary_gradients_match_finite_differences() {
         let h = 1e-6;
         // (not the ops without a backward: nextafter moves with a)
-        for op in BinaryOp::ALL.into_iter().filter(|op| op.has_backward()) {
+        let ops = BinaryOp::ALL.into_iter().chain(binary_cases().into_iter().map(|c| c.1));
+        for op in ops.filter(|op| op.has_backward()) {
             for &(a, b) in &[(0.7f64, -1.3f64), (-2.1, 0.4), (1.5, 1.25), (-0.3, -0.9)] {
                 // inside each op's real domain: pow's base and xlogy's y > 0
                 let (a, b) = match op {
@@ -1911,6 +2007,20 @@ mod tests {
             (BinaryOp::Fmin, nan, nan, nan, 1.0, 0.0),
             (BinaryOp::Atan2, 0.0, 0.0, 0.0, nan, nan),
             (BinaryOp::Hypot, 3.0, -4.0, 5.0, 0.6, -0.8),
+            (BinaryOp::AddAlpha { alpha: 2.0 }, 1.0, 3.0, 7.0, 1.0, 2.0),
+            (BinaryOp::AddAlpha { alpha: 0.0 }, 1.0, inf, nan, 1.0, 0.0),
+            (BinaryOp::AddAlpha { alpha: 2.0 }, -0.0, -0.0, -0.0, 1.0, 2.0),
+            (BinaryOp::SubAlpha { alpha: 2.0 }, 1.0, 3.0, -5.0, 1.0, -2.0),
+            (BinaryOp::SubAlpha { alpha: 1.0 }, inf, inf, nan, 1.0, -1.0),
+            (BinaryOp::SubAlpha { alpha: 1.0 }, -0.0, 0.0, -0.0, 1.0, -1.0),
+            (BinaryOp::Prelu, 2.0, 0.25, 2.0, 1.0, 0.0),
+            (BinaryOp::Prelu, -2.0, 0.25, -0.5, 0.25, -2.0),
+            (BinaryOp::Prelu, 0.0, 0.25, 0.0, 0.25, 0.0),
+            (BinaryOp::Prelu, -0.0, 0.25, -0.0, 0.25, -0.0),
+            (BinaryOp::Prelu, nan, 0.25, nan, 0.25, nan),
+            (BinaryOp::Prelu, -inf, 0.25, -inf, 0.25, -inf),
+            (BinaryOp::Prelu, -inf, 0.0, nan, 0.0, -inf),
+            (BinaryOp::Prelu, inf, nan, inf, 1.0, 0.0),
         ];
         for (op, a, b, f, da, db) in cases {
             let got = binary_scalar(op, a, b);

@@ -279,6 +279,30 @@ pub enum UnaryOp {
         /// Decimal digits kept (negative: rounds to tens, hundreds, ...).
         decimals: i32,
     },
+    /// `torch.pow(x, exponent)` with a scalar exponent, as PyTorch's CUDA
+    /// dispatch: 1 for exponent 0 (NaN too), `x` for 1, `sqrt(x)` for 0.5,
+    /// `rsqrt(x)` for -0.5, `1/x` for -1 (each on the exponent as given);
+    /// then, on the exponent rounded to the element type `e`: `x x` for 2,
+    /// `x x x` for 3, `1/(x x)` for -2, else `pow(x, e)` (C's: NaN for a
+    /// negative base and a non-integer `e`, `pow(-0, 0.5) = +0` where
+    /// `sqrt(-0) = -0`). Gradient `exponent x^(exponent - 1)` (PyTorch's
+    /// `pow_backward`, the power by the same dispatch, so 1 where the
+    /// exponent is 1, and `rsqrt(-0) = -inf` where it is 1.5), and 0
+    /// (whatever `dy` holds) where the exponent is 0.
+    PowScalar {
+        /// The exponent.
+        exponent: f64,
+    },
+    /// `torch.pow(base, x)` with a scalar base: `pow(b, x)` with the base
+    /// rounded to the element type `b` (1 for a base of 1, NaN included).
+    /// Gradient `dy (pow(b, x) ln(base))` (PyTorch's
+    /// `pow_backward_exponent`, `ln` of the base as given), with
+    /// `dy 0` in place of it where the base is 0 and `x >= 0`; so NaN for a
+    /// negative base, and `-inf dy` for a zero base and `x < 0`.
+    RpowScalar {
+        /// The base.
+        base: f64,
+    },
 }
 
 /// Kernel arguments of an op's parameters (`UnaryParams` of unary.cu):
@@ -292,8 +316,9 @@ pub(crate) struct UnaryParams {
 impl UnaryOp {
     /// Every op, in declaration order (the parametrised ones with
     /// PyTorch's defaults, `threshold` with 0.5 and 0, `clamp` with
-    /// [-1, 1], `polygamma` with `n = 2`, `round_decimals` with 0).
-    pub const ALL: [UnaryOp; 68] = [
+    /// [-1, 1], `polygamma` with `n = 2`, `round_decimals` with 0,
+    /// `pow_scalar` with exponent 2 and `rpow_scalar` with base 2).
+    pub const ALL: [UnaryOp; 70] = [
         UnaryOp::Relu,
         UnaryOp::GeluErf,
         UnaryOp::GeluTanh,
@@ -380,6 +405,8 @@ impl UnaryOp {
         UnaryOp::I1e,
         UnaryOp::Polygamma { n: 2 },
         UnaryOp::RoundDecimals { decimals: 0 },
+        UnaryOp::PowScalar { exponent: 2.0 },
+        UnaryOp::RpowScalar { base: 2.0 },
     ];
 
     /// True for ops built on exp/erf/tanh, whose math costs about as much as
@@ -495,6 +522,8 @@ impl UnaryOp {
             U::I1e => "i1e",
             U::Polygamma { .. } => "polygamma",
             U::RoundDecimals { .. } => "round_decimals",
+            U::PowScalar { .. } => "pow_scalar",
+            U::RpowScalar { .. } => "rpow_scalar",
         }
     }
 
@@ -527,6 +556,8 @@ impl UnaryOp {
             } => [b(nan), o(posinf), o(neginf)],
             U::Polygamma { n } => [u64::from(n), 0, 0],
             U::RoundDecimals { decimals } => [i64::from(decimals) as u64, 0, 0],
+            U::PowScalar { exponent } => [b(exponent), 0, 0],
+            U::RpowScalar { base } => [b(base), 0, 0],
             _ => [0; 3],
         }
     }
@@ -596,10 +627,50 @@ impl UnaryOp {
                 0.0,
                 0.0,
             ],
+            // p0 the forward's exponent, p1 the gradient's power's, p2 the
+            // exponent (the gradient's factor), p3 the forward's form plus
+            // 16 times the gradient's (POW_ZERO_GRAD: zero)
+            U::PowScalar { exponent } => {
+                let (fw, e_fw) = pow_form(exponent, elem);
+                let (bw, e_bw) = if exponent == 0.0 {
+                    (POW_ZERO_GRAD, 0.0)
+                } else {
+                    pow_form(exponent - 1.0, elem)
+                };
+                [e_fw, e_bw, exponent, f64::from(fw + 16 * bw)]
+            }
+            // p0 the base rounded to T, p1 ln(base), p2 1 for a zero base,
+            // p3 1 for a base of 1 (the forward fills 1)
+            U::RpowScalar { base } => [
+                elem(base),
+                base.ln(),
+                f64::from(u8::from(base == 0.0)),
+                f64::from(u8::from(base == 1.0)),
+            ],
             _ => [0.0; 4],
         };
         UnaryParams { p }
     }
+}
+
+/// `pow_scalar`'s gradient form when the exponent is 0: zeros.
+const POW_ZERO_GRAD: u32 = 15;
+
+/// How PyTorch's CUDA `pow(x, exponent)` evaluates a scalar exponent
+/// (`pow_Tensor_Scalar_out`, then `pow_tensor_scalar_kernel`): the form
+/// (`pow_scalar` of unary.cu: 0 ones, 1 `x`, 2 sqrt, 3 rsqrt, 4 `1/x`,
+/// 5 `x x`, 6 `x x x`, 7 `1/(x x)`, 8 `pow(x, e)`) and the exponent `e`
+/// rounded to the element type by `elem`. The first five compare the
+/// exponent as given, the next three its rounding.
+pub(crate) fn pow_form(exponent: f64, elem: impl Fn(f64) -> f64) -> (u32, f64) {
+    let early = [(0.0, 0), (1.0, 1), (0.5, 2), (-0.5, 3), (-1.0, 4)];
+    if let Some(&(_, form)) = early.iter().find(|(v, _)| exponent == *v) {
+        return (form, exponent);
+    }
+    let e = elem(exponent);
+    let late = [(2.0, 5), (3.0, 6), (-2.0, 7)];
+    let form = late.iter().find(|(v, _)| e == *v).map_or(8, |&(_, f)| f);
+    (form, e)
 }
 
 /// The lowest and largest finite values of a float element type.
@@ -853,4 +924,48 @@ pub(crate) fn unary_specs() -> Vec<ModuleSpec> {
     (0..4)
         .flat_map(|dt| UnaryOp::ALL.into_iter().map(move |op| unary_spec(dt, op).0))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The forms of PyTorch's CUDA `pow(Tensor, Scalar)`: 0, 1, 0.5, -0.5
+    /// and -1 compared as given, 2, 3 and -2 after rounding to the element
+    /// type; the gradient's power is the exponent less 1, by the same rule.
+    #[test]
+    fn pow_scalar_forms_follow_pytorch_dispatch() {
+        let same = |v: f64| v;
+        let f16 = |v: f64| half::f16::from_f64(v).to_f64();
+        assert_eq!(pow_form(0.0, same), (0, 0.0));
+        assert_eq!(pow_form(1.0, same), (1, 1.0));
+        assert_eq!(pow_form(0.5, same), (2, 0.5));
+        assert_eq!(pow_form(-0.5, same), (3, -0.5));
+        assert_eq!(pow_form(-1.0, same), (4, -1.0));
+        assert_eq!(pow_form(2.0, same), (5, 2.0));
+        assert_eq!(pow_form(3.0, same), (6, 3.0));
+        assert_eq!(pow_form(-2.0, same), (7, -2.0));
+        assert_eq!(pow_form(2.5, same), (8, 2.5));
+        // 2.0001 is 2 in f16: x * x; 1.00001 is 1 in f16 but not as given
+        assert_eq!(pow_form(2.0001, f16), (5, 2.0));
+        assert_eq!(pow_form(1.00001, f16), (8, 1.0));
+        let q = UnaryOp::PowScalar { exponent: 1.5 }.kernel_params::<f32>().p;
+        // forward pow(x, 1.5); gradient 1.5 sqrt(x)
+        assert_eq!(q, [1.5, 0.5, 1.5, f64::from(8 + 16 * 2)]);
+        let q = UnaryOp::PowScalar { exponent: 0.0 }.kernel_params::<f32>().p;
+        assert_eq!(q[3], f64::from(16 * POW_ZERO_GRAD));
+        let q = UnaryOp::RpowScalar { base: 0.1 }.kernel_params::<half::f16>().p;
+        assert_eq!(q, [f16(0.1), 0.1f64.ln(), 0.0, 0.0]);
+        let q = UnaryOp::RpowScalar { base: 0.0 }.kernel_params::<f64>().p;
+        assert_eq!(q, [0.0, f64::NEG_INFINITY, 1.0, 0.0]);
+        // parameters compare by bits
+        assert_eq!(
+            UnaryOp::PowScalar { exponent: f64::NAN },
+            UnaryOp::PowScalar { exponent: f64::NAN }
+        );
+        assert_ne!(
+            UnaryOp::PowScalar { exponent: 2.0 },
+            UnaryOp::RpowScalar { base: 2.0 }
+        );
+    }
 }

@@ -760,8 +760,9 @@ fn values(op: BinaryOp, rng: &mut Rng, n: usize, second: bool) -> Vec<f64> {
         BinaryOp::Xlogy if second => rng.vec(n, 0.25, 2.0),
         // y > -1 (log1p's domain)
         BinaryOp::Xlog1py if second => rng.vec(n, -0.75, 2.0),
-        // a == 0 in one element of eight (heaviside takes b there)
-        BinaryOp::Xlogy | BinaryOp::Xlog1py | BinaryOp::Heaviside => (0..n)
+        // a == 0 in one element of eight (heaviside takes b there, prelu
+        // the weight's side)
+        BinaryOp::Xlogy | BinaryOp::Xlog1py | BinaryOp::Heaviside | BinaryOp::Prelu => (0..n)
             .map(|_| {
                 let v = rng.uniform(-2.0, 2.0);
                 if rng.next_u64() % 8 == 0 {
@@ -938,19 +939,38 @@ fn check_binary_sample<T: Element, const N: usize>(
 }
 
 pub fn check_binary<T: Element>(op: BinaryOp) -> Result<usize, String> {
-    let mut rng = Rng::new(0xB1 ^ ((op as u64) << 8));
+    let mut rng = Rng::new(0xB1 ^ (u64::from(op.index()) << 8));
     let mut n = 0;
     let out_elems = |(a, b, _): &(Vec<usize>, Vec<usize>, Layout)| {
         a.iter().zip(b).map(|(x, y)| *x.max(y)).product()
     };
-    for (a, b, layout) in small_samples(binary_samples(), out_elems) {
+    let mut samples = binary_samples();
+    if op == BinaryOp::Prelu {
+        // PyTorch's weight of C elements as [1, C, 1, 1] over [N, C, H, W],
+        // and a single weight
+        samples.extend([
+            (vec![8, 16, 9, 7], vec![1, 16, 1, 1], Layout::Contiguous),
+            (vec![4, 3, 65, 33], vec![1, 3, 1, 1], Layout::Misaligned),
+            (vec![5, 6, 7, 8], vec![1, 1, 1, 1], Layout::Contiguous),
+        ]);
+    }
+    for (a, b, layout) in small_samples(samples, out_elems) {
         match a.len() {
             2 => check_binary_sample::<T, 2>(op, &a, &b, layout, &mut rng)?,
             3 => check_binary_sample::<T, 3>(op, &a, &b, layout, &mut rng)?,
+            4 => check_binary_sample::<T, 4>(op, &a, &b, layout, &mut rng)?,
             8 => check_binary_sample::<T, 8>(op, &a, &b, layout, &mut rng)?,
             r => return Err(format!("no sample runner for rank {r}")),
         }
         n += 1;
+    }
+    // special values, for the ops with a parameter and prelu
+    if matches!(
+        op,
+        BinaryOp::AddAlpha { .. } | BinaryOp::SubAlpha { .. } | BinaryOp::Prelu
+    ) {
+        check_binary_specials::<T>(op, &mut rng)?;
+        n += 2;
     }
     if !op.has_backward() {
         return Ok(n);
@@ -999,6 +1019,120 @@ pub fn check_binary<T: Element>(op: BinaryOp) -> Result<usize, String> {
         Some(&eb),
     )?;
     Ok(n + 1)
+}
+
+/// Forward and backward of `op` over every pair of special values (±0,
+/// NaN, ±inf, 1, -1, tiny, large, 2.5, -0.5) as same-shape tensors, at
+/// offset 0 (the vectorised kernel and its tail) and 1 (the strided
+/// kernel): NaN where the reference has NaN, the same infinities, the sign
+/// of an exact zero forward result, and the pointwise bound elsewhere.
+fn check_binary_specials<T: Element>(op: BinaryOp, rng: &mut Rng) -> Result<(), String> {
+    let g = gpu();
+    let sp = [
+        0.0,
+        -0.0,
+        f64::NAN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        1.0,
+        -1.0,
+        1e-5,
+        100.0,
+        2.5,
+        -0.5,
+    ];
+    let (av, bv): (Vec<f64>, Vec<f64>) = sp
+        .iter()
+        .flat_map(|&x| sp.iter().map(move |&y| (x, y)))
+        .unzip();
+    let n = av.len();
+    let desc = BinaryDescriptor {
+        op,
+        element: T::KIND,
+        a_shape: [n],
+        b_shape: [n],
+    };
+    let plan = BinaryPlan::<T, 1>::select(&g.stream, &desc, &PlanPreference::default())
+        .map_err(|e| e.to_string())?;
+    let tol = pointwise_tol(T::KIND);
+    for offset in [0usize, 1] {
+        let pad = |v: &[f64]| {
+            let mut p = vec![0.5; offset];
+            p.extend(v);
+            p
+        };
+        let (ab, ah) = upload::<T>(&pad(&av));
+        let (bb, bh) = upload::<T>(&pad(&bv));
+        let (dyb, dyh) = upload::<T>(&rng.vec(n + offset, -1.0, 1.0));
+        let (a_s, b_s, dy_s) = (&ah[offset..], &bh[offset..], &dyh[offset..]);
+        let what = format!("{} {} specials offset {offset}", op.name(), T::KIND);
+        fn at<T: Element>(
+            b: &DeviceBuffer<T>,
+            offset: usize,
+            n: usize,
+        ) -> Result<TensorRef<'_, T, 1>, String> {
+            let s = b.as_slice().slice(offset..offset + n).ok_or("slice")?;
+            TensorRef::contiguous(s, [n]).map_err(|e| e.to_string())
+        }
+        let view = |b| at(b, offset, n);
+        let mut out = poisoned::<T>(n + offset);
+        let mut da = poisoned::<T>(n + offset);
+        let mut db = poisoned::<T>(n + offset);
+        let out_view = out.as_slice_mut().split_at(offset).ok_or("split")?.1;
+        plan.run(
+            &g.stream,
+            Workspace::None,
+            BinaryArgs {
+                a: view(&ab)?,
+                b: view(&bb)?,
+                out: TensorMut::contiguous(out_view, [n]).map_err(|e| e.to_string())?,
+            },
+        )
+        .map_err(|e| format!("{what}: {e}"))?;
+        let da_view = da.as_slice_mut().split_at(offset).ok_or("split")?.1;
+        let db_view = db.as_slice_mut().split_at(offset).ok_or("split")?.1;
+        plan.run_bw(
+            &g.stream,
+            Workspace::None,
+            BinaryBwArgs {
+                a: view(&ab)?,
+                b: view(&bb)?,
+                dy: view(&dyb)?,
+                da: Some(TensorMut::contiguous(da_view, [n]).map_err(|e| e.to_string())?),
+                db: Some(TensorMut::contiguous(db_view, [n]).map_err(|e| e.to_string())?),
+            },
+        )
+        .map_err(|e| format!("{what}: {e}"))?;
+        let exact = reference::binary(op, a_s, &[n], b_s, &[n]);
+        let grads = reference::binary_backward(op, a_s, &[n], b_s, &[n], dy_s);
+        let r = |v: &[f64]| round_to(T::KIND, v);
+        let got = |b: &DeviceBuffer<T>| download(b)[offset..].to_vec();
+        compare_specials(
+            &format!("{what} fw"),
+            a_s,
+            &got(&out),
+            &r(&exact),
+            tol,
+            Some(&exact),
+        )?;
+        compare_specials(
+            &format!("{what} da"),
+            a_s,
+            &got(&da),
+            &r(&grads.da),
+            tol,
+            None,
+        )?;
+        compare_specials(
+            &format!("{what} db"),
+            a_s,
+            &got(&db),
+            &r(&grads.db),
+            tol,
+            None,
+        )?;
+    }
+    Ok(())
 }
 
 /// Select a binary op with `kind`, which it does not claim: `Unsupported`.

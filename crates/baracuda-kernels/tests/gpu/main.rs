@@ -269,6 +269,34 @@ static TABLE: &[&dyn Row] = &[
         "unary_round_decimals_neg",
         UnaryOp::RoundDecimals { decimals: -1 }
     ),
+    unary_row!("unary_pow_scalar", UnaryOp::PowScalar { exponent: 2.5 }),
+    unary_row!(
+        "unary_pow_scalar_sqrt",
+        UnaryOp::PowScalar { exponent: 0.5 }
+    ),
+    unary_row!(
+        "unary_pow_scalar_rsqrt",
+        UnaryOp::PowScalar { exponent: -0.5 }
+    ),
+    unary_row!(
+        "unary_pow_scalar_three_halves",
+        UnaryOp::PowScalar { exponent: 1.5 }
+    ),
+    unary_row!(
+        "unary_pow_scalar_cube",
+        UnaryOp::PowScalar { exponent: 3.0 }
+    ),
+    unary_row!(
+        "unary_pow_scalar_inv_square",
+        UnaryOp::PowScalar { exponent: -2.0 }
+    ),
+    unary_row!(
+        "unary_pow_scalar_zero",
+        UnaryOp::PowScalar { exponent: 0.0 }
+    ),
+    unary_row!("unary_rpow_scalar", UnaryOp::RpowScalar { base: 2.0 }),
+    unary_row!("unary_rpow_scalar_zero", UnaryOp::RpowScalar { base: 0.0 }),
+    unary_row!("unary_rpow_scalar_half", UnaryOp::RpowScalar { base: 0.5 }),
     binary_row!("binary_add", BinaryOp::Add),
     binary_row!("binary_sub", BinaryOp::Sub),
     binary_row!("binary_mul", BinaryOp::Mul),
@@ -291,6 +319,9 @@ static TABLE: &[&dyn Row] = &[
     binary_row!("binary_div_floor", BinaryOp::DivFloor),
     binary_row!("binary_div_trunc", BinaryOp::DivTrunc),
     binary_row!("binary_nextafter", BinaryOp::Nextafter),
+    binary_row!("binary_add_alpha", BinaryOp::AddAlpha { alpha: 2.5 }),
+    binary_row!("binary_sub_alpha", BinaryOp::SubAlpha { alpha: -0.75 }),
+    binary_row!("binary_prelu", BinaryOp::Prelu),
     ternary_row!("ternary_lerp", TernaryOp::Lerp),
     ternary_row!("ternary_addcmul", TernaryOp::Addcmul { value: 0.5 }),
     ternary_row!("ternary_addcdiv", TernaryOp::Addcdiv { value: -1.5 }),
@@ -431,6 +462,16 @@ crate::table_tests!(
     unary_polygamma_4,
     unary_round_decimals,
     unary_round_decimals_neg,
+    unary_pow_scalar,
+    unary_pow_scalar_sqrt,
+    unary_pow_scalar_rsqrt,
+    unary_pow_scalar_three_halves,
+    unary_pow_scalar_cube,
+    unary_pow_scalar_inv_square,
+    unary_pow_scalar_zero,
+    unary_rpow_scalar,
+    unary_rpow_scalar_zero,
+    unary_rpow_scalar_half,
     binary_add,
     binary_sub,
     binary_mul,
@@ -453,6 +494,9 @@ crate::table_tests!(
     binary_div_floor,
     binary_div_trunc,
     binary_nextafter,
+    binary_add_alpha,
+    binary_sub_alpha,
+    binary_prelu,
     ternary_lerp,
     ternary_addcmul,
     ternary_addcdiv,
@@ -473,14 +517,17 @@ crate::table_tests!(
 
 /// Every unary case of the reference (what the goldens and the
 /// finite-difference test check) has its row, `unary_<case>`, and so every
-/// ternary case (`ternary_<case>`) and gated op (`gated_<name>`).
+/// binary case (`binary_<case>`), ternary case (`ternary_<case>`) and gated
+/// op (`gated_<name>`).
 #[test]
 fn every_unary_case_has_a_row() {
     let reference = baracuda_kernels::reference::elementwise::unary_cases();
+    let binary = baracuda_kernels::reference::elementwise::binary_cases();
     let ternary = baracuda_kernels::reference::elementwise::ternary_cases();
     let rows = reference
         .iter()
         .map(|(name, _)| format!("unary_{name}"))
+        .chain(binary.iter().map(|(name, _)| format!("binary_{name}")))
         .chain(ternary.iter().map(|(name, _)| format!("ternary_{name}")))
         .chain(GatedOp::ALL.iter().map(|op| format!("gated_{}", op.name())));
     for row in rows {
