@@ -1,7 +1,8 @@
 //! Property tests of the reduce family's host-side validation: random
 //! shapes, dims, keepdim and element types (and ops and corrections) go
-//! through the checks [`LogicalReducePlan`](super::LogicalReducePlan)'s
-//! and [`VarMeanPlan`](super::VarMeanPlan)'s `select` run before they
+//! through the checks [`LogicalReducePlan`](super::LogicalReducePlan)'s,
+//! [`VarMeanPlan`](super::VarMeanPlan)'s and [`ScanPlan`](super::ScanPlan)'s
+//! (op, exclusive, reverse, `keep_dtype`, output dtype) `select` run before they
 //! touch the GPU; nothing panics, and every answer is the kernel's choice
 //! or a typed `Error`.
 
@@ -9,11 +10,63 @@ use baracuda_kernels_types::{ElementKind, Error, PlanPreference};
 use proptest::prelude::*;
 
 use super::logical_reduce::validate;
+use super::scan::validate as validate_scan;
 use super::{LogicalReduceDescriptor, LogicalReduceOp, ReduceDescriptor, ReduceOp};
+use super::{ScanDescriptor, ScanOp};
 use crate::fuzz::{config, sizes, typed};
 
 proptest! {
     #![proptest_config(config())]
+
+    #[test]
+    fn scan_descriptors_are_accepted_or_typed_errors(
+        shape in sizes::<2>(),
+        dim in 0usize..4,
+        op in 0usize..5,
+        exclusive in any::<bool>(),
+        reverse in any::<bool>(),
+        keep_dtype in any::<bool>(),
+        element in proptest::sample::select(ElementKind::ALL.to_vec()),
+    ) {
+        let op = ScanOp::ALL[op];
+        let desc = ScanDescriptor { op, element, shape, dim, exclusive, reverse, keep_dtype };
+        let well_formed = dim < 2 && !(exclusive && op.has_indices());
+        // an f32 plan
+        let got = validate_scan::<f32, 2, f32>(&desc);
+        match got {
+            Ok(_) => prop_assert!(element == ElementKind::F32 && well_formed, "{desc:?} accepted"),
+            Err(e) => {
+                prop_assert!(!(element == ElementKind::F32 && well_formed), "{desc:?}: {e}");
+                typed("scan", &e)?;
+            }
+        }
+        // an i32 plan with PyTorch's i64 output: cumsum and cumprod only,
+        // and not when y keeps x's dtype
+        let sum_like = matches!(op, ScanOp::CumSum | ScanOp::CumProd);
+        let got = validate_scan::<i32, 2, i64>(&desc);
+        let ok = element == ElementKind::I32 && well_formed && sum_like && !keep_dtype;
+        match got {
+            Ok(_) => prop_assert!(ok, "{desc:?} accepted for i32 -> i64"),
+            Err(e) => {
+                prop_assert!(!ok, "{desc:?}: {e}");
+                typed("scan", &e)?;
+            }
+        }
+        // an i32 plan with an i32 output: cummax, cummin, and the others
+        // that keep the dtype; never logcumsumexp
+        let got = validate_scan::<i32, 2, i32>(&desc);
+        let ok = element == ElementKind::I32
+            && well_formed
+            && op.takes_integers()
+            && (!sum_like || keep_dtype);
+        match got {
+            Ok(_) => prop_assert!(ok, "{desc:?} accepted for i32 -> i32"),
+            Err(e) => {
+                prop_assert!(!ok, "{desc:?}: {e}");
+                typed("scan", &e)?;
+            }
+        }
+    }
 
     #[test]
     fn logical_descriptors_are_accepted_or_typed_errors(

@@ -349,6 +349,40 @@ struct ScanParams<T: 'static> {
     keep: u32,
 }
 
+/// The checks `select` makes before it touches the GPU: the dtype code of
+/// `T`, or the typed error of a bad descriptor.
+pub(crate) fn validate<T: Element, const N: usize, O: Element>(desc: &ScanDescriptor<N>) -> Result<u32> {
+    let dtype = numeric_dtype_code::<T, N>(OP, desc.element, "scans take")?;
+    if !T::KIND.is_float() && !desc.op.takes_integers() {
+        return Err(Error::Unsupported {
+            op: OP,
+            what: format!(
+                "{} on dtype {}; it takes f32, f64, f16 and bf16",
+                desc.op.name(),
+                T::KIND
+            ),
+        });
+    }
+    if O::KIND != desc.output_element() {
+        return Err(Error::DtypeMismatch {
+            op: OP,
+            arg: "y",
+            expected: desc.output_element(),
+            got: O::KIND,
+        });
+    }
+    check_dim::<N>(OP, desc.dim)?;
+    if desc.exclusive && desc.op.has_indices() {
+        return Err(invalid_descriptor(
+            OP,
+            "exclusive",
+            "true".into(),
+            &format!("{} has no value before the first element", desc.op.name()),
+        ));
+    }
+    Ok(dtype)
+}
+
 /// `InvalidArgument` naming `arg`: given without being read, or missing.
 fn check_presence(arg: &'static str, given: bool, wanted: bool, op: ScanOp) -> Result<()> {
     let reason = match (given, wanted) {
@@ -565,35 +599,8 @@ impl<T: Element, const N: usize, O: Element> Plan for ScanPlan<T, N, O> {
     type Args<'a> = ScanArgs<'a, T, N, O>;
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
-        let dtype = numeric_dtype_code::<T, N>(OP, desc.element, "scans take")?;
+        let dtype = validate::<T, N, O>(desc)?;
         let float = T::KIND.is_float();
-        if !float && !desc.op.takes_integers() {
-            return Err(Error::Unsupported {
-                op: OP,
-                what: format!(
-                    "{} on dtype {}; it takes f32, f64, f16 and bf16",
-                    desc.op.name(),
-                    T::KIND
-                ),
-            });
-        }
-        if O::KIND != desc.output_element() {
-            return Err(Error::DtypeMismatch {
-                op: OP,
-                arg: "y",
-                expected: desc.output_element(),
-                got: O::KIND,
-            });
-        }
-        check_dim::<N>(OP, desc.dim)?;
-        if desc.exclusive && desc.op.has_indices() {
-            return Err(invalid_descriptor(
-                OP,
-                "exclusive",
-                "true".into(),
-                &format!("{} has no value before the first element", desc.op.name()),
-            ));
-        }
         pref.check_backend(OP, &[BackendKind::Baracuda])?;
         let module = stream.context().module(&spec(dtype))?;
         let (fw, bw) = desc.op.codes();

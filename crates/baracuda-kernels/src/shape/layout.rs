@@ -1000,6 +1000,7 @@ fn vector_ok(map: &Map, p: &GroupArgs, out: (DevPtrMut<u8>, &[usize]), elem: usi
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     fn out(op: LayoutOp, shape: &[usize]) -> Result<Vec<usize>> {
         resolve(&op, shape).map(|r| r.out_shape)
@@ -1156,19 +1157,78 @@ mod tests {
         assert_eq!(path(embed(0, -2, -1), &[4096, 40], true, 4).map(|p| p.0), Some(Path::Element));
     }
 
+    /// The progression `(first, step, count)` of the group at dim `d` of
+    /// output coordinates `c`, as shape.cu's `group_prog`.
+    fn prog(p: &GroupArgs, d: usize, c: &[i64; MAX_RANK], table: &[i64]) -> (i64, i64, i64) {
+        let (o, st, a, b) = (c[d], p.st[d], p.a[d], p.b[d]);
+        match p.kind[d] {
+            G_AFFINE => (o * st, 0, 1),
+            G_MOD => ((o % a) * st, 0, 1),
+            G_DIV => ((o / a) * st, 0, 1),
+            G_SEARCH => {
+                let (mut lo, mut hi) = (0i64, a);
+                while hi - lo > 1 {
+                    let mid = lo + (hi - lo) / 2;
+                    if table[mid as usize] <= o {
+                        lo = mid;
+                    } else {
+                        hi = mid;
+                    }
+                }
+                (lo * st, 0, 1)
+            }
+            G_EVERY => (o * st, a * st, b),
+            G_BLOCK => (o * a * st, st, a),
+            G_SPAN => {
+                let t0 = table[o as usize];
+                (t0 * st, st, table[o as usize + 1] - t0)
+            }
+            G_WINDOWS => {
+                let v = o - b + 1;
+                let lo = if v <= 0 { 0 } else { (v + a - 1) / a };
+                let hi = (o / a).min(p.c[d] - 1);
+                let n = if hi >= lo { hi - lo + 1 } else { 0 };
+                (lo * st + (o - lo * a) * p.st2[d], st - a * p.st2[d], n)
+            }
+            G_UNSLICE => {
+                let v = o - a;
+                if v < 0 || v % b != 0 || v / b >= p.c[d] {
+                    (0, 0, 0)
+                } else {
+                    ((v / b) * st, 0, 1)
+                }
+            }
+            G_DIAG => {
+                let o2 = c[p.partner[d] as usize];
+                if o2 - o != a {
+                    (0, 0, 0)
+                } else {
+                    ((if a >= 0 { o } else { o2 }) * st, 0, 1)
+                }
+            }
+            k => panic!("kind {k}"),
+        }
+    }
+
+    /// The output coordinates of linear index `i` and its output offset.
+    fn coords(p: &GroupArgs, i: usize) -> ([i64; MAX_RANK], i64) {
+        let mut c = [0i64; MAX_RANK];
+        let (mut rem, mut oo) = (i, 0i64);
+        for d in (0..p.rank as usize).rev() {
+            let ext = p.out_shape[d] as usize;
+            c[d] = (rem % ext) as i64;
+            rem /= ext;
+            oo += c[d] * p.out_stride[d];
+        }
+        (c, oo)
+    }
+
     /// The group kernel on the host, as shape.cu runs it: `y` (of the
     /// map's output shape, at `out_strides`) from `x` read at offsets.
     fn emulate(p: &GroupArgs, x: &[f64], table: &[i64], y: &mut [f64]) {
         let r = p.rank as usize;
         for i in 0..p.n as usize {
-            let mut c = [0i64; MAX_RANK];
-            let (mut rem, mut oo) = (i, 0i64);
-            for d in (0..r).rev() {
-                let ext = p.out_shape[d] as usize;
-                c[d] = (rem % ext) as i64;
-                rem /= ext;
-                oo += c[d] * p.out_stride[d];
-            }
+            let (c, oo) = coords(p, i);
             let mut off = p.base;
             let mut none = false;
             // as shape.cu: the first progression of several terms (s0,
@@ -1179,54 +1239,7 @@ mod tests {
                 if p.kind[d] == G_NONE {
                     continue;
                 }
-                let (o, st, a, b) = (c[d], p.st[d], p.a[d], p.b[d]);
-                let (first, step, count) = match p.kind[d] {
-                    G_AFFINE => (o * st, 0, 1),
-                    G_MOD => ((o % a) * st, 0, 1),
-                    G_DIV => ((o / a) * st, 0, 1),
-                    G_SEARCH => {
-                        let (mut lo, mut hi) = (0i64, a);
-                        while hi - lo > 1 {
-                            let mid = lo + (hi - lo) / 2;
-                            if table[mid as usize] <= o {
-                                lo = mid;
-                            } else {
-                                hi = mid;
-                            }
-                        }
-                        (lo * st, 0, 1)
-                    }
-                    G_EVERY => (o * st, a * st, b),
-                    G_BLOCK => (o * a * st, st, a),
-                    G_SPAN => {
-                        let t0 = table[o as usize];
-                        (t0 * st, st, table[o as usize + 1] - t0)
-                    }
-                    G_WINDOWS => {
-                        let v = o - b + 1;
-                        let lo = if v <= 0 { 0 } else { (v + a - 1) / a };
-                        let hi = (o / a).min(p.c[d] - 1);
-                        let n = if hi >= lo { hi - lo + 1 } else { 0 };
-                        (lo * st + (o - lo * a) * p.st2[d], st - a * p.st2[d], n)
-                    }
-                    G_UNSLICE => {
-                        let v = o - a;
-                        if v < 0 || v % b != 0 || v / b >= p.c[d] {
-                            (0, 0, 0)
-                        } else {
-                            ((v / b) * st, 0, 1)
-                        }
-                    }
-                    G_DIAG => {
-                        let o2 = c[p.partner[d] as usize];
-                        if o2 - o != a {
-                            (0, 0, 0)
-                        } else {
-                            ((if a >= 0 { o } else { o2 }) * st, 0, 1)
-                        }
-                    }
-                    k => panic!("kind {k}"),
-                };
+                let (first, step, count) = prog(p, d, &c, table);
                 if count <= 0 {
                     none = true;
                 }
@@ -1278,6 +1291,38 @@ mod tests {
         }
     }
 
+    /// The vector kernel on the host, as shape.cu's `group_vec` runs it
+    /// with `vec` elements per vector: the progressions of each vector's
+    /// first element, its terms read at `vec` consecutive offsets.
+    fn emulate_vec(p: &GroupArgs, x: &[f64], table: &[i64], y: &mut [f64], vec: usize) {
+        let (r, last) = (p.rank as usize, p.rank as usize - 1);
+        for g in 0..p.n as usize / vec {
+            let (c, oo) = coords(p, g * vec);
+            let mut off = p.base;
+            let mut none = false;
+            for d in 0..r {
+                if p.kind[d] == G_NONE {
+                    continue;
+                }
+                let (first, step, count) = prog(p, d, &c, table);
+                none |= count <= 0;
+                off += first;
+                if d == last {
+                    for k in 0..vec {
+                        let mut acc = 0.0;
+                        if !none {
+                            for t in 0..count {
+                                let v = x[(off + t * step) as usize + k];
+                                acc = if t == 0 { v } else { acc + v };
+                            }
+                        }
+                        y[oo as usize + k] = acc;
+                    }
+                }
+            }
+        }
+    }
+
     /// Row-major strides, or with `transposed` column-major ones.
     fn strides_of(shape: &[usize], transposed: bool) -> Vec<usize> {
         let mut st = vec![0; shape.len()];
@@ -1326,6 +1371,16 @@ mod tests {
             4,
         ) {
             emulate(&p, &buf, table, &mut y);
+            // where the vector kernel would run (vectors of 2, 4 or 8
+            // elements), it writes the same values
+            for elem in [8, 4, 2] {
+                if vector_ok(map, &p, (DevPtrMut::from_addr(0), &out_st), elem) {
+                    let mut v = vec![f64::NAN; n];
+                    emulate_vec(&p, &buf, table, &mut v, 16 / elem);
+                    let same = y.iter().zip(&v).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "vector kernel ({elem}-byte elements): {v:?}, elements: {y:?}");
+                }
+            }
         }
         y
     }
@@ -1340,7 +1395,6 @@ mod tests {
     /// transposed inputs, match the f64 references forward and backward.
     #[test]
     fn maps_match_the_references() {
-        use crate::shape::reference as rf;
         let per = LayoutOp::repeat_interleave_per_index;
         let cases: Vec<(LayoutOp, Vec<usize>)> = vec![
             (LayoutOp::repeat(&[2, 1, 3]), vec![3, 4, 5]),
@@ -1369,84 +1423,153 @@ mod tests {
             (LayoutOp::slice(1, 1, 7, 2), vec![3, 8]),
             (LayoutOp::slice(0, -3, i64::MAX, 1), vec![5, 2]),
             (LayoutOp::slice(-1, 6, 2, 1), vec![3, 8]),
+            // the vector kernel: repeat along the row, unfold both ways
+            (LayoutOp::repeat(&[1, 2]), vec![3, 4]),
+            (LayoutOp::repeat(&[2, 4]), vec![1, 8]),
+            (unfold(1, 4, 2), vec![2, 8]),
         ];
         for (op, shape) in cases {
-            let r = resolve(&op, &shape).unwrap();
-            let n = shape.len();
-            let wrap = |d: i64, rank: usize| d.rem_euclid(rank.max(1) as i64) as usize;
-            let x = noise(shape.iter().product(), 1);
-            let dy = noise(r.out_shape.iter().product(), 2);
-            let (want_y, want_dx) = match &op {
-                LayoutOp::Repeat { repeats } => {
-                    let rep: Vec<usize> = repeats.as_slice().iter().map(|&v| v as usize).collect();
-                    (rf::repeat(&shape, &x, &rep).1, rf::repeat_backward(&shape, &dy, &rep))
+            check_op(&op, &shape);
+        }
+    }
+
+    /// `op`'s maps on `shape`, run as the kernels run them (the element,
+    /// and where it applies the vector kernel) on row-major and transposed
+    /// inputs, against the f64 references forward and backward.
+    fn check_op(op: &LayoutOp, shape: &[usize]) {
+        use crate::shape::reference as rf;
+        let r = resolve(op, shape).unwrap();
+        let n = shape.len();
+        let wrap = |d: i64, rank: usize| d.rem_euclid(rank.max(1) as i64) as usize;
+        let x = noise(shape.iter().product(), 1);
+        let dy = noise(r.out_shape.iter().product(), 2);
+        let (want_y, want_dx) = match op {
+            LayoutOp::Repeat { repeats } => {
+                let rep: Vec<usize> = repeats.as_slice().iter().map(|&v| v as usize).collect();
+                (rf::repeat(shape, &x, &rep).1, rf::repeat_backward(shape, &dy, &rep))
+            }
+            LayoutOp::RepeatInterleave { repeats, dim, .. } => {
+                let d = wrap(*dim, n);
+                let c: Vec<usize> = match repeats {
+                    Repeats::Scalar(v) => vec![*v as usize; shape[d]],
+                    Repeats::PerIndex(v) if v.len() == 1 => vec![v[0] as usize; shape[d]],
+                    Repeats::PerIndex(v) => v.iter().map(|&v| v as usize).collect(),
+                };
+                (
+                    rf::repeat_interleave(shape, &x, &c, d).1,
+                    rf::repeat_interleave_backward(shape, &dy, &c, d),
+                )
+            }
+            LayoutOp::Diagonal { offset, dim1, dim2 } => {
+                let (a, b) = (wrap(*dim1, n), wrap(*dim2, n));
+                (
+                    rf::diagonal(shape, &x, *offset, a, b).1,
+                    rf::diagonal_backward(shape, &dy, *offset, a, b),
+                )
+            }
+            LayoutOp::DiagEmbed { offset, dim1, dim2 } => {
+                let (a, b) = (wrap(*dim1, n + 1), wrap(*dim2, n + 1));
+                (
+                    rf::diag_embed(shape, &x, *offset, a, b).1,
+                    rf::diag_embed_backward(shape, &dy, *offset, a, b),
+                )
+            }
+            LayoutOp::Diag { offset } if n == 1 => (
+                rf::diag_embed(shape, &x, *offset, 0, 1).1,
+                rf::diag_embed_backward(shape, &dy, *offset, 0, 1),
+            ),
+            LayoutOp::Diag { offset } => (
+                rf::diagonal(shape, &x, *offset, 0, 1).1,
+                rf::diagonal_backward(shape, &dy, *offset, 0, 1),
+            ),
+            LayoutOp::Unfold { dim, size, step } => {
+                let d = wrap(*dim, n);
+                let (sz, st) = (*size as usize, *step as usize);
+                (
+                    rf::unfold(shape, &x, d, sz, st).1,
+                    rf::unfold_backward(shape, &dy, d, sz, st),
+                )
+            }
+            LayoutOp::Slice {
+                dim,
+                start,
+                stop,
+                step,
+            } => {
+                let d = wrap(*dim, n);
+                (
+                    rf::slice(shape, &x, d, *start, *stop, *step).1,
+                    rf::slice_backward(shape, &dy, d, *start, *stop, *step),
+                )
+            }
+        };
+        let table = r.table.clone().unwrap_or_default();
+        for transposed in [false, true] {
+            let what = format!("{op:?} on {shape:?} (transposed {transposed})");
+            let y = run_map(&r.fw, &x, shape, &strides_of(shape, transposed), &table);
+            assert_eq!(y, want_y, "{what} forward");
+            let out = &r.out_shape;
+            let dx = run_map(&r.bw, &dy, out, &strides_of(out, transposed), &table);
+            assert_eq!(dx.len(), want_dx.len(), "{what} backward");
+            for (g, w) in dx.iter().zip(&want_dx) {
+                assert!((g - w).abs() < 1e-12, "{what} backward: {dx:?} vs {want_dx:?}");
+            }
+        }
+    }
+
+    /// A layout op of rank-`rank` input drawn at random, often invalid.
+    fn any_op(rank: usize) -> impl Strategy<Value = LayoutOp> {
+        let r = rank as i64;
+        let dim = move || -r - 1..r + 1;
+        prop_oneof![
+            proptest::collection::vec(-1i64..4, rank..rank + 2)
+                .prop_map(|v| LayoutOp::repeat(&v)),
+            (-1i64..4, dim()).prop_map(|(k, d)| LayoutOp::repeat_interleave(k, d)),
+            (proptest::collection::vec(0i64..4, 0..7), dim(), 0usize..3).prop_map(
+                |(c, d, size)| {
+                    let total = c.iter().sum::<i64>() as usize;
+                    let size = [None, Some(total), Some(total + 1)][size];
+                    LayoutOp::repeat_interleave_per_index(&c, d, size)
                 }
-                LayoutOp::RepeatInterleave { repeats, dim, .. } => {
-                    let d = wrap(*dim, n);
-                    let c: Vec<usize> = match repeats {
-                        Repeats::Scalar(v) => vec![*v as usize; shape[d]],
-                        Repeats::PerIndex(v) if v.len() == 1 => vec![v[0] as usize; shape[d]],
-                        Repeats::PerIndex(v) => v.iter().map(|&v| v as usize).collect(),
-                    };
-                    (
-                        rf::repeat_interleave(&shape, &x, &c, d).1,
-                        rf::repeat_interleave_backward(&shape, &dy, &c, d),
-                    )
+            ),
+            (-4i64..5, dim(), dim()).prop_map(|(o, a, b)| LayoutOp::Diagonal {
+                offset: o,
+                dim1: a,
+                dim2: b,
+            }),
+            (-4i64..5, -r - 2..r + 2, -r - 2..r + 2).prop_map(|(o, a, b)| {
+                LayoutOp::DiagEmbed {
+                    offset: o,
+                    dim1: a,
+                    dim2: b,
                 }
-                LayoutOp::Diagonal { offset, dim1, dim2 } => {
-                    let (a, b) = (wrap(*dim1, n), wrap(*dim2, n));
-                    (
-                        rf::diagonal(&shape, &x, *offset, a, b).1,
-                        rf::diagonal_backward(&shape, &dy, *offset, a, b),
-                    )
-                }
-                LayoutOp::DiagEmbed { offset, dim1, dim2 } => {
-                    let (a, b) = (wrap(*dim1, n + 1), wrap(*dim2, n + 1));
-                    (
-                        rf::diag_embed(&shape, &x, *offset, a, b).1,
-                        rf::diag_embed_backward(&shape, &dy, *offset, a, b),
-                    )
-                }
-                LayoutOp::Diag { offset } if n == 1 => (
-                    rf::diag_embed(&shape, &x, *offset, 0, 1).1,
-                    rf::diag_embed_backward(&shape, &dy, *offset, 0, 1),
-                ),
-                LayoutOp::Diag { offset } => (
-                    rf::diagonal(&shape, &x, *offset, 0, 1).1,
-                    rf::diagonal_backward(&shape, &dy, *offset, 0, 1),
-                ),
-                LayoutOp::Unfold { dim, size, step } => {
-                    let d = wrap(*dim, n);
-                    let (sz, st) = (*size as usize, *step as usize);
-                    (
-                        rf::unfold(&shape, &x, d, sz, st).1,
-                        rf::unfold_backward(&shape, &dy, d, sz, st),
-                    )
-                }
-                LayoutOp::Slice {
-                    dim,
-                    start,
-                    stop,
-                    step,
-                } => {
-                    let d = wrap(*dim, n);
-                    (
-                        rf::slice(&shape, &x, d, *start, *stop, *step).1,
-                        rf::slice_backward(&shape, &dy, d, *start, *stop, *step),
-                    )
-                }
-            };
-            let table = r.table.clone().unwrap_or_default();
-            for transposed in [false, true] {
-                let what = format!("{op:?} on {shape:?} (transposed {transposed})");
-                let y = run_map(&r.fw, &x, &shape, &strides_of(&shape, transposed), &table);
-                assert_eq!(y, want_y, "{what} forward");
-                let out = &r.out_shape;
-                let dx = run_map(&r.bw, &dy, out, &strides_of(out, transposed), &table);
-                assert_eq!(dx.len(), want_dx.len(), "{what} backward");
-                for (g, w) in dx.iter().zip(&want_dx) {
-                    assert!((g - w).abs() < 1e-12, "{what} backward: {dx:?} vs {want_dx:?}");
-                }
+            }),
+            (-4i64..5).prop_map(|offset| LayoutOp::Diag { offset }),
+            (dim(), -1i64..7, -1i64..5).prop_map(|(dim, size, step)| LayoutOp::Unfold {
+                dim,
+                size,
+                step,
+            }),
+            (dim(), -9i64..9, prop_oneof![-9i64..9, Just(i64::MAX)], -1i64..4).prop_map(
+                |(d, start, stop, step)| LayoutOp::slice(d, start, stop, step)
+            ),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::fuzz::config())]
+
+        /// Random ops on small shapes: `resolve` returns maps or a typed
+        /// error, never panics; the maps (element and vector kernels)
+        /// match the references both ways and read only inside x and dy.
+        #[test]
+        fn random_layout_ops_resolve_or_fail_typed(
+            (shape, op) in (0usize..4)
+                .prop_flat_map(|rank| (proptest::collection::vec(0usize..7, rank), any_op(rank)))
+        ) {
+            match resolve(&op, &shape) {
+                Ok(_) => check_op(&op, &shape),
+                Err(e) => crate::fuzz::typed("layout", &e)?,
             }
         }
     }
