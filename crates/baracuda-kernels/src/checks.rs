@@ -94,6 +94,43 @@ pub(crate) fn float_dtype_code<T: Element, const N: usize>(
     Ok(code)
 }
 
+/// `DtypeMismatch` naming `y` unless the output type `O` is `expected`
+/// (the descriptor's output element).
+pub(crate) fn check_output_element<O: Element>(
+    op: &'static str,
+    expected: ElementKind,
+) -> Result<()> {
+    if O::KIND != expected {
+        return Err(Error::DtypeMismatch {
+            op,
+            arg: "y",
+            expected,
+            got: O::KIND,
+        });
+    }
+    Ok(())
+}
+
+/// `Unsupported` for an integer `T` when op `name` takes floats only
+/// (`integers` lists the ops that do take them, or is empty).
+pub(crate) fn check_integer_op<T: Element>(
+    op: &'static str,
+    name: &str,
+    takes_integers: bool,
+    integers: &str,
+) -> Result<()> {
+    if T::KIND.is_float() || takes_integers {
+        return Ok(());
+    }
+    Err(Error::Unsupported {
+        op,
+        what: format!(
+            "{name} on dtype {}; it takes f32, f64, f16 and bf16{integers}",
+            T::KIND
+        ),
+    })
+}
+
 /// [`float_dtype_code`] for kernels that also take i32 and i64
 /// (`kernel_sources::numeric_dtype_code`): the reductions and scans.
 pub(crate) fn numeric_dtype_code<T: Element, const N: usize>(

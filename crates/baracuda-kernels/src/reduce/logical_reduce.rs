@@ -17,6 +17,7 @@ use baracuda_kernels_types::{
 };
 
 use super::layout::{all_dims, reduced_dims_methods, ReduceKernels, Reduction};
+use crate::checks::check_output_element;
 use crate::kernel_sources;
 use crate::Plan;
 
@@ -224,14 +225,7 @@ pub(crate) fn validate<I: Element, O: Element, const N: usize, const M: usize>(
             what: format!("rank {N} > {MAX_RANK}"),
         });
     }
-    if O::KIND != desc.output_element() {
-        return Err(Error::DtypeMismatch {
-            op: OP,
-            arg: "y",
-            expected: desc.output_element(),
-            got: O::KIND,
-        });
-    }
+    check_output_element::<O>(OP, desc.output_element())?;
     desc.dims().check_mask::<M>(OP, desc.dims)?;
     Ok(storage)
 }

@@ -17,7 +17,8 @@ use super::layout::{
     Reduction, StatPair,
 };
 use crate::checks::{
-    byte_span, check_disjoint, check_views, invalid_descriptor, numeric_dtype_code, View,
+    byte_span, check_disjoint, check_integer_op, check_output_element, check_views,
+    invalid_descriptor, numeric_dtype_code, View,
 };
 use crate::kernel_sources;
 use crate::plan::own_numeric_sku;
@@ -317,24 +318,9 @@ pub(crate) fn check_descriptor<T: Element, O: Element, const N: usize, const M: 
     pref: &PlanPreference,
 ) -> Result<u32> {
     let dtype = numeric_dtype_code::<T, N>(OP, desc.element, "reductions take")?;
-    if !T::KIND.is_float() && !desc.op.takes_integers() {
-        return Err(Error::Unsupported {
-            op: OP,
-            what: format!(
-                "{} on dtype {}; it takes f32, f64, f16 and bf16 (integers: sum, nansum, prod, amax, amin)",
-                desc.op.name(),
-                T::KIND
-            ),
-        });
-    }
-    if O::KIND != desc.output_element() {
-        return Err(Error::DtypeMismatch {
-            op: OP,
-            arg: "y",
-            expected: desc.output_element(),
-            got: O::KIND,
-        });
-    }
+    let integers = " (integers: sum, nansum, prod, amax, amin)";
+    check_integer_op::<T>(OP, desc.op.name(), desc.op.takes_integers(), integers)?;
+    check_output_element::<O>(OP, desc.output_element())?;
     let dims = desc.dims();
     dims.check_mask::<M>(OP, desc.dims)?;
     if desc.correction.is_nan() {

@@ -15,7 +15,8 @@ use baracuda_kernels_types::{
 };
 
 use crate::checks::{
-    check_alias, check_dim, check_views, invalid_descriptor, numeric_dtype_code, Extent, View,
+    check_alias, check_dim, check_integer_op, check_output_element, check_views, invalid_descriptor,
+    numeric_dtype_code, Extent, View,
 };
 use crate::kernel_sources;
 use crate::launch::{grid_x, launch_params};
@@ -353,24 +354,8 @@ struct ScanParams<T: 'static> {
 /// `T`, or the typed error of a bad descriptor.
 pub(crate) fn validate<T: Element, const N: usize, O: Element>(desc: &ScanDescriptor<N>) -> Result<u32> {
     let dtype = numeric_dtype_code::<T, N>(OP, desc.element, "scans take")?;
-    if !T::KIND.is_float() && !desc.op.takes_integers() {
-        return Err(Error::Unsupported {
-            op: OP,
-            what: format!(
-                "{} on dtype {}; it takes f32, f64, f16 and bf16",
-                desc.op.name(),
-                T::KIND
-            ),
-        });
-    }
-    if O::KIND != desc.output_element() {
-        return Err(Error::DtypeMismatch {
-            op: OP,
-            arg: "y",
-            expected: desc.output_element(),
-            got: O::KIND,
-        });
-    }
+    check_integer_op::<T>(OP, desc.op.name(), desc.op.takes_integers(), "")?;
+    check_output_element::<O>(OP, desc.output_element())?;
     check_dim::<N>(OP, desc.dim)?;
     if desc.exclusive && desc.op.has_indices() {
         return Err(invalid_descriptor(

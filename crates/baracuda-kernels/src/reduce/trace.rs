@@ -16,7 +16,9 @@ use baracuda_kernels_types::{
 use super::layout::launch_elementwise;
 use super::reduce::{op_code, spec};
 use super::{ReduceArgs, ReduceDescriptor, ReduceOp, ReducePlan};
-use crate::checks::{byte_span, check_disjoint, check_views, numeric_dtype_code, View};
+use crate::checks::{
+    byte_span, check_disjoint, check_output_element, check_views, numeric_dtype_code, View,
+};
 use crate::plan::own_numeric_sku;
 use crate::{Backward, Plan};
 
@@ -133,14 +135,7 @@ impl<T: Element, O: Element> Plan for TracePlan<T, O> {
 
     fn select(stream: &Stream, desc: &Self::Descriptor, pref: &PlanPreference) -> Result<Self> {
         let dtype = numeric_dtype_code::<T, 2>(OP, desc.element, "trace takes")?;
-        if O::KIND != desc.output_element() {
-            return Err(Error::DtypeMismatch {
-                op: OP,
-                arg: "y",
-                expected: desc.output_element(),
-                got: O::KIND,
-            });
-        }
+        check_output_element::<O>(OP, desc.output_element())?;
         pref.check_backend(OP, &[BackendKind::Baracuda])?;
         let uncapped = PlanPreference {
             max_workspace_bytes: None,
