@@ -409,37 +409,32 @@ impl<T: Element, const N: usize, O: Element> ScanPlan<T, N, O> {
         let n: usize = self.desc.shape.iter().product();
         n / self.len().max(1)
     }
-    /// Segments per line and positions per segment: a few long lines
-    /// (too few to give every SM blocks) are cut into segments scanned in
-    /// two passes; otherwise `(1, len)`. Never cut where the launch runs a
-    /// thread per line (at most 32 positions, or 1024 lines and more).
-    fn segments(&self) -> (usize, usize) {
+    /// Segments per line and positions per segment when `units` (blocks
+    /// or threads) per SM would otherwise idle: lines too few to give the
+    /// GPU `units` and long enough are cut into segments of at least
+    /// `min` positions, a multiple of `round`; otherwise `(1, len)`.
+    fn cut(&self, units_per_sm: usize, min: usize, round: usize) -> (usize, usize) {
         let (len, lines) = (self.len(), self.lines());
-        let target = self.sm_count as usize * SEGMENT_BLOCKS_PER_SM;
-        if lines == 0 || lines >= target / 2 || len < 2 * MIN_SEGMENT {
+        let target = self.sm_count as usize * units_per_sm;
+        if lines == 0 || lines >= target / 2 || len < 2 * min {
             return (1, len);
         }
         let seg_len = len
             .div_ceil(target.div_ceil(lines))
-            .next_multiple_of(TILE)
-            .max(MIN_SEGMENT);
+            .next_multiple_of(round)
+            .max(min);
         (len.div_ceil(seg_len), seg_len)
     }
-    /// [`segments`](Self::segments) where the launch runs a thread per
-    /// line: lines too few to give every SM `SEGMENT_THREADS_PER_SM`
-    /// threads and long enough are cut into segments of at least
-    /// `MIN_THREAD_SEGMENT` positions, a thread per (line, segment).
+    /// The segments of the block-per-line launch (a block per segment of
+    /// whole tiles). Never cut where the launch runs a thread per line (at
+    /// most 32 positions, or 1024 lines and more).
+    fn segments(&self) -> (usize, usize) {
+        self.cut(SEGMENT_BLOCKS_PER_SM, MIN_SEGMENT, TILE)
+    }
+    /// The segments of the thread-per-line launch, a thread per (line,
+    /// segment).
     fn thread_segments(&self) -> (usize, usize) {
-        let (len, lines) = (self.len(), self.lines());
-        let target = self.sm_count as usize * SEGMENT_THREADS_PER_SM;
-        if lines == 0 || lines >= target / 2 || len < 2 * MIN_THREAD_SEGMENT {
-            return (1, len);
-        }
-        let seg_len = len
-            .div_ceil(target.div_ceil(lines))
-            .next_multiple_of(8)
-            .max(MIN_THREAD_SEGMENT);
-        (len.div_ceil(seg_len), seg_len)
+        self.cut(SEGMENT_THREADS_PER_SM, MIN_THREAD_SEGMENT, 8)
     }
     /// Bytes of the segment states: enough for either launch (which one
     /// runs depends on the strides `run` gets); 0 when neither cuts.
