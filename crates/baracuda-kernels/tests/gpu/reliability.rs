@@ -86,6 +86,16 @@ const ITERATIONS: usize = 25;
 /// Replays of each captured graph.
 const REPLAYS: usize = 100;
 
+/// [`REPLAYS`], or 2 in small-shapes mode (under a sanitizer, which checks
+/// the accesses of the first replay as closely as of the hundredth).
+fn replays() -> usize {
+    if small_mode() {
+        2
+    } else {
+        REPLAYS
+    }
+}
+
 fn msg(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -232,7 +242,7 @@ fn plans_shared_by_sixteen_threads() {
 }
 
 /// Each family's plans captured into one CUDA graph and replayed
-/// [`REPLAYS`] times, the outputs poisoned before each replay; every replay
+/// [`replays`] times, the outputs poisoned before each replay; every replay
 /// gives the bits of the eager run. The capture is in thread-local mode: a
 /// synchronizing or allocating call inside `run` fails it (global mode
 /// would also fail the tests that allocate on other threads meanwhile).
@@ -251,7 +261,7 @@ fn graph_capture_replays_every_family() {
         let graph = s.end_capture();
         enqueued.map_err(|e| format!("run under capture: {e}"))?;
         let graph = graph.map_err(|e| format!("capture: {e}"))?;
-        for r in 0..REPLAYS {
+        for r in 0..replays() {
             out.poison(s).map_err(msg)?;
             graph.launch().map_err(msg)?;
             same_bits(&format!("replay {r}"), &out.bits(s).map_err(msg)?, &want)?;
