@@ -269,7 +269,8 @@ struct Op<6> {
 };
 
 // cummax / cummin backward: sums of dy over runs of equal index. `whole`:
-// the span is one run; key -2 is the identity.
+// the span is one run; key -2 is the identity, on either side (a segment's
+// total folded from it keeps `whole`, so a run crossing segments sums on).
 struct Run {
     ACC sum;
     u32 whole;
@@ -286,6 +287,7 @@ struct Op<7> {
         return s;
     }
     __device__ static S combine(S a, S b) {
+        if (a.key == -2) return b;
         if (b.key == -2) return a;
         if (b.whole && a.key == b.key) {
             b.sum = a.sum + b.sum;
