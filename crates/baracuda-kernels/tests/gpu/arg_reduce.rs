@@ -82,7 +82,7 @@ pub const fn row<const OP: usize, const VALUES: bool>(name: &'static str) -> OpC
         inputs,
         run,
         reference,
-        tolerance: |_, _, _, _| Tolerance::EXACT,
+        tolerance: |_, _, _, _, _| Tolerance::EXACT,
         bad_inputs,
         unsupported: |kind| unsupported(ArgReduceOp::ALL[OP], kind),
     }

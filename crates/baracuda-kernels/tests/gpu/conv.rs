@@ -52,7 +52,7 @@ mod pool;
 use baracuda_kernels::*;
 
 use crate::harness::*;
-use crate::table::{InputsFn, OpCase, ReferenceFn, Row, RunFn};
+use crate::table::{InputsFn, OpCase, ReferenceFn, Row, RunFn, Tensors};
 
 /// The conv family's rows of the op table.
 pub(crate) static ROWS: &[&dyn Row] = &[
@@ -234,7 +234,13 @@ fn borrowed(buf: &mut DeviceBuffer<u8>) -> Workspace<'_> {
 /// |error| at most `rtol |want| + max_frac max|want|` (f32: Winograd and
 /// FFT algorithms, IEEE with FMA, reach ~4e-6 relative L2 over reductions
 /// of thousands of terms, measured on H200). Argmax indices are exact.
-fn tolerance<S>(kind: ElementKind, _: &S, tensor: &str, want: &[f64]) -> Tolerance {
+fn tolerance<S>(
+    kind: ElementKind,
+    _: &S,
+    tensor: &str,
+    want: &[f64],
+    _inputs: &Tensors,
+) -> Tolerance {
     if tensor == "indices" {
         return Tolerance::EXACT;
     }

@@ -175,7 +175,13 @@ fn reference(_: ElementKind, s: &GroupSample, inputs: &Tensors, got: &Tensors) -
     t
 }
 
-fn tolerance(kind: ElementKind, s: &GroupSample, name: &str, want: &[f64]) -> Tolerance {
+fn tolerance(
+    kind: ElementKind,
+    s: &GroupSample,
+    name: &str,
+    want: &[f64],
+    _inputs: &Tensors,
+) -> Tolerance {
     let m = (s.shape[1] / s.groups * s.spatial()) as f64;
     let terms = (s.shape[0] * s.spatial()) as f64;
     affine_tolerance(kind, name, (m + 2.0).log2(), terms, want)

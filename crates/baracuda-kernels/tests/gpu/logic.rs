@@ -146,7 +146,7 @@ pub const fn binary_row<const I: usize>(name: &'static str) -> OpCase<LogicSampl
         inputs,
         run,
         reference,
-        tolerance: |_, _, _, _| Tolerance::EXACT,
+        tolerance: |_, _, _, _, _| Tolerance::EXACT,
         bad_inputs: binary_bad_inputs,
         unsupported: |kind| unsupported_case(Case::Binary(I), kind),
     }
@@ -162,7 +162,7 @@ pub const fn unary_row<const I: usize>(name: &'static str) -> OpCase<LogicSample
         inputs,
         run,
         reference,
-        tolerance: |_, _, _, _| Tolerance::EXACT,
+        tolerance: |_, _, _, _, _| Tolerance::EXACT,
         bad_inputs: unary_bad_inputs,
         unsupported: |kind| unsupported_case(Case::Unary(I), kind),
     }

@@ -74,7 +74,7 @@ pub const fn row<const OP: usize>(name: &'static str) -> OpCase<LogicalSample> {
         inputs,
         run,
         reference,
-        tolerance: |_, _, _, _| Tolerance::EXACT,
+        tolerance: |_, _, _, _, _| Tolerance::EXACT,
         bad_inputs,
         unsupported: |kind| unsupported(LogicalReduceOp::ALL[OP], kind),
     }

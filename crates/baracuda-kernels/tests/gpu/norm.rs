@@ -320,7 +320,13 @@ pub(crate) fn push_grads(t: &mut Tensors, g: NormGrads, (weight, bias): (bool, b
     }
 }
 
-fn tolerance(kind: ElementKind, s: &NormSample, name: &str, want: &[f64]) -> Tolerance {
+fn tolerance(
+    kind: ElementKind,
+    s: &NormSample,
+    name: &str,
+    want: &[f64],
+    _inputs: &Tensors,
+) -> Tolerance {
     affine_tolerance(
         kind,
         name,

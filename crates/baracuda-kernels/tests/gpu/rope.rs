@@ -252,7 +252,13 @@ fn reference(_: ElementKind, s: &RopeSample, inputs: &Tensors, got: &Tensors) ->
     t
 }
 
-fn tolerance(kind: ElementKind, s: &RopeSample, _: &str, _: &[f64]) -> Tolerance {
+fn tolerance(
+    kind: ElementKind,
+    s: &RopeSample,
+    _: &str,
+    _: &[f64],
+    _inputs: &Tensors,
+) -> Tolerance {
     // two products and a sum in the accumulator, the angle's sine and
     // cosine (f32 tables: one f32 rounding each), one rounding to T
     let u = acc_roundoff(kind).max(if s.table.is_some() {

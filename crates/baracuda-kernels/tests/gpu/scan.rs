@@ -455,7 +455,13 @@ fn reference(_: ElementKind, s: &ScanSample, inputs: &Tensors, got: &Tensors) ->
     t
 }
 
-fn tolerance(kind: ElementKind, s: &ScanSample, name: &str, want: &[f64]) -> Tolerance {
+fn tolerance(
+    kind: ElementKind,
+    s: &ScanSample,
+    name: &str,
+    want: &[f64],
+    _inputs: &Tensors,
+) -> Tolerance {
     if !kind.is_float() {
         return Tolerance::EXACT;
     }

@@ -154,7 +154,13 @@ fn reference(_: ElementKind, s: &SdpaSample, inputs: &Tensors, got: &Tensors) ->
     t
 }
 
-fn tolerance(kind: ElementKind, s: &SdpaSample, name: &str, want: &[f64]) -> Tolerance {
+fn tolerance(
+    kind: ElementKind,
+    s: &SdpaSample,
+    name: &str,
+    want: &[f64],
+    _inputs: &Tensors,
+) -> Tolerance {
     let u = kind.unit_roundoff();
     match name {
         // P rounds to T before P V; O rounds once more

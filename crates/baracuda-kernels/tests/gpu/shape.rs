@@ -381,7 +381,13 @@ fn map_reference(_: ElementKind, s: &MapSample, inputs: &Tensors, got: &Tensors)
     t
 }
 
-fn map_tolerance(kind: ElementKind, s: &MapSample, name: &str, _: &[f64]) -> Tolerance {
+fn map_tolerance(
+    kind: ElementKind,
+    s: &MapSample,
+    name: &str,
+    _: &[f64],
+    _inputs: &Tensors,
+) -> Tolerance {
     match (name, s.op) {
         ("dx", ShapeOp::Pad { mode, pad, .. }) if mode != PadMode::Constant => {
             // sums in f32 (f64) of at most `terms` values of |dy| <= 1,
@@ -688,7 +694,7 @@ static CAT_ROW: OpCase<CatSample> = OpCase {
     inputs: cat_inputs,
     run: cat_run,
     reference: cat_reference,
-    tolerance: |_, _, _, _| Tolerance::EXACT,
+    tolerance: |_, _, _, _, _| Tolerance::EXACT,
     bad_inputs: cat_bad_inputs,
     unsupported: cat_unsupported,
 };
@@ -701,7 +707,7 @@ static STACK_ROW: OpCase<CatSample> = OpCase {
     inputs: cat_inputs,
     run: cat_run,
     reference: cat_reference,
-    tolerance: |_, _, _, _| Tolerance::EXACT,
+    tolerance: |_, _, _, _, _| Tolerance::EXACT,
     bad_inputs: stack_bad_inputs,
     unsupported: stack_unsupported,
 };

@@ -185,7 +185,13 @@ fn reference(_: ElementKind, s: &SoftmaxSample, inputs: &Tensors, got: &Tensors)
     t
 }
 
-fn tolerance(kind: ElementKind, s: &SoftmaxSample, name: &str, want: &[f64]) -> Tolerance {
+fn tolerance(
+    kind: ElementKind,
+    s: &SoftmaxSample,
+    name: &str,
+    want: &[f64],
+    _inputs: &Tensors,
+) -> Tolerance {
     let (u_t, u_acc) = (kind.unit_roundoff(), acc_roundoff(kind));
     let n = s.n().max(1);
     // Terms one thread adds in sequence, plus the merge tree: short rows

@@ -120,8 +120,10 @@ pub type RunFn<S> = fn(ElementKind, &S, &Tensors, bool) -> Result<Tensors, Strin
 pub type ReferenceFn<S> = fn(ElementKind, &S, &Tensors, &Tensors) -> Tensors;
 
 /// The bound of an output tensor: `(dtype, sample, tensor name, its
-/// reference)`.
-pub type ToleranceFn<S> = fn(ElementKind, &S, &str, &[f64]) -> Tolerance;
+/// reference, the inputs)`. The inputs are for bounds that follow the
+/// terms of a result rather than its value (a result that is the residue of
+/// cancelling terms is off by a rounding of the terms).
+pub type ToleranceFn<S> = fn(ElementKind, &S, &str, &[f64], &Tensors) -> Tolerance;
 
 /// A row described as data. For every claimed dtype and every sample of
 /// that dtype the runner: draws the inputs (seeded, never zero), rounds
@@ -248,7 +250,7 @@ impl<S: Debug + 'static> OpCase<S> {
             let w = want
                 .find(tensor)
                 .ok_or_else(|| format!("{name}: no reference"))?;
-            let tol = (self.tolerance)(kind, sample, tensor, w);
+            let tol = (self.tolerance)(kind, sample, tensor, w, &inputs);
             compare(name, values, w, tol, None)?;
         }
         if self.backward {

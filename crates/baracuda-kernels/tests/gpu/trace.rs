@@ -219,11 +219,17 @@ fn reference(_: ElementKind, s: &TraceSample, inputs: &Tensors, got: &Tensors) -
 }
 
 /// y: the sum's bound over the diagonal; dx: exact (dy copied, zeros).
-fn tolerance(kind: ElementKind, s: &TraceSample, name: &str, want: &[f64]) -> Tolerance {
+fn tolerance(
+    kind: ElementKind,
+    s: &TraceSample,
+    name: &str,
+    want: &[f64],
+    inputs: &Tensors,
+) -> Tolerance {
     match name {
         _ if !kind.is_float() => Tolerance::EXACT,
         "dx" => Tolerance::EXACT,
-        _ => crate::reduce::tolerance(kind, &s.diagonal_sum(), name, want),
+        _ => crate::reduce::tolerance(kind, &s.diagonal_sum(), name, want, inputs),
     }
 }
 

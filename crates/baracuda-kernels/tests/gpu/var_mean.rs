@@ -127,10 +127,16 @@ fn reference(_: ElementKind, s: &VarMeanSample, inputs: &Tensors, got: &Tensors)
 
 /// y and dx: the var (std) row's bounds (the backward's mean, read from
 /// the forward's output in T, is within them); the mean: the mean row's.
-fn tolerance(kind: ElementKind, s: &VarMeanSample, name: &str, want: &[f64]) -> Tolerance {
+fn tolerance(
+    kind: ElementKind,
+    s: &VarMeanSample,
+    name: &str,
+    want: &[f64],
+    inputs: &Tensors,
+) -> Tolerance {
     match name {
-        "mean" => crate::reduce::tolerance(kind, &s.mean_sample(), "y", want),
-        _ => crate::reduce::tolerance(kind, &s.s, name, want),
+        "mean" => crate::reduce::tolerance(kind, &s.mean_sample(), "y", want, inputs),
+        _ => crate::reduce::tolerance(kind, &s.s, name, want, inputs),
     }
 }
 

@@ -57,7 +57,7 @@ const GENERAL: OpCase<GemmSample> = OpCase {
     inputs: gemm_inputs,
     run: |_, _, _, _| Err("the row runs nothing".into()),
     reference: gemm_reference,
-    tolerance: |kind, s, _, want| bound(tol(kind, s.out, s.k, s.pref == Pref::Tf32), want),
+    tolerance: |kind, s, _, want, _| bound(tol(kind, s.out, s.k, s.pref == Pref::Tf32), want),
     bad_inputs: || Ok(0),
     unsupported: |_| Err("the row checks no other dtype".into()),
 };

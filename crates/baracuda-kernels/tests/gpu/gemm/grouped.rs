@@ -25,7 +25,7 @@ pub static GROUPED_GEMM: OpCase<GroupedSample> = OpCase {
     inputs: grouped_inputs,
     run: run_grouped,
     reference: grouped_reference,
-    tolerance: |kind, s, _, want| bound(tol(kind, kind, s.max_k(), false), want),
+    tolerance: |kind, s, _, want, _| bound(tol(kind, kind, s.max_k(), false), want),
     bad_inputs: grouped_bad_inputs,
     unsupported: grouped_unsupported,
 };

@@ -45,7 +45,7 @@ pub static LINEAR: OpCase<LinearSample> = OpCase {
     inputs: linear_inputs,
     run: run_linear,
     reference: linear_reference,
-    tolerance: |kind, s, _, want| bound(s.tol(kind), want),
+    tolerance: |kind, s, _, want, _| bound(s.tol(kind), want),
     bad_inputs: linear_bad_inputs,
     unsupported: linear_unsupported,
 };

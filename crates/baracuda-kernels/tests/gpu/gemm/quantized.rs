@@ -30,7 +30,7 @@ pub static INT_GEMM: OpCase<IntSample> = OpCase {
     inputs: int_inputs,
     run: run_int,
     reference: int_reference,
-    tolerance: |kind, _, _, want| match kind {
+    tolerance: |kind, _, _, want, _| match kind {
         // s32 accumulation of s8 products is exact.
         ElementKind::I32 => Tolerance::EXACT,
         // The exact sum, scaled by a power of two and rounded once to f32
@@ -52,7 +52,7 @@ pub static FP8_GEMM: OpCase<Fp8Sample> = OpCase {
     inputs: fp8_inputs,
     run: run_fp8,
     reference: fp8_reference,
-    tolerance: |kind, s, tensor, want| match tensor {
+    tolerance: |kind, s, tensor, want, _| match tensor {
         // The max of the stored D, exactly.
         "amax" => Tolerance::EXACT,
         _ => bound(tol(kind, s.out, s.p.k, false), want),

@@ -475,7 +475,13 @@ fn terms(s: &LayoutSample) -> usize {
     }
 }
 
-fn layout_tolerance(kind: ElementKind, s: &LayoutSample, name: &str, _: &[f64]) -> Tolerance {
+fn layout_tolerance(
+    kind: ElementKind,
+    s: &LayoutSample,
+    name: &str,
+    _: &[f64],
+    _inputs: &Tensors,
+) -> Tolerance {
     let t = terms(s);
     if name == "dx" && t > 1 {
         // sums in f32 (f64) of at most `t` values of |dy| <= 1, rounded once
