@@ -4,8 +4,8 @@ through NVRTC, for a GPU architecture; no GPU needed.
 
     scripts/kernel-regs.py softmax/softmax.cu -DBARACUDA_DTYPE=3 -DBARACUDA_OP=0 ...
 
-The file is relative to crates/baracuda-kernels/kernels (its includes
-resolve there); the -D options are the module's specialisation (its
+The file is relative to crates/baracuda-kernels/kernels of the checkout
+holding the working directory (its includes resolve there); the -D options are the module's specialisation (its
 ModuleSpec defines). One line per kernel: registers a thread, spill
 stores and loads in bytes. A register kernel that spills keeps part of
 its row in local memory: a slowdown to catch before the GPU run.
@@ -20,9 +20,21 @@ import os
 import re
 import sys
 
+import subprocess
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEPS = os.path.join(ROOT, ".ci", "pydeps", "nvidia", "cu13")
-KERNELS = os.path.join(ROOT, "crates", "baracuda-kernels", "kernels")
+
+
+def kernels_dir():
+    """The kernels of the checkout holding the working directory (a
+    worktree), else of this script's."""
+    try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        top = ROOT
+    return os.path.join(top, "crates", "baracuda-kernels", "kernels")
 
 
 def main():
@@ -31,13 +43,14 @@ def main():
     lib = ctypes.CDLL(os.environ.get("BARACUDA_NVRTC", os.path.join(DEPS, "lib", "libnvrtc.so.13")))
     include = os.environ.get("BARACUDA_CUDA_INCLUDE", os.path.join(DEPS, "include"))
     arch = os.environ.get("BARACUDA_ARCH", "sm_90")
-    path = os.path.join(KERNELS, sys.argv[1])
+    kernels = kernels_dir()
+    path = os.path.join(kernels, sys.argv[1])
     src = open(path, "rb").read()
     prog = ctypes.c_void_p()
     if lib.nvrtcCreateProgram(ctypes.byref(prog), src, os.path.basename(path).encode(), 0, None, None):
         sys.exit("nvrtcCreateProgram failed")
     opts = [f"--gpu-architecture={arch}", "--std=c++17", "--device-as-default-execution-space",
-            f"-I{KERNELS}", f"-I{include}", "--ptxas-options=-v"] + sys.argv[2:]
+            f"-I{kernels}", f"-I{include}", "--ptxas-options=-v"] + sys.argv[2:]
     arr = (ctypes.c_char_p * len(opts))(*[o.encode() for o in opts])
     rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
     size = ctypes.c_size_t()
