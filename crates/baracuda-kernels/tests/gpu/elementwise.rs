@@ -733,7 +733,7 @@ fn binary_samples() -> Vec<(Vec<usize>, Vec<usize>, Layout)> {
     ]
 }
 
-fn values(op: BinaryOp, rng: &mut Rng, n: usize, second: bool) -> Vec<f64> {
+pub(crate) fn values(op: BinaryOp, rng: &mut Rng, n: usize, second: bool) -> Vec<f64> {
     match op {
         // a coarse grid makes ties, which split the gradient
         BinaryOp::Maximum | BinaryOp::Minimum => (0..n)

@@ -9,7 +9,8 @@
 //! are below (their checks in `elementwise.rs`, `ternary.rs` for the
 //! ternary ops and `where`, `gated.rs` for the gated activations), and the
 //! comparisons, logical and bitwise ops and predicates in `logic.rs`
-//! (`logic_*`); the conv family's (convolution and pooling) are in
+//! (`logic_*`) and the mixed-dtype binary ops in `promoted_binary.rs`
+//! (`binary_promoted_*`); the conv family's (convolution and pooling) are in
 //! `conv.rs`, the GEMM family's in `gemm.rs`, the reduce family's in
 //! `reduce.rs` (reductions), `var_mean.rs` (var_mean, std_mean),
 //! `trace.rs`, `arg_reduce.rs` (index reductions), `logical_reduce.rs`
@@ -33,6 +34,7 @@ mod harness;
 mod logic;
 mod logical_reduce;
 mod norm;
+mod promoted_binary;
 mod range;
 mod reduce;
 mod reliability;
@@ -546,6 +548,7 @@ fn elementwise_64bit_offsets() {
 pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("elementwise", TABLE),
     ("elementwise", logic::ROWS),
+    ("elementwise", promoted_binary::ROWS),
     ("conv", conv::ROWS),
     ("gemm", gemm::ROWS),
     ("reduce", reduce::ROWS),
