@@ -34,6 +34,8 @@ const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<UnaryPlan<f32, 4>>();
     send_sync::<BinaryPlan<bf16, 4>>();
+    send_sync::<PromotedBinaryPlan<bf16, f32, 4>>();
+    send_sync::<PromotedBinaryPlan<f64, half::f16, 2>>();
     send_sync::<BinaryLogicPlan<bf16, bool, 4>>();
     send_sync::<BinaryLogicPlan<i32, i32, 2>>();
     send_sync::<UnaryLogicPlan<f32, bool, 3>>();

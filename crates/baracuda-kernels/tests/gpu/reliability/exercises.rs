@@ -512,7 +512,8 @@ impl Exercise for Elementwise {
 /// (bool out), every bitwise, shift, gcd and lcm op of an i16 matrix and
 /// an i16 scalar, every predicate of x and bitwise_not of the i16 matrix;
 /// `where` forward and backward (x where x > 0, else the scalar); a cast to
-/// bf16 and its backward; fill, arange, linspace, logspace and eye.
+/// bf16 and its backward; a mixed-dtype add (bf16 + f32 -> f32) and its
+/// backward; fill, arange, linspace, logspace and eye.
 struct Logic {
     compare: Vec<BinaryLogicPlan<f32, bool, 2>>,
     bits: Vec<BinaryLogicPlan<i16, i16, 2>>,
@@ -520,6 +521,8 @@ struct Logic {
     not: UnaryLogicPlan<i16, i16, 2>,
     select: WherePlan<f32, 2>,
     cast: CastPlan<f32, bf16, 2>,
+    /// bf16 dy_half + the f32 scalar, f32 out (mixed dtypes).
+    promoted: PromotedBinaryPlan<bf16, f32, 2>,
     fill: FillPlan<f32, 2>,
     ranges: Vec<RangePlan<f32>>,
     eye: EyePlan<f32>,
@@ -586,6 +589,17 @@ impl Logic {
             &pref,
         )?;
         let fill = FillPlan::select(st, &FillDescriptor::new(element, EW, 0.5), &pref)?;
+        let promoted = PromotedBinaryPlan::select(
+            st,
+            &PromotedBinaryDescriptor {
+                op: BinaryOp::Add,
+                a_element: ElementKind::Bf16,
+                b_element: element,
+                a_shape: EW,
+                b_shape: SCALAR,
+            },
+            &pref,
+        )?;
         let n = elems(&EW);
         let ranges = select_each(
             &[
@@ -635,6 +649,7 @@ impl Logic {
             not,
             select,
             cast,
+            promoted,
             fill,
             ranges,
             eye,
@@ -652,16 +667,23 @@ impl Logic {
 impl Exercise for Logic {
     fn outputs(&self) -> (Vec<usize>, usize) {
         let n = elems(&EW);
-        // where's y, da and db; the cast's dx; fill; the ranges; eye
+        // where's y, da and db; the cast's dx; fill; the ranges; eye; the
+        // promoted add's out and db
         let mut sizes = vec![n, n, 1, n, n];
         sizes.extend(vec![n; self.ranges.len() + 1]);
-        let ws = self.select.bw_workspace_size(Grad::A | Grad::B);
+        sizes.extend([n, 1]);
+        let ws = self
+            .select
+            .bw_workspace_size(Grad::A | Grad::B)
+            .max(self.promoted.bw_workspace_size(Grad::A | Grad::B));
         (sizes, ws)
     }
     fn raw_outputs(&self) -> Vec<Raw> {
         let n = elems(&EW);
         let mut v = vec![Raw::of::<bool>(n); self.compare.len() + self.predicates.len()];
         v.extend(vec![Raw::of::<i16>(n); self.bits.len() + 1]);
+        v.push(Raw::of::<bf16>(n));
+        // the promoted add's da
         v.push(Raw::of::<bf16>(n));
         v
     }
@@ -731,7 +753,22 @@ impl Exercise for Logic {
             EyeArgs {
                 y: view_mut(y, EW)?,
             },
-        )
+        )?;
+
+        let (a, b) = (view(&self.dy_half, EW)?, view(&self.s, SCALAR)?);
+        let [y, db] = parts.take()?;
+        let out = view_mut(y, EW)?;
+        self.promoted
+            .run(st, Workspace::None, PromotedBinaryArgs { a, b, out })?;
+        let da = parts.take_raw::<bf16, 2>(EW)?;
+        let args = PromotedBinaryBwArgs {
+            a,
+            b,
+            dy: view(&self.dy, EW)?,
+            da: Some(da),
+            db: Some(view_mut(db, SCALAR)?),
+        };
+        self.promoted.run_bw(st, borrowed(ws), args)
     }
 }
 
