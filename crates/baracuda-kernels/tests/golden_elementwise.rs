@@ -348,7 +348,7 @@ fn promoted_reference_matches_pytorch() {
         got.iter()
             .zip(want)
             .enumerate()
-            .filter(|(_, (g, w))| {
+            .filter(|&(_, (&g, &w))| {
                 let same = (g.is_nan() && w.is_nan()) || g == w;
                 !same && (g - w).abs() > u * (w.abs() + 4.0)
             })

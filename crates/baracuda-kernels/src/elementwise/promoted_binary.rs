@@ -341,6 +341,10 @@ trait CastPtr: Element {
 }
 impl<T: Element> CastPtr for T {}
 
+/// An operand's address (as the output type's) and its strides over the
+/// output shape.
+type Operand<T, const N: usize> = (DevPtr<T>, [usize; N]);
+
 /// `DtypeMismatch` from `check_select` names the descriptor field checked.
 fn rename_arg(e: Error, arg: &'static str) -> Error {
     match e {
@@ -413,7 +417,7 @@ impl<A: Promote<B>, B: Element, const N: usize> Backward for PromotedBinaryPlan<
 
         type O<A, B> = OutOf<A, B>;
         // a, b, dy as read over the output shape, addresses as O's.
-        let ops: [(DevPtr<O<A, B>>, [usize; N]); 3] = [
+        let ops: [Operand<O<A, B>, N>; 3] = [
             (O::<A, B>::cast_ptr(a.data().ptr()), broadcast_strides(a.shape(), a.strides(), o_shape)),
             (O::<A, B>::cast_ptr(b.data().ptr()), broadcast_strides(b.shape(), b.strides(), o_shape)),
             (dy.data().ptr(), broadcast_strides(dy.shape(), dy.strides(), o_shape)),
