@@ -154,6 +154,9 @@ __device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ bool m_isnan(float x) { return x != x; }
 __device__ __forceinline__ bool m_isnan(double x) { return x != x; }
 __device__ __forceinline__ bool m_isnan(i64) { return false; }
+__device__ __forceinline__ bool m_signbit(float x) { return signbit(x); }
+__device__ __forceinline__ bool m_signbit(double x) { return signbit(x); }
+__device__ __forceinline__ bool m_signbit(i64 x) { return x < 0; }
 __device__ __forceinline__ float m_pow(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double m_pow(double a, double b) { return pow(a, b); }
 

@@ -92,13 +92,16 @@ struct BinaryMath<DIV> {
     static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) { return -dy * a / (b * b); }
 };
 
-// maximum (MAX) or minimum: a NaN operand wins; ties split dy in half, a
-// NaN operand passes dy to both sides.
+// maximum (MAX) or minimum: a NaN operand wins; -0 orders below +0 (the
+// hardware max/min PyTorch's kernels use: maximum(0, -0) = 0, minimum
+// -0, whatever the operand order); ties split dy in half, a NaN operand
+// passes dy to both sides.
 template <bool MAX>
 struct MaxMin {
     static __device__ __forceinline__ ACC f(ACC a, ACC b) {
         if (m_isnan(a)) return a;
         if (m_isnan(b)) return b;
+        if (a == b) return m_signbit(a) == MAX ? b : a;
         return (MAX ? a > b : a < b) ? a : b;
     }
     static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) {

@@ -7,7 +7,7 @@ use baracuda_kernels::reference::elementwise as reference;
 use baracuda_kernels::*;
 use half::{bf16, f16};
 
-use crate::elementwise::{compare_specials, identical, values, Layout, Operand};
+use crate::elementwise::{compare_specials, identical, specials_dy, values, Layout, Operand};
 use crate::harness::*;
 use crate::table::{CheckCase, Row};
 
@@ -278,7 +278,7 @@ fn check_specials<A: Promote<B>, B: Element>(op: BinaryOp, rng: &mut Rng) -> Res
         };
         let (ab, ah) = upload::<A>(&pad(&av));
         let (bb, bh) = upload::<B>(&pad(&bv));
-        let (dyb, dyh) = upload::<O<A, B>>(&rng.vec(n + offset, -1.0, 1.0));
+        let (dyb, dyh) = upload::<O<A, B>>(&specials_dy(rng, n + offset));
         let (a_s, b_s, dy_s) = (&ah[offset..], &bh[offset..], &dyh[offset..]);
         let what = format!(
             "{} {}+{} specials offset {offset}",
