@@ -62,6 +62,7 @@ fn softmax<T: Element>(s: &Stream, op: SoftmaxOp, shape: [usize; 2], rows: &[Row
                 Workspace::None,
                 SoftmaxArgs {
                     x: TensorRef::contiguous(xs[i].as_slice(), shape)?,
+                    mask: SoftmaxMaskRef::None,
                     y: TensorMut::contiguous(out.as_slice_mut(), shape)?,
                 },
             )
@@ -75,6 +76,7 @@ fn softmax<T: Element>(s: &Stream, op: SoftmaxOp, shape: [usize; 2], rows: &[Row
                 SoftmaxBwArgs {
                     y: TensorRef::contiguous(xs[i].as_slice(), shape)?,
                     dy: TensorRef::contiguous(dys[i].as_slice(), shape)?,
+                    mask: SoftmaxMaskRef::None,
                     dx: TensorMut::contiguous(out.as_slice_mut(), shape)?,
                 },
             )

@@ -1,5 +1,6 @@
 //! Softmax, log-softmax and softmin along any one dim of a strided tensor,
-//! forward and backward, deterministic.
+//! forward and backward, deterministic; softmax and log-softmax masked (a
+//! bool keep mask or an additive one) and, on f16/bf16, with an f32 output.
 //!
 //! One CUDA source (`kernels/softmax/softmax.cu`) compiled once per dtype
 //! and op; its group reductions come from `kernels/common/reduce.cuh`.
@@ -10,14 +11,22 @@ mod fuzz;
 #[allow(clippy::module_inception)] // the family and its one plan share the name
 mod softmax;
 
-pub use softmax::{SoftmaxArgs, SoftmaxBwArgs, SoftmaxDescriptor, SoftmaxOp, SoftmaxPlan};
+pub use softmax::{
+    SoftmaxArgs, SoftmaxBwArgs, SoftmaxDescriptor, SoftmaxMask, SoftmaxMaskRef, SoftmaxOp,
+    SoftmaxPlan,
+};
 
 use baracuda_driver::ModuleSpec;
 
 /// Every module the family's plans can request: each op on each float
-/// dtype.
+/// dtype, and with an f32 `y` on f16 and bf16 (codes 2 and 3).
 pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     (0..4)
-        .flat_map(|dtype| SoftmaxOp::ALL.map(move |op| softmax::spec(dtype, op)))
+        .flat_map(|dtype| {
+            let widened: &[bool] = if dtype >= 2 { &[false, true] } else { &[false] };
+            widened.iter().flat_map(move |&out_f32| {
+                SoftmaxOp::ALL.map(move |op| softmax::spec(dtype, op, out_f32))
+            })
+        })
         .collect()
 }

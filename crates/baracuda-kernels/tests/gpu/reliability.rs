@@ -67,6 +67,7 @@ const _: () = {
     send_sync::<VarMeanPlan<half::bf16, 3, 1>>();
     send_sync::<TracePlan<f32>>();
     send_sync::<SoftmaxPlan<bf16, 3>>();
+    send_sync::<SoftmaxPlan<half::f16, 2, f32>>();
     send_sync::<LayerNormPlan<f32, 3, 2>>();
     send_sync::<RmsNormPlan<half::bf16, 2>>();
     send_sync::<GroupNormPlan<half::bf16, 4>>();

@@ -1593,16 +1593,24 @@ impl Exercise for Reduce {
 // ---------------------------------------------------------------------------
 
 /// Every softmax op forward and backward along the rows of a matrix (the
-/// cached row kernel) and along its columns (a thread per row).
+/// cached row kernel) and along its columns (a thread per row); softmax
+/// and log-softmax along the rows under a broadcast keep mask and an
+/// additive mask.
 struct Softmax {
     plans: Vec<SoftmaxPlan<f32, 2>>,
+    /// Keep-masked plans, then add-masked ones.
+    masked: Vec<SoftmaxPlan<f32, 2>>,
     x: DeviceBuffer<f32>,
     dy: DeviceBuffer<f32>,
+    /// A `[1, 8192]` keep mask, broadcast over the rows.
+    keep: DeviceBuffer<bool>,
 }
 
 /// The matrix: enough columns that the column softmax runs a thread per
 /// row.
 const SOFT: [usize; 2] = [64, 8192];
+/// The masked ops.
+const MASKED: [SoftmaxOp; 2] = [SoftmaxOp::Softmax, SoftmaxOp::LogSoftmax];
 
 impl Softmax {
     fn new() -> Result<Self> {
@@ -1612,28 +1620,55 @@ impl Softmax {
                 SoftmaxDescriptor::new(op, ElementKind::F32, SOFT).with_dim(dim)
             })?);
         }
+        let mut masked = Vec::new();
+        for mask in [SoftmaxMask::Keep, SoftmaxMask::Add] {
+            masked.extend(select_each(&MASKED, |op| {
+                SoftmaxDescriptor::new(op, ElementKind::F32, SOFT).with_mask(mask)
+            })?);
+        }
+        let keep: Vec<bool> = (0..SOFT[1]).map(|i| i % 3 != 1).collect();
         Ok(Softmax {
             plans,
+            masked,
             x: input(elems(&SOFT), 10)?,
             dy: input(elems(&SOFT), 11)?,
+            keep: DeviceBuffer::from_host(&gpu().stream, &keep)?,
         })
     }
 }
 
 impl Exercise for Softmax {
     fn outputs(&self) -> (Vec<usize>, usize) {
-        (vec![elems(&SOFT); 2 * self.plans.len()], 0)
+        let plans = self.plans.len() + self.masked.len();
+        (vec![elems(&SOFT); 2 * plans], 0)
     }
     fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
         let (ws, mut parts) = out.parts();
         let (x, dy) = (view(&self.x, SOFT)?, view(&self.dy, SOFT)?);
-        for plan in &self.plans {
+        let keep = TensorRef::new(self.keep.as_slice(), SOFT, [0, 1])?;
+        let masks = self.plans.iter().map(|p| (p, SoftmaxMaskRef::None));
+        let masked = self.masked.iter().enumerate().map(|(i, p)| {
+            // the additive mask: dy, any values of the right range
+            let m = if i < MASKED.len() {
+                SoftmaxMaskRef::Keep(keep)
+            } else {
+                SoftmaxMaskRef::Add(dy)
+            };
+            (p, m)
+        });
+        for (plan, mask) in masks.chain(masked) {
             let [y, dx] = parts.take()?;
             let mut y = view_mut(y, SOFT)?;
-            plan.run(st, borrowed(ws), SoftmaxArgs { x, y: y.reborrow() })?;
+            let args = SoftmaxArgs {
+                x,
+                mask,
+                y: y.reborrow(),
+            };
+            plan.run(st, borrowed(ws), args)?;
             let args = SoftmaxBwArgs {
                 y: y.as_const(),
                 dy,
+                mask,
                 dx: view_mut(dx, SOFT)?,
             };
             plan.run_bw(st, borrowed(ws), args)?;
