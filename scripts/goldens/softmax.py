@@ -5,7 +5,10 @@ and NaN; softmax and log_softmax under a bool keep mask (the composite
 op(x.masked_fill(~keep, -inf)), one row with nothing kept) and an additive
 mask (op(x + mask), some -inf), forward and gradient; and each op of a bf16
 and an f16 x with dtype=torch.float32 (y and dy in f32, dx in x's dtype,
-all stored as f64). Checked by
+all stored as f64); and F.gumbel_softmax with given gumbels (its body with
+`gumbels` in place of the draw: soft and hard, forward and the logits'
+gradient); and sparsemax along each dim (no PyTorch op: the sorted-row
+threshold written in torch below, its gradient by autograd). Checked by
 crates/baracuda-kernels/tests/golden_softmax.rs."""
 
 SHAPE = (4, 5, 6)
@@ -36,7 +39,54 @@ def make(torch):
         out[f"special.{name}.y"] = fns[name](s, 1)
     masked(torch, r, fns, out)
     widened(torch, r, out)
+    gumbel(torch, r, out)
+    sparse(torch, r, out)
     return out
+
+
+def sparsemax(torch, x, dim):
+    """Martins & Astudillo (2016): y = max(x - tau, 0), tau from the row
+    sorted in decreasing order."""
+    z = x.movedim(dim, -1)
+    zs, _ = z.sort(-1, descending=True)
+    k = torch.arange(1, z.shape[-1] + 1, dtype=z.dtype)
+    cum = zs.cumsum(-1)
+    kz = (1 + k * zs > cum).sum(-1, keepdim=True)
+    tau = (cum.gather(-1, kz - 1) - 1) / kz
+    return (z - tau).clamp(min=0).movedim(-1, dim)
+
+
+def sparse(torch, r, out):
+    """sparsemax.{dim}.{x,dy,y,dx}."""
+    for dim in range(len(SHAPE)):
+        x = (r(*SHAPE) * 2 - 1).requires_grad_()
+        y = sparsemax(torch, x, dim)
+        dy = r(*SHAPE) * 2 - 1
+        (dx,) = torch.autograd.grad(y, (x,), dy)
+        out.update({f"sparsemax.{dim}.x": x, f"sparsemax.{dim}.dy": dy, f"sparsemax.{dim}.y": y,
+                    f"sparsemax.{dim}.dx": dx})
+
+
+def gumbel(torch, r, out):
+    """gumbel.{soft|hard}.{dim}.{x,g,dy,y,soft,dx} at tau 0.7: torch's
+    F.gumbel_softmax with the gumbels given (the same code after the draw)."""
+    tau = 0.7
+    for hard in (False, True):
+        for dim in range(len(SHAPE)):
+            x = (r(*SHAPE) * 8 - 4).requires_grad_()
+            g = -(-(r(*SHAPE) * 0.999999 + 1e-6).log()).log()  # -log(Exponential)
+            y_soft = ((x + g) / tau).softmax(dim)
+            if hard:
+                index = y_soft.max(dim, keepdim=True)[1]
+                y_hard = torch.zeros_like(x, memory_format=torch.legacy_contiguous_format).scatter_(dim, index, 1.0)
+                y = y_hard - y_soft.detach() + y_soft
+            else:
+                y = y_soft
+            dy = r(*SHAPE) * 2 - 1
+            (dx,) = torch.autograd.grad(y, (x,), dy)
+            key = f"gumbel.{'hard' if hard else 'soft'}.{dim}"
+            out.update({f"{key}.x": x, f"{key}.g": g, f"{key}.dy": dy, f"{key}.y": y,
+                        f"{key}.soft": y_soft, f"{key}.dx": dx})
 
 
 def masked(torch, r, fns, out):

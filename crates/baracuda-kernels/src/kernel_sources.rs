@@ -55,6 +55,10 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         "common/scan.cuh",
         include_str!("../kernels/common/scan.cuh"),
     ),
+    (
+        "common/softmax_row.cuh",
+        include_str!("../kernels/common/softmax_row.cuh"),
+    ),
 ];
 
 /// `kernels/<path>` as a [`KernelSource`] with the [`COMMON`] headers.
@@ -122,6 +126,15 @@ source!(
 source!(
     /// Softmax, log-softmax and softmin along one dim, forward and backward.
     SOFTMAX = "softmax/softmax.cu"
+);
+source!(
+    /// Gumbel-softmax along one dim (given or Philox noise), forward and
+    /// backward, and the Philox gumbels alone.
+    GUMBEL_SOFTMAX = "softmax/gumbel_softmax.cu"
+);
+source!(
+    /// Sparsemax along one dim, forward and backward.
+    SPARSEMAX = "softmax/sparsemax.cu"
 );
 source!(
     /// LayerNorm and RMSNorm, forward and backward.

@@ -3,7 +3,9 @@
 //! `scripts/make_goldens.py` from `scripts/goldens/softmax.py`): every op
 //! along each dim of a [4, 5, 6] tensor, forward and gradient, and rows
 //! holding -inf, only -inf, +inf and NaN; softmax and log-softmax under a
-//! keep mask and an additive mask; every op of a 16-bit x with an f32 y.
+//! keep mask and an additive mask; every op of a 16-bit x with an f32 y;
+//! Gumbel-softmax with given gumbels, soft and hard; sparsemax (from the
+//! golden script's torch implementation).
 //! Cases absent from the file (generated before they were added) are
 //! skipped with a note.
 
@@ -124,5 +126,51 @@ fn widened_outputs_match_pytorch() {
                 near(&k("dx"), &dx, &get(&t, &k("dx")), 2.0 * u, 1e-5);
             }
         }
+    }
+}
+
+#[test]
+fn gumbel_softmax_matches_pytorch() {
+    let data = bytes("softmax");
+    let t = SafeTensors::deserialize(&data).expect("safetensors");
+    let tau = 0.7;
+    for hard in [false, true] {
+        for dim in 0..3 {
+            let key = format!("gumbel.{}.{dim}", if hard { "hard" } else { "soft" });
+            if !has(&t, &key) {
+                continue;
+            }
+            let k = |s: &str| format!("{key}.{s}");
+            let (x, g, soft) = (get(&t, &k("x")), get(&t, &k("g")), get(&t, &k("soft")));
+            close(
+                &k("soft"),
+                &r::gumbel_softmax(&SHAPE, dim, tau, false, &x, &g),
+                &soft,
+            );
+            // the one-hot of PyTorch's own soft sample (ties cannot flip)
+            let y = r::hard_sample(&SHAPE, dim, &soft, |v| v);
+            if hard {
+                close(&k("y"), &y, &get(&t, &k("y")));
+            }
+            let dx = r::gumbel_softmax_backward(&SHAPE, dim, tau, &soft, &get(&t, &k("dy")));
+            close(&k("dx"), &dx, &get(&t, &k("dx")));
+        }
+    }
+}
+
+#[test]
+fn sparsemax_matches_the_torch_implementation() {
+    let data = bytes("softmax");
+    let t = SafeTensors::deserialize(&data).expect("safetensors");
+    for dim in 0..3 {
+        let key = format!("sparsemax.{dim}");
+        if !has(&t, &key) {
+            continue;
+        }
+        let k = |s: &str| format!("{key}.{s}");
+        let (x, y) = (get(&t, &k("x")), get(&t, &k("y")));
+        close(&k("y"), &r::sparsemax(&SHAPE, dim, &x), &y);
+        let dx = r::sparsemax_backward(&SHAPE, dim, &y, &get(&t, &k("dy")));
+        close(&k("dx"), &dx, &get(&t, &k("dx")));
     }
 }

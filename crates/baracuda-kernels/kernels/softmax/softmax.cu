@@ -53,6 +53,7 @@
 // BARACUDA_OUT_F32 (Y).
 #include "common/dtype.cuh"
 #include "common/reduce.cuh"
+#include "common/softmax_row.cuh"
 
 #define SOFTMAX 0
 #define LOG_SOFTMAX 1
@@ -98,14 +99,6 @@ struct SoftmaxParams {
     i64 ax, ag, ao, am;  // strides along the softmax dim
 };
 
-// Two accumulators: (max, sum) forward, (sum, unused) backward.
-struct Pair {
-    ACC a, b;
-};
-
-__device__ __forceinline__ ACC acc_inf() { return ACC(reduce_inf()); }
-__device__ __forceinline__ ACC nan_max(ACC a, ACC b) { return (b != b || b > a) ? b : a; }
-
 // z of the forward.
 __device__ __forceinline__ ACC fw_in(T v) {
 #if BARACUDA_OP == SOFTMIN
@@ -113,30 +106,6 @@ __device__ __forceinline__ ACC fw_in(T v) {
 #else
     return to_acc(v);
 #endif
-}
-
-// Online (max, sum): push z, one exp per element (the rescale runs only
-// when the max grows). -inf adds nothing (an all -inf row keeps the sum 0);
-// +inf and NaN make the sum NaN, so the row's outputs are NaN.
-__device__ __forceinline__ void online_push(Pair& st, ACC z) {
-    if (z != z) {
-        st = Pair{z, z};
-    } else if (st.a != st.a) {
-        return;
-    } else if (z > st.a) {
-        st.b = z == acc_inf() ? z - z : st.b * m_exp(st.a - z) + ACC(1);
-        st.a = z;
-    } else if (z != -acc_inf()) {
-        st.b += m_exp(z - st.a);
-    }
-}
-
-__device__ __forceinline__ Pair online_merge(Pair l, Pair h) {
-    const ACC m = nan_max(l.a, h.a);
-    if (m == -acc_inf()) return l;
-    const ACC sl = l.a == -acc_inf() ? ACC(0) : l.b * m_exp(l.a - m);
-    const ACC sh = h.a == -acc_inf() ? ACC(0) : h.b * m_exp(h.a - m);
-    return Pair{m, sl + sh};
 }
 
 // The per-row constant of the output: 1/s (softmax, softmin) or log s.
@@ -173,18 +142,6 @@ __device__ __forceinline__ T bw_out(ACC y, ACC dy, ACC t) {
 #else
     return from_acc(y * (dy - t));
 #endif
-}
-
-// Merge the states of `group` threads and give the total to all of them
-// (every thread of the block calls; `red` holds blockDim.x / 32 states,
-// `bc` blockDim.x / group).
-template <typename F>
-__device__ __forceinline__ Pair group_all(Pair v, u32 group, F merge, Pair* red, Pair* bc) {
-    v = group_reduce(v, group, merge, red);
-    if (group <= 32u) return v;  // the butterflies leave the total in every lane
-    if (threadIdx.x % group == 0) bc[threadIdx.x / group] = v;
-    __syncthreads();
-    return bc[threadIdx.x / group];
 }
 
 __device__ __forceinline__ bool aligned16(const void* p) { return ((u64)p & 15u) == 0; }

@@ -2,15 +2,26 @@
 //! forward and backward, deterministic; softmax and log-softmax masked (a
 //! bool keep mask or an additive one) and, on f16/bf16, with an f32 output.
 //!
-//! One CUDA source (`kernels/softmax/softmax.cu`) compiled once per dtype
-//! and op; its group reductions come from `kernels/common/reduce.cuh`.
+//! Gumbel-softmax (`GumbelSoftmaxPlan`: given or Philox noise, soft or
+//! hard) and sparsemax (`SparsemaxPlan`).
+//!
+//! `kernels/softmax/softmax.cu` is compiled once per dtype, op and output
+//! dtype, `gumbel_softmax.cu` and `sparsemax.cu` once per dtype; their group reductions come
+//! from `kernels/common/reduce.cuh` and `common/softmax_row.cuh`.
 
 pub mod reference;
 #[cfg(test)]
 mod fuzz;
+mod gumbel_softmax;
+mod sparsemax;
 #[allow(clippy::module_inception)] // the family and its one plan share the name
 mod softmax;
 
+pub use gumbel_softmax::{
+    GumbelNoise, GumbelNoiseRef, GumbelSoftmaxArgs, GumbelSoftmaxBwArgs, GumbelSoftmaxDescriptor,
+    GumbelSoftmaxPlan,
+};
+pub use sparsemax::{SparsemaxArgs, SparsemaxBwArgs, SparsemaxDescriptor, SparsemaxPlan};
 pub use softmax::{
     SoftmaxArgs, SoftmaxBwArgs, SoftmaxDescriptor, SoftmaxMask, SoftmaxMaskRef, SoftmaxOp,
     SoftmaxPlan,
@@ -28,5 +39,7 @@ pub(crate) fn module_specs() -> Vec<ModuleSpec> {
                 SoftmaxOp::ALL.map(move |op| softmax::spec(dtype, op, out_f32))
             })
         })
+        .chain((0..4).map(gumbel_softmax::spec))
+        .chain((0..4).map(sparsemax::spec))
         .collect()
 }

@@ -29,6 +29,7 @@ mod fill;
 mod gated;
 mod gemm;
 mod group_norm;
+mod gumbel_softmax;
 mod harness;
 mod logic;
 mod logical_reduce;
@@ -41,6 +42,7 @@ mod scan;
 mod sdpa;
 mod shape;
 mod softmax;
+mod sparsemax;
 mod table;
 mod ternary;
 mod trace;
@@ -555,6 +557,8 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("reduce", var_mean::ROWS),
     ("reduce", trace::ROWS),
     ("softmax", softmax::ROWS),
+    ("softmax", gumbel_softmax::ROWS),
+    ("softmax", sparsemax::ROWS),
     ("norm", norm::ROWS),
     ("attention", rope::ROWS),
     ("attention", sdpa::ROWS),

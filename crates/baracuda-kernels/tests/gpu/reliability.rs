@@ -68,6 +68,8 @@ const _: () = {
     send_sync::<TracePlan<f32>>();
     send_sync::<SoftmaxPlan<bf16, 3>>();
     send_sync::<SoftmaxPlan<half::f16, 2, f32>>();
+    send_sync::<GumbelSoftmaxPlan<bf16, 2>>();
+    send_sync::<SparsemaxPlan<f32, 3>>();
     send_sync::<LayerNormPlan<f32, 3, 2>>();
     send_sync::<RmsNormPlan<half::bf16, 2>>();
     send_sync::<GroupNormPlan<half::bf16, 4>>();

@@ -75,6 +75,16 @@ pub(super) static EXERCISES: &[FamilyExercise] = &[
         make: || Ok(Box::new(Softmax::new()?)),
     },
     FamilyExercise {
+        family: "softmax",
+        libraries: &[],
+        make: || Ok(Box::new(Gumbel::new()?)),
+    },
+    FamilyExercise {
+        family: "softmax",
+        libraries: &[],
+        make: || Ok(Box::new(Sparsemax::new()?)),
+    },
+    FamilyExercise {
         family: "norm",
         libraries: &[],
         make: || Ok(Box::new(Norms::new()?)),
@@ -1676,6 +1686,114 @@ impl Exercise for Softmax {
         Ok(())
     }
 }
+/// Gumbel-softmax along the rows of the softmax matrix: soft with given
+/// noise, hard with Philox noise (forward, backward from the soft sample),
+/// and the Philox gumbels alone.
+struct Gumbel {
+    soft: GumbelSoftmaxPlan<f32, 2>,
+    hard: GumbelSoftmaxPlan<f32, 2>,
+    x: DeviceBuffer<f32>,
+    g: DeviceBuffer<f32>,
+    dy: DeviceBuffer<f32>,
+}
+
+impl Gumbel {
+    fn new() -> Result<Self> {
+        let st = &gpu().stream;
+        let desc = GumbelSoftmaxDescriptor::new(ElementKind::F32, SOFT, 0.5);
+        let hard = desc.with_hard(true).with_noise(GumbelNoise::Philox);
+        Ok(Gumbel {
+            soft: GumbelSoftmaxPlan::select(st, &desc, &deterministic())?,
+            hard: GumbelSoftmaxPlan::select(st, &hard, &deterministic())?,
+            x: input(elems(&SOFT), 12)?,
+            g: input(elems(&SOFT), 13)?,
+            dy: input(elems(&SOFT), 14)?,
+        })
+    }
+}
+
+impl Exercise for Gumbel {
+    fn outputs(&self) -> (Vec<usize>, usize) {
+        (vec![elems(&SOFT); 6], 0)
+    }
+    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
+        let (ws, mut parts) = out.parts();
+        let (x, dy) = (view(&self.x, SOFT)?, view(&self.dy, SOFT)?);
+        let [y, dx, hy, soft, hdx, noise] = parts.take()?;
+        let mut y = view_mut(y, SOFT)?;
+        let args = GumbelSoftmaxArgs {
+            logits: x,
+            noise: GumbelNoiseRef::Given(view(&self.g, SOFT)?),
+            y: y.reborrow(),
+            soft: None,
+        };
+        self.soft.run(st, borrowed(ws), args)?;
+        let args = GumbelSoftmaxBwArgs {
+            soft: y.as_const(),
+            dy,
+            dx: view_mut(dx, SOFT)?,
+        };
+        self.soft.run_bw(st, borrowed(ws), args)?;
+        let mut soft = view_mut(soft, SOFT)?;
+        let args = GumbelSoftmaxArgs {
+            logits: x,
+            noise: GumbelNoiseRef::Philox { seed: 7, offset: 3 },
+            y: view_mut(hy, SOFT)?,
+            soft: Some(soft.reborrow()),
+        };
+        self.hard.run(st, borrowed(ws), args)?;
+        let args = GumbelSoftmaxBwArgs {
+            soft: soft.as_const(),
+            dy,
+            dx: view_mut(hdx, SOFT)?,
+        };
+        self.hard.run_bw(st, borrowed(ws), args)?;
+        self.hard.run_noise(st, 7, 3, view_mut(noise, SOFT)?)
+    }
+}
+
+/// Sparsemax along the rows and along the columns of the softmax matrix,
+/// forward and backward.
+struct Sparsemax {
+    plans: Vec<SparsemaxPlan<f32, 2>>,
+    x: DeviceBuffer<f32>,
+    dy: DeviceBuffer<f32>,
+}
+
+impl Sparsemax {
+    fn new() -> Result<Self> {
+        Ok(Sparsemax {
+            plans: select_each(&[1, 0], |dim| {
+                SparsemaxDescriptor::new(ElementKind::F32, SOFT).with_dim(dim)
+            })?,
+            x: input(elems(&SOFT), 15)?,
+            dy: input(elems(&SOFT), 16)?,
+        })
+    }
+}
+
+impl Exercise for Sparsemax {
+    fn outputs(&self) -> (Vec<usize>, usize) {
+        (vec![elems(&SOFT); 2 * self.plans.len()], 0)
+    }
+    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
+        let (ws, mut parts) = out.parts();
+        let (x, dy) = (view(&self.x, SOFT)?, view(&self.dy, SOFT)?);
+        for plan in &self.plans {
+            let [y, dx] = parts.take()?;
+            let mut y = view_mut(y, SOFT)?;
+            plan.run(st, borrowed(ws), SparsemaxArgs { x, y: y.reborrow() })?;
+            let args = SparsemaxBwArgs {
+                y: y.as_const(),
+                dy,
+                dx: view_mut(dx, SOFT)?,
+            };
+            plan.run_bw(st, borrowed(ws), args)?;
+        }
+        Ok(())
+    }
+}
+
 // ---------------------------------------------------------------------------
 // Shape
 // ---------------------------------------------------------------------------
