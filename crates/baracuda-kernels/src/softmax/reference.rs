@@ -264,7 +264,7 @@ pub fn sparsemax(shape: &[usize], dim: usize, x: &[f64]) -> Vec<f64> {
 pub fn sparsemax_backward(shape: &[usize], dim: usize, y: &[f64], dy: &[f64]) -> Vec<f64> {
     let mut dx = vec![0.0; y.len()];
     for row in rows(shape, dim) {
-        let support: Vec<usize> = row.iter().copied().filter(|&i| !(y[i] <= 0.0)).collect();
+        let support: Vec<usize> = row.iter().copied().filter(|&i| y[i] > 0.0 || y[i].is_nan()).collect();
         let mean = support.iter().map(|&i| dy[i]).sum::<f64>() / support.len() as f64;
         for &i in &support {
             dx[i] = dy[i] - mean;
