@@ -75,7 +75,7 @@ pub struct SparsemaxBwArgs<'a, T, const N: usize> {
 /// tensor writes nothing). No workspace.
 /// # Layout
 /// Any strides; `x`, `y` (backward) and `dy` may broadcast. A thread group
-/// per row, element loads; the forward passes over a row about a dozen
+/// per row, element loads; the forward passes over a row about two dozen
 /// times (from L2). 64-bit offsets. Deterministic.
 /// # Dtypes
 /// f32, f64, f16, bf16 (f32 arithmetic, f64 in f64). Others:

@@ -213,10 +213,15 @@ fn reference(kind: ElementKind, s: &GumbelSample, inputs: &Tensors, got: &Tensor
     let soft_name = if s.hard { "soft" } else { "y" };
     t.push(soft_name, nan_marked(soft));
     if s.hard {
-        let soft_got = got.get("soft");
+        // the device's soft sample, its NaN (marked) restored
+        let soft_got: Vec<f64> = got
+            .get("soft")
+            .iter()
+            .map(|&v| if v == f64::MAX { f64::NAN } else { v })
+            .collect();
         t.push(
             "y",
-            nan_marked(r::hard_sample(&s.shape, s.dim, soft_got, round)),
+            nan_marked(r::hard_sample(&s.shape, s.dim, &soft_got, round)),
         );
     }
     if got.find("dx").is_some() {
