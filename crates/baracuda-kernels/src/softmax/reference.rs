@@ -155,7 +155,10 @@ pub fn gumbel_softmax(
 pub fn hard_sample(shape: &[usize], dim: usize, soft: &[f64], round: impl Fn(f64) -> f64) -> Vec<f64> {
     let mut y = vec![0.0; soft.len()];
     for row in rows(shape, dim) {
-        let mut best = row[0];
+        let Some(&first) = row.first() else {
+            continue;
+        };
+        let mut best = first;
         for &i in &row[1..] {
             let (v, b) = (soft[i], soft[best]);
             if !b.is_nan() && (v.is_nan() || v > b) {

@@ -808,7 +808,9 @@ fn masked_bad_inputs(op: SoftmaxOp, mask: SoftmaxMask) -> Result<usize, String> 
     let mut rng = Rng::new(0x3A5C);
     let (xb, _) = upload::<f32>(&rng.vec(4 * 96, -1.0, 1.0));
     let x = TensorRef::contiguous(xb.as_slice(), [4, 96]).map_err(|e| e.to_string())?;
-    let (kb, _) = upload::<bool>(&rng.vec(8 * 96, 0.0, 1.0));
+    // Keep masks of 16 * 96 bools: 4 * 96 f32 bytes, for the f32 views over
+    // the mask's memory below.
+    let (kb, _) = upload::<bool>(&rng.vec(16 * 96, 0.0, 1.0));
     let (ab, _) = upload::<f32>(&rng.vec(8 * 96, -1.0, 1.0));
     let keep = |shape: [usize; 2]| {
         TensorRef::contiguous(kb.as_slice(), shape).map(SoftmaxMaskRef::<f32, 2>::Keep)
@@ -852,7 +854,7 @@ fn masked_bad_inputs(op: SoftmaxOp, mask: SoftmaxMask) -> Result<usize, String> 
     };
     // SAFETY: a bad-input test: the run must reject the aliasing view
     // before anything is enqueued, so nothing reads or writes through it.
-    let alias = unsafe { DeviceSliceMut::<f32>::from_raw_parts(m_addr, 96, m_ctx) };
+    let alias = unsafe { DeviceSliceMut::<f32>::from_raw_parts(m_addr, 4 * 96, m_ctx) };
     let r = fw(
         &plan,
         good,
@@ -884,7 +886,7 @@ fn masked_bad_inputs(op: SoftmaxOp, mask: SoftmaxMask) -> Result<usize, String> 
     let r = bw(short, out_view(&mut dx)?);
     b.expect("backward, mask [3, 96]", r, shape_mismatch("mask"), &[&dx])?;
     // SAFETY: as above: rejected before anything is enqueued.
-    let alias = unsafe { DeviceSliceMut::<f32>::from_raw_parts(m_addr, 96, m_ctx) };
+    let alias = unsafe { DeviceSliceMut::<f32>::from_raw_parts(m_addr, 4 * 96, m_ctx) };
     let r = bw(
         good,
         TensorMut::contiguous(alias, [4, 96]).map_err(|e| e.to_string())?,
