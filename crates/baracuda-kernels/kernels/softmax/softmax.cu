@@ -11,7 +11,7 @@
 // A row of -inf gives m = -inf and NaN everywhere, a +inf or a NaN NaN
 // everywhere, as PyTorch.
 //
-// Masks (softmax and log_softmax; mask_kind, read in the same pass as x,
+// Masks (softmax and log_softmax; BARACUDA_MASK, read in the same pass as x,
 // any strides, 0 = broadcast):
 //   keep (bool bytes)  z = keep ? x : -inf    (masked_fill(x, ~keep, -inf))
 //                      BW dx = keep ? dx : 0  (masked_fill's backward)
@@ -50,7 +50,8 @@
 // Memory bound.
 // 64-bit offsets throughout.
 // Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_OP (below);
-// BARACUDA_OUT_F32 (Y).
+// BARACUDA_OUT_F32 (Y); BARACUDA_MASK (MASK_*: an unmasked module holds no
+// mask code, so its register kernels keep every register for the row).
 #include "common/dtype.cuh"
 #include "common/reduce.cuh"
 #include "common/softmax_row.cuh"
@@ -65,6 +66,9 @@
 
 #ifndef BARACUDA_OP
 #error "BARACUDA_OP must be defined"
+#endif
+#ifndef BARACUDA_MASK
+#error "BARACUDA_MASK must be defined (MASK_NONE, MASK_KEEP or MASK_ADD)"
 #endif
 #ifndef BARACUDA_OUT_F32
 #error "BARACUDA_OUT_F32 must be defined (0: y in T; 1: y in f32)"
@@ -92,7 +96,6 @@ struct SoftmaxParams {
     u32 group;      // row kernels: threads per row
     u32 vec;        // 1: the softmax dim has stride 1 in x, g and out
     u32 cache_chunks; // leading chunks of each row kept in shared memory
-    u32 mask_kind;  // MASK_*
     u32 mvec;       // 1: the mask has stride 1 along the softmax dim
     u64 shape[REDUCE_MAX_RANK];
     i64 sx[REDUCE_MAX_RANK], sg[REDUCE_MAX_RANK], so[REDUCE_MAX_RANK], sm[REDUCE_MAX_RANK];
@@ -224,9 +227,9 @@ struct MaskRow {
 
 __device__ __forceinline__ MaskRow mask_row(const SoftmaxParams& p, u64 row, bool live) {
     MaskRow m{nullptr, nullptr, false};
-    if (p.mask_kind == MASK_NONE) return m;
+    if constexpr (BARACUDA_MASK == MASK_NONE) return m;
     const i64 off = live ? strided_offset(row, p.rank, p.shape, p.sm) : 0;
-    if (p.mask_kind == MASK_KEEP) {
+    if constexpr (BARACUDA_MASK == MASK_KEEP) {
         m.keep = static_cast<const unsigned char*>(p.mask) + off;
         m.vec = p.mvec && aligned_chunk(m.keep);
     } else {
@@ -239,13 +242,13 @@ __device__ __forceinline__ MaskRow mask_row(const SoftmaxParams& p, u64 row, boo
 // The mask applied to z of the chunk at index i (cnt elements): -inf
 // where not kept, or x + mask rounded to T (PyTorch adds in T).
 __device__ __forceinline__ void mask_z(const SoftmaxParams& p, const MaskRow& m, u64 i, int cnt, ACC (&z)[VEC]) {
-    if (p.mask_kind == MASK_KEEP) {
+    if constexpr (BARACUDA_MASK == MASK_KEEP) {
         unsigned char k8[VEC];
         load_chunk(m.keep, p.am, i, cnt, m.vec, k8);
 #pragma unroll
         for (int k = 0; k < VEC; ++k)
             if (k < cnt && !k8[k]) z[k] = -acc_inf();
-    } else if (p.mask_kind == MASK_ADD) {
+    } else if constexpr (BARACUDA_MASK == MASK_ADD) {
         T a[VEC];
         load_chunk(m.add, p.am, i, cnt, m.vec, a);
 #pragma unroll
@@ -260,7 +263,7 @@ __device__ __forceinline__ void mask_keep(const SoftmaxParams& p, const MaskRow&
     unsigned char k8[VEC];
 #pragma unroll
     for (int k = 0; k < VEC; ++k) k8[k] = 1;
-    if (p.mask_kind == MASK_KEEP) load_chunk(m.keep, p.am, i, cnt, m.vec, k8);
+    if constexpr (BARACUDA_MASK == MASK_KEEP) load_chunk(m.keep, p.am, i, cnt, m.vec, k8);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) keep[k] = k8[k] != 0;
 }
@@ -510,9 +513,9 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_bw_row(const SoftmaxP
 // The mask of element i of a row, one element at a time (column kernels).
 __device__ __forceinline__ ACC col_z(const SoftmaxParams& p, const T* x, const MaskRow& m, u64 i) {
     ACC z = fw_in(x[(i64)i * p.ax]);
-    if (p.mask_kind == MASK_KEEP) {
+    if constexpr (BARACUDA_MASK == MASK_KEEP) {
         if (!m.keep[(i64)i * p.am]) z = -acc_inf();
-    } else if (p.mask_kind == MASK_ADD) {
+    } else if constexpr (BARACUDA_MASK == MASK_ADD) {
         z = to_acc(from_acc(z + to_acc(m.add[(i64)i * p.am])));
     }
     return z;
@@ -541,7 +544,7 @@ extern "C" __global__ void __launch_bounds__(256) softmax_bw_col(const SoftmaxPa
         ACC tot = ACC(0);
         for (u64 i = 0; i < p.n; ++i) tot += bw_term(y_acc(y[(i64)i * p.ax]), y_acc(dy[(i64)i * p.ag]));
         for (u64 i = 0; i < p.n; ++i) {
-            const bool keep = p.mask_kind != MASK_KEEP || mr.keep[(i64)i * p.am];
+            const bool keep = BARACUDA_MASK != MASK_KEEP || mr.keep[(i64)i * p.am];
             dx[(i64)i * p.ao] =
                 keep ? bw_out(y_acc(y[(i64)i * p.ax]), y_acc(dy[(i64)i * p.ag]), tot) : from_acc(ACC(0));
         }

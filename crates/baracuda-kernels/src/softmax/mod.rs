@@ -30,13 +30,20 @@ pub use softmax::{
 use baracuda_driver::ModuleSpec;
 
 /// Every module the family's plans can request: each op on each float
-/// dtype, and with an f32 `y` on f16 and bf16 (codes 2 and 3).
+/// dtype, with an f32 `y` on f16 and bf16 (codes 2 and 3), and each mask
+/// on softmax and log-softmax.
 pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     (0..4)
         .flat_map(|dtype| {
             let widened: &[bool] = if dtype >= 2 { &[false, true] } else { &[false] };
             widened.iter().flat_map(move |&out_f32| {
-                SoftmaxOp::ALL.map(move |op| softmax::spec(dtype, op, out_f32))
+                SoftmaxOp::ALL.into_iter().flat_map(move |op| {
+                    let masks: &[SoftmaxMask] = match op {
+                        SoftmaxOp::Softmin => &[SoftmaxMask::None],
+                        _ => &SoftmaxMask::ALL,
+                    };
+                    masks.iter().map(move |&mask| softmax::spec(dtype, op, out_f32, mask))
+                })
             })
         })
         .chain((0..4).map(gumbel_softmax::spec))

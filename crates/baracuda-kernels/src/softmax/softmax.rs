@@ -85,7 +85,10 @@ pub enum SoftmaxMask {
 }
 
 impl SoftmaxMask {
-    /// `MASK_*` of softmax.cu.
+    /// Every mask.
+    pub const ALL: [SoftmaxMask; 3] = [SoftmaxMask::None, SoftmaxMask::Keep, SoftmaxMask::Add];
+
+    /// `MASK_*` of softmax.cu (its `BARACUDA_MASK`).
     fn code(self) -> u32 {
         match self {
             SoftmaxMask::None => 0,
@@ -263,12 +266,13 @@ pub struct SoftmaxPlan<T: Element, const N: usize, Y: Element = T> {
 const OP: &str = "softmax";
 
 /// The module of `op` on dtype code `dtype`, `y` in f32 when `out_f32`
-/// (f16 and bf16 only).
-pub(crate) fn spec(dtype: u32, op: SoftmaxOp, out_f32: bool) -> ModuleSpec {
+/// (f16 and bf16 only), reading `mask`.
+pub(crate) fn spec(dtype: u32, op: SoftmaxOp, out_f32: bool, mask: SoftmaxMask) -> ModuleSpec {
     ModuleSpec::new(&kernel_sources::SOFTMAX)
         .define("BARACUDA_DTYPE", dtype)
         .define("BARACUDA_OP", op.code())
         .define("BARACUDA_OUT_F32", out_f32 as u32)
+        .define("BARACUDA_MASK", mask.code())
 }
 
 /// The checks `select` runs before it touches the GPU: the kernel dtype
@@ -311,7 +315,7 @@ impl<T: Element, const N: usize, Y: Element> Plan for SoftmaxPlan<T, N, Y> {
         pref.check_backend(OP, &[BackendKind::Baracuda])?;
         pref.check_workspace(OP, 0)?;
         let ctx = stream.context();
-        let module = ctx.module(&spec(dtype, desc.op, out_f32))?;
+        let module = ctx.module(&spec(dtype, desc.op, out_f32, desc.mask))?;
         let device = ctx.device();
         // The kernels' static shared memory is under 1 KiB.
         let smem_limit_bytes = device.smem_per_block_optin_bytes.saturating_sub(2048);
@@ -436,17 +440,16 @@ struct Operands<'s, const N: usize> {
     mask: MaskOperand<N>,
 }
 
-/// The mask a kernel reads: its kind code, address and strides.
+/// The mask a kernel reads: its address and strides (the module knows its
+/// kind).
 #[derive(Copy, Clone)]
 struct MaskOperand<const N: usize> {
-    kind: u32,
     ptr: DevPtr<u8>,
     strides: [usize; N],
 }
 
 impl<const N: usize> MaskOperand<N> {
     const NONE: Self = MaskOperand {
-        kind: 0,
         ptr: DevPtr::NULL,
         strides: [0; N],
     };
@@ -474,12 +477,10 @@ impl<T: Element, const N: usize> MaskArg<'_, '_, T, N> {
         match self.0 {
             SoftmaxMaskRef::None => MaskOperand::NONE,
             SoftmaxMaskRef::Keep(m) => MaskOperand {
-                kind: SoftmaxMask::Keep.code(),
                 ptr: m.data().ptr().cast(),
                 strides: *m.strides(),
             },
             SoftmaxMaskRef::Add(m) => MaskOperand {
-                kind: SoftmaxMask::Add.code(),
                 ptr: m.data().ptr().cast(),
                 strides: *m.strides(),
             },
@@ -502,7 +503,6 @@ struct SoftmaxParams {
     group: u32,
     vec: u32,
     cache_chunks: u32,
-    mask_kind: u32,
     mvec: u32,
     shape: [u64; MAX_RANK],
     sx: [i64; MAX_RANK],
@@ -701,7 +701,6 @@ impl<T: Element, const N: usize, Y: Element> SoftmaxPlan<T, N, Y> {
             group: shape.group as u32,
             vec: vec as u32,
             cache_chunks: shape.cache_chunks as u32,
-            mask_kind: op.mask.kind,
             mvec: (op.mask.strides[dim] == 1) as u32,
             shape: padded(outer.iter().map(|&d| self.desc.shape[d] as u64)),
             sx: strides(op.x.1),
@@ -748,7 +747,8 @@ mod tests {
 
     #[test]
     fn params_layout_matches_cuda() {
-        // 4 pointers, 3 u64, 6 u32, 5 arrays of 8, 4 i64
+        // 4 pointers, 3 u64, 5 u32 and 4 bytes of padding, 5 arrays of 8,
+        // 4 i64
         assert_eq!(
             core::mem::size_of::<SoftmaxParams>(),
             32 + 24 + 24 + 5 * 64 + 32
