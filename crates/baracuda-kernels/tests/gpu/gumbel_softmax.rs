@@ -232,7 +232,13 @@ fn reference(kind: ElementKind, s: &GumbelSample, inputs: &Tensors, got: &Tensor
     t
 }
 
-fn tolerance(kind: ElementKind, s: &GumbelSample, name: &str, want: &[f64]) -> Tolerance {
+fn tolerance(
+    kind: ElementKind,
+    s: &GumbelSample,
+    name: &str,
+    want: &[f64],
+    _: &Tensors,
+) -> Tolerance {
     let (u_t, u_acc) = (kind.unit_roundoff(), acc_roundoff(kind));
     let n = s.n().max(1);
     let k = (n.div_ceil(1024).max(1) * 4 + 12) as f64;

@@ -138,7 +138,13 @@ fn reference(_: ElementKind, s: &SparsemaxSample, inputs: &Tensors, got: &Tensor
     t
 }
 
-fn tolerance(kind: ElementKind, s: &SparsemaxSample, name: &str, want: &[f64]) -> Tolerance {
+fn tolerance(
+    kind: ElementKind,
+    s: &SparsemaxSample,
+    name: &str,
+    want: &[f64],
+    _: &Tensors,
+) -> Tolerance {
     let (u_t, u_acc) = (kind.unit_roundoff(), acc_roundoff(kind));
     let n = s.n().max(1) as f64;
     let tiny = subnormal_spacing(kind);
