@@ -1,6 +1,7 @@
 //! LayerNorm and RMSNorm over rows of `h` elements (row-major `x` of
-//! `rows * h`) and their residual forms (`y = norm(x + r)`), and GroupNorm over channels-first `[N, C, S]`, forward and
-//! backward, in f64.
+//! `rows * h`) and their residual forms (`y = norm(x + r)`), GroupNorm
+//! and BatchNorm over channels-first `[N, C, S]`, forward and backward, in
+//! f64.
 
 /// One normalization problem.
 #[derive(Clone, Debug)]
@@ -215,6 +216,150 @@ impl GroupNorm {
     }
 }
 
+/// One BatchNorm problem on channels-first `x` of `[batch, channels,
+/// spatial]`: statistics per channel over the batch and the spatial
+/// positions.
+#[derive(Clone, Debug)]
+pub struct BatchNorm {
+    /// Batch `N`.
+    pub batch: usize,
+    /// Channels `C`.
+    pub channels: usize,
+    /// Spatial positions (the product of the spatial dims).
+    pub spatial: usize,
+    /// Added to the variance.
+    pub eps: f64,
+    /// Training (batch statistics) or eval (the running statistics).
+    pub training: bool,
+    /// Weight of the batch statistics in the running-statistics update.
+    pub momentum: f64,
+}
+
+/// BatchNorm's forward outputs.
+#[derive(Clone, Debug, Default)]
+pub struct BatchNormOut {
+    /// The normalized output, channels-first.
+    pub y: Vec<f64>,
+    /// Per channel: the mean used (the batch's in training, the running
+    /// mean in eval).
+    pub mean: Vec<f64>,
+    /// Per channel: the `1 / sqrt(var + eps)` used.
+    pub rstd: Vec<f64>,
+    /// The running mean after the update (training with running
+    /// statistics; else as given, or empty).
+    pub running_mean: Vec<f64>,
+    /// The running variance after the update, likewise.
+    pub running_var: Vec<f64>,
+}
+
+impl BatchNorm {
+    /// Elements per channel: `batch * spatial`.
+    fn m(&self) -> usize {
+        self.batch * self.spatial
+    }
+    /// The offsets of channel `c`'s elements, in (n, s) order.
+    fn elems(&self, c: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.batch).flat_map(move |n| {
+            let base = (n * self.channels + c) * self.spatial;
+            base..base + self.spatial
+        })
+    }
+    /// Per channel: the mean and rstd used, and (training) the biased
+    /// variance.
+    fn stats(&self, x: &[f64], running: Option<(&[f64], &[f64])>) -> Vec<(f64, f64, f64)> {
+        let m = self.m() as f64;
+        (0..self.channels)
+            .map(|c| {
+                if self.training {
+                    let mean = self.elems(c).map(|i| x[i]).sum::<f64>() / m;
+                    let var = self.elems(c).map(|i| (x[i] - mean).powi(2)).sum::<f64>() / m;
+                    (mean, 1.0 / (var + self.eps).sqrt(), var)
+                } else {
+                    let (rm, rv) = running.expect("eval takes the running statistics");
+                    (rm[c], 1.0 / (rv[c] + self.eps).sqrt(), rv[c])
+                }
+            })
+            .collect()
+    }
+
+    /// `y = (x - mean) rstd weight[c] + bias[c]`; in training, with
+    /// `running` given, the updated running statistics `(1 - momentum)
+    /// running + momentum batch`, the variance unbiased (`m / (m - 1)`).
+    pub fn forward(
+        &self,
+        x: &[f64],
+        weight: Option<&[f64]>,
+        bias: Option<&[f64]>,
+        running: Option<(&[f64], &[f64])>,
+    ) -> BatchNormOut {
+        let mut out = BatchNormOut {
+            y: vec![0.0; x.len()],
+            ..BatchNormOut::default()
+        };
+        if let Some((rm, rv)) = running {
+            out.running_mean = rm.to_vec();
+            out.running_var = rv.to_vec();
+        }
+        if self.m() == 0 {
+            return out;
+        }
+        let m = self.m() as f64;
+        for (c, (mean, rstd, var)) in self.stats(x, running).into_iter().enumerate() {
+            out.mean.push(mean);
+            out.rstd.push(rstd);
+            let w = weight.map_or(1.0, |w| w[c]);
+            let b = bias.map_or(0.0, |b| b[c]);
+            for i in self.elems(c) {
+                out.y[i] = (x[i] - mean) * rstd * w + b;
+            }
+            if self.training && running.is_some() {
+                let k = self.momentum;
+                out.running_mean[c] = (1.0 - k) * out.running_mean[c] + k * mean;
+                let unbiased = var * m / (m - 1.0);
+                out.running_var[c] = (1.0 - k) * out.running_var[c] + k * unbiased;
+            }
+        }
+        out
+    }
+
+    /// The gradients of `sum(y * dy)` with respect to x, the weight and the
+    /// bias (`[channels]`): through the batch statistics in training, with
+    /// the running statistics constant in eval.
+    pub fn backward(
+        &self,
+        x: &[f64],
+        weight: Option<&[f64]>,
+        dy: &[f64],
+        running: Option<(&[f64], &[f64])>,
+    ) -> NormGrads {
+        let mut g = NormGrads {
+            dx: vec![0.0; x.len()],
+            dweight: vec![0.0; self.channels],
+            dbias: vec![0.0; self.channels],
+        };
+        if self.m() == 0 {
+            return g;
+        }
+        let m = self.m() as f64;
+        for (c, (mean, rstd, _)) in self.stats(x, running).into_iter().enumerate() {
+            let w = weight.map_or(1.0, |w| w[c]);
+            let sum_dy = self.elems(c).map(|i| dy[i]).sum::<f64>();
+            let sum_dy_xhat = self.elems(c).map(|i| dy[i] * (x[i] - mean) * rstd).sum::<f64>();
+            g.dweight[c] = sum_dy_xhat;
+            g.dbias[c] = sum_dy;
+            for i in self.elems(c) {
+                g.dx[i] = if self.training {
+                    let xhat = (x[i] - mean) * rstd;
+                    w * rstd * (dy[i] - sum_dy / m - xhat * sum_dy_xhat / m)
+                } else {
+                    dy[i] * w * rstd
+                };
+            }
+        }
+        g
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,5 +489,67 @@ mod tests {
         let out = rms.forward(&[3.0, 4.0], Some(&[2.0, 1.0]), None);
         let r = (12.5f64).sqrt();
         assert_eq!(out.y, vec![6.0 / r, 4.0 / r]);
+    }
+    #[test]
+    fn batch_norm_gradients_match_finite_differences() {
+        for (training, batch, spatial) in [(true, 2, 3), (true, 3, 1), (true, 1, 2), (false, 2, 3)] {
+            let p = BatchNorm {
+                batch,
+                channels: 3,
+                spatial,
+                eps: 1e-3,
+                training,
+                momentum: 0.1,
+            };
+            let len = batch * 3 * spatial;
+            let (x, w, b, dy) = (input(len, 1), input(3, 2), input(3, 3), input(len, 4));
+            let rm = input(3, 5);
+            let rv: Vec<f64> = input(3, 6).iter().map(|v| v.abs() + 0.5).collect();
+            let running = Some((&rm[..], &rv[..]));
+            let loss = |v: &[Vec<f64>; 3]| -> f64 {
+                let y = p.forward(&v[0], Some(&v[1]), Some(&v[2]), running).y;
+                y.iter().zip(&dy).map(|(a, b)| a * b).sum()
+            };
+            let g = p.backward(&x, Some(&w), &dy, running);
+            let e = 1e-6;
+            for (which, grad) in [(0, &g.dx), (1, &g.dweight), (2, &g.dbias)] {
+                for (i, &an) in grad.iter().enumerate() {
+                    let mut v = [x.clone(), w.clone(), b.clone()];
+                    v[which][i] += e;
+                    let hi = loss(&v);
+                    v[which][i] -= 2.0 * e;
+                    let num = (hi - loss(&v)) / (2.0 * e);
+                    assert!(
+                        (an - num).abs() < 1e-6 * (1.0 + num.abs()),
+                        "training {training} [{batch}, 3, {spatial}] grad {which}[{i}]: {an} vs {num}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn batch_norm_updates_running_statistics_with_the_unbiased_variance() {
+        let p = BatchNorm {
+            batch: 2,
+            channels: 1,
+            spatial: 2,
+            eps: 0.0,
+            training: true,
+            momentum: 0.5,
+        };
+        // mean 2.5, biased var 1.25, unbiased 5/3
+        let out = p.forward(&[1.0, 2.0, 3.0, 4.0], None, None, Some((&[1.0], &[1.0])));
+        assert_eq!(out.mean, vec![2.5]);
+        assert_eq!(out.running_mean, vec![1.75]);
+        assert!((out.running_var[0] - (0.5 + 0.5 * 5.0 / 3.0)).abs() < 1e-15);
+        assert!((out.rstd[0] - 1.0 / 1.25f64.sqrt()).abs() < 1e-15);
+        let eval = BatchNorm {
+            training: false,
+            ..p
+        };
+        let out = eval.forward(&[1.0, 2.0, 3.0, 4.0], Some(&[1.0]), Some(&[1.0]), Some((&[1.0], &[4.0])));
+        assert_eq!(out.y, vec![1.0, 1.5, 2.0, 2.5]);
+        assert_eq!(out.running_var, vec![4.0]);
     }
 }
