@@ -132,6 +132,10 @@ source!(
     GROUP_NORM = "norm/group_norm.cu"
 );
 source!(
+    /// BatchNorm, forward (training and eval) and backward.
+    BATCH_NORM = "norm/batch_norm.cu"
+);
+source!(
     /// Rotary position embedding, forward and backward.
     ROPE = "attention/rope.cu"
 );
