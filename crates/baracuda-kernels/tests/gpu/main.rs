@@ -21,6 +21,7 @@
 //! tensors and faults.
 
 mod arg_reduce;
+mod batch_norm;
 mod cast;
 mod conv;
 mod driver;

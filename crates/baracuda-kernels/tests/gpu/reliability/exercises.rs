@@ -1864,12 +1864,14 @@ impl Exercise for Shapes {
 /// LayerNorm (weight and bias) and RMSNorm (weight, the residual form:
 /// `s = x + dy`, its backward adding `x` as ds) forward and backward
 /// with every gradient, over rows of 1024 (the register kernel), and
-/// GroupNorm (weight and bias, channels-last) likewise; the statistics
-/// live at the start of the workspace.
+/// GroupNorm (weight and bias, channels-last) likewise, and BatchNorm
+/// (training, weight and bias, no running statistics, channels-last) on
+/// GroupNorm's shape; the statistics live at the start of the workspace.
 struct Norms {
     layer: LayerNormPlan<f32, 2>,
     rms: RmsNormPlan<f32, 2>,
     group: GroupNormPlan<f32, 4>,
+    batch: BatchNormPlan<f32, 4>,
     x: DeviceBuffer<f32>,
     w: DeviceBuffer<f32>,
     b: DeviceBuffer<f32>,
@@ -1903,6 +1905,13 @@ impl Norms {
                     .with_layout(ConvLayout::ChannelsLast),
                 &pref,
             )?,
+            batch: Plan::select(
+                st,
+                &BatchNormDescriptor::batch_norm(ElementKind::F32, GROUP)
+                    .with_running_stats(false)
+                    .with_layout(ConvLayout::ChannelsLast),
+                &pref,
+            )?,
             x: input(elems(&NORM), 10)?,
             w: input(NORM[1], 11)?,
             b: input(NORM[1], 12)?,
@@ -1916,6 +1925,7 @@ impl Norms {
             .stats_bytes()
             .max(self.rms.stats_bytes())
             .max(self.group.stats_bytes())
+            .max(self.batch.stats_bytes())
             .next_multiple_of(256)
     }
 }
@@ -1927,9 +1937,11 @@ impl Exercise for Norms {
         let ws = ws.max(self.rms.bw_workspace_size(self.rms.grads()));
         let ws = ws.max(self.group.workspace_size());
         let ws = ws.max(self.group.bw_workspace_size(self.group.grads()));
+        let ws = ws.max(self.batch.workspace_size());
+        let ws = ws.max(self.batch.bw_workspace_size(self.batch.grads()));
         let (g, c) = (elems(&GROUP), GROUP[1]);
         (
-            vec![n, n, h, h, n, n, h, n, g, g, c, c],
+            vec![n, n, h, h, n, n, h, n, g, g, c, c, g, g, c, c],
             self.stats_region() + ws,
         )
     }
@@ -1992,6 +2004,29 @@ impl Exercise for Norms {
             dbias: Some(view_mut(db, [c])?),
         };
         self.group
+            .run_bw(st, Workspace::Borrowed(rest.reborrow()), args)?;
+        let [y, dx, dw, db] = parts.take()?;
+        let args = BatchNormArgs {
+            x: gx,
+            weight: Some(gw),
+            bias: Some(gb),
+            running_mean: None,
+            running_var: None,
+            y: TensorMut::new(y.as_slice_mut(), GROUP, cl)?,
+            stats: Some(stats.reborrow()),
+        };
+        self.batch
+            .run(st, Workspace::Borrowed(rest.reborrow()), args)?;
+        let args = BatchNormBwArgs {
+            x: gx,
+            weight: Some(gw),
+            stats: stats.as_const(),
+            dy: gdy,
+            dx: Some(TensorMut::new(dx.as_slice_mut(), GROUP, cl)?),
+            dweight: Some(view_mut(dw, [c])?),
+            dbias: Some(view_mut(db, [c])?),
+        };
+        self.batch
             .run_bw(st, Workspace::Borrowed(rest.reborrow()), args)
     }
 }
