@@ -171,7 +171,7 @@ impl<const R: usize> BatchNormDescriptor<R> {
             return Err(invalid_descriptor(OP, "shape", shape, "C and every spatial extent must be > 0"));
         }
         let count = self.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        if !count.is_some_and(|n| n <= MAX_ELEMENTS) {
+        if count.is_none_or(|n| n > MAX_ELEMENTS) {
             return Err(invalid_descriptor(
                 OP,
                 "shape",
