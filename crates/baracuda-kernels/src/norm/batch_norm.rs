@@ -170,8 +170,11 @@ impl<const R: usize> BatchNormDescriptor<R> {
         if self.shape[1..].contains(&0) {
             return Err(invalid_descriptor(OP, "shape", shape, "C and every spatial extent must be > 0"));
         }
-        let count = self.shape.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
-        if count.is_none_or(|n| n > MAX_ELEMENTS) {
+        // also without N: an empty batch must not hide an overflowing
+        // channel size
+        let count = |dims: &[usize]| dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        let big = |n: Option<usize>| n.is_none_or(|n| n > MAX_ELEMENTS);
+        if big(count(&self.shape)) || big(count(&self.shape[1..])) {
             return Err(invalid_descriptor(
                 OP,
                 "shape",

@@ -18,7 +18,9 @@ use baracuda_kernels::reference::norm::BatchNorm;
 use baracuda_kernels::*;
 
 use crate::harness::*;
-use crate::norm::{affine_bw_checks, affine_tolerance, grad_view, param_view, stats_values};
+use crate::norm::{
+    affine_bw_checks, affine_tolerance, grad_view, param_view, push_grads, stats_values,
+};
 use crate::reduce::{nan_marked, view_result};
 use crate::table::{BadInputs, OpCase, Tensors};
 
@@ -249,13 +251,13 @@ fn reference(_: ElementKind, s: &BatchSample, inputs: &Tensors, got: &Tensors) -
     t.push("y", nan_marked(out.y));
     t.push("mean", nan_marked(out.mean));
     t.push("rstd", nan_marked(out.rstd));
-    t.push("running_mean", nan_marked(out.running_mean));
-    t.push("running_var", nan_marked(out.running_var));
+    if s.running {
+        t.push("running_mean", nan_marked(out.running_mean));
+        t.push("running_var", nan_marked(out.running_var));
+    }
     if got.find("dx").is_some() {
         let g = r.backward(x, w, inputs.get("dy"), running);
-        t.push("dx", g.dx);
-        t.push("dweight", g.dweight);
-        t.push("dbias", g.dbias);
+        push_grads(&mut t, g, (s.weight, s.bias));
     }
     t
 }
@@ -348,8 +350,11 @@ fn run_ranked<T: Element, const R: usize, P: Element>(
         t.push("mean", nan_marked(sv[..c].to_vec()));
         t.push("rstd", nan_marked(sv[c..].to_vec()));
     } else {
-        // PyTorch's empty batch saves nothing
+        // PyTorch's empty batch saves nothing (the reference has no
+        // statistics either)
         stats.untouched(&format!("{what} stats of an empty batch"))?;
+        t.push("mean", Vec::new());
+        t.push("rstd", Vec::new());
     }
     for (name, b) in [("running_mean", &rmbuf), ("running_var", &rvbuf)] {
         if let Some(b) = b {
