@@ -27,8 +27,9 @@
 //                  split) over the channel's elements [k chunk, (k + 1)
 //                  chunk) in (n, s) order (runs of S contiguous
 //                  elements), merged with group_reduce.
-//                  FW: Welford (mean, M2) per thread and channel, Chan's
-//                  merge; BW: the sums A and B.
+//                  FW: per thread and channel, sums shifted by its first
+//                  value (no division per element) turned into Welford
+//                  (n, mean, M2), then Chan's merge; BW: the sums A and B.
 //   bn_fw_stats    a thread per channel merges its splits in order (or
 //                  reads the running statistics), updates the running
 //                  statistics, saves mean and rstd, and writes the apply
@@ -94,8 +95,8 @@ struct BnParams {
     u32 small;       // total < 2^32: 32-bit index math in the apply kernels
 };
 
-// One thread's per-channel state: FW Welford (n, mean, M2); BW sums
-// (unused, A, B).
+// One thread's merged per-channel state: FW Welford (n, mean, M2); BW
+// sums (unused, A, B).
 struct St {
     ACC n, a, b;
 };
@@ -107,14 +108,42 @@ __device__ __forceinline__ St st_merge_fw(St lo, St hi) {
 
 __device__ __forceinline__ St st_merge_bw(St lo, St hi) { return St{lo.n + hi.n, lo.a + hi.a, lo.b + hi.b}; }
 
+// What a thread accumulates per channel. FW: sums shifted by the thread's
+// first value (s, q: three flops an element, no division), and the plain
+// sum t for when a value is not finite; BW: A in s, B in q.
+struct Run {
+    ACC shift, s, q, t;
+};
+
 template <bool BW>
-__device__ __forceinline__ void st_push(St& s, ACC x, ACC dy, ACC mean) {
+__device__ __forceinline__ void run_push(Run& r, bool first, ACC x, ACC dy, ACC mean) {
     if (BW) {
-        s.a += dy * (x - mean);
-        s.b += dy;
+        r.s += dy * (x - mean);
+        r.q += dy;
     } else {
-        welford_push(s.n, s.a, s.b, x);
+        if (first) r.shift = x;
+        const ACC d = x - r.shift;
+        r.s += d;
+        r.q += d * d;
+        r.t += x;
     }
+}
+
+// A thread's run of `cnt` values as a merged state. A NaN or an infinity
+// makes s or q non-finite: then the mean is sum / n, as PyTorch's (an
+// infinity, NaN with both signs or a NaN), and M2 NaN, as welford_push.
+template <bool BW>
+__device__ __forceinline__ St run_state(const Run& r, u32 cnt) {
+    if (BW) return St{0, r.s, r.q};
+    if (cnt == 0) return St{0, 0, 0};
+    const ACC n = ACC(cnt);
+    const ACC inf = ACC(reduce_inf());
+    if (fabs(r.s) < inf && fabs(r.q) < inf) {
+        const ACC ds = r.s / n;
+        const ACC m2 = r.q - r.s * ds;
+        return St{n, r.shift + ds, m2 > ACC(0) ? m2 : ACC(0)};
+    }
+    return St{n, r.t / n, ACC(reduce_nan())};
 }
 
 // Split k's partial of channel c: FW (mean, M2), BW (A, B).
@@ -134,13 +163,14 @@ __device__ __forceinline__ void partial_cl(const BnParams& p, St* sm) {
         const u64 vi = tile * 32 + threadIdx.x;
         const u64 c0 = vi * V;
         const u64 lo = k * p.chunk, hi = min(p.m, lo + p.chunk);
-        St s[V];
+        Run s[V];
         ACC mean[V];
 #pragma unroll
         for (int e = 0; e < V; ++e) {
-            s[e] = St{0, 0, 0};
+            s[e] = Run{0, 0, 0, 0};
             mean[e] = 0;
         }
+        u32 cnt = 0;
         if (vi < cv) {
             if (BW) {
 #pragma unroll
@@ -158,12 +188,14 @@ __device__ __forceinline__ void partial_cl(const BnParams& p, St* sm) {
                     if (BW) td[0] = p.dy[off];
                 }
 #pragma unroll
-                for (int e = 0; e < V; ++e) st_push<BW>(s[e], to_acc(tx[e]), BW ? to_acc(td[e]) : ACC(0), mean[e]);
+                for (int e = 0; e < V; ++e)
+                    run_push<BW>(s[e], cnt == 0, to_acc(tx[e]), BW ? to_acc(td[e]) : ACC(0), mean[e]);
+                ++cnt;
             }
         }
         // Merge the 8 thread rows in order: sm[row][lane][e].
 #pragma unroll
-        for (int e = 0; e < V; ++e) sm[(threadIdx.y * 32 + threadIdx.x) * V + e] = s[e];
+        for (int e = 0; e < V; ++e) sm[(threadIdx.y * 32 + threadIdx.x) * V + e] = run_state<BW>(s[e], cnt);
         __syncthreads();
         if (threadIdx.y == 0 && vi < cv) {
 #pragma unroll
@@ -189,7 +221,8 @@ __device__ __forceinline__ void partial_cf(const BnParams& p, St* sm) {
         const u64 c = blk % p.channels, k = blk / p.channels;
         const u64 lo = k * p.chunk, hi = min(p.m, lo + p.chunk);
         const ACC mean = BW ? p.mean[c] : ACC(0);
-        St s{0, 0, 0};
+        Run run{0, 0, 0, 0};
+        u32 cnt = 0;
         for (u64 i = lo + (u64)threadIdx.x * V; i < hi; i += (u64)blockDim.x * V) {
             const u64 n = i / p.spatial;
             const u64 off = (n * p.channels + c) * p.spatial + (i - n * p.spatial);
@@ -202,8 +235,12 @@ __device__ __forceinline__ void partial_cf(const BnParams& p, St* sm) {
                 if (BW) td[0] = p.dy[off];
             }
 #pragma unroll
-            for (int e = 0; e < V; ++e) st_push<BW>(s, to_acc(tx[e]), BW ? to_acc(td[e]) : ACC(0), mean);
+            for (int e = 0; e < V; ++e) {
+                run_push<BW>(run, cnt == 0, to_acc(tx[e]), BW ? to_acc(td[e]) : ACC(0), mean);
+                ++cnt;
+            }
         }
+        St s = run_state<BW>(run, cnt);
         s = BW ? group_reduce(s, blockDim.x, st_merge_bw, sm) : group_reduce(s, blockDim.x, st_merge_fw, sm);
         if (threadIdx.x == 0) put_partial(p, k, c, s);
         __syncthreads();
