@@ -1,7 +1,7 @@
 //! LayerNorm and RMSNorm over rows of `h` elements (row-major `x` of
-//! `rows * h`) and their residual forms (`y = norm(x + r)`), GroupNorm
-//! and BatchNorm over channels-first `[N, C, S]`, forward and backward, in
-//! f64.
+//! `rows * h`) and their residual forms (`y = norm(x + r)`), GroupNorm,
+//! BatchNorm and LocalResponseNorm over channels-first `[N, C, S]`,
+//! forward and backward, in f64.
 
 /// One normalization problem.
 #[derive(Clone, Debug)]
@@ -360,6 +360,84 @@ impl BatchNorm {
     }
 }
 
+/// One LocalResponseNorm problem (`torch.nn.functional.local_response_norm`)
+/// on channels-first `x` of `[batch, channels, spatial]`: `y = x / (k +
+/// alpha / size * sum x^2)^beta`, the sum over the channels `c - size / 2
+/// ..= c + (size - 1) / 2` that exist (PyTorch's zero padding, the average
+/// always over `size`).
+#[derive(Clone, Debug)]
+pub struct LocalResponseNorm {
+    /// Batch `N`.
+    pub batch: usize,
+    /// Channels `C`.
+    pub channels: usize,
+    /// Spatial positions.
+    pub spatial: usize,
+    /// Channels in the window.
+    pub size: usize,
+    /// Scale of the average.
+    pub alpha: f64,
+    /// Exponent.
+    pub beta: f64,
+    /// Additive constant.
+    pub k: f64,
+}
+
+impl LocalResponseNorm {
+    /// The window of channel `c`.
+    fn window(&self, c: usize) -> core::ops::Range<usize> {
+        c.saturating_sub(self.size / 2)..(c + (self.size - 1) / 2 + 1).min(self.channels)
+    }
+    /// `k + alpha / size * sum x^2` at every element.
+    fn denominators(&self, x: &[f64]) -> Vec<f64> {
+        let (c_n, s_n) = (self.channels, self.spatial);
+        let mut d = vec![0.0; x.len()];
+        for n in 0..self.batch {
+            for c in 0..c_n {
+                for s in 0..s_n {
+                    let sq: f64 = self
+                        .window(c)
+                        .map(|j| x[(n * c_n + j) * s_n + s].powi(2))
+                        .sum();
+                    d[(n * c_n + c) * s_n + s] = self.k + self.alpha / self.size as f64 * sq;
+                }
+            }
+        }
+        d
+    }
+
+    /// `y = x / d^beta`.
+    pub fn forward(&self, x: &[f64]) -> Vec<f64> {
+        let d = self.denominators(x);
+        x.iter().zip(&d).map(|(v, d)| v / d.powf(self.beta)).collect()
+    }
+
+    /// The gradient of `sum(y * dy)` with respect to x: `dy d^-beta - 2
+    /// alpha beta / size * x[c'] * sum_c dy[c] x[c] d[c]^(-beta - 1)` over
+    /// the channels `c` whose window holds `c'`.
+    pub fn backward(&self, x: &[f64], dy: &[f64]) -> Vec<f64> {
+        let d = self.denominators(x);
+        let (c_n, s_n) = (self.channels, self.spatial);
+        let mut dx = vec![0.0; x.len()];
+        let coef = 2.0 * self.alpha * self.beta / self.size as f64;
+        for n in 0..self.batch {
+            for c in 0..c_n {
+                for s in 0..s_n {
+                    let i = (n * c_n + c) * s_n + s;
+                    dx[i] += dy[i] * d[i].powf(-self.beta);
+                    // y[c] depends on x[j] for every j in c's window
+                    let g = dy[i] * x[i] * d[i].powf(-self.beta - 1.0) * coef;
+                    for j in self.window(c) {
+                        let o = (n * c_n + j) * s_n + s;
+                        dx[o] -= g * x[o];
+                    }
+                }
+            }
+        }
+        dx
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -551,5 +629,54 @@ mod tests {
         let out = eval.forward(&[1.0, 2.0, 3.0, 4.0], Some(&[1.0]), Some(&[1.0]), Some((&[1.0], &[4.0])));
         assert_eq!(out.y, vec![1.0, 1.5, 2.0, 2.5]);
         assert_eq!(out.running_var, vec![4.0]);
+    }
+    #[test]
+    fn local_response_norm_gradients_match_finite_differences() {
+        for (size, channels) in [(3, 5), (2, 4), (5, 3), (1, 2), (4, 6)] {
+            let p = LocalResponseNorm {
+                batch: 2,
+                channels,
+                spatial: 3,
+                size,
+                alpha: 0.3,
+                beta: 0.75,
+                k: 1.5,
+            };
+            let len = 2 * channels * 3;
+            let (x, dy) = (input(len, 1), input(len, 4));
+            let loss = |x: &[f64]| -> f64 { p.forward(x).iter().zip(&dy).map(|(a, b)| a * b).sum() };
+            let dx = p.backward(&x, &dy);
+            let e = 1e-6;
+            for (i, &an) in dx.iter().enumerate() {
+                let mut v = x.clone();
+                v[i] += e;
+                let hi = loss(&v);
+                v[i] -= 2.0 * e;
+                let num = (hi - loss(&v)) / (2.0 * e);
+                assert!(
+                    (an - num).abs() < 1e-6 * (1.0 + num.abs()),
+                    "size {size} channels {channels} dx[{i}]: {an} vs {num}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn local_response_norm_windows_follow_pytorch_padding() {
+        let p = LocalResponseNorm {
+            batch: 1,
+            channels: 4,
+            spatial: 1,
+            size: 2,
+            alpha: 2.0,
+            beta: 1.0,
+            k: 1.0,
+        };
+        // size 2: the window of c is c - 1 ..= c
+        assert_eq!(p.window(0), 0..1);
+        assert_eq!(p.window(3), 2..4);
+        let y = p.forward(&[1.0, 1.0, 2.0, 0.0]);
+        // d = 1 + (2 / 2) * sum: [2, 3, 6, 5]
+        assert_eq!(y, vec![0.5, 1.0 / 3.0, 2.0 / 6.0, 0.0]);
     }
 }
