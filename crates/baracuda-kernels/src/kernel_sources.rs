@@ -136,6 +136,10 @@ source!(
     BATCH_NORM = "norm/batch_norm.cu"
 );
 source!(
+    /// LocalResponseNorm, forward and backward.
+    LOCAL_RESPONSE_NORM = "norm/local_response_norm.cu"
+);
+source!(
     /// Rotary position embedding, forward and backward.
     ROPE = "attention/rope.cu"
 );
