@@ -31,6 +31,7 @@ mod gated;
 mod gemm;
 mod group_norm;
 mod harness;
+mod local_response_norm;
 mod logic;
 mod logical_reduce;
 mod norm;

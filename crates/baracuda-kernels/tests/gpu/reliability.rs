@@ -72,6 +72,7 @@ const _: () = {
     send_sync::<GroupNormPlan<half::bf16, 4>>();
     send_sync::<BatchNormPlan<half::bf16, 4, f32>>();
     send_sync::<BatchNormPlan<f64, 2>>();
+    send_sync::<LocalResponseNormPlan<bf16, 4>>();
     send_sync::<RopePlan<bf16>>();
     send_sync::<SdpaPlan<bf16>>();
     send_sync::<CastPlan<f32, bf16, 2>>();

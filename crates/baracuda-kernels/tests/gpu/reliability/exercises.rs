@@ -1865,13 +1865,15 @@ impl Exercise for Shapes {
 /// `s = x + dy`, its backward adding `x` as ds) forward and backward
 /// with every gradient, over rows of 1024 (the register kernel), and
 /// GroupNorm (weight and bias, channels-last) likewise, and BatchNorm
-/// (training, weight and bias, no running statistics, channels-last) on
-/// GroupNorm's shape; the statistics live at the start of the workspace.
+/// (training, weight and bias, no running statistics, channels-last) and
+/// LocalResponseNorm (size 5, channels-last) on GroupNorm's shape; the
+/// statistics live at the start of the workspace.
 struct Norms {
     layer: LayerNormPlan<f32, 2>,
     rms: RmsNormPlan<f32, 2>,
     group: GroupNormPlan<f32, 4>,
     batch: BatchNormPlan<f32, 4>,
+    lrn: LocalResponseNormPlan<f32, 4>,
     x: DeviceBuffer<f32>,
     w: DeviceBuffer<f32>,
     b: DeviceBuffer<f32>,
@@ -1912,6 +1914,12 @@ impl Norms {
                     .with_layout(ConvLayout::ChannelsLast),
                 &pref,
             )?,
+            lrn: Plan::select(
+                st,
+                &LocalResponseNormDescriptor::local_response_norm(ElementKind::F32, GROUP, 5)
+                    .with_layout(ConvLayout::ChannelsLast),
+                &pref,
+            )?,
             x: input(elems(&NORM), 10)?,
             w: input(NORM[1], 11)?,
             b: input(NORM[1], 12)?,
@@ -1941,7 +1949,7 @@ impl Exercise for Norms {
         let ws = ws.max(self.batch.bw_workspace_size(self.batch.grads()));
         let (g, c) = (elems(&GROUP), GROUP[1]);
         (
-            vec![n, n, h, h, n, n, h, n, g, g, c, c, g, g, c, c],
+            vec![n, n, h, h, n, n, h, n, g, g, c, c, g, g, c, c, g, g],
             self.stats_region() + ws,
         )
     }
@@ -2027,7 +2035,19 @@ impl Exercise for Norms {
             dbias: Some(view_mut(db, [c])?),
         };
         self.batch
-            .run_bw(st, Workspace::Borrowed(rest.reborrow()), args)
+            .run_bw(st, Workspace::Borrowed(rest.reborrow()), args)?;
+        let [y, dx] = parts.take()?;
+        let args = LocalResponseNormArgs {
+            x: gx,
+            y: TensorMut::new(y.as_slice_mut(), GROUP, cl)?,
+        };
+        self.lrn.run(st, Workspace::None, args)?;
+        let args = LocalResponseNormBwArgs {
+            x: gx,
+            dy: gdy,
+            dx: TensorMut::new(dx.as_slice_mut(), GROUP, cl)?,
+        };
+        self.lrn.run_bw(st, Workspace::None, args)
     }
 }
 
