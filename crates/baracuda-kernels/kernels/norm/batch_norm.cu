@@ -37,9 +37,12 @@
 //   bn_bw_stats    a thread per channel sums its splits in order: dweight,
 //                  dbias, and the dx coefficients (mean, w rstd, B / M,
 //                  A rstd^2 / M); dweight and dbias are zeros for M = 0.
-//   bn_fw_apply / bn_bw_apply  element-wise over every element (16-byte
-//                  vectors where the host found them aligned), a thread
-//                  per vector.
+//   bn_fw_apply / bn_bw_apply  channels-last: the partial kernels' grid,
+//                  each thread keeping its V channels' coefficients in
+//                  registers over its rows; channels-first: a thread per
+//                  vector (or element) in memory order, a vector inside
+//                  one channel run. 16-byte vectors where the host found
+//                  every operand aligned.
 // Traffic (E = N C S elements of b bytes): FW training reads x twice and
 // writes y (3 E b), eval 2 E b; BW reads x and dy twice and writes dx
 // (5 E b; 3 E b in eval without dweight); a few flops per element, so
@@ -395,12 +398,73 @@ __device__ __forceinline__ void bw_apply(const BnParams& p) {
     }
 }
 
+// Rows of C channels: the partial kernels' split (tiles x splits, block
+// 32 x 8), each thread holding its V channels' coefficients in registers
+// over its rows, so a 16-byte vector costs no coefficient load.
+template <bool BW, int V>
+__device__ __forceinline__ void apply_cl(const BnParams& p) {
+    const u64 cv = p.channels / V;  // channel vectors (V divides C)
+    const u64 tiles = (cv + 31) / 32;
+    const u64 blocks = tiles * p.splits;
+    for (u64 blk = blockIdx.x; blk < blocks; blk += gridDim.x) {
+        const u64 tile = blk % tiles, k = blk / tiles;
+        const u64 vi = tile * 32 + threadIdx.x;
+        if (vi >= cv) continue;  // no barrier in the apply kernels
+        const u64 c0 = vi * V;
+        ACC cm[V], ck[V], cd[V], cp[V];
+#pragma unroll
+        for (int e = 0; e < V; ++e) {
+            cm[e] = p.coef[c0 + e];
+            ck[e] = p.coef[p.channels + c0 + e];
+            cd[e] = p.coef[2 * p.channels + c0 + e];
+            cp[e] = BW ? p.coef[3 * p.channels + c0 + e] : ACC(0);
+        }
+        const u64 lo = k * p.chunk, hi = min(p.m, lo + p.chunk);
+        const bool read_x = !BW || p.training;
+#pragma unroll 4
+        for (u64 r = lo + threadIdx.y; r < hi; r += blockDim.y) {
+            const u64 off = r * p.channels + c0;
+            T tx[VEC], td[VEC];
+            if (V == VEC) {
+                if (read_x) load_vec(p.x + off, 0, tx);
+                if (BW) load_vec(p.dy + off, 0, td);
+            } else {
+                if (read_x) tx[0] = p.x[off];
+                if (BW) td[0] = p.dy[off];
+            }
+#pragma unroll
+            for (int e = 0; e < V; ++e) {
+                if (BW) {
+                    const ACC d = to_acc(td[e]);
+                    const ACC v = p.training ? ck[e] * (d - cd[e] - (to_acc(tx[e]) - cm[e]) * cp[e]) : ck[e] * d;
+                    tx[e] = from_acc(v);
+                } else {
+                    // FW coefficients: mean, rstd w, b
+                    tx[e] = from_acc((to_acc(tx[e]) - cm[e]) * ck[e] + cd[e]);
+                }
+            }
+            if (V == VEC) store_vec(p.out + off, 0, tx);
+            else p.out[off] = tx[0];
+        }
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(256) bn_fw_apply(const BnParams p) {
-    if (p.vec_apply) fw_apply<VEC>(p);
-    else fw_apply<1>(p);
+    if (p.channels_last) {
+        if (p.vec_apply) apply_cl<false, VEC>(p);
+        else apply_cl<false, 1>(p);
+    } else {
+        if (p.vec_apply) fw_apply<VEC>(p);
+        else fw_apply<1>(p);
+    }
 }
 
 extern "C" __global__ void __launch_bounds__(256) bn_bw_apply(const BnParams p) {
-    if (p.vec_apply) bw_apply<VEC>(p);
-    else bw_apply<1>(p);
+    if (p.channels_last) {
+        if (p.vec_apply) apply_cl<true, VEC>(p);
+        else apply_cl<true, 1>(p);
+    } else {
+        if (p.vec_apply) bw_apply<VEC>(p);
+        else bw_apply<1>(p);
+    }
 }

@@ -513,9 +513,13 @@ impl<T: Element, const R: usize, P: Element> BatchNormPlan<T, R, P> {
             LaunchConfig::linear(grid(d.channels() * self.splits), THREADS)
         }
     }
-    /// The launch of the apply kernels: a thread per vector (or element).
+    /// The launch of the apply kernels: rows of channels take the partial
+    /// kernels' grid; channels-first a thread per vector (or element).
     fn apply_cfg(&self, vec: bool) -> LaunchConfig {
         let d = &self.desc;
+        if d.rows_of_channels() {
+            return self.partial_cfg(vec);
+        }
         let units = d.channel_elements() * d.channels() / if vec { Self::vec() } else { 1 };
         LaunchConfig::linear(grid(units.div_ceil(THREADS as usize)), THREADS)
     }
