@@ -90,7 +90,7 @@ def _batch_norm_rows(torch, case, by_pass, xs, rand, shape, sets):
     rm = rand([ch], -0.5, 0.5).to(pdtype)
     rv = rand([ch], 0.5, 1.5).to(pdtype)
 
-    def f(x, w, b):
+    def f(x, w, b, rm=rm, rv=rv):
         return F.batch_norm(x, rm, rv, w, b, True, 0.1, EPS)
 
     compiled = torch.compile(f, dynamic=False)
@@ -104,7 +104,9 @@ def _batch_norm_rows(torch, case, by_pass, xs, rand, shape, sets):
         dys = [rand(shape, -1.0, 1.0).contiguous(memory_format=fmt) for _ in range(sets)]
 
         def grads(fn):
-            outs = [fn(x, w, b) for x in xg]
+            # running statistics of each graph's own: a later forward's
+            # in-place update would invalidate what an earlier graph saved
+            outs = [fn(x, w, b, rm.clone(), rv.clone()) for x in xg]
             return [(lambda y=y, x=x, dy=dy: torch.autograd.grad(y, [x, w, b], dy, retain_graph=True))
                     for y, x, dy in zip(outs, xg, dys)]
 

@@ -30,11 +30,11 @@
 //                  FW: per thread and channel, sums shifted by its first
 //                  value (no division per element) turned into Welford
 //                  (n, mean, M2), then Chan's merge; BW: the sums A and B.
-//   bn_fw_stats    a thread per channel merges its splits in order (or
-//                  reads the running statistics), updates the running
+//   bn_fw_stats    a warp per channel merges its splits in a fixed order
+//                  (or reads the running statistics), updates the running
 //                  statistics, saves mean and rstd, and writes the apply
 //                  coefficients (mean, rstd w, b).
-//   bn_bw_stats    a thread per channel sums its splits in order: dweight,
+//   bn_bw_stats    a warp per channel sums its splits likewise: dweight,
 //                  dbias, and the dx coefficients (mean, w rstd, B / M,
 //                  A rstd^2 / M); dweight and dbias are zeros for M = 0.
 //   bn_fw_apply / bn_bw_apply  channels-last: the partial kernels' grid,
@@ -155,7 +155,13 @@ __device__ __forceinline__ void put_partial(const BnParams& p, u64 k, u64 c, St 
     p.part[((u64)p.splits + k) * p.channels + c] = s.b;
 }
 
-// Rows of C channels; V adjacent channels per thread.
+// One load of the partial kernels: a vector (or element) of x and of dy.
+struct Pair8 {
+    T x[VEC], dy[VEC];
+};
+
+// Rows of C channels; V adjacent channels per thread, four rows' loads in
+// flight.
 template <bool BW, int V>
 __device__ __forceinline__ void partial_cl(const BnParams& p, St* sm) {
     const u64 cv = p.channels / V;  // channel vectors (V divides C)
@@ -179,22 +185,26 @@ __device__ __forceinline__ void partial_cl(const BnParams& p, St* sm) {
 #pragma unroll
                 for (int e = 0; e < V; ++e) mean[e] = p.mean[c0 + e];
             }
-#pragma unroll 4
-            for (u64 r = lo + threadIdx.y; r < hi; r += blockDim.y) {
-                const u64 off = r * p.channels + c0;
-                T tx[VEC], td[VEC];
-                if (V == VEC) {
-                    load_vec(p.x + off, 0, tx);
-                    if (BW) load_vec(p.dy + off, 0, td);
-                } else {
-                    tx[0] = p.x[off];
-                    if (BW) td[0] = p.dy[off];
-                }
+            fold_ahead<4>(
+                lo + threadIdx.y, hi, blockDim.y,
+                [&](u64 r) {
+                    const u64 off = r * p.channels + c0;
+                    Pair8 v;
+                    if (V == VEC) {
+                        load_vec(p.x + off, 0, v.x);
+                        if (BW) load_vec(p.dy + off, 0, v.dy);
+                    } else {
+                        v.x[0] = p.x[off];
+                        if (BW) v.dy[0] = p.dy[off];
+                    }
+                    return v;
+                },
+                [&](u64, const Pair8& v) {
 #pragma unroll
-                for (int e = 0; e < V; ++e)
-                    run_push<BW>(s[e], cnt == 0, to_acc(tx[e]), BW ? to_acc(td[e]) : ACC(0), mean[e]);
-                ++cnt;
-            }
+                    for (int e = 0; e < V; ++e)
+                        run_push<BW>(s[e], cnt == 0, to_acc(v.x[e]), BW ? to_acc(v.dy[e]) : ACC(0), mean[e]);
+                    ++cnt;
+                });
         }
         // Merge the 8 thread rows in order: sm[row][lane][e].
 #pragma unroll
@@ -276,23 +286,33 @@ extern "C" __global__ void __launch_bounds__(256) bn_bw_partial(const BnParams p
     }
 }
 
+// The per-channel kernels: a warp per channel (8 channels a block). Lane
+// j folds splits j, j + 32, ... in order, four loads in flight, and the
+// lanes merge by butterflies: a fixed order, so the bits depend only on
+// the inputs and the split count.
+#define BN_CHANNEL_LOOP(c)                                                                  \
+    for (u64 c = (u64)blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32; c < p.channels; \
+         c += (u64)gridDim.x * (blockDim.x / 32))
+
 extern "C" __global__ void __launch_bounds__(256) bn_fw_stats(const BnParams p) {
-    const u64 step = (u64)gridDim.x * blockDim.x;
-    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < p.channels; c += step) {
+    const u32 lane = threadIdx.x & 31u;
+    BN_CHANNEL_LOOP(c) {
         ACC mean, var;
         if (p.training) {
             // Split k holds min(chunk, M - k chunk) elements.
-            ACC n = 0;
-            mean = 0;
-            ACC m2 = 0;
-            for (u32 k = 0; k < p.splits; ++k) {
-                const u64 lo = (u64)k * p.chunk;
-                const ACC nk = ACC(min(p.chunk, p.m - lo));
-                welford_merge(n, mean, m2, nk, p.part[(u64)k * p.channels + c],
-                              p.part[((u64)p.splits + k) * p.channels + c]);
-            }
+            St s{0, 0, 0};
+            fold_ahead<4>(
+                lane, p.splits, 32,
+                [&](u64 k) {
+                    return St{ACC(min(p.chunk, p.m - k * p.chunk)), p.part[k * p.channels + c],
+                              p.part[((u64)p.splits + k) * p.channels + c]};
+                },
+                [&](u64, St o) { s = st_merge_fw(s, o); });
+            s = butterfly(s, 32, st_merge_fw);
+            mean = s.a;
+            const ACC m2 = s.b;
             var = m2 / ACC(p.m);
-            if (p.run_mean) {
+            if (p.run_mean && lane == 0) {
                 const ACC mo = ACC(p.momentum);
                 const ACC unbiased = m2 / ACC(p.m - 1);
                 p.run_mean[c] = p_from_acc((ACC(1) - mo) * p_to_acc(p.run_mean[c]) + mo * mean);
@@ -302,6 +322,7 @@ extern "C" __global__ void __launch_bounds__(256) bn_fw_stats(const BnParams p) 
             mean = p_to_acc(p.run_mean[c]);
             var = p_to_acc(p.run_var[c]);
         }
+        if (lane != 0) continue;
         const ACC rstd = ACC(1) / sqrt(var + ACC(p.eps));
         if (p.mean) {
             p.mean[c] = mean;
@@ -314,14 +335,21 @@ extern "C" __global__ void __launch_bounds__(256) bn_fw_stats(const BnParams p) 
 }
 
 extern "C" __global__ void __launch_bounds__(256) bn_bw_stats(const BnParams p) {
-    const u64 step = (u64)gridDim.x * blockDim.x;
-    for (u64 c = (u64)blockIdx.x * blockDim.x + threadIdx.x; c < p.channels; c += step) {
+    const u32 lane = threadIdx.x & 31u;
+    BN_CHANNEL_LOOP(c) {
         // part is null when no sum is needed (eval dx alone) or M = 0.
-        ACC a = 0, b = 0;
-        for (u32 k = 0; p.part && k < p.splits; ++k) {
-            a += p.part[(u64)k * p.channels + c];
-            b += p.part[((u64)p.splits + k) * p.channels + c];
+        St s{0, 0, 0};
+        if (p.part) {
+            fold_ahead<4>(
+                lane, p.splits, 32,
+                [&](u64 k) {
+                    return St{0, p.part[k * p.channels + c], p.part[((u64)p.splits + k) * p.channels + c]};
+                },
+                [&](u64, St o) { s = st_merge_bw(s, o); });
+            s = butterfly(s, 32, st_merge_bw);
         }
+        if (lane != 0) continue;
+        const ACC a = s.a, b = s.b;
         const ACC rstd = p.m ? p.rstd[c] : ACC(0);
         if (p.dw) p.dw[c] = p_from_acc(a * rstd);
         if (p.db) p.db[c] = p_from_acc(b);

@@ -523,9 +523,10 @@ impl<T: Element, const R: usize, P: Element> BatchNormPlan<T, R, P> {
         let units = d.channel_elements() * d.channels() / if vec { Self::vec() } else { 1 };
         LaunchConfig::linear(grid(units.div_ceil(THREADS as usize)), THREADS)
     }
-    /// The launch of the per-channel kernels.
+    /// The launch of the per-channel kernels: a warp per channel.
     fn channel_cfg(&self) -> LaunchConfig {
-        LaunchConfig::linear(grid(self.desc.channels().div_ceil(THREADS as usize)), THREADS)
+        let per_block = THREADS as usize / 32;
+        LaunchConfig::linear(grid(self.desc.channels().div_ceil(per_block)), THREADS)
     }
 }
 

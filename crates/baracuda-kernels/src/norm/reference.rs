@@ -322,6 +322,40 @@ impl BatchNorm {
         out
     }
 
+    /// Per element, the magnitude of the terms `dx` sums: `|w rstd| (|dy| +
+    /// |sum(dy)| / m + |xhat sum(dy xhat)| / m)` in training, `|w rstd dy|`
+    /// in eval. A channel of two elements has `xhat = ±sqrt(var / (var +
+    /// eps))` and a `dx` smaller than these terms by `eps / (var + eps)`:
+    /// what is left when they cancel, off by a rounding of the terms.
+    pub fn dx_terms(
+        &self,
+        x: &[f64],
+        weight: Option<&[f64]>,
+        dy: &[f64],
+        running: Option<(&[f64], &[f64])>,
+    ) -> Vec<f64> {
+        let mut t = vec![0.0; x.len()];
+        if self.m() == 0 {
+            return t;
+        }
+        let m = self.m() as f64;
+        for (c, (mean, rstd, _)) in self.stats(x, running).into_iter().enumerate() {
+            let w = weight.map_or(1.0, |w| w[c]);
+            let sum_dy = self.elems(c).map(|i| dy[i]).sum::<f64>();
+            let sum_dy_xhat = self.elems(c).map(|i| dy[i] * (x[i] - mean) * rstd).sum::<f64>();
+            for i in self.elems(c) {
+                let xhat = (x[i] - mean) * rstd;
+                t[i] = (w * rstd).abs()
+                    * if self.training {
+                        dy[i].abs() + (sum_dy / m).abs() + (xhat * sum_dy_xhat / m).abs()
+                    } else {
+                        dy[i].abs()
+                    };
+            }
+        }
+        t
+    }
+
     /// The gradients of `sum(y * dy)` with respect to x, the weight and the
     /// bias (`[channels]`): through the batch statistics in training, with
     /// the running statistics constant in eval.

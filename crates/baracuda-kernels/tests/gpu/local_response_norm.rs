@@ -148,7 +148,7 @@ fn reference(_: ElementKind, s: &LrnSample, inputs: &Tensors, got: &Tensors) -> 
     t
 }
 
-fn tolerance(kind: ElementKind, s: &LrnSample, name: &str, want: &[f64]) -> Tolerance {
+fn tolerance(kind: ElementKind, s: &LrnSample, name: &str, want: &[f64], _: &Tensors) -> Tolerance {
     let terms = (s.size * s.size) as f64;
     affine_tolerance(kind, name, (terms + 2.0).log2(), terms, want)
 }
