@@ -173,6 +173,17 @@ OPS = {"copy": Op(("fw",), FLOATS, {"len": int}),
 OPS.update({op: Op(("fw", "bw") if bw else ("fw",), FLOATS, {"len": int})
             for op, (_, bw) in {**UNARY, **BINARY}.items()})
 OPS.update({op: Op(("fw", "bw"), FLOATS, {"len": int}) for op in {**TERNARY, **GATED}})
+# add of a (dtype) and b (b_dtype) of different float dtypes, the output in
+# torch.result_type(a, b): PromotedBinaryPlan on the Rust side.
+OPS["add_promoted"] = Op(("fw",), FLOATS, {"len": int, "b_dtype": str})
+
+
+def _result_dtype(a, b):
+    """torch.result_type of two different float dtypes, by name."""
+    order = {"f16": 0, "bf16": 0, "f32": 1, "f64": 2}
+    if order[a] == order[b]:
+        return "f32"
+    return a if order[a] > order[b] else b
 OPS.update({op: Op(("fw",), ("i32",) if op in BITS else FLOATS if op == "isclose" else FLOATS + ("i32",),
                    {"len": int}, {"cols": 0})
             for op in LOGIC})
@@ -203,6 +214,10 @@ def rows(case):
         out = size if case["op"] in BITS else 1
         return [caselist.row(case, p, shape, bytes=(n + (cols or n)) * size + n * out)
                 for p in case["passes"]]
+    if case["op"] == "add_promoted":
+        b_dt = case["b_dtype"]
+        moved = n * (size + caselist.SIZE[b_dt] + caselist.SIZE[_result_dtype(case["dtype"], b_dt)])
+        return [caselist.row(case, p, f"[{n}]", bytes=moved) for p in case["passes"]]
     if case["op"] == "cast":
         moved = n * (size + caselist.SIZE[case["to"]])
         return [caselist.row(case, p, f"[{n}]", bytes=moved) for p in case["passes"]]
@@ -236,6 +251,13 @@ def cases(torch, settings, cases):
             ys = [torch.empty(n, device=dev, dtype=dtype) for _ in range(placements)]
             yield by_pass["fw"], [(lambda y=y: y.fill_(1.5)) for y in ys]
             del ys
+        elif op == "add_promoted":
+            b_dtype = caselist.torch_dtype(torch, case["b_dtype"])
+            as_, bs = rand(n, -2, 2, dtype), rand(n, 0.5, 2, b_dtype)
+            c = torch.compile(torch.add, dynamic=False)
+            yield (by_pass["fw"], [(lambda a=a, b=b: torch.add(a, b)) for a, b in zip(as_, bs)],
+                   [(lambda a=a, b=b, c=c: c(a, b)) for a, b in zip(as_, bs)])
+            del as_, bs
         elif op == "cast":
             to = caselist.torch_dtype(torch, case["to"])
             xs = rand(n, -4, 4, dtype)

@@ -4,7 +4,10 @@ bias) and F.rms_norm (weight) over the last dim of a contiguous matrix,
 their residual forms (s = x + r; y = norm(s), returning s and y; the
 backward through autograd with gradients dy of y and ds of s), and
 F.group_norm (weight and bias) of a contiguous [N, C, spatial...] in
-`groups` groups, eps 1e-5, forward and backward (dx and every parameter gradient, through
+`groups` groups, and F.batch_norm in training (weight, bias, running
+statistics updated with momentum 0.1) of [N, C, spatial...] in `layout`
+(torch.channels_last / channels_last_3d for "channels_last") with the
+parameters and running statistics in the dtype or f32 (`params`), eps 1e-5, forward and backward (dx and every parameter gradient, through
 autograd), each timed eagerly and as torch.compile of the same forward
 (the third element of what cases() yields), and the device-to-device copy
 ceiling. Inputs rotate over buffer sets by L2 size, as on the Rust side."""
@@ -13,7 +16,7 @@ from .caselist import Op
 
 FLOATS = ("bf16", "f16", "f32", "f64")
 # op -> parameters (weight, bias) it takes
-PARAMS = {"layer_norm": 2, "rms_norm": 1, "group_norm": 2,
+PARAMS = {"layer_norm": 2, "rms_norm": 1, "group_norm": 2, "batch_norm": 2,
           "layer_norm_residual": 2, "rms_norm_residual": 1}
 # the residual forms: r read and s written besides x and y, ds read
 RESIDUAL = ("layer_norm_residual", "rms_norm_residual")
@@ -22,6 +25,8 @@ SETTINGS = {}
 OPS = {"copy": Op(("fw",), FLOATS, {"shape": [int]})}
 OPS.update({op: Op(("fw", "bw"), FLOATS, {"shape": [int]}) for op in ("layer_norm", "rms_norm") + RESIDUAL})
 OPS["group_norm"] = Op(("fw", "bw"), FLOATS, {"shape": [int], "groups": int})
+OPS["batch_norm"] = Op(("fw", "bw"), FLOATS, {"shape": [int]},
+                       {"layout": "channels_first", "params": "same"})
 
 
 def rows(case):
@@ -33,6 +38,8 @@ def rows(case):
     if case["op"] == "copy":
         return [caselist.row(case, p, shape_s, bytes=2 * n * size, rotation_bytes=2 * n * size)
                 for p in case["passes"]]
+    if case["op"] == "batch_norm":
+        return _batch_rows(case, shape, shape_s, n, size)
     if case["op"] == "group_norm":
         if not 3 <= len(shape) <= 5:
             raise caselist.CaseError(f"norm case {case['name']!r}: shape {shape} is not [N, C, spatial] of rank 3 to 5")
@@ -46,6 +53,65 @@ def rows(case):
     work = {"fw": ((2 + 2 * e) * n + p * h) * size, "bw": ((3 + e) * n + 2 * p * h) * size}
     return [caselist.row(case, q, shape_s, bytes=work[q], rotation_bytes=(3 + e) * n * size)
             for q in case["passes"]]
+
+
+def _batch_rows(case, shape, shape_s, n, size):
+    """The rows of a BatchNorm case, its work as the Rust side counts it."""
+    if not 2 <= len(shape) <= 5:
+        raise caselist.CaseError(f"norm case {case['name']!r}: shape {shape} is not [N, C, spatial...] of rank 2 to 5")
+    if case["layout"] not in ("channels_first", "channels_last"):
+        raise caselist.CaseError(f"norm case {case['name']!r}: layout {case['layout']!r}")
+    f32 = case["params"] == "f32"
+    if case["params"] not in ("same", "f32") or (f32 and case["dtype"] not in ("bf16", "f16")):
+        raise caselist.CaseError(f"norm case {case['name']!r}: params {case['params']!r} for {case['dtype']}")
+    ch, psize = shape[1], (4 if f32 else size)
+    work = {"fw": 2 * n * size + 6 * ch * psize, "bw": 3 * n * size + 3 * ch * psize}
+    return [caselist.row(case, q, shape_s, bytes=work[q], rotation_bytes=3 * n * size)
+            for q in case["passes"]]
+
+
+def _memory_format(torch, case):
+    """The memory format of a BatchNorm case's x, y, dy."""
+    if case.get("layout") != "channels_last":
+        return torch.contiguous_format
+    return {4: torch.channels_last, 5: torch.channels_last_3d}.get(len(case["shape"]), torch.contiguous_format)
+
+
+def _batch_norm_rows(torch, case, by_pass, xs, rand, shape, sets):
+    """The rows of a BatchNorm case: F.batch_norm in training updating the
+    running statistics, forward, and backward to x, weight and bias."""
+    F = torch.nn.functional
+    ch = shape[1]
+    pdtype = torch.float32 if case["params"] == "f32" else xs[0].dtype
+    fmt = _memory_format(torch, case)
+    xs = [x.contiguous(memory_format=fmt) for x in xs]
+    w = rand([ch], 0.5, 1.5).to(pdtype).requires_grad_()
+    b = rand([ch], -1.0, 1.0).to(pdtype).requires_grad_()
+    rm = rand([ch], -0.5, 0.5).to(pdtype)
+    rv = rand([ch], 0.5, 1.5).to(pdtype)
+
+    def f(x, w, b, rm=rm, rv=rv):
+        return F.batch_norm(x, rm, rv, w, b, True, 0.1, EPS)
+
+    compiled = torch.compile(f, dynamic=False)
+    for row in by_pass:
+        if row["pass"] == "fw":
+            w0, b0 = w.detach(), b.detach()
+            yield (row, [(lambda x=x: f(x, w0, b0)) for x in xs],
+                   [(lambda x=x: compiled(x, w0, b0)) for x in xs])
+            continue
+        xg = [x.detach().requires_grad_() for x in xs]
+        dys = [rand(shape, -1.0, 1.0).contiguous(memory_format=fmt) for _ in range(sets)]
+
+        def grads(fn):
+            # running statistics of each graph's own: a later forward's
+            # in-place update would invalidate what an earlier graph saved
+            outs = [fn(x, w, b, rm.clone(), rv.clone()) for x in xg]
+            return [(lambda y=y, x=x, dy=dy: torch.autograd.grad(y, [x, w, b], dy, retain_graph=True))
+                    for y, x, dy in zip(outs, xg, dys)]
+
+        yield row, grads(f), grads(compiled)
+        del xg, dys
 
 
 def _fn(torch, case):
@@ -87,6 +153,10 @@ def cases(torch, settings, cases):
             for row in by_pass:
                 yield row, [(lambda x=x, y=y: y.copy_(x)) for x, y in zip(xs, ys)]
             del ys, xs
+            continue
+        if case["op"] == "batch_norm":
+            yield from _batch_norm_rows(torch, case, by_pass, xs, rand, shape, sets)
+            del xs
             continue
         h = shape[1] if case["op"] == "group_norm" else shape[-1]
         w = rand([h], 0.5, 1.5).requires_grad_()

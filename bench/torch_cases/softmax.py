@@ -5,7 +5,11 @@ forward and the backward as autograd runs it (aten's
 _softmax_backward_data / _log_softmax_backward_data from y and dy), each
 timed eagerly and as torch.compile of the same function, and the
 device-to-device copy ceiling. Traffic: forward 2 tensors (x, y),
-backward 3 (y, dy, dx)."""
+backward 3 (y, dy, dx). A case with a keep mask ("keep_row": [1, n]
+broadcast, every third column masked; "keep_causal": keep[r, k] = k <= r
+mod n in full, bool) runs the composite x.masked_fill(~keep, -inf).op(-1)
+and its autograd backward (the op's backward, then masked_fill(~keep, 0)),
+and adds the mask's bytes to both passes."""
 from . import caselist
 from .caselist import Op
 
@@ -21,7 +25,13 @@ SOFTMAX = {
 }
 SETTINGS = {}
 OPS = {"copy": Op(("fw",), FLOATS, {"shape": [int]})}
-OPS.update({op: Op(("fw", "bw"), FLOATS, {"shape": [int]}) for op in SOFTMAX})
+OPS.update({op: Op(("fw", "bw"), FLOATS, {"shape": [int]}, optional={"mask": "none"}) for op in SOFTMAX})
+MASKS = ("none", "keep_row", "keep_causal")
+
+
+def mask_bytes(case):
+    rows_, n = case["shape"]
+    return {"none": 0, "keep_row": n, "keep_causal": rows_ * n}[case.get("mask", "none")]
 
 
 def rows(case):
@@ -35,9 +45,11 @@ def rows(case):
                 for p in case["passes"]]
     if len(shape) != 2:
         raise caselist.CaseError(f"softmax case {case['name']!r}: shape {shape} is not [rows, extent]")
+    if case.get("mask", "none") not in MASKS:
+        raise caselist.CaseError(f"softmax case {case['name']!r}: mask {case['mask']!r} (takes {MASKS})")
     out = []
     for p in case["passes"]:
-        b = (3 if p == "bw" else 2) * n * size
+        b = (3 if p == "bw" else 2) * n * size + mask_bytes(case)
         out.append(caselist.row(case, p, shape_s, bytes=b, rotation_bytes=b))
     return out
 
@@ -58,6 +70,20 @@ def cases(torch, settings, cases):
             del ys
         else:
             fw, bw = SOFTMAX[case["op"]]
+            mask = case.get("mask", "none")
+            if mask != "none":
+                rows_, n = case["shape"]
+                if mask == "keep_row":
+                    keep = (torch.arange(n, device=dev) % 3 != 1).view(1, n)
+                else:
+                    r = torch.arange(rows_, device=dev).view(rows_, 1) % n
+                    keep = torch.arange(n, device=dev).view(1, n) <= r
+                drop = ~keep
+                inner_fw, inner_bw = fw, bw
+                fw = lambda torch, f=inner_fw, drop=drop: (
+                    lambda x, g=f(torch): g(x.masked_fill(drop, float("-inf"))))
+                bw = lambda torch, b=inner_bw, drop=drop: (
+                    lambda y, dy, g=b(torch): g(y, dy).masked_fill(drop, 0.0))
             if "fw" in by_pass:
                 f = fw(torch)
                 compiled = torch.compile(f, dynamic=False)

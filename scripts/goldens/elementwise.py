@@ -31,7 +31,13 @@ of the dtype's special values (floats: +-0, NaN, +-inf, the largest
 finite value, a subnormal; integers: their limits; shift counts at, past
 and below the width) and clustered values (ties and near ties for isclose).
 lcm on i32 and i64 leaves out the pairs whose a / gcd * b overflows (C++
-leaves it undefined; the reference wraps)."""
+leaves it undefined; the reference wraps).
+
+The mixed-dtype binary ops (add, mul, div, add_alpha with alpha 2.5) run
+on a [4, 3] of one dtype and b [1, 3] of another, on CUDA when there is a
+GPU: `promoted.<op>.<a dtype>_<b dtype>.{a,b,dy,out,da,db}`, out and dy in
+torch.result_type(a, b), da and db in their inputs' dtypes, all stored as
+f64."""
 
 UNARY = ["relu", "gelu_erf", "gelu_tanh", "silu", "sigmoid", "tanh", "exp", "neg"]
 BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "atan2", "hypot", "copysign", "pow",
@@ -39,6 +45,10 @@ BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "atan2", "hypot", "c
           "heaviside", "div_floor", "div_trunc", "nextafter", "add_alpha", "sub_alpha", "prelu"]
 # binary ops without a backward (PyTorch raises): out only, no da / db
 BINARY_NO_GRAD = ["heaviside", "nextafter"]
+# mixed-dtype binary ops (the GPU rows binary_promoted_<op>) and their
+# (a, b) dtype pairs
+PROMOTED = ["add", "mul", "div", "add_alpha"]
+PROMOTED_PAIRS = [("bf16", "f32"), ("f16", "bf16"), ("f32", "f64"), ("f64", "bf16")]
 
 
 def unary_special(torch):
@@ -365,4 +375,24 @@ def make(torch):
             x, _ = logic_values(torch, lg, LOGIC_DTYPES[dt], "compare")
             y = f(x.to(dev))
             out.update({f"logic.{name}.{dt}.x": f64(x), f"logic.{name}.{dt}.out": f64(y)})
+    # Mixed dtypes (PromotedBinaryPlan): PyTorch promotes a and b to
+    # torch.result_type(a, b) inside the op; autograd sums each gradient in
+    # that dtype over the broadcast axes and casts it to its input's dtype.
+    # promoted.<op>.<a dtype>_<b dtype>.{a,b,dy,out,da,db}, every tensor
+    # stored as f64 (the inputs exact in their dtypes).
+    pdt = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}
+    for name in PROMOTED:
+        for adt, bdt in PROMOTED_PAIRS:
+            a = (r(4, 3) * 4 - 2).to(pdt[adt])
+            b = (r(1, 3) + 0.5).to(pdt[bdt])
+            a[0, 0] = float("inf") if name != "div" else 0.0
+            a = a.to(dev).requires_grad_()
+            b = b.to(dev).requires_grad_()
+            y = bfns[name](a, b)
+            dy = (r(4, 3) * 2 - 1).to(y.dtype).to(dev)
+            da, db = torch.autograd.grad(y, (a, b), dy)
+            assert y.dtype == torch.result_type(a, b) and da.dtype == a.dtype and db.dtype == b.dtype
+            k = f"promoted.{name}.{adt}_{bdt}"
+            out.update({f"{k}.a": f64(a), f"{k}.b": f64(b), f"{k}.dy": f64(dy),
+                        f"{k}.out": f64(y), f"{k}.da": f64(da), f"{k}.db": f64(db)})
     return out

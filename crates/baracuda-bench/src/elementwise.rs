@@ -50,6 +50,10 @@ struct Params {
     /// `[len / cols, cols]`; 0 (the default): both `[len]`.
     #[serde(default)]
     cols: usize,
+    /// The dtype of `add_promoted`'s b (a is the case's `dtype`; the
+    /// output is PyTorch's result type of the two).
+    #[serde(default, deserialize_with = "de_opt_dtype")]
+    b_dtype: Option<ElementKind>,
 }
 
 fn de_opt_dtype<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<ElementKind>, D::Error> {
@@ -74,6 +78,8 @@ enum Kind {
     Gated(GatedOp),
     /// A binary logic op (forward only: no gradient).
     Logic(BinaryLogicOp),
+    /// `add` of inputs of two float dtypes (`PromotedBinaryPlan`).
+    AddPromoted,
 }
 
 /// The last dim of a gated case's x (two halves of 4096, an MLP's width).
@@ -84,6 +90,7 @@ impl Kind {
         match op {
             "copy" => return Some(Kind::Copy),
             "fill" => return Some(Kind::Fill),
+            "add_promoted" => return Some(Kind::AddPromoted),
             _ => {}
         }
         let unary = UnaryOp::ALL.into_iter().find(|u| u.name() == op);
@@ -103,7 +110,7 @@ impl Kind {
 
     fn passes(self) -> &'static [&'static str] {
         match self {
-            Kind::Copy | Kind::Fill | Kind::Cast(_) | Kind::Logic(_) => &["fw"],
+            Kind::Copy | Kind::Fill | Kind::Cast(_) | Kind::Logic(_) | Kind::AddPromoted => &["fw"],
             _ => &["fw", "bw"],
         }
     }
@@ -125,7 +132,7 @@ impl Kind {
             (Kind::Gated(_), _) => return 5 * len / 2 * size,
             // counted in `job`, which knows b's length and the output's
             // element size
-            (Kind::Logic(_), _) => return 0,
+            (Kind::Logic(_) | Kind::AddPromoted, _) => return 0,
         };
         let cond = if matches!(self, Kind::Where) { len } else { 0 };
         tensors * len * size + cond
@@ -151,7 +158,15 @@ pub fn jobs(file: &CaseFile) -> Checked<Vec<Job>> {
 }
 
 fn job(c: &RawCase, placements: usize) -> Checked<Job> {
-    let Params { len, to, cols } = c.params()?;
+    let Params {
+        len,
+        to,
+        cols,
+        b_dtype,
+    } = c.params()?;
+    if b_dtype.is_some() != (c.op == "add_promoted") {
+        return Err(c.error("add_promoted, and only it, takes `b_dtype`"));
+    }
     let kind = match (c.op.as_str(), to) {
         ("cast", Some(to)) => Kind::Cast(to),
         ("cast", None) => return Err(c.error("cast needs `to`, the output dtype")),
@@ -174,6 +189,11 @@ fn job(c: &RawCase, placements: usize) -> Checked<Job> {
             Kind::Logic(op) => {
                 (len + b_len) * dtype.size_bytes() + len * op.output(dtype).size_bytes()
             }
+            Kind::AddPromoted => {
+                let b = b_dtype.unwrap_or(dtype);
+                let out = promoted_kind(dtype, b).unwrap_or(dtype);
+                len * (dtype.size_bytes() + b.size_bytes() + out.size_bytes())
+            }
             _ => kind.bytes(r.pass, len, dtype.size_bytes()),
         };
         r.bytes(bytes)
@@ -185,6 +205,16 @@ fn job(c: &RawCase, placements: usize) -> Checked<Job> {
                 Box::new(move |s: &Stream, rows: &[Row]| cast::<I, O>(s, z, rows))
             })
         });
+        return Ok(c.job(rows, run));
+    }
+    if let Kind::AddPromoted = kind {
+        let b = b_dtype.unwrap_or(dtype);
+        let run: RunFn = match (dtype, b) {
+            (ElementKind::Bf16, ElementKind::F32) => {
+                Box::new(move |s: &Stream, rows: &[Row]| add_promoted::<bf16, f32>(s, z, rows))
+            }
+            _ => return Err(c.error(format!("add_promoted runs bf16 + f32, not {dtype} + {b}"))),
+        };
         return Ok(c.job(rows, run));
     }
     if let Kind::Logic(op) = kind {
@@ -208,6 +238,7 @@ fn job(c: &RawCase, placements: usize) -> Checked<Job> {
             Kind::Where => where_::<T>(s, z, rows),
             Kind::Gated(op) => gated::<T>(s, z, op, rows),
             Kind::Logic(_) => Err(bad_pass("logic")),
+            Kind::AddPromoted => Err(bad_pass("add_promoted")),
         })
     });
     Ok(c.job(rows, run))
@@ -329,6 +360,36 @@ fn binary<T: Element>(s: &Stream, z: Sizes, op: BinaryOp, rows: &[Row]) -> Resul
                 )
             })
         }
+        p => Err(bad_pass(p)),
+    })
+}
+
+/// `torch.add(a, b)` with a of `A` and b of `B`, out of their result type.
+fn add_promoted<A: Promote<B>, B: Element>(s: &Stream, z: Sizes, rows: &[Row]) -> Result<()> {
+    let n = z.n;
+    let a = random_sets::<A>(s, z, 3, -2.0, 2.0)?;
+    let b = random_sets::<B>(s, z, 4, 0.5, 2.0)?;
+    let mut out = output::<A::Out>(s, z)?;
+    let desc = PromotedBinaryDescriptor {
+        op: BinaryOp::Add,
+        a_element: A::KIND,
+        b_element: B::KIND,
+        a_shape: [n],
+        b_shape: [n],
+    };
+    let plan = PromotedBinaryPlan::<A, B, 1>::select(s, &desc, &PlanPreference::default())?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, z.placements, |i| {
+            plan.run(
+                s,
+                Workspace::None,
+                PromotedBinaryArgs {
+                    a: TensorRef::contiguous(a[i].as_slice(), [n])?,
+                    b: TensorRef::contiguous(b[i].as_slice(), [n])?,
+                    out: TensorMut::contiguous(out.as_slice_mut(), [n])?,
+                },
+            )
+        }),
         p => Err(bad_pass(p)),
     })
 }

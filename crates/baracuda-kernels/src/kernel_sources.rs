@@ -55,6 +55,10 @@ pub(crate) const COMMON: &[(&str, &str)] = &[
         "common/scan.cuh",
         include_str!("../kernels/common/scan.cuh"),
     ),
+    (
+        "common/softmax_row.cuh",
+        include_str!("../kernels/common/softmax_row.cuh"),
+    ),
 ];
 
 /// `kernels/<path>` as a [`KernelSource`] with the [`COMMON`] headers.
@@ -124,12 +128,29 @@ source!(
     SOFTMAX = "softmax/softmax.cu"
 );
 source!(
+    /// Gumbel-softmax along one dim (given or Philox noise), forward and
+    /// backward, and the Philox gumbels alone.
+    GUMBEL_SOFTMAX = "softmax/gumbel_softmax.cu"
+);
+source!(
+    /// Sparsemax along one dim, forward and backward.
+    SPARSEMAX = "softmax/sparsemax.cu"
+);
+source!(
     /// LayerNorm and RMSNorm, forward and backward.
     NORM = "norm/norm.cu"
 );
 source!(
     /// GroupNorm (and InstanceNorm), forward and backward.
     GROUP_NORM = "norm/group_norm.cu"
+);
+source!(
+    /// BatchNorm, forward (training and eval) and backward.
+    BATCH_NORM = "norm/batch_norm.cu"
+);
+source!(
+    /// LocalResponseNorm, forward and backward.
+    LOCAL_RESPONSE_NORM = "norm/local_response_norm.cu"
 );
 source!(
     /// Rotary position embedding, forward and backward.

@@ -68,7 +68,8 @@ families! {
     reduce;
     /// Softmax, log-softmax and softmin along one dim.
     softmax;
-    /// LayerNorm, RMSNorm, GroupNorm and InstanceNorm, forward and backward.
+    /// LayerNorm, RMSNorm, GroupNorm, InstanceNorm, BatchNorm and
+    /// LocalResponseNorm, forward and backward.
     norm;
     /// Scaled dot-product attention and rotary position embeddings.
     attention;

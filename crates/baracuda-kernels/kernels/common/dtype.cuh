@@ -78,6 +78,53 @@ __device__ __forceinline__ ACC acc_lowest() { return -ACC(__int_as_float(0x7f800
 __device__ __forceinline__ ACC acc_highest() { return ACC(__int_as_float(0x7f800000)); }
 #endif
 
+#if !BARACUDA_INTEGER
+// The float element types by code (BARACUDA_DTYPE's), and the conversion
+// of each to and from ACC, for maps whose operands have element types of
+// their own (mixed-dtype binary ops). acc_of is exact wherever ACC is at
+// least as wide as the operand (always, for a promoted result type);
+// acc_to rounds once to nearest even, except an f64 ACC stored as f16 or
+// bf16 goes through f32 first, as PyTorch's static_cast.
+template <int C>
+struct FloatOf;
+template <>
+struct FloatOf<0> { typedef float t; };
+template <>
+struct FloatOf<1> { typedef double t; };
+template <>
+struct FloatOf<2> { typedef __half t; };
+template <>
+struct FloatOf<3> { typedef __nv_bfloat16 t; };
+__device__ __forceinline__ ACC acc_of(float v) { return ACC(v); }
+__device__ __forceinline__ ACC acc_of(double v) { return ACC(v); }
+__device__ __forceinline__ ACC acc_of(__half v) { return ACC(__half2float(v)); }
+__device__ __forceinline__ ACC acc_of(__nv_bfloat16 v) { return ACC(__bfloat162float(v)); }
+// A bool (one byte, 0 or 1) read as 0 or 1 (the condition of `where`).
+__device__ __forceinline__ ACC acc_of(unsigned char v) { return v ? ACC(1) : ACC(0); }
+template <typename C>
+struct AccTo;
+template <>
+struct AccTo<float> {
+    static __device__ __forceinline__ float f(ACC v) { return (float)v; }
+};
+template <>
+struct AccTo<double> {
+    static __device__ __forceinline__ double f(ACC v) { return (double)v; }
+};
+template <>
+struct AccTo<__half> {
+    static __device__ __forceinline__ __half f(ACC v) { return __float2half_rn((float)v); }
+};
+template <>
+struct AccTo<__nv_bfloat16> {
+    static __device__ __forceinline__ __nv_bfloat16 f(ACC v) { return __float2bfloat16_rn((float)v); }
+};
+template <typename C>
+__device__ __forceinline__ C acc_to(ACC v) {
+    return AccTo<C>::f(v);
+}
+#endif
+
 // The element type of a sum or product stored as it accumulated (sum,
 // prod, cumsum, cumprod): T for the floats (rounded once), i64 for the
 // integer types (PyTorch promotes integer sums and products to int64).
@@ -107,6 +154,9 @@ __device__ __forceinline__ double m_tanh(double x) { return tanh(x); }
 __device__ __forceinline__ bool m_isnan(float x) { return x != x; }
 __device__ __forceinline__ bool m_isnan(double x) { return x != x; }
 __device__ __forceinline__ bool m_isnan(i64) { return false; }
+__device__ __forceinline__ bool m_signbit(float x) { return signbit(x); }
+__device__ __forceinline__ bool m_signbit(double x) { return signbit(x); }
+__device__ __forceinline__ bool m_signbit(i64 x) { return x < 0; }
 __device__ __forceinline__ float m_pow(float a, float b) { return powf(a, b); }
 __device__ __forceinline__ double m_pow(double a, double b) { return pow(a, b); }
 

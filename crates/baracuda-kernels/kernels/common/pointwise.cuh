@@ -145,3 +145,160 @@ __device__ __forceinline__ void pointwise_contig(const void* const (&in)[NIN], T
 // POINTWISE_KERNELS_P_C0 with every input of type T.
 #define POINTWISE_KERNELS_P(PREFIX, NAME, F, NIN, NOUT, PARAMS, INS, OUTS, P) \
     POINTWISE_KERNELS_P_C0(PREFIX, NAME, F, NIN, NOUT, PARAMS, INS, OUTS, P, T)
+
+// ---- Maps whose operands each have an element type of their own ----
+//
+// Types<C...> lists the element types of a map's inputs or outputs; the
+// kernels below load and store each operand as its own type, converting
+// to and from ACC (dtype.cuh's acc_of / acc_to), while T (the widest
+// operand: a promoted result type) sets VEC. A contiguous thread maps one
+// vector of VEC elements: a 16-byte vector of T, and VEC elements of a
+// narrower operand (VecOf, 4 or 8 bytes), so every operand's vector i
+// covers the same elements and one pass of the grid sized for T's VEC
+// covers the tensor. The mixed-dtype binary ops (binary.cu, BARACUDA_DTYPE_A
+// and _B) use them; same-type maps keep pointwise_contig, which holds raw
+// T vectors until it computes.
+template <typename... Cs>
+struct Types {
+    enum { N = (int)sizeof...(Cs) };
+};
+// The K-th type of a Types list.
+template <int K, typename L>
+struct TypeAt;
+template <typename C, typename... Cs>
+struct TypeAt<0, Types<C, Cs...>> {
+    typedef C t;
+};
+template <int K, typename C, typename... Cs>
+struct TypeAt<K, Types<C, Cs...>> {
+    typedef typename TypeAt<K - 1, Types<Cs...>>::t t;
+};
+// f(IntC<K>()) for K = B, ..., E - 1, in order, so a loop body can name
+// the K-th operand's type (`decltype(kc)::value`).
+template <int K>
+struct IntC {
+    static constexpr int value = K;
+};
+template <int B, int E>
+struct Unroll {
+    template <typename F>
+    static __device__ __forceinline__ void run(F&& f) {
+        f(IntC<B>());
+        Unroll<B + 1, E>::run(f);
+    }
+};
+template <int E>
+struct Unroll<E, E> {
+    template <typename F>
+    static __device__ __forceinline__ void run(F&&) {}
+};
+
+// The contiguous map with input k of type TypeAt<k, INS> and output k of
+// TypeAt<k, OUTS> (pointwise_contig's tiling, grid and tail).
+template <typename INS, typename OUTS, typename F>
+__device__ __forceinline__ void pointwise_contig_typed(const void* const (&in)[INS::N],
+                                                       void* const (&out)[OUTS::N], u64 n, F f) {
+    constexpr int NIN = INS::N, NOUT = OUTS::N;
+    const u64 nvec = n / VEC;
+    const u64 base = (u64)blockIdx.x * blockDim.x * TILE_UNROLL;
+    const bool full = base + (u64)blockDim.x * TILE_UNROLL <= nvec;
+    ACC v[TILE_UNROLL][NIN][VEC];
+#pragma unroll
+    for (int u = 0; u < TILE_UNROLL; ++u) {
+        const u64 i = base + (u64)u * blockDim.x + threadIdx.x;
+        if (full || i < nvec) {
+            Unroll<0, NIN>::run([&](auto kc) {
+                constexpr int k = decltype(kc)::value;
+                typedef typename TypeAt<k, INS>::t C;
+                const VecOf<C> r = reinterpret_cast<const VecOf<C>*>(in[k])[i];
+#pragma unroll
+                for (int e = 0; e < VEC; ++e) v[u][k][e] = acc_of(r.v[e]);
+            });
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < TILE_UNROLL; ++u) {
+        const u64 i = base + (u64)u * blockDim.x + threadIdx.x;
+        if (full || i < nvec) {
+            ACC o[NOUT][VEC];
+#pragma unroll
+            for (int e = 0; e < VEC; ++e) {
+                ACC a[NIN], r[NOUT];
+#pragma unroll
+                for (int k = 0; k < NIN; ++k) a[k] = v[u][k][e];
+                f(a, r);
+#pragma unroll
+                for (int k = 0; k < NOUT; ++k) o[k][e] = r[k];
+            }
+            Unroll<0, NOUT>::run([&](auto kc) {
+                constexpr int k = decltype(kc)::value;
+                typedef typename TypeAt<k, OUTS>::t C;
+                if (out[k]) {
+                    VecOf<C> w;
+#pragma unroll
+                    for (int e = 0; e < VEC; ++e) w.v[e] = acc_to<C>(o[k][e]);
+                    reinterpret_cast<VecOf<C>*>(out[k])[i] = w;
+                }
+            });
+        }
+    }
+    if (blockIdx.x == gridDim.x - 1) {
+        for (u64 t = nvec * VEC + threadIdx.x; t < n; t += blockDim.x) {
+            ACC a[NIN], r[NOUT];
+            Unroll<0, NIN>::run([&](auto kc) {
+                constexpr int k = decltype(kc)::value;
+                a[k] = acc_of(((const typename TypeAt<k, INS>::t*)in[k])[t]);
+            });
+            f(a, r);
+            Unroll<0, NOUT>::run([&](auto kc) {
+                constexpr int k = decltype(kc)::value;
+                typedef typename TypeAt<k, OUTS>::t C;
+                if (out[k]) ((C*)out[k])[t] = acc_to<C>(r[k]);
+            });
+        }
+    }
+}
+
+// The strided map with per-operand element types (pointwise_strided's
+// grid-stride loop).
+template <typename INS, typename OUTS, typename I, typename F>
+__device__ __forceinline__ void pointwise_strided_typed(const StridedArgs& p, F f) {
+    constexpr int NIN = INS::N, NOUT = OUTS::N;
+    const I n = (I)p.n;
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        i64 oo[NOUT], io[NIN];
+        strided_offsets<NOUT, NIN, I>(p, i, oo, io);
+        ACC a[NIN], r[NOUT];
+        Unroll<0, NIN>::run([&](auto kc) {
+            constexpr int k = decltype(kc)::value;
+            a[k] = acc_of(((const typename TypeAt<k, INS>::t*)p.in[k])[io[k]]);
+        });
+        f(a, r);
+        Unroll<0, NOUT>::run([&](auto kc) {
+            constexpr int k = decltype(kc)::value;
+            typedef typename TypeAt<k, OUTS>::t C;
+            if (p.out[k]) ((C*)p.out[k])[oo[k]] = acc_to<C>(r[k]);
+        });
+    }
+}
+
+// The three kernels of one map with per-operand element types INS and
+// OUTS (Types lists) and a parameter `const P q` building the functor
+// (F{q}), as POINTWISE_KERNELS_P_C0: PREFIX_contig_NAME (PARAMS: the
+// inputs INS_PTRS, the outputs OUTS_PTRS, then `u64 n`; then q),
+// PREFIX_strided32_NAME and PREFIX_strided64_NAME (StridedArgs, then q).
+#define POINTWISE_KERNELS_TYPED(PREFIX, NAME, F, INS, OUTS, PARAMS, INS_PTRS, OUTS_PTRS, P)      \
+    extern "C" __global__ void __launch_bounds__(256) PREFIX##_contig_##NAME(PW_UNPAREN PARAMS,   \
+                                                                            const P q) {         \
+        const void* const pw_in[INS::N] = {PW_UNPAREN INS_PTRS};                                \
+        void* const pw_out[OUTS::N] = {PW_UNPAREN OUTS_PTRS};                                   \
+        pointwise_contig_typed<INS, OUTS>(pw_in, pw_out, n, F{q});                              \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(256) PREFIX##_strided32_##NAME(StridedArgs p,    \
+                                                                               const P q) {      \
+        pointwise_strided_typed<INS, OUTS, u32>(p, F{q});                                       \
+    }                                                                                           \
+    extern "C" __global__ void __launch_bounds__(256) PREFIX##_strided64_##NAME(StridedArgs p,    \
+                                                                               const P q) {      \
+        pointwise_strided_typed<INS, OUTS, u64>(p, F{q});                                       \
+    }

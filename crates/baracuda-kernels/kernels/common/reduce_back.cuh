@@ -10,8 +10,9 @@
 // PAIRWISE_RUN + 4) u sum|terms| for n terms (u the ACC unit roundoff),
 // where a sequential sum allows (n - 1) u sum|terms|.
 //
-// The host side is src/elementwise/reduce_back.rs. Input 0 may have its
-// own element type C0 (the bool condition of `where`).
+// The host side is src/elementwise/reduce_back.rs. Each input may have its
+// own element type (the bool condition of `where`; the mixed-dtype binary
+// ops), and the gradient its own (reduce_back_typed).
 #pragma once
 
 #define RB_MAX_INS 4
@@ -121,11 +122,13 @@ __device__ __forceinline__ ACC pairwise_sum(ACC* column, u64 begin, u64 end, u64
 // range summing pairwise (PairwiseSum), then a fixed-order tree in shared
 // memory adds the TY partials. Few outputs (a scalar b) give TX = 1,
 // TY = 256: consecutive threads read consecutive reduced elements; many (a
-// bias) give TX = 256, TY = 1. DF maps the NIN inputs (input 0 of type
-// C0) at one element to the gradient's term there:
-// `ACC operator()(const ACC (&in)[NIN]) const`.
-template <int NIN, typename C0, typename DF>
-__device__ __forceinline__ void reduce_back(const ReduceArgs& p, DF df) {
+// bias) give TX = 256, TY = 1. DF maps the inputs at one element (input k
+// of type TypeAt<k, INS>, pointwise.cuh's Types list) to the gradient's
+// term there: `ACC operator()(const ACC (&in)[INS::N]) const`; the
+// gradient is stored as TG.
+template <typename INS, typename TG, typename DF>
+__device__ __forceinline__ void reduce_back_typed(const ReduceArgs& p, DF df) {
+    constexpr int NIN = INS::N;
     extern __shared__ __align__(16) unsigned char reduce_smem[];
     ACC* part = (ACC*)reduce_smem;  // [256], then the levels
     ACC* levels = part + 256;
@@ -143,9 +146,10 @@ __device__ __forceinline__ void reduce_back(const ReduceArgs& p, DF df) {
             i64 rb[NIN];
             reduce_offsets<false, NIN>(p, r, rb);
             ACC v[NIN];
-            v[0] = to_acc(((const C0*)p.in[0])[ob[1] + rb[0]]);
-#pragma unroll
-            for (int k = 1; k < NIN; ++k) v[k] = to_acc(((const T*)p.in[k])[ob[k + 1] + rb[k]]);
+            Unroll<0, NIN>::run([&](auto kc) {
+                constexpr int k = decltype(kc)::value;
+                v[k] = acc_of(((const typename TypeAt<k, INS>::t*)p.in[k])[ob[k + 1] + rb[k]]);
+            });
             return df(v);
         });
     }
@@ -158,14 +162,35 @@ __device__ __forceinline__ void reduce_back(const ReduceArgs& p, DF df) {
     if (ty != 0 || o >= p.n_out) return;
     acc = part[tx];
     if (p.splits == 1) {
-        ((T*)p.grad)[ob[0]] = from_acc(acc);
+        ((TG*)p.grad)[ob[0]] = acc_to<TG>(acc);
     } else {
         ((ACC*)p.partial)[(u64)blockIdx.y * p.n_out + o] = acc;
     }
 }
 
-// Sum of each output's split partials, pairwise in split order.
-__device__ __forceinline__ void reduce_back_finalize(const ReduceArgs& p) {
+// Types<C0, T, ..., T> of NIN types.
+template <int NIN, typename L>
+struct InputTypes;
+template <int NIN, typename... Cs>
+struct InputTypes<NIN, Types<Cs...>> {
+    typedef typename InputTypes<NIN - 1, Types<Cs..., T>>::t t;
+};
+template <typename... Cs>
+struct InputTypes<0, Types<Cs...>> {
+    typedef Types<Cs...> t;
+};
+
+// reduce_back_typed with input 0 of type C0 (the bool condition of
+// `where`), the other NIN - 1 inputs and the gradient of type T.
+template <int NIN, typename C0, typename DF>
+__device__ __forceinline__ void reduce_back(const ReduceArgs& p, DF df) {
+    reduce_back_typed<typename InputTypes<NIN - 1, Types<C0>>::t, T>(p, df);
+}
+
+// Sum of each output's split partials, pairwise in split order, stored as
+// TG.
+template <typename TG>
+__device__ __forceinline__ void reduce_back_finalize_typed(const ReduceArgs& p) {
     extern __shared__ __align__(16) unsigned char reduce_smem[];
     ACC* levels = (ACC*)reduce_smem;
     const u64 o = (u64)blockIdx.x * blockDim.x + threadIdx.x;
@@ -175,5 +200,10 @@ __device__ __forceinline__ void reduce_back_finalize(const ReduceArgs& p) {
     const ACC* part = (const ACC*)p.partial;
     const ACC acc = pairwise_sum(levels + threadIdx.x, 0, p.splits, 1,
                                  [&](u64 s) { return part[s * p.n_out + o]; });
-    ((T*)p.grad)[ob[0]] = from_acc(acc);
+    ((TG*)p.grad)[ob[0]] = acc_to<TG>(acc);
+}
+
+// The gradient stored as T.
+__device__ __forceinline__ void reduce_back_finalize(const ReduceArgs& p) {
+    reduce_back_finalize_typed<T>(p);
 }

@@ -38,7 +38,10 @@
 //   pairwise sums split across blocks, then `finalize`.
 // Traffic (n elems, b bytes): FW 3nb, BW 5nb (less when broadcast).
 // Specialised by: BARACUDA_DTYPE; BARACUDA_OP (the op's index) limits the
-// module to one op's kernels, so a plan compiles only what it runs.
+// module to one op's kernels, so a plan compiles only what it runs;
+// BARACUDA_DTYPE_A and BARACUDA_DTYPE_B (codes of dtype.cuh) make it the
+// mixed-dtype module of PromotedBinaryPlan, with BARACUDA_DTYPE the result
+// type (typed kernels of pointwise.cuh and reduce_back.cuh).
 #include "common/dtype.cuh"
 #include "common/strided.cuh"
 #include "common/pointwise.cuh"
@@ -89,13 +92,16 @@ struct BinaryMath<DIV> {
     static __device__ __forceinline__ ACC db(ACC a, ACC b, ACC dy) { return -dy * a / (b * b); }
 };
 
-// maximum (MAX) or minimum: a NaN operand wins; ties split dy in half, a
-// NaN operand passes dy to both sides.
+// maximum (MAX) or minimum: a NaN operand wins; -0 orders below +0 (the
+// hardware max/min PyTorch's kernels use: maximum(0, -0) = 0, minimum
+// -0, whatever the operand order); ties split dy in half, a NaN operand
+// passes dy to both sides.
 template <bool MAX>
 struct MaxMin {
     static __device__ __forceinline__ ACC f(ACC a, ACC b) {
         if (m_isnan(a)) return a;
         if (m_isnan(b)) return b;
+        if (a == b) return m_signbit(a) == MAX ? b : a;
         return (MAX ? a > b : a < b) ? a : b;
     }
     static __device__ __forceinline__ ACC da(ACC a, ACC b, ACC dy) {
@@ -394,6 +400,7 @@ struct BinaryDf {
     }
 };
 
+#ifndef BARACUDA_DTYPE_A
 extern "C" __global__ void __launch_bounds__(256) binary_bw_finalize(ReduceArgs p) {
     reduce_back_finalize(p);
 }
@@ -414,6 +421,46 @@ extern "C" __global__ void __launch_bounds__(256) binary_bw_finalize(ReduceArgs 
         binary_bw_reduce_b_##NAME(ReduceArgs p, const BinaryParams q) {                             \
         reduce_back<3, T>(p, BinaryDf<OP, 1>{q});                                                   \
     }
+#else
+// Mixed dtypes (PromotedBinaryPlan): a of TA (BARACUDA_DTYPE_A), b of TB
+// (BARACUDA_DTYPE_B), out and dy of T, PyTorch's result type of TA and TB
+// (BARACUDA_DTYPE); da of TA, db of TB. Each input converts exactly to ACC
+// (T's accumulator: T is f32 or f64 here, at least as wide as TA and TB),
+// as PyTorch's upcast to the result type; the math is the same-dtype
+// op's, and each gradient, summed in ACC where its input is broadcast, is
+// rounded once to its input's type. The kernels keep the same-dtype names
+// (the module's defines select them), with one finalize per gradient type.
+typedef FloatOf<BARACUDA_DTYPE_A>::t TA;
+typedef FloatOf<BARACUDA_DTYPE_B>::t TB;
+typedef Types<TA, TB> PromotedIn;
+typedef Types<T> PromotedOut;
+typedef Types<TA, TB, T> PromotedBwIn;
+typedef Types<TA, TB> PromotedBwOut;
+
+extern "C" __global__ void __launch_bounds__(256) binary_bw_finalize_a(ReduceArgs p) {
+    reduce_back_finalize_typed<TA>(p);
+}
+extern "C" __global__ void __launch_bounds__(256) binary_bw_finalize_b(ReduceArgs p) {
+    reduce_back_finalize_typed<TB>(p);
+}
+
+// Contiguous kernels take (a, b, out, n, q) and (a, b, dy, da, db, n, q);
+// strided ones StridedArgs, then q; reductions ReduceArgs, then q.
+#define BINARY_KERNELS(NAME, OP)                                                                    \
+    POINTWISE_KERNELS_TYPED(binary_fw, NAME, BinaryFw<OP>, PromotedIn, PromotedOut,                 \
+                            (const TA* a, const TB* b, T* out, u64 n), (a, b), (out), BinaryParams) \
+    POINTWISE_KERNELS_TYPED(binary_bw, NAME, BinaryBw<OP>, PromotedBwIn, PromotedBwOut,             \
+                            (const TA* a, const TB* b, const T* dy, TA* da, TB* db, u64 n),         \
+                            (a, b, dy), (da, db), BinaryParams)                                     \
+    extern "C" __global__ void __launch_bounds__(256)                                               \
+        binary_bw_reduce_a_##NAME(ReduceArgs p, const BinaryParams q) {                             \
+        reduce_back_typed<PromotedBwIn, TA>(p, BinaryDf<OP, 0>{q});                                 \
+    }                                                                                               \
+    extern "C" __global__ void __launch_bounds__(256)                                               \
+        binary_bw_reduce_b_##NAME(ReduceArgs p, const BinaryParams q) {                             \
+        reduce_back_typed<PromotedBwIn, TB>(p, BinaryDf<OP, 1>{q});                                 \
+    }
+#endif
 
 #if !defined(BARACUDA_OP) || BARACUDA_OP == 0
 BINARY_KERNELS(add, ADD)

@@ -11,6 +11,19 @@
 // A row of -inf gives m = -inf and NaN everywhere, a +inf or a NaN NaN
 // everywhere, as PyTorch.
 //
+// Masks (softmax and log_softmax; BARACUDA_MASK, read in the same pass as x,
+// any strides, 0 = broadcast):
+//   keep (bool bytes)  z = keep ? x : -inf    (masked_fill(x, ~keep, -inf))
+//                      BW dx = keep ? dx : 0  (masked_fill's backward)
+//   add (T)            z = round_T(x + mask)  (PyTorch's x + mask in T)
+//                      BW unchanged (the gradient of x + mask is dz)
+// A row with nothing kept is all -inf: NaN forward, as the composite; its
+// dx is 0 (every element masked).
+//
+// Output dtype Y: T, or f32 for f16/bf16 input (BARACUDA_OUT_F32, PyTorch's
+// softmax(x, dim, dtype=torch.float32)): FW reads T and writes Y, BW reads
+// y and dy in Y and writes dx in T.
+//
 // Work split (the host picks the kernel, softmax/softmax.rs):
 //   softmax_*_row  `group` threads (a power of two, 32..1024) per row,
 //                  blockDim.x / group rows per block, a grid-stride loop
@@ -36,41 +49,58 @@
 // longer rows twice) and writes y; BW likewise for y and dy, writes dx.
 // Memory bound.
 // 64-bit offsets throughout.
-// Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_OP (below).
+// Specialised by: BARACUDA_DTYPE (T, ACC); BARACUDA_OP (below);
+// BARACUDA_OUT_F32 (Y); BARACUDA_MASK (MASK_*: an unmasked module holds no
+// mask code, so its register kernels keep every register for the row).
 #include "common/dtype.cuh"
 #include "common/reduce.cuh"
+#include "common/softmax_row.cuh"
 
 #define SOFTMAX 0
 #define LOG_SOFTMAX 1
 #define SOFTMIN 2
 
+#define MASK_NONE 0
+#define MASK_KEEP 1
+#define MASK_ADD 2
+
 #ifndef BARACUDA_OP
 #error "BARACUDA_OP must be defined"
 #endif
+#ifndef BARACUDA_MASK
+#error "BARACUDA_MASK must be defined (MASK_NONE, MASK_KEEP or MASK_ADD)"
+#endif
+#ifndef BARACUDA_OUT_F32
+#error "BARACUDA_OUT_F32 must be defined (0: y in T; 1: y in f32)"
+#endif
+
+#if BARACUDA_OUT_F32
+typedef float Y;
+__device__ __forceinline__ Y to_y(ACC v) { return v; }
+__device__ __forceinline__ ACC y_acc(Y v) { return v; }
+#else
+typedef T Y;
+__device__ __forceinline__ Y to_y(ACC v) { return from_acc(v); }
+__device__ __forceinline__ ACC y_acc(Y v) { return to_acc(v); }
+#endif
 
 struct SoftmaxParams {
-    const T* x;     // FW: x; BW: y
-    const T* g;     // BW: dy; FW: null
-    T* out;         // FW: y; BW: dx
+    const void* x;     // FW: x (T); BW: y (Y)
+    const void* g;     // BW: dy (Y); FW: null
+    void* out;         // FW: y (Y); BW: dx (T)
+    const void* mask;  // keep: bytes; add: T; null without a mask
     u64 rows;       // positions of the outer dims
     u64 n;          // extent of the softmax dim
     u64 cache_elems;  // shared-memory elements per row and array (cache_chunks * VEC)
     u32 rank;       // outer dims
     u32 group;      // row kernels: threads per row
-    u32 vec;        // 1: the softmax dim has stride 1 in every operand
+    u32 vec;        // 1: the softmax dim has stride 1 in x, g and out
     u32 cache_chunks; // leading chunks of each row kept in shared memory
+    u32 mvec;       // 1: the mask has stride 1 along the softmax dim
     u64 shape[REDUCE_MAX_RANK];
-    i64 sx[REDUCE_MAX_RANK], sg[REDUCE_MAX_RANK], so[REDUCE_MAX_RANK];
-    i64 ax, ag, ao;  // strides along the softmax dim
+    i64 sx[REDUCE_MAX_RANK], sg[REDUCE_MAX_RANK], so[REDUCE_MAX_RANK], sm[REDUCE_MAX_RANK];
+    i64 ax, ag, ao, am;  // strides along the softmax dim
 };
-
-// Two accumulators: (max, sum) forward, (sum, unused) backward.
-struct Pair {
-    ACC a, b;
-};
-
-__device__ __forceinline__ ACC acc_inf() { return ACC(reduce_inf()); }
-__device__ __forceinline__ ACC nan_max(ACC a, ACC b) { return (b != b || b > a) ? b : a; }
 
 // z of the forward.
 __device__ __forceinline__ ACC fw_in(T v) {
@@ -79,30 +109,6 @@ __device__ __forceinline__ ACC fw_in(T v) {
 #else
     return to_acc(v);
 #endif
-}
-
-// Online (max, sum): push z, one exp per element (the rescale runs only
-// when the max grows). -inf adds nothing (an all -inf row keeps the sum 0);
-// +inf and NaN make the sum NaN, so the row's outputs are NaN.
-__device__ __forceinline__ void online_push(Pair& st, ACC z) {
-    if (z != z) {
-        st = Pair{z, z};
-    } else if (st.a != st.a) {
-        return;
-    } else if (z > st.a) {
-        st.b = z == acc_inf() ? z - z : st.b * m_exp(st.a - z) + ACC(1);
-        st.a = z;
-    } else if (z != -acc_inf()) {
-        st.b += m_exp(z - st.a);
-    }
-}
-
-__device__ __forceinline__ Pair online_merge(Pair l, Pair h) {
-    const ACC m = nan_max(l.a, h.a);
-    if (m == -acc_inf()) return l;
-    const ACC sl = l.a == -acc_inf() ? ACC(0) : l.b * m_exp(l.a - m);
-    const ACC sh = h.a == -acc_inf() ? ACC(0) : h.b * m_exp(h.a - m);
-    return Pair{m, sl + sh};
 }
 
 // The per-row constant of the output: 1/s (softmax, softmin) or log s.
@@ -114,11 +120,11 @@ __device__ __forceinline__ ACC fw_coef(ACC s) {
 #endif
 }
 
-__device__ __forceinline__ T fw_out(ACC z, ACC m, ACC c) {
+__device__ __forceinline__ Y fw_out(ACC z, ACC m, ACC c) {
 #if BARACUDA_OP == LOG_SOFTMAX
-    return from_acc((z - m) - c);
+    return to_y((z - m) - c);
 #else
-    return from_acc(m_exp(z - m) * c);
+    return to_y(m_exp(z - m) * c);
 #endif
 }
 
@@ -141,25 +147,59 @@ __device__ __forceinline__ T bw_out(ACC y, ACC dy, ACC t) {
 #endif
 }
 
-// Merge the states of `group` threads and give the total to all of them
-// (every thread of the block calls; `red` holds blockDim.x / 32 states,
-// `bc` blockDim.x / group).
-template <typename F>
-__device__ __forceinline__ Pair group_all(Pair v, u32 group, F merge, Pair* red, Pair* bc) {
-    v = group_reduce(v, group, merge, red);
-    if (group <= 32u) return v;  // the butterflies leave the total in every lane
-    if (threadIdx.x % group == 0) bc[threadIdx.x / group] = v;
-    __syncthreads();
-    return bc[threadIdx.x / group];
-}
-
 __device__ __forceinline__ bool aligned16(const void* p) { return ((u64)p & 15u) == 0; }
 
+// Bytes of a chunk of VEC elements of E, and the alignment its vector
+// access needs (at most 16: wider chunks are several 16-byte accesses).
+template <typename E>
+__device__ __forceinline__ u64 chunk_align() {
+    return VEC * sizeof(E) < 16 ? VEC * sizeof(E) : 16;
+}
+template <typename E>
+__device__ __forceinline__ bool aligned_chunk(const E* p) { return ((u64)p & (chunk_align<E>() - 1)) == 0; }
+
+// K elements of E at p (aligned to min(K * sizeof(E), 16) bytes) in the
+// fewest accesses: one of 2, 4, 8 or 16 bytes, or several of 16.
+template <typename E, int K>
+__device__ __forceinline__ void load_k(const E* p, E (&v)[K]) {
+    constexpr int B = K * (int)sizeof(E);
+    static_assert(B == 2 || B == 4 || B == 8 || B % 16 == 0, "chunk size");
+    if constexpr (B % 16 == 0) {
+#pragma unroll
+        for (int w = 0; w < B / 16; ++w) {
+            const uint4 r = reinterpret_cast<const uint4*>(p)[w];
+            memcpy(reinterpret_cast<unsigned char*>(&v[0]) + 16 * w, &r, 16);
+        }
+    } else if constexpr (B == 8) {
+        const uint2 r = *reinterpret_cast<const uint2*>(p);
+        memcpy(&v[0], &r, 8);
+    } else if constexpr (B == 4) {
+        const unsigned r = *reinterpret_cast<const unsigned*>(p);
+        memcpy(&v[0], &r, 4);
+    } else {
+        const unsigned short r = *reinterpret_cast<const unsigned short*>(p);
+        memcpy(&v[0], &r, 2);
+    }
+}
+
+template <typename E, int K>
+__device__ __forceinline__ void store_k(E* p, const E (&v)[K]) {
+    constexpr int B = K * (int)sizeof(E);
+    static_assert(B % 16 == 0, "stored chunks are whole 16-byte vectors");
+#pragma unroll
+    for (int w = 0; w < B / 16; ++w) {
+        uint4 r;
+        memcpy(&r, reinterpret_cast<const unsigned char*>(&v[0]) + 16 * w, 16);
+        reinterpret_cast<uint4*>(p)[w] = r;
+    }
+}
+
 // Chunk `c` of a row: `cnt` elements from index i = c * VEC into v, from
-// operand p with stride st (16-byte load when `vec`).
-__device__ __forceinline__ void load_chunk(const T* p, i64 st, u64 i, int cnt, bool vec, T (&v)[VEC]) {
+// operand p with stride st (vector loads when `vec`).
+template <typename E>
+__device__ __forceinline__ void load_chunk(const E* p, i64 st, u64 i, int cnt, bool vec, E (&v)[VEC]) {
     if (vec && cnt == VEC) {
-        load_vec(p + i, 0, v);
+        load_k<E, VEC>(p + i, v);
         return;
     }
 #pragma unroll
@@ -167,14 +207,72 @@ __device__ __forceinline__ void load_chunk(const T* p, i64 st, u64 i, int cnt, b
         if (k < cnt) v[k] = p[(i64)(i + k) * st];
 }
 
-__device__ __forceinline__ void store_chunk(T* p, i64 st, u64 i, int cnt, bool vec, const T (&v)[VEC]) {
+template <typename E>
+__device__ __forceinline__ void store_chunk(E* p, i64 st, u64 i, int cnt, bool vec, const E (&v)[VEC]) {
     if (vec && cnt == VEC) {
-        store_vec(p + i, 0, v);
+        store_k<E, VEC>(p + i, v);
         return;
     }
 #pragma unroll
     for (int k = 0; k < VEC; ++k)
         if (k < cnt) p[(i64)(i + k) * st] = v[k];
+}
+
+// The mask of a row: its base, and whether its chunks load as vectors.
+struct MaskRow {
+    const unsigned char* keep;
+    const T* add;
+    bool vec;
+};
+
+__device__ __forceinline__ MaskRow mask_row(const SoftmaxParams& p, u64 row, bool live) {
+    MaskRow m{nullptr, nullptr, false};
+    if constexpr (BARACUDA_MASK == MASK_NONE) return m;
+    const i64 off = live ? strided_offset(row, p.rank, p.shape, p.sm) : 0;
+    if constexpr (BARACUDA_MASK == MASK_KEEP) {
+        m.keep = static_cast<const unsigned char*>(p.mask) + off;
+        m.vec = p.mvec && aligned_chunk(m.keep);
+    } else {
+        m.add = static_cast<const T*>(p.mask) + off;
+        m.vec = p.mvec && aligned_chunk(m.add);
+    }
+    return m;
+}
+
+// The mask applied to z of the chunk at index i (cnt elements): -inf
+// where not kept, or x + mask rounded to T (PyTorch adds in T).
+__device__ __forceinline__ void mask_z(const SoftmaxParams& p, const MaskRow& m, u64 i, int cnt, ACC (&z)[VEC]) {
+    if constexpr (BARACUDA_MASK == MASK_KEEP) {
+        unsigned char k8[VEC];
+        load_chunk(m.keep, p.am, i, cnt, m.vec, k8);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k)
+            if (k < cnt && !k8[k]) z[k] = -acc_inf();
+    } else if constexpr (BARACUDA_MASK == MASK_ADD) {
+        T a[VEC];
+        load_chunk(m.add, p.am, i, cnt, m.vec, a);
+#pragma unroll
+        for (int k = 0; k < VEC; ++k)
+            if (k < cnt) z[k] = to_acc(from_acc(z[k] + to_acc(a[k])));
+    }
+}
+
+// The keep flags of the backward's chunk at index i: all kept but under a
+// keep mask.
+__device__ __forceinline__ void mask_keep(const SoftmaxParams& p, const MaskRow& m, u64 i, int cnt, bool (&keep)[VEC]) {
+    unsigned char k8[VEC];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) k8[k] = 1;
+    if constexpr (BARACUDA_MASK == MASK_KEEP) load_chunk(m.keep, p.am, i, cnt, m.vec, k8);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) keep[k] = k8[k] != 0;
+}
+
+// z of a chunk of x: fw_in of each loaded element, then the mask.
+__device__ __forceinline__ void chunk_z(const SoftmaxParams& p, const MaskRow& m, u64 i, int cnt, const T (&v)[VEC], ACC (&z)[VEC]) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) z[k] = k < cnt ? fw_in(v[k]) : -acc_inf();
+    mask_z(p, m, i, cnt, z);
 }
 
 __device__ __forceinline__ int chunk_len(u64 n, u64 i) { return n - i < (u64)VEC ? (int)(n - i) : VEC; }
@@ -183,13 +281,12 @@ __device__ __forceinline__ int chunk_len(u64 n, u64 i) { return n - i < (u64)VEC
 // Rows in registers: each of the `group` threads of a row holds V chunks
 // (chunk c = t + j * group), all loaded before any arithmetic, so a thread
 // has V loads in flight. FW: max over the group, exp(z - max) kept in
-// registers, sum over the group, y; one read of x, one exp per element. BW:
-// sum(dy y) (log_softmax: sum(dy)) over the group, dx; one read of y and
-// dy. Two reductions (FW) or one (BW), one barrier each.
+// registers, sum over the group, y; one read of x (and the mask), one exp
+// per element. BW: sum(dy y) (log_softmax: sum(dy)) over the group, dx;
+// one read of y and dy. Two reductions (FW) or one (BW), one barrier each.
 // ---------------------------------------------------------------------------
 
-// The row's base pointer of operand `p` (strides `s`), or `p` itself for a
-// dead row.
+// The row's base offset of operand strides `s`, or 0 for a dead row.
 __device__ __forceinline__ i64 row_offset(const SoftmaxParams& p, u64 row, bool live, const i64* s) {
     return live ? strided_offset(row, p.rank, p.shape, s) : 0;
 }
@@ -201,8 +298,9 @@ __device__ __forceinline__ void fw_reg(const SoftmaxParams& p) {
     for (u64 base = (u64)blockIdx.x * rpb; base < p.rows; base += (u64)gridDim.x * rpb) {
         const u64 row = base + rib;
         const bool live = row < p.rows;
-        const T* x = p.x + row_offset(p, row, live, p.sx);
-        T* y = p.out + row_offset(p, row, live, p.so);
+        const T* x = static_cast<const T*>(p.x) + row_offset(p, row, live, p.sx);
+        Y* y = static_cast<Y*>(p.out) + row_offset(p, row, live, p.so);
+        const MaskRow mr = mask_row(p, row, live);
         const bool vec = p.vec && aligned16(x) && aligned16(y);
         ACC z[V][VEC];
 #pragma unroll
@@ -211,8 +309,7 @@ __device__ __forceinline__ void fw_reg(const SoftmaxParams& p) {
             const int cnt = live && i < p.n ? chunk_len(p.n, i) : 0;
             T v[VEC];
             if (cnt > 0) load_chunk(x, p.ax, i, cnt, vec, v);
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) z[j][k] = k < cnt ? fw_in(v[k]) : -acc_inf();
+            chunk_z(p, mr, i, cnt, v, z[j]);
         }
         ACC m = -acc_inf();
 #pragma unroll
@@ -240,13 +337,13 @@ __device__ __forceinline__ void fw_reg(const SoftmaxParams& p) {
         for (int j = 0; j < V; ++j) {
             const u64 i = (t + (u64)j * G) * VEC;
             if (!live || i >= p.n) continue;
-            T o[VEC];
+            Y o[VEC];
 #pragma unroll
             for (int k = 0; k < VEC; ++k)
 #if BARACUDA_OP == LOG_SOFTMAX
-                o[k] = from_acc((z[j][k] - m) - c);
+                o[k] = to_y((z[j][k] - m) - c);
 #else
-                o[k] = from_acc(z[j][k] * c);
+                o[k] = to_y(z[j][k] * c);
 #endif
             store_chunk(y, p.ao, i, chunk_len(p.n, i), vec, o);
         }
@@ -261,11 +358,12 @@ __device__ __forceinline__ void bw_reg(const SoftmaxParams& p) {
     for (u64 base = (u64)blockIdx.x * rpb; base < p.rows; base += (u64)gridDim.x * rpb) {
         const u64 row = base + rib;
         const bool live = row < p.rows;
-        const T* y = p.x + row_offset(p, row, live, p.sx);
-        const T* dy = p.g + row_offset(p, row, live, p.sg);
-        T* dx = p.out + row_offset(p, row, live, p.so);
+        const Y* y = static_cast<const Y*>(p.x) + row_offset(p, row, live, p.sx);
+        const Y* dy = static_cast<const Y*>(p.g) + row_offset(p, row, live, p.sg);
+        T* dx = static_cast<T*>(p.out) + row_offset(p, row, live, p.so);
+        const MaskRow mr = mask_row(p, row, live);
         const bool vec = p.vec && aligned16(y) && aligned16(dy) && aligned16(dx);
-        T vy[V][VEC], vg[V][VEC];
+        Y vy[V][VEC], vg[V][VEC];
 #pragma unroll
         for (int j = 0; j < V; ++j) {
             const u64 i = (t + (u64)j * G) * VEC;
@@ -281,7 +379,7 @@ __device__ __forceinline__ void bw_reg(const SoftmaxParams& p) {
             const u64 i = (t + (u64)j * G) * VEC;
 #pragma unroll
             for (int k = 0; k < VEC; ++k)
-                if (live && i + k < p.n) s += bw_term(to_acc(vy[j][k]), to_acc(vg[j][k]));
+                if (live && i + k < p.n) s += bw_term(y_acc(vy[j][k]), y_acc(vg[j][k]));
         }
         // one reduction per row: alternate the arrays row by row
         const ACC tot = group_allreduce(s, G, [](ACC l, ACC h) { return l + h; }, red[phase]);
@@ -290,10 +388,14 @@ __device__ __forceinline__ void bw_reg(const SoftmaxParams& p) {
         for (int j = 0; j < V; ++j) {
             const u64 i = (t + (u64)j * G) * VEC;
             if (!live || i >= p.n) continue;
+            const int cnt = chunk_len(p.n, i);
+            bool keep[VEC];
+            mask_keep(p, mr, i, cnt, keep);
             T o[VEC];
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) o[k] = bw_out(to_acc(vy[j][k]), to_acc(vg[j][k]), tot);
-            store_chunk(dx, p.ao, i, chunk_len(p.n, i), vec, o);
+            for (int k = 0; k < VEC; ++k)
+                o[k] = keep[k] ? bw_out(y_acc(vy[j][k]), y_acc(vg[j][k]), tot) : from_acc(ACC(0));
+            store_chunk(dx, p.ao, i, cnt, vec, o);
         }
     }
 }
@@ -311,7 +413,8 @@ SOFTMAX_REG(4)
 SOFTMAX_REG(8)
 
 // ---------------------------------------------------------------------------
-// Rows past the registers: the leading chunks cached in shared memory.
+// Rows past the registers: the leading chunks cached in shared memory (x
+// forward; y and dy backward; the mask is read again, mostly from L2).
 // ---------------------------------------------------------------------------
 
 extern "C" __global__ void __launch_bounds__(1024) softmax_fw_row(const SoftmaxParams p) {
@@ -323,36 +426,37 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_fw_row(const SoftmaxP
     for (u64 base = (u64)blockIdx.x * rpb; base < p.rows; base += (u64)gridDim.x * rpb) {
         const u64 row = base + rib;
         const bool live = row < p.rows;
-        const T* x = p.x;
-        T* y = p.out;
-        if (live) {
-            x += strided_offset(row, p.rank, p.shape, p.sx);
-            y += strided_offset(row, p.rank, p.shape, p.so);
-        }
+        const T* x = static_cast<const T*>(p.x) + row_offset(p, row, live, p.sx);
+        Y* y = static_cast<Y*>(p.out) + row_offset(p, row, live, p.so);
+        const MaskRow mr = mask_row(p, row, live);
         const bool vec = p.vec && aligned16(x) && aligned16(y);
         T v[VEC];
+        ACC z[VEC];
         Pair st{-acc_inf(), ACC(0)};
         for (u64 c = t; live && c < nch; c += G) {
             const u64 i = c * VEC;
             const int cnt = chunk_len(p.n, i);
             load_chunk(x, p.ax, i, cnt, vec, v);
             if (c < p.cache_chunks) store_chunk(cache, 1, i, cnt, true, v);
+            chunk_z(p, mr, i, cnt, v, z);
 #pragma unroll
             for (int k = 0; k < VEC; ++k)
-                if (k < cnt) online_push(st, fw_in(v[k]));
+                if (k < cnt) online_push(st, z[k]);
         }
         st = group_all(st, G, [](Pair l, Pair h) { return online_merge(l, h); }, red, bc);
         const ACC coef = fw_coef(st.b);
         // y from the cached chunks, and from a second read of x past them
+        Y o[VEC];
         for (u64 c = t; live && c < nch; c += G) {
             const u64 i = c * VEC;
             const int cnt = chunk_len(p.n, i);
             const bool hit = c < p.cache_chunks;
             load_chunk(hit ? cache : x, hit ? 1 : p.ax, i, cnt, hit || vec, v);
+            chunk_z(p, mr, i, cnt, v, z);
 #pragma unroll
             for (int k = 0; k < VEC; ++k)
-                if (k < cnt) v[k] = fw_out(fw_in(v[k]), st.a, coef);
-            store_chunk(y, p.ao, i, cnt, vec, v);
+                if (k < cnt) o[k] = fw_out(z[k], st.a, coef);
+            store_chunk(y, p.ao, i, cnt, vec, o);
         }
     }
 }
@@ -361,23 +465,19 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_bw_row(const SoftmaxP
     extern __shared__ __align__(16) unsigned char dyn[];
     __shared__ Pair red[32], bc[32];
     const u32 G = p.group, rpb = blockDim.x / G, t = threadIdx.x % G, rib = threadIdx.x / G;
-    T* cy = reinterpret_cast<T*>(dyn) + (u64)rib * 2 * p.cache_elems;
-    T* cg = cy + p.cache_elems;
+    Y* cy = reinterpret_cast<Y*>(dyn) + (u64)rib * 2 * p.cache_elems;
+    Y* cg = cy + p.cache_elems;
     const u64 nch = (p.n + VEC - 1) / VEC;
     auto sum_merge = [](Pair l, Pair h) { return Pair{l.a + h.a, ACC(0)}; };
     for (u64 base = (u64)blockIdx.x * rpb; base < p.rows; base += (u64)gridDim.x * rpb) {
         const u64 row = base + rib;
         const bool live = row < p.rows;
-        const T* y = p.x;
-        const T* dy = p.g;
-        T* dx = p.out;
-        if (live) {
-            y += strided_offset(row, p.rank, p.shape, p.sx);
-            dy += strided_offset(row, p.rank, p.shape, p.sg);
-            dx += strided_offset(row, p.rank, p.shape, p.so);
-        }
+        const Y* y = static_cast<const Y*>(p.x) + row_offset(p, row, live, p.sx);
+        const Y* dy = static_cast<const Y*>(p.g) + row_offset(p, row, live, p.sg);
+        T* dx = static_cast<T*>(p.out) + row_offset(p, row, live, p.so);
+        const MaskRow mr = mask_row(p, row, live);
         const bool vec = p.vec && aligned16(y) && aligned16(dy) && aligned16(dx);
-        T vy[VEC], vg[VEC];
+        Y vy[VEC], vg[VEC];
         Pair st{ACC(0), ACC(0)};
         for (u64 c = t; live && c < nch; c += G) {
             const u64 i = c * VEC;
@@ -390,44 +490,63 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_bw_row(const SoftmaxP
             }
 #pragma unroll
             for (int k = 0; k < VEC; ++k)
-                if (k < cnt) st.a += bw_term(to_acc(vy[k]), to_acc(vg[k]));
+                if (k < cnt) st.a += bw_term(y_acc(vy[k]), y_acc(vg[k]));
         }
         const ACC tot = group_all(st, G, sum_merge, red, bc).a;
+        T o[VEC];
+        bool keep[VEC];
         for (u64 c = t; live && c < nch; c += G) {
             const u64 i = c * VEC;
             const int cnt = chunk_len(p.n, i);
             const bool hit = c < p.cache_chunks;
             load_chunk(hit ? cy : y, hit ? 1 : p.ax, i, cnt, hit || vec, vy);
             load_chunk(hit ? cg : dy, hit ? 1 : p.ag, i, cnt, hit || vec, vg);
+            mask_keep(p, mr, i, cnt, keep);
 #pragma unroll
             for (int k = 0; k < VEC; ++k)
-                if (k < cnt) vy[k] = bw_out(to_acc(vy[k]), to_acc(vg[k]), tot);
-            store_chunk(dx, p.ao, i, cnt, vec, vy);
+                if (k < cnt) o[k] = keep[k] ? bw_out(y_acc(vy[k]), y_acc(vg[k]), tot) : from_acc(ACC(0));
+            store_chunk(dx, p.ao, i, cnt, vec, o);
         }
     }
+}
+
+// The mask of element i of a row, one element at a time (column kernels).
+__device__ __forceinline__ ACC col_z(const SoftmaxParams& p, const T* x, const MaskRow& m, u64 i) {
+    ACC z = fw_in(x[(i64)i * p.ax]);
+    if constexpr (BARACUDA_MASK == MASK_KEEP) {
+        if (!m.keep[(i64)i * p.am]) z = -acc_inf();
+    } else if constexpr (BARACUDA_MASK == MASK_ADD) {
+        z = to_acc(from_acc(z + to_acc(m.add[(i64)i * p.am])));
+    }
+    return z;
 }
 
 extern "C" __global__ void __launch_bounds__(256) softmax_fw_col(const SoftmaxParams p) {
     for (u64 row = (u64)blockIdx.x * blockDim.x + threadIdx.x; row < p.rows;
          row += (u64)gridDim.x * blockDim.x) {
-        const T* x = p.x + strided_offset(row, p.rank, p.shape, p.sx);
-        T* y = p.out + strided_offset(row, p.rank, p.shape, p.so);
+        const T* x = static_cast<const T*>(p.x) + strided_offset(row, p.rank, p.shape, p.sx);
+        Y* y = static_cast<Y*>(p.out) + strided_offset(row, p.rank, p.shape, p.so);
+        const MaskRow mr = mask_row(p, row, true);
         Pair st{-acc_inf(), ACC(0)};
-        for (u64 i = 0; i < p.n; ++i) online_push(st, fw_in(x[(i64)i * p.ax]));
+        for (u64 i = 0; i < p.n; ++i) online_push(st, col_z(p, x, mr, i));
         const ACC coef = fw_coef(st.b);
-        for (u64 i = 0; i < p.n; ++i) y[(i64)i * p.ao] = fw_out(fw_in(x[(i64)i * p.ax]), st.a, coef);
+        for (u64 i = 0; i < p.n; ++i) y[(i64)i * p.ao] = fw_out(col_z(p, x, mr, i), st.a, coef);
     }
 }
 
 extern "C" __global__ void __launch_bounds__(256) softmax_bw_col(const SoftmaxParams p) {
     for (u64 row = (u64)blockIdx.x * blockDim.x + threadIdx.x; row < p.rows;
          row += (u64)gridDim.x * blockDim.x) {
-        const T* y = p.x + strided_offset(row, p.rank, p.shape, p.sx);
-        const T* dy = p.g + strided_offset(row, p.rank, p.shape, p.sg);
-        T* dx = p.out + strided_offset(row, p.rank, p.shape, p.so);
+        const Y* y = static_cast<const Y*>(p.x) + strided_offset(row, p.rank, p.shape, p.sx);
+        const Y* dy = static_cast<const Y*>(p.g) + strided_offset(row, p.rank, p.shape, p.sg);
+        T* dx = static_cast<T*>(p.out) + strided_offset(row, p.rank, p.shape, p.so);
+        const MaskRow mr = mask_row(p, row, true);
         ACC tot = ACC(0);
-        for (u64 i = 0; i < p.n; ++i) tot += bw_term(to_acc(y[(i64)i * p.ax]), to_acc(dy[(i64)i * p.ag]));
-        for (u64 i = 0; i < p.n; ++i)
-            dx[(i64)i * p.ao] = bw_out(to_acc(y[(i64)i * p.ax]), to_acc(dy[(i64)i * p.ag]), tot);
+        for (u64 i = 0; i < p.n; ++i) tot += bw_term(y_acc(y[(i64)i * p.ax]), y_acc(dy[(i64)i * p.ag]));
+        for (u64 i = 0; i < p.n; ++i) {
+            const bool keep = BARACUDA_MASK != MASK_KEEP || mr.keep[(i64)i * p.am];
+            dx[(i64)i * p.ao] =
+                keep ? bw_out(y_acc(y[(i64)i * p.ax]), y_acc(dy[(i64)i * p.ag]), tot) : from_acc(ACC(0));
+        }
     }
 }

@@ -16,6 +16,7 @@ mod fill;
 mod gated;
 pub(crate) mod layout;
 mod logic;
+mod promoted_binary;
 mod range;
 mod reduce_back;
 mod ternary;
@@ -26,6 +27,10 @@ pub use binary::{
     BinaryArgs, BinaryBwArgs, BinaryBwInPlaceArgs, BinaryDescriptor, BinaryOp, BinaryPlan,
 };
 pub use cast::{CastArgs, CastBwArgs, CastDescriptor, CastPlan, Fp8Mode, CAST_KINDS};
+pub use promoted_binary::{
+    promoted_kind, Promote, PromotedBinaryArgs, PromotedBinaryBwArgs, PromotedBinaryDescriptor,
+    PromotedBinaryPlan,
+};
 pub use fill::{fill_value, FillArgs, FillDescriptor, FillPlan};
 pub use logic::{
     BinaryLogicArgs, BinaryLogicDescriptor, BinaryLogicOp, BinaryLogicPlan, UnaryLogicArgs,
@@ -47,6 +52,7 @@ use baracuda_driver::ModuleSpec;
 pub(crate) fn module_specs() -> Vec<ModuleSpec> {
     let mut v = unary::unary_specs();
     v.extend(binary::binary_specs());
+    v.extend(promoted_binary::promoted_binary_specs());
     v.extend(cast::cast_specs());
     v.extend(fill::fill_specs());
     v.extend(range::range_specs());

@@ -1084,6 +1084,21 @@ pub fn binary_scalar(op: BinaryOp, a: f64, b: f64) -> f64 {
         BinaryOp::Div => a / b,
         BinaryOp::Maximum | BinaryOp::Minimum if a.is_nan() => a,
         BinaryOp::Maximum | BinaryOp::Minimum if b.is_nan() => b,
+        // -0 below +0, as the kernels and PyTorch's
+        BinaryOp::Maximum if a == b => {
+            if a.is_sign_negative() {
+                b
+            } else {
+                a
+            }
+        }
+        BinaryOp::Minimum if a == b => {
+            if a.is_sign_negative() {
+                a
+            } else {
+                b
+            }
+        }
         BinaryOp::Maximum => a.max(b),
         BinaryOp::Minimum => a.min(b),
         BinaryOp::Atan2 => a.atan2(b),

@@ -1,13 +1,14 @@
 //! Property tests of the norm family's host-side validation: random
-//! shapes, group counts, eps and element types go through the checks
-//! GroupNorm's `select` runs before it touches the GPU; nothing panics, and
-//! every answer is the kernel's dtype code or a typed `Error`.
+//! shapes, group counts, eps, momenta and element types go through the
+//! checks GroupNorm's and BatchNorm's `select` run before they touch the
+//! GPU; nothing panics, and every answer is the kernel's dtype code (or
+//! Ok) or a typed `Error`.
 
 use baracuda_kernels_types::{ElementKind, Error};
 use proptest::prelude::*;
 
 use super::group_norm::validate;
-use super::GroupNormDescriptor;
+use super::{BatchNormDescriptor, GroupNormDescriptor};
 use crate::conv::ConvLayout;
 use crate::fuzz::{config, size, sizes, typed};
 
@@ -77,5 +78,53 @@ proptest! {
         let rank2 = GroupNormDescriptor::group_norm(ElementKind::F32, [2, 4], 2);
         let unsupported = matches!(validate::<f32, 2>(&rank2), Err(Error::Unsupported { .. }));
         prop_assert!(unsupported, "rank 2 is unsupported");
+    }
+
+    #[test]
+    fn batch_norm_descriptors_are_accepted_or_typed_errors(
+        shape in sizes::<4>(),
+        eps in eps(),
+        momentum in eps(),
+        last in any::<bool>(),
+        training in any::<bool>(),
+        running in any::<bool>(),
+        element in element(),
+        f32_params in any::<bool>(),
+    ) {
+        let layout = if last { ConvLayout::ChannelsLast } else { ConvLayout::ChannelsFirst };
+        let param = if f32_params { ElementKind::F32 } else { element };
+        let desc = BatchNormDescriptor::batch_norm(element, shape)
+            .with_param(param)
+            .with_eps(eps)
+            .with_momentum(momentum)
+            .with_training(training)
+            .with_running_stats(running)
+            .with_layout(layout);
+        let count = |dims: &[usize]| dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d));
+        let big = |n: Option<usize>| n.is_none_or(|n| n > 1 << 56);
+        match super::batch_norm::validate::<half::bf16, f32, 4>(&desc) {
+            Ok(()) => {
+                prop_assert!(element == ElementKind::Bf16 && param == ElementKind::F32);
+                prop_assert!(shape[1..].iter().all(|&d| d > 0));
+                prop_assert!(eps.is_finite() && eps >= 0.0 && momentum.is_finite());
+                prop_assert!(!training || desc.channel_elements() != 1);
+                prop_assert!(training || running);
+            }
+            Err(e) => {
+                let bad = element != ElementKind::Bf16
+                    || param != ElementKind::F32
+                    || shape[1..].contains(&0)
+                    || !eps.is_finite()
+                    || eps < 0.0
+                    || !momentum.is_finite()
+                    || big(count(&shape))
+                    || big(count(&shape[1..]))
+                    || shape[1] > u32::MAX as usize
+                    || (training && desc.channel_elements() == 1)
+                    || (!training && !running);
+                prop_assert!(bad, "{desc:?} rejected: {e}");
+                typed("batch_norm", &e)?;
+            }
+        }
     }
 }

@@ -1,6 +1,7 @@
 //! LayerNorm and RMSNorm over rows of `h` elements (row-major `x` of
-//! `rows * h`) and their residual forms (`y = norm(x + r)`), and GroupNorm over channels-first `[N, C, S]`, forward and
-//! backward, in f64.
+//! `rows * h`) and their residual forms (`y = norm(x + r)`), GroupNorm,
+//! BatchNorm and LocalResponseNorm over channels-first `[N, C, S]`,
+//! forward and backward, in f64.
 
 /// One normalization problem.
 #[derive(Clone, Debug)]
@@ -215,6 +216,262 @@ impl GroupNorm {
     }
 }
 
+/// One BatchNorm problem on channels-first `x` of `[batch, channels,
+/// spatial]`: statistics per channel over the batch and the spatial
+/// positions.
+#[derive(Clone, Debug)]
+pub struct BatchNorm {
+    /// Batch `N`.
+    pub batch: usize,
+    /// Channels `C`.
+    pub channels: usize,
+    /// Spatial positions (the product of the spatial dims).
+    pub spatial: usize,
+    /// Added to the variance.
+    pub eps: f64,
+    /// Training (batch statistics) or eval (the running statistics).
+    pub training: bool,
+    /// Weight of the batch statistics in the running-statistics update.
+    pub momentum: f64,
+}
+
+/// BatchNorm's forward outputs.
+#[derive(Clone, Debug, Default)]
+pub struct BatchNormOut {
+    /// The normalized output, channels-first.
+    pub y: Vec<f64>,
+    /// Per channel: the mean used (the batch's in training, the running
+    /// mean in eval).
+    pub mean: Vec<f64>,
+    /// Per channel: the `1 / sqrt(var + eps)` used.
+    pub rstd: Vec<f64>,
+    /// The running mean after the update (training with running
+    /// statistics; else as given, or empty).
+    pub running_mean: Vec<f64>,
+    /// The running variance after the update, likewise.
+    pub running_var: Vec<f64>,
+}
+
+impl BatchNorm {
+    /// Elements per channel: `batch * spatial`.
+    fn m(&self) -> usize {
+        self.batch * self.spatial
+    }
+    /// The offsets of channel `c`'s elements, in (n, s) order.
+    fn elems(&self, c: usize) -> impl Iterator<Item = usize> + '_ {
+        (0..self.batch).flat_map(move |n| {
+            let base = (n * self.channels + c) * self.spatial;
+            base..base + self.spatial
+        })
+    }
+    /// Per channel: the mean and rstd used, and (training) the biased
+    /// variance.
+    fn stats(&self, x: &[f64], running: Option<(&[f64], &[f64])>) -> Vec<(f64, f64, f64)> {
+        let m = self.m() as f64;
+        (0..self.channels)
+            .map(|c| {
+                if self.training {
+                    let mean = self.elems(c).map(|i| x[i]).sum::<f64>() / m;
+                    let var = self.elems(c).map(|i| (x[i] - mean).powi(2)).sum::<f64>() / m;
+                    (mean, 1.0 / (var + self.eps).sqrt(), var)
+                } else {
+                    let (rm, rv) = running.expect("eval takes the running statistics");
+                    (rm[c], 1.0 / (rv[c] + self.eps).sqrt(), rv[c])
+                }
+            })
+            .collect()
+    }
+
+    /// `y = (x - mean) rstd weight[c] + bias[c]`; in training, with
+    /// `running` given, the updated running statistics `(1 - momentum)
+    /// running + momentum batch`, the variance unbiased (`m / (m - 1)`).
+    pub fn forward(
+        &self,
+        x: &[f64],
+        weight: Option<&[f64]>,
+        bias: Option<&[f64]>,
+        running: Option<(&[f64], &[f64])>,
+    ) -> BatchNormOut {
+        let mut out = BatchNormOut {
+            y: vec![0.0; x.len()],
+            ..BatchNormOut::default()
+        };
+        if let Some((rm, rv)) = running {
+            out.running_mean = rm.to_vec();
+            out.running_var = rv.to_vec();
+        }
+        if self.m() == 0 {
+            return out;
+        }
+        let m = self.m() as f64;
+        for (c, (mean, rstd, var)) in self.stats(x, running).into_iter().enumerate() {
+            out.mean.push(mean);
+            out.rstd.push(rstd);
+            let w = weight.map_or(1.0, |w| w[c]);
+            let b = bias.map_or(0.0, |b| b[c]);
+            for i in self.elems(c) {
+                out.y[i] = (x[i] - mean) * rstd * w + b;
+            }
+            if self.training && running.is_some() {
+                let k = self.momentum;
+                out.running_mean[c] = (1.0 - k) * out.running_mean[c] + k * mean;
+                let unbiased = var * m / (m - 1.0);
+                out.running_var[c] = (1.0 - k) * out.running_var[c] + k * unbiased;
+            }
+        }
+        out
+    }
+
+    /// Per element, the magnitude of the terms `dx` sums: `|w rstd| (|dy| +
+    /// |sum(dy)| / m + |xhat sum(dy xhat)| / m)` in training, `|w rstd dy|`
+    /// in eval. A channel of two elements has `xhat = ±sqrt(var / (var +
+    /// eps))` and a `dx` smaller than these terms by `eps / (var + eps)`:
+    /// what is left when they cancel, off by a rounding of the terms.
+    pub fn dx_terms(
+        &self,
+        x: &[f64],
+        weight: Option<&[f64]>,
+        dy: &[f64],
+        running: Option<(&[f64], &[f64])>,
+    ) -> Vec<f64> {
+        let mut t = vec![0.0; x.len()];
+        if self.m() == 0 {
+            return t;
+        }
+        let m = self.m() as f64;
+        for (c, (mean, rstd, _)) in self.stats(x, running).into_iter().enumerate() {
+            let w = weight.map_or(1.0, |w| w[c]);
+            let sum_dy = self.elems(c).map(|i| dy[i]).sum::<f64>();
+            let sum_dy_xhat = self.elems(c).map(|i| dy[i] * (x[i] - mean) * rstd).sum::<f64>();
+            for i in self.elems(c) {
+                let xhat = (x[i] - mean) * rstd;
+                t[i] = (w * rstd).abs()
+                    * if self.training {
+                        dy[i].abs() + (sum_dy / m).abs() + (xhat * sum_dy_xhat / m).abs()
+                    } else {
+                        dy[i].abs()
+                    };
+            }
+        }
+        t
+    }
+
+    /// The gradients of `sum(y * dy)` with respect to x, the weight and the
+    /// bias (`[channels]`): through the batch statistics in training, with
+    /// the running statistics constant in eval.
+    pub fn backward(
+        &self,
+        x: &[f64],
+        weight: Option<&[f64]>,
+        dy: &[f64],
+        running: Option<(&[f64], &[f64])>,
+    ) -> NormGrads {
+        let mut g = NormGrads {
+            dx: vec![0.0; x.len()],
+            dweight: vec![0.0; self.channels],
+            dbias: vec![0.0; self.channels],
+        };
+        if self.m() == 0 {
+            return g;
+        }
+        let m = self.m() as f64;
+        for (c, (mean, rstd, _)) in self.stats(x, running).into_iter().enumerate() {
+            let w = weight.map_or(1.0, |w| w[c]);
+            let sum_dy = self.elems(c).map(|i| dy[i]).sum::<f64>();
+            let sum_dy_xhat = self.elems(c).map(|i| dy[i] * (x[i] - mean) * rstd).sum::<f64>();
+            g.dweight[c] = sum_dy_xhat;
+            g.dbias[c] = sum_dy;
+            for i in self.elems(c) {
+                g.dx[i] = if self.training {
+                    let xhat = (x[i] - mean) * rstd;
+                    w * rstd * (dy[i] - sum_dy / m - xhat * sum_dy_xhat / m)
+                } else {
+                    dy[i] * w * rstd
+                };
+            }
+        }
+        g
+    }
+}
+
+/// One LocalResponseNorm problem (`torch.nn.functional.local_response_norm`)
+/// on channels-first `x` of `[batch, channels, spatial]`: `y = x / (k +
+/// alpha / size * sum x^2)^beta`, the sum over the channels `c - size / 2
+/// ..= c + (size - 1) / 2` that exist (PyTorch's zero padding, the average
+/// always over `size`).
+#[derive(Clone, Debug)]
+pub struct LocalResponseNorm {
+    /// Batch `N`.
+    pub batch: usize,
+    /// Channels `C`.
+    pub channels: usize,
+    /// Spatial positions.
+    pub spatial: usize,
+    /// Channels in the window.
+    pub size: usize,
+    /// Scale of the average.
+    pub alpha: f64,
+    /// Exponent.
+    pub beta: f64,
+    /// Additive constant.
+    pub k: f64,
+}
+
+impl LocalResponseNorm {
+    /// The window of channel `c`.
+    fn window(&self, c: usize) -> core::ops::Range<usize> {
+        c.saturating_sub(self.size / 2)..(c + (self.size - 1) / 2 + 1).min(self.channels)
+    }
+    /// `k + alpha / size * sum x^2` at every element.
+    fn denominators(&self, x: &[f64]) -> Vec<f64> {
+        let (c_n, s_n) = (self.channels, self.spatial);
+        let mut d = vec![0.0; x.len()];
+        for n in 0..self.batch {
+            for c in 0..c_n {
+                for s in 0..s_n {
+                    let sq: f64 = self
+                        .window(c)
+                        .map(|j| x[(n * c_n + j) * s_n + s].powi(2))
+                        .sum();
+                    d[(n * c_n + c) * s_n + s] = self.k + self.alpha / self.size as f64 * sq;
+                }
+            }
+        }
+        d
+    }
+
+    /// `y = x / d^beta`.
+    pub fn forward(&self, x: &[f64]) -> Vec<f64> {
+        let d = self.denominators(x);
+        x.iter().zip(&d).map(|(v, d)| v / d.powf(self.beta)).collect()
+    }
+
+    /// The gradient of `sum(y * dy)` with respect to x: `dy d^-beta - 2
+    /// alpha beta / size * x[c'] * sum_c dy[c] x[c] d[c]^(-beta - 1)` over
+    /// the channels `c` whose window holds `c'`.
+    pub fn backward(&self, x: &[f64], dy: &[f64]) -> Vec<f64> {
+        let d = self.denominators(x);
+        let (c_n, s_n) = (self.channels, self.spatial);
+        let mut dx = vec![0.0; x.len()];
+        let coef = 2.0 * self.alpha * self.beta / self.size as f64;
+        for n in 0..self.batch {
+            for c in 0..c_n {
+                for s in 0..s_n {
+                    let i = (n * c_n + c) * s_n + s;
+                    dx[i] += dy[i] * d[i].powf(-self.beta);
+                    // y[c] depends on x[j] for every j in c's window
+                    let g = dy[i] * x[i] * d[i].powf(-self.beta - 1.0) * coef;
+                    for j in self.window(c) {
+                        let o = (n * c_n + j) * s_n + s;
+                        dx[o] -= g * x[o];
+                    }
+                }
+            }
+        }
+        dx
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,5 +601,116 @@ mod tests {
         let out = rms.forward(&[3.0, 4.0], Some(&[2.0, 1.0]), None);
         let r = (12.5f64).sqrt();
         assert_eq!(out.y, vec![6.0 / r, 4.0 / r]);
+    }
+    #[test]
+    fn batch_norm_gradients_match_finite_differences() {
+        for (training, batch, spatial) in [(true, 2, 3), (true, 3, 1), (true, 1, 2), (false, 2, 3)] {
+            let p = BatchNorm {
+                batch,
+                channels: 3,
+                spatial,
+                eps: 1e-3,
+                training,
+                momentum: 0.1,
+            };
+            let len = batch * 3 * spatial;
+            let (x, w, b, dy) = (input(len, 1), input(3, 2), input(3, 3), input(len, 4));
+            let rm = input(3, 5);
+            let rv: Vec<f64> = input(3, 6).iter().map(|v| v.abs() + 0.5).collect();
+            let running = Some((&rm[..], &rv[..]));
+            let loss = |v: &[Vec<f64>; 3]| -> f64 {
+                let y = p.forward(&v[0], Some(&v[1]), Some(&v[2]), running).y;
+                y.iter().zip(&dy).map(|(a, b)| a * b).sum()
+            };
+            let g = p.backward(&x, Some(&w), &dy, running);
+            let e = 1e-6;
+            for (which, grad) in [(0, &g.dx), (1, &g.dweight), (2, &g.dbias)] {
+                for (i, &an) in grad.iter().enumerate() {
+                    let mut v = [x.clone(), w.clone(), b.clone()];
+                    v[which][i] += e;
+                    let hi = loss(&v);
+                    v[which][i] -= 2.0 * e;
+                    let num = (hi - loss(&v)) / (2.0 * e);
+                    assert!(
+                        (an - num).abs() < 1e-6 * (1.0 + num.abs()),
+                        "training {training} [{batch}, 3, {spatial}] grad {which}[{i}]: {an} vs {num}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn batch_norm_updates_running_statistics_with_the_unbiased_variance() {
+        let p = BatchNorm {
+            batch: 2,
+            channels: 1,
+            spatial: 2,
+            eps: 0.0,
+            training: true,
+            momentum: 0.5,
+        };
+        // mean 2.5, biased var 1.25, unbiased 5/3
+        let out = p.forward(&[1.0, 2.0, 3.0, 4.0], None, None, Some((&[1.0], &[1.0])));
+        assert_eq!(out.mean, vec![2.5]);
+        assert_eq!(out.running_mean, vec![1.75]);
+        assert!((out.running_var[0] - (0.5 + 0.5 * 5.0 / 3.0)).abs() < 1e-15);
+        assert!((out.rstd[0] - 1.0 / 1.25f64.sqrt()).abs() < 1e-15);
+        let eval = BatchNorm {
+            training: false,
+            ..p
+        };
+        let out = eval.forward(&[1.0, 2.0, 3.0, 4.0], Some(&[1.0]), Some(&[1.0]), Some((&[1.0], &[4.0])));
+        assert_eq!(out.y, vec![1.0, 1.5, 2.0, 2.5]);
+        assert_eq!(out.running_var, vec![4.0]);
+    }
+    #[test]
+    fn local_response_norm_gradients_match_finite_differences() {
+        for (size, channels) in [(3, 5), (2, 4), (5, 3), (1, 2), (4, 6)] {
+            let p = LocalResponseNorm {
+                batch: 2,
+                channels,
+                spatial: 3,
+                size,
+                alpha: 0.3,
+                beta: 0.75,
+                k: 1.5,
+            };
+            let len = 2 * channels * 3;
+            let (x, dy) = (input(len, 1), input(len, 4));
+            let loss = |x: &[f64]| -> f64 { p.forward(x).iter().zip(&dy).map(|(a, b)| a * b).sum() };
+            let dx = p.backward(&x, &dy);
+            let e = 1e-6;
+            for (i, &an) in dx.iter().enumerate() {
+                let mut v = x.clone();
+                v[i] += e;
+                let hi = loss(&v);
+                v[i] -= 2.0 * e;
+                let num = (hi - loss(&v)) / (2.0 * e);
+                assert!(
+                    (an - num).abs() < 1e-6 * (1.0 + num.abs()),
+                    "size {size} channels {channels} dx[{i}]: {an} vs {num}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn local_response_norm_windows_follow_pytorch_padding() {
+        let p = LocalResponseNorm {
+            batch: 1,
+            channels: 4,
+            spatial: 1,
+            size: 2,
+            alpha: 2.0,
+            beta: 1.0,
+            k: 1.0,
+        };
+        // size 2: the window of c is c - 1 ..= c
+        assert_eq!(p.window(0), 0..1);
+        assert_eq!(p.window(3), 2..4);
+        let y = p.forward(&[1.0, 1.0, 2.0, 0.0]);
+        // d = 1 + (2 / 2) * sum: [2, 3, 6, 5]
+        assert_eq!(y, vec![0.5, 1.0 / 3.0, 2.0 / 6.0, 0.0]);
     }
 }

@@ -440,6 +440,24 @@ fn check_unary_specials<T: Element>(op: UnaryOp, rng: &mut Rng) -> Result<(), St
 /// zero (a nonzero that rounds to zero in `T`, such as tanhshrink's
 /// x - tanh(x) at x = -1e-5, has the sign of however the op's f32
 /// arithmetic cancels, as PyTorch's).
+/// dy of the binary special-value samples: magnitudes 0.5 to 1, either
+/// sign. A gradient factor that overflows the accumulator (pow's a^b ln a
+/// at a = 2.5, b = 100 in f32) is inf in the kernel, as in PyTorch, which
+/// forms it before multiplying by dy; a dy this large keeps the rounded
+/// f64 reference past the type's range there too.
+pub(crate) fn specials_dy(rng: &mut Rng, n: usize) -> Vec<f64> {
+    rng.vec(n, -1.0, 1.0)
+        .into_iter()
+        .map(|v| {
+            if v < 0.0 {
+                v * 0.5 - 0.5
+            } else {
+                v * 0.5 + 0.5
+            }
+        })
+        .collect()
+}
+
 pub(crate) fn compare_specials(
     what: &str,
     x: &[f64],
@@ -733,7 +751,7 @@ fn binary_samples() -> Vec<(Vec<usize>, Vec<usize>, Layout)> {
     ]
 }
 
-fn values(op: BinaryOp, rng: &mut Rng, n: usize, second: bool) -> Vec<f64> {
+pub(crate) fn values(op: BinaryOp, rng: &mut Rng, n: usize, second: bool) -> Vec<f64> {
     match op {
         // a coarse grid makes ties, which split the gradient
         BinaryOp::Maximum | BinaryOp::Minimum => (0..n)
@@ -1063,7 +1081,7 @@ fn check_binary_specials<T: Element>(op: BinaryOp, rng: &mut Rng) -> Result<(), 
         };
         let (ab, ah) = upload::<T>(&pad(&av));
         let (bb, bh) = upload::<T>(&pad(&bv));
-        let (dyb, dyh) = upload::<T>(&rng.vec(n + offset, -1.0, 1.0));
+        let (dyb, dyh) = upload::<T>(&specials_dy(rng, n + offset));
         let (a_s, b_s, dy_s) = (&ah[offset..], &bh[offset..], &dyh[offset..]);
         let what = format!("{} {} specials offset {offset}", op.name(), T::KIND);
         fn at<T: Element>(

@@ -9,7 +9,8 @@
 //! are below (their checks in `elementwise.rs`, `ternary.rs` for the
 //! ternary ops and `where`, `gated.rs` for the gated activations), and the
 //! comparisons, logical and bitwise ops and predicates in `logic.rs`
-//! (`logic_*`); the conv family's (convolution and pooling) are in
+//! (`logic_*`) and the mixed-dtype binary ops in `promoted_binary.rs`
+//! (`binary_promoted_*`); the conv family's (convolution and pooling) are in
 //! `conv.rs`, the GEMM family's in `gemm.rs`, the reduce family's in
 //! `reduce.rs` (reductions), `var_mean.rs` (var_mean, std_mean),
 //! `trace.rs`, `arg_reduce.rs` (index reductions), `logical_reduce.rs`
@@ -21,6 +22,7 @@
 //! tensors and faults.
 
 mod arg_reduce;
+mod batch_norm;
 mod cast;
 mod conv;
 mod driver;
@@ -29,10 +31,13 @@ mod fill;
 mod gated;
 mod gemm;
 mod group_norm;
+mod gumbel_softmax;
 mod harness;
+mod local_response_norm;
 mod logic;
 mod logical_reduce;
 mod norm;
+mod promoted_binary;
 mod range;
 mod reduce;
 mod reliability;
@@ -41,6 +46,7 @@ mod scan;
 mod sdpa;
 mod shape;
 mod softmax;
+mod sparsemax;
 mod table;
 mod ternary;
 mod trace;
@@ -546,6 +552,7 @@ fn elementwise_64bit_offsets() {
 pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("elementwise", TABLE),
     ("elementwise", logic::ROWS),
+    ("elementwise", promoted_binary::ROWS),
     ("conv", conv::ROWS),
     ("gemm", gemm::ROWS),
     ("reduce", reduce::ROWS),
@@ -555,6 +562,8 @@ pub(crate) static FAMILY_ROWS: &[(&str, &[&dyn Row])] = &[
     ("reduce", var_mean::ROWS),
     ("reduce", trace::ROWS),
     ("softmax", softmax::ROWS),
+    ("softmax", gumbel_softmax::ROWS),
+    ("softmax", sparsemax::ROWS),
     ("norm", norm::ROWS),
     ("attention", rope::ROWS),
     ("attention", sdpa::ROWS),

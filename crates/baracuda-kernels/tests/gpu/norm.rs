@@ -1,7 +1,9 @@
 //! GPU tests of the norm family: the `layer_norm` and `rms_norm` rows of
 //! the op table and their residual forms (`layer_norm_residual`,
 //! `rms_norm_residual`: `s = x + r`, `y = norm(s)`), against
-//! `reference::norm` (the `group_norm` row is in `group_norm.rs`).
+//! `reference::norm` (the `group_norm` row is in `group_norm.rs`, the
+//! `batch_norm` row in `batch_norm.rs`, the `local_response_norm` row in
+//! `local_response_norm.rs`).
 //!
 //! Samples: hidden sizes 1, small odd tails, 4096 (the register kernel) and
 //! 40000 (the element-wise kernel), a single row, no rows, two normalized
@@ -135,9 +137,11 @@ pub(crate) static ROWS: &[&dyn crate::table::Row] = &[
     &row::<true, true>("layer_norm_residual"),
     &row::<false, true>("rms_norm_residual"),
     &crate::group_norm::ROW,
+    &crate::batch_norm::ROW,
+    &crate::local_response_norm::ROW,
 ];
 
-crate::table_tests!(ROWS; layer_norm, rms_norm, layer_norm_residual, rms_norm_residual, group_norm);
+crate::table_tests!(ROWS; layer_norm, rms_norm, layer_norm_residual, rms_norm_residual, group_norm, batch_norm, local_response_norm);
 
 // ---------------------------------------------------------------------------
 // Samples

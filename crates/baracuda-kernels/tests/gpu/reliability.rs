@@ -34,6 +34,8 @@ const _: () = {
     const fn send_sync<T: Send + Sync>() {}
     send_sync::<UnaryPlan<f32, 4>>();
     send_sync::<BinaryPlan<bf16, 4>>();
+    send_sync::<PromotedBinaryPlan<bf16, f32, 4>>();
+    send_sync::<PromotedBinaryPlan<f64, half::f16, 2>>();
     send_sync::<BinaryLogicPlan<bf16, bool, 4>>();
     send_sync::<BinaryLogicPlan<i32, i32, 2>>();
     send_sync::<UnaryLogicPlan<f32, bool, 3>>();
@@ -67,9 +69,15 @@ const _: () = {
     send_sync::<VarMeanPlan<half::bf16, 3, 1>>();
     send_sync::<TracePlan<f32>>();
     send_sync::<SoftmaxPlan<bf16, 3>>();
+    send_sync::<SoftmaxPlan<half::f16, 2, f32>>();
+    send_sync::<GumbelSoftmaxPlan<bf16, 2>>();
+    send_sync::<SparsemaxPlan<f32, 3>>();
     send_sync::<LayerNormPlan<f32, 3, 2>>();
     send_sync::<RmsNormPlan<half::bf16, 2>>();
     send_sync::<GroupNormPlan<half::bf16, 4>>();
+    send_sync::<BatchNormPlan<half::bf16, 4, f32>>();
+    send_sync::<BatchNormPlan<f64, 2>>();
+    send_sync::<LocalResponseNormPlan<bf16, 4>>();
     send_sync::<RopePlan<bf16>>();
     send_sync::<SdpaPlan<bf16>>();
     send_sync::<CastPlan<f32, bf16, 2>>();

@@ -75,6 +75,16 @@ pub(super) static EXERCISES: &[FamilyExercise] = &[
         make: || Ok(Box::new(Softmax::new()?)),
     },
     FamilyExercise {
+        family: "softmax",
+        libraries: &[],
+        make: || Ok(Box::new(Gumbel::new()?)),
+    },
+    FamilyExercise {
+        family: "softmax",
+        libraries: &[],
+        make: || Ok(Box::new(Sparsemax::new()?)),
+    },
+    FamilyExercise {
         family: "norm",
         libraries: &[],
         make: || Ok(Box::new(Norms::new()?)),
@@ -512,7 +522,8 @@ impl Exercise for Elementwise {
 /// (bool out), every bitwise, shift, gcd and lcm op of an i16 matrix and
 /// an i16 scalar, every predicate of x and bitwise_not of the i16 matrix;
 /// `where` forward and backward (x where x > 0, else the scalar); a cast to
-/// bf16 and its backward; fill, arange, linspace, logspace and eye.
+/// bf16 and its backward; a mixed-dtype add (bf16 + f32 -> f32) and its
+/// backward; fill, arange, linspace, logspace and eye.
 struct Logic {
     compare: Vec<BinaryLogicPlan<f32, bool, 2>>,
     bits: Vec<BinaryLogicPlan<i16, i16, 2>>,
@@ -520,6 +531,8 @@ struct Logic {
     not: UnaryLogicPlan<i16, i16, 2>,
     select: WherePlan<f32, 2>,
     cast: CastPlan<f32, bf16, 2>,
+    /// bf16 dy_half + the f32 scalar, f32 out (mixed dtypes).
+    promoted: PromotedBinaryPlan<bf16, f32, 2>,
     fill: FillPlan<f32, 2>,
     ranges: Vec<RangePlan<f32>>,
     eye: EyePlan<f32>,
@@ -586,6 +599,17 @@ impl Logic {
             &pref,
         )?;
         let fill = FillPlan::select(st, &FillDescriptor::new(element, EW, 0.5), &pref)?;
+        let promoted = PromotedBinaryPlan::select(
+            st,
+            &PromotedBinaryDescriptor {
+                op: BinaryOp::Add,
+                a_element: ElementKind::Bf16,
+                b_element: element,
+                a_shape: EW,
+                b_shape: SCALAR,
+            },
+            &pref,
+        )?;
         let n = elems(&EW);
         let ranges = select_each(
             &[
@@ -635,6 +659,7 @@ impl Logic {
             not,
             select,
             cast,
+            promoted,
             fill,
             ranges,
             eye,
@@ -652,16 +677,23 @@ impl Logic {
 impl Exercise for Logic {
     fn outputs(&self) -> (Vec<usize>, usize) {
         let n = elems(&EW);
-        // where's y, da and db; the cast's dx; fill; the ranges; eye
+        // where's y, da and db; the cast's dx; fill; the ranges; eye; the
+        // promoted add's out and db
         let mut sizes = vec![n, n, 1, n, n];
         sizes.extend(vec![n; self.ranges.len() + 1]);
-        let ws = self.select.bw_workspace_size(Grad::A | Grad::B);
+        sizes.extend([n, 1]);
+        let ws = self
+            .select
+            .bw_workspace_size(Grad::A | Grad::B)
+            .max(self.promoted.bw_workspace_size(Grad::A | Grad::B));
         (sizes, ws)
     }
     fn raw_outputs(&self) -> Vec<Raw> {
         let n = elems(&EW);
         let mut v = vec![Raw::of::<bool>(n); self.compare.len() + self.predicates.len()];
         v.extend(vec![Raw::of::<i16>(n); self.bits.len() + 1]);
+        v.push(Raw::of::<bf16>(n));
+        // the promoted add's da
         v.push(Raw::of::<bf16>(n));
         v
     }
@@ -731,7 +763,22 @@ impl Exercise for Logic {
             EyeArgs {
                 y: view_mut(y, EW)?,
             },
-        )
+        )?;
+
+        let (a, b) = (view(&self.dy_half, EW)?, view(&self.s, SCALAR)?);
+        let [y, db] = parts.take()?;
+        let out = view_mut(y, EW)?;
+        self.promoted
+            .run(st, Workspace::None, PromotedBinaryArgs { a, b, out })?;
+        let da = parts.take_raw::<bf16, 2>(EW)?;
+        let args = PromotedBinaryBwArgs {
+            a,
+            b,
+            dy: view(&self.dy, EW)?,
+            da: Some(da),
+            db: Some(view_mut(db, SCALAR)?),
+        };
+        self.promoted.run_bw(st, borrowed(ws), args)
     }
 }
 
@@ -1593,16 +1640,24 @@ impl Exercise for Reduce {
 // ---------------------------------------------------------------------------
 
 /// Every softmax op forward and backward along the rows of a matrix (the
-/// cached row kernel) and along its columns (a thread per row).
+/// cached row kernel) and along its columns (a thread per row); softmax
+/// and log-softmax along the rows under a broadcast keep mask and an
+/// additive mask.
 struct Softmax {
     plans: Vec<SoftmaxPlan<f32, 2>>,
+    /// Keep-masked plans, then add-masked ones.
+    masked: Vec<SoftmaxPlan<f32, 2>>,
     x: DeviceBuffer<f32>,
     dy: DeviceBuffer<f32>,
+    /// A `[1, 8192]` keep mask, broadcast over the rows.
+    keep: DeviceBuffer<bool>,
 }
 
 /// The matrix: enough columns that the column softmax runs a thread per
 /// row.
 const SOFT: [usize; 2] = [64, 8192];
+/// The masked ops.
+const MASKED: [SoftmaxOp; 2] = [SoftmaxOp::Softmax, SoftmaxOp::LogSoftmax];
 
 impl Softmax {
     fn new() -> Result<Self> {
@@ -1612,15 +1667,149 @@ impl Softmax {
                 SoftmaxDescriptor::new(op, ElementKind::F32, SOFT).with_dim(dim)
             })?);
         }
+        let mut masked = Vec::new();
+        for mask in [SoftmaxMask::Keep, SoftmaxMask::Add] {
+            masked.extend(select_each(&MASKED, |op| {
+                SoftmaxDescriptor::new(op, ElementKind::F32, SOFT).with_mask(mask)
+            })?);
+        }
+        let keep: Vec<bool> = (0..SOFT[1]).map(|i| i % 3 != 1).collect();
         Ok(Softmax {
             plans,
+            masked,
             x: input(elems(&SOFT), 10)?,
             dy: input(elems(&SOFT), 11)?,
+            keep: DeviceBuffer::from_host(&gpu().stream, &keep)?,
         })
     }
 }
 
 impl Exercise for Softmax {
+    fn outputs(&self) -> (Vec<usize>, usize) {
+        let plans = self.plans.len() + self.masked.len();
+        (vec![elems(&SOFT); 2 * plans], 0)
+    }
+    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
+        let (ws, mut parts) = out.parts();
+        let (x, dy) = (view(&self.x, SOFT)?, view(&self.dy, SOFT)?);
+        let keep = TensorRef::new(self.keep.as_slice(), SOFT, [0, 1])?;
+        let masks = self.plans.iter().map(|p| (p, SoftmaxMaskRef::None));
+        let masked = self.masked.iter().enumerate().map(|(i, p)| {
+            // the additive mask: dy, any values of the right range
+            let m = if i < MASKED.len() {
+                SoftmaxMaskRef::Keep(keep)
+            } else {
+                SoftmaxMaskRef::Add(dy)
+            };
+            (p, m)
+        });
+        for (plan, mask) in masks.chain(masked) {
+            let [y, dx] = parts.take()?;
+            let mut y = view_mut(y, SOFT)?;
+            let args = SoftmaxArgs {
+                x,
+                mask,
+                y: y.reborrow(),
+            };
+            plan.run(st, borrowed(ws), args)?;
+            let args = SoftmaxBwArgs {
+                y: y.as_const(),
+                dy,
+                mask,
+                dx: view_mut(dx, SOFT)?,
+            };
+            plan.run_bw(st, borrowed(ws), args)?;
+        }
+        Ok(())
+    }
+}
+/// Gumbel-softmax along the rows of the softmax matrix: soft with given
+/// noise, hard with Philox noise (forward, backward from the soft sample),
+/// and the Philox gumbels alone.
+struct Gumbel {
+    soft: GumbelSoftmaxPlan<f32, 2>,
+    hard: GumbelSoftmaxPlan<f32, 2>,
+    x: DeviceBuffer<f32>,
+    g: DeviceBuffer<f32>,
+    dy: DeviceBuffer<f32>,
+}
+
+impl Gumbel {
+    fn new() -> Result<Self> {
+        let st = &gpu().stream;
+        let desc = GumbelSoftmaxDescriptor::new(ElementKind::F32, SOFT, 0.5);
+        let hard = desc.with_hard(true).with_noise(GumbelNoise::Philox);
+        Ok(Gumbel {
+            soft: GumbelSoftmaxPlan::select(st, &desc, &deterministic())?,
+            hard: GumbelSoftmaxPlan::select(st, &hard, &deterministic())?,
+            x: input(elems(&SOFT), 12)?,
+            g: input(elems(&SOFT), 13)?,
+            dy: input(elems(&SOFT), 14)?,
+        })
+    }
+}
+
+impl Exercise for Gumbel {
+    fn outputs(&self) -> (Vec<usize>, usize) {
+        (vec![elems(&SOFT); 6], 0)
+    }
+    fn enqueue(&self, st: &Stream, out: &mut Outs) -> Result<()> {
+        let (ws, mut parts) = out.parts();
+        let (x, dy) = (view(&self.x, SOFT)?, view(&self.dy, SOFT)?);
+        let [y, dx, hy, soft, hdx, noise] = parts.take()?;
+        let mut y = view_mut(y, SOFT)?;
+        let args = GumbelSoftmaxArgs {
+            logits: x,
+            noise: GumbelNoiseRef::Given(view(&self.g, SOFT)?),
+            y: y.reborrow(),
+            soft: None,
+        };
+        self.soft.run(st, borrowed(ws), args)?;
+        let args = GumbelSoftmaxBwArgs {
+            soft: y.as_const(),
+            dy,
+            dx: view_mut(dx, SOFT)?,
+        };
+        self.soft.run_bw(st, borrowed(ws), args)?;
+        let mut soft = view_mut(soft, SOFT)?;
+        let args = GumbelSoftmaxArgs {
+            logits: x,
+            noise: GumbelNoiseRef::Philox { seed: 7, offset: 3 },
+            y: view_mut(hy, SOFT)?,
+            soft: Some(soft.reborrow()),
+        };
+        self.hard.run(st, borrowed(ws), args)?;
+        let args = GumbelSoftmaxBwArgs {
+            soft: soft.as_const(),
+            dy,
+            dx: view_mut(hdx, SOFT)?,
+        };
+        self.hard.run_bw(st, borrowed(ws), args)?;
+        self.hard.run_noise(st, 7, 3, view_mut(noise, SOFT)?)
+    }
+}
+
+/// Sparsemax along the rows and along the columns of the softmax matrix,
+/// forward and backward.
+struct Sparsemax {
+    plans: Vec<SparsemaxPlan<f32, 2>>,
+    x: DeviceBuffer<f32>,
+    dy: DeviceBuffer<f32>,
+}
+
+impl Sparsemax {
+    fn new() -> Result<Self> {
+        Ok(Sparsemax {
+            plans: select_each(&[1, 0], |dim| {
+                SparsemaxDescriptor::new(ElementKind::F32, SOFT).with_dim(dim)
+            })?,
+            x: input(elems(&SOFT), 15)?,
+            dy: input(elems(&SOFT), 16)?,
+        })
+    }
+}
+
+impl Exercise for Sparsemax {
     fn outputs(&self) -> (Vec<usize>, usize) {
         (vec![elems(&SOFT); 2 * self.plans.len()], 0)
     }
@@ -1630,8 +1819,8 @@ impl Exercise for Softmax {
         for plan in &self.plans {
             let [y, dx] = parts.take()?;
             let mut y = view_mut(y, SOFT)?;
-            plan.run(st, borrowed(ws), SoftmaxArgs { x, y: y.reborrow() })?;
-            let args = SoftmaxBwArgs {
+            plan.run(st, borrowed(ws), SparsemaxArgs { x, y: y.reborrow() })?;
+            let args = SparsemaxBwArgs {
                 y: y.as_const(),
                 dy,
                 dx: view_mut(dx, SOFT)?,
@@ -1641,6 +1830,7 @@ impl Exercise for Softmax {
         Ok(())
     }
 }
+
 // ---------------------------------------------------------------------------
 // Shape
 // ---------------------------------------------------------------------------
@@ -1864,12 +2054,16 @@ impl Exercise for Shapes {
 /// LayerNorm (weight and bias) and RMSNorm (weight, the residual form:
 /// `s = x + dy`, its backward adding `x` as ds) forward and backward
 /// with every gradient, over rows of 1024 (the register kernel), and
-/// GroupNorm (weight and bias, channels-last) likewise; the statistics
-/// live at the start of the workspace.
+/// GroupNorm (weight and bias, channels-last) likewise, and BatchNorm
+/// (training, weight and bias, no running statistics, channels-last) and
+/// LocalResponseNorm (size 5, channels-last) on GroupNorm's shape; the
+/// statistics live at the start of the workspace.
 struct Norms {
     layer: LayerNormPlan<f32, 2>,
     rms: RmsNormPlan<f32, 2>,
     group: GroupNormPlan<f32, 4>,
+    batch: BatchNormPlan<f32, 4>,
+    lrn: LocalResponseNormPlan<f32, 4>,
     x: DeviceBuffer<f32>,
     w: DeviceBuffer<f32>,
     b: DeviceBuffer<f32>,
@@ -1903,6 +2097,19 @@ impl Norms {
                     .with_layout(ConvLayout::ChannelsLast),
                 &pref,
             )?,
+            batch: Plan::select(
+                st,
+                &BatchNormDescriptor::batch_norm(ElementKind::F32, GROUP)
+                    .with_running_stats(false)
+                    .with_layout(ConvLayout::ChannelsLast),
+                &pref,
+            )?,
+            lrn: Plan::select(
+                st,
+                &LocalResponseNormDescriptor::local_response_norm(ElementKind::F32, GROUP, 5)
+                    .with_layout(ConvLayout::ChannelsLast),
+                &pref,
+            )?,
             x: input(elems(&NORM), 10)?,
             w: input(NORM[1], 11)?,
             b: input(NORM[1], 12)?,
@@ -1916,6 +2123,7 @@ impl Norms {
             .stats_bytes()
             .max(self.rms.stats_bytes())
             .max(self.group.stats_bytes())
+            .max(self.batch.stats_bytes())
             .next_multiple_of(256)
     }
 }
@@ -1927,9 +2135,11 @@ impl Exercise for Norms {
         let ws = ws.max(self.rms.bw_workspace_size(self.rms.grads()));
         let ws = ws.max(self.group.workspace_size());
         let ws = ws.max(self.group.bw_workspace_size(self.group.grads()));
+        let ws = ws.max(self.batch.workspace_size());
+        let ws = ws.max(self.batch.bw_workspace_size(self.batch.grads()));
         let (g, c) = (elems(&GROUP), GROUP[1]);
         (
-            vec![n, n, h, h, n, n, h, n, g, g, c, c],
+            vec![n, n, h, h, n, n, h, n, g, g, c, c, g, g, c, c, g, g],
             self.stats_region() + ws,
         )
     }
@@ -1992,7 +2202,42 @@ impl Exercise for Norms {
             dbias: Some(view_mut(db, [c])?),
         };
         self.group
-            .run_bw(st, Workspace::Borrowed(rest.reborrow()), args)
+            .run_bw(st, Workspace::Borrowed(rest.reborrow()), args)?;
+        let [y, dx, dw, db] = parts.take()?;
+        let args = BatchNormArgs {
+            x: gx,
+            weight: Some(gw),
+            bias: Some(gb),
+            running_mean: None,
+            running_var: None,
+            y: TensorMut::new(y.as_slice_mut(), GROUP, cl)?,
+            stats: Some(stats.reborrow()),
+        };
+        self.batch
+            .run(st, Workspace::Borrowed(rest.reborrow()), args)?;
+        let args = BatchNormBwArgs {
+            x: gx,
+            weight: Some(gw),
+            stats: stats.as_const(),
+            dy: gdy,
+            dx: Some(TensorMut::new(dx.as_slice_mut(), GROUP, cl)?),
+            dweight: Some(view_mut(dw, [c])?),
+            dbias: Some(view_mut(db, [c])?),
+        };
+        self.batch
+            .run_bw(st, Workspace::Borrowed(rest.reborrow()), args)?;
+        let [y, dx] = parts.take()?;
+        let args = LocalResponseNormArgs {
+            x: gx,
+            y: TensorMut::new(y.as_slice_mut(), GROUP, cl)?,
+        };
+        self.lrn.run(st, Workspace::None, args)?;
+        let args = LocalResponseNormBwArgs {
+            x: gx,
+            dy: gdy,
+            dx: TensorMut::new(dx.as_slice_mut(), GROUP, cl)?,
+        };
+        self.lrn.run_bw(st, Workspace::None, args)
     }
 }
 
