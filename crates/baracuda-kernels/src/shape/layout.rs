@@ -1439,70 +1439,10 @@ mod tests {
     fn check_op(op: &LayoutOp, shape: &[usize]) {
         use crate::shape::reference as rf;
         let r = resolve(op, shape).unwrap();
-        let n = shape.len();
-        let wrap = |d: i64, rank: usize| d.rem_euclid(rank.max(1) as i64) as usize;
         let x = noise(shape.iter().product(), 1);
         let dy = noise(r.out_shape.iter().product(), 2);
-        let (want_y, want_dx) = match op {
-            LayoutOp::Repeat { repeats } => {
-                let rep: Vec<usize> = repeats.as_slice().iter().map(|&v| v as usize).collect();
-                (rf::repeat(shape, &x, &rep).1, rf::repeat_backward(shape, &dy, &rep))
-            }
-            LayoutOp::RepeatInterleave { repeats, dim, .. } => {
-                let d = wrap(*dim, n);
-                let c: Vec<usize> = match repeats {
-                    Repeats::Scalar(v) => vec![*v as usize; shape[d]],
-                    Repeats::PerIndex(v) if v.len() == 1 => vec![v[0] as usize; shape[d]],
-                    Repeats::PerIndex(v) => v.iter().map(|&v| v as usize).collect(),
-                };
-                (
-                    rf::repeat_interleave(shape, &x, &c, d).1,
-                    rf::repeat_interleave_backward(shape, &dy, &c, d),
-                )
-            }
-            LayoutOp::Diagonal { offset, dim1, dim2 } => {
-                let (a, b) = (wrap(*dim1, n), wrap(*dim2, n));
-                (
-                    rf::diagonal(shape, &x, *offset, a, b).1,
-                    rf::diagonal_backward(shape, &dy, *offset, a, b),
-                )
-            }
-            LayoutOp::DiagEmbed { offset, dim1, dim2 } => {
-                let (a, b) = (wrap(*dim1, n + 1), wrap(*dim2, n + 1));
-                (
-                    rf::diag_embed(shape, &x, *offset, a, b).1,
-                    rf::diag_embed_backward(shape, &dy, *offset, a, b),
-                )
-            }
-            LayoutOp::Diag { offset } if n == 1 => (
-                rf::diag_embed(shape, &x, *offset, 0, 1).1,
-                rf::diag_embed_backward(shape, &dy, *offset, 0, 1),
-            ),
-            LayoutOp::Diag { offset } => (
-                rf::diagonal(shape, &x, *offset, 0, 1).1,
-                rf::diagonal_backward(shape, &dy, *offset, 0, 1),
-            ),
-            LayoutOp::Unfold { dim, size, step } => {
-                let d = wrap(*dim, n);
-                let (sz, st) = (*size as usize, *step as usize);
-                (
-                    rf::unfold(shape, &x, d, sz, st).1,
-                    rf::unfold_backward(shape, &dy, d, sz, st),
-                )
-            }
-            LayoutOp::Slice {
-                dim,
-                start,
-                stop,
-                step,
-            } => {
-                let d = wrap(*dim, n);
-                (
-                    rf::slice(shape, &x, d, *start, *stop, *step).1,
-                    rf::slice_backward(shape, &dy, d, *start, *stop, *step),
-                )
-            }
-        };
+        let (want_y, want_dx) = rf::layout(op, shape, &x, Some(&dy));
+        let want_dx = want_dx.unwrap();
         let table = r.table.clone().unwrap_or_default();
         for transposed in [false, true] {
             let what = format!("{op:?} on {shape:?} (transposed {transposed})");

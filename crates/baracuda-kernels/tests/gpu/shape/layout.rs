@@ -373,84 +373,9 @@ fn wrap(dim: i64, rank: usize) -> usize {
     dim.rem_euclid(rank.max(1) as i64) as usize
 }
 
-/// The per-index counts of a repeat_interleave along `dim` of `shape`.
-fn interleave_counts(repeats: &Repeats, ext: usize) -> Vec<usize> {
-    match repeats {
-        Repeats::Scalar(r) => vec![*r as usize; ext],
-        Repeats::PerIndex(v) if v.len() == 1 => vec![v[0] as usize; ext],
-        Repeats::PerIndex(v) => v.iter().map(|&c| c as usize).collect(),
-    }
-}
-
-/// The f64 forward and (given dy) backward of a sample.
-fn reference_of(s: &LayoutSample, x: &[f64], dy: Option<&[f64]>) -> (Vec<f64>, Option<Vec<f64>>) {
-    let shape = &s.shape;
-    let n = shape.len();
-    let us = |v: &[i64]| v.iter().map(|&c| c as usize).collect::<Vec<_>>();
-    match &s.op {
-        LayoutOp::Repeat { repeats } => {
-            let rep = us(repeats.as_slice());
-            (
-                r::repeat(shape, x, &rep).1,
-                dy.map(|dy| r::repeat_backward(shape, dy, &rep)),
-            )
-        }
-        LayoutOp::RepeatInterleave { repeats, dim, .. } => {
-            let d = wrap(*dim, n);
-            let c = interleave_counts(repeats, shape[d]);
-            (
-                r::repeat_interleave(shape, x, &c, d).1,
-                dy.map(|dy| r::repeat_interleave_backward(shape, dy, &c, d)),
-            )
-        }
-        LayoutOp::Diagonal { offset, dim1, dim2 } => {
-            let (d1, d2) = (wrap(*dim1, n), wrap(*dim2, n));
-            (
-                r::diagonal(shape, x, *offset, d1, d2).1,
-                dy.map(|dy| r::diagonal_backward(shape, dy, *offset, d1, d2)),
-            )
-        }
-        LayoutOp::DiagEmbed { offset, dim1, dim2 } => {
-            let (d1, d2) = (wrap(*dim1, n + 1), wrap(*dim2, n + 1));
-            (
-                r::diag_embed(shape, x, *offset, d1, d2).1,
-                dy.map(|dy| r::diag_embed_backward(shape, dy, *offset, d1, d2)),
-            )
-        }
-        LayoutOp::Diag { offset } if n == 1 => (
-            r::diag_embed(shape, x, *offset, 0, 1).1,
-            dy.map(|dy| r::diag_embed_backward(shape, dy, *offset, 0, 1)),
-        ),
-        LayoutOp::Diag { offset } => (
-            r::diagonal(shape, x, *offset, 0, 1).1,
-            dy.map(|dy| r::diagonal_backward(shape, dy, *offset, 0, 1)),
-        ),
-        LayoutOp::Unfold { dim, size, step } => {
-            let d = wrap(*dim, n);
-            let (size, step) = (*size as usize, *step as usize);
-            (
-                r::unfold(shape, x, d, size, step).1,
-                dy.map(|dy| r::unfold_backward(shape, dy, d, size, step)),
-            )
-        }
-        LayoutOp::Slice {
-            dim,
-            start,
-            stop,
-            step,
-        } => {
-            let d = wrap(*dim, n);
-            (
-                r::slice(shape, x, d, *start, *stop, *step).1,
-                dy.map(|dy| r::slice_backward(shape, dy, d, *start, *stop, *step)),
-            )
-        }
-    }
-}
-
 fn layout_reference(_: ElementKind, s: &LayoutSample, inputs: &Tensors, got: &Tensors) -> Tensors {
     let dy = got.find("dx").map(|_| inputs.get("dy"));
-    let (y, dx) = reference_of(s, inputs.get("x"), dy);
+    let (y, dx) = r::layout(&s.op, &s.shape, inputs.get("x"), dy);
     let mut t = Tensors::default();
     t.push("y", nan_marked(y));
     if let Some(dx) = dx {
@@ -465,7 +390,7 @@ fn terms(s: &LayoutSample) -> usize {
         LayoutOp::Repeat { repeats } => repeats.as_slice().iter().map(|&r| r as usize).product(),
         LayoutOp::RepeatInterleave { repeats, dim, .. } => {
             let d = wrap(*dim, s.shape.len());
-            interleave_counts(repeats, s.shape[d])
+            r::interleave_counts(repeats, s.shape[d])
                 .into_iter()
                 .max()
                 .unwrap_or(0)
