@@ -80,7 +80,7 @@ struct BnParams {
     ACC* mean;       // FW writes (null: not saved), BW reads: [C]
     ACC* rstd;       // [C]
     ACC* coef;       // FW: mean, scale, shift [3 C]; BW: mean, k, mdy, proj [4 C]
-    ACC* part;       // [2][splits][C] partials
+    ACC* part;       // [2][C][splits] partials (a channel's splits adjacent)
     P* dw;           // BW (null: not asked)
     P* db;
     u64 m;           // elements per channel: N S
@@ -149,10 +149,11 @@ __device__ __forceinline__ St run_state(const Run& r, u32 cnt) {
     return St{n, r.t / n, ACC(reduce_nan())};
 }
 
-// Split k's partial of channel c: FW (mean, M2), BW (A, B).
+// Split k's partial of channel c: FW (mean, M2), BW (A, B); a channel's
+// splits adjacent, so the per-channel kernels read them coalesced.
 __device__ __forceinline__ void put_partial(const BnParams& p, u64 k, u64 c, St s) {
-    p.part[k * p.channels + c] = s.a;
-    p.part[((u64)p.splits + k) * p.channels + c] = s.b;
+    p.part[c * p.splits + k] = s.a;
+    p.part[((u64)p.channels + c) * p.splits + k] = s.b;
 }
 
 // One load of the partial kernels: a vector (or element) of x and of dy.
@@ -304,8 +305,8 @@ extern "C" __global__ void __launch_bounds__(256) bn_fw_stats(const BnParams p) 
             fold_ahead<4>(
                 lane, p.splits, 32,
                 [&](u64 k) {
-                    return St{ACC(min(p.chunk, p.m - k * p.chunk)), p.part[k * p.channels + c],
-                              p.part[((u64)p.splits + k) * p.channels + c]};
+                    return St{ACC(min(p.chunk, p.m - k * p.chunk)), p.part[c * p.splits + k],
+                              p.part[((u64)p.channels + c) * p.splits + k]};
                 },
                 [&](u64, St o) { s = st_merge_fw(s, o); });
             s = butterfly(s, 32, st_merge_fw);
@@ -343,7 +344,7 @@ extern "C" __global__ void __launch_bounds__(256) bn_bw_stats(const BnParams p) 
             fold_ahead<4>(
                 lane, p.splits, 32,
                 [&](u64 k) {
-                    return St{0, p.part[k * p.channels + c], p.part[((u64)p.splits + k) * p.channels + c]};
+                    return St{0, p.part[c * p.splits + k], p.part[((u64)p.channels + c) * p.splits + k]};
                 },
                 [&](u64, St o) { s = st_merge_bw(s, o); });
             s = butterfly(s, 32, st_merge_bw);
@@ -449,31 +450,40 @@ __device__ __forceinline__ void apply_cl(const BnParams& p) {
         }
         const u64 lo = k * p.chunk, hi = min(p.m, lo + p.chunk);
         const bool read_x = !BW || p.training;
-#pragma unroll 4
-        for (u64 r = lo + threadIdx.y; r < hi; r += blockDim.y) {
-            const u64 off = r * p.channels + c0;
-            T tx[VEC], td[VEC];
-            if (V == VEC) {
-                if (read_x) load_vec(p.x + off, 0, tx);
-                if (BW) load_vec(p.dy + off, 0, td);
-            } else {
-                if (read_x) tx[0] = p.x[off];
-                if (BW) td[0] = p.dy[off];
-            }
-#pragma unroll
-            for (int e = 0; e < V; ++e) {
-                if (BW) {
-                    const ACC d = to_acc(td[e]);
-                    const ACC v = p.training ? ck[e] * (d - cd[e] - (to_acc(tx[e]) - cm[e]) * cp[e]) : ck[e] * d;
-                    tx[e] = from_acc(v);
+        // four rows' loads issued before the first store (y may alias
+        // nothing, but the compiler cannot know: a plain loop would wait
+        // for each load after the previous row's store)
+        fold_ahead<4>(
+            lo + threadIdx.y, hi, blockDim.y,
+            [&](u64 r) {
+                const u64 off = r * p.channels + c0;
+                Pair8 v;
+                if (V == VEC) {
+                    if (read_x) load_vec(p.x + off, 0, v.x);
+                    if (BW) load_vec(p.dy + off, 0, v.dy);
                 } else {
-                    // FW coefficients: mean, rstd w, b
-                    tx[e] = from_acc((to_acc(tx[e]) - cm[e]) * ck[e] + cd[e]);
+                    if (read_x) v.x[0] = p.x[off];
+                    if (BW) v.dy[0] = p.dy[off];
                 }
-            }
-            if (V == VEC) store_vec(p.out + off, 0, tx);
-            else p.out[off] = tx[0];
-        }
+                return v;
+            },
+            [&](u64 r, Pair8 v) {
+                const u64 off = r * p.channels + c0;
+#pragma unroll
+                for (int e = 0; e < V; ++e) {
+                    if (BW) {
+                        const ACC d = to_acc(v.dy[e]);
+                        const ACC o =
+                            p.training ? ck[e] * (d - cd[e] - (to_acc(v.x[e]) - cm[e]) * cp[e]) : ck[e] * d;
+                        v.x[e] = from_acc(o);
+                    } else {
+                        // FW coefficients: mean, rstd w, b
+                        v.x[e] = from_acc((to_acc(v.x[e]) - cm[e]) * ck[e] + cd[e]);
+                    }
+                }
+                if (V == VEC) store_vec(p.out + off, 0, v.x);
+                else p.out[off] = v.x[0];
+            });
     }
 }
 
