@@ -143,7 +143,7 @@ extern "C" __global__ void __launch_bounds__(1024) gumbel_softmax_fw(const Gumbe
         const ACC coef = ACC(1) / st.b;
         ArgMax am{-acc_inf(), ~0ull};
         for (u64 i = t; live && i < p.n; i += G) {
-            const T s = from_acc(m_exp(z_of(i) - st.a) * coef);
+            const T s = from_acc(sm_exp(z_of(i) - st.a) * coef);
             soft[(i64)i * as] = s;
             am = argmax_merge(am, ArgMax{to_acc(s), i});
         }

@@ -124,7 +124,7 @@ __device__ __forceinline__ Y fw_out(ACC z, ACC m, ACC c) {
 #if BARACUDA_OP == LOG_SOFTMAX
     return to_y((z - m) - c);
 #else
-    return to_y(m_exp(z - m) * c);
+    return to_y(sm_exp(z - m) * c);
 #endif
 }
 
@@ -139,7 +139,7 @@ __device__ __forceinline__ ACC bw_term(ACC y, ACC dy) {
 
 __device__ __forceinline__ T bw_out(ACC y, ACC dy, ACC t) {
 #if BARACUDA_OP == LOG_SOFTMAX
-    return from_acc(dy - m_exp(y) * t);
+    return from_acc(dy - sm_exp(y) * t);
 #elif BARACUDA_OP == SOFTMIN
     return from_acc(-(y * (dy - t)));
 #else
@@ -324,7 +324,7 @@ __device__ __forceinline__ void fw_reg(const SoftmaxParams& p) {
 #pragma unroll
             for (int k = 0; k < VEC; ++k) {
                 // padding (z = -inf) adds nothing, also when m is -inf
-                const ACC e = m_exp(z[j][k] - m);
+                const ACC e = sm_exp(z[j][k] - m);
                 if (i + k < p.n) s += e;
 #if BARACUDA_OP != LOG_SOFTMAX
                 z[j][k] = e;
@@ -439,9 +439,7 @@ extern "C" __global__ void __launch_bounds__(1024) softmax_fw_row(const SoftmaxP
             load_chunk(x, p.ax, i, cnt, vec, v);
             if (c < p.cache_chunks) store_chunk(cache, 1, i, cnt, true, v);
             chunk_z(p, mr, i, cnt, v, z);
-#pragma unroll
-            for (int k = 0; k < VEC; ++k)
-                if (k < cnt) online_push(st, z[k]);
+            online_push_chunk(st, z);
         }
         st = group_all(st, G, [](Pair l, Pair h) { return online_merge(l, h); }, red, bc);
         const ACC coef = fw_coef(st.b);
