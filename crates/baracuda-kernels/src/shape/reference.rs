@@ -562,6 +562,89 @@ pub fn stack_backward(shape: &[usize], count: usize, dy: &[f64], dim: usize) -> 
     dxs
 }
 
+/// The per-index counts of a repeat_interleave over an extent `ext`
+/// (a scalar or a single count repeats for every index).
+pub fn interleave_counts(repeats: &Repeats, ext: usize) -> Vec<usize> {
+    match repeats {
+        Repeats::Scalar(r) => vec![*r as usize; ext],
+        Repeats::PerIndex(v) if v.len() == 1 => vec![v[0] as usize; ext],
+        Repeats::PerIndex(v) => v.iter().map(|&c| c as usize).collect(),
+    }
+}
+
+/// The f64 forward of a [`LayoutOp`] on `x` of `shape`, and (given `dy`)
+/// its backward: the dispatch to the functions above, with negative dims
+/// wrapped as PyTorch does.
+pub fn layout(
+    op: &LayoutOp,
+    shape: &[usize],
+    x: &[f64],
+    dy: Option<&[f64]>,
+) -> (Vec<f64>, Option<Vec<f64>>) {
+    let n = shape.len();
+    let wrap = |dim: i64, rank: usize| dim.rem_euclid(rank.max(1) as i64) as usize;
+    let us = |v: &[i64]| v.iter().map(|&c| c as usize).collect::<Vec<_>>();
+    match op {
+        LayoutOp::Repeat { repeats } => {
+            let rep = us(repeats.as_slice());
+            (
+                repeat(shape, x, &rep).1,
+                dy.map(|dy| repeat_backward(shape, dy, &rep)),
+            )
+        }
+        LayoutOp::RepeatInterleave { repeats, dim, .. } => {
+            let d = wrap(*dim, n);
+            let c = interleave_counts(repeats, shape[d]);
+            (
+                repeat_interleave(shape, x, &c, d).1,
+                dy.map(|dy| repeat_interleave_backward(shape, dy, &c, d)),
+            )
+        }
+        LayoutOp::Diagonal { offset, dim1, dim2 } => {
+            let (d1, d2) = (wrap(*dim1, n), wrap(*dim2, n));
+            (
+                diagonal(shape, x, *offset, d1, d2).1,
+                dy.map(|dy| diagonal_backward(shape, dy, *offset, d1, d2)),
+            )
+        }
+        LayoutOp::DiagEmbed { offset, dim1, dim2 } => {
+            let (d1, d2) = (wrap(*dim1, n + 1), wrap(*dim2, n + 1));
+            (
+                diag_embed(shape, x, *offset, d1, d2).1,
+                dy.map(|dy| diag_embed_backward(shape, dy, *offset, d1, d2)),
+            )
+        }
+        LayoutOp::Diag { offset } if n == 1 => (
+            diag_embed(shape, x, *offset, 0, 1).1,
+            dy.map(|dy| diag_embed_backward(shape, dy, *offset, 0, 1)),
+        ),
+        LayoutOp::Diag { offset } => (
+            diagonal(shape, x, *offset, 0, 1).1,
+            dy.map(|dy| diagonal_backward(shape, dy, *offset, 0, 1)),
+        ),
+        LayoutOp::Unfold { dim, size, step } => {
+            let d = wrap(*dim, n);
+            let (size, step) = (*size as usize, *step as usize);
+            (
+                unfold(shape, x, d, size, step).1,
+                dy.map(|dy| unfold_backward(shape, dy, d, size, step)),
+            )
+        }
+        LayoutOp::Slice {
+            dim,
+            start,
+            stop,
+            step,
+        } => {
+            let d = wrap(*dim, n);
+            (
+                slice(shape, x, d, *start, *stop, *step).1,
+                dy.map(|dy| slice_backward(shape, dy, d, *start, *stop, *step)),
+            )
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -756,88 +839,5 @@ mod tests {
         let dxs = stack_backward(&[3, 4], 2, &dy, 2);
         let r = dot(&xs[0][..12], &dxs[0]) + dot(&xs[2][..12], &dxs[1]);
         assert!((dot(&y, &dy) - r).abs() < 1e-12);
-    }
-}
-
-/// The per-index counts of a repeat_interleave over an extent `ext`
-/// (a scalar or a single count repeats for every index).
-pub fn interleave_counts(repeats: &Repeats, ext: usize) -> Vec<usize> {
-    match repeats {
-        Repeats::Scalar(r) => vec![*r as usize; ext],
-        Repeats::PerIndex(v) if v.len() == 1 => vec![v[0] as usize; ext],
-        Repeats::PerIndex(v) => v.iter().map(|&c| c as usize).collect(),
-    }
-}
-
-/// The f64 forward of a [`LayoutOp`] on `x` of `shape`, and (given `dy`)
-/// its backward: the dispatch to the functions above, with negative dims
-/// wrapped as PyTorch does.
-pub fn layout(
-    op: &LayoutOp,
-    shape: &[usize],
-    x: &[f64],
-    dy: Option<&[f64]>,
-) -> (Vec<f64>, Option<Vec<f64>>) {
-    let n = shape.len();
-    let wrap = |dim: i64, rank: usize| dim.rem_euclid(rank.max(1) as i64) as usize;
-    let us = |v: &[i64]| v.iter().map(|&c| c as usize).collect::<Vec<_>>();
-    match op {
-        LayoutOp::Repeat { repeats } => {
-            let rep = us(repeats.as_slice());
-            (
-                repeat(shape, x, &rep).1,
-                dy.map(|dy| repeat_backward(shape, dy, &rep)),
-            )
-        }
-        LayoutOp::RepeatInterleave { repeats, dim, .. } => {
-            let d = wrap(*dim, n);
-            let c = interleave_counts(repeats, shape[d]);
-            (
-                repeat_interleave(shape, x, &c, d).1,
-                dy.map(|dy| repeat_interleave_backward(shape, dy, &c, d)),
-            )
-        }
-        LayoutOp::Diagonal { offset, dim1, dim2 } => {
-            let (d1, d2) = (wrap(*dim1, n), wrap(*dim2, n));
-            (
-                diagonal(shape, x, *offset, d1, d2).1,
-                dy.map(|dy| diagonal_backward(shape, dy, *offset, d1, d2)),
-            )
-        }
-        LayoutOp::DiagEmbed { offset, dim1, dim2 } => {
-            let (d1, d2) = (wrap(*dim1, n + 1), wrap(*dim2, n + 1));
-            (
-                diag_embed(shape, x, *offset, d1, d2).1,
-                dy.map(|dy| diag_embed_backward(shape, dy, *offset, d1, d2)),
-            )
-        }
-        LayoutOp::Diag { offset } if n == 1 => (
-            diag_embed(shape, x, *offset, 0, 1).1,
-            dy.map(|dy| diag_embed_backward(shape, dy, *offset, 0, 1)),
-        ),
-        LayoutOp::Diag { offset } => (
-            diagonal(shape, x, *offset, 0, 1).1,
-            dy.map(|dy| diagonal_backward(shape, dy, *offset, 0, 1)),
-        ),
-        LayoutOp::Unfold { dim, size, step } => {
-            let d = wrap(*dim, n);
-            let (size, step) = (*size as usize, *step as usize);
-            (
-                unfold(shape, x, d, size, step).1,
-                dy.map(|dy| unfold_backward(shape, dy, d, size, step)),
-            )
-        }
-        LayoutOp::Slice {
-            dim,
-            start,
-            stop,
-            step,
-        } => {
-            let d = wrap(*dim, n);
-            (
-                slice(shape, x, d, *start, *stop, *step).1,
-                dy.map(|dy| slice_backward(shape, dy, d, *start, *stop, *step)),
-            )
-        }
     }
 }
