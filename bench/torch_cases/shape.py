@@ -5,7 +5,9 @@ to y; unfold's window view materialised with contiguous, as baracuda
 writes it) and backward (dy to dx, the op autograd runs: the inverse flip
 or roll, the same triangle, aten's reflection/replication_pad*d_backward,
 the constant pad by the negated list, repeat's sum over the copies,
-aten's unfold_backward); cat of `count` inputs along `dim`,
+aten's unfold_backward); the copy of a view with two dims exchanged
+into a contiguous tensor (`transpose`, forward); cat of `count` inputs
+along `dim`,
 forward and backward (dy's slices materialised with clone: autograd
 hands back views, which move nothing, while baracuda writes each input's
 gradient); each timed eagerly and as torch.compile of the same function,
@@ -27,6 +29,7 @@ OPS = {
     "cat": Op(("fw", "bw"), FLOATS, {"shape": [int], "count": int, "dim": int}),
     "repeat": Op(("fw", "bw"), FLOATS, {"shape": [int], "repeats": [int]}),
     "unfold": Op(("fw", "bw"), FLOATS, {"shape": [int], "dim": int, "size": int, "step": int}),
+    "transpose": Op(("fw",), FLOATS, {"shape": [int], "dims": [int]}),
 }
 # circular's backward is a composite of slices (no one aten op): forward only
 OPS.update({f"pad_{m}": Op(("fw", "bw") if m != "circular" else ("fw",), FLOATS,
@@ -63,7 +66,7 @@ def out_shape(case):
 def rows(case):
     shape, size = case["shape"], caselist.SIZE[case["dtype"]]
     op = case["op"]
-    if op == "copy":
+    if op in ("copy", "transpose"):
         b = 2 * _prod(shape) * size
         return [caselist.row(case, p, _shape_s(shape), bytes=b, rotation_bytes=b) for p in case["passes"]]
     if op == "cat":
@@ -92,6 +95,9 @@ def _fns(torch, case):
             return (lambda x: torch.roll(x, shifts[0])), (lambda x, dy: torch.roll(dy, -shifts[0]))
         neg = [-s for s in shifts]
         return (lambda x: torch.roll(x, shifts, dims)), (lambda x, dy: torch.roll(dy, neg, dims))
+    if op == "transpose":
+        d0, d1 = case["dims"]
+        return (lambda x: x.transpose(d0, d1).contiguous()), None
     if op == "repeat":
         reps, shape = case["repeats"], case["shape"]
         # autograd's repeat backward: dy viewed as (r0, n0, r1, n1, ...),

@@ -2,7 +2,8 @@
 //! `bench/torch_cases/shape.py` reads too): flip, roll, tril/triu, the
 //! pads, repeat and unfold of one contiguous tensor, forward (x to y) and
 //! backward (dy to dx); cat of `count` contiguous inputs of one shape along `dim`, forward
-//! and backward (dy into every input's gradient); and the
+//! and backward (dy into every input's gradient); the copy of a view with
+//! two dims exchanged into a contiguous tensor (`transpose`); and the
 //! device-to-device copy that sets the bandwidth ceiling. Traffic: every
 //! pass reads its input and writes its output once.
 
@@ -53,6 +54,14 @@ struct CatParams {
     shape: Vec<usize>,
     count: usize,
     dim: usize,
+}
+
+/// `transpose` parameters: `x.transpose(*dims).contiguous()`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TransposeParams {
+    shape: Vec<usize>,
+    dims: [usize; 2],
 }
 
 /// `repeat` parameters: one count per dim.
@@ -129,6 +138,9 @@ pub(crate) fn job(c: &RawCase) -> Checked<Job> {
     }
     if c.op == "repeat" || c.op == "unfold" {
         return layout_job(c);
+    }
+    if c.op == "transpose" {
+        return transpose_job(c);
     }
     let dtype = c.dtype()?;
     let passes = c.passes(&["fw", "bw"])?;
@@ -216,6 +228,69 @@ fn map<T: Element, const N: usize>(
                 ShapeBwArgs {
                     dy: TensorRef::contiguous(dys[i].as_slice(), ys)?,
                     dx: TensorMut::contiguous(dx.ok_or_else(|| bad_pass("bw"))?, shape)?,
+                },
+            )
+        }),
+        p => Err(bad_pass(p)),
+    })
+}
+
+/// The job of a `transpose` case: the copy of a view of x with two dims
+/// exchanged into a contiguous y ([`CastPlan`] from T to T), forward only
+/// (its backward is the same copy).
+fn transpose_job(c: &RawCase) -> Checked<Job> {
+    let dtype = c.dtype()?;
+    let passes = c.passes(&["fw"])?;
+    let TransposeParams { shape, dims } = c.params()?;
+    if !(2..=4).contains(&shape.len()) || dims.iter().any(|&d| d >= shape.len()) {
+        return Err(c.error(format!("rank {} with dims {dims:?}", shape.len())));
+    }
+    let n: usize = shape.iter().product();
+    let bytes = 2 * n * dtype.size_bytes();
+    let rows = c.rows(&passes, dtype, &format!("{shape:?}"), |r| {
+        r.bytes(bytes).rotation(bytes)
+    });
+    let run: RunFn = by_dtype!(c, dtype, [Bf16 => bf16, F16 => f16, F32 => f32, F64 => f64], T => {
+        Box::new(move |s: &Stream, rows: &[Row]| match shape.len() {
+            2 => transpose::<T, 2>(s, &shape, dims, rows),
+            3 => transpose::<T, 3>(s, &shape, dims, rows),
+            _ => transpose::<T, 4>(s, &shape, dims, rows),
+        })
+    });
+    Ok(c.job(rows, run))
+}
+
+fn transpose<T: Element, const N: usize>(
+    s: &Stream,
+    shape: &[usize],
+    [d0, d1]: [usize; 2],
+    rows: &[Row],
+) -> Result<()> {
+    let x_shape: [usize; N] = std::array::from_fn(|i| shape[i]);
+    let mut x_strides = [1usize; N];
+    for d in (0..N - 1).rev() {
+        x_strides[d] = x_strides[d + 1] * x_shape[d + 1];
+    }
+    let (mut y_shape, mut y_view_strides) = (x_shape, x_strides);
+    y_shape.swap(d0, d1);
+    y_view_strides.swap(d0, d1);
+    let plan = CastPlan::<T, T, N>::select(
+        s,
+        &CastDescriptor::new(T::KIND, T::KIND, y_shape),
+        &PlanPreference::default(),
+    )?;
+    let n = shape.iter().product();
+    let sets = rotation_of(s, rows)?;
+    let xs = random_sets::<T>(s, n, sets, 27, -2.0, 2.0)?;
+    let mut y = DeviceBuffer::<T>::uninit(s, n)?;
+    time_passes(rows, |pass| match pass {
+        "fw" => time_rotating_ms(s, sets, |i| {
+            plan.run(
+                s,
+                Workspace::None,
+                CastArgs {
+                    x: TensorRef::new(xs[i].as_slice(), y_shape, y_view_strides)?,
+                    y: TensorMut::contiguous(y.as_slice_mut(), y_shape)?,
                 },
             )
         }),

@@ -25,9 +25,10 @@
 // Kernels: typed_map.cuh's. Contiguous, 16-byte aligned operands: each
 // thread converts 16 / min(sizeof TI, sizeof TO) elements, so the narrower
 // side moves one 16-byte vector and the wider side several; one pass of
-// the grid, the last block does the tail. Otherwise offsets.cuh's offsets
-// (rank <= 8, 64-bit offsets, u32 or u64 linear index) one element per
-// iteration.
+// the grid, the last block does the tail. A permuted x whose unit-stride
+// dim is not y's (a transposing copy) moves in 64 x 64 tiles through
+// shared memory (cast_tiled). Otherwise offsets.cuh's offsets (rank <= 8,
+// 64-bit offsets, u32 or u64 linear index) one element per iteration.
 // Traffic: n (sizeof TI + sizeof TO) bytes; a few integer or float ops per
 // element, so memory bound: judged by GB/s against the copy ceiling.
 // Specialised by: CAST_FROM, CAST_TO (kernel_sources::element_code); the
@@ -91,4 +92,9 @@ extern "C" __global__ void __launch_bounds__(256) cast_strided32(StridedArgs p, 
 }
 extern "C" __global__ void __launch_bounds__(256) cast_strided64(StridedArgs p, float scale, int saturate) {
     typed_strided<TI, TO, 1, u64>(p, Cast{scale, saturate != 0});
+}
+
+// The same map over permuted views: typed_map.cuh's tiles.
+extern "C" __global__ void __launch_bounds__(256) cast_tiled(TiledArgs p, float scale, int saturate) {
+    typed_tiled<TI, TO>(p, Cast{scale, saturate != 0});
 }

@@ -248,7 +248,7 @@ impl<I: Element, O: Element, const N: usize> Plan for CastPlan<I, O, N> {
                 element: O::KIND,
                 backend: BackendKind::Baracuda,
                 arch: stream.context().device().arch,
-                variant: "vec16 contiguous / rank-8 strided".into(),
+                variant: "vec16 contiguous / smem tiles (permuted) / rank-8 strided".into(),
                 precision: PrecisionGuarantee::float(O::KIND, true),
             },
             fw,
@@ -342,16 +342,16 @@ fn check_disjoint<A, B>(
     })
 }
 
-/// The three kernels of one conversion: contiguous (a 16-byte vector of
-/// the narrower type per thread), strided with a u32 and with a u64
-/// linear index.
+/// The kernels of one conversion: contiguous (a 16-byte vector of the
+/// narrower type per thread), strided with a u32 and with a u64 linear
+/// index, and tiled (a permuted input).
 fn load(stream: &Stream, spec: &ModuleSpec) -> Result<MapKernels> {
     let names = ["cast_contig", "cast_strided32", "cast_strided64"];
     let shape = ContigShape {
         threads: THREADS,
         tile: 1,
     };
-    MapKernels::load_named(stream, spec, names, shape)
+    MapKernels::load_named(stream, spec, names, shape)?.with_tiled(stream, spec, "cast_tiled")
 }
 
 /// `y = B(x * scale)` over `shape`, fp8 outputs saturating when

@@ -377,6 +377,10 @@ pub(crate) struct MapKernels {
     grid_cap: u32,
     /// Launch shape of the contiguous kernel (its `TILE_UNROLL`).
     shape: ContigShape,
+    /// The tiled kernel of a one-input map (`typed_tiled` in
+    /// typed_map.cuh) and the blocks of it that fit at once, where the
+    /// map has one.
+    tiled: Option<(Function, u32)>,
 }
 
 impl MapKernels {
@@ -412,7 +416,18 @@ impl MapKernels {
             strided64,
             grid_cap,
             shape,
+            tiled: None,
         })
+    }
+
+    /// With `name` of `spec`, the map's `typed_tiled` kernel, which runs
+    /// where the input's unit-stride dim is not the output's
+    /// ([`TiledArgs::new`] says when).
+    pub(crate) fn with_tiled(mut self, stream: &Stream, spec: &ModuleSpec, name: &str) -> Result<Self> {
+        let f = stream.context().module(spec)?.function(name)?;
+        let cap = crate::launch::resident_blocks(stream, &f, THREADS)?;
+        self.tiled = Some((f, cap));
+        Ok(self)
     }
 
     /// Launch over `shape` with the kernels' outputs (of `O`) and inputs
@@ -493,6 +508,19 @@ impl MapKernels {
                 )
             };
         }
+        if let (Some((f, cap)), [(y, _)], [(x, _)]) = (&self.tiled, outs, ins) {
+            let (ys, xs) = (&cstrides[0], &cstrides[1]);
+            let (ysize, xsize) = (std::mem::size_of::<O>(), std::mem::size_of::<I>());
+            if let Some(p) = TiledArgs::new(&cshape, (y.addr(), ysize, ys), (x.addr(), xsize, xs)) {
+                let blocks = p.tiles.clamp(1, u64::from(*cap)) as u32;
+                let mut args = LaunchArgs::new();
+                args.push(p)?;
+                tail(&mut args)?;
+                // SAFETY: forwarded from the caller's contract; the kernel
+                // reaches exactly the elements of the collapsed shape.
+                return unsafe { f.launch(stream, LaunchConfig::linear(blocks, THREADS), &mut args) };
+            }
+        }
         let mut p = StridedArgs {
             n: n as u64,
             rank: cshape.len() as u32,
@@ -531,6 +559,92 @@ impl MapKernels {
     }
 }
 
+/// `TiledArgs` of `kernels/common/typed_map.cuh`, field for field: a map
+/// of one input over tiles of the output's unit-stride dim `a` and the
+/// input's `b`, every other dim a batch dim.
+#[repr(C)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TiledArgs {
+    pub inp: u64,
+    pub out: u64,
+    pub na: u64,
+    pub nb: u64,
+    pub in_sa: i64,
+    pub out_sb: i64,
+    pub tiles_a: u64,
+    pub tiles_b: u64,
+    pub tiles: u64,
+    pub rest: u32,
+    pub vec: u32,
+    pub shape: [u64; MAX_RANK - 2],
+    pub in_s: [i64; MAX_RANK - 2],
+    pub out_s: [i64; MAX_RANK - 2],
+}
+
+impl TiledArgs {
+    /// Edge of a tile in elements (`TILE_T`).
+    pub const TILE: usize = 64;
+    /// The least extent of `a` and of `b` that takes tiles: below it most
+    /// of a tile would be idle, and the strided kernel does as well.
+    pub const MIN_EXTENT: usize = 16;
+
+    /// The tiled launch over the collapsed `shape` (output axes, its
+    /// unit-stride axis last) of the output `y` and the input `x`, each
+    /// `(address, element bytes, strides)`; None where it does not apply:
+    /// the output's last axis is not unit-stride, the input has no other
+    /// unit-stride axis, or either spans fewer than
+    /// [`MIN_EXTENT`](Self::MIN_EXTENT) elements. 16-byte vectors are
+    /// allowed on a side (bit 0 x, bit 1 y) whose address and other
+    /// strides keep every vector of the tiles aligned.
+    pub fn new(
+        shape: &[usize],
+        (y, ysize, ys): (u64, usize, &[usize]),
+        (x, xsize, xs): (u64, usize, &[usize]),
+    ) -> Option<Self> {
+        let r = shape.len();
+        if r < 2 || y == 0 {
+            return None;
+        }
+        let a = r - 1;
+        if ys[a] != 1 || xs[a] == 1 {
+            return None;
+        }
+        let b = (0..a).filter(|&d| xs[d] == 1).max_by_key(|&d| shape[d])?;
+        if shape[a] < Self::MIN_EXTENT || shape[b] < Self::MIN_EXTENT {
+            return None;
+        }
+        let rest: Vec<usize> = (0..a).filter(|&d| d != b).collect();
+        let vectors = |addr: u64, size: usize, strides: &[usize], unit: usize| {
+            addr % 16 == 0 && (0..r).all(|d| d == unit || (strides[d] * size) % 16 == 0)
+        };
+        let tiles_a = shape[a].div_ceil(Self::TILE) as u64;
+        let tiles_b = shape[b].div_ceil(Self::TILE) as u64;
+        let batch: usize = rest.iter().map(|&d| shape[d]).product();
+        let mut p = TiledArgs {
+            inp: x,
+            out: y,
+            na: shape[a] as u64,
+            nb: shape[b] as u64,
+            in_sa: xs[a] as i64,
+            out_sb: ys[b] as i64,
+            tiles_a,
+            tiles_b,
+            tiles: tiles_a * tiles_b * batch as u64,
+            rest: rest.len() as u32,
+            vec: u32::from(vectors(x, xsize, xs, b)) | u32::from(vectors(y, ysize, ys, a)) << 1,
+            shape: [1; MAX_RANK - 2],
+            in_s: [0; MAX_RANK - 2],
+            out_s: [0; MAX_RANK - 2],
+        };
+        for (k, &d) in rest.iter().enumerate() {
+            p.shape[k] = shape[d] as u64;
+            p.in_s[k] = xs[d] as i64;
+            p.out_s[k] = ys[d] as i64;
+        }
+        Some(p)
+    }
+}
+
 /// Copy collapsed element strides into a kernel's fixed-rank stride row.
 fn fill_strides(row: &mut [i64; MAX_RANK], strides: &[usize]) {
     for (d, &s) in strides.iter().enumerate() {
@@ -541,6 +655,41 @@ fn fill_strides(row: &mut [i64; MAX_RANK], strides: &[usize]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tiled_args_layout_matches_cuda() {
+        // 9 u64/i64, 2 u32, 3 x [u64; 6]
+        assert_eq!(core::mem::size_of::<TiledArgs>(), 72 + 8 + 144);
+    }
+
+    #[test]
+    fn tiled_args_take_permutes_that_move_the_unit_stride_dim() {
+        // bf16 [64, 4096, 4096] transposed in its last two dims, as
+        // collapse orders it (the output's axes, its unit stride last)
+        let shape = [64, 4096, 4096];
+        let (ys, xs) = ([4096 * 4096, 4096, 1], [4096 * 4096, 1, 4096]);
+        let p = TiledArgs::new(&shape, (256, 2, &ys), (512, 2, &xs)).unwrap();
+        assert_eq!((p.na, p.nb, p.in_sa, p.out_sb), (4096, 4096, 4096, 4096));
+        assert_eq!((p.tiles_a, p.tiles_b, p.tiles), (64, 64, 64 * 64 * 64));
+        assert_eq!((p.rest, p.shape[0], p.in_s[0], p.out_s[0]), (1, 64, 1 << 24, 1 << 24));
+        assert_eq!(p.vec, 3);
+        // an address off the 16-byte grid, or a stride off 16 bytes,
+        // drops that side's vectors only
+        assert_eq!(TiledArgs::new(&shape, (256, 2, &ys), (514, 2, &xs)).unwrap().vec, 2);
+        let odd = [4096 * 4097, 4097, 1];
+        assert_eq!(TiledArgs::new(&shape, (256, 2, &odd), (512, 2, &xs)).unwrap().vec, 1);
+        // 1-byte elements: strides of 16 keep vectors, of 8 do not
+        let (y1, x1) = ([4096 * 4096, 4096, 1], [4096 * 4096, 1, 4104]);
+        assert_eq!(TiledArgs::new(&shape, (16, 1, &y1), (32, 1, &x1)).unwrap().vec, 2);
+        // not a permute of the unit-stride dim, a strided output, or a
+        // dim too short: the strided kernel
+        assert!(TiledArgs::new(&shape, (256, 2, &ys), (512, 2, &ys)).is_none());
+        assert!(TiledArgs::new(&shape, (256, 2, &[1 << 25, 8192, 2]), (512, 2, &xs)).is_none());
+        let thin = [64, 4096, 8];
+        assert!(TiledArgs::new(&thin, (256, 2, &[32768, 8, 1]), (512, 2, &[32768, 1, 4096])).is_none());
+        // rank 1 never
+        assert!(TiledArgs::new(&[100], (256, 2, &[1]), (512, 2, &[2])).is_none());
+    }
 
     #[test]
     fn collapse_merges_contiguous_axes() {

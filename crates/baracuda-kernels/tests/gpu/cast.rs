@@ -6,7 +6,8 @@
 //! input, so the values must be equal (NaN equal to NaN, the sign of zero
 //! compared). Outputs live in byte buffers filled with 0xFF and viewed as
 //! the output type, so a bool output is never read back as an invalid
-//! `bool`.
+//! `bool`. Every pair also runs permuted inputs (a transposing copy: the
+//! tiled kernel) with tails, misalignment and a batch dim.
 
 use baracuda_kernels::reference::elementwise as reference;
 use baracuda_kernels::*;
@@ -223,41 +224,107 @@ struct Opts {
     scale: Option<f32>,
 }
 
+/// Where a sample's x lives: element offset into its buffer, strides and
+/// buffer length.
+struct XView {
+    offset: usize,
+    strides: Vec<usize>,
+    len: usize,
+}
+
 fn check_sample<I: Element, O: Element, const N: usize>(
     shape: &[usize],
     layout: Layout,
     opts: Opts,
     rng: &mut Rng,
 ) -> Result<(), String> {
+    let n: usize = shape.iter().product();
+    let strides = match layout {
+        Layout::Broadcast => {
+            let mut s = contiguous(shape);
+            s[0] = 0;
+            s
+        }
+        Layout::Transposed => vec![1, shape[0]],
+        _ => contiguous(shape),
+    };
+    let offset = usize::from(layout == Layout::Misaligned);
+    let len = offset
+        + if layout == Layout::Broadcast {
+            shape[1..].iter().product()
+        } else {
+            n
+        };
+    let x = XView {
+        offset,
+        strides,
+        len,
+    };
+    check_view::<I, O, N>(shape, &x, layout, opts, rng)
+}
+
+/// The permuted samples: x stored with its last two dims exchanged (a
+/// transposing copy, the tiled kernel), `misaligned` starting one element
+/// into its buffer (x and y, whose vectors then give way to elements),
+/// with tails in both tiled dims, whole tiles, the least extent that
+/// takes tiles, and a strided y (the strided kernel).
+fn permuted_samples() -> Vec<(Vec<usize>, Layout)> {
+    vec![
+        (vec![3, 70, 130], Layout::Contiguous),
+        (vec![2, 64, 128], Layout::Contiguous),
+        (vec![3, 70, 130], Layout::Misaligned),
+        (vec![1, 16, 17], Layout::Contiguous),
+        (vec![2, 40, 24], Layout::StridedOut),
+    ]
+}
+
+/// A permuted sample of rank 3: [`check_view`] with x's last two dims
+/// exchanged in memory.
+fn check_permuted<I: Element, O: Element>(
+    shape: &[usize],
+    layout: Layout,
+    opts: Opts,
+    rng: &mut Rng,
+) -> Result<(), String> {
+    let &[b, r, c] = shape else {
+        return Err(format!("permuted sample {shape:?} is not of rank 3"));
+    };
+    let offset = usize::from(layout == Layout::Misaligned);
+    let x = XView {
+        offset,
+        strides: vec![r * c, 1, r],
+        len: offset + b * r * c,
+    };
+    check_view::<I, O, 3>(shape, &x, layout, opts, rng)
+}
+
+/// The cast of x (laid out as `xv`) into y (laid out as `layout`) forward,
+/// and the backward on contiguous operands: exact, nothing written
+/// outside y, a non-float pair's backward refused.
+fn check_view<I: Element, O: Element, const N: usize>(
+    shape: &[usize],
+    xv: &XView,
+    layout: Layout,
+    opts: Opts,
+    rng: &mut Rng,
+) -> Result<(), String> {
     let g = gpu();
-    let what = format!("{} -> {} {shape:?} {layout:?} {opts:?}", I::KIND, O::KIND);
+    let what = format!(
+        "{} -> {} {shape:?} x strides {:?} {layout:?} {opts:?}",
+        I::KIND,
+        O::KIND,
+        xv.strides
+    );
     let n: usize = shape.iter().product();
     let mut desc = CastDescriptor::new(I::KIND, O::KIND, arr::<N>(shape)).with_fp8(opts.fp8);
     desc.scale = opts.scale;
     let plan = CastPlan::<I, O, N>::select(&g.stream, &desc, &PlanPreference::default())
         .map_err(|e| format!("{what}: {e}"))?;
 
-    // x: its buffer, offset and strides
-    let (x_shape, x_strides): (Vec<usize>, Vec<usize>) = match layout {
-        Layout::Broadcast => {
-            let mut s = contiguous(shape);
-            s[0] = 0;
-            (shape.to_vec(), s)
-        }
-        Layout::Transposed => (shape.to_vec(), vec![1, shape[0]]),
-        _ => (shape.to_vec(), contiguous(shape)),
-    };
-    let x_off = usize::from(layout == Layout::Misaligned);
-    let x_len = x_off
-        + if layout == Layout::Broadcast {
-            shape[1..].iter().product()
-        } else {
-            n
-        };
-    let (xb, xh) = upload::<I>(&values(I::KIND, rng, x_len));
-    let xs = gather(&xh, x_off, &x_shape, &x_strides);
-    let x_data = xb.as_slice().slice(x_off..xb.len()).ok_or("x offset")?;
-    let x = TensorRef::new(x_data, arr::<N>(&x_shape), arr::<N>(&x_strides))
+    let (xb, xh) = upload::<I>(&values(I::KIND, rng, xv.len));
+    let xs = gather(&xh, xv.offset, shape, &xv.strides);
+    let x_data = xb.as_slice().slice(xv.offset..xb.len()).ok_or("x offset")?;
+    let x = TensorRef::new(x_data, arr::<N>(shape), arr::<N>(&xv.strides))
         .map_err(|e| format!("{what}: x view: {e}"))?;
 
     // y
@@ -333,12 +400,20 @@ fn check_pair<I: Element, O: Element>(rng: &mut Rng) -> Result<usize, String> {
         }
         check_sample::<I, O, 1>(&[10007], Layout::Contiguous, opts, rng)?;
         n += 1;
+        for (shape, layout) in permuted_samples() {
+            check_permuted::<I, O>(&shape, layout, opts, rng)?;
+            n += 1;
+        }
     }
     // one realistic large shape for the casts of mixed-precision training
     use ElementKind as K;
     let large = matches!(
         (I::KIND, O::KIND),
-        (K::F32, K::Bf16) | (K::Bf16, K::F32) | (K::Bf16, K::Fp8E4M3) | (K::F32, K::I32)
+        (K::F32, K::Bf16)
+            | (K::Bf16, K::F32)
+            | (K::Bf16, K::Fp8E4M3)
+            | (K::F32, K::I32)
+            | (K::Bf16, K::Bf16)
     );
     if large && !small_mode() {
         let opts = Opts {
@@ -346,7 +421,8 @@ fn check_pair<I: Element, O: Element>(rng: &mut Rng) -> Result<usize, String> {
             scale: None,
         };
         check_sample::<I, O, 2>(&[1024, 4099], Layout::Contiguous, opts, rng)?;
-        n += 1;
+        check_permuted::<I, O>(&[4, 1000, 1030], Layout::Contiguous, opts, rng)?;
+        n += 2;
     }
     Ok(n)
 }
