@@ -32,8 +32,10 @@
 // One thread per output element (per VEC outputs in the vector path,
 // which stores 16 bytes and loads 16 bytes when the VEC sources are
 // consecutive and aligned: interior of pad, tril/triu, identity dims);
-// rows of 32 or more that take no vectors run a warp per row, which does
-// the outer dims' index math once per row (the pad backward likewise).
+// rows of 32 or more run a warp per row, which does the outer dims' index
+// math once per row (in vectors when the row takes them and is 32
+// vectors or more; the pad backward likewise). Each thread issues the
+// loads of several elements or vectors before its first store.
 // 64-bit offsets; the linear index is u32 when the count fits.
 // Traffic: FW ~2 x bytes(y); pad BW ~bytes(dy) + bytes(dx). Memory bound:
 // judge it by GB/s against the copy ceiling.
@@ -69,6 +71,8 @@ struct GatherArgs {
     i64 shift[MAX_RANK];    // roll: shift in [0, n); pad: elements before
     i64 crop[MAX_RANK];     // circular: first x coordinate kept
     i64 span[MAX_RANK];     // circular: x coordinates kept
+    i64 run_lo[2], run_hi[2];  // output columns [lo, hi) of the last dim that read
+    i64 run_off[2];            //   x column j + off (gather.rs `straight_runs`)
     u64 out;
     u64 in;
 };
@@ -165,6 +169,73 @@ __device__ __forceinline__ bool tri_keeps(const GatherArgs& p, i64 row, i64 col)
     return true;
 }
 
+// A warp's walk over consecutive output rows (every dim but the
+// innermost; rank >= 2): the row's output offset, the x offset of the
+// source of every dim above the row dim (`outer`; `outer_out` when one of
+// them falls outside x) and the coordinate `c` along the row dim. A step
+// to the next row moves along the row dim, and recomputes the rest only
+// when that dim wraps: the divisions of a row's index run once per
+// `out_shape[rank - 2]` rows, not once per row.
+struct RowWalk {
+    i64 oo, outer, c;
+    bool outer_out;
+};
+
+template <typename I>
+__device__ __forceinline__ RowWalk row_walk(const GatherArgs& p, I r) {
+    RowWalk w;
+    w.oo = 0;
+    w.outer = 0;
+    w.outer_out = false;
+    const int rd = (int)p.rank - 2;
+    const I ext = (I)p.out_shape[rd];
+    w.c = (i64)(r % ext);
+    r /= ext;
+    w.oo = w.c * p.out_stride[rd];
+#pragma unroll
+    for (int d = MAX_RANK - 3; d >= 0; --d) {
+        if (d < rd) {
+            const I e = (I)p.out_shape[d];
+            const i64 c = (i64)(r % e);
+            r /= e;
+            w.oo += c * p.out_stride[d];
+            const i64 s = src_of(p, d, c);
+            if (s < 0) w.outer_out = true;
+            w.outer += s * p.in_stride[d];
+        }
+    }
+    return w;
+}
+
+// The next row of `w`, row index r + 1.
+template <typename I>
+__device__ __forceinline__ void row_step(const GatherArgs& p, RowWalk& w, I r) {
+    const int rd = (int)p.rank - 2;
+    if (++w.c < (i64)p.out_shape[rd]) {
+        w.oo += p.out_stride[rd];
+    } else {
+        w = row_walk<I>(p, r + 1);
+    }
+}
+
+// The x offset of the source of row `w` but its innermost dim; -1 when
+// outside x.
+__device__ __forceinline__ i64 row_base(const GatherArgs& p, const RowWalk& w) {
+    const int rd = (int)p.rank - 2;
+    const i64 s = src_of(p, rd, w.c);
+    return (w.outer_out || s < 0) ? -1 : w.outer + s * p.in_stride[rd];
+}
+
+// The rows [r0, r1) of warp `warp` of `warps` (consecutive rows each).
+template <typename I>
+__device__ __forceinline__ void warp_rows(I rows, I& r0, I& r1) {
+    const I warps = (I)gridDim.x * (blockDim.x >> 5);
+    const I warp = (I)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
+    const I per = (rows + warps - 1) / warps;
+    r0 = warp * per < rows ? warp * per : rows;
+    r1 = r0 + per < rows ? r0 + per : rows;
+}
+
 // One output element per thread and grid-stride step.
 template <typename I>
 __device__ __forceinline__ void gather_scalar(const GatherArgs& p) {
@@ -189,10 +260,18 @@ __device__ __forceinline__ void gather_scalar(const GatherArgs& p) {
     }
 }
 
+// Elements each lane of a row warp keeps in flight (gather_rows), and
+// vectors each thread of the vector kernels does (gather_vec,
+// gather_vec_rows): all their loads are issued before the first store.
+#define ROW_UNROLL 8
+#define VEC_UNROLL 4
+
 // One warp per output row (every dim but the innermost), its lanes across
 // the row: the outer dims' index math runs once per row, not per element
 // (a padded 230-wide bf16 row would otherwise spend ~4 divisions per
-// 2-byte element and run compute bound). For rows of at least 32.
+// 2-byte element and run compute bound), and on consecutive rows a warp
+// walks (RowWalk) divides only when the row dim wraps; columns inside the
+// map's straight run skip the per-column map. For rows of at least 32.
 template <typename I>
 __device__ __forceinline__ void gather_rows(const GatherArgs& p) {
     const T* __restrict__ x = (const T*)p.in;
@@ -205,76 +284,151 @@ __device__ __forceinline__ void gather_rows(const GatherArgs& p) {
     const i64 ist = p.in_stride[last];
     const I rows = (I)(p.n / (u64)width);
     const int lane = threadIdx.x & 31;
-    const I warps = (I)gridDim.x * (blockDim.x >> 5);
-    for (I r = (I)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
-        i64 oo, base, row, col;
-        gather_offsets<I>(p, r * (I)width, oo, base, row, col);
-        for (i64 j = lane; j < width; j += 32) {
-            const i64 s = src_of(p, last, j);
-            y[oo + j * ost] = !tri_keeps(p, row, j)
-                                  ? zero
-                                  : ((base < 0 || s < 0) ? fill : x[base + s * ist]);
+    I r0, r1;
+    warp_rows<I>(rows, r0, r1);
+    RowWalk w = row_walk<I>(p, r0);
+    for (I r = r0; r < r1; row_step<I>(p, w, r), ++r) {
+        const i64 oo = w.oo, base = row_base(p, w), row = w.c;
+        for (i64 j0 = lane; j0 < width; j0 += 32 * ROW_UNROLL) {
+            T v[ROW_UNROLL];
+#pragma unroll
+            for (int u = 0; u < ROW_UNROLL; ++u) {
+                const i64 j = j0 + 32 * u;
+                if (j < width) {
+                    const i64 s = (j >= p.run_lo[0] && j < p.run_hi[0])   ? j + p.run_off[0]
+                                  : (j >= p.run_lo[1] && j < p.run_hi[1]) ? j + p.run_off[1]
+                                                                          : src_of(p, last, j);
+                    v[u] = !tri_keeps(p, row, j) ? zero
+                                                 : ((base < 0 || s < 0) ? fill : x[base + s * ist]);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < ROW_UNROLL; ++u) {
+                const i64 j = j0 + 32 * u;
+                if (j < width) y[oo + j * ost] = v[u];
+            }
         }
     }
 }
 
-// VEC consecutive outputs along the innermost dim per thread, stored as
-// one 16-byte vector: the host checks that the innermost output dim is
-// contiguous and a multiple of VEC long, that y and its other strides keep
-// 16-byte alignment, and that the map is not a flattened roll. The sources
-// load as one vector when they are VEC consecutive elements of a
+// VEC consecutive outputs along the innermost dim, from column `col` of
+// the row whose outer dims' source offset is `base` (-1 outside x): one
+// 16-byte load when the sources are VEC consecutive elements of a
 // contiguous innermost x dim at a 16-byte boundary (or, reversed, for a
 // flip): each step of these maps along a dim is +1, -1 or a jump, so the
 // ends differ by +-(VEC-1) only when every step is the same +-1. Element
 // by element otherwise.
-template <typename I>
-__device__ __forceinline__ void gather_vec(const GatherArgs& p) {
-    const T* __restrict__ x = (const T*)p.in;
-    T* __restrict__ y = (T*)p.out;
+__device__ __forceinline__ void vec_source(const GatherArgs& p, const T* __restrict__ x, i64 base,
+                                           i64 row, i64 col, T (&v)[VEC]) {
     const T fill = from_acc((ACC)p.fill);
     const T zero = from_acc((ACC)0);
     const int last = (int)p.rank - 1;
     const i64 in_st = p.in_stride[last];
+    const i64 s0 = src_of(p, last, col);
+    const i64 s1 = src_of(p, last, col + VEC - 1);
+    // a vector the triangle drops whole is not read (j - i grows along
+    // the row, so the ends decide)
+    bool done = p.tri && !tri_keeps(p, row, col) && !tri_keeps(p, row, col + VEC - 1);
+    if (done) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) v[k] = zero;
+    }
+    if (!done && base >= 0 && s0 >= 0 && s1 >= 0 && in_st == 1) {
+        if (s1 - s0 == VEC - 1 && ((u64)(x + base + s0) & 15) == 0) {
+            load_vec(x + base + s0, 0, v);
+            done = true;
+        } else if (s0 - s1 == VEC - 1 && ((u64)(x + base + s1) & 15) == 0) {
+            T r[VEC];
+            load_vec(x + base + s1, 0, r);
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) v[k] = r[VEC - 1 - k];
+            done = true;
+        }
+    }
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+        if (!done && col >= p.run_lo[q] && col + VEC <= p.run_hi[q]) {
+            // a straight run, not on the 16-byte grid
+            const T* src = x + base + (col + p.run_off[q]) * in_st;
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) v[k] = base < 0 ? fill : src[k * in_st];
+            done = true;
+        }
+    }
+    if (!done) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) {
+            const i64 s = src_of(p, last, col + k);
+            v[k] = (base < 0 || s < 0) ? fill : x[base + s * in_st];
+        }
+    }
+    if (p.tri) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k)
+            if (!tri_keeps(p, row, col + k)) v[k] = zero;
+    }
+}
+
+// VEC consecutive outputs along the innermost dim per thread and vector,
+// stored as one 16-byte vector, VEC_UNROLL vectors (a block's width apart)
+// per thread and step: the host checks that the innermost output dim is
+// contiguous and a multiple of VEC long, that y and its other strides keep
+// 16-byte alignment, and that the map is not a flattened roll.
+template <typename I>
+__device__ __forceinline__ void gather_vec(const GatherArgs& p) {
+    const T* __restrict__ x = (const T*)p.in;
+    T* __restrict__ y = (T*)p.out;
     const I groups = (I)(p.n / VEC);
-    for (I g = (I)blockIdx.x * blockDim.x + threadIdx.x; g < groups;
-         g += (I)gridDim.x * blockDim.x) {
+    const I step = (I)gridDim.x * blockDim.x * VEC_UNROLL;
+    for (I g0 = (I)blockIdx.x * blockDim.x * VEC_UNROLL + threadIdx.x; g0 < groups; g0 += step) {
+        T v[VEC_UNROLL][VEC];
+        i64 oo[VEC_UNROLL];
+#pragma unroll
+        for (int u = 0; u < VEC_UNROLL; ++u) {
+            const I g = g0 + (I)(u * blockDim.x);
+            if (g < groups) {
+                i64 base, row, col;
+                gather_offsets<I>(p, g * (I)VEC, oo[u], base, row, col);
+                vec_source(p, x, base, row, col, v[u]);
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < VEC_UNROLL; ++u)
+            if (g0 + (I)(u * blockDim.x) < groups) store_vec(y + oo[u], 0, v[u]);
+    }
+}
+
+// gather_vec with a warp per output row: the outer dims' index math once
+// per row, the lanes across the row's vectors, VEC_UNROLL each in flight.
+// For rows of at least 32 vectors (512 bytes), long enough that the index
+// math is small beside them: the warps take rows in turn, so the rows in
+// flight at once are neighbours in memory.
+template <typename I>
+__device__ __forceinline__ void gather_vec_rows(const GatherArgs& p) {
+    const T* __restrict__ x = (const T*)p.in;
+    T* __restrict__ y = (T*)p.out;
+    const int last = (int)p.rank - 1;
+    const i64 width = (i64)p.out_shape[last];
+    const i64 groups = width / VEC;
+    const I rows = (I)(p.n / (u64)width);
+    const int lane = threadIdx.x & 31;
+    const I warps = (I)gridDim.x * (blockDim.x >> 5);
+    for (I r = (I)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
         i64 oo, base, row, col;
-        gather_offsets<I>(p, g * (I)VEC, oo, base, row, col);
-        T v[VEC];
-        const i64 s0 = src_of(p, last, col);
-        const i64 s1 = src_of(p, last, col + VEC - 1);
-        // a vector the triangle drops whole is not read (j - i grows along
-        // the row, so the ends decide)
-        bool done = p.tri && !tri_keeps(p, row, col) && !tri_keeps(p, row, col + VEC - 1);
-        if (done) {
+        gather_offsets<I>(p, r * (I)width, oo, base, row, col);
+        for (i64 g0 = lane; g0 < groups; g0 += 32 * VEC_UNROLL) {
+            T v[VEC_UNROLL][VEC];
 #pragma unroll
-            for (int k = 0; k < VEC; ++k) v[k] = zero;
-        }
-        if (!done && base >= 0 && s0 >= 0 && s1 >= 0 && in_st == 1) {
-            if (s1 - s0 == VEC - 1 && ((u64)(x + base + s0) & 15) == 0) {
-                load_vec(x + base + s0, 0, v);
-                done = true;
-            } else if (s0 - s1 == VEC - 1 && ((u64)(x + base + s1) & 15) == 0) {
-                T r[VEC];
-                load_vec(x + base + s1, 0, r);
+            for (int u = 0; u < VEC_UNROLL; ++u) {
+                const i64 g = g0 + 32 * u;
+                if (g < groups) vec_source(p, x, base, row, g * VEC, v[u]);
+            }
 #pragma unroll
-                for (int k = 0; k < VEC; ++k) v[k] = r[VEC - 1 - k];
-                done = true;
+            for (int u = 0; u < VEC_UNROLL; ++u) {
+                const i64 g = g0 + 32 * u;
+                if (g < groups) store_vec(y + oo + g * VEC, 0, v[u]);
             }
         }
-        if (!done) {
-#pragma unroll
-            for (int k = 0; k < VEC; ++k) {
-                const i64 s = src_of(p, last, col + k);
-                v[k] = (base < 0 || s < 0) ? fill : x[base + s * in_st];
-            }
-        }
-        if (p.tri) {
-#pragma unroll
-            for (int k = 0; k < VEC; ++k)
-                if (!tri_keeps(p, row, col + k)) v[k] = zero;
-        }
-        store_vec(y + oo, 0, v);
     }
 }
 
@@ -402,8 +556,58 @@ __device__ __forceinline__ void pad_bw(const GatherArgs& p) {
     }
 }
 
+// The one dy coordinate `o` whose source along a padded dim is x
+// coordinate i (x extent n, dy extent m, `before` elements before), where
+// exactly one is (the interior); false where none or several are.
+__device__ __forceinline__ bool single_preimage(u32 kind, i64 i, i64 n, i64 m, i64 before, i64& o) {
+    switch (kind) {
+    case K_REFLECT: {
+        o = i + before;
+        const i64 mirror_lo = before - i, mirror_hi = before + 2 * (n - 1) - i;
+        return o >= 0 && o < m && !(i > 0 && mirror_lo >= 0 && mirror_lo < m) &&
+               !(i < n - 1 && mirror_hi >= 0 && mirror_hi < m);
+    }
+    case K_REPLICATE: {
+        i64 lo = i == 0 ? 0 : i + before;
+        i64 hi = i == n - 1 ? m - 1 : i + before;
+        lo = lo < 0 ? 0 : lo;
+        hi = hi > m - 1 ? m - 1 : hi;
+        o = lo;
+        return lo == hi;
+    }
+    case K_CONSTANT: o = i + before; return o >= 0 && o < m;
+    case K_IDENTITY: o = i; return i < m;
+    default: return false;
+    }
+}
+
+// The sum of dy over the preimages `pr` of a dx row's outer padded dims
+// and `pl` of its last dim, in the fixed odometer order; `io` is the dy
+// offset of the row's unpadded dims, `st` and `ist` the dy strides.
+__device__ __forceinline__ ACC pad_sum_at(const T* __restrict__ dy, i64 io, const Ranges (&pr)[2],
+                                          const i64 (&st)[2], const Ranges& pl, i64 ist) {
+    ACC acc = 0;
+    for (int a = 0; a < pr[0].count; ++a)
+        for (i64 o0 = pr[0].lo[a]; o0 <= pr[0].hi[a]; o0 += pr[0].step[a])
+            for (int b = 0; b < pr[1].count; ++b)
+                for (i64 o1 = pr[1].lo[b]; o1 <= pr[1].hi[b]; o1 += pr[1].step[b]) {
+                    const i64 at = io + o0 * st[0] + o1 * st[1];
+                    for (int c = 0; c < pl.count; ++c)
+                        for (i64 o2 = pl.lo[c]; o2 <= pl.hi[c]; o2 += pl.step[c])
+                            acc += to_acc(dy[at + o2 * ist]);
+                }
+    return acc;
+}
+
+__device__ __forceinline__ bool one_point(const Ranges& r) {
+    return r.count == 1 && r.lo[0] == r.hi[0];
+}
+
 // The pad backward by rows: one warp per dx row, the outer dims'
-// preimages found once per row, its lanes across the row. For rows of at
+// preimages found once per row, its lanes across the row, ROW_UNROLL
+// elements each. An element whose every preimage is one point (the
+// interior: most of them) is one load, all of a lane's issued before any
+// is used; the border sums in pad_sum_at after them. For rows of at
 // least 32.
 template <typename I>
 __device__ __forceinline__ void pad_bw_rows(const GatherArgs& p) {
@@ -414,28 +618,61 @@ __device__ __forceinline__ void pad_bw_rows(const GatherArgs& p) {
     const i64 width = (i64)p.out_shape[last];
     const I rows = (I)(p.n / (u64)width);
     const int lane = threadIdx.x & 31;
-    const I warps = (I)gridDim.x * (blockDim.x >> 5);
-    for (I row = (I)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); row < rows;
-         row += warps) {
-        i64 oo, io;
-        Ranges pr[2];
-        i64 st[2];
-        pad_bw_locate<I, 2>(p, row, r - 1, pr, st, oo, io);
-        const i64 ist = p.in_stride[last];
-        for (i64 j = lane; j < width; j += 32) {
-            const Ranges pl = preimage(p.kind[last], j, width, (i64)p.in_shape[last],
-                                       p.shift[last], p.crop[last], p.span[last]);
-            ACC acc = 0;
-            for (int a = 0; a < pr[0].count; ++a)
-                for (i64 o0 = pr[0].lo[a]; o0 <= pr[0].hi[a]; o0 += pr[0].step[a])
-                    for (int b = 0; b < pr[1].count; ++b)
-                        for (i64 o1 = pr[1].lo[b]; o1 <= pr[1].hi[b]; o1 += pr[1].step[b]) {
-                            const i64 at = io + o0 * st[0] + o1 * st[1];
-                            for (int c = 0; c < pl.count; ++c)
-                                for (i64 o2 = pl.lo[c]; o2 <= pl.hi[c]; o2 += pl.step[c])
-                                    acc += to_acc(dy[at + o2 * ist]);
-                        }
-            dx[oo + j * p.out_stride[last]] = from_acc(acc);
+    const i64 ist = p.in_stride[last];
+    const i64 ost = p.out_stride[last];
+    const u32 kl = p.kind[last];
+    const i64 ml = (i64)p.in_shape[last], bl = p.shift[last];
+    // consecutive rows per warp: a step along the row dim (rank - 2)
+    // updates its preimage alone, the rest is found again when it wraps
+    const int rd = r - 2;
+    I r0, r1;
+    warp_rows<I>(rows, r0, r1);
+    i64 oo, io;
+    Ranges pr[2];
+    i64 st[2];
+    pad_bw_locate<I, 2>(p, r0, r - 1, pr, st, oo, io);
+    i64 c = (i64)(r0 % (I)p.out_shape[rd]);
+    for (I row = r0; row < r1; ++row) {
+        if (row > r0) {
+            if (++c < (i64)p.out_shape[rd]) {
+                oo += p.out_stride[rd];
+                pr[1] = preimage(p.kind[rd], c, (i64)p.out_shape[rd], (i64)p.in_shape[rd], p.shift[rd],
+                                 p.crop[rd], p.span[rd]);
+            } else {
+                pad_bw_locate<I, 2>(p, row, r - 1, pr, st, oo, io);
+                c = 0;
+            }
+        }
+        const bool simple = one_point(pr[0]) && one_point(pr[1]);
+        const i64 at = io + pr[0].lo[0] * st[0] + pr[1].lo[0] * st[1];
+        for (i64 j0 = lane; j0 < width; j0 += 32 * ROW_UNROLL) {
+            ACC acc[ROW_UNROLL];
+            u32 border = 0;
+#pragma unroll
+            for (int u = 0; u < ROW_UNROLL; ++u) {
+                const i64 j = j0 + 32 * u;
+                acc[u] = 0;
+                i64 o;
+                if (j < width) {
+                    if (simple && single_preimage(kl, j, width, ml, bl, o))
+                        acc[u] = to_acc(dy[at + o * ist]);
+                    else
+                        border |= 1u << u;
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < ROW_UNROLL; ++u) {
+                if (border >> u & 1) {
+                    const i64 j = j0 + 32 * u;
+                    const Ranges pl = preimage(kl, j, width, ml, bl, p.crop[last], p.span[last]);
+                    acc[u] = pad_sum_at(dy, io, pr, st, pl, ist);
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < ROW_UNROLL; ++u) {
+                const i64 j = j0 + 32 * u;
+                if (j < width) dx[oo + j * ost] = from_acc(acc[u]);
+            }
         }
     }
 }
@@ -708,6 +945,74 @@ __device__ __forceinline__ void group_rows(const GroupArgs& p) {
 // and that y and its other strides keep 16-byte alignment. Each term loads
 // as one vector where it lies at a 16-byte boundary, element by element
 // otherwise; sums run over the terms in order, as group_gather's do.
+// The VEC outputs from column `col` of the innermost group, whose outer
+// groups put its first term at `off` (`none`: one of them has no term).
+template <typename I>
+__device__ __forceinline__ void group_vec_at(const GroupArgs& p, const T* __restrict__ x, i64 off,
+                                             bool none, i64 col, T (&v)[VEC]) {
+    const Prog pr = group_prog<I>(p, (int)p.rank - 1, col, 0);
+    off += pr.first;
+    if (none || pr.count <= 0) {
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) v[k] = from_acc((ACC)0);
+    } else if (pr.count == 1) {
+        if (((u64)(x + off) & 15) == 0) {
+            load_vec(x + off, 0, v);
+        } else {
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) v[k] = x[off + k];
+        }
+    } else {
+        ACC acc[VEC];
+        const bool aligned = ((u64)(x + off) & 15) == 0 && ((pr.step * (i64)sizeof(T)) & 15) == 0;
+        for (i64 t = 0; t < pr.count; ++t) {
+            T w[VEC];
+            const i64 at = off + t * pr.step;
+            if (aligned) {
+                load_vec(x + at, 0, w);
+            } else {
+#pragma unroll
+                for (int k = 0; k < VEC; ++k) w[k] = x[at + k];
+            }
+#pragma unroll
+            for (int k = 0; k < VEC; ++k) acc[k] = t == 0 ? to_acc(w[k]) : acc[k] + to_acc(w[k]);
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) v[k] = from_acc(acc[k]);
+    }
+}
+
+// The first term's offset of the groups of dims 0..dims-1 at coordinates
+// c, and whether one of them has none.
+template <typename I>
+__device__ __forceinline__ i64 group_outer(const GroupArgs& p, const i64 (&c)[MAX_RANK], int dims,
+                                           bool& none) {
+    i64 off = p.base;
+    none = false;
+#pragma unroll
+    for (int d = 0; d < MAX_RANK - 1; ++d) {
+        if (d < dims && p.kind[d] != G_NONE) {
+            const i64 o2 = p.kind[d] == G_DIAG ? coord_of(c, p.partner[d]) : 0;
+            const Prog g = group_prog<I>(p, d, c[d], o2);
+            if (g.count <= 0) none = true;
+            off += g.first;
+        }
+    }
+    return off;
+}
+
+// VEC consecutive outputs along the innermost dim per thread, stored as
+// one 16-byte vector, for maps whose outer groups have at most one term
+// and whose innermost group is G_AFFINE or G_MOD (a copy) or G_EVERY (a
+// sum of `count` terms, repeat's backward) with the innermost x stride 1
+// (G_MOD: a a multiple of VEC, so no vector wraps), or G_WINDOWS (unfold's
+// backward) with a unit window-position stride and step and size
+// multiples of VEC: along each aligned vector every term's offset steps
+// by 1 and the terms' count and step stay. The host checks those,
+// that the innermost output dim is contiguous and a multiple of VEC long
+// and that y and its other strides keep 16-byte alignment. Each term loads
+// as one vector where it lies at a 16-byte boundary, element by element
+// otherwise; sums run over the terms in order, as group_gather's do.
 template <typename I>
 __device__ __forceinline__ void group_vec(const GroupArgs& p) {
     const T* __restrict__ x = (const T*)p.in;
@@ -720,48 +1025,46 @@ __device__ __forceinline__ void group_vec(const GroupArgs& p) {
         i64 c[MAX_RANK];
         i64 oo;
         group_coords<I>(p, g * (I)VEC, rank, c, oo);
-        i64 off = p.base;
-        bool none = false;
+        bool none;
+        const i64 off = group_outer<I>(p, c, last, none);
+        T v[VEC];
+        group_vec_at<I>(p, x, off, none, coord_of(c, (u32)last), v);
+        store_vec(y + oo, 0, v);
+    }
+}
+
+// group_vec with a warp per output row: the outer groups once per row,
+// the lanes across the row's vectors, VEC_UNROLL each in flight, the warps
+// taking rows in turn. For copies (no sums) in rows of at least 32
+// vectors whose outer groups do not read the innermost coordinate (no
+// diagonal partner there).
+template <typename I>
+__device__ __forceinline__ void group_vec_rows(const GroupArgs& p) {
+    const T* __restrict__ x = (const T*)p.in;
+    T* __restrict__ y = (T*)p.out;
+    const int last = (int)p.rank - 1;
+    const i64 width = (i64)p.out_shape[last];
+    const i64 groups = width / VEC;
+    const I rows = (I)(p.n / (u64)width);
+    const int lane = threadIdx.x & 31;
+    const I warps = (I)gridDim.x * (blockDim.x >> 5);
+    for (I r = (I)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
+        i64 c[MAX_RANK];
+        i64 oo;
+        group_coords<I>(p, r, last, c, oo);
+        bool none;
+        const i64 off = group_outer<I>(p, c, last, none);
+        for (i64 g0 = lane; g0 < groups; g0 += 32 * VEC_UNROLL) {
+            T v[VEC_UNROLL][VEC];
 #pragma unroll
-        for (int d = 0; d < MAX_RANK; ++d) {
-            if (d < rank && p.kind[d] != G_NONE) {
-                const i64 o2 = p.kind[d] == G_DIAG ? coord_of(c, p.partner[d]) : 0;
-                const Prog pr = group_prog<I>(p, d, c[d], o2);
-                if (pr.count <= 0) none = true;
-                off += pr.first;
-                if (d == last) {
-                    // the innermost group: its terms after the first
-                    T v[VEC];
-                    if (none) {
+            for (int u = 0; u < VEC_UNROLL; ++u) {
+                const i64 g = g0 + 32 * u;
+                if (g < groups) group_vec_at<I>(p, x, off, none, g * VEC, v[u]);
+            }
 #pragma unroll
-                        for (int k = 0; k < VEC; ++k) v[k] = from_acc((ACC)0);
-                    } else if (pr.count == 1) {
-                        if (((u64)(x + off) & 15) == 0) {
-                            load_vec(x + off, 0, v);
-                        } else {
-#pragma unroll
-                            for (int k = 0; k < VEC; ++k) v[k] = x[off + k];
-                        }
-                    } else {
-                        ACC acc[VEC];
-                        const bool aligned = ((u64)(x + off) & 15) == 0 && ((pr.step * (i64)sizeof(T)) & 15) == 0;
-                        for (i64 t = 0; t < pr.count; ++t) {
-                            T w[VEC];
-                            const i64 at = off + t * pr.step;
-                            if (aligned) {
-                                load_vec(x + at, 0, w);
-                            } else {
-#pragma unroll
-                                for (int k = 0; k < VEC; ++k) w[k] = x[at + k];
-                            }
-#pragma unroll
-                            for (int k = 0; k < VEC; ++k) acc[k] = t == 0 ? to_acc(w[k]) : acc[k] + to_acc(w[k]);
-                        }
-#pragma unroll
-                        for (int k = 0; k < VEC; ++k) v[k] = from_acc(acc[k]);
-                    }
-                    store_vec(y + oo, 0, v);
-                }
+            for (int u = 0; u < VEC_UNROLL; ++u) {
+                const i64 g = g0 + 32 * u;
+                if (g < groups) store_vec(y + oo + g * VEC, 0, v[u]);
             }
         }
     }
@@ -854,6 +1157,9 @@ __device__ __forceinline__ void copy_pieces2(const CopyArgs2& p) {
     extern "C" __global__ void __launch_bounds__(256) shape_gather_rows##SUFFIX(GatherArgs p) {\
         gather_rows<I>(p);                                                                     \
     }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) shape_gather_vec_rows##SUFFIX(GatherArgs p) {\
+        gather_vec_rows<I>(p);                                                                     \
+    }                                                                                              \
     extern "C" __global__ void __launch_bounds__(256) shape_pad_bw##SUFFIX(GatherArgs p) {     \
         pad_bw<I>(p);                                                                          \
     }                                                                                          \
@@ -868,6 +1174,9 @@ __device__ __forceinline__ void copy_pieces2(const CopyArgs2& p) {
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(256) shape_group_vec##SUFFIX(GroupArgs p) {   \
         group_vec<I>(p);                                                                       \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(256) shape_group_vec_rows##SUFFIX(GroupArgs p) {\
+        group_vec_rows<I>(p);                                                                      \
     }
 GATHER_KERNELS(u32, 32)
 GATHER_KERNELS(u64, 64)

@@ -232,6 +232,9 @@ pub(crate) struct GatherArgs {
     shift: [i64; MAX_RANK],
     crop: [i64; MAX_RANK],
     span: [i64; MAX_RANK],
+    run_lo: [i64; 2],
+    run_hi: [i64; 2],
+    run_off: [i64; 2],
     out: DevPtrMut<u8>,
     inp: DevPtr<u8>,
 }
@@ -553,13 +556,14 @@ fn resolve_pad<const N: usize>(
     })
 }
 
-/// The gather kernels for one index width: by element, by 16-byte vector,
-/// by row (a warp each), and the accumulating pad backward by element and
-/// by row.
+/// The gather kernels for one index width: by element, by 16-byte vector
+/// (flat or a warp per row), by row (a warp each), and the accumulating
+/// pad backward by element and by row.
 #[derive(Clone, Debug)]
 struct Kernels {
     scalar: Function,
     vec: Function,
+    vec_rows: Function,
     rows: Function,
     pad_bw: Function,
     pad_bw_rows: Function,
@@ -630,6 +634,7 @@ impl<T: Element, const N: usize> Plan for ShapePlan<T, N> {
             Ok(Kernels {
                 scalar: module.function(&format!("shape_gather{w}"))?,
                 vec: module.function(&format!("shape_gather_vec{w}"))?,
+                vec_rows: module.function(&format!("shape_gather_vec_rows{w}"))?,
                 rows: module.function(&format!("shape_gather_rows{w}"))?,
                 pad_bw: module.function(&format!("shape_pad_bw{w}"))?,
                 pad_bw_rows: module.function(&format!("shape_pad_bw_rows{w}"))?,
@@ -751,6 +756,7 @@ impl<T: Element, const N: usize> ShapePlan<T, N> {
             Path::PadSum => &k.pad_bw,
             Path::PadSumRows => &k.pad_bw_rows,
             Path::Vector => &k.vec,
+            Path::VectorRows => &k.vec_rows,
             Path::Rows => &k.rows,
             Path::Scalar => &k.scalar,
         };
@@ -768,8 +774,10 @@ impl<T: Element, const N: usize> ShapePlan<T, N> {
 enum Path {
     /// One output element per thread.
     Scalar,
-    /// One 16-byte vector of outputs per thread.
+    /// 16-byte vectors of outputs, [`VEC_UNROLL`] per thread.
     Vector,
+    /// 16-byte vectors of outputs, one output row per warp.
+    VectorRows,
     /// One output row per warp.
     Rows,
     /// The accumulating pad backward, one element per thread.
@@ -778,12 +786,40 @@ enum Path {
     PadSumRows,
 }
 
+/// Vectors per thread and step of the flat vector kernel (`VEC_UNROLL`).
+const VEC_UNROLL: usize = 4;
+
 /// Output rows at least this long run a warp per row (`Path::Rows`,
 /// `Path::PadSumRows`): every lane has an element.
 const ROW_MIN: usize = 32;
 /// ... when there are at least this many rows: 2048 warps, enough to keep
 /// every SM busy (fewer, longer rows run an element per thread).
 const ROW_MIN_ROWS: usize = 2048;
+
+/// The output columns `[lo, hi)` of dim `d` whose source is column
+/// `j + off` of x's dim, as up to two straight runs `(lo, hi, off)`: the
+/// interior of a pad, the two parts of a roll, every column of an
+/// unmapped dim; `(0, 0, 0)` for none (a flip). The row kernels read a run
+/// without the per-column map.
+fn straight_runs(p: &GatherArgs, d: usize) -> [(i64, i64, i64); 2] {
+    let width = p.out_shape[d] as i64;
+    let (n, shift) = (p.in_shape[d] as i64, p.shift[d]);
+    let runs = match p.kind[d] {
+        K_IDENTITY => [(0, width, 0), (0, 0, 0)],
+        K_CONSTANT | K_REFLECT | K_REPLICATE => [(shift, shift + n, -shift), (0, 0, 0)],
+        K_ROLL => [(shift, width, -shift), (0, shift, n - shift)],
+        K_CIRCULAR => [(shift, shift + p.span[d], p.crop[d] - shift), (0, 0, 0)],
+        _ => [(0, 0, 0); 2],
+    };
+    runs.map(|(lo, hi, off)| {
+        let (lo, hi) = (lo.clamp(0, width), hi.clamp(0, width));
+        if lo < hi {
+            (lo, hi, off)
+        } else {
+            (0, 0, 0)
+        }
+    })
+}
 
 /// Whether `strides` lay `shape` out row-major and dense (extent-1 dims
 /// may have any stride).
@@ -831,6 +867,9 @@ fn launch_args<const N: usize>(
         shift: map.shift,
         crop: map.crop,
         span: map.span,
+        run_lo: [0; 2],
+        run_hi: [0; 2],
+        run_off: [0; 2],
         out: out.0,
         inp: inp.0,
     };
@@ -861,6 +900,9 @@ fn launch_args<const N: usize>(
     let rank = p.rank as usize;
     let last = rank.saturating_sub(1);
     let width = p.out_shape[last] as usize;
+    for (q, (lo, hi, off)) in straight_runs(&p, last).into_iter().enumerate() {
+        (p.run_lo[q], p.run_hi[q], p.run_off[q]) = (lo, hi, off);
+    }
     let stride = |d: usize| p.out_stride[d] as usize;
     // a warp per row: rows of at least ROW_MIN, enough of them to fill
     // the device
@@ -877,16 +919,20 @@ fn launch_args<const N: usize>(
         && (0..last).all(|d| p.out_shape[d] == 1 || stride(d) % vec == 0)
     {
         // y's last dim contiguous, a whole number of 16-byte vectors, and
-        // every vector aligned
-        Path::Vector
+        // every vector aligned; a warp per row of 32 vectors or more
+        if by_rows && width / vec >= ROW_MIN {
+            Path::VectorRows
+        } else {
+            Path::Vector
+        }
     } else if by_rows && p.flat == 0 {
         Path::Rows
     } else {
         Path::Scalar
     };
     let items = match path {
-        Path::Vector => n / vec,
-        Path::Rows | Path::PadSumRows => n / width * 32,
+        Path::Vector => (n / vec).div_ceil(VEC_UNROLL),
+        Path::VectorRows | Path::Rows | Path::PadSumRows => n / width * 32,
         Path::Scalar | Path::PadSum => n,
     };
     Some((p, path, items))
@@ -909,8 +955,8 @@ mod tests {
 
     #[test]
     fn params_layout_matches_cuda() {
-        // 8 + 4 + 4 + 8 + 4 + 4 + 8 + 8 + 4 * 64 + 32 + 3 * 64 + 16
-        assert_eq!(std::mem::size_of::<GatherArgs>(), 544);
+        // 8 + 4 + 4 + 8 + 4 + 4 + 8 + 8 + 4 * 64 + 32 + 3 * 64 + 48 + 16
+        assert_eq!(std::mem::size_of::<GatherArgs>(), 592);
     }
 
     #[test]
@@ -979,7 +1025,7 @@ mod tests {
             .map(|(_, p, items)| (p, items))
         };
         let flip = ShapeOp::flip(&[1]);
-        assert_eq!(path(flip, 512, [8, 1], false), Some((Path::Vector, 8)));
+        assert_eq!(path(flip, 512, [8, 1], false), Some((Path::Vector, 2)));
         // misaligned, strided rows, strided elements
         assert_eq!(path(flip, 516, [8, 1], false), Some((Path::Scalar, 32)));
         assert_eq!(path(flip, 512, [9, 1], false), Some((Path::Scalar, 32)));
@@ -987,7 +1033,7 @@ mod tests {
         // a flattened roll: of dense tensors one rolled dim of 32, else by
         // element; a padded row of 10 is no whole number of f32 vectors
         let flat = ShapeOp::roll(&[3], &[]);
-        assert_eq!(path(flat, 512, [8, 1], false), Some((Path::Vector, 8)));
+        assert_eq!(path(flat, 512, [8, 1], false), Some((Path::Vector, 2)));
         assert_eq!(path(flat, 512, [9, 1], false), Some((Path::Scalar, 32)));
         let pad = ShapeOp::pad(PadMode::Reflect, &[1, 1], 0.0);
         assert_eq!(path(pad, 512, [10, 1], false), Some((Path::Scalar, 40)));
@@ -1009,6 +1055,15 @@ mod tests {
         assert_eq!(launch(&r.bw, &[40, 1], true), Some((Path::PadSumRows, 4096 * 32)));
         let few = resolve(&wide, &[4, 40]).unwrap();
         assert_eq!(launch(&few.fw, &[46, 1], false), Some((Path::Scalar, 4 * 46)));
+        // rows of 32 vectors or more that take vectors: a warp per row;
+        // fewer rows than that, the flat vector kernel
+        let tri = ShapeOp::Tril { diagonal: 0 };
+        let r = resolve(&tri, &[4096, 256]).unwrap();
+        assert_eq!(launch(&r.fw, &[256, 1], false), Some((Path::VectorRows, 4096 * 32)));
+        let r = resolve(&tri, &[4096, 248]).unwrap();
+        assert_eq!(launch(&r.fw, &[248, 1], false), Some((Path::Vector, 4096 * 31 / 4)));
+        let r = resolve(&tri, &[16, 4096]).unwrap();
+        assert_eq!(launch(&r.fw, &[4096, 1], false), Some((Path::Vector, 16 * 512 / 4)));
         // a rank-0 tensor: one element, by element
         let r0 = resolve(&ShapeOp::roll(&[5], &[]), &[]).unwrap();
         let (p, kernel, items) = launch_args(
@@ -1032,9 +1087,78 @@ mod tests {
         )
         .unwrap();
         assert_eq!((p.rank, p.kind[0], p.shift[0], p.flat), (1, K_ROLL, 8, 0));
-        assert_eq!((kernel, items), (Path::Vector, 64 * 40 / 8));
+        assert_eq!((kernel, items), (Path::Vector, 64 * 40 / 8 / VEC_UNROLL));
         let empty = ShapeOp::pad(PadMode::Constant, &[-4, -4], 0.0);
         assert_eq!(path(empty, 512, [0, 1], false), None);
+    }
+
+    #[test]
+    fn straight_runs_match_the_map() {
+        // every column of the run reads column j + off, as the map says
+        let ops = [
+            ShapeOp::pad(PadMode::Constant, &[3, 5], 0.0),
+            ShapeOp::pad(PadMode::Constant, &[-2, 4], 0.0),
+            ShapeOp::pad(PadMode::Reflect, &[3, 2], 0.0),
+            ShapeOp::pad(PadMode::Replicate, &[7, 1], 0.0),
+            ShapeOp::pad(PadMode::Circular, &[3, -2], 0.0),
+            ShapeOp::roll(&[3], &[1]),
+            ShapeOp::flip(&[0]),
+            ShapeOp::Tril { diagonal: 1 },
+        ];
+        for (i, op) in ops.into_iter().enumerate() {
+            let r = resolve(&op, &[4, 10]).unwrap();
+            // the backward of reflect, replicate and circular pads sums
+            let gathers = if (2..5).contains(&i) { vec![r.fw] } else { vec![r.fw, r.bw] };
+            for map in gathers {
+                let (p, _, _) = launch_args(
+                    &map,
+                    (DevPtrMut::from_addr(512), &[map.out_shape[1], 1]),
+                    (DevPtr::from_addr(256), &[map.in_shape[1], 1]),
+                    false,
+                    4,
+                )
+                .unwrap();
+                let runs = (0..2).map(|q| (p.run_lo[q], p.run_hi[q], p.run_off[q]));
+                let src = |o: i64| match p.kind[1] {
+                    K_IDENTITY => o,
+                    K_FLIP => p.in_shape[1] as i64 - 1 - o,
+                    K_ROLL => (o - p.shift[1]).rem_euclid(p.in_shape[1] as i64),
+                    K_CIRCULAR => p.crop[1] + (o - p.shift[1]).rem_euclid(p.span[1]),
+                    _ => {
+                        let s = o - p.shift[1];
+                        if p.kind[1] == K_REFLECT {
+                            let s = s.abs();
+                            let n = p.in_shape[1] as i64;
+                            if s >= n {
+                                2 * (n - 1) - s
+                            } else {
+                                s
+                            }
+                        } else if p.kind[1] == K_REPLICATE {
+                            s.clamp(0, p.in_shape[1] as i64 - 1)
+                        } else if (0..p.in_shape[1] as i64).contains(&s) {
+                            s
+                        } else {
+                            -1
+                        }
+                    }
+                };
+                let mut covered = 0;
+                for (lo, hi, off) in runs {
+                    assert!(0 <= lo && lo <= hi && hi <= p.out_shape[1] as i64, "{op:?}");
+                    for j in lo..hi {
+                        assert_eq!(src(j), j + off, "{op:?} column {j}");
+                    }
+                    covered += hi - lo;
+                }
+                if p.kind[1] != K_FLIP {
+                    assert!(covered > 0, "{op:?} has a run");
+                }
+                if p.kind[1] == K_ROLL {
+                    assert_eq!(covered, p.out_shape[1] as i64, "a roll is two runs");
+                }
+            }
+        }
     }
 
     #[test]

@@ -666,6 +666,7 @@ struct Kernels {
     scalar: Function,
     rows: Function,
     vec: Function,
+    vec_rows: Function,
 }
 
 /// A [`LayoutOp`] from a rank-`N` input to a rank-`M` output: `y[o] =
@@ -754,6 +755,7 @@ impl<T: Element, const N: usize, const M: usize> Plan for LayoutPlan<T, N, M> {
                 scalar: module.function(&format!("shape_group{w}"))?,
                 rows: module.function(&format!("shape_group_rows{w}"))?,
                 vec: module.function(&format!("shape_group_vec{w}"))?,
+                vec_rows: module.function(&format!("shape_group_vec_rows{w}"))?,
             })
         };
         let (k32, k64) = (load("32")?, load("64")?);
@@ -874,6 +876,7 @@ impl<T: Element, const N: usize, const M: usize> LayoutPlan<T, N, M> {
             Path::Element => &k.scalar,
             Path::Rows => &k.rows,
             Path::Vector => &k.vec,
+            Path::VectorRows => &k.vec_rows,
         };
         let blocks = items
             .div_ceil(THREADS as usize)
@@ -899,6 +902,9 @@ enum Path {
     Rows,
     /// A thread per 16 bytes of consecutive outputs.
     Vector,
+    /// A warp per output row, 16 bytes of consecutive outputs a lane (no
+    /// sums).
+    VectorRows,
 }
 
 /// The kernel parameters of `map` from `inp` into `out` (addresses and
@@ -942,15 +948,22 @@ fn launch_args(
         inp: inp.0,
     };
     let width = if r > 0 { map.out_shape[r - 1] } else { 1 };
-    let own_last = r > 0
-        && matches!(map.kind[r - 1], G_AFFINE | G_MOD | G_DIV | G_SEARCH)
-        && !map.kind[..r]
+    let last_partner = r > 0
+        && map.kind[..r]
             .iter()
             .zip(&map.partner)
             .any(|(&k, &q)| k == G_DIAG && q as usize == r - 1);
+    let own_last =
+        r > 0 && matches!(map.kind[r - 1], G_AFFINE | G_MOD | G_DIV | G_SEARCH) && !last_partner;
     let rows = own_last && !map.sums() && width >= ROW_MIN && n / width >= ROW_MIN_ROWS;
     if vector_ok(map, &p, out, elem) {
-        return Some((p, Path::Vector, n / (16 / elem)));
+        let vec = 16 / elem;
+        // a warp per row of 32 vectors or more, enough rows to fill the
+        // device, the outer groups independent of the innermost coordinate
+        if !last_partner && !map.sums() && width / vec >= ROW_MIN && n / width >= ROW_MIN_ROWS {
+            return Some((p, Path::VectorRows, n / width * 32));
+        }
+        return Some((p, Path::Vector, n / vec));
     }
     let (path, items) = if rows {
         (Path::Rows, n / width * 32)
@@ -1138,9 +1151,13 @@ mod tests {
         };
         let rep = LayoutOp::repeat(&[1, 4]);
         let n = 4096 * 4096;
-        assert_eq!(path(rep.clone(), &[4096, 4096], true, 2), Some((Path::Vector, 4 * n / 8)));
-        // the backward sums the copies along the row: vectors of dx
+        // rows of 32 vectors or more, 2048 rows or more: a warp per row
+        assert_eq!(path(rep.clone(), &[4096, 4096], true, 2), Some((Path::VectorRows, 4096 * 32)));
+        assert_eq!(path(rep.clone(), &[1024, 4096], true, 2), Some((Path::Vector, 4 * 1024 * 4096 / 8)));
+        // the backward sums the copies along the row: vectors of dx, a
+        // thread each (a warp per row measured slower for sums)
         assert_eq!(path(rep.clone(), &[4096, 4096], false, 4), Some((Path::Vector, n / 4)));
+        assert_eq!(path(rep.clone(), &[4096, 64], false, 4), Some((Path::Vector, 4096 * 64 / 4)));
         // a period that is no multiple of the vector: by row
         assert_eq!(path(rep, &[4096, 66], true, 4), Some((Path::Rows, 4096 * 32)));
         // sums over an outer dim too: by element

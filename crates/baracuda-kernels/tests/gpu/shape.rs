@@ -199,6 +199,9 @@ fn flip_samples() -> Vec<MapSample> {
         // a warp per row (2048 rows or more, no whole vectors)
         ms(f(&[1]), &[2100, 33], Contiguous),
         ms(f(&[0, 1]), &[512, 4096], Contiguous),
+        // a warp per row in vectors (2048 rows or more of 32 vectors or
+        // more; 33 bf16 vectors leave one lane a second), reversed loads
+        ms(f(&[0, 1]), &[2048, 264], Contiguous),
     ]
 }
 
@@ -263,6 +266,7 @@ fn tri_samples(lower: bool) -> Vec<MapSample> {
         // a warp per row
         ms(t(2), &[3, 700, 35], Contiguous),
         ms(t(1), &[8, 512, 512], Contiguous),
+        ms(t(3), &[8, 300, 264], Contiguous),
     ]
 }
 
@@ -291,6 +295,8 @@ fn pad_samples(mode: PadMode) -> Vec<MapSample> {
         ms(p(&[-1, 3]), &[2, 1050, 33], Contiguous),
         ms(p(&[-1, 3]), &[2, 1050, 33], StridedOut),
         ms(p(&[3, 3, 3, 3]), &[8, 16, 64, 64], Contiguous),
+        // three padded dims by rows: border rows and planes sum several
+        ms(p(&[1, 2, 2, 1, 3, 1]), &[4, 24, 24, 40], Contiguous),
     ];
     match mode {
         Constant => {

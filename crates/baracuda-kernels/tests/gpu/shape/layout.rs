@@ -166,6 +166,10 @@ fn repeat_samples() -> Vec<LayoutSample> {
         // a warp per row
         ls(r(&[1, 2]), &[2100, 33], Contiguous),
         ls(r(&[2, 4]), &[512, 1024], Contiguous),
+        // a warp per row in vectors (2048 rows or more of 32 vectors or
+        // more), forward
+        ls(r(&[1, 4]), &[2048, 128], Contiguous),
+        ls(r(&[2, 4]), &[1100, 64], Contiguous),
     ]
 }
 
@@ -317,6 +321,8 @@ fn unfold_samples() -> Vec<LayoutSample> {
         // a warp per row (the window along the row)
         ls(u(1, 40, 1), &[4, 600], Contiguous),
         ls(u(1, 64, 16), &[64, 16000], Contiguous),
+        // 2048 rows or more of dx: the vector kernel still (sums)
+        ls(u(1, 64, 32), &[2048, 512], Contiguous),
     ]
 }
 
