@@ -267,13 +267,10 @@ fn transpose<T: Element, const N: usize>(
     rows: &[Row],
 ) -> Result<()> {
     let x_shape: [usize; N] = std::array::from_fn(|i| shape[i]);
-    let mut x_strides = [1usize; N];
-    for d in (0..N - 1).rev() {
-        x_strides[d] = x_strides[d + 1] * x_shape[d + 1];
-    }
-    let (mut y_shape, mut y_view_strides) = (x_shape, x_strides);
+    let mut perm: [usize; N] = std::array::from_fn(|i| i);
+    perm.swap(d0, d1);
+    let mut y_shape = x_shape;
     y_shape.swap(d0, d1);
-    y_view_strides.swap(d0, d1);
     let plan = CastPlan::<T, T, N>::select(
         s,
         &CastDescriptor::new(T::KIND, T::KIND, y_shape),
@@ -289,7 +286,7 @@ fn transpose<T: Element, const N: usize>(
                 s,
                 Workspace::None,
                 CastArgs {
-                    x: TensorRef::new(xs[i].as_slice(), y_shape, y_view_strides)?,
+                    x: TensorRef::contiguous(xs[i].as_slice(), x_shape)?.permute(perm)?,
                     y: TensorMut::contiguous(y.as_slice_mut(), y_shape)?,
                 },
             )
