@@ -398,30 +398,29 @@ __device__ __forceinline__ void gather_vec(const GatherArgs& p) {
     }
 }
 
-// gather_vec with a warp per output row: the outer dims' index math once
-// per row, the lanes across the row's vectors, VEC_UNROLL each in flight.
-// For rows of at least 32 vectors (512 bytes), long enough that the index
-// math is small beside them: the warps take rows in turn, so the rows in
-// flight at once are neighbours in memory.
-template <typename I>
-__device__ __forceinline__ void gather_vec_rows(const GatherArgs& p) {
-    const T* __restrict__ x = (const T*)p.in;
-    T* __restrict__ y = (T*)p.out;
-    const int last = (int)p.rank - 1;
-    const i64 width = (i64)p.out_shape[last];
+// A warp per output row of `width` elements (a whole number of VEC, the
+// innermost output dim contiguous), the warps taking rows in turn, so the
+// rows in flight at once are neighbours in memory: `row(r, oo)` sets up
+// row r once (oo: its output offset) and returns what `load(ctx, col, v)`
+// needs to gather the VEC outputs from column col; the lanes take the
+// row's vectors, VEC_UNROLL each in flight. For rows of at least 32
+// vectors (512 bytes), long enough that the row's index math is small
+// beside them.
+template <typename I, typename Row, typename Load>
+__device__ __forceinline__ void vec_rows(u64 n, i64 width, T* __restrict__ y, Row row, Load load) {
     const i64 groups = width / VEC;
-    const I rows = (I)(p.n / (u64)width);
+    const I rows = (I)(n / (u64)width);
     const int lane = threadIdx.x & 31;
     const I warps = (I)gridDim.x * (blockDim.x >> 5);
     for (I r = (I)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
-        i64 oo, base, row, col;
-        gather_offsets<I>(p, r * (I)width, oo, base, row, col);
+        i64 oo;
+        const auto ctx = row(r, oo);
         for (i64 g0 = lane; g0 < groups; g0 += 32 * VEC_UNROLL) {
             T v[VEC_UNROLL][VEC];
 #pragma unroll
             for (int u = 0; u < VEC_UNROLL; ++u) {
                 const i64 g = g0 + 32 * u;
-                if (g < groups) vec_source(p, x, base, row, g * VEC, v[u]);
+                if (g < groups) load(ctx, g * VEC, v[u]);
             }
 #pragma unroll
             for (int u = 0; u < VEC_UNROLL; ++u) {
@@ -430,6 +429,29 @@ __device__ __forceinline__ void gather_vec_rows(const GatherArgs& p) {
             }
         }
     }
+}
+
+// The source of a row of the gather: its outer dims' x offset (-1
+// outside x) and its coordinate along the row dim.
+struct GatherRow {
+    i64 base, row;
+};
+
+// gather_vec with a warp per output row (vec_rows): the outer dims' index
+// math once per row.
+template <typename I>
+__device__ __forceinline__ void gather_vec_rows(const GatherArgs& p) {
+    const T* __restrict__ x = (const T*)p.in;
+    const i64 width = (i64)p.out_shape[(int)p.rank - 1];
+    vec_rows<I>(
+        p.n, width, (T*)p.out,
+        [&](I r, i64& oo) {
+            GatherRow w;
+            i64 col;
+            gather_offsets<I>(p, r * (I)width, oo, w.base, w.row, col);
+            return w;
+        },
+        [&](const GatherRow& w, i64 col, T(&v)[VEC]) { vec_source(p, x, w.base, w.row, col, v); });
 }
 
 // Output coordinates o of dy (extent m) whose source along a padded dim
@@ -1033,41 +1055,30 @@ __device__ __forceinline__ void group_vec(const GroupArgs& p) {
     }
 }
 
-// group_vec with a warp per output row: the outer groups once per row,
-// the lanes across the row's vectors, VEC_UNROLL each in flight, the warps
-// taking rows in turn. For copies (no sums) in rows of at least 32
-// vectors whose outer groups do not read the innermost coordinate (no
-// diagonal partner there).
+// The first term's offset of a row's outer groups, and whether one of
+// them has none.
+struct GroupRow {
+    i64 off;
+    bool none;
+};
+
+// group_vec with a warp per output row (vec_rows): the outer groups once
+// per row. For copies (no sums) whose outer groups do not read the
+// innermost coordinate (no diagonal partner there).
 template <typename I>
 __device__ __forceinline__ void group_vec_rows(const GroupArgs& p) {
     const T* __restrict__ x = (const T*)p.in;
-    T* __restrict__ y = (T*)p.out;
     const int last = (int)p.rank - 1;
-    const i64 width = (i64)p.out_shape[last];
-    const i64 groups = width / VEC;
-    const I rows = (I)(p.n / (u64)width);
-    const int lane = threadIdx.x & 31;
-    const I warps = (I)gridDim.x * (blockDim.x >> 5);
-    for (I r = (I)blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5); r < rows; r += warps) {
-        i64 c[MAX_RANK];
-        i64 oo;
-        group_coords<I>(p, r, last, c, oo);
-        bool none;
-        const i64 off = group_outer<I>(p, c, last, none);
-        for (i64 g0 = lane; g0 < groups; g0 += 32 * VEC_UNROLL) {
-            T v[VEC_UNROLL][VEC];
-#pragma unroll
-            for (int u = 0; u < VEC_UNROLL; ++u) {
-                const i64 g = g0 + 32 * u;
-                if (g < groups) group_vec_at<I>(p, x, off, none, g * VEC, v[u]);
-            }
-#pragma unroll
-            for (int u = 0; u < VEC_UNROLL; ++u) {
-                const i64 g = g0 + 32 * u;
-                if (g < groups) store_vec(y + oo + g * VEC, 0, v[u]);
-            }
-        }
-    }
+    vec_rows<I>(
+        p.n, (i64)p.out_shape[last], (T*)p.out,
+        [&](I r, i64& oo) {
+            i64 c[MAX_RANK];
+            group_coords<I>(p, r, last, c, oo);
+            GroupRow w;
+            w.off = group_outer<I>(p, c, last, w.none);
+            return w;
+        },
+        [&](const GroupRow& w, i64 col, T(&v)[VEC]) { group_vec_at<I>(p, x, w.off, w.none, col, v); });
 }
 
 // Up to CAT_PIECES strided copies of one launch.
